@@ -1,0 +1,137 @@
+# cuttle — build with `make`, test with `make test`, install with `make install`.
+#
+#   make SANITIZE=1        AddressSanitizer + UndefinedBehaviorSanitizer build (in build-san/)
+#   make BLAS=0            without OpenBLAS (the built-in GEMM)
+#   make OPENMP=0          single-threaded CPU backend
+#   make CUDA_ARCHS="..."  GPU architectures (default: sm_80 sm_86 sm_89 sm_90 + PTX)
+#   make PREFIX=/opt/cuttle install
+
+CC       ?= cc
+PREFIX   ?= /usr/local
+SANITIZE ?= 0
+BLAS     ?= auto
+OPENMP   ?= 1
+CUDA_ARCHS ?= 80 86 89 90
+
+ifeq ($(SANITIZE),1)
+BUILD    ?= build-san
+OPTFLAGS ?= -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+else
+BUILD    ?= build
+OPTFLAGS ?= -O3 -g
+endif
+
+CFLAGS_BASE := -std=c11 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -fPIC \
+               -Iinclude -Isrc $(OPTFLAGS)
+LDLIBS_BASE := -lm
+LDFLAGS_BASE := $(filter -fsanitize=%,$(OPTFLAGS))
+
+# ---- what the build found ---------------------------------------------------
+
+HAVE_OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo 1)
+ifeq ($(OPENMP),1)
+ifeq ($(HAVE_OPENMP),1)
+CFLAGS_BASE += -fopenmp
+LDFLAGS_BASE += -fopenmp
+FOUND_OPENMP := found
+else
+FOUND_OPENMP := not found (single-threaded)
+endif
+else
+FOUND_OPENMP := disabled
+endif
+
+HAVE_OPENBLAS := $(shell pkg-config --exists openblas 2>/dev/null && echo 1)
+ifneq ($(BLAS),0)
+ifeq ($(HAVE_OPENBLAS),1)
+CFLAGS_BASE += -DCT_HAVE_OPENBLAS $(shell pkg-config --cflags openblas)
+LDLIBS_BASE += $(shell pkg-config --libs openblas)
+FOUND_BLAS := found (OpenBLAS $(shell pkg-config --modversion openblas))
+else
+FOUND_BLAS := not found (built-in GEMM; apt-get install libopenblas-dev)
+endif
+else
+FOUND_BLAS := disabled (built-in GEMM)
+endif
+
+NVCC ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
+ifneq ($(NVCC),)
+FOUND_CUDA := nvcc found at $(NVCC); the CUDA backend is not part of this version yet (CPU only)
+else
+FOUND_CUDA := nvcc not found (CPU only)
+endif
+
+# ---- sources ------------------------------------------------------------------
+
+LIB_SRCS   := $(sort $(wildcard src/core/*.c src/graph/*.c src/ops/*.c src/cpu/*.c \
+                                src/nn/*.c src/io/*.c src/data/*.c))
+LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
+TEST_BINS  := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+TEST_SUPPORT_SRCS := $(filter-out $(TEST_SRCS),$(wildcard tests/*.c))
+TEST_SUPPORT_OBJS := $(TEST_SUPPORT_SRCS:%.c=$(BUILD)/obj/%.o)
+EXAMPLE_SRCS := $(sort $(wildcard examples/*.c))
+EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.c=$(BUILD)/examples/%)
+TOOL_SRCS  := $(sort $(wildcard tools/*.c))
+TOOL_OBJS  := $(TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
+
+LIB_A  := $(BUILD)/libcuttle.a
+LIB_SO := $(BUILD)/libcuttle.so
+CLI    := $(BUILD)/cuttle
+
+.PHONY: all config test install uninstall clean
+.SECONDARY:
+all: config $(LIB_A) $(LIB_SO) $(CLI) $(TEST_BINS) $(EXAMPLE_BINS)
+
+config:
+	@echo "cuttle $(shell sed -n 's/.*CT_VERSION_STRING "\(.*\)"/\1/p' include/cuttle.h) build in $(BUILD)/"
+	@echo "  OpenMP:   $(FOUND_OPENMP)"
+	@echo "  BLAS:     $(FOUND_BLAS)"
+	@echo "  CUDA:     $(FOUND_CUDA)"
+	@echo "  sanitize: $(if $(filter 1,$(SANITIZE)),address+undefined,off)"
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB_A): $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(LIB_SO): $(LIB_OBJS)
+	$(CC) -shared $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LDLIBS_BASE)
+
+$(CLI): $(TOOL_OBJS) $(LIB_A)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(LIB_A) $(LDLIBS_BASE)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJS) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIB_A) $(LDLIBS_BASE)
+
+$(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(LIB_A) $(LDLIBS_BASE)
+
+test: all
+	@BUILD=$(BUILD) sh tests/run.sh
+
+install: $(LIB_A) $(LIB_SO) $(CLI)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
+	           $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 include/cuttle.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/.*CT_VERSION_STRING "\(.*\)"/\1/p' include/cuttle.h)|' \
+	    -e 's|@LIBS_PRIVATE@|$(strip $(filter -fopenmp,$(LDFLAGS_BASE)) $(LDLIBS_BASE))|' \
+	    cuttle.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cuttle.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/lib/libcuttle.a $(DESTDIR)$(PREFIX)/lib/libcuttle.so \
+	      $(DESTDIR)$(PREFIX)/include/cuttle.h $(DESTDIR)$(PREFIX)/bin/cuttle \
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/cuttle.pc
+
+clean:
+	rm -rf build build-san
+
+-include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TEST_SRCS:tests/%.c=$(BUILD)/obj/tests/%.d)

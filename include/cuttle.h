@@ -1,0 +1,289 @@
+/*
+ * cuttle.h — the public C API of cuttle, a small deep learning framework for
+ * convolutional networks.
+ *
+ * The model is built once into a static graph of op nodes.  Every node is a
+ * tensor (`ct_tensor`): inputs, parameters, buffers (batchnorm running
+ * statistics) and the results of ops.  `ct_graph_backward` appends the
+ * gradient nodes, `ct_graph_sgd`/`ct_graph_adam` append the optimizer update
+ * nodes, and `ct_plan_new` lays the whole step out in memory on a backend.
+ * `ct_plan_run` then runs a training step (or an evaluation pass) without
+ * allocating anything.
+ *
+ * Errors are values.  Functions that can fail return `ct_status` and leave a
+ * message in the thread-local `ct_last_error()`.  The op builders return a
+ * tensor, or NULL on error; a builder given a NULL input returns NULL without
+ * overwriting the first message, so a whole model can be built and checked
+ * once with `ct_graph_status()` (see docs/design.md).
+ *
+ * Ownership: a graph owns its tensors; `ct_graph_free` frees them all.  A
+ * plan owns its memory on the backend.  Every `_new` has a `_free` that
+ * accepts NULL.  Free plans before the graph and the backend they use.
+ */
+#ifndef CUTTLE_H
+#define CUTTLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CT_VERSION_MAJOR 0
+#define CT_VERSION_MINOR 1
+#define CT_VERSION_PATCH 0
+#define CT_VERSION_STRING "0.1.0"
+
+/* ---- status and errors ------------------------------------------------ */
+
+typedef enum ct_status {
+    CT_OK = 0,
+    CT_ERR_ARG,         /* a bad argument: NULL, out of range, wrong kind of tensor */
+    CT_ERR_SHAPE,       /* shapes that do not fit together */
+    CT_ERR_DTYPE,       /* dtypes that do not fit together */
+    CT_ERR_MEMORY,      /* host or device memory ran out */
+    CT_ERR_IO,          /* a file could not be opened, read or written */
+    CT_ERR_FORMAT,      /* a file is corrupt, truncated or not what it claims */
+    CT_ERR_UNSUPPORTED, /* valid, but not implemented on this backend or build */
+    CT_ERR_DEVICE,      /* the device is missing or failed */
+    CT_ERR_STATE,       /* called at the wrong time (e.g. backward twice) */
+    CT_ERR_INTERNAL     /* a bug in cuttle: please report it */
+} ct_status;
+
+/* The message of the last error on this thread ("" if none).  Borrowed:
+ * valid until the next failing call on this thread. */
+const char *ct_last_error(void);
+/* "CT_ERR_SHAPE", ... */
+const char *ct_status_name(ct_status status);
+const char *ct_version(void);
+
+/* ---- dtypes ------------------------------------------------------------ */
+
+typedef enum ct_dtype {
+    CT_F32 = 0,
+    CT_F16,
+    CT_BF16,
+    CT_I8,
+    CT_U8,
+    CT_I32,
+    CT_I64,
+    CT_DTYPE_COUNT
+} ct_dtype;
+
+size_t ct_dtype_size(ct_dtype dtype);
+const char *ct_dtype_name(ct_dtype dtype); /* "f32", ... */
+
+#define CT_MAX_DIMS 6
+
+/* ---- graphs and tensors ------------------------------------------------ */
+
+typedef struct ct_graph ct_graph;
+typedef struct ct_tensor ct_tensor;
+
+/* NULL when memory runs out (ct_last_error says so). */
+ct_graph *ct_graph_new(void);
+void ct_graph_free(ct_graph *graph);
+/* CT_OK, or the status of the first error met while building the graph. */
+ct_status ct_graph_status(const ct_graph *graph);
+
+/* How a parameter or buffer is filled when a plan is created. */
+typedef enum ct_init {
+    CT_INIT_CONST = 0, /* every element = scale */
+    CT_INIT_UNIFORM,   /* U(-scale, scale) */
+    CT_INIT_NORMAL     /* N(0, scale^2) */
+} ct_init;
+
+/* A value the caller writes before each run (images, labels). */
+ct_tensor *ct_input(ct_graph *graph, const char *name, ct_dtype dtype, int ndim,
+                    const int64_t *shape);
+/* A trainable f32 parameter.  Names follow PyTorch's state_dict
+ * ("conv1.weight", "layer1.0.bn1.bias"); they must be unique. */
+ct_tensor *ct_param(ct_graph *graph, const char *name, int ndim, const int64_t *shape,
+                    ct_init init, float scale);
+/* Persistent state that is not trained (running mean/var); f32 or i64. */
+ct_tensor *ct_buffer(ct_graph *graph, const char *name, ct_dtype dtype, int ndim,
+                     const int64_t *shape, ct_init init, float scale);
+
+const char *ct_tensor_name(const ct_tensor *t); /* borrowed; "%12 (relu)" if unnamed */
+ct_dtype ct_tensor_dtype(const ct_tensor *t);
+int ct_tensor_ndim(const ct_tensor *t);
+int64_t ct_tensor_dim(const ct_tensor *t, int axis); /* negative axes count from the end */
+int64_t ct_tensor_numel(const ct_tensor *t);
+size_t ct_tensor_bytes(const ct_tensor *t);
+bool ct_tensor_is_param(const ct_tensor *t);
+/* The gradient of a parameter (or of an input that requires it) after
+ * ct_graph_backward, else NULL.  Borrowed. */
+ct_tensor *ct_tensor_grad(const ct_tensor *t);
+/* Keep a tensor readable after a run (its memory is not reused). */
+void ct_tensor_keep(ct_tensor *t);
+/* Ask backward for the gradient of an input too (tests, saliency). */
+void ct_tensor_requires_grad(ct_tensor *input);
+
+/* Parameters and buffers in creation order: the "state_dict". */
+int ct_graph_n_state(const ct_graph *graph);
+ct_tensor *ct_graph_state(const ct_graph *graph, int index); /* borrowed */
+ct_tensor *ct_graph_find(const ct_graph *graph, const char *name); /* NULL if none */
+
+/* ---- ops --------------------------------------------------------------- */
+/* Each returns the new tensor, or NULL with ct_last_error() naming the op,
+ * the tensors and their shapes.  Layout is NCHW; weights are PyTorch's. */
+
+/* Zero fields mean PyTorch's defaults: stride 1, padding 0, dilation 1,
+ * groups 1.  Index 0 is height, 1 is width. */
+typedef struct ct_conv_args {
+    int stride[2];
+    int pad[2];
+    int dilation[2];
+    int groups;
+} ct_conv_args;
+
+/* y[n,o,h,w] = b[o] + sum_{c,i,j} x[n,g*C/G+c, h*s-p+i*d, w*s-p+j*d] * w[o,c,i,j]
+ * x: [N,C,H,W]  w: [O,C/groups,KH,KW]  bias: [O] or NULL  y: [N,O,OH,OW] */
+ct_tensor *ct_conv2d(ct_graph *graph, ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
+                     ct_conv_args args);
+
+/* y = x w^T + b.  x: [N,IN]  w: [OUT,IN]  bias: [OUT] or NULL  y: [N,OUT] */
+ct_tensor *ct_linear(ct_graph *graph, ct_tensor *x, ct_tensor *weight, ct_tensor *bias);
+
+/* kernel is required; stride 0 means stride = kernel (PyTorch's default). */
+typedef struct ct_pool_args {
+    int kernel[2];
+    int stride[2];
+    int pad[2];
+    bool exclude_pad; /* avgpool: count_include_pad=False */
+} ct_pool_args;
+
+ct_tensor *ct_maxpool2d(ct_graph *graph, ct_tensor *x, ct_pool_args args);
+ct_tensor *ct_avgpool2d(ct_graph *graph, ct_tensor *x, ct_pool_args args);
+/* [N,C,H,W] -> [N,C,1,1], like nn.AdaptiveAvgPool2d(1). */
+ct_tensor *ct_global_avgpool(ct_graph *graph, ct_tensor *x);
+
+ct_tensor *ct_relu(ct_graph *graph, ct_tensor *x);
+ct_tensor *ct_sigmoid(ct_graph *graph, ct_tensor *x);
+ct_tensor *ct_tanh(ct_graph *graph, ct_tensor *x);
+
+/* Training: normalize with batch statistics and update the running ones
+ * (running = (1-momentum)*running + momentum*batch, unbiased variance).
+ * Evaluation: normalize with the running statistics.
+ * x: [N,C,H,W] (or [N,C])  gamma, beta, running_mean, running_var: [C] */
+ct_tensor *ct_batchnorm2d(ct_graph *graph, ct_tensor *x, ct_tensor *gamma, ct_tensor *beta,
+                          ct_tensor *running_mean, ct_tensor *running_var, float eps,
+                          float momentum);
+
+/* Training: zero each element with probability p and scale the rest by
+ * 1/(1-p), from the plan's seed and step.  Evaluation: identity. */
+ct_tensor *ct_dropout(ct_graph *graph, ct_tensor *x, float p);
+
+/* Same shapes, elementwise (residual connections). */
+ct_tensor *ct_add(ct_graph *graph, ct_tensor *a, ct_tensor *b);
+/* [N,...] -> [N, prod(...)], a view. */
+ct_tensor *ct_flatten(ct_graph *graph, ct_tensor *x);
+/* A view with a new shape; one dimension may be -1. */
+ct_tensor *ct_reshape(ct_graph *graph, ct_tensor *x, int ndim, const int64_t *shape);
+/* Concatenate along dim 1 (channels).  All other dims equal. */
+ct_tensor *ct_concat(ct_graph *graph, int n, ct_tensor *const *xs);
+/* Softmax over dim 1 of a [N,C] tensor. */
+ct_tensor *ct_softmax(ct_graph *graph, ct_tensor *x);
+/* Mean cross-entropy of logits [N,C] against class indices [N] (i32 or
+ * i64), with PyTorch's label smoothing.  Returns a scalar (0-dim). */
+ct_tensor *ct_cross_entropy(ct_graph *graph, ct_tensor *logits, ct_tensor *labels,
+                            float label_smoothing);
+
+/* ---- layers: ops plus parameters with PyTorch's names and default init -- */
+
+/* Creates "<name>.weight" ([O,C/groups,KH,KW], kaiming-uniform like
+ * nn.Conv2d) and "<name>.bias" when bias is true. */
+ct_tensor *ct_layer_conv2d(ct_graph *graph, const char *name, ct_tensor *x, int out_channels,
+                           int kernel_h, int kernel_w, ct_conv_args args, bool bias);
+ct_tensor *ct_layer_linear(ct_graph *graph, const char *name, ct_tensor *x, int out_features,
+                           bool bias);
+/* "<name>.weight", ".bias", ".running_mean", ".running_var",
+ * ".num_batches_tracked"; eps 1e-5, momentum 0.1. */
+ct_tensor *ct_layer_batchnorm2d(ct_graph *graph, const char *name, ct_tensor *x);
+
+/* ---- training ----------------------------------------------------------- */
+
+/* Append the backward graph of a scalar loss.  Every parameter that the
+ * loss depends on gets a gradient (ct_tensor_grad), kept after a run. */
+ct_status ct_graph_backward(ct_graph *graph, ct_tensor *loss);
+/* The same from any tensor y, given the gradient dy of some scalar with
+ * respect to y (an input of y's shape that the caller writes): the
+ * vector-Jacobian product.  Either backward may be called once per graph. */
+ct_status ct_graph_backward_vjp(ct_graph *graph, ct_tensor *y, ct_tensor *dy);
+
+typedef struct ct_sgd_args {
+    float lr;
+    float momentum;
+    float dampening;
+    float weight_decay;
+    bool nesterov;
+} ct_sgd_args;
+
+typedef struct ct_adam_args {
+    float lr;
+    float beta1, beta2;
+    float eps;
+    float weight_decay;
+    bool decoupled; /* true: AdamW (decoupled weight decay) */
+} ct_adam_args;
+
+/* PyTorch's defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, no decay. */
+ct_adam_args ct_adam_defaults(void);
+
+/* Append one update node per parameter (after ct_graph_backward).  The
+ * optimizer's state ("<param>.momentum_buffer", "<param>.exp_avg",
+ * "<param>.exp_avg_sq") lives in buffers that checkpoints can save. */
+ct_status ct_graph_sgd(ct_graph *graph, ct_sgd_args args);
+ct_status ct_graph_adam(ct_graph *graph, ct_adam_args args);
+
+/* ---- backends and plans -------------------------------------------------- */
+
+typedef struct ct_backend ct_backend;
+typedef struct ct_plan ct_plan;
+
+/* "cpu" (all cores), "cpu:N" (N threads). */
+ct_status ct_backend_new(const char *device, ct_backend **out);
+void ct_backend_free(ct_backend *backend);
+const char *ct_backend_name(const ct_backend *backend); /* borrowed */
+
+typedef enum ct_mode {
+    CT_TRAIN = 0, /* forward, backward and update; batch statistics, dropout on */
+    CT_EVAL       /* forward only; running statistics, dropout off */
+} ct_mode;
+
+/* Plan the graph on a backend: order the nodes, lay out every transient
+ * tensor in one arena by liveness, allocate the state (parameters, buffers,
+ * inputs) and fill parameters from `seed`.  The graph must stay alive and
+ * unchanged while the plan exists. */
+ct_status ct_plan_new(ct_graph *graph, ct_backend *backend, uint64_t seed, ct_plan **out);
+void ct_plan_free(ct_plan *plan);
+
+/* One step.  Nothing is allocated. */
+ct_status ct_plan_run(ct_plan *plan, ct_mode mode);
+
+/* Copy between host memory and a tensor of the plan.  `bytes` must equal
+ * ct_tensor_bytes(t).  Readable: state, inputs, kept tensors. */
+ct_status ct_plan_write(ct_plan *plan, ct_tensor *t, const void *host, size_t bytes);
+ct_status ct_plan_read(ct_plan *plan, const ct_tensor *t, void *host, size_t bytes);
+
+/* Learning rate for the next runs (schedules change it between steps). */
+void ct_plan_set_lr(ct_plan *plan, float lr);
+float ct_plan_lr(const ct_plan *plan);
+/* Training steps run so far (it drives dropout masks and Adam's bias
+ * correction); settable so that a resumed run continues exactly. */
+int64_t ct_plan_step(const ct_plan *plan);
+void ct_plan_set_step(ct_plan *plan, int64_t step);
+
+/* Bytes of the activation arena (its planned peak) and of the state. */
+size_t ct_plan_arena_bytes(const ct_plan *plan);
+size_t ct_plan_state_bytes(const ct_plan *plan);
+/* Nodes run by one step in a mode. */
+int ct_plan_n_nodes(const ct_plan *plan, ct_mode mode);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUTTLE_H */

@@ -1,0 +1,166 @@
+/*
+ * The CPU kernels: the readable reference of every op, and the fast path.
+ *
+ * Kernels see plain pointers and shapes, never graph nodes.  All tensors are
+ * contiguous, NCHW, float32 unless said otherwise.  Rules for every kernel:
+ *   - outputs are written with = (never accumulated): a gradient that has
+ *     several contributions is summed by an add node that autodiff inserts;
+ *   - no allocation: scratch memory comes in `workspace`, sized by the
+ *     matching *_workspace() function (bytes) for the plan's thread count;
+ *   - results are bit-for-bit identical from run to run: reductions run in
+ *     an order that does not depend on thread scheduling;
+ *   - parallel with OpenMP; the backend sets the thread count.
+ */
+#ifndef CT_CPU_KERNELS_H
+#define CT_CPU_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/shapes.h"
+
+/* ---- gemm.c ------------------------------------------------------------ */
+
+/* c[m,n] = alpha * op(a)[m,k] op(b)[k,n] + beta * c, row-major;
+ * op(a) = a^T when trans_a (then a is stored [k,m]).  OpenBLAS when built
+ * with it, else a cache-blocked loop nest. */
+void ct_cpu_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a,
+                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
+/* The blocked C version, always available (tests compare it with BLAS). */
+void ct_cpu_gemm_native(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                        const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                        int ldc);
+/* Names the GEMM in use: "openblas" or "native". */
+const char *ct_cpu_gemm_name(void);
+
+/* ---- conv.c ------------------------------------------------------------ */
+
+/* y[n,o,h,w] = bias[o] + sum_{c,i,j} x[n, g*Cg+c, h*sh-ph+i*dh, w*sw-pw+j*dw] * w[o,c,i,j]
+ * where g = o / (O/groups), Cg = C/groups; bias may be NULL. */
+size_t ct_cpu_conv2d_workspace(const ct_conv2d_shape *s, int n_threads);
+void ct_cpu_conv2d_forward(const ct_conv2d_shape *s, const float *x, const float *w,
+                           const float *bias, float *y, void *workspace);
+/* dx = d(sum y*dy)/dx.  dx: [N,C,H,W] */
+void ct_cpu_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy, const float *w,
+                                 float *dx, void *workspace);
+/* dw = d(sum y*dy)/dw.  dw: [O,C/groups,KH,KW] */
+void ct_cpu_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x, const float *dy,
+                                   float *dw, void *workspace);
+
+/* db[c] = sum_{n,i} dy[n,c,i]  (dy: [n, c, inner]; the bias gradient of
+ * conv (inner = H*W) and linear (inner = 1)). */
+void ct_cpu_channel_sum(int n, int c, int inner, const float *dy, float *db);
+
+/* ---- linear.c ----------------------------------------------------------- */
+
+/* y[n,o] = bias[o] + sum_i x[n,i] w[o,i];  bias may be NULL. */
+void ct_cpu_linear_forward(int n, int in, int out, const float *x, const float *w,
+                           const float *bias, float *y);
+/* dx[n,i] = sum_o dy[n,o] w[o,i] */
+void ct_cpu_linear_backward_data(int n, int in, int out, const float *dy, const float *w,
+                                 float *dx);
+/* dw[o,i] = sum_n dy[n,o] x[n,i] */
+void ct_cpu_linear_backward_weight(int n, int in, int out, const float *x, const float *dy,
+                                   float *dw);
+
+/* ---- pool.c ------------------------------------------------------------- */
+
+/* y = max over the window (padding never wins). */
+void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y);
+/* dx[argmax of each window] += dy (argmax recomputed from x; the first
+ * maximum in row-major window order wins, as in PyTorch); other dx = 0. */
+void ct_cpu_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const float *dy,
+                               float *dx);
+void ct_cpu_avgpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y);
+void ct_cpu_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy, float *dx);
+/* y[n,c] = mean_i x[n,c,i];  dx[n,c,i] = dy[n,c] / inner */
+void ct_cpu_global_avgpool_forward(int n, int c, int inner, const float *x, float *y);
+void ct_cpu_global_avgpool_backward(int n, int c, int inner, const float *dy, float *dx);
+
+/* ---- activation.c --------------------------------------------------------- */
+/* Elementwise over `count` elements.  Backward rules use the output y. */
+
+void ct_cpu_relu_forward(int64_t count, const float *x, float *y);
+void ct_cpu_relu_backward(int64_t count, const float *y, const float *dy, float *dx);
+void ct_cpu_sigmoid_forward(int64_t count, const float *x, float *y);
+void ct_cpu_sigmoid_backward(int64_t count, const float *y, const float *dy, float *dx);
+void ct_cpu_tanh_forward(int64_t count, const float *x, float *y);
+void ct_cpu_tanh_backward(int64_t count, const float *y, const float *dy, float *dx);
+
+/* ---- batchnorm.c ------------------------------------------------------------ */
+/* x: [n, c, inner].  stats: [2, c] = (mean, invstd) of the normalization used. */
+
+/* training: mean/var over (n, inner); invstd = 1/sqrt(var_biased + eps);
+ *   running_mean = (1-momentum)*running_mean + momentum*mean
+ *   running_var  = (1-momentum)*running_var + momentum*var_unbiased
+ *   (var_unbiased = var_biased * M/(M-1), M = n*inner; M == 1 keeps var_biased).
+ * eval: stats from running_mean/running_var; running values untouched. */
+void ct_cpu_batchnorm_stats(int n, int c, int inner, const float *x, bool training,
+                            float momentum, float eps, float *running_mean, float *running_var,
+                            float *stats);
+/* y = (x - mean) * invstd * gamma + beta */
+void ct_cpu_batchnorm_apply(int n, int c, int inner, const float *x, const float *stats,
+                            const float *gamma, const float *beta, float *y);
+/* dparams: [2, c] = (dgamma, dbeta):
+ *   dgamma[c] = sum dy * (x - mean) * invstd,  dbeta[c] = sum dy */
+void ct_cpu_batchnorm_backward_params(int n, int c, int inner, const float *x,
+                                      const float *dy, const float *stats, float *dparams);
+/* Training-mode input gradient, M = n*inner, xhat = (x-mean)*invstd:
+ *   dx = gamma*invstd * (dy - dbeta/M - xhat*dgamma/M) */
+void ct_cpu_batchnorm_backward_data(int n, int c, int inner, const float *x, const float *dy,
+                                    const float *stats, const float *gamma,
+                                    const float *dparams, float *dx);
+
+/* ---- dropout.c ------------------------------------------------------------- */
+
+/* y[i] = x[i] * keep(i) / (1-p), keep(i) = ct_rng_uniform(seed, stream, step, i) >= p.
+ * The backward pass is the same function applied to dy with the same key. */
+void ct_cpu_dropout(int64_t count, const float *x, float *y, float p, uint64_t seed,
+                    uint32_t stream, uint32_t step);
+
+/* ---- softmax.c (softmax and cross-entropy) ------------------------------------ */
+
+/* Over the rows of x: [n, c]. */
+void ct_cpu_softmax_forward(int n, int c, const float *x, float *y);
+/* dx = y * (dy - sum_j dy_j y_j) */
+void ct_cpu_softmax_backward(int n, int c, const float *y, const float *dy, float *dx);
+/* loss = mean_n [ -(1-s) * log p[n, label_n] - (s/c) * sum_j log p[n,j] ],
+ * p = softmax(logits), s = label_smoothing.  labels are int32, or int64 when
+ * labels_i64.  Returns -1, or the first n whose label is outside [0, c). */
+int ct_cpu_cross_entropy_forward(int n, int c, const float *logits, const void *labels,
+                                 bool labels_i64, float label_smoothing, float *loss);
+/* dlogits = dloss[0] * (p - ((1-s) onehot + s/c)) / n */
+void ct_cpu_cross_entropy_backward(int n, int c, const float *logits, const void *labels,
+                                   bool labels_i64, float label_smoothing, const float *dloss,
+                                   float *dlogits);
+
+/* ---- tensor_ops.c ---------------------------------------------------------- */
+
+void ct_cpu_fill(int64_t count, float value, float *y);
+void ct_cpu_copy(int64_t count, const float *x, float *y);
+/* y = a + b */
+void ct_cpu_add(int64_t count, const float *a, const float *b, float *y);
+/* Along dim 1 of [n, c_i, inner] tensors: y: [n, sum c_i, inner]. */
+void ct_cpu_concat(int n, int inner, int n_inputs, const int *channels, const float *const *xs,
+                   float *y);
+/* y[n, 0:count, inner] = x[n, start:start+count, inner],  x: [n, c_total, inner] */
+void ct_cpu_slice_channels(int n, int inner, int c_total, int start, int count, const float *x,
+                           float *y);
+
+/* ---- optim.c ------------------------------------------------------------------ */
+/* In place on param and the state; PyTorch's torch.optim semantics. */
+
+/* g = grad + wd*p; with momentum: buf = first_step ? g : momentum*buf + (1-dampening)*g,
+ * g = nesterov ? g + momentum*buf : buf;  p -= lr*g.  buf may be NULL if momentum == 0. */
+void ct_cpu_sgd_update(int64_t count, float *param, const float *grad, float *momentum_buf,
+                       float lr, float momentum, float dampening, float weight_decay,
+                       bool nesterov, bool first_step);
+/* step t >= 1.  Adam: g = grad + wd*p.  AdamW (decoupled): p *= 1 - lr*wd.
+ * m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+ * p -= (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps) */
+void ct_cpu_adam_update(int64_t count, float *param, const float *grad, float *exp_avg,
+                        float *exp_avg_sq, float lr, float beta1, float beta2, float eps,
+                        float weight_decay, bool decoupled, int64_t step);
+
+#endif

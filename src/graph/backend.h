@@ -1,0 +1,71 @@
+/*
+ * The backend vtable.  A backend allocates buffers (host or device memory),
+ * copies between them and the host, says which ops it supports, and runs
+ * one node at a time.  The plan decides where every tensor lives; a backend
+ * gets resolved pointers through ct_exec_data().
+ */
+#ifndef CT_GRAPH_BACKEND_H
+#define CT_GRAPH_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuttle.h"
+#include "graph/graph.h"
+
+/* Where a tensor's bytes live in a plan. */
+typedef enum ct_storage {
+    CT_STORAGE_NONE = 0, /* not run by this plan */
+    CT_STORAGE_ARENA,    /* transient: reused by liveness */
+    CT_STORAGE_STATE     /* persistent: inputs, parameters, buffers */
+} ct_storage;
+
+/* What a node needs to run: the resolved memory and the step's settings. */
+typedef struct ct_exec {
+    uint8_t *arena;
+    uint8_t *state;
+    const size_t *offsets;      /* by node id, for storage roots */
+    const uint8_t *storage;     /* ct_storage by node id */
+    void *workspace;
+    size_t workspace_bytes;
+    bool training;
+    int64_t step;               /* training steps completed before this one */
+    float lr;
+    uint64_t seed;
+} ct_exec;
+
+static inline void *ct_exec_data(const ct_exec *exec, const ct_tensor *t)
+{
+    const ct_tensor *root = t->view_of ? t->view_of : t;
+    uint8_t *base = exec->storage[root->id] == CT_STORAGE_STATE ? exec->state : exec->arena;
+    return base + exec->offsets[root->id] + t->view_offset;
+}
+
+typedef struct ct_backend_i {
+    ct_status (*alloc)(ct_backend *backend, size_t bytes, void **out);
+    void (*release)(ct_backend *backend, void *ptr);
+    ct_status (*write)(ct_backend *backend, void *dst, const void *host, size_t bytes);
+    ct_status (*read)(ct_backend *backend, void *host, const void *src, size_t bytes);
+    bool (*supports_op)(const ct_backend *backend, const ct_tensor *node);
+    size_t (*workspace_bytes)(const ct_backend *backend, const ct_tensor *node);
+    /* Called once before the nodes of a step (thread settings, streams). */
+    void (*begin_step)(ct_backend *backend);
+    ct_status (*run_node)(ct_backend *backend, const ct_exec *exec, const ct_tensor *node);
+    ct_status (*synchronize)(ct_backend *backend);
+    void (*destroy)(ct_backend *backend);
+} ct_backend_i;
+
+#define CT_BACKEND_NAME_CAPACITY 64
+
+struct ct_backend {
+    const ct_backend_i *iface;
+    char name[CT_BACKEND_NAME_CAPACITY];
+    int n_threads;
+    void *impl;
+};
+
+/* The CPU backend with n_threads threads (0: all cores). */
+ct_status ct_cpu_backend_new(int n_threads, ct_backend **out);
+
+#endif

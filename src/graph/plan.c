@@ -1,0 +1,421 @@
+/*
+ * Plans: a graph laid out on a backend and run step after step.
+ *
+ * ct_plan_new orders the nodes of each mode (creation order, pruned to what
+ * the roots need), places every transient tensor in one arena by liveness
+ * over the training schedule, puts inputs and state in a second buffer, and
+ * sizes one workspace for the hungriest kernel.  The evaluation schedule is
+ * a subsequence of the training one in which every tensor dies no later, so
+ * it reuses the same layout.  Running a step allocates nothing.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "graph/backend.h"
+#include "graph/memplan.h"
+
+#define CT_MODE_COUNT 2
+
+struct ct_plan {
+    ct_graph *graph;
+    ct_backend *backend;
+    int n_nodes; /* the graph's size when planned: it must not change */
+    const ct_tensor **schedule[CT_MODE_COUNT];
+    int n_schedule[CT_MODE_COUNT];
+    size_t *offsets;  /* by node id */
+    uint8_t *storage; /* ct_storage by node id */
+    void *arena, *state, *workspace;
+    size_t arena_bytes, state_bytes, workspace_bytes;
+    uint64_t seed;
+    int64_t step;
+    float lr;
+};
+
+static bool is_root(const ct_tensor *t, ct_mode mode)
+{
+    if (mode == CT_EVAL)
+        return t->keep && t->phase == CT_PHASE_FORWARD;
+    return t->keep || (t->phase == CT_PHASE_OPTIMIZER && t->op != CT_OP_LEAF);
+}
+
+/* The nodes a mode runs, in creation order (a topological order). */
+static ct_status build_schedule(ct_plan *plan, ct_mode mode)
+{
+    const ct_graph *graph = plan->graph;
+    bool *needed = calloc((size_t)plan->n_nodes, sizeof *needed);
+    plan->schedule[mode] = malloc(sizeof(ct_tensor *) * (size_t)plan->n_nodes);
+    if (!needed || !plan->schedule[mode]) {
+        free(needed);
+        return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
+    }
+    for (int i = plan->n_nodes - 1; i >= 0; i--) {
+        const ct_tensor *t = graph->nodes[i];
+        needed[i] = needed[i] || is_root(t, mode);
+        if (!needed[i])
+            continue;
+        for (int s = 0; s < t->n_src; s++)
+            needed[t->src[s]->id] = true;
+        if (t->view_of)
+            needed[t->view_of->id] = true;
+    }
+    int count = 0;
+    for (int i = 0; i < plan->n_nodes; i++) {
+        if (needed[i] && graph->nodes[i]->op != CT_OP_LEAF)
+            plan->schedule[mode][count++] = graph->nodes[i];
+    }
+    plan->n_schedule[mode] = count;
+    free(needed);
+    return CT_OK;
+}
+
+static size_t align_up(size_t value)
+{
+    return (value + CT_ARENA_ALIGNMENT - 1) / CT_ARENA_ALIGNMENT * CT_ARENA_ALIGNMENT;
+}
+
+/* Inputs, parameters and buffers, one after another. */
+static void layout_state(ct_plan *plan)
+{
+    size_t offset = 0;
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const ct_tensor *t = plan->graph->nodes[i];
+        if (t->op != CT_OP_LEAF)
+            continue;
+        plan->storage[i] = CT_STORAGE_STATE;
+        plan->offsets[i] = offset;
+        offset = align_up(offset + ct_tensor_bytes(t));
+    }
+    plan->state_bytes = offset;
+}
+
+/* Transient tensors of the training schedule, placed by liveness. */
+static ct_status layout_arena(ct_plan *plan)
+{
+    const ct_tensor **schedule = plan->schedule[CT_TRAIN];
+    int n = plan->n_schedule[CT_TRAIN];
+    int *item_of = malloc(sizeof *item_of * (size_t)plan->n_nodes);
+    ct_lifetime *items = malloc(sizeof *items * (size_t)(n > 0 ? n : 1));
+    size_t *item_offsets = malloc(sizeof *item_offsets * (size_t)(n > 0 ? n : 1));
+    if (!item_of || !items || !item_offsets) {
+        free(item_of);
+        free(items);
+        free(item_offsets);
+        return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
+    }
+    int n_items = 0;
+    for (int pos = 0; pos < n; pos++) {
+        const ct_tensor *t = schedule[pos];
+        item_of[t->id] = -1;
+        if (!t->view_of) {
+            plan->storage[t->id] = CT_STORAGE_ARENA;
+            item_of[t->id] = n_items;
+            items[n_items++] = (ct_lifetime){pos, pos, ct_tensor_bytes(t)};
+        }
+        for (int s = 0; s <= t->n_src; s++) {
+            const ct_tensor *used = s < t->n_src ? t->src[s] : t;
+            const ct_tensor *root = ct_storage_root(used);
+            if (root->op == CT_OP_LEAF)
+                continue;
+            ct_lifetime *life = &items[item_of[root->id]];
+            if (pos > life->last)
+                life->last = pos;
+            if (used->keep)
+                life->last = INT_MAX;
+        }
+    }
+    for (int pos = 0; pos < n; pos++) {
+        const ct_tensor *t = schedule[pos];
+        if (t->view_of)
+            plan->storage[t->id] = plan->storage[t->view_of->id];
+    }
+    size_t peak = ct_memplan_layout(items, n_items, item_offsets);
+    for (int pos = 0; pos < n; pos++) {
+        const ct_tensor *t = schedule[pos];
+        if (!t->view_of)
+            plan->offsets[t->id] = item_offsets[item_of[t->id]];
+    }
+    free(item_of);
+    free(items);
+    free(item_offsets);
+    if (peak == (size_t)-1)
+        return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
+    plan->arena_bytes = peak;
+    return CT_OK;
+}
+
+static void init_values(const ct_tensor *t, uint64_t seed, void *dst)
+{
+    int64_t count = ct_tensor_numel(t);
+    uint32_t stream = (uint32_t)t->state_index;
+    if (t->dtype == CT_I64) {
+        int64_t *values = dst;
+        for (int64_t i = 0; i < count; i++)
+            values[i] = (int64_t)t->init_scale;
+        return;
+    }
+    float *values = dst;
+    for (int64_t i = 0; i < count; i++) {
+        if (t->init == CT_INIT_CONST) {
+            values[i] = t->init_scale;
+        } else if (t->init == CT_INIT_UNIFORM) {
+            float u = ct_rng_uniform(seed, stream, CT_RNG_INIT_STEP, (uint64_t)i);
+            values[i] = (2.0f * u - 1.0f) * t->init_scale;
+        } else {
+            /* Box-Muller from draws 2i and 2i+1; 1-u keeps log away from 0. */
+            float u1 = 1.0f - ct_rng_uniform(seed, stream, CT_RNG_INIT_STEP, 2 * (uint64_t)i);
+            float u2 = ct_rng_uniform(seed, stream, CT_RNG_INIT_STEP, 2 * (uint64_t)i + 1);
+            values[i] = t->init_scale * sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2);
+        }
+    }
+}
+
+/* Fill the state buffer: state tensors from their init rule, inputs zero. */
+static ct_status init_state(ct_plan *plan)
+{
+    if (plan->state_bytes == 0)
+        return CT_OK;
+    uint8_t *host = calloc(1, plan->state_bytes);
+    if (!host)
+        return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory for %zu bytes",
+                            plan->state_bytes);
+    for (int i = 0; i < plan->graph->n_state; i++) {
+        const ct_tensor *t = plan->graph->state[i];
+        init_values(t, plan->seed, host + plan->offsets[t->id]);
+    }
+    ct_status status = plan->backend->iface->write(plan->backend, plan->state, host,
+                                                   plan->state_bytes);
+    free(host);
+    return status;
+}
+
+static ct_status check_support(ct_plan *plan)
+{
+    const ct_backend *backend = plan->backend;
+    for (int mode = 0; mode < CT_MODE_COUNT; mode++) {
+        for (int i = 0; i < plan->n_schedule[mode]; i++) {
+            const ct_tensor *t = plan->schedule[mode][i];
+            if (t->op == CT_OP_VIEW)
+                continue;
+            if (!backend->iface->supports_op(backend, t))
+                return ct_set_error(CT_ERR_UNSUPPORTED, "backend %s cannot run %s (%s)",
+                                    backend->name, ct_tensor_name(t),
+                                    ct_op_info_of(t->op)->name);
+            size_t bytes = backend->iface->workspace_bytes(backend, t);
+            if (bytes > plan->workspace_bytes)
+                plan->workspace_bytes = bytes;
+        }
+    }
+    return CT_OK;
+}
+
+static ct_status allocate(ct_plan *plan, size_t bytes, void **out, const char *what)
+{
+    *out = NULL;
+    if (bytes == 0)
+        return CT_OK;
+    ct_status status = plan->backend->iface->alloc(plan->backend, bytes, out);
+    if (status != CT_OK)
+        return ct_set_error(status, "ct_plan_new: cannot allocate the %s (%zu bytes) on %s: %s",
+                            what, bytes, plan->backend->name, ct_last_error());
+    return CT_OK;
+}
+
+static ct_status plan_build(ct_plan *plan)
+{
+    plan->offsets = calloc((size_t)plan->n_nodes + 1, sizeof *plan->offsets);
+    plan->storage = calloc((size_t)plan->n_nodes + 1, sizeof *plan->storage);
+    if (!plan->offsets || !plan->storage)
+        return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
+    CT_TRY(build_schedule(plan, CT_TRAIN));
+    CT_TRY(build_schedule(plan, CT_EVAL));
+    layout_state(plan);
+    CT_TRY(layout_arena(plan));
+    CT_TRY(check_support(plan));
+    CT_TRY(allocate(plan, plan->arena_bytes, &plan->arena, "activation arena"));
+    CT_TRY(allocate(plan, plan->state_bytes, &plan->state, "parameters and inputs"));
+    CT_TRY(allocate(plan, plan->workspace_bytes, &plan->workspace, "kernel workspace"));
+    return init_state(plan);
+}
+
+ct_status ct_plan_new(ct_graph *graph, ct_backend *backend, uint64_t seed, ct_plan **out)
+{
+    if (!out)
+        return ct_set_error(CT_ERR_ARG, "ct_plan_new: out is NULL");
+    *out = NULL;
+    if (!graph || !backend)
+        return ct_set_error(CT_ERR_ARG, "ct_plan_new: graph and backend are required");
+    if (graph->status != CT_OK)
+        return ct_set_error(graph->status,
+                            "ct_plan_new: the graph has an error from building it (check "
+                            "ct_graph_status after building)");
+    ct_plan *plan = calloc(1, sizeof *plan);
+    if (!plan)
+        return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
+    plan->graph = graph;
+    plan->backend = backend;
+    plan->n_nodes = graph->n_nodes;
+    plan->seed = seed;
+    plan->lr = graph->optimizer_lr;
+    ct_status status = plan_build(plan);
+    if (status != CT_OK) {
+        ct_plan_free(plan);
+        return status;
+    }
+    *out = plan;
+    return CT_OK;
+}
+
+void ct_plan_free(ct_plan *plan)
+{
+    if (!plan)
+        return;
+    ct_backend *backend = plan->backend;
+    if (plan->arena)
+        backend->iface->release(backend, plan->arena);
+    if (plan->state)
+        backend->iface->release(backend, plan->state);
+    if (plan->workspace)
+        backend->iface->release(backend, plan->workspace);
+    for (int mode = 0; mode < CT_MODE_COUNT; mode++)
+        free(plan->schedule[mode]);
+    free(plan->offsets);
+    free(plan->storage);
+    free(plan);
+}
+
+static ct_exec exec_of(const ct_plan *plan, ct_mode mode)
+{
+    ct_exec exec = {
+        .arena = plan->arena,
+        .state = plan->state,
+        .offsets = plan->offsets,
+        .storage = plan->storage,
+        .workspace = plan->workspace,
+        .workspace_bytes = plan->workspace_bytes,
+        .training = mode == CT_TRAIN,
+        .step = plan->step,
+        .lr = plan->lr,
+        .seed = plan->seed,
+    };
+    return exec;
+}
+
+ct_status ct_plan_run(ct_plan *plan, ct_mode mode)
+{
+    if (!plan)
+        return ct_set_error(CT_ERR_ARG, "ct_plan_run: plan is NULL");
+    if (mode != CT_TRAIN && mode != CT_EVAL)
+        return ct_set_error(CT_ERR_ARG, "ct_plan_run: mode %d is neither CT_TRAIN nor CT_EVAL",
+                            (int)mode);
+    if (plan->graph->n_nodes != plan->n_nodes)
+        return ct_set_error(CT_ERR_STATE,
+                            "ct_plan_run: the graph grew after the plan was made; make a new "
+                            "plan");
+    ct_backend *backend = plan->backend;
+    ct_exec exec = exec_of(plan, mode);
+    backend->iface->begin_step(backend);
+    for (int i = 0; i < plan->n_schedule[mode]; i++) {
+        const ct_tensor *node = plan->schedule[mode][i];
+        if (node->op == CT_OP_VIEW)
+            continue;
+        CT_TRY(backend->iface->run_node(backend, &exec, node));
+    }
+    CT_TRY(backend->iface->synchronize(backend));
+    if (mode == CT_TRAIN)
+        plan->step++;
+    return CT_OK;
+}
+
+/* Resolve a tensor for copying; `writing` allows only inputs and state. */
+static ct_status locate(const ct_plan *plan, const ct_tensor *t, size_t bytes, bool writing,
+                        void **where)
+{
+    const char *what = writing ? "ct_plan_write" : "ct_plan_read";
+    if (!plan || !t)
+        return ct_set_error(CT_ERR_ARG, "%s: plan and tensor are required", what);
+    if (t->graph != plan->graph || t->id >= plan->n_nodes)
+        return ct_set_error(CT_ERR_ARG, "%s: '%s' is not a tensor of this plan's graph", what,
+                            ct_tensor_name(t));
+    if (bytes != ct_tensor_bytes(t)) {
+        char desc[CT_DESCRIBE_CAPACITY];
+        return ct_set_error(CT_ERR_ARG, "%s: %s (%s) holds %zu bytes, not %zu", what,
+                            ct_tensor_describe(t, desc, sizeof desc), ct_dtype_name(t->dtype),
+                            ct_tensor_bytes(t), bytes);
+    }
+    const ct_tensor *root = ct_storage_root(t);
+    ct_storage storage = (ct_storage)plan->storage[root->id];
+    if (writing && t->op != CT_OP_LEAF)
+        return ct_set_error(CT_ERR_ARG,
+                            "ct_plan_write: '%s' is computed by the graph; only inputs, "
+                            "parameters and buffers can be written",
+                            ct_tensor_name(t));
+    if (!writing && storage != CT_STORAGE_STATE && !(storage == CT_STORAGE_ARENA && t->keep))
+        return ct_set_error(CT_ERR_ARG,
+                            "ct_plan_read: '%s' is not kept after a run; call ct_tensor_keep "
+                            "on it before ct_plan_new",
+                            ct_tensor_name(t));
+    ct_exec exec = exec_of(plan, CT_EVAL);
+    *where = ct_exec_data(&exec, t);
+    return CT_OK;
+}
+
+ct_status ct_plan_write(ct_plan *plan, ct_tensor *t, const void *host, size_t bytes)
+{
+    void *dst = NULL;
+    CT_TRY(locate(plan, t, bytes, true, &dst));
+    if (!host)
+        return ct_set_error(CT_ERR_ARG, "ct_plan_write: host data is NULL");
+    return plan->backend->iface->write(plan->backend, dst, host, bytes);
+}
+
+ct_status ct_plan_read(ct_plan *plan, const ct_tensor *t, void *host, size_t bytes)
+{
+    void *src = NULL;
+    CT_TRY(locate(plan, t, bytes, false, &src));
+    if (!host)
+        return ct_set_error(CT_ERR_ARG, "ct_plan_read: host buffer is NULL");
+    return plan->backend->iface->read(plan->backend, host, src, bytes);
+}
+
+void ct_plan_set_lr(ct_plan *plan, float lr)
+{
+    if (plan)
+        plan->lr = lr;
+}
+
+float ct_plan_lr(const ct_plan *plan)
+{
+    return plan ? plan->lr : 0.0f;
+}
+
+int64_t ct_plan_step(const ct_plan *plan)
+{
+    return plan ? plan->step : 0;
+}
+
+void ct_plan_set_step(ct_plan *plan, int64_t step)
+{
+    if (plan && step >= 0)
+        plan->step = step;
+}
+
+size_t ct_plan_arena_bytes(const ct_plan *plan)
+{
+    return plan ? plan->arena_bytes : 0;
+}
+
+size_t ct_plan_state_bytes(const ct_plan *plan)
+{
+    return plan ? plan->state_bytes : 0;
+}
+
+int ct_plan_n_nodes(const ct_plan *plan, ct_mode mode)
+{
+    if (!plan || (mode != CT_TRAIN && mode != CT_EVAL))
+        return 0;
+    return plan->n_schedule[mode];
+}

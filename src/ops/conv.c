@@ -1,0 +1,161 @@
+/*
+ * conv2d and linear: builders (shape rules) and backward rules.
+ *   conv2d: dx = conv2d_bwd_data(dy, w), dw = conv2d_bwd_weight(x, dy),
+ *           db = channel_sum(dy)
+ *   linear: dx = dy w,  dw = dy^T x,  db = channel_sum(dy)
+ */
+#include "ops/common.h"
+
+static int arg_or(int value, int fallback)
+{
+    return value ? value : fallback;
+}
+
+ct_tensor *ct_conv2d(ct_graph *graph, ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
+                     ct_conv_args args)
+{
+    if (!graph)
+        return NULL;
+    ct_tensor *srcs[3] = {x, weight, bias};
+    int n_src = bias ? 3 : 2;
+    if (!ct_graph_check_srcs(graph, "conv2d", n_src, srcs))
+        return NULL;
+    CT_DESCRIBE(x);
+    CT_DESCRIBE(weight);
+    if (!ct_check_f32(graph, "conv2d", n_src, srcs))
+        return NULL;
+    if (x->ndim != 4 || weight->ndim != 4)
+        return ct_graph_fail(graph, CT_ERR_SHAPE,
+                             "conv2d: input %s and weight %s must both be 4-D (NCHW and OIHW)",
+                             x_desc, weight_desc);
+    ct_conv2d_shape s = {0};
+    s.groups = arg_or(args.groups, 1);
+    s.stride_h = arg_or(args.stride[0], 1);
+    s.stride_w = arg_or(args.stride[1], 1);
+    s.dilation_h = arg_or(args.dilation[0], 1);
+    s.dilation_w = arg_or(args.dilation[1], 1);
+    s.pad_h = args.pad[0];
+    s.pad_w = args.pad[1];
+    if (s.groups < 0 || s.stride_h < 0 || s.stride_w < 0 || s.dilation_h < 0 ||
+        s.dilation_w < 0 || s.pad_h < 0 || s.pad_w < 0)
+        return ct_graph_fail(graph, CT_ERR_ARG,
+                             "conv2d on %s: stride, padding, dilation and groups must not be "
+                             "negative",
+                             x_desc);
+    s.n_batch = (int)x->shape[0];
+    s.in_channels = (int)x->shape[1];
+    s.in_h = (int)x->shape[2];
+    s.in_w = (int)x->shape[3];
+    s.out_channels = (int)weight->shape[0];
+    s.kernel_h = (int)weight->shape[2];
+    s.kernel_w = (int)weight->shape[3];
+    if (s.in_channels % s.groups || s.out_channels % s.groups)
+        return ct_graph_fail(graph, CT_ERR_SHAPE,
+                             "conv2d: groups=%d must divide the input channels of %s and the "
+                             "output channels of weight %s",
+                             s.groups, x_desc, weight_desc);
+    if (weight->shape[1] != s.in_channels / s.groups)
+        return ct_graph_fail(graph, CT_ERR_SHAPE,
+                             "conv2d: input %s has %d channels, so weight %s needs %d input "
+                             "channels (in_channels/groups, groups=%d), not %lld",
+                             x_desc, s.in_channels, weight_desc, s.in_channels / s.groups,
+                             s.groups, (long long)weight->shape[1]);
+    if (bias && (bias->ndim != 1 || bias->shape[0] != s.out_channels)) {
+        CT_DESCRIBE(bias);
+        return ct_graph_fail(graph, CT_ERR_SHAPE,
+                             "conv2d: bias %s must be [%d] to match weight %s", bias_desc,
+                             s.out_channels, weight_desc);
+    }
+    int span_h = s.in_h + 2 * s.pad_h - s.dilation_h * (s.kernel_h - 1) - 1;
+    int span_w = s.in_w + 2 * s.pad_w - s.dilation_w * (s.kernel_w - 1) - 1;
+    if (span_h < 0 || span_w < 0)
+        return ct_graph_fail(graph, CT_ERR_SHAPE,
+                             "conv2d: kernel %dx%d (dilation %dx%d) is larger than input %s "
+                             "padded by %dx%d",
+                             s.kernel_h, s.kernel_w, s.dilation_h, s.dilation_w, x_desc,
+                             s.pad_h, s.pad_w);
+    s.out_h = span_h / s.stride_h + 1;
+    s.out_w = span_w / s.stride_w + 1;
+    int64_t shape[4] = {s.n_batch, s.out_channels, s.out_h, s.out_w};
+    ct_tensor *y = ct_graph_add_node(graph, CT_OP_CONV2D, CT_F32, 4, shape, n_src, srcs);
+    if (y)
+        y->attr.conv = s;
+    return y;
+}
+
+/* db for conv and linear: sum of dy over every dim but 1. */
+static ct_tensor *channel_sum(ct_graph *graph, ct_tensor *dy)
+{
+    int64_t shape[1] = {dy->shape[1]};
+    return ct_graph_add_node(graph, CT_OP_CHANNEL_SUM, CT_F32, 1, shape, 1, &dy);
+}
+
+ct_status ct_conv2d_backward(ct_graph *graph, ct_tensor *node, ct_tensor *dy,
+                             const bool *needs_grad, ct_tensor **dsrc)
+{
+    ct_tensor *x = node->src[0], *weight = node->src[1];
+    if (needs_grad[0]) {
+        ct_tensor *in[2] = {dy, weight};
+        dsrc[0] = ct_graph_add_node(graph, CT_OP_CONV2D_BWD_DATA, CT_F32, 4, x->shape, 2, in);
+        if (dsrc[0])
+            dsrc[0]->attr.conv = node->attr.conv;
+    }
+    if (needs_grad[1]) {
+        ct_tensor *in[2] = {x, dy};
+        dsrc[1] = ct_graph_add_node(graph, CT_OP_CONV2D_BWD_WEIGHT, CT_F32, 4, weight->shape, 2,
+                                    in);
+        if (dsrc[1])
+            dsrc[1]->attr.conv = node->attr.conv;
+    }
+    if (node->n_src == 3 && needs_grad[2])
+        dsrc[2] = channel_sum(graph, dy);
+    return graph->status;
+}
+
+ct_tensor *ct_linear(ct_graph *graph, ct_tensor *x, ct_tensor *weight, ct_tensor *bias)
+{
+    if (!graph)
+        return NULL;
+    ct_tensor *srcs[3] = {x, weight, bias};
+    int n_src = bias ? 3 : 2;
+    if (!ct_graph_check_srcs(graph, "linear", n_src, srcs) ||
+        !ct_check_f32(graph, "linear", n_src, srcs))
+        return NULL;
+    CT_DESCRIBE(x);
+    CT_DESCRIBE(weight);
+    if (x->ndim != 2 || weight->ndim != 2)
+        return ct_graph_fail(graph, CT_ERR_SHAPE,
+                             "linear: input %s and weight %s must be 2-D (flatten the input "
+                             "first)",
+                             x_desc, weight_desc);
+    if (x->shape[1] != weight->shape[1])
+        return ct_graph_fail(graph, CT_ERR_SHAPE,
+                             "linear: input %s has %lld features but weight %s expects %lld",
+                             x_desc, (long long)x->shape[1], weight_desc,
+                             (long long)weight->shape[1]);
+    if (bias && (bias->ndim != 1 || bias->shape[0] != weight->shape[0])) {
+        CT_DESCRIBE(bias);
+        return ct_graph_fail(graph, CT_ERR_SHAPE, "linear: bias %s must be [%lld] to match %s",
+                             bias_desc, (long long)weight->shape[0], weight_desc);
+    }
+    int64_t shape[2] = {x->shape[0], weight->shape[0]};
+    return ct_graph_add_node(graph, CT_OP_LINEAR, CT_F32, 2, shape, n_src, srcs);
+}
+
+ct_status ct_linear_backward(ct_graph *graph, ct_tensor *node, ct_tensor *dy,
+                             const bool *needs_grad, ct_tensor **dsrc)
+{
+    ct_tensor *x = node->src[0], *weight = node->src[1];
+    if (needs_grad[0]) {
+        ct_tensor *in[2] = {dy, weight};
+        dsrc[0] = ct_graph_add_node(graph, CT_OP_LINEAR_BWD_DATA, CT_F32, 2, x->shape, 2, in);
+    }
+    if (needs_grad[1]) {
+        ct_tensor *in[2] = {x, dy};
+        dsrc[1] = ct_graph_add_node(graph, CT_OP_LINEAR_BWD_WEIGHT, CT_F32, 2, weight->shape, 2,
+                                    in);
+    }
+    if (node->n_src == 3 && needs_grad[2])
+        dsrc[2] = channel_sum(graph, dy);
+    return graph->status;
+}
