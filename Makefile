@@ -41,14 +41,26 @@ else
 FOUND_OPENMP := disabled
 endif
 
-HAVE_OPENBLAS := $(shell pkg-config --exists openblas 2>/dev/null && echo 1)
+# Prefer the OpenMP build of OpenBLAS: the pthread build's threads fight
+# with our OpenMP threads for the cores (see docs/perf.md).  The rpath makes
+# the OpenMP build load whatever Debian's alternatives point at.
+OPENBLAS_OMP_PC := $(firstword $(wildcard /usr/lib/*/openblas-openmp/pkgconfig/openblas.pc))
+ifneq ($(OPENBLAS_OMP_PC),)
+OPENBLAS_PKG := PKG_CONFIG_PATH=$(dir $(OPENBLAS_OMP_PC)) pkg-config
+OPENBLAS_RPATH := -Wl,-rpath,$(patsubst %/pkgconfig/,%,$(dir $(OPENBLAS_OMP_PC)))
+OPENBLAS_KIND := OpenMP build
+else
+OPENBLAS_PKG := pkg-config
+OPENBLAS_KIND := pthread build: threads may contend with OpenMP; apt-get install libopenblas-openmp-dev
+endif
+HAVE_OPENBLAS := $(shell $(OPENBLAS_PKG) --exists openblas 2>/dev/null && echo 1)
 ifneq ($(BLAS),0)
 ifeq ($(HAVE_OPENBLAS),1)
-CFLAGS_BASE += -DCT_HAVE_OPENBLAS $(shell pkg-config --cflags openblas)
-LDLIBS_BASE += $(shell pkg-config --libs openblas)
-FOUND_BLAS := found (OpenBLAS $(shell pkg-config --modversion openblas))
+CFLAGS_BASE += -DCT_HAVE_OPENBLAS $(shell $(OPENBLAS_PKG) --cflags openblas)
+LDLIBS_BASE += $(shell $(OPENBLAS_PKG) --libs openblas) $(OPENBLAS_RPATH)
+FOUND_BLAS := found (OpenBLAS $(shell $(OPENBLAS_PKG) --modversion openblas), $(OPENBLAS_KIND))
 else
-FOUND_BLAS := not found (built-in GEMM; apt-get install libopenblas-dev)
+FOUND_BLAS := not found (built-in GEMM; apt-get install libopenblas-openmp-dev)
 endif
 else
 FOUND_BLAS := disabled (built-in GEMM)
@@ -92,7 +104,8 @@ config:
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB_A): $(LIB_OBJS)
 	@rm -f $@

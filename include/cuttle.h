@@ -203,6 +203,13 @@ ct_tensor *ct_layer_linear(ct_graph *graph, const char *name, ct_tensor *x, int 
  * ".num_batches_tracked"; eps 1e-5, momentum 0.1. */
 ct_tensor *ct_layer_batchnorm2d(ct_graph *graph, const char *name, ct_tensor *x);
 
+/* ---- built-in models ------------------------------------------------------ */
+
+/* SimpleCNN: conv1 (6, 5x5) relu maxpool2, conv2 (16, 5x5) relu maxpool2,
+ * flatten, fc1 (120) relu, fc2 (84) relu, fc3 (n_classes).  x: [N,C,H,W];
+ * returns the logits [N, n_classes]. */
+ct_tensor *ct_model_simplecnn(ct_graph *graph, ct_tensor *x, int n_classes);
+
 /* ---- training ----------------------------------------------------------- */
 
 /* Append the backward graph of a scalar loss.  Every parameter that the

@@ -1,0 +1,68 @@
+/*
+ * Elementwise activations over `count` floats.  Outputs are written with =.
+ * Each loop is one flat pass with restrict pointers so gcc vectorizes it.
+ * Running in place (y == x) works because each element is read before it is
+ * written; a partly overlapping output does not.
+ * Backward rules take the forward output y, as the header says.
+ */
+#include <math.h>
+
+#include "cpu/kernels.h"
+
+/* Below this many elements a parallel region costs more than it saves. */
+#define PARALLEL_MIN_ELEMENTS 32768
+
+/* y = max(x, 0), NaN passes through as in torch.relu */
+void ct_cpu_relu_forward(int64_t count, const float *restrict x, float *restrict y)
+{
+#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
+    for (int64_t i = 0; i < count; i++)
+        y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+
+/* dx = y <= 0 ? 0 : dy  (PyTorch's threshold_backward on the output) */
+void ct_cpu_relu_backward(int64_t count, const float *restrict y, const float *restrict dy,
+                          float *restrict dx)
+{
+#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
+    for (int64_t i = 0; i < count; i++)
+        dx[i] = y[i] <= 0.0f ? 0.0f : dy[i];
+}
+
+/* y = 1 / (1 + exp(-x)), from e = exp(-|x|) <= 1 so nothing overflows:
+ * x >= 0: 1/(1+e);  x < 0: e/(1+e). */
+void ct_cpu_sigmoid_forward(int64_t count, const float *restrict x, float *restrict y)
+{
+#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
+    for (int64_t i = 0; i < count; i++) {
+        float e = expf(-fabsf(x[i]));
+        y[i] = (x[i] >= 0.0f ? 1.0f : e) / (1.0f + e);
+    }
+}
+
+/* dx = dy * y * (1 - y) */
+void ct_cpu_sigmoid_backward(int64_t count, const float *restrict y, const float *restrict dy,
+                             float *restrict dx)
+{
+#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
+    for (int64_t i = 0; i < count; i++)
+        dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+}
+
+/* y = tanh(x) */
+void ct_cpu_tanh_forward(int64_t count, const float *restrict x, float *restrict y)
+{
+#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
+    for (int64_t i = 0; i < count; i++)
+        y[i] = tanhf(x[i]);
+}
+
+/* dx = dy * (1 - y^2), as (1-y)(1+y): 1-y is exact near |y| = 1, where
+ * 1 - y*y would lose most of its bits to the rounding of y*y. */
+void ct_cpu_tanh_backward(int64_t count, const float *restrict y, const float *restrict dy,
+                          float *restrict dx)
+{
+#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
+    for (int64_t i = 0; i < count; i++)
+        dx[i] = dy[i] * ((1.0f - y[i]) * (1.0f + y[i]));
+}

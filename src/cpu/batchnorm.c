@@ -1,0 +1,123 @@
+/*
+ * Batch normalization over x: [n, c, inner] (inner = H*W for BatchNorm2d).
+ * stats: [2, c] = (mean, invstd);  dparams: [2, c] = (dgamma, dbeta).
+ *
+ * Reductions run one channel per OpenMP iteration, each summed in double in
+ * a fixed (n, i) order, so results do not depend on the thread count.
+ * Elementwise passes run one (n, c) plane per iteration with a per-channel
+ * scale and shift, the form PyTorch's CPU kernel uses.  Outputs are written
+ * with =.
+ */
+#include <math.h>
+
+#include "cpu/kernels.h"
+
+/* sum_{n,i} x[n,ch,i] */
+static double channel_sum(int n, int c, int inner, const float *x, int ch)
+{
+    double sum = 0;
+    for (int b = 0; b < n; b++) {
+        const float *xp = x + ((int64_t)b * c + ch) * inner;
+        for (int i = 0; i < inner; i++)
+            sum += xp[i];
+    }
+    return sum;
+}
+
+/* sum_{n,i} (x[n,ch,i] - mean)^2: the second pass of a two-pass variance,
+ * which keeps its accuracy when |mean| >> std. */
+static double channel_sq_dev(int n, int c, int inner, const float *x, int ch, double mean)
+{
+    double sum = 0;
+    for (int b = 0; b < n; b++) {
+        const float *xp = x + ((int64_t)b * c + ch) * inner;
+        for (int i = 0; i < inner; i++) {
+            double d = xp[i] - mean;
+            sum += d * d;
+        }
+    }
+    return sum;
+}
+
+/* training: stats = (mean, 1/sqrt(var_biased + eps)) of x, running stats updated;
+ * eval: stats = (running_mean, 1/sqrt(running_var + eps)).  running_*: [c] */
+void ct_cpu_batchnorm_stats(int n, int c, int inner, const float *x, bool training,
+                            float momentum, float eps, float *running_mean, float *running_var,
+                            float *stats)
+{
+    int64_t m = (int64_t)n * inner;
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < c; ch++) {
+        if (!training) {
+            stats[ch] = running_mean[ch];
+            stats[c + ch] = (float)(1.0 / sqrt((double)running_var[ch] + eps));
+            continue;
+        }
+        double mean = channel_sum(n, c, inner, x, ch) / (double)m;
+        double sq_dev = channel_sq_dev(n, c, inner, x, ch, mean);
+        double var_unbiased = m > 1 ? sq_dev / (double)(m - 1) : sq_dev;
+        stats[ch] = (float)mean;
+        stats[c + ch] = (float)(1.0 / sqrt(sq_dev / (double)m + eps));
+        running_mean[ch] = (float)((1.0 - momentum) * running_mean[ch] + (double)momentum * mean);
+        running_var[ch] =
+            (float)((1.0 - momentum) * running_var[ch] + (double)momentum * var_unbiased);
+    }
+}
+
+/* y[n,c,i] = x[n,c,i]*scale[c] + shift[c],  scale = invstd*gamma, shift = beta - mean*scale */
+void ct_cpu_batchnorm_apply(int n, int c, int inner, const float *x, const float *stats,
+                            const float *gamma, const float *beta, float *y)
+{
+    int64_t planes = (int64_t)n * c;
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; p++) {
+        int ch = (int)(p % c);
+        float scale = stats[c + ch] * gamma[ch];
+        float shift = beta[ch] - stats[ch] * scale;
+        const float *restrict xp = x + p * inner;
+        float *restrict yp = y + p * inner;
+        for (int i = 0; i < inner; i++)
+            yp[i] = xp[i] * scale + shift;
+    }
+}
+
+/* dgamma[c] = invstd[c] * sum_{n,i} dy*(x - mean[c]),  dbeta[c] = sum_{n,i} dy */
+void ct_cpu_batchnorm_backward_params(int n, int c, int inner, const float *x,
+                                      const float *dy, const float *stats, float *dparams)
+{
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < c; ch++) {
+        double mean = stats[ch], dot = 0, sum = 0;
+        for (int b = 0; b < n; b++) {
+            int64_t offset = ((int64_t)b * c + ch) * inner;
+            for (int i = 0; i < inner; i++) {
+                dot += dy[offset + i] * (x[offset + i] - mean);
+                sum += dy[offset + i];
+            }
+        }
+        dparams[ch] = (float)(dot * stats[c + ch]);
+        dparams[c + ch] = (float)sum;
+    }
+}
+
+/* dx = (dy - dbeta/M - (x - mean) * invstd*dgamma/M) * invstd*gamma,  M = n*inner */
+void ct_cpu_batchnorm_backward_data(int n, int c, int inner, const float *x, const float *dy,
+                                    const float *stats, const float *gamma,
+                                    const float *dparams, float *dx)
+{
+    int64_t planes = (int64_t)n * c;
+    double m = (double)n * inner;
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; p++) {
+        int ch = (int)(p % c);
+        float mean = stats[ch], invstd = stats[c + ch];
+        float dy_mean = (float)(dparams[c + ch] / m);
+        float projection = (float)((double)dparams[ch] * invstd / m);
+        float scale = invstd * gamma[ch];
+        const float *restrict xp = x + p * inner;
+        const float *restrict dyp = dy + p * inner;
+        float *restrict dxp = dx + p * inner;
+        for (int i = 0; i < inner; i++)
+            dxp[i] = (dyp[i] - dy_mean - (xp[i] - mean) * projection) * scale;
+    }
+}

@@ -1,0 +1,266 @@
+/*
+ * 2-D convolution on the CPU: im2col + GEMM, col2im for the data gradient.
+ *
+ * Per image and per group g (Cg = C/groups input channels, Og = O/groups
+ * output channels, K = Cg*KH*KW, P = out_h*out_w):
+ *   col[c*KH*KW + i*KW + j, oh*OW + ow] = x[c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]
+ *                                          (0 in the padding)     col_g: [K, P]
+ *   forward:          y_g  [Og, P] = w_g [Og, K]   . col_g [K, P]
+ *   backward data:    col_g [K, P] = w_g^T [K, Og] . dy_g  [Og, P],  dx = col2im(col)
+ *   backward weight:  dw_g [Og, K] = sum_n dy_g [Og, P] . col_g^T [P, K]
+ * The groups of one image are consecutive row blocks of col, x, y and w, so
+ * each group is a sub-matrix with the full leading dimension.  A 1x1 conv
+ * with stride 1 and no padding has col == x and skips im2col.
+ *
+ * Threads: every GEMM is called outside any parallel region, so that it can
+ * thread itself (the native GEMM over tiles of C, OpenBLAS with its pool);
+ * im2col and col2im run in parallel over the rows of col or over channels.
+ * Calling a threaded BLAS from inside an OpenMP region would either
+ * oversubscribe the cores or need OpenBLAS's global single-thread switch.
+ * (Link the OpenMP build of OpenBLAS, libopenblas0-openmp: it shares the
+ * OpenMP thread pool, whereas the pthread build's threads and OpenMP's
+ * spin-waiting threads fight over the cores between every two calls.)
+ * The images run one after the other, so the workspace is one image's col
+ * matrix whatever the thread count, and backward weight sums the images in
+ * order with beta = 1: the result is the same bits from run to run, and
+ * with the native GEMM the same for any thread count.
+ *
+ * Accumulation: all outputs (y, dx, dw, db) are written with =.
+ */
+#include <string.h>
+
+#include "core/error.h"
+#include "cpu/kernels.h"
+
+/* Below this many elements, im2col/col2im/bias run on one thread. */
+enum { CONV_PARALLEL_MIN_ELEMENTS = 1 << 15 };
+
+/* True when x itself is the col matrix: 1x1 kernel, stride 1, no padding. */
+static bool conv_is_pointwise(const ct_conv2d_shape *s)
+{
+    return s->kernel_h == 1 && s->kernel_w == 1 && s->stride_h == 1 && s->stride_w == 1 &&
+           s->pad_h == 0 && s->pad_w == 0;
+}
+
+/* Rows of one group's col matrix: K = Cg*KH*KW. */
+static int conv_group_depth(const ct_conv2d_shape *s)
+{
+    return s->in_channels / s->groups * s->kernel_h * s->kernel_w;
+}
+
+static void conv_check_shape(const ct_conv2d_shape *s)
+{
+    CT_ASSERT(s->groups > 0 && s->in_channels % s->groups == 0 &&
+              s->out_channels % s->groups == 0);
+    CT_ASSERT(s->out_h == (s->in_h + 2 * s->pad_h - s->dilation_h * (s->kernel_h - 1) - 1) /
+                                  s->stride_h + 1 &&
+              s->out_w == (s->in_w + 2 * s->pad_w - s->dilation_w * (s->kernel_w - 1) - 1) /
+                                  s->stride_w + 1);
+}
+
+/* The outputs o in [lo, hi) (clamped to [0, n_out)) whose input index
+ * o*stride + offset falls inside [0, n_in). */
+static void conv_valid_range(int offset, int stride, int n_in, int n_out, int *lo, int *hi)
+{
+    int first = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+    int end = n_in - offset > 0 ? (n_in - offset + stride - 1) / stride : 0;
+    *lo = first < n_out ? first : n_out;
+    *hi = end < n_out ? end : n_out;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
+/* One row (c, i, j) of col from the plane x[c]:
+ * row[oh*OW + ow] = x[c, oh*sh - ph + i*dh, ow*sw - pw + j*dw], 0 outside. */
+static void conv_im2col_row(const ct_conv2d_shape *s, const float *plane, int i, int j,
+                            float *row)
+{
+    int w_offset = j * s->dilation_w - s->pad_w;
+    int ow_lo, ow_hi;
+    conv_valid_range(w_offset, s->stride_w, s->in_w, s->out_w, &ow_lo, &ow_hi);
+    for (int oh = 0; oh < s->out_h; oh++) {
+        int ih = oh * s->stride_h - s->pad_h + i * s->dilation_h;
+        float *out = row + (size_t)oh * s->out_w;
+        if (ih < 0 || ih >= s->in_h) {
+            memset(out, 0, sizeof(float) * s->out_w);
+            continue;
+        }
+        const float *in = plane + (size_t)ih * s->in_w;
+        for (int ow = 0; ow < ow_lo; ow++)
+            out[ow] = 0.0f;
+        for (int ow = ow_lo; ow < ow_hi; ow++)
+            out[ow] = in[ow * s->stride_w + w_offset];
+        for (int ow = ow_hi; ow < s->out_w; ow++)
+            out[ow] = 0.0f;
+    }
+}
+
+/* col: [C*KH*KW, out_h*out_w] from one image x: [C, in_h, in_w]. */
+static void conv_im2col(const ct_conv2d_shape *s, const float *x, float *col)
+{
+    int kernel_area = s->kernel_h * s->kernel_w;
+    int rows = s->in_channels * kernel_area;
+    size_t plane = (size_t)s->in_h * s->in_w, out_plane = (size_t)s->out_h * s->out_w;
+    bool parallel = (double)rows * out_plane >= CONV_PARALLEL_MIN_ELEMENTS;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int row = 0; row < rows; row++) {
+        int c = row / kernel_area, i = row % kernel_area / s->kernel_w, j = row % s->kernel_w;
+        conv_im2col_row(s, x + c * plane, i, j, col + row * out_plane);
+    }
+}
+
+/* The adjoint of conv_im2col: dx[c, ih, iw] = sum of the col entries that
+ * were copied from (c, ih, iw).  Each thread owns whole channels and adds
+ * the rows (i, j) of its channel in a fixed order, so the sum is
+ * deterministic.  dx: [C, in_h, in_w], written with =. */
+static void conv_col2im(const ct_conv2d_shape *s, const float *col, float *dx)
+{
+    int kernel_area = s->kernel_h * s->kernel_w;
+    size_t plane = (size_t)s->in_h * s->in_w, out_plane = (size_t)s->out_h * s->out_w;
+    bool parallel = (double)s->in_channels * kernel_area * out_plane >= CONV_PARALLEL_MIN_ELEMENTS;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int c = 0; c < s->in_channels; c++) {
+        float *dx_plane = dx + c * plane;
+        memset(dx_plane, 0, sizeof(float) * plane);
+        for (int i = 0; i < s->kernel_h; i++) {
+            for (int j = 0; j < s->kernel_w; j++) {
+                const float *row = col + ((size_t)c * kernel_area + i * s->kernel_w + j) * out_plane;
+                int w_offset = j * s->dilation_w - s->pad_w;
+                int ow_lo, ow_hi;
+                conv_valid_range(w_offset, s->stride_w, s->in_w, s->out_w, &ow_lo, &ow_hi);
+                for (int oh = 0; oh < s->out_h; oh++) {
+                    int ih = oh * s->stride_h - s->pad_h + i * s->dilation_h;
+                    if (ih < 0 || ih >= s->in_h)
+                        continue;
+                    float *dx_row = dx_plane + (size_t)ih * s->in_w;
+                    const float *col_row = row + (size_t)oh * s->out_w;
+                    for (int ow = ow_lo; ow < ow_hi; ow++)
+                        dx_row[ow * s->stride_w + w_offset] += col_row[ow];
+                }
+            }
+        }
+    }
+}
+
+/* y[n, o, :] += bias[o]  (y: [N, O, out_h*out_w]) */
+static void conv_add_bias(const ct_conv2d_shape *s, const float *bias, float *y)
+{
+    size_t out_plane = (size_t)s->out_h * s->out_w;
+    int planes = s->n_batch * s->out_channels;
+    bool parallel = (double)planes * out_plane >= CONV_PARALLEL_MIN_ELEMENTS;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int plane = 0; plane < planes; plane++) {
+        float value = bias[plane % s->out_channels];
+        float *y_plane = y + plane * out_plane;
+        for (size_t p = 0; p < out_plane; p++)
+            y_plane[p] += value;
+    }
+}
+
+size_t ct_cpu_conv2d_workspace(const ct_conv2d_shape *s, int n_threads)
+{
+    (void)n_threads; /* one col matrix, however many threads: see the top of the file */
+    if (conv_is_pointwise(s))
+        return 0;
+    return sizeof(float) * (size_t)s->in_channels * s->kernel_h * s->kernel_w * s->out_h *
+           s->out_w;
+}
+
+void ct_cpu_conv2d_forward(const ct_conv2d_shape *s, const float *x, const float *w,
+                           const float *bias, float *y, void *workspace)
+{
+    conv_check_shape(s);
+    int og = s->out_channels / s->groups, depth = conv_group_depth(s);
+    size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
+    size_t out_plane = (size_t)s->out_h * s->out_w;
+    for (int n = 0; n < s->n_batch; n++) {
+        const float *col = x + n * x_image;
+        if (!conv_is_pointwise(s)) {
+            conv_im2col(s, col, workspace);
+            col = workspace;
+        }
+        float *y_image = y + (size_t)n * s->out_channels * out_plane;
+        for (int g = 0; g < s->groups; g++)
+            ct_cpu_gemm(false, false, og, (int)out_plane, depth, 1.0f,
+                        w + (size_t)g * og * depth, depth, col + g * depth * out_plane,
+                        (int)out_plane, 0.0f, y_image + g * og * out_plane, (int)out_plane);
+    }
+    if (bias)
+        conv_add_bias(s, bias, y);
+}
+
+void ct_cpu_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy, const float *w,
+                                 float *dx, void *workspace)
+{
+    conv_check_shape(s);
+    int og = s->out_channels / s->groups, depth = conv_group_depth(s);
+    size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
+    size_t out_plane = (size_t)s->out_h * s->out_w;
+    bool pointwise = conv_is_pointwise(s);
+    for (int n = 0; n < s->n_batch; n++) {
+        /* A pointwise conv's col is dx itself. */
+        float *col = pointwise ? dx + n * x_image : workspace;
+        const float *dy_image = dy + (size_t)n * s->out_channels * out_plane;
+        for (int g = 0; g < s->groups; g++)
+            ct_cpu_gemm(true, false, depth, (int)out_plane, og, 1.0f,
+                        w + (size_t)g * og * depth, depth, dy_image + g * og * out_plane,
+                        (int)out_plane, 0.0f, col + g * depth * out_plane, (int)out_plane);
+        if (!pointwise)
+            conv_col2im(s, col, dx + n * x_image);
+    }
+}
+
+void ct_cpu_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x, const float *dy,
+                                   float *dw, void *workspace)
+{
+    conv_check_shape(s);
+    int og = s->out_channels / s->groups, depth = conv_group_depth(s);
+    size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
+    size_t out_plane = (size_t)s->out_h * s->out_w;
+    if (s->n_batch == 0)
+        memset(dw, 0, sizeof(float) * s->out_channels * depth);
+    for (int n = 0; n < s->n_batch; n++) {
+        const float *col = x + n * x_image;
+        if (!conv_is_pointwise(s)) {
+            conv_im2col(s, col, workspace);
+            col = workspace;
+        }
+        const float *dy_image = dy + (size_t)n * s->out_channels * out_plane;
+        for (int g = 0; g < s->groups; g++)
+            ct_cpu_gemm(false, true, og, depth, (int)out_plane, 1.0f,
+                        dy_image + g * og * out_plane, (int)out_plane,
+                        col + g * depth * out_plane, (int)out_plane, n == 0 ? 0.0f : 1.0f,
+                        dw + (size_t)g * og * depth, depth);
+    }
+}
+
+/* Sum of a row in SUM_LANES interleaved float partial sums (a loop that
+ * vectorizes without reassociation), then the lanes in double. */
+enum { SUM_LANES = 8 };
+
+static double conv_row_sum(const float *v, int count)
+{
+    float lanes[SUM_LANES] = {0};
+    int i = 0;
+    for (; i + SUM_LANES <= count; i += SUM_LANES)
+        for (int lane = 0; lane < SUM_LANES; lane++)
+            lanes[lane] += v[i + lane];
+    double total = 0.0;
+    for (int lane = 0; lane < SUM_LANES; lane++)
+        total += lanes[lane];
+    for (; i < count; i++)
+        total += v[i];
+    return total;
+}
+
+void ct_cpu_channel_sum(int n, int c, int inner, const float *dy, float *db)
+{
+    bool parallel = (double)n * c * inner >= CONV_PARALLEL_MIN_ELEMENTS;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int channel = 0; channel < c; channel++) {
+        double total = 0.0;
+        for (int image = 0; image < n; image++)
+            total += conv_row_sum(dy + ((size_t)image * c + channel) * inner, inner);
+        db[channel] = (float)total;
+    }
+}

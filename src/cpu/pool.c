@@ -1,0 +1,220 @@
+/*
+ * Pooling: max, average and global average.  Window bounds, divisors and the
+ * max rule (NaN wins, the first maximum in row-major order wins a tie) follow
+ * PyTorch's CPU kernels, so results agree with nn.MaxPool2d / nn.AvgPool2d.
+ *
+ * Every kernel runs one (n, c) plane per OpenMP iteration.  Outputs are
+ * written with =; a backward pass zeroes its own dx plane first and then adds
+ * each window's share into it in output order, so overlapping windows sum in
+ * a fixed order whatever the thread count.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu/kernels.h"
+
+/* An input window clipped to the plane: rows [h0, h1), columns [w0, w1). */
+typedef struct window {
+    int h0, h1, w0, w1;
+} window;
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+static int max_int(int a, int b) { return a > b ? a : b; }
+
+static window clipped_window(const ct_pool2d_shape *s, int oh, int ow)
+{
+    int h0 = oh * s->stride_h - s->pad_h, w0 = ow * s->stride_w - s->pad_w;
+    window win = {max_int(h0, 0), min_int(h0 + s->kernel_h, s->in_h), max_int(w0, 0),
+                  min_int(w0 + s->kernel_w, s->in_w)};
+    return win;
+}
+
+static int64_t plane_count(const ct_pool2d_shape *s)
+{
+    return (int64_t)s->n_batch * s->channels;
+}
+
+/* PyTorch's max step: NaN always replaces, otherwise only a strictly larger value. */
+static inline bool max_replaces(float candidate, float current)
+{
+    return candidate > current || isnan(candidate);
+}
+
+/* The window's maximum and its index in the plane.  Like PyTorch, the search
+ * starts from -inf at the window's first element, so an all -inf window
+ * points there.  The window must not be empty. */
+static int64_t window_argmax(const float *plane, int in_w, window win, float *max_value)
+{
+    int64_t best = (int64_t)win.h0 * in_w + win.w0;
+    float best_value = -INFINITY;
+    for (int h = win.h0; h < win.h1; h++)
+        for (int w = win.w0; w < win.w1; w++) {
+            float v = plane[(int64_t)h * in_w + w];
+            if (max_replaces(v, best_value)) {
+                best_value = v;
+                best = (int64_t)h * in_w + w;
+            }
+        }
+    *max_value = best_value;
+    return best;
+}
+
+static bool window_empty(window win) { return win.h0 >= win.h1 || win.w0 >= win.w1; }
+
+/* y[oh,ow] = max(x[2oh,2ow], x[2oh,2ow+1], x[2oh+1,2ow], x[2oh+1,2ow+1]): the common
+ * 2x2/2 unpadded case, one plane, no bounds checks so gcc vectorizes over ow.
+ * The first element needs no comparison: max(-inf, a) is a for every a. */
+static void maxpool_2x2_plane(int in_w, int out_h, int out_w, const float *restrict x,
+                              float *restrict y)
+{
+    for (int oh = 0; oh < out_h; oh++) {
+        const float *restrict row0 = x + (int64_t)2 * oh * in_w;
+        const float *restrict row1 = row0 + in_w;
+        float *restrict out = y + (int64_t)oh * out_w;
+        for (int ow = 0; ow < out_w; ow++) {
+            float m = row0[2 * ow];
+            m = max_replaces(row0[2 * ow + 1], m) ? row0[2 * ow + 1] : m;
+            m = max_replaces(row1[2 * ow], m) ? row1[2 * ow] : m;
+            m = max_replaces(row1[2 * ow + 1], m) ? row1[2 * ow + 1] : m;
+            out[ow] = m;
+        }
+    }
+}
+
+static bool is_plain_2x2(const ct_pool2d_shape *s)
+{
+    return s->kernel_h == 2 && s->kernel_w == 2 && s->stride_h == 2 && s->stride_w == 2 &&
+           s->pad_h == 0 && s->pad_w == 0 && 2 * s->out_h <= s->in_h && 2 * s->out_w <= s->in_w;
+}
+
+/* y[n,c,oh,ow] = max_{i,j} x[n,c, oh*sh-ph+i, ow*sw-pw+j];  x: [N,C,H,W], y: [N,C,OH,OW] */
+void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y)
+{
+    int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
+    int64_t planes = plane_count(s);
+    bool plain_2x2 = is_plain_2x2(s);
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; p++) {
+        const float *xp = x + p * in_plane;
+        float *yp = y + p * out_plane;
+        if (plain_2x2) {
+            maxpool_2x2_plane(s->in_w, s->out_h, s->out_w, xp, yp);
+            continue;
+        }
+        for (int oh = 0; oh < s->out_h; oh++)
+            for (int ow = 0; ow < s->out_w; ow++) {
+                float m = -INFINITY;
+                window win = clipped_window(s, oh, ow);
+                if (!window_empty(win))
+                    window_argmax(xp, s->in_w, win, &m);
+                yp[(int64_t)oh * s->out_w + ow] = m;
+            }
+    }
+}
+
+/* dx[n,c,argmax window(oh,ow)] += dy[n,c,oh,ow], dx = 0 elsewhere;  dx: [N,C,H,W] */
+void ct_cpu_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const float *dy,
+                               float *dx)
+{
+    int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
+    int64_t planes = plane_count(s);
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; p++) {
+        const float *xp = x + p * in_plane, *dyp = dy + p * out_plane;
+        float *dxp = dx + p * in_plane;
+        memset(dxp, 0, (size_t)in_plane * sizeof(float));
+        for (int oh = 0; oh < s->out_h; oh++)
+            for (int ow = 0; ow < s->out_w; ow++) {
+                window win = clipped_window(s, oh, ow);
+                if (window_empty(win))
+                    continue;
+                float unused_max;
+                dxp[window_argmax(xp, s->in_w, win, &unused_max)] +=
+                    dyp[(int64_t)oh * s->out_w + ow];
+            }
+    }
+}
+
+/* The divisor of output (oh, ow), PyTorch's rule: the window clipped to the
+ * padded input, or to the input itself when padding is excluded. */
+static int avg_divisor(const ct_pool2d_shape *s, int oh, int ow, window win)
+{
+    if (s->exclude_pad)
+        return (win.h1 - win.h0) * (win.w1 - win.w0);
+    int h0 = oh * s->stride_h - s->pad_h, w0 = ow * s->stride_w - s->pad_w;
+    int h1 = min_int(h0 + s->kernel_h, s->in_h + s->pad_h);
+    int w1 = min_int(w0 + s->kernel_w, s->in_w + s->pad_w);
+    return (h1 - h0) * (w1 - w0);
+}
+
+/* y[n,c,oh,ow] = sum_{window} x[n,c,h,w] / divisor(oh,ow);  an empty window gives 0 */
+void ct_cpu_avgpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y)
+{
+    int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
+    int64_t planes = plane_count(s);
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; p++) {
+        const float *xp = x + p * in_plane;
+        float *yp = y + p * out_plane;
+        for (int oh = 0; oh < s->out_h; oh++)
+            for (int ow = 0; ow < s->out_w; ow++) {
+                window win = clipped_window(s, oh, ow);
+                double sum = 0;
+                for (int h = win.h0; h < win.h1; h++)
+                    for (int w = win.w0; w < win.w1; w++)
+                        sum += xp[(int64_t)h * s->in_w + w];
+                yp[(int64_t)oh * s->out_w + ow] =
+                    window_empty(win) ? 0.0f : (float)(sum / avg_divisor(s, oh, ow, win));
+            }
+    }
+}
+
+/* dx[n,c,h,w] = sum_{windows (oh,ow) holding (h,w)} dy[n,c,oh,ow] / divisor(oh,ow) */
+void ct_cpu_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy, float *dx)
+{
+    int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
+    int64_t planes = plane_count(s);
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; p++) {
+        const float *dyp = dy + p * out_plane;
+        float *dxp = dx + p * in_plane;
+        memset(dxp, 0, (size_t)in_plane * sizeof(float));
+        for (int oh = 0; oh < s->out_h; oh++)
+            for (int ow = 0; ow < s->out_w; ow++) {
+                window win = clipped_window(s, oh, ow);
+                if (window_empty(win))
+                    continue;
+                float share = dyp[(int64_t)oh * s->out_w + ow] / (float)avg_divisor(s, oh, ow, win);
+                for (int h = win.h0; h < win.h1; h++)
+                    for (int w = win.w0; w < win.w1; w++)
+                        dxp[(int64_t)h * s->in_w + w] += share;
+            }
+    }
+}
+
+/* y[n,c] = sum_i x[n,c,i] / inner;  x: [n, c, inner], y: [n, c] */
+void ct_cpu_global_avgpool_forward(int n, int c, int inner, const float *x, float *y)
+{
+    int64_t planes = (int64_t)n * c;
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; p++) {
+        const float *xp = x + p * inner;
+        double sum = 0;
+        for (int i = 0; i < inner; i++)
+            sum += xp[i];
+        y[p] = (float)(sum / inner);
+    }
+}
+
+/* dx[n,c,i] = dy[n,c] / inner;  dy: [n, c], dx: [n, c, inner] */
+void ct_cpu_global_avgpool_backward(int n, int c, int inner, const float *dy, float *dx)
+{
+    int64_t planes = (int64_t)n * c;
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; p++) {
+        float share = dy[p] / (float)inner;
+        float *restrict dxp = dx + p * inner;
+        for (int i = 0; i < inner; i++)
+            dxp[i] = share;
+    }
+}

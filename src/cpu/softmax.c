@@ -1,0 +1,140 @@
+/*
+ * Softmax and softmax cross-entropy over the rows of [n, c].
+ *
+ * Each row subtracts its maximum before exponentiating, so exp never
+ * overflows, and sums in double in column order.  Rows run in parallel; the
+ * cross-entropy mean adds per-row losses sequentially in row order, so every
+ * result is the same for any thread count.  Outputs are written with =.
+ */
+#include <math.h>
+
+#include "cpu/kernels.h"
+
+/* Rows whose losses are held on the stack before the sequential sum. */
+#define LOSS_ROWS_PER_CHUNK 1024
+
+static float row_max(int c, const float *x)
+{
+    float m = x[0];
+    for (int j = 1; j < c; j++)
+        m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+/* y[i,j] = exp(x[i,j] - max_j x[i,:]) / sum_k exp(x[i,k] - max);  x, y: [n, c] */
+void ct_cpu_softmax_forward(int n, int c, const float *x, float *y)
+{
+#pragma omp parallel for schedule(static)
+    for (int row = 0; row < n; row++) {
+        const float *restrict xr = x + (int64_t)row * c;
+        float *restrict yr = y + (int64_t)row * c;
+        float m = row_max(c, xr);
+        double sum = 0;
+        for (int j = 0; j < c; j++) {
+            yr[j] = expf(xr[j] - m);
+            sum += yr[j];
+        }
+        float total = (float)sum;
+        for (int j = 0; j < c; j++)
+            yr[j] /= total;
+    }
+}
+
+/* dx[i,j] = y[i,j] * (dy[i,j] - sum_k dy[i,k] y[i,k]);  y, dy, dx: [n, c] */
+void ct_cpu_softmax_backward(int n, int c, const float *y, const float *dy, float *dx)
+{
+#pragma omp parallel for schedule(static)
+    for (int row = 0; row < n; row++) {
+        const float *restrict yr = y + (int64_t)row * c;
+        const float *restrict dyr = dy + (int64_t)row * c;
+        float *restrict dxr = dx + (int64_t)row * c;
+        double dot = 0;
+        for (int j = 0; j < c; j++)
+            dot += (double)dyr[j] * yr[j];
+        float dot_f = (float)dot;
+        for (int j = 0; j < c; j++)
+            dxr[j] = yr[j] * (dyr[j] - dot_f);
+    }
+}
+
+static int64_t label_at(const void *labels, bool labels_i64, int row)
+{
+    return labels_i64 ? ((const int64_t *)labels)[row] : ((const int32_t *)labels)[row];
+}
+
+/* -1 if every label is in [0, c), else the first row whose label is not. */
+static int first_bad_label(int n, int c, const void *labels, bool labels_i64)
+{
+    for (int row = 0; row < n; row++) {
+        int64_t label = label_at(labels, labels_i64, row);
+        if (label < 0 || label >= c)
+            return row;
+    }
+    return -1;
+}
+
+/* log sum_j exp(x_j) of one row, in double. */
+static double row_logsumexp(int c, const float *x)
+{
+    double m = row_max(c, x), sum = 0;
+    for (int j = 0; j < c; j++)
+        sum += exp(x[j] - m);
+    return m + log(sum);
+}
+
+/* -(1-s) log p[label] - (s/c) sum_j log p[j] of one row, log p[j] = x[j] - lse. */
+static double row_loss(int c, const float *x, int64_t label, double smoothing)
+{
+    double lse = row_logsumexp(c, x), sum_log_p = 0;
+    for (int j = 0; j < c; j++)
+        sum_log_p += x[j] - lse;
+    return -(1.0 - smoothing) * (x[label] - lse) - smoothing / c * sum_log_p;
+}
+
+/* loss[0] = mean_i row_loss(logits[i,:], labels[i]);  logits: [n, c], labels: [n].
+ * On a bad label nothing is read past it: returns its row, loss[0] = NaN. */
+int ct_cpu_cross_entropy_forward(int n, int c, const float *logits, const void *labels,
+                                 bool labels_i64, float label_smoothing, float *loss)
+{
+    int bad_row = first_bad_label(n, c, labels, labels_i64);
+    if (bad_row >= 0) {
+        *loss = NAN;
+        return bad_row;
+    }
+    double total = 0;
+    for (int first = 0; first < n; first += LOSS_ROWS_PER_CHUNK) {
+        double losses[LOSS_ROWS_PER_CHUNK];
+        int rows = n - first < LOSS_ROWS_PER_CHUNK ? n - first : LOSS_ROWS_PER_CHUNK;
+#pragma omp parallel for schedule(static)
+        for (int r = 0; r < rows; r++)
+            losses[r] = row_loss(c, logits + (int64_t)(first + r) * c,
+                                 label_at(labels, labels_i64, first + r), label_smoothing);
+        for (int r = 0; r < rows; r++)
+            total += losses[r];
+    }
+    *loss = (float)(total / n);
+    return -1;
+}
+
+/* dlogits[i,j] = dloss[0]/n * (softmax(logits[i,:])_j - target_ij),
+ * target_ij = (1-s)*[j == label_i] + s/c.  A label out of range only drops
+ * the one-hot term; the forward pass reports it. */
+void ct_cpu_cross_entropy_backward(int n, int c, const float *logits, const void *labels,
+                                   bool labels_i64, float label_smoothing, const float *dloss,
+                                   float *dlogits)
+{
+    float scale = dloss[0] / (float)n;
+    float off_target = label_smoothing / (float)c;
+    float on_target = (1.0f - label_smoothing) + off_target;
+#pragma omp parallel for schedule(static)
+    for (int row = 0; row < n; row++) {
+        const float *restrict xr = logits + (int64_t)row * c;
+        float *restrict dr = dlogits + (int64_t)row * c;
+        int64_t label = label_at(labels, labels_i64, row);
+        double lse = row_logsumexp(c, xr);
+        for (int j = 0; j < c; j++) {
+            float p = (float)exp(xr[j] - lse);
+            dr[j] = scale * (p - (j == label ? on_target : off_target));
+        }
+    }
+}

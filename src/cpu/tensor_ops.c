@@ -1,0 +1,69 @@
+/*
+ * Fill, copy, add, and the channel concat/slice of [n, c, inner] tensors.
+ * Outputs are written with =.  add may run in place (y == a or y == b):
+ * each element is read before it is written.  concat and slice copy
+ * contiguous runs of c_i*inner floats, one (n, input) run per iteration.
+ */
+#include <string.h>
+
+#include "cpu/kernels.h"
+
+/* Below this many elements a parallel region costs more than it saves. */
+#define PARALLEL_MIN_ELEMENTS 32768
+
+/* y[i] = value */
+void ct_cpu_fill(int64_t count, float value, float *restrict y)
+{
+#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
+    for (int64_t i = 0; i < count; i++)
+        y[i] = value;
+}
+
+/* y[i] = x[i] */
+void ct_cpu_copy(int64_t count, const float *restrict x, float *restrict y)
+{
+#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
+    for (int64_t i = 0; i < count; i++)
+        y[i] = x[i];
+}
+
+/* y[i] = a[i] + b[i] */
+void ct_cpu_add(int64_t count, const float *restrict a, const float *restrict b,
+                float *restrict y)
+{
+#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
+    for (int64_t i = 0; i < count; i++)
+        y[i] = a[i] + b[i];
+}
+
+/* y[b, off_k + j, i] = xs[k][b, j, i],  off_k = sum_{m<k} channels[m];
+ * xs[k]: [n, channels[k], inner],  y: [n, sum_k channels[k], inner] */
+void ct_cpu_concat(int n, int inner, int n_inputs, const int *channels, const float *const *xs,
+                   float *y)
+{
+    int64_t c_total = 0;
+    for (int k = 0; k < n_inputs; k++)
+        c_total += channels[k];
+    int64_t runs = (int64_t)n * n_inputs;
+#pragma omp parallel for schedule(static)
+    for (int64_t run = 0; run < runs; run++) {
+        int b = (int)(run / n_inputs), k = (int)(run % n_inputs);
+        int64_t offset = 0;
+        for (int m = 0; m < k; m++)
+            offset += channels[m];
+        int64_t len = (int64_t)channels[k] * inner;
+        memcpy(y + ((int64_t)b * c_total + offset) * inner, xs[k] + (int64_t)b * len,
+               (size_t)len * sizeof(float));
+    }
+}
+
+/* y[b, j, i] = x[b, start + j, i],  x: [n, c_total, inner],  y: [n, count, inner] */
+void ct_cpu_slice_channels(int n, int inner, int c_total, int start, int count, const float *x,
+                           float *y)
+{
+    int64_t len = (int64_t)count * inner;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < n; b++)
+        memcpy(y + (int64_t)b * len, x + ((int64_t)b * c_total + start) * inner,
+               (size_t)len * sizeof(float));
+}

@@ -1,0 +1,309 @@
+/*
+ * Graph, plan and executor: memory planning, determinism, evaluation mode,
+ * and the errors that building and running return.
+ */
+#include <string.h>
+
+#include "cuttle.h"
+#include "graph/memplan.h"
+#include "harness.h"
+
+/* ---- memory plan ---------------------------------------------------------- */
+
+static void test_memplan_no_live_overlap(void)
+{
+    enum { N = 200 };
+    ct_lifetime items[N];
+    size_t offsets[N];
+    uint64_t state = 7;
+    size_t total = 0;
+    for (int i = 0; i < N; i++) {
+        int first = (int)harness_uniform(&state, 0, 100);
+        items[i].first = first;
+        items[i].last = first + (int)harness_uniform(&state, 0, 20);
+        items[i].bytes = 1 + (size_t)harness_uniform(&state, 0, 5000);
+        total += items[i].bytes;
+    }
+    size_t peak = ct_memplan_layout(items, N, offsets);
+    int overlaps = 0;
+    for (int i = 0; i < N; i++) {
+        CHECK(offsets[i] % CT_ARENA_ALIGNMENT == 0, "offset %zu unaligned", offsets[i]);
+        CHECK(offsets[i] + items[i].bytes <= peak, "item %d ends past the peak", i);
+        for (int j = i + 1; j < N; j++) {
+            bool live_together = items[i].first <= items[j].last &&
+                                 items[j].first <= items[i].last;
+            bool share = offsets[i] < offsets[j] + items[j].bytes &&
+                         offsets[j] < offsets[i] + items[i].bytes;
+            overlaps += live_together && share;
+        }
+    }
+    CHECK(overlaps == 0, "%d pairs of live tensors share memory", overlaps);
+    CHECK(peak < total, "no reuse: peak %zu vs total %zu", peak, total);
+}
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+typedef struct cnn {
+    ct_graph *graph;
+    ct_tensor *x, *labels, *logits, *loss;
+} cnn;
+
+/* SimpleCNN on [batch,1,28,28] with dropout before the classifier. */
+static cnn build_cnn(int batch, bool with_dropout, bool with_optimizer)
+{
+    cnn m = {0};
+    m.graph = ct_graph_new();
+    m.x = ct_input(m.graph, "x", CT_F32, 4, (int64_t[]){batch, 1, 28, 28});
+    m.labels = ct_input(m.graph, "labels", CT_I64, 1, (int64_t[]){batch});
+    ct_tensor *h = m.x;
+    if (with_dropout)
+        h = ct_dropout(m.graph, h, 0.2f);
+    m.logits = ct_model_simplecnn(m.graph, h, 10);
+    m.loss = ct_cross_entropy(m.graph, m.logits, m.labels, 0.1f);
+    ct_tensor_keep(m.logits);
+    CHECK_OK(ct_graph_status(m.graph));
+    CHECK_OK(ct_graph_backward(m.graph, m.loss));
+    if (with_optimizer) {
+        ct_sgd_args sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f,
+                           .nesterov = true};
+        CHECK_OK(ct_graph_sgd(m.graph, sgd));
+    }
+    return m;
+}
+
+static void write_batch(ct_plan *plan, const cnn *m, int batch, uint64_t seed)
+{
+    float *images = malloc(sizeof(float) * (size_t)batch * 28 * 28);
+    int64_t *labels = malloc(sizeof(int64_t) * (size_t)batch);
+    harness_fill(images, (int64_t)batch * 28 * 28, seed, -1, 1);
+    for (int i = 0; i < batch; i++)
+        labels[i] = (int64_t)((seed + (uint64_t)i * 7) % 10);
+    CHECK_OK(ct_plan_write(plan, m->x, images, sizeof(float) * (size_t)batch * 28 * 28));
+    CHECK_OK(ct_plan_write(plan, m->labels, labels, sizeof(int64_t) * (size_t)batch));
+    free(images);
+    free(labels);
+}
+
+/* Every parameter of the plan, concatenated. */
+static float *read_params(ct_plan *plan, const ct_graph *graph, int64_t *count)
+{
+    *count = 0;
+    for (int i = 0; i < ct_graph_n_state(graph); i++) {
+        ct_tensor *t = ct_graph_state(graph, i);
+        if (ct_tensor_is_param(t))
+            *count += ct_tensor_numel(t);
+    }
+    float *all = malloc(sizeof(float) * (size_t)*count);
+    int64_t at = 0;
+    for (int i = 0; i < ct_graph_n_state(graph); i++) {
+        ct_tensor *t = ct_graph_state(graph, i);
+        if (!ct_tensor_is_param(t))
+            continue;
+        CHECK_OK(ct_plan_read(plan, t, all + at, ct_tensor_bytes(t)));
+        at += ct_tensor_numel(t);
+    }
+    return all;
+}
+
+/* Train `steps` steps from `seed` and return the parameters. */
+static float *train_params(uint64_t seed, int steps, int64_t *count, float *last_loss)
+{
+    cnn m = build_cnn(8, true, true);
+    ct_backend *backend = NULL;
+    ct_plan *plan = NULL;
+    CHECK_OK(ct_backend_new("cpu", &backend));
+    CHECK_OK(ct_plan_new(m.graph, backend, seed, &plan));
+    for (int step = 0; step < steps; step++) {
+        write_batch(plan, &m, 8, 100 + (uint64_t)step);
+        CHECK_OK(ct_plan_run(plan, CT_TRAIN));
+    }
+    CHECK_OK(ct_plan_read(plan, m.loss, last_loss, sizeof *last_loss));
+    float *params = read_params(plan, m.graph, count);
+    ct_plan_free(plan);
+    ct_backend_free(backend);
+    ct_graph_free(m.graph);
+    return params;
+}
+
+/* ---- determinism and memory ----------------------------------------------------- */
+
+static void test_same_seed_same_training_bit_for_bit(void)
+{
+    int64_t count_a, count_b, count_c;
+    float loss_a, loss_b, loss_c;
+    float *a = train_params(1234, 4, &count_a, &loss_a);
+    float *b = train_params(1234, 4, &count_b, &loss_b);
+    float *c = train_params(999, 4, &count_c, &loss_c);
+    CHECK(count_a == count_b && count_a == 44426, "parameter count %lld",
+          (long long)count_a);
+    CHECK(memcmp(a, b, sizeof(float) * (size_t)count_a) == 0,
+          "same seed gave different parameters");
+    CHECK(memcmp(&loss_a, &loss_b, sizeof loss_a) == 0, "same seed, losses %.9g vs %.9g",
+          loss_a, loss_b);
+    CHECK(memcmp(a, c, sizeof(float) * (size_t)count_a) != 0,
+          "different seeds gave the same parameters");
+    CHECK(isfinite(loss_a) && loss_a > 0, "loss %g", loss_a);
+    free(a);
+    free(b);
+    free(c);
+}
+
+static void test_arena_reuses_memory(void)
+{
+    cnn m = build_cnn(64, false, true);
+    ct_backend *backend = NULL;
+    ct_plan *plan = NULL;
+    CHECK_OK(ct_backend_new("cpu", &backend));
+    CHECK_OK(ct_plan_new(m.graph, backend, 1, &plan));
+    /* The activations of one SimpleCNN step at batch 64 (forward outputs alone
+     * are ~2.5 MB); with reuse the arena must stay well below their sum. */
+    size_t arena = ct_plan_arena_bytes(plan);
+    CHECK(arena > 1000000 && arena < 6000000, "arena %zu bytes", arena);
+    CHECK(ct_plan_state_bytes(plan) >= 44426 * 4 * 2, "state %zu bytes",
+          ct_plan_state_bytes(plan));
+    CHECK(ct_plan_n_nodes(plan, CT_EVAL) < ct_plan_n_nodes(plan, CT_TRAIN),
+          "eval runs %d nodes, train %d", ct_plan_n_nodes(plan, CT_EVAL),
+          ct_plan_n_nodes(plan, CT_TRAIN));
+    ct_plan_free(plan);
+    ct_backend_free(backend);
+    ct_graph_free(m.graph);
+}
+
+static void test_eval_is_deterministic_and_does_not_train(void)
+{
+    cnn m = build_cnn(4, true, true);
+    ct_backend *backend = NULL;
+    ct_plan *plan = NULL;
+    CHECK_OK(ct_backend_new("cpu:1", &backend));
+    CHECK_OK(ct_plan_new(m.graph, backend, 5, &plan));
+    write_batch(plan, &m, 4, 3);
+    float first[40], second[40];
+    int64_t count;
+    float *before = read_params(plan, m.graph, &count);
+    CHECK_OK(ct_plan_run(plan, CT_EVAL));
+    CHECK_OK(ct_plan_read(plan, m.logits, first, sizeof first));
+    CHECK_OK(ct_plan_run(plan, CT_EVAL));
+    CHECK_OK(ct_plan_read(plan, m.logits, second, sizeof second));
+    float *after = read_params(plan, m.graph, &count);
+    CHECK(memcmp(first, second, sizeof first) == 0, "eval runs differ (dropout on?)");
+    CHECK(memcmp(before, after, sizeof(float) * (size_t)count) == 0, "eval changed weights");
+    CHECK(ct_plan_step(plan) == 0, "eval advanced the step to %lld",
+          (long long)ct_plan_step(plan));
+    CHECK_OK(ct_plan_run(plan, CT_TRAIN));
+    CHECK(ct_plan_step(plan) == 1, "train did not advance the step");
+    free(before);
+    free(after);
+    ct_plan_free(plan);
+    ct_backend_free(backend);
+    ct_graph_free(m.graph);
+}
+
+/* ---- errors --------------------------------------------------------------------- */
+
+static void test_run_refuses_bad_labels(void)
+{
+    cnn m = build_cnn(4, false, false);
+    ct_backend *backend = NULL;
+    ct_plan *plan = NULL;
+    CHECK_OK(ct_backend_new("cpu", &backend));
+    CHECK_OK(ct_plan_new(m.graph, backend, 5, &plan));
+    write_batch(plan, &m, 4, 3);
+    int64_t labels[4] = {1, 2, 10, 0};
+    CHECK_OK(ct_plan_write(plan, m.labels, labels, sizeof labels));
+    ct_status status = ct_plan_run(plan, CT_TRAIN);
+    CHECK(status == CT_ERR_ARG, "status %s", ct_status_name(status));
+    CHECK(strstr(ct_last_error(), "label 10 in row 2") != NULL, "message: %s",
+          ct_last_error());
+    ct_plan_free(plan);
+    ct_backend_free(backend);
+    ct_graph_free(m.graph);
+}
+
+static void test_plan_access_errors(void)
+{
+    cnn m = build_cnn(2, false, false);
+    ct_backend *backend = NULL;
+    ct_plan *plan = NULL;
+    CHECK_OK(ct_backend_new("cpu", &backend));
+    CHECK_OK(ct_plan_new(m.graph, backend, 5, &plan));
+    float small[3] = {1, 2, 3};
+    CHECK(ct_plan_write(plan, m.x, small, sizeof small) == CT_ERR_ARG, "short write taken");
+    CHECK(strstr(ct_last_error(), "6272 bytes") != NULL, "message: %s", ct_last_error());
+    float logits[20];
+    CHECK(ct_plan_write(plan, m.logits, logits, sizeof logits) == CT_ERR_ARG,
+          "wrote a computed tensor");
+    CHECK_OK(ct_plan_read(plan, m.logits, logits, sizeof logits));
+    ct_tensor *w = ct_graph_find(m.graph, "conv1.weight");
+    CHECK(w && ct_tensor_grad(w), "conv1.weight has no gradient");
+    float grad[150];
+    CHECK_OK(ct_plan_read(plan, ct_tensor_grad(w), grad, sizeof grad));
+    /* A node added after planning invalidates the plan. */
+    ct_relu(m.graph, m.logits);
+    CHECK(ct_plan_run(plan, CT_TRAIN) == CT_ERR_STATE, "ran a stale plan");
+    ct_plan_free(plan);
+    ct_backend_free(backend);
+    ct_graph_free(m.graph);
+}
+
+static void test_build_errors(void)
+{
+    ct_graph *graph = ct_graph_new();
+    ct_tensor *x = ct_input(graph, "x", CT_F32, 4, (int64_t[]){2, 3, 8, 8});
+    CHECK(ct_input(graph, "x", CT_F32, 1, (int64_t[]){2}) == NULL, "duplicate name taken");
+    CHECK(ct_graph_status(graph) == CT_ERR_ARG, "status %d", ct_graph_status(graph));
+    ct_graph_free(graph);
+
+    graph = ct_graph_new();
+    x = ct_input(graph, "x", CT_F32, 4, (int64_t[]){2, 3, 8, 8});
+    ct_tensor *y = ct_maxpool2d(graph, x, (ct_pool_args){.kernel = {9, 9}});
+    CHECK(y == NULL && ct_graph_status(graph) == CT_ERR_SHAPE, "9x9 pool on 8x8 accepted");
+    CHECK(strstr(ct_last_error(), "maxpool2d") && strstr(ct_last_error(), "[2,3,8,8]"),
+          "message: %s", ct_last_error());
+    /* Later calls with the NULL keep the first message. */
+    CHECK(ct_relu(graph, y) == NULL, "relu of NULL");
+    CHECK(strstr(ct_last_error(), "maxpool2d") != NULL, "first error lost: %s",
+          ct_last_error());
+    ct_backend *backend = NULL;
+    ct_plan *plan = NULL;
+    CHECK_OK(ct_backend_new("cpu", &backend));
+    CHECK(ct_plan_new(graph, backend, 1, &plan) == CT_ERR_SHAPE && !plan,
+          "planned a broken graph");
+    ct_backend_free(backend);
+    ct_graph_free(graph);
+
+    graph = ct_graph_new();
+    x = ct_input(graph, "x", CT_F32, 2, (int64_t[]){2, 3});
+    CHECK(ct_graph_sgd(graph, (ct_sgd_args){.lr = 0.1f}) == CT_ERR_STATE,
+          "optimizer before backward");
+    ct_tensor *relu = ct_relu(graph, x);
+    CHECK(ct_graph_backward(graph, relu) == CT_ERR_SHAPE, "non-scalar loss accepted");
+    ct_graph_free(graph);
+}
+
+static void test_backend_names(void)
+{
+    ct_backend *backend = NULL;
+    CHECK(ct_backend_new("cpu:0", &backend) == CT_ERR_ARG && !backend, "cpu:0 accepted");
+    CHECK(ct_backend_new("tpu", &backend) == CT_ERR_ARG, "tpu accepted");
+    CHECK(strstr(ct_last_error(), "tpu") != NULL, "message: %s", ct_last_error());
+    CHECK_OK(ct_backend_new("cpu:3", &backend));
+    CHECK(strstr(ct_backend_name(backend), "3 threads") != NULL, "name %s",
+          ct_backend_name(backend));
+    ct_backend_free(backend);
+    ct_backend_free(NULL);
+    ct_plan_free(NULL);
+    ct_graph_free(NULL);
+}
+
+int main(void)
+{
+    RUN(test_memplan_no_live_overlap);
+    RUN(test_same_seed_same_training_bit_for_bit);
+    RUN(test_arena_reuses_memory);
+    RUN(test_eval_is_deterministic_and_does_not_train);
+    RUN(test_run_refuses_bad_labels);
+    RUN(test_plan_access_errors);
+    RUN(test_build_errors);
+    RUN(test_backend_names);
+    return harness_finish();
+}
