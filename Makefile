@@ -66,6 +66,15 @@ else
 FOUND_BLAS := disabled (built-in GEMM)
 endif
 
+HAVE_ZLIB := $(shell pkg-config --exists zlib 2>/dev/null && echo 1)
+ifeq ($(HAVE_ZLIB),1)
+CFLAGS_BASE += -DCT_HAVE_ZLIB
+LDLIBS_BASE += -lz
+FOUND_ZLIB := found (.gz datasets)
+else
+FOUND_ZLIB := not found (.gz datasets must be unpacked; apt-get install zlib1g-dev)
+endif
+
 NVCC ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
 ifneq ($(NVCC),)
 FOUND_CUDA := nvcc found at $(NVCC); the CUDA backend is not part of this version yet (CPU only)
@@ -84,6 +93,8 @@ TEST_SUPPORT_SRCS := $(filter-out $(TEST_SRCS),$(wildcard tests/*.c))
 TEST_SUPPORT_OBJS := $(TEST_SUPPORT_SRCS:%.c=$(BUILD)/obj/%.o)
 EXAMPLE_SRCS := $(sort $(wildcard examples/*.c))
 EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.c=$(BUILD)/examples/%)
+BENCH_SRCS := $(sort $(wildcard bench/*.c))
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 TOOL_SRCS  := $(sort $(wildcard tools/*.c))
 TOOL_OBJS  := $(TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
 
@@ -91,14 +102,15 @@ LIB_A  := $(BUILD)/libcuttle.a
 LIB_SO := $(BUILD)/libcuttle.so
 CLI    := $(BUILD)/cuttle
 
-.PHONY: all config test install uninstall clean
+.PHONY: all config test check install uninstall clean
 .SECONDARY:
-all: config $(LIB_A) $(LIB_SO) $(CLI) $(TEST_BINS) $(EXAMPLE_BINS)
+all: config $(LIB_A) $(LIB_SO) $(CLI) $(TEST_BINS) $(EXAMPLE_BINS) $(BENCH_BINS)
 
 config:
 	@echo "cuttle $(shell sed -n 's/.*CT_VERSION_STRING "\(.*\)"/\1/p' include/cuttle.h) build in $(BUILD)/"
 	@echo "  OpenMP:   $(FOUND_OPENMP)"
 	@echo "  BLAS:     $(FOUND_BLAS)"
+	@echo "  zlib:     $(FOUND_ZLIB)"
 	@echo "  CUDA:     $(FOUND_CUDA)"
 	@echo "  sanitize: $(if $(filter 1,$(SANITIZE)),address+undefined,off)"
 
@@ -121,12 +133,32 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJS) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIB_A) $(LDLIBS_BASE)
 
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(LIB_A) $(LDLIBS_BASE)
+
 $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(LIB_A) $(LDLIBS_BASE)
 
+# Counts cuttle's own allocations (see the test).
+$(BUILD)/tests/test_noalloc: LDFLAGS += -Wl,--wrap=malloc -Wl,--wrap=calloc \
+                                        -Wl,--wrap=realloc -Wl,--wrap=aligned_alloc
+
 test: all
 	@BUILD=$(BUILD) sh tests/run.sh
+
+# The README's test command: the suite, then the suite under ASan + UBSan,
+# with one closing line for both.
+check:
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory SANITIZE=1 all
+	@BUILD=build sh tests/run.sh > build/check.log 2>&1; \
+	 cat build/check.log; \
+	 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	 BUILD=build-san sh tests/run.sh > build-san/check.log 2>&1; \
+	 sed 's/^/[asan+ubsan] /' build-san/check.log; \
+	 tail -n 1 build/check.log build-san/check.log | awk '/passed/ {p += $$1; f += $$3} END {print "all builds: " p " passed, " f " failed"; exit f > 0}'
 
 install: $(LIB_A) $(LIB_SO) $(CLI)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""PyTorch peer of bench/simplecnn_train.c: the same SimpleCNN, batch, input
+shape, optimizer and timing rule (median step time after warm-up), printing
+the same JSON fields.  Run with Debian's python3-torch: /usr/bin/python3."""
+import argparse
+import json
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class SimpleCNN(nn.Module):
+    def __init__(self, channels, size, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, 6, 5)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        side = ((size - 4) // 2 - 4) // 2
+        self.fc1 = nn.Linear(16 * side * side, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--channels", type=int, default=1)
+    parser.add_argument("--size", type=int, default=28)
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0)
+    args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(1)
+    model = SimpleCNN(args.channels, args.size)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    images = torch.rand(args.batch, args.channels, args.size, args.size) - 0.5
+    labels = torch.arange(args.batch) % 10
+    times = []
+    for step in range(args.warmup + args.steps):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        if step >= args.warmup:
+            times.append(time.perf_counter() - start)
+    times.sort()
+    median = times[len(times) // 2]
+    print(json.dumps({
+        "framework": "pytorch " + torch.__version__, "model": "simplecnn", "mode": "train",
+        "batch": args.batch, "input": f"{args.channels}x{args.size}x{args.size}",
+        "backend": f"cpu ({torch.get_num_threads()} threads)",
+        "median_step_ms": round(1e3 * median, 3), "min_step_ms": round(1e3 * times[0], 3),
+        "max_step_ms": round(1e3 * times[-1], 3),
+        "images_per_second": round(args.batch / median, 1)}))
+
+
+if __name__ == "__main__":
+    main()
