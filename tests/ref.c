@@ -25,19 +25,21 @@ void ref_conv2d(const ref_conv2d_shape *s, const double *x, const double *w,
                 for (int ow = 0; ow < out_w; ow++) {
                     double sum = bias ? bias[o] : 0.0;
                     for (int c = 0; c < group_in; c++)
-                        for (int i = 0; i < s->kernel_h; i++)
+                        for (int i = 0; i < s->kernel_h; i++) {
+                            int ih = oh * s->stride_h - s->pad_h + i * s->dilation_h;
+                            if (ih < 0 || ih >= s->in_h)
+                                continue;
+                            int in_c = group * group_in + c;
+                            const double *x_row =
+                                x + (((int64_t)n * s->in_channels + in_c) * s->in_h + ih) * s->in_w;
+                            const double *w_row =
+                                w + (((int64_t)o * group_in + c) * s->kernel_h + i) * s->kernel_w;
                             for (int j = 0; j < s->kernel_w; j++) {
-                                int ih = oh * s->stride_h - s->pad_h + i * s->dilation_h;
                                 int iw = ow * s->stride_w - s->pad_w + j * s->dilation_w;
-                                if (ih < 0 || ih >= s->in_h || iw < 0 || iw >= s->in_w)
-                                    continue;
-                                int in_c = group * group_in + c;
-                                double xv = x[(((int64_t)n * s->in_channels + in_c) * s->in_h +
-                                               ih) * s->in_w + iw];
-                                double wv = w[(((int64_t)o * group_in + c) * s->kernel_h + i) *
-                                                  s->kernel_w + j];
-                                sum += xv * wv;
+                                if (iw >= 0 && iw < s->in_w)
+                                    sum += x_row[iw] * w_row[j];
                             }
+                        }
                     y[(((int64_t)n * s->out_channels + o) * out_h + oh) * out_w + ow] = sum;
                 }
         }
