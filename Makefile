@@ -28,6 +28,9 @@ LDFLAGS_BASE := $(filter -fsanitize=%,$(OPTFLAGS))
 
 # ---- what the build found ---------------------------------------------------
 
+# Without OpenMP the pragmas, and variables that only feed their if()
+# clauses, are unused by design.
+NO_OPENMP_FLAGS := -Wno-unknown-pragmas -Wno-unused-variable -Wno-unused-but-set-variable
 HAVE_OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo 1)
 ifeq ($(OPENMP),1)
 ifeq ($(HAVE_OPENMP),1)
@@ -35,9 +38,11 @@ CFLAGS_BASE += -fopenmp
 LDFLAGS_BASE += -fopenmp
 FOUND_OPENMP := found
 else
+CFLAGS_BASE += $(NO_OPENMP_FLAGS)
 FOUND_OPENMP := not found (single-threaded)
 endif
 else
+CFLAGS_BASE += $(NO_OPENMP_FLAGS)
 FOUND_OPENMP := disabled
 endif
 

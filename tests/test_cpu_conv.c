@@ -5,7 +5,7 @@
  * element the kernel forgot to write fails the comparison.
  */
 #include <math.h>
-#include <omp.h>
+#include "cpu/threads.h"
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,13 +151,13 @@ static void gemm_native_same_bits_for_any_thread_count(void)
     enum { M = 70, N = 300, K = 520 };
     float *a = alloc_random((int64_t)M * K, 80), *b = alloc_random((int64_t)K * N, 81);
     float *c[3];
-    int saved_threads = omp_get_max_threads();
+    int saved_threads = ct_cpu_max_threads();
     for (int run = 0; run < 3; run++) {
-        omp_set_num_threads(run + 1);
+        ct_cpu_set_threads(run + 1);
         c[run] = alloc_nan((int64_t)M * N);
         ct_cpu_gemm_native(false, false, M, N, K, 1.0f, a, K, b, N, 0.0f, c[run], N);
     }
-    omp_set_num_threads(saved_threads);
+    ct_cpu_set_threads(saved_threads);
     for (int run = 1; run < 3; run++)
         CHECK(memcmp(c[0], c[run], sizeof(float) * M * N) == 0, "%d threads differs from 1",
               run + 1);
@@ -290,7 +290,7 @@ static void visit_backward_weight(void *ctx, int64_t yi, int64_t xi, int64_t wi)
 /* The workspace, poisoned: im2col must write every element it reads. */
 static void *alloc_workspace(const ct_conv2d_shape *s)
 {
-    size_t bytes = ct_cpu_conv2d_workspace(s, omp_get_max_threads());
+    size_t bytes = ct_cpu_conv2d_workspace(s, ct_cpu_max_threads());
     return alloc_nan((int64_t)(bytes / sizeof(float)));
 }
 
@@ -357,7 +357,7 @@ static void conv_bias_on_the_other_cases(void)
 static void run_conv_kernels(const ct_conv2d_shape *s, int threads, const float *x,
                              const float *w, const float *bias, const float *dy, float *out[3])
 {
-    omp_set_num_threads(threads);
+    ct_cpu_set_threads(threads);
     void *workspace = alloc_workspace(s);
     out[0] = alloc_nan(conv_y_count(s));
     out[1] = alloc_nan(conv_x_count(s));
@@ -376,7 +376,7 @@ static void conv_same_bits_run_to_run(void)
     static const int run_threads[] = {2, 2, 1};
     bool native = strcmp(ct_cpu_gemm_name(), "native") == 0;
     int n_runs = native ? 3 : 2;
-    int saved_threads = omp_get_max_threads();
+    int saved_threads = ct_cpu_max_threads();
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         ct_conv2d_shape s = conv_shape(&CONV_CASES[cases[ci]]);
         const int64_t counts[3] = {conv_y_count(&s), conv_x_count(&s), conv_w_count(&s)};
@@ -399,7 +399,7 @@ static void conv_same_bits_run_to_run(void)
         free(dy);
         free(bias);
     }
-    omp_set_num_threads(saved_threads);
+    ct_cpu_set_threads(saved_threads);
 }
 
 static void conv_pointwise_needs_no_workspace(void)

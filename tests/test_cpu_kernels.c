@@ -6,7 +6,7 @@
  * agree within TOLERANCE (relative to the reference's largest magnitude).
  */
 #include <math.h>
-#include <omp.h>
+#include "cpu/threads.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -808,9 +808,9 @@ static void test_thread_count_independent(void)
     float out[2][4 * 6], loss[2], rm[2][6], rv[2][6];
     float *soft[2] = {new_floats(count), new_floats(count)};
     int threads[2] = {1, 4};
-    int saved = omp_get_max_threads();
+    int saved = ct_cpu_max_threads();
     for (int t = 0; t < 2; t++) {
-        omp_set_num_threads(threads[t]);
+        ct_cpu_set_threads(threads[t]);
         for (int ch = 0; ch < c; ch++)
             rm[t][ch] = 0.0f, rv[t][ch] = 1.0f;
         ct_cpu_batchnorm_stats(n, c, inner, x, true, 0.1f, 1e-5f, rm[t], rv[t], out[t]);
@@ -818,7 +818,7 @@ static void test_thread_count_independent(void)
         ct_cpu_softmax_forward(n * c, inner, x, soft[t]);
         ct_cpu_cross_entropy_forward(n, c * inner, x, labels, true, 0.1f, &loss[t]);
     }
-    omp_set_num_threads(saved);
+    ct_cpu_set_threads(saved);
     CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0, "batchnorm stats depend on threads");
     CHECK(memcmp(rm[0], rm[1], sizeof rm[0]) == 0 && memcmp(rv[0], rv[1], sizeof rv[0]) == 0,
           "running stats depend on threads");

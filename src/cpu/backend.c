@@ -6,15 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #ifdef CT_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
 
 #include "core/error.h"
 #include "cpu/kernels.h"
+#include "cpu/threads.h"
 #include "graph/backend.h"
 
 #define CT_CPU_ALIGNMENT 64
@@ -417,9 +415,7 @@ static size_t cpu_workspace_bytes(const ct_backend *backend, const ct_tensor *no
 
 static void cpu_begin_step(ct_backend *backend)
 {
-#ifdef _OPENMP
-    omp_set_num_threads(backend->n_threads);
-#endif
+    ct_cpu_set_threads(backend->n_threads);
 #ifdef CT_HAVE_OPENBLAS
     openblas_set_num_threads(backend->n_threads);
 #endif
@@ -456,14 +452,6 @@ static const ct_backend_i cpu_backend_i = {
     .destroy = cpu_destroy,
 };
 
-static int default_thread_count(void)
-{
-#ifdef _OPENMP
-    return omp_get_num_procs();
-#else
-    return 1;
-#endif
-}
 
 ct_status ct_cpu_backend_new(int n_threads, ct_backend **out)
 {
@@ -471,9 +459,9 @@ ct_status ct_cpu_backend_new(int n_threads, ct_backend **out)
     if (!backend)
         return ct_set_error(CT_ERR_MEMORY, "ct_backend_new: out of host memory");
     backend->iface = &cpu_backend_i;
-    backend->n_threads = n_threads > 0 ? n_threads : default_thread_count();
+    backend->n_threads = n_threads > 0 ? n_threads : ct_cpu_n_procs();
 #ifndef _OPENMP
-    backend->n_threads = 1;
+    backend->n_threads = 1; /* a build without OpenMP runs one thread, and says so */
 #endif
     snprintf(backend->name, sizeof backend->name, "cpu (%d thread%s, %s gemm)",
              backend->n_threads, backend->n_threads == 1 ? "" : "s", ct_cpu_gemm_name());

@@ -19,7 +19,7 @@
  * products in increasing k, whatever the tiling: the result does not depend
  * on the number of threads.
  */
-#include <omp.h>
+#include "cpu/threads.h"
 #include <stdbool.h>
 #include <string.h>
 
@@ -169,7 +169,7 @@ static void gemm_scale_c(const gemm_args *g)
 static int gemm_tile_width(int m, int n)
 {
     int row_tiles = (m + GEMM_MC - 1) / GEMM_MC;
-    int threads = omp_get_max_threads();
+    int threads = ct_cpu_max_threads();
     int col_tiles = (threads + row_tiles - 1) / row_tiles;
     int width = (n + col_tiles - 1) / col_tiles;
     width = (width + GEMM_NR - 1) / GEMM_NR * GEMM_NR;
