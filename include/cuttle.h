@@ -289,6 +289,44 @@ size_t ct_plan_state_bytes(const ct_plan *plan);
 /* Nodes run by one step in a mode. */
 int ct_plan_n_nodes(const ct_plan *plan, ct_mode mode);
 
+/* ---- datasets ------------------------------------------------------------ */
+
+/* A labelled image dataset held in host memory as bytes: one split of
+ * MNIST or Fashion-MNIST, read from IDX files (raw or .gz). */
+typedef struct ct_dataset ct_dataset;
+
+/* Load an IDX image file (magic 0x00000803: u8 [N, rows, cols]) and its
+ * label file (0x00000801: u8 [N], each < n_classes), raw or gzipped (.gz
+ * needs a build with zlib).  Pixels are scaled to x/255 (no mean/std shift);
+ * class names are the label numbers.  CT_ERR_IO: a file is missing or
+ * unreadable; CT_ERR_FORMAT: corrupt, truncated, wrong magic, counts that
+ * differ, a label out of range; CT_ERR_MEMORY.  On error *out is NULL. */
+ct_status ct_dataset_load_idx(const char *images_path, const char *labels_path, int n_classes,
+                              ct_dataset **out);
+/* Load a split ("train" | "test") of a known dataset ("fashion-mnist" |
+ * "mnist") from dir, which holds the four files under their usual names
+ * (train-images-idx3-ubyte, t10k-labels-idx1-ubyte, ... each raw or .gz).
+ * dir NULL: Debian's location (/usr/share/datasets/fashion-mnist, from the
+ * package dataset-fashion-mnist; MNIST has none).  Pixels are normalized
+ * with the dataset's mean and std: (x/255 - mean) / std. */
+ct_status ct_dataset_load(const char *name, const char *dir, const char *split,
+                          ct_dataset **out);
+void ct_dataset_free(ct_dataset *dataset);
+
+int64_t ct_dataset_size(const ct_dataset *dataset); /* items */
+int ct_dataset_channels(const ct_dataset *dataset);
+int ct_dataset_height(const ct_dataset *dataset);
+int ct_dataset_width(const ct_dataset *dataset);
+int ct_dataset_classes(const ct_dataset *dataset);
+/* "T-shirt/top", ... or "0", "1", ...  Borrowed, valid until the dataset is
+ * freed; NULL if label is out of range. */
+const char *ct_dataset_class_name(const ct_dataset *dataset, int label);
+
+/* Gather items indices[0..n) into images [n, C, H, W] (normalized f32) and
+ * labels [n] (may be NULL).  CT_ERR_ARG if an index is out of range. */
+ct_status ct_dataset_batch(const ct_dataset *dataset, const int64_t *indices, int n,
+                           float *images, int64_t *labels);
+
 #ifdef __cplusplus
 }
 #endif

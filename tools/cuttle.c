@@ -1,11 +1,12 @@
 /*
- * cuttle — the command-line program.  Subcommands arrive with their issues;
- * this version has `version` and `help`.
+ * cuttle — the command-line program: one binary, one subcommand per job.
+ * Each subcommand parses its own options (tools/cli.h); exit status 0 on
+ * success, 1 when the library fails, 2 for a bad command line.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "cuttle.h"
+#include "cli.h"
 
 static void print_usage(FILE *out)
 {
@@ -13,21 +14,32 @@ static void print_usage(FILE *out)
             "usage: cuttle <command> [options]\n"
             "\n"
             "commands:\n"
+            "  train      train a model on a dataset and report its test accuracy\n"
             "  version    print the version of cuttle\n"
-            "  help       show this help\n");
+            "  help       show this help\n"
+            "\n"
+            "cuttle <command> --help lists the options of a command, e.g.\n"
+            "  cuttle train --model simplecnn --data fashion-mnist --epochs 15\n");
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
-        strcmp(argv[1], "-h") == 0) {
-        print_usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        print_usage(stderr);
+        return CLI_EXIT_USAGE;
     }
-    if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+    const char *command = argv[1];
+    if (strcmp(command, "help") == 0 || strcmp(command, "--help") == 0 ||
+        strcmp(command, "-h") == 0) {
+        print_usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(command, "version") == 0 || strcmp(command, "--version") == 0) {
         printf("cuttle %s\n", ct_version());
-        return 0;
+        return CLI_EXIT_OK;
     }
-    fprintf(stderr, "cuttle: unknown command '%s' (see cuttle --help)\n", argv[1]);
-    return 2;
+    if (strcmp(command, "train") == 0)
+        return cmd_train(argc - 2, argv + 2);
+    fprintf(stderr, "cuttle: unknown command '%s' (see cuttle --help)\n", command);
+    return CLI_EXIT_USAGE;
 }

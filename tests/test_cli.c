@@ -1,0 +1,243 @@
+/*
+ * The cuttle command-line program, run as a user runs it: help, bad
+ * commands and options (exit status 2, the option named), a missing dataset
+ * (exit status 1, the file named), and short real training runs on a tiny
+ * IDX dataset of two easy patterns written to a temporary directory.
+ *
+ * The program is $BUILD/cuttle (BUILD defaults to "build").
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define SIDE 28
+#define N_TRAIN 256
+#define N_TEST 128
+#define OUTPUT_CAPACITY 65536
+#define STRIPE 4 /* period of the stripes, in pixels */
+
+static char cuttle[512];
+static char tmp_dir[64];
+static char data_dir[128];  /* the tiny dataset */
+static char empty_dir[128]; /* no files */
+static char output[OUTPUT_CAPACITY];
+
+/* Run "cuttle <args>" and capture its stdout in `output`, with stderr
+ * joined to it or thrown away; returns the exit status, or -1 if it did not
+ * exit normally. */
+static int run_cuttle_with(const char *args, bool join_stderr)
+{
+    char command[2048];
+    snprintf(command, sizeof command, "%s %s %s", cuttle, args,
+             join_stderr ? "2>&1" : "2>/dev/null");
+    FILE *pipe = popen(command, "r");
+    if (!pipe) {
+        fprintf(stderr, "  cannot run %s\n", command);
+        return -1;
+    }
+    size_t length = fread(output, 1, sizeof output - 1, pipe);
+    output[length] = '\0';
+    int status = pclose(pipe);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int run_cuttle(const char *args)
+{
+    return run_cuttle_with(args, true);
+}
+
+static void put_u32(FILE *f, uint32_t value)
+{
+    uint8_t bytes[4] = {(uint8_t)(value >> 24), (uint8_t)(value >> 16), (uint8_t)(value >> 8),
+                        (uint8_t)value};
+    fwrite(bytes, 1, sizeof bytes, f);
+}
+
+/* Class 0: horizontal stripes, class 1: vertical stripes, each with a
+ * random phase and noise; labels alternate. */
+static bool write_split(const char *prefix, int n, uint64_t seed)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", data_dir, prefix);
+    FILE *images = fopen(path, "wb");
+    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", data_dir, prefix);
+    FILE *labels = fopen(path, "wb");
+    if (!images || !labels) {
+        if (images)
+            fclose(images);
+        if (labels)
+            fclose(labels);
+        return false;
+    }
+    put_u32(images, 0x00000803u);
+    put_u32(images, (uint32_t)n);
+    put_u32(images, SIDE);
+    put_u32(images, SIDE);
+    put_u32(labels, 0x00000801u);
+    put_u32(labels, (uint32_t)n);
+    uint64_t state = seed;
+    for (int i = 0; i < n; i++) {
+        int label = i % 2;
+        int phase = (int)(harness_uniform(&state, 0, STRIPE));
+        for (int r = 0; r < SIDE; r++)
+            for (int c = 0; c < SIDE; c++) {
+                int along = label == 0 ? r : c;
+                bool bright = (along + phase) % STRIPE < STRIPE / 2;
+                float value = (bright ? 200.0f : 30.0f) + harness_uniform(&state, -25, 25);
+                fputc((int)value, images);
+            }
+        fputc(label, labels);
+    }
+    bool ok = !ferror(images) && !ferror(labels);
+    ok = fclose(images) == 0 && ok;
+    return fclose(labels) == 0 && ok;
+}
+
+static void test_help(void)
+{
+    CHECK(run_cuttle("--help") == 0, "cuttle --help must exit 0: %s", output);
+    CHECK(strstr(output, "train") != NULL, "help lacks the commands: %s", output);
+    CHECK(run_cuttle("") == 2, "cuttle without a command must exit 2");
+    CHECK(run_cuttle("version") == 0 && strstr(output, "cuttle 0."), "version: %s", output);
+
+    CHECK(run_cuttle("train --help") == 0, "train --help must exit 0: %s", output);
+    const char *options[] = {"--model",  "--data",         "--data-dir",        "--epochs",
+                             "--batch",  "--optim",        "--lr",              "--seed",
+                             "--threads", "--weight-decay", "--label-smoothing", "--json"};
+    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+        CHECK(strstr(output, options[i]), "train --help does not list %s", options[i]);
+}
+
+static void test_bad_command_lines(void)
+{
+    CHECK(run_cuttle("frobnicate") == 2 && strstr(output, "frobnicate"),
+          "an unknown command must exit 2 and be named: %s", output);
+    CHECK(run_cuttle("train --frobnicate 3") == 2 && strstr(output, "--frobnicate"),
+          "an unknown option must exit 2 and be named: %s", output);
+    CHECK(run_cuttle("train --epochs 0") == 2 && strstr(output, "--epochs"),
+          "--epochs 0 must be refused: %s", output);
+    CHECK(run_cuttle("train --epochs 3x") == 2 && strstr(output, "--epochs"),
+          "--epochs 3x must be refused: %s", output);
+    CHECK(run_cuttle("train --batch=-4") == 2 && strstr(output, "--batch"),
+          "--batch=-4 must be refused: %s", output);
+    CHECK(run_cuttle("train --lr nan") == 2 && strstr(output, "--lr"),
+          "--lr nan must be refused: %s", output);
+    CHECK(run_cuttle("train --optim rmsprop") == 2 && strstr(output, "--optim") &&
+              strstr(output, "adamw"),
+          "an unknown optimizer must be refused with the choices: %s", output);
+    CHECK(run_cuttle("train --model resnet999") == 2 && strstr(output, "--model"),
+          "an unknown model must be refused: %s", output);
+    CHECK(run_cuttle("train --epochs") == 2 && strstr(output, "--epochs"),
+          "an option without its value must be refused: %s", output);
+    CHECK(run_cuttle("train --json=yes") == 2 && strstr(output, "--json"),
+          "a flag with a value must be refused: %s", output);
+}
+
+static void test_missing_data(void)
+{
+    char args[512];
+    snprintf(args, sizeof args, "train --data mnist --data-dir %s --epochs 1", empty_dir);
+    CHECK(run_cuttle(args) == 1, "a directory without the files must exit 1: %s", output);
+    CHECK(strstr(output, empty_dir) && strstr(output, "train-images-idx3-ubyte"),
+          "the message must name the missing file: %s", output);
+    snprintf(args, sizeof args, "train --data mnist --data-dir %s --batch 1000", data_dir);
+    CHECK(run_cuttle(args) == 2 && strstr(output, "--batch"),
+          "a batch larger than the training set must be refused: %s", output);
+}
+
+/* The epoch lines of `text` without their timings (the part before "%  "
+ * that follows the test accuracy), one after another. */
+static void epoch_results(const char *text, char *out, size_t capacity)
+{
+    out[0] = '\0';
+    for (const char *line = strstr(text, "epoch "); line; line = strstr(line + 1, "\nepoch ")) {
+        const char *test = strstr(line, "test loss");
+        const char *end = test ? strchr(test, '%') : NULL;
+        if (!end)
+            break;
+        size_t used = strlen(out);
+        snprintf(out + used, capacity - used, "%.*s|", (int)(end - line), line);
+    }
+}
+
+static void test_train_tiny(void)
+{
+    char args[512], first[2048], second[2048];
+    snprintf(args, sizeof args,
+             "train --data mnist --data-dir %s --epochs 5 --batch 16 --threads 2", data_dir);
+    CHECK(run_cuttle(args) == 0, "the tiny run must succeed: %s", output);
+    CHECK(strstr(output, "epoch 1/5") && strstr(output, "epoch 5/5"), "epoch lines: %s",
+          output);
+    const char *result = strstr(output, "test accuracy: ");
+    CHECK(result && strstr(result, "(128 images)"), "no final result: %s", output);
+    double accuracy = result ? atof(result + strlen("test accuracy: ")) : 0;
+    CHECK(accuracy >= 90.0, "two easy patterns: test accuracy %.2f%% < 90%%: %s", accuracy,
+          output);
+    epoch_results(output, first, sizeof first);
+
+    /* The same seed gives the same run. */
+    CHECK(run_cuttle(args) == 0, "the second tiny run must succeed: %s", output);
+    epoch_results(output, second, sizeof second);
+    CHECK(first[0] && strcmp(first, second) == 0, "runs differ:\n%s\n%s", first, second);
+}
+
+static void test_train_json(void)
+{
+    char args[512];
+    snprintf(args, sizeof args,
+             "train --data mnist --data-dir %s --epochs 1 --batch 16 --optim adamw --json",
+             data_dir);
+    CHECK(run_cuttle_with(args, false) == 0, "the --json run must succeed: %s", output);
+    CHECK(output[0] == '{' && strchr(output, '}') && strchr(output, '}')[1] == '\n' &&
+              strchr(output, '}')[2] == '\0',
+          "stdout must be one JSON object: %s", output);
+    const char *keys[] = {"\"test_accuracy\": ", "\"test_loss\": ", "\"epochs\": 1",
+                          "\"seconds\": ", "\"images_per_second\": "};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        CHECK(strstr(output, keys[i]), "the JSON lacks %s: %s", keys[i], output);
+}
+
+int main(void)
+{
+    const char *build = getenv("BUILD");
+    snprintf(cuttle, sizeof cuttle, "%s/cuttle", build && *build ? build : "build");
+    if (access(cuttle, X_OK) != 0) {
+        fprintf(stderr, "test_cli: %s is missing: build it first (make)\n", cuttle);
+        return 1;
+    }
+    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/cuttle_test_cli_XXXXXX");
+    if (!mkdtemp(tmp_dir)) {
+        fprintf(stderr, "test_cli: mkdtemp failed\n");
+        return 1;
+    }
+    snprintf(data_dir, sizeof data_dir, "%s/data", tmp_dir);
+    snprintf(empty_dir, sizeof empty_dir, "%s/empty", tmp_dir);
+    if (mkdir(data_dir, 0700) != 0 || mkdir(empty_dir, 0700) != 0 ||
+        !write_split("train", N_TRAIN, 1) || !write_split("t10k", N_TEST, 2)) {
+        fprintf(stderr, "test_cli: cannot write the tiny dataset in %s\n", data_dir);
+        return 1;
+    }
+    RUN(test_help);
+    RUN(test_bad_command_lines);
+    RUN(test_missing_data);
+    RUN(test_train_tiny);
+    RUN(test_train_json);
+    const char *names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                           "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", data_dir, names[i]);
+        remove(path);
+    }
+    rmdir(data_dir);
+    rmdir(empty_dir);
+    rmdir(tmp_dir);
+    return harness_finish();
+}
