@@ -28,7 +28,6 @@ typedef struct ct_exec {
     const size_t *offsets;      /* by node id, for storage roots */
     const uint8_t *storage;     /* ct_storage by node id */
     void *workspace;
-    size_t workspace_bytes;
     bool training;
     int64_t step;               /* training steps completed before this one */
     float lr;

@@ -295,7 +295,6 @@ static ct_exec exec_of(const ct_plan *plan, ct_mode mode)
         .offsets = plan->offsets,
         .storage = plan->storage,
         .workspace = plan->workspace,
-        .workspace_bytes = plan->workspace_bytes,
         .training = mode == CT_TRAIN,
         .step = plan->step,
         .lr = plan->lr,
