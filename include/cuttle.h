@@ -327,6 +327,82 @@ const char *ct_dataset_class_name(const ct_dataset *dataset, int label);
 ct_status ct_dataset_batch(const ct_dataset *dataset, const int64_t *indices, int n,
                            float *images, int64_t *labels);
 
+/* Per-channel normalization of a dataset (x/255 - mean[c]) / std[c]:
+ * channel c's mean and std (0 and 1 for a raw IDX load). */
+float ct_dataset_mean(const ct_dataset *dataset, int channel);
+float ct_dataset_std(const ct_dataset *dataset, int channel);
+
+/* An image folder: dir/<class>/<image>.png|.jpg|.jpeg, one subfolder per
+ * class (sorted by name: label 0 is the first).  If dir has "train" and
+ * "test" subfolders, they are the splits; otherwise `test_fraction` of each
+ * class (chosen by `seed`) is the test split and the rest the training one.
+ * Every image is converted to `channels` (1 gray or 3 RGB) and resized to
+ * height x width; zero fields take the first image's. */
+typedef struct ct_folder_args {
+    int channels, height, width;
+    double test_fraction; /* 0: 0.2 */
+    uint64_t seed;
+} ct_folder_args;
+ct_status ct_dataset_load_folder(const char *dir, const char *split, const ct_folder_args *args,
+                                 ct_dataset **out);
+
+/* Training augmentation, applied per item with randomness keyed by (seed,
+ * epoch, item), so a run is the same for any number of loader threads. */
+typedef struct ct_augment {
+    int crop_pad; /* random crop of the original size from the image zero-padded by this (0: off) */
+    bool hflip;   /* random horizontal flip with probability 1/2 */
+    int cutout;   /* a random square of this side set to 0 after normalization (0: off) */
+} ct_augment;
+
+/* A loader cuts a dataset into batches of an epoch, in background threads
+ * that prepare the next batches while the caller trains on the current. */
+typedef struct ct_loader ct_loader;
+typedef struct ct_loader_args {
+    int batch;
+    bool shuffle;     /* each epoch a permutation that depends only on (seed, epoch) */
+    bool drop_last;   /* drop the last partial batch */
+    ct_augment augment;
+    uint64_t seed;
+    int n_threads;    /* worker threads (0: 1) */
+    int prefetch;     /* batches prepared ahead (0: 2) */
+} ct_loader_args;
+ct_status ct_loader_new(const ct_dataset *dataset, const ct_loader_args *args, ct_loader **out);
+void ct_loader_free(ct_loader *loader);
+/* Batches in one epoch. */
+int64_t ct_loader_batches(const ct_loader *loader);
+/* Begin epoch `epoch` (numbered from 1) at batch `first_batch` (0, or
+ * where a resumed run left off). */
+ct_status ct_loader_start(ct_loader *loader, int64_t epoch, int64_t first_batch);
+/* The next batch of the epoch: images [n,C,H,W] and labels [n], borrowed
+ * until the next call; *n is 0 after the last batch. */
+ct_status ct_loader_next(ct_loader *loader, const float **images, const int64_t **labels,
+                         int *n);
+
+/* Decode a PNG or JPEG file, convert it to `channels` (1 or 3), resize it to
+ * height x width (bilinear) and normalize it like a dataset:
+ * out[c,h,w] = (x/255 - mean[c]) / std[c].  CT_ERR_IO, CT_ERR_FORMAT (not a
+ * PNG/JPEG, corrupt), CT_ERR_UNSUPPORTED (built without libpng/libjpeg). */
+ct_status ct_image_load(const char *path, int channels, int height, int width,
+                        const float *mean, const float *std, float *out);
+
+/* ---- model definitions ------------------------------------------------------ */
+
+/* Models are written in a small text format (docs/model-format.md); the
+ * built-in ones are the same texts as the files in models/. */
+
+/* The text of a built-in model ("simplecnn", "lenet5", "vgg11", "vgg11_bn",
+ * "vgg16", "vgg16_bn", "resnet18", "resnet34", "resnet50"), or NULL.
+ * Static: never freed. */
+const char *ct_model_builtin(const char *name);
+/* The built-in names, NULL-terminated.  Static. */
+const char *const *ct_model_builtin_names(void);
+/* The text of a built-in name, or else of the file at that path, in
+ * *text (malloc'ed: free() it). */
+ct_status ct_model_source(const char *name_or_path, char **text);
+/* Build a model from its text on input x [N,C,H,W]; returns the logits
+ * [N, n_classes], or NULL with a graph error that gives the line. */
+ct_tensor *ct_model_build(ct_graph *graph, const char *text, ct_tensor *x, int n_classes);
+
 #ifdef __cplusplus
 }
 #endif
