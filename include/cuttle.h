@@ -283,11 +283,57 @@ float ct_plan_lr(const ct_plan *plan);
 int64_t ct_plan_step(const ct_plan *plan);
 void ct_plan_set_step(ct_plan *plan, int64_t step);
 
+/* The graph a plan runs.  Borrowed. */
+ct_graph *ct_plan_graph(const ct_plan *plan);
+
 /* Bytes of the activation arena (its planned peak) and of the state. */
 size_t ct_plan_arena_bytes(const ct_plan *plan);
 size_t ct_plan_state_bytes(const ct_plan *plan);
 /* Nodes run by one step in a mode. */
 int ct_plan_n_nodes(const ct_plan *plan, ct_mode mode);
+
+/* ---- checkpoints ----------------------------------------------------------- */
+
+/* Checkpoints are safetensors files.  The model part is exactly a PyTorch
+ * state_dict (parameters and buffers under their names, num_batches_tracked
+ * as i64), so torch's load_state_dict takes it unchanged; the optimizer part
+ * holds "<param>.momentum_buffer", "<param>.exp_avg", ... */
+typedef enum ct_save_what {
+    CT_SAVE_MODEL = 1u,     /* parameters and buffers */
+    CT_SAVE_OPTIMIZER = 2u  /* optimizer state */
+} ct_save_what;
+
+/* A string pair stored in the file's "__metadata__". */
+typedef struct ct_meta {
+    const char *key, *value;
+} ct_meta;
+
+/* Write the state selected by `what` (a mask of ct_save_what) and n_meta
+ * metadata pairs to path, atomically: a temporary file beside it is
+ * written, flushed to disk and renamed over it, so a crash or a failure
+ * leaves the previous file intact. */
+ct_status ct_plan_save(ct_plan *plan, const char *path, unsigned what, int n_meta,
+                       const ct_meta *meta);
+
+/* An opened checkpoint file, fully read and checked. */
+typedef struct ct_checkpoint ct_checkpoint;
+
+/* CT_ERR_IO: missing or unreadable; CT_ERR_FORMAT: truncated, corrupt or
+ * not safetensors.  On error *out is NULL. */
+ct_status ct_checkpoint_open(const char *path, ct_checkpoint **out);
+void ct_checkpoint_close(ct_checkpoint *checkpoint);
+/* A metadata value, borrowed until close; NULL if the key is absent. */
+const char *ct_checkpoint_meta(const ct_checkpoint *checkpoint, const char *key);
+
+/* Copy the checkpoint's tensors into the plan's state selected by `what`.
+ * Every selected state tensor must be in the file with the same shape and
+ * dtype, and (for CT_SAVE_MODEL) the file must hold nothing else of the
+ * model's kind; otherwise nothing is changed and CT_ERR_FORMAT lists what is
+ * missing, unexpected or mismatched. */
+ct_status ct_plan_load_checkpoint(ct_plan *plan, const ct_checkpoint *checkpoint,
+                                  unsigned what);
+/* ct_checkpoint_open + ct_plan_load_checkpoint + close. */
+ct_status ct_plan_load(ct_plan *plan, const char *path, unsigned what);
 
 /* ---- datasets ------------------------------------------------------------ */
 

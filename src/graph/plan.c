@@ -402,6 +402,11 @@ void ct_plan_set_step(ct_plan *plan, int64_t step)
         plan->step = step;
 }
 
+ct_graph *ct_plan_graph(const ct_plan *plan)
+{
+    return plan ? plan->graph : NULL;
+}
+
 size_t ct_plan_arena_bytes(const ct_plan *plan)
 {
     return plan ? plan->arena_bytes : 0;
