@@ -14,6 +14,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bench", "peers"))
 import torch  # noqa: E402
+import torchvision  # noqa: E402
 import torch_models  # noqa: E402
 
 CLASSES = 10
@@ -32,7 +33,7 @@ def main():
     path = os.path.join(HERE, "fixtures", "models.json")
     with open(path + ".tmp", "w") as f:
         f.write('{"generator": "tests/gen_model_fixtures.py (torch %s, torchvision %s)",\n'
-                % (torch.__version__, torch_models.torchvision.__version__))
+                % (torch.__version__, torchvision.__version__))
         f.write(' "classes": %d,\n "models": {\n' % CLASSES)
         f.write(",\n".join('  %s: %s' % (json.dumps(k), json.dumps(v, separators=(",", ":")))
                            for k, v in cases.items()))

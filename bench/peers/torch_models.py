@@ -11,12 +11,12 @@ classifier on the 512x1x1 features (512 -> 512 -> classes) and no fifth max
 pool when its input is already 1x1 (28x28 inputs).  Larger VGG inputs are
 torchvision's network, accepted only where its AdaptiveAvgPool2d(7) is an
 identity (7x7 features: inputs of 224 to 255 px), as in models/vgg*.model.
-Run with Debian's python3-torch and python3-torchvision (/usr/bin/python3).
+Run with Debian's python3-torch and python3-torchvision (/usr/bin/python3);
+simplecnn and lenet5 need only torch.
 """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torchvision
 
 NAMES = ["simplecnn", "lenet5", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn",
          "resnet18", "resnet34", "resnet50"]
@@ -72,6 +72,7 @@ def small(height, width):
 
 
 def vgg(name, channels, height, width, classes):
+    import torchvision
     model = getattr(torchvision.models, name)(weights=None, num_classes=classes)
     first = model.features[0]
     if channels != first.in_channels:
@@ -96,6 +97,7 @@ def vgg(name, channels, height, width, classes):
 
 
 def resnet(name, channels, height, width, classes):
+    import torchvision
     model = getattr(torchvision.models, name)(weights=None, num_classes=classes)
     if small(height, width):
         model.conv1 = nn.Conv2d(channels, 64, 3, stride=1, padding=1, bias=False)

@@ -186,6 +186,33 @@ typedef struct ct_mlexer {
 bool ct_mlex(ct_graph *graph, const char *model_name, const char *text, ct_mlexer *lex);
 void ct_mlex_free(ct_mlexer *lex);
 
+/* ---- the parser's cursor over the tokens (model_lex.c) ---- */
+
+typedef struct ct_mparser {
+    ct_graph *graph;
+    ct_mtext *text;
+    const ct_mtoken *tokens;
+    int pos;
+    int depth;
+    bool failed;
+} ct_mparser;
+
+/* Record "<model>:<line>: message" as the graph's error (once); false. */
+bool ct_mp_fail(ct_mparser *p, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const ct_mtoken *ct_mp_peek(const ct_mparser *p);
+const ct_mtoken *ct_mp_next(ct_mparser *p); /* never past the EOF token */
+bool ct_mp_is_word(const ct_mtoken *t, const char *word);
+bool ct_mp_is_punct(const ct_mtoken *t, const char *punct);
+bool ct_mp_is_keyword(const ct_mtoken *t);
+/* "'conv3d'", "the end of the line", ... for messages. */
+const char *ct_mp_describe(const ct_mtoken *t, char *buf, size_t capacity);
+bool ct_mp_expect_punct(ct_mparser *p, const char *punct, const char *where);
+bool ct_mp_expect_end(ct_mparser *p, const char *after); /* a line end or EOF */
+const char *ct_mp_copy_token(ct_mparser *p, const ct_mtoken *t); /* into the arena */
+const char *ct_mp_expect_name(ct_mparser *p, const char *what); /* not a keyword */
+void *ct_mp_alloc(ct_mparser *p, size_t bytes, int line);
+
 /* Arena allocation for the parser (zeroed; NULL when memory runs out). */
 void *ct_marena_alloc(struct ct_marena **arena, size_t bytes);
 char *ct_marena_strndup(struct ct_marena **arena, const char *s, size_t n);

@@ -21,6 +21,7 @@
 #define CT_M_BUDGET 100000      /* statements run per build */
 #define CT_M_MAX_SIZE (1 << 24) /* channels, kernels, ... */
 
+/* name, has parameters, n args, args in positional order, n required, may be a pair */
 static const ct_mlayer_info layer_table[CT_ML_COUNT] = {
     [CT_ML_CONV] = {"conv", true, 7,
                     {"out", "kernel", "stride", "pad", "dilation", "groups", "bias"}, 2,
@@ -59,10 +60,10 @@ typedef struct builder {
     const ct_mtext *text;
     ct_tensor *input;
     int n_classes;
-    int line;   /* of the statement being run */
-    int budget; /* statements left */
+    int line;      /* of the statement being run */
+    int budget;    /* statements left */
     bool reported; /* the graph's error already has the line */
-    int depth;  /* block calls */
+    int depth;     /* block calls */
 } builder;
 
 /* Where a statement's layers get their names. */
@@ -120,8 +121,10 @@ static ct_tensor *find_tensor(builder *b, const scope *sc, const char *name)
     for (int i = sc->n_tensors - 1; i >= 0; i--)
         if (strcmp(sc->tensor_names[i], name) == 0)
             return sc->tensors[i];
-    fail(b, CT_ERR_ARG, "no tensor named '%s' here (save it first: 'save %s'; blocks see only "
-         "their own names, x and input)", name, name);
+    fail(b, CT_ERR_ARG,
+         "no tensor named '%s' here (save it first: 'save %s'; blocks see only "
+         "their own names, x and input)",
+         name, name);
     return NULL;
 }
 
@@ -197,9 +200,7 @@ static bool eval(builder *b, const scope *sc, const ct_mexpr *e, double *out)
     double x, y;
     b->line = e->line;
     switch (e->kind) {
-    case CT_ME_NUMBER:
-        *out = e->number;
-        return true;
+    case CT_ME_NUMBER: *out = e->number; return true;
     case CT_ME_NAME:
         for (int i = sc->n_values - 1; i >= 0; i--)
             if (strcmp(sc->value_names[i], e->name) == 0) {
@@ -210,7 +211,8 @@ static bool eval(builder *b, const scope *sc, const ct_mexpr *e, double *out)
             return true;
         if (strchr(e->name, '.'))
             return tensor_attribute(b, sc, e->name, out);
-        return fail(b, CT_ERR_ARG, "unknown value '%s' (known: channels, height, width, classes, "
+        return fail(b, CT_ERR_ARG,
+                    "unknown value '%s' (known: channels, height, width, classes, "
                     "the block's parameters, names set with let, <tensor>.channels|height|width)",
                     e->name);
     case CT_ME_NEG:
@@ -219,8 +221,7 @@ static bool eval(builder *b, const scope *sc, const ct_mexpr *e, double *out)
             return false;
         *out = e->kind == CT_ME_NEG ? -x : (double)(x == 0);
         return true;
-    case CT_ME_BINARY:
-        break;
+    case CT_ME_BINARY: break;
     }
     if (!eval(b, sc, e->a, &x))
         return false;
@@ -307,8 +308,8 @@ static ct_tensor *apply_layer(builder *b, const place *at, const ct_mstmt *s, co
             (a[5].value[0] && !eval_int(b, sc, a[5].value[0], "conv groups", 1, &v2)) ||
             (a[6].value[0] && !eval_int(b, sc, a[6].value[0], "conv bias", 0, &bias)))
             return NULL;
-        ct_conv_args args = {{stride[0], stride[1]}, {pad[0], pad[1]},
-                             {dilation[0], dilation[1]}, v2};
+        ct_conv_args args = {
+            {stride[0], stride[1]}, {pad[0], pad[1]}, {dilation[0], dilation[1]}, v2};
         return ct_layer_conv2d(b->graph, name, x, v1, kernel[0], kernel[1], args, bias != 0);
     }
     case CT_ML_LINEAR:
@@ -328,8 +329,8 @@ static ct_tensor *apply_layer(builder *b, const place *at, const ct_mstmt *s, co
             !eval_pair(b, sc, &a[2], pool, 0, zero, pad) ||
             (a[3].value[0] && !eval_int(b, sc, a[3].value[0], "count_include_pad", 0, &v2)))
             return NULL;
-        ct_pool_args args = {{kernel[0], kernel[1]}, {stride[0], stride[1]}, {pad[0], pad[1]},
-                             v2 == 0};
+        ct_pool_args args = {
+            {kernel[0], kernel[1]}, {stride[0], stride[1]}, {pad[0], pad[1]}, v2 == 0};
         return s->layer == CT_ML_MAXPOOL ? ct_maxpool2d(b->graph, x, args)
                                          : ct_avgpool2d(b->graph, x, args);
     }
@@ -432,8 +433,10 @@ static bool run_statement(builder *b, place at, const ct_mstmt *s)
 {
     b->line = s->line;
     if (--b->budget < 0)
-        return fail(b, CT_ERR_ARG, "more than %d statements run: do repeats or blocks multiply "
-                    "too much?", CT_M_BUDGET);
+        return fail(b, CT_ERR_ARG,
+                    "more than %d statements run: do repeats or blocks multiply "
+                    "too much?",
+                    CT_M_BUDGET);
     double value;
     switch (s->kind) {
     case CT_MS_LAYER:
@@ -458,8 +461,8 @@ static bool run_statement(builder *b, place at, const ct_mstmt *s)
     }
     case CT_MS_SAVE: return set_tensor(b, at.scope, s->name, at.scope->current);
     case CT_MS_USE: return (at.scope->current = find_tensor(b, at.scope, s->name)) != NULL;
-    case CT_MS_LET: return eval(b, at.scope, s->expr, &value) &&
-                           set_value(b, at.scope, s->name, value);
+    case CT_MS_LET:
+        return eval(b, at.scope, s->expr, &value) && set_value(b, at.scope, s->name, value);
     case CT_MS_FAIL: {
         char shape[CT_DESCRIBE_CAPACITY];
         ct_tensor_describe(at.scope->current, shape, sizeof shape);
@@ -488,14 +491,20 @@ ct_tensor *ct_model_build(ct_graph *graph, const char *text, ct_tensor *x, int n
         return ct_graph_fail(graph, CT_ERR_ARG, "model: the text is NULL");
     if (x->ndim != 4 || n_classes < 1) {
         CT_DESCRIBE(x);
-        return ct_graph_fail(graph, CT_ERR_SHAPE, "model: the input %s must be [N,C,H,W] and "
-                             "the classes (%d) at least 1", x_desc, n_classes);
+        return ct_graph_fail(graph, CT_ERR_SHAPE,
+                             "model: the input %s must be [N,C,H,W] and "
+                             "the classes (%d) at least 1",
+                             x_desc, n_classes);
     }
     ct_mtext parsed;
     if (!ct_mtext_parse(graph, text, &parsed))
         return NULL;
-    builder b = {.graph = graph, .text = &parsed, .input = x, .n_classes = n_classes,
-                 .line = 1, .budget = CT_M_BUDGET};
+    builder b = {.graph = graph,
+                 .text = &parsed,
+                 .input = x,
+                 .n_classes = n_classes,
+                 .line = 1,
+                 .budget = CT_M_BUDGET};
     scope *top = calloc(1, sizeof *top);
     ct_tensor *y = NULL;
     if (!top) {
@@ -508,8 +517,10 @@ ct_tensor *ct_model_build(ct_graph *graph, const char *text, ct_tensor *x, int n
     if (y && (y->ndim != 2 || y->shape[1] != n_classes)) {
         CT_DESCRIBE(y);
         b.line = parsed.body.count ? parsed.body.items[parsed.body.count - 1]->line : 1;
-        fail(&b, CT_ERR_SHAPE, "the model ends with %s, but logits are [N, %d] (end with "
-             "'fc: linear classes')", y_desc, n_classes);
+        fail(&b, CT_ERR_SHAPE,
+             "the model ends with %s, but logits are [N, %d] (end with "
+             "'fc: linear classes')",
+             y_desc, n_classes);
         y = NULL;
     }
     free(top);

@@ -4,9 +4,11 @@
  * Tokens: names ([A-Za-z_][A-Za-z0-9_.]*, so "layer1.0.conv1" and
  * "x.height" are one token), numbers, "strings", punctuation, and line
  * ends (a newline or ';').  '#' starts a comment that runs to the end of
- * the line.
+ * the line.  Then the parser's cursor over the tokens (model.h).
  */
 #include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,8 +60,8 @@ void ct_marena_free(struct ct_marena *arena)
     }
 }
 
-static const char *const punctuation[] = {"->", "<=", ">=", "==", "!=", ":", ",", "(", ")",
-                                          "=",  "+",  "-",  "*",  "/",  "<", ">"};
+static const char *const punctuation[] = {"->", "<=", ">=", "==", "!=", ":", ",", "(",
+                                          ")",  "=",  "+",  "-",  "*",  "/", "<", ">"};
 
 static bool push(ct_mlexer *lex, ct_mtoken token)
 {
@@ -178,4 +180,119 @@ void ct_mlex_free(ct_mlexer *lex)
 {
     free(lex->tokens);
     memset(lex, 0, sizeof *lex);
+}
+
+/* ---- the parser's cursor ---- */
+
+static const char *const keywords[] = {"model", "block", "end",   "if",   "else",  "repeat", "seq",
+                                       "save",  "use",   "let",   "fail", "on",    "and",    "or",
+                                       "not",   "true",  "false", "add",  "concat"};
+
+bool ct_mp_fail(ct_mparser *p, int line, const char *fmt, ...)
+{
+    if (p->failed)
+        return false;
+    char message[768];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(message, sizeof message, fmt, args);
+    va_end(args);
+    ct_graph_fail(p->graph, CT_ERR_FORMAT, "%s:%d: %s", p->text->model_name, line, message);
+    p->failed = true;
+    return false;
+}
+
+const ct_mtoken *ct_mp_peek(const ct_mparser *p)
+{
+    return &p->tokens[p->pos];
+}
+
+/* Advance, but never past the final EOF. */
+const ct_mtoken *ct_mp_next(ct_mparser *p)
+{
+    const ct_mtoken *t = &p->tokens[p->pos];
+    if (t->kind != CT_MT_EOF)
+        p->pos++;
+    return t;
+}
+
+bool ct_mp_is_word(const ct_mtoken *t, const char *word)
+{
+    return t->kind == CT_MT_NAME && t->len == strlen(word) && memcmp(t->start, word, t->len) == 0;
+}
+
+bool ct_mp_is_punct(const ct_mtoken *t, const char *punct)
+{
+    return t->kind == CT_MT_PUNCT && t->len == strlen(punct) &&
+           memcmp(t->start, punct, t->len) == 0;
+}
+
+bool ct_mp_is_keyword(const ct_mtoken *t)
+{
+    for (size_t i = 0; i < sizeof keywords / sizeof *keywords; i++)
+        if (ct_mp_is_word(t, keywords[i]))
+            return true;
+    return false;
+}
+
+/* "'conv3d'", "end of line", ... for messages. */
+const char *ct_mp_describe(const ct_mtoken *t, char *buf, size_t capacity)
+{
+    if (t->kind == CT_MT_END)
+        snprintf(buf, capacity, "the end of the line");
+    else if (t->kind == CT_MT_EOF)
+        snprintf(buf, capacity, "the end of the text");
+    else
+        snprintf(buf, capacity, "'%.*s'", (int)(t->len < 40 ? t->len : 40), t->start);
+    return buf;
+}
+
+bool ct_mp_expect_punct(ct_mparser *p, const char *punct, const char *where)
+{
+    if (ct_mp_is_punct(ct_mp_peek(p), punct)) {
+        ct_mp_next(p);
+        return true;
+    }
+    char got[64];
+    return ct_mp_fail(p, ct_mp_peek(p)->line, "expected '%s' %s, got %s", punct, where,
+                      ct_mp_describe(ct_mp_peek(p), got, sizeof got));
+}
+
+bool ct_mp_expect_end(ct_mparser *p, const char *after)
+{
+    if (ct_mp_peek(p)->kind == CT_MT_END || ct_mp_peek(p)->kind == CT_MT_EOF) {
+        ct_mp_next(p);
+        return true;
+    }
+    char got[64];
+    return ct_mp_fail(p, ct_mp_peek(p)->line, "unexpected %s after %s",
+                      ct_mp_describe(ct_mp_peek(p), got, sizeof got), after);
+}
+
+const char *ct_mp_copy_token(ct_mparser *p, const ct_mtoken *t)
+{
+    const char *copy = ct_marena_strndup(&p->text->arena, t->start, t->len);
+    if (!copy)
+        ct_mp_fail(p, t->line, "out of memory");
+    return copy;
+}
+
+/* A tensor or value name (not a keyword). */
+const char *ct_mp_expect_name(ct_mparser *p, const char *what)
+{
+    const ct_mtoken *t = ct_mp_peek(p);
+    if (t->kind != CT_MT_NAME || ct_mp_is_keyword(t)) {
+        char got[64];
+        ct_mp_fail(p, t->line, "expected %s, got %s", what, ct_mp_describe(t, got, sizeof got));
+        return NULL;
+    }
+    return ct_mp_copy_token(p, ct_mp_next(p));
+}
+
+void *ct_mp_alloc(ct_mparser *p, size_t bytes, int line)
+{
+    void *memory = ct_marena_alloc(&p->text->arena, bytes);
+    if (!memory)
+        ct_mp_fail(p, line, "out of memory");
+    return memory;
 }

@@ -53,8 +53,10 @@ ct_status ct_model_source(const char *name_or_path, char **text)
     if (!f) {
         char names[512];
         list_builtins(names, sizeof names);
-        return ct_set_error(CT_ERR_IO, "model '%s' is neither a built-in model (%s) nor a "
-                            "readable file: %s", name_or_path, names, strerror(errno));
+        return ct_set_error(CT_ERR_IO,
+                            "model '%s' is neither a built-in model (%s) nor a "
+                            "readable file: %s",
+                            name_or_path, names, strerror(errno));
     }
     size_t n = 0, capacity = 0;
     char *buffer = NULL;
@@ -80,11 +82,13 @@ ct_status ct_model_source(const char *name_or_path, char **text)
     fclose(f);
     ct_status status = CT_OK;
     if (read_error)
-        status = ct_set_error(CT_ERR_IO, "model file %s: read error (is it a directory?)",
-                              name_or_path);
+        status =
+            ct_set_error(CT_ERR_IO, "model file %s: read error (is it a directory?)", name_or_path);
     else if (too_big)
-        status = ct_set_error(CT_ERR_FORMAT, "model file %s is larger than %d MiB: not a model "
-                              "text", name_or_path, CT_MODEL_MAX_BYTES >> 20);
+        status = ct_set_error(CT_ERR_FORMAT,
+                              "model file %s is larger than %d MiB: not a model "
+                              "text",
+                              name_or_path, CT_MODEL_MAX_BYTES >> 20);
     else if (memchr(buffer, '\0', n))
         status = ct_set_error(CT_ERR_FORMAT, "model file %s holds a NUL byte: not a model text",
                               name_or_path);
