@@ -368,6 +368,21 @@ static void test_bad_calls(void)
     ct_graph_free(graph);
 }
 
+/* VGG on large inputs is torchvision's only where its adaptive pool is an identity. */
+static void test_vgg_refuses_other_large_inputs(void)
+{
+    ct_graph *graph;
+    CHECK(build(ct_model_builtin("vgg11"), 3, 255, 255, N_CLASSES, &graph),
+          "255x255 does not build: %s", ct_last_error());
+    ct_graph_free(graph);
+    CHECK(!build(ct_model_builtin("vgg11_bn"), 3, 100, 100, N_CLASSES, &graph),
+          "100x100 builds");
+    CHECK(ct_graph_status(graph) == CT_ERR_SHAPE && strstr(ct_last_error(), "vgg11_bn:") &&
+              strstr(ct_last_error(), "7x7 features") && strstr(ct_last_error(), "input 3x100x100"),
+          "message: %s", ct_last_error());
+    ct_graph_free(graph);
+}
+
 /* ---- fuzz ---- */
 
 static uint64_t fuzz_state = 12345;
@@ -508,6 +523,7 @@ int main(int argc, char **argv)
     RUN(test_format_parts);
     RUN(test_errors_name_the_line);
     RUN(test_bad_calls);
+    RUN(test_vgg_refuses_other_large_inputs);
     RUN(test_fuzz_truncated_and_garbled);
     return harness_finish();
 }

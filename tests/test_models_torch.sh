@@ -4,11 +4,11 @@
 # weights, an input and its evaluation-mode logits; test_models --torch-check
 # builds the model from its built-in text, loads the weights, runs CT_EVAL
 # and compares (max relative error <= 1e-4).  Skipped, with the reason, when
-# /usr/bin/python3 cannot import torch and torchvision
+# /usr/bin/python3 (or $CUTTLE_PYTHON) cannot import torch and torchvision
 # (scripts/setup-debian.sh installs them).
 BUILD=${BUILD:-build}
-python=/usr/bin/python3
-if ! [ -x "$python" ] || ! "$python" -c 'import torch, torchvision' 2>/dev/null; then
+python=${CUTTLE_PYTHON:-/usr/bin/python3}
+if ! command -v "$python" >/dev/null 2>&1 || ! "$python" -c 'import torch, torchvision' 2>/dev/null; then
     echo "SKIP test_models_torch: $python cannot import torch and torchvision (apt-get install python3-torch python3-torchvision)"
     exit 0
 fi
