@@ -92,6 +92,10 @@ endif
 LIB_SRCS   := $(sort $(wildcard src/core/*.c src/graph/*.c src/ops/*.c src/cpu/*.c \
                                 src/nn/*.c src/io/*.c src/data/*.c))
 LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+# The built-in models: models/*.model, compiled in as strings (the files stay
+# the one source; scripts/embed-models.sh writes the C file).
+MODEL_FILES := $(sort $(wildcard models/*.model))
+LIB_OBJS   += $(BUILD)/obj/gen/models.o
 TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
 TEST_BINS  := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 TEST_SUPPORT_SRCS := $(filter-out $(TEST_SRCS),$(wildcard tests/*.c))
@@ -123,6 +127,15 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/gen/models.c: $(MODEL_FILES) models scripts/embed-models.sh
+	@mkdir -p $(dir $@)
+	@sh scripts/embed-models.sh $(MODEL_FILES) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/gen/models.o: $(BUILD)/gen/models.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
 
 $(LIB_A): $(LIB_OBJS)
 	@rm -f $@

@@ -7,27 +7,9 @@ import json
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-
-class SimpleCNN(nn.Module):
-    def __init__(self, channels, size, classes=10):
-        super().__init__()
-        self.conv1 = nn.Conv2d(channels, 6, 5)
-        self.conv2 = nn.Conv2d(6, 16, 5)
-        side = ((size - 4) // 2 - 4) // 2
-        self.fc1 = nn.Linear(16 * side * side, 120)
-        self.fc2 = nn.Linear(120, 84)
-        self.fc3 = nn.Linear(84, classes)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = torch.flatten(x, 1)
-        x = F.relu(self.fc1(x))
-        x = F.relu(self.fc2(x))
-        return self.fc3(x)
+import torch_models  # the same directory: SimpleCNN as in models/simplecnn.model
 
 
 def main():
@@ -42,7 +24,7 @@ def main():
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.manual_seed(1)
-    model = SimpleCNN(args.channels, args.size)
+    model = torch_models.build("simplecnn", args.channels, args.size, args.size, 10)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     images = torch.rand(args.batch, args.channels, args.size, args.size) - 0.5
     labels = torch.arange(args.batch) % 10
