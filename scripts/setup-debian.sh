@@ -4,7 +4,7 @@
 #   --torch  also python3-torch (the PyTorch peer of the benchmarks and the
 #            script that regenerates the test fixtures)
 set -e
-packages="gcc make pkg-config libopenblas-openmp-dev zlib1g-dev dataset-fashion-mnist"
+packages="gcc make pkg-config libopenblas-openmp-dev zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist"
 if [ "$1" = "--torch" ]; then
     packages="$packages python3-torch"
 fi
