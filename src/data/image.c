@@ -75,6 +75,13 @@ static void png_on_error(png_structp png, png_const_charp message)
     png_longjmp(png, 1);
 }
 
+static void png_read_bytes(png_structp png, png_bytep data, size_t length)
+{
+    png_job *job = png_get_io_ptr(png);
+    if (fread(data, 1, length, job->file) != length)
+        png_error(png, ferror(job->file) ? strerror(errno) : "the file ends early: it is truncated");
+}
+
 static void png_on_warning(png_structp png, png_const_charp message)
 {
     (void)png;
@@ -93,7 +100,7 @@ static ct_status png_decode(png_job *job)
     if (setjmp(png_jmpbuf(job->png)))
         return ct_set_error(CT_ERR_FORMAT, "%s is a corrupt PNG file: libpng says \"%s\"",
                             job->path, job->message);
-    png_init_io(job->png, job->file);
+    png_set_read_fn(job->png, job, png_read_bytes);
     png_set_user_limits(job->png, CT_IMAGE_MAX_SIDE, CT_IMAGE_MAX_SIDE);
     png_read_info(job->png, job->info);
     png_set_expand(job->png);
