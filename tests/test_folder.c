@@ -303,17 +303,33 @@ static void test_errors(void)
 }
 #endif
 
+#ifndef CT_HAVE_PNG
+/* Without libpng a folder of PNGs is refused with what to do. */
+static void test_png_unsupported(void)
+{
+    static const uint8_t png_head[16] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    tmpdir_write(tmpdir_path("nolib/a/1.png"), png_head, sizeof png_head);
+    ct_dataset *ds = NULL;
+    CHECK(ct_dataset_load_folder(tmpdir_path("nolib"), "train", NULL, &ds) ==
+                  CT_ERR_UNSUPPORTED &&
+              strstr(ct_last_error(), "rebuild with libpng-dev"),
+          "a PNG without libpng: %s", ct_last_error());
+    ct_dataset_free(ds);
+}
+#endif
+
 int main(void)
 {
-#ifdef CT_HAVE_PNG
     tmpdir_create("test_folder");
+#ifdef CT_HAVE_PNG
     RUN(test_given_splits);
     RUN(test_seeded_split);
     RUN(test_sizes_and_channels);
     RUN(test_errors);
-    tmpdir_remove();
 #else
     printf("skipped: built without libpng\n");
+    RUN(test_png_unsupported);
 #endif
+    tmpdir_remove();
     return harness_finish();
 }

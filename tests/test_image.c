@@ -27,6 +27,7 @@
 #define JPEG_SIDE 16
 #define JPEG_TOLERANCE 4 /* bytes: quality 100, no chroma subsampling */
 
+#if defined(CT_HAVE_PNG) || defined(CT_HAVE_JPEG)
 static uint8_t file_bytes[MAX_BYTES];
 
 static size_t read_file(const char *path, uint8_t *bytes)
@@ -56,6 +57,8 @@ static void expect_pixels(const char *path, int channels, int height, int width,
           worst);
 }
 
+#endif
+
 static void expect_refused(const char *path, ct_status status, const char *needle1,
                            const char *needle2)
 {
@@ -68,11 +71,13 @@ static void expect_refused(const char *path, ct_status status, const char *needl
     CHECK(!needle2 || strstr(message, needle2), "message '%s' lacks '%s'", message, needle2);
 }
 
+#if defined(CT_HAVE_PNG) || defined(CT_HAVE_JPEG)
 /* Luma of ITU-R 601 as PIL's convert("L") computes it. */
 static uint8_t luma(uint8_t r, uint8_t g, uint8_t b)
 {
     return (uint8_t)((19595u * r + 38470u * g + 7471u * b + 0x8000u) >> 16);
 }
+#endif
 
 static void test_not_an_image(void)
 {

@@ -341,7 +341,8 @@ static bool check_cutout(const float *out, int r, int *tally)
                 for (int y = 0; y < SIDE && ok; y++)
                     for (int x = 0; x < SIDE && ok; x++) {
                         bool cut = y >= top && y < top + CUTOUT && x >= left && x < left + CUTOUT;
-                        float want = cut ? 0.0f : normalized(c, cifar_byte(r, c * PLANE + y * SIDE + x));
+                        int b = cifar_byte(r, c * PLANE + y * SIDE + x);
+                        float want = cut ? 0.0f : normalized(c, b);
                         ok = out[c * PLANE + y * SIDE + x] == want;
                     }
             if (ok) {

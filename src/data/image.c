@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,7 @@
 static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 static const uint8_t jpeg_magic[3] = {0xff, 0xd8, 0xff};
 
+#if defined(CT_HAVE_PNG) || defined(CT_HAVE_JPEG)
 /* Refuses sides that are 0 or absurd before anything is allocated. */
 static ct_status check_size(const char *path, uint32_t width, uint32_t height, int channels)
 {
@@ -54,6 +56,7 @@ static ct_status check_size(const char *path, uint32_t width, uint32_t height, i
                             path, width, height, CT_IMAGE_MAX_SIDE, IMAGE_MAX_BYTES);
     return CT_OK;
 }
+#endif
 
 /* ---- PNG ---------------------------------------------------------------------- */
 
@@ -79,7 +82,8 @@ static void png_read_bytes(png_structp png, png_bytep data, size_t length)
 {
     png_job *job = png_get_io_ptr(png);
     if (fread(data, 1, length, job->file) != length)
-        png_error(png, ferror(job->file) ? strerror(errno) : "the file ends early: it is truncated");
+        png_error(png, ferror(job->file) ? strerror(errno)
+                                         : "the file ends early: it is truncated");
 }
 
 static void png_on_warning(png_structp png, png_const_charp message)
