@@ -21,9 +21,9 @@ BUILD    ?= build
 OPTFLAGS ?= -O3 -g
 endif
 
-CFLAGS_BASE := -std=c11 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -fPIC \
+CFLAGS_BASE := -std=c11 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -fPIC -pthread \
                -Iinclude -Isrc $(OPTFLAGS)
-LDLIBS_BASE := -lm
+LDLIBS_BASE := -lm -pthread
 LDFLAGS_BASE := $(filter -fsanitize=%,$(OPTFLAGS))
 
 # ---- what the build found ---------------------------------------------------
@@ -80,6 +80,25 @@ else
 FOUND_ZLIB := not found (.gz datasets must be unpacked; apt-get install zlib1g-dev)
 endif
 
+# Image files for folder datasets and `predict`.
+HAVE_PNG := $(shell pkg-config --exists libpng 2>/dev/null && echo 1)
+ifeq ($(HAVE_PNG),1)
+CFLAGS_BASE += -DCT_HAVE_PNG $(shell pkg-config --cflags libpng)
+LDLIBS_BASE += $(shell pkg-config --libs libpng)
+FOUND_PNG := found (libpng $(shell pkg-config --modversion libpng))
+else
+FOUND_PNG := not found (PNG images refused; apt-get install libpng-dev)
+endif
+
+HAVE_JPEG := $(shell pkg-config --exists libjpeg 2>/dev/null && echo 1)
+ifeq ($(HAVE_JPEG),1)
+CFLAGS_BASE += -DCT_HAVE_JPEG $(shell pkg-config --cflags libjpeg)
+LDLIBS_BASE += $(shell pkg-config --libs libjpeg)
+FOUND_JPEG := found (libjpeg $(shell pkg-config --modversion libjpeg))
+else
+FOUND_JPEG := not found (JPEG images refused; apt-get install libjpeg-dev)
+endif
+
 NVCC ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
 ifneq ($(NVCC),)
 FOUND_CUDA := nvcc found at $(NVCC); the CUDA backend is not part of this version yet (CPU only)
@@ -120,6 +139,8 @@ config:
 	@echo "  OpenMP:   $(FOUND_OPENMP)"
 	@echo "  BLAS:     $(FOUND_BLAS)"
 	@echo "  zlib:     $(FOUND_ZLIB)"
+	@echo "  libpng:   $(FOUND_PNG)"
+	@echo "  libjpeg:  $(FOUND_JPEG)"
 	@echo "  CUDA:     $(FOUND_CUDA)"
 	@echo "  sanitize: $(if $(filter 1,$(SANITIZE)),address+undefined,off)"
 

@@ -338,7 +338,8 @@ ct_status ct_plan_load(ct_plan *plan, const char *path, unsigned what);
 /* ---- datasets ------------------------------------------------------------ */
 
 /* A labelled image dataset held in host memory as bytes: one split of
- * MNIST or Fashion-MNIST, read from IDX files (raw or .gz). */
+ * MNIST or Fashion-MNIST (IDX files, raw or .gz), CIFAR-10 or CIFAR-100
+ * (binary version), or an image folder (docs/data.md). */
 typedef struct ct_dataset ct_dataset;
 
 /* Load an IDX image file (magic 0x00000803: u8 [N, rows, cols]) and its
@@ -349,12 +350,17 @@ typedef struct ct_dataset ct_dataset;
  * differ, a label out of range; CT_ERR_MEMORY.  On error *out is NULL. */
 ct_status ct_dataset_load_idx(const char *images_path, const char *labels_path, int n_classes,
                               ct_dataset **out);
-/* Load a split ("train" | "test") of a known dataset ("fashion-mnist" |
- * "mnist") from dir, which holds the four files under their usual names
- * (train-images-idx3-ubyte, t10k-labels-idx1-ubyte, ... each raw or .gz).
- * dir NULL: Debian's location (/usr/share/datasets/fashion-mnist, from the
- * package dataset-fashion-mnist; MNIST has none).  Pixels are normalized
- * with the dataset's mean and std: (x/255 - mean) / std. */
+/* Load a split ("train" | "test") of a known dataset from dir:
+ *   "fashion-mnist", "mnist": the four IDX files under their usual names
+ *     (train-images-idx3-ubyte, t10k-labels-idx1-ubyte, ... each raw or
+ *     .gz).  dir NULL: Debian's location (/usr/share/datasets/fashion-mnist,
+ *     from the package dataset-fashion-mnist; MNIST has none).
+ *   "cifar10": data_batch_1..5.bin and test_batch.bin; "cifar100":
+ *     train.bin and test.bin (fine labels), each in dir or in the folder the
+ *     archive unpacks to below it.  dir is required.
+ *   "folder": ct_dataset_load_folder(dir, split, defaults).
+ * Pixels are normalized with the dataset's per-channel mean and std:
+ * (x/255 - mean[c]) / std[c].  An unknown name: CT_ERR_ARG listing these. */
 ct_status ct_dataset_load(const char *name, const char *dir, const char *split,
                           ct_dataset **out);
 void ct_dataset_free(ct_dataset *dataset);
@@ -374,7 +380,8 @@ ct_status ct_dataset_batch(const ct_dataset *dataset, const int64_t *indices, in
                            float *images, int64_t *labels);
 
 /* Per-channel normalization of a dataset (x/255 - mean[c]) / std[c]:
- * channel c's mean and std (0 and 1 for a raw IDX load). */
+ * channel c's mean and std (0 and 1 for a raw IDX load); NaN for a channel
+ * out of range. */
 float ct_dataset_mean(const ct_dataset *dataset, int channel);
 float ct_dataset_std(const ct_dataset *dataset, int channel);
 
@@ -383,7 +390,9 @@ float ct_dataset_std(const ct_dataset *dataset, int channel);
  * "test" subfolders, they are the splits; otherwise `test_fraction` of each
  * class (chosen by `seed`) is the test split and the rest the training one.
  * Every image is converted to `channels` (1 gray or 3 RGB) and resized to
- * height x width; zero fields take the first image's. */
+ * height x width; zero fields take the first image's (of the training
+ * split).  The normalization is the training split's per-channel mean and
+ * std, for both splits.  args NULL: all defaults. */
 typedef struct ct_folder_args {
     int channels, height, width;
     double test_fraction; /* 0: 0.2 */
@@ -395,7 +404,8 @@ ct_status ct_dataset_load_folder(const char *dir, const char *split, const ct_fo
 /* Training augmentation, applied per item with randomness keyed by (seed,
  * epoch, item), so a run is the same for any number of loader threads. */
 typedef struct ct_augment {
-    int crop_pad; /* random crop of the original size from the image zero-padded by this (0: off) */
+    int crop_pad; /* random crop of the original size from the image padded by this with
+                     black, raw byte 0, as torchvision (0: off) */
     bool hflip;   /* random horizontal flip with probability 1/2 */
     int cutout;   /* a random square of this side set to 0 after normalization (0: off) */
 } ct_augment;
@@ -420,14 +430,18 @@ int64_t ct_loader_batches(const ct_loader *loader);
  * where a resumed run left off). */
 ct_status ct_loader_start(ct_loader *loader, int64_t epoch, int64_t first_batch);
 /* The next batch of the epoch: images [n,C,H,W] and labels [n], borrowed
- * until the next call; *n is 0 after the last batch. */
+ * until the next ct_loader_next or ct_loader_start; *n is 0 after the last
+ * batch.  A worker's error comes back here with its message (and again on
+ * each call until the next ct_loader_start).  Nothing is allocated. */
 ct_status ct_loader_next(ct_loader *loader, const float **images, const int64_t **labels,
                          int *n);
 
 /* Decode a PNG or JPEG file, convert it to `channels` (1 or 3), resize it to
  * height x width (bilinear) and normalize it like a dataset:
- * out[c,h,w] = (x/255 - mean[c]) / std[c].  CT_ERR_IO, CT_ERR_FORMAT (not a
- * PNG/JPEG, corrupt), CT_ERR_UNSUPPORTED (built without libpng/libjpeg). */
+ * out[c,h,w] = (x/255 - mean[c]) / std[c] (mean, std NULL: 0 and 1), the
+ * same bytes as an image folder dataset stores.  Files are told by their
+ * content, not their name.  CT_ERR_IO, CT_ERR_FORMAT (not a PNG/JPEG,
+ * corrupt), CT_ERR_UNSUPPORTED (built without libpng/libjpeg). */
 ct_status ct_image_load(const char *path, int channels, int height, int width,
                         const float *mean, const float *std, float *out);
 

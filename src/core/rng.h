@@ -5,7 +5,13 @@
  * kernel can draw element i without any shared state, in any order, on any
  * thread or device, and get the same bits.  cuttle uses:
  *   stream = the node id (dropout) or the state tensor's index (init),
- *   step   = the training step (CT_RNG_INIT_STEP while initializing).
+ *   step   = the training step (CT_RNG_INIT_STEP while initializing);
+ * and the data pipeline (src/data) its own streams, far above any node id
+ * or state index:
+ *   CT_RNG_STREAM_SHUFFLE, step = epoch: the loader's permutation,
+ *   CT_RNG_STREAM_AUGMENT, step = epoch: crop, flip and cutout of each item,
+ *   CT_RNG_STREAM_SPLIT,   step = class: which files of an image folder are
+ *                          the test split.
  */
 #ifndef CT_CORE_RNG_H
 #define CT_CORE_RNG_H
@@ -13,6 +19,9 @@
 #include <stdint.h>
 
 #define CT_RNG_INIT_STEP 0xffffffffu
+#define CT_RNG_STREAM_SHUFFLE 0xda7a0001u
+#define CT_RNG_STREAM_AUGMENT 0xda7a0002u
+#define CT_RNG_STREAM_SPLIT 0xda7a0003u
 
 static inline void ct_philox_mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
 {

@@ -28,6 +28,7 @@
 #endif
 
 #include "core/error.h"
+#include "data/dataset.h"
 
 #define IDX_MAGIC_IMAGES 0x00000803u
 #define IDX_MAGIC_LABELS 0x00000801u
@@ -36,17 +37,6 @@
 #define IDX_MAX_COUNT (1 << 28) /* more items than this too */
 #define IDX_MAX_CLASSES 256     /* labels are bytes */
 #define IDX_FIRST_CHUNK (1 << 20)
-#define IDX_BYTE_MAX 255.0f
-
-struct ct_dataset {
-    int64_t n;
-    int channels, height, width, n_classes;
-    uint8_t *pixels; /* [n, channels, height, width] */
-    uint8_t *labels; /* [n] */
-    float normalized[256]; /* (byte/255 - mean) / std for each byte value */
-    const char *const *class_names; /* n_classes static names, or NULL */
-    char (*number_names)[12];       /* "0", "1", ... when class_names is NULL */
-};
 
 /* ---- reading raw or gzipped files ----------------------------------------- */
 
@@ -278,6 +268,7 @@ static ct_status load_labels(const char *path, const char *images_path, ct_datas
     idx_file f = {0};
     CT_TRY(idx_open(path, &f));
     uint32_t n = 0;
+    uint8_t *bytes = NULL;
     ct_status status = read_header(&f, IDX_MAGIC_LABELS, 1, &n);
     if (status == CT_OK)
         status = check_count(path, n, "labels");
@@ -289,22 +280,25 @@ static ct_status load_labels(const char *path, const char *images_path, ct_datas
     if (status == CT_OK) {
         char what[64];
         snprintf(what, sizeof what, "%u labels", n);
-        status = read_body(&f, n, what, &ds->labels);
+        status = read_body(&f, n, what, &bytes);
     }
     idx_close(&f);
-    for (int64_t i = 0; status == CT_OK && i < ds->n; i++)
-        if (ds->labels[i] >= ds->n_classes)
+    if (status == CT_OK) {
+        ds->labels = malloc(sizeof *ds->labels * (size_t)n);
+        if (!ds->labels)
+            status = ct_set_error(CT_ERR_MEMORY, "out of host memory for %u labels", n);
+    }
+    for (int64_t i = 0; status == CT_OK && i < ds->n; i++) {
+        if (bytes[i] >= ds->n_classes)
             status = ct_set_error(CT_ERR_FORMAT,
                                   "%s: label %u of item %lld is out of range for %d classes: "
                                   "the file is corrupt or belongs to another dataset",
-                                  path, ds->labels[i], (long long)i, ds->n_classes);
+                                  path, bytes[i], (long long)i, ds->n_classes);
+        else
+            ds->labels[i] = bytes[i];
+    }
+    free(bytes);
     return status;
-}
-
-static void set_normalization(ct_dataset *ds, float mean, float std)
-{
-    for (int byte = 0; byte < 256; byte++)
-        ds->normalized[byte] = ((float)byte / IDX_BYTE_MAX - mean) / std;
 }
 
 /* ---- public API ---------------------------------------------------------------- */
@@ -322,21 +316,14 @@ ct_status ct_dataset_load_idx(const char *images_path, const char *labels_path, 
                             "ct_dataset_load_idx: %d classes; IDX labels are bytes, so from 1 "
                             "to %d",
                             n_classes, IDX_MAX_CLASSES);
-    ct_dataset *ds = calloc(1, sizeof *ds);
+    ct_dataset *ds = ct_dataset_create();
     if (!ds)
-        return ct_set_error(CT_ERR_MEMORY, "ct_dataset_load_idx: out of host memory");
-    ds->n_classes = n_classes;
-    set_normalization(ds, 0.0f, 1.0f);
-    ct_status status = load_images(images_path, ds);
+        return CT_ERR_MEMORY;
+    ct_status status = ct_dataset_set_class_names(ds, n_classes, NULL);
+    if (status == CT_OK)
+        status = load_images(images_path, ds);
     if (status == CT_OK)
         status = load_labels(labels_path, images_path, ds);
-    if (status == CT_OK) {
-        ds->number_names = malloc(sizeof *ds->number_names * (size_t)n_classes);
-        if (!ds->number_names)
-            status = ct_set_error(CT_ERR_MEMORY, "ct_dataset_load_idx: out of host memory");
-        for (int c = 0; status == CT_OK && c < n_classes; c++)
-            snprintf(ds->number_names[c], sizeof ds->number_names[c], "%d", c);
-    }
     if (status != CT_OK) {
         ct_dataset_free(ds);
         return status;
@@ -396,27 +383,15 @@ static ct_status find_file(const dataset_info *info, const char *dir, bool defau
                         info->name, dir, stem, dir, stem, info->name, dir);
 }
 
-ct_status ct_dataset_load(const char *name, const char *dir, const char *split,
-                          ct_dataset **out)
+ct_status ct_idx_load_named(const char *name, const char *dir, const char *split,
+                            ct_dataset **out)
 {
-    if (!out)
-        return ct_set_error(CT_ERR_ARG, "ct_dataset_load: out is NULL");
-    *out = NULL;
     const dataset_info *info = NULL;
-    for (size_t i = 0; name && i < sizeof known_datasets / sizeof known_datasets[0]; i++)
+    for (size_t i = 0; i < sizeof known_datasets / sizeof known_datasets[0]; i++)
         if (strcmp(name, known_datasets[i].name) == 0)
             info = &known_datasets[i];
-    if (!info)
-        return ct_set_error(CT_ERR_ARG, "unknown dataset '%s': use fashion-mnist or mnist",
-                            name ? name : "(null)");
-    const char *prefix = NULL;
-    if (split && strcmp(split, "train") == 0)
-        prefix = "train";
-    else if (split && strcmp(split, "test") == 0)
-        prefix = "t10k";
-    else
-        return ct_set_error(CT_ERR_ARG, "unknown split '%s' of %s: use train or test",
-                            split ? split : "(null)", info->name);
+    CT_ASSERT(info);
+    const char *prefix = strcmp(split, "train") == 0 ? "train" : "t10k";
     bool default_dir = dir == NULL;
     if (default_dir)
         dir = info->default_dir;
@@ -434,76 +409,12 @@ ct_status ct_dataset_load(const char *name, const char *dir, const char *split,
 
     ct_dataset *ds = NULL;
     CT_TRY(ct_dataset_load_idx(images_path, labels_path, info->n_classes, &ds));
-    set_normalization(ds, info->mean, info->std);
-    ds->class_names = info->class_names;
-    *out = ds;
-    return CT_OK;
-}
-
-void ct_dataset_free(ct_dataset *ds)
-{
-    if (!ds)
-        return;
-    free(ds->pixels);
-    free(ds->labels);
-    free(ds->number_names);
-    free(ds);
-}
-
-int64_t ct_dataset_size(const ct_dataset *ds)
-{
-    return ds ? ds->n : 0;
-}
-
-int ct_dataset_channels(const ct_dataset *ds)
-{
-    return ds ? ds->channels : 0;
-}
-
-int ct_dataset_height(const ct_dataset *ds)
-{
-    return ds ? ds->height : 0;
-}
-
-int ct_dataset_width(const ct_dataset *ds)
-{
-    return ds ? ds->width : 0;
-}
-
-int ct_dataset_classes(const ct_dataset *ds)
-{
-    return ds ? ds->n_classes : 0;
-}
-
-const char *ct_dataset_class_name(const ct_dataset *ds, int label)
-{
-    if (!ds || label < 0 || label >= ds->n_classes)
-        return NULL;
-    return ds->class_names ? ds->class_names[label] : ds->number_names[label];
-}
-
-ct_status ct_dataset_batch(const ct_dataset *ds, const int64_t *indices, int n, float *images,
-                           int64_t *labels)
-{
-    if (!ds || !indices || !images || n < 0)
-        return ct_set_error(CT_ERR_ARG,
-                            "ct_dataset_batch: dataset, indices and images are required and n "
-                            "(%d) must be >= 0",
-                            n);
-    for (int b = 0; b < n; b++)
-        if (indices[b] < 0 || indices[b] >= ds->n)
-            return ct_set_error(CT_ERR_ARG,
-                                "ct_dataset_batch: index %lld (batch row %d) is out of range "
-                                "for a dataset of %lld items",
-                                (long long)indices[b], b, (long long)ds->n);
-    size_t item = (size_t)ds->channels * (size_t)ds->height * (size_t)ds->width;
-    for (int b = 0; b < n; b++) {
-        const uint8_t *src = ds->pixels + (size_t)indices[b] * item;
-        float *dst = images + (size_t)b * item;
-        for (size_t i = 0; i < item; i++)
-            dst[i] = ds->normalized[src[i]];
-        if (labels)
-            labels[b] = ds->labels[indices[b]];
+    ct_dataset_set_normalization(ds, &info->mean, &info->std);
+    ct_status status = ct_dataset_set_class_names(ds, info->n_classes, info->class_names);
+    if (status != CT_OK) {
+        ct_dataset_free(ds);
+        return status;
     }
+    *out = ds;
     return CT_OK;
 }
