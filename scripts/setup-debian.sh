@@ -1,15 +1,14 @@
 #!/bin/sh
 # Installs the Debian packages that cuttle's build, tests and main job need,
-# skipping those already installed.  Usage: scripts/setup-debian.sh [--no-torch]
-#   By default also python3-torch and python3-torchvision: the PyTorch peers of
-#   the benchmarks, the scripts that regenerate the test fixtures, and
-#   tests/test_models_torch.sh (which skips itself without them).
-#   --no-torch  leave them out (the build and the other tests do not need them)
-#   --torch     accepted for older instructions: the default
+# skipping those already installed.  Usage: scripts/setup-debian.sh [--torch]
+#   --torch  also PyTorch, torchvision and PIL (python3-torch python3-torchvision
+#            python3-pil): the tests that compare cuttle with PyTorch (models,
+#            checkpoints, benchmark peers) use them and skip themselves, saying
+#            so, without them; the README's test command and CI pass --torch
 set -e
-packages="gcc make pkg-config libopenblas-openmp-dev zlib1g-dev dataset-fashion-mnist"
-if [ "$1" != "--no-torch" ]; then
-    packages="$packages python3-torch python3-torchvision"
+packages="gcc make pkg-config python3 libopenblas-openmp-dev zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist"
+if [ "$1" = "--torch" ]; then
+    packages="$packages python3-torch python3-torchvision python3-pil"
 fi
 missing=""
 for package in $packages; do

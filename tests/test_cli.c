@@ -108,9 +108,11 @@ static void test_help(void)
     CHECK(run_cuttle("version") == 0 && strstr(output, "cuttle 0."), "version: %s", output);
 
     CHECK(run_cuttle("train --help") == 0, "train --help must exit 0: %s", output);
-    const char *options[] = {"--model",  "--data",         "--data-dir",        "--epochs",
-                             "--batch",  "--optim",        "--lr",              "--seed",
-                             "--threads", "--weight-decay", "--label-smoothing", "--json"};
+    const char *options[] = {"--model",   "--data",         "--data-dir",        "--epochs",
+                             "--batch",   "--optim",        "--lr",              "--seed",
+                             "--threads", "--weight-decay", "--label-smoothing", "--json",
+                             "--schedule", "--augment",     "--device",          "--out",
+                             "--resume",  "--workers"};
     for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
         CHECK(strstr(output, options[i]), "train --help does not list %s", options[i]);
 }
@@ -132,8 +134,17 @@ static void test_bad_command_lines(void)
     CHECK(run_cuttle("train --optim rmsprop") == 2 && strstr(output, "--optim") &&
               strstr(output, "adamw"),
           "an unknown optimizer must be refused with the choices: %s", output);
-    CHECK(run_cuttle("train --model resnet999") == 2 && strstr(output, "--model"),
-          "an unknown model must be refused: %s", output);
+    CHECK(run_cuttle("train --model resnet999") == 2 && strstr(output, "resnet999") &&
+              strstr(output, "resnet18"),
+          "an unknown model must be refused, listing the known ones: %s", output);
+    CHECK(run_cuttle("train --augment crop:x") == 2 && strstr(output, "--augment"),
+          "a bad --augment must be refused: %s", output);
+    CHECK(run_cuttle("train --schedule linear") == 2 && strstr(output, "cosine"),
+          "an unknown schedule must be refused with the choices: %s", output);
+    CHECK(run_cuttle("eval") == 2 && strstr(output, "--weights"),
+          "eval without --weights must be refused: %s", output);
+    CHECK(run_cuttle("predict --weights x.safetensors") == 2 && strstr(output, "INPUT"),
+          "predict without inputs must be refused: %s", output);
     CHECK(run_cuttle("train --epochs") == 2 && strstr(output, "--epochs"),
           "an option without its value must be refused: %s", output);
     CHECK(run_cuttle("train --json=yes") == 2 && strstr(output, "--json"),
@@ -171,7 +182,8 @@ static void test_train_tiny(void)
 {
     char args[512], first[2048], second[2048];
     snprintf(args, sizeof args,
-             "train --data mnist --data-dir %s --epochs 5 --batch 16 --threads 2", data_dir);
+             "train --data mnist --data-dir %s --epochs 5 --batch 16 --threads 2 --lr 0.02 --out %s/tiny",
+             data_dir, tmp_dir);
     CHECK(run_cuttle(args) == 0, "the tiny run must succeed: %s", output);
     CHECK(strstr(output, "epoch 1/5") && strstr(output, "epoch 5/5"), "epoch lines: %s",
           output);
@@ -192,16 +204,223 @@ static void test_train_json(void)
 {
     char args[512];
     snprintf(args, sizeof args,
-             "train --data mnist --data-dir %s --epochs 1 --batch 16 --optim adamw --json",
-             data_dir);
+             "train --data mnist --data-dir %s --epochs 1 --batch 16 --optim adamw --json "
+             "--out %s/json",
+             data_dir, tmp_dir);
     CHECK(run_cuttle_with(args, false) == 0, "the --json run must succeed: %s", output);
     CHECK(output[0] == '{' && strchr(output, '}') && strchr(output, '}')[1] == '\n' &&
               strchr(output, '}')[2] == '\0',
           "stdout must be one JSON object: %s", output);
     const char *keys[] = {"\"test_accuracy\": ", "\"test_loss\": ", "\"epochs\": 1",
-                          "\"seconds\": ", "\"images_per_second\": "};
+                          "\"seconds\": ", "\"images_per_second\": ",
+                          "\"checkpoint\": \"/tmp/"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         CHECK(strstr(output, keys[i]), "the JSON lacks %s: %s", keys[i], output);
+}
+
+/* The whole file in a malloc'd buffer; NULL if unreadable. */
+static char *slurp(const char *path, size_t *length)
+{
+    FILE *file = fopen(path, "rb");
+    if (!file)
+        return NULL;
+    fseek(file, 0, SEEK_END);
+    long size = ftell(file);
+    fseek(file, 0, SEEK_SET);
+    char *data = malloc((size_t)size + 1);
+    if (data && fread(data, 1, (size_t)size, file) != (size_t)size) {
+        free(data);
+        data = NULL;
+    }
+    fclose(file);
+    if (data) {
+        data[size] = '\0';
+        *length = (size_t)size;
+    }
+    return data;
+}
+
+static int count_lines(const char *text)
+{
+    int lines = 0;
+    for (; text && *text; text++)
+        lines += *text == '\n';
+    return lines;
+}
+
+/* The number after "key": in text, or -1. */
+static double json_number(const char *text, const char *key)
+{
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\": ", key);
+    const char *at = strstr(text, pattern);
+    return at ? atof(at + strlen(pattern)) : -1;
+}
+
+static void test_run_files(void)
+{
+    char path[256];
+    size_t length = 0;
+    snprintf(path, sizeof path, "%s/tiny/metrics.jsonl", tmp_dir);
+    char *metrics = slurp(path, &length);
+    CHECK(metrics && count_lines(metrics) == 5, "metrics.jsonl must have 5 lines: %s",
+          metrics ? metrics : "(missing)");
+    CHECK(metrics && strstr(metrics, "\"epoch\": 5,") && strstr(metrics, "\"test_accuracy\": ") &&
+              strstr(metrics, "\"train_loss\": ") && strstr(metrics, "\"images_per_second\": "),
+          "metrics lines lack fields: %s", metrics ? metrics : "");
+    free(metrics);
+    const char *files[] = {"model.safetensors", "state.safetensors"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/tiny/%s", tmp_dir, files[i]);
+        char *data = slurp(path, &length);
+        CHECK(data && length > 1000, "%s is missing or small", path);
+        CHECK(data && strstr(data + 8, "\"model\":") && strstr(data + 8, "conv1.weight"),
+              "%s lacks the model text or the weights", path);
+        free(data);
+    }
+}
+
+static void test_eval(void)
+{
+    char args[512];
+    static char train_json[OUTPUT_CAPACITY];
+    snprintf(args, sizeof args,
+             "train --data mnist --data-dir %s --epochs 2 --batch 16 --json --out %s/eval",
+             data_dir, tmp_dir);
+    CHECK(run_cuttle_with(args, false) == 0, "training for eval: %s", output);
+    snprintf(train_json, sizeof train_json, "%s", output);
+    snprintf(args, sizeof args, "eval --weights %s/eval/model.safetensors --data-dir %s --json",
+             tmp_dir, data_dir);
+    CHECK(run_cuttle_with(args, false) == 0, "eval must succeed: %s", output);
+    CHECK(json_number(output, "n") == N_TEST, "eval n: %s", output);
+    double trained = json_number(train_json, "test_accuracy");
+    double evaluated = json_number(output, "accuracy");
+    CHECK(trained >= 0 && fabs(trained - evaluated) < 1e-9,
+          "eval accuracy %f differs from training's %f", evaluated, trained);
+    CHECK(fabs(json_number(train_json, "test_loss") - json_number(output, "loss")) < 1e-5,
+          "eval loss differs from training's: %s vs %s", output, train_json);
+    snprintf(args, sizeof args,
+             "eval --weights %s/eval/model.safetensors --data-dir %s --split train --confusion",
+             tmp_dir, data_dir);
+    CHECK(run_cuttle(args) == 0 && strstr(output, "confusion matrix") &&
+              strstr(output, "train: accuracy"),
+          "eval --confusion on train: %s", output);
+}
+
+static void test_predict(void)
+{
+    char args[512];
+    snprintf(args, sizeof args,
+             "predict --weights %s/eval/model.safetensors --data-dir %s --top 2 --json "
+             "mnist:test:0-3 mnist:test:7",
+             tmp_dir, data_dir);
+    CHECK(run_cuttle_with(args, false) == 0, "predict must succeed: %s", output);
+    int predictions = 0;
+    for (const char *at = strstr(output, "\"input\": "); at; at = strstr(at + 1, "\"input\": "))
+        predictions++;
+    CHECK(predictions == 5, "5 predictions expected: %s", output);
+    CHECK(strstr(output, "\"input\": \"mnist:test:7\"") && strstr(output, "\"probability\": ") &&
+              strstr(output, "\"logits\": ["),
+          "predict JSON lacks fields: %s", output);
+    snprintf(args, sizeof args,
+             "predict --weights %s/eval/model.safetensors --data-dir %s mnist:test:0", tmp_dir,
+             data_dir);
+    CHECK(run_cuttle(args) == 0 && strstr(output, "mnist:test:0  (labelled 0)") &&
+              strstr(output, "  1. "),
+          "predict text output: %s", output);
+    snprintf(args, sizeof args,
+             "predict --weights %s/eval/model.safetensors --data-dir %s mnist:test:100000",
+             tmp_dir, data_dir);
+    CHECK(run_cuttle(args) == 2 && strstr(output, "out of range"),
+          "an index out of range must be refused: %s", output);
+    snprintf(args, sizeof args, "predict --weights %s/eval/model.safetensors nosuch.png",
+             tmp_dir);
+    CHECK(run_cuttle(args) == 2 && strstr(output, "nosuch.png"),
+          "a missing image must be refused by name: %s", output);
+}
+
+/* 4 epochs equal 2 epochs, then a resume for 2 more, bit for bit. */
+static void test_resume_exact(void)
+{
+    char args[768], path[256];
+    const char *common = "train --data mnist --batch 16 --threads 2 --augment crop:2,flip "
+                         "--optim adamw --schedule cosine";
+    snprintf(args, sizeof args, "%s --data-dir %s --epochs 4 --out %s/whole", common, data_dir,
+             tmp_dir);
+    CHECK(run_cuttle(args) == 0, "4 epochs: %s", output);
+    snprintf(args, sizeof args, "%s --data-dir %s --epochs 4 --stop-after 2 --out %s/half",
+             common, data_dir, tmp_dir);
+    CHECK(run_cuttle(args) == 0, "2 epochs: %s", output);
+    /* as if killed after writing epoch 3's metrics but before its checkpoint */
+    snprintf(path, sizeof path, "%s/half/metrics.jsonl", tmp_dir);
+    FILE *metrics = fopen(path, "a");
+    if (metrics) {
+        fputs("{\"epoch\": 3, \"test_accuracy\": 0.5}\n", metrics);
+        fclose(metrics);
+    }
+    snprintf(args, sizeof args, "train --resume %s/half --data-dir %s", tmp_dir, data_dir);
+    CHECK(run_cuttle(args) == 0 && strstr(output, "resuming") && strstr(output, "epoch 3/4"),
+          "resume: %s", output);
+    size_t whole_length = 0, half_length = 0;
+    snprintf(path, sizeof path, "%s/whole/model.safetensors", tmp_dir);
+    char *whole = slurp(path, &whole_length);
+    snprintf(path, sizeof path, "%s/half/model.safetensors", tmp_dir);
+    char *half = slurp(path, &half_length);
+    CHECK(whole && half && whole_length == half_length && memcmp(whole, half, whole_length) == 0,
+          "the resumed run's weights differ from the uninterrupted run's");
+    free(whole);
+    free(half);
+    snprintf(path, sizeof path, "%s/half/metrics.jsonl", tmp_dir);
+    char *lines = slurp(path, &half_length);
+    CHECK(lines && count_lines(lines) == 4 && !strstr(lines, "0.5}"),
+          "metrics after resume must hold epochs 1-4 once: %s", lines ? lines : "");
+    free(lines);
+    snprintf(args, sizeof args, "train --resume %s/half --data-dir %s", tmp_dir, data_dir);
+    CHECK(run_cuttle(args) == 2 && strstr(output, "--epochs"),
+          "resuming a finished run must ask for more epochs: %s", output);
+    snprintf(args, sizeof args, "train --resume %s/nothing-here", tmp_dir);
+    CHECK(run_cuttle(args) == 1 && strstr(output, "nothing-here"),
+          "resuming from a missing run must name it: %s", output);
+}
+
+/* Every optimizer and schedule trains; augmentation and LeNet-5 too. */
+static void test_recipes(void)
+{
+    const char *recipes[] = {
+        "--optim sgd --schedule step",         "--optim adam --schedule constant",
+        "--optim adamw --schedule onecycle",   "--augment crop,flip,cutout:4 --schedule cosine",
+        "--model lenet5 --workers 2",
+    };
+    for (size_t i = 0; i < sizeof recipes / sizeof recipes[0]; i++) {
+        char args[768];
+        snprintf(args, sizeof args,
+                 "train --data mnist --data-dir %s --epochs 1 --batch 32 %s --out %s/recipe%zu",
+                 data_dir, recipes[i], tmp_dir, i);
+        CHECK(run_cuttle(args) == 0 && strstr(output, "test accuracy"), "%s: %s", recipes[i],
+              output);
+    }
+}
+
+static void test_bad_weights(void)
+{
+    char args[768], path[256];
+    snprintf(path, sizeof path, "%s/truncated.safetensors", tmp_dir);
+    FILE *file = fopen(path, "wb");
+    if (file) {
+        fputs("\x40\x00\x00\x00\x00\x00\x00\x00{\"a\":", file);
+        fclose(file);
+    }
+    snprintf(args, sizeof args, "eval --weights %s --data-dir %s", path, data_dir);
+    CHECK(run_cuttle(args) == 1 && strstr(output, "truncated.safetensors"),
+          "a corrupt checkpoint must be refused by name: %s", output);
+    snprintf(args, sizeof args, "eval --weights %s/eval/model.safetensors --model lenet5 "
+                                "--data-dir %s",
+             tmp_dir, data_dir);
+    CHECK(run_cuttle(args) == 1 && strstr(output, "does not fit"),
+          "weights of another model must be refused: %s", output);
+    snprintf(args, sizeof args, "eval --weights %s/nothing.safetensors", tmp_dir);
+    CHECK(run_cuttle(args) == 1 && strstr(output, "nothing.safetensors"),
+          "a missing checkpoint must be named: %s", output);
 }
 
 int main(void)
@@ -229,15 +448,15 @@ int main(void)
     RUN(test_missing_data);
     RUN(test_train_tiny);
     RUN(test_train_json);
-    const char *names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                           "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char path[256];
-        snprintf(path, sizeof path, "%s/%s", data_dir, names[i]);
-        remove(path);
-    }
-    rmdir(data_dir);
-    rmdir(empty_dir);
-    rmdir(tmp_dir);
+    RUN(test_run_files);
+    RUN(test_eval);
+    RUN(test_predict);
+    RUN(test_resume_exact);
+    RUN(test_recipes);
+    RUN(test_bad_weights);
+    char command[128];
+    snprintf(command, sizeof command, getenv("KEEP") ? "true %s" : "rm -rf %s", tmp_dir);
+    if (system(command) != 0)
+        fprintf(stderr, "test_cli: could not remove %s\n", tmp_dir);
     return harness_finish();
 }

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-const char *const cli_models[] = {"simplecnn", NULL};
-const char *const cli_datasets[] = {"fashion-mnist", "mnist", NULL};
+const char *const cli_datasets[] = {"fashion-mnist", "mnist", "cifar10", "cifar100", "folder",
+                                    NULL};
 
 /* ---- options ------------------------------------------------------------------ */
 
@@ -86,11 +86,24 @@ static bool set_value(const char *command, const cli_option *option, const char 
 cli_parsed cli_parse(const char *command, const char *usage, int n_args, char **args,
                      const cli_option *options, int n_options)
 {
+    return cli_parse_positional(command, usage, n_args, args, options, n_options, NULL, NULL);
+}
+
+cli_parsed cli_parse_positional(const char *command, const char *usage, int n_args, char **args,
+                                const cli_option *options, int n_options, char **positional,
+                                int *n_positional)
+{
+    if (n_positional)
+        *n_positional = 0;
     for (int i = 0; i < n_args; i++) {
         const char *arg = args[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             print_help(command, usage, options, n_options);
             return CLI_PARSED_HELP;
+        }
+        if (positional && strncmp(arg, "--", 2) != 0) {
+            positional[(*n_positional)++] = args[i];
+            continue;
         }
         const char *equals = strchr(arg, '=');
         size_t name_length = equals ? (size_t)(equals - arg) : strlen(arg);
@@ -138,11 +151,61 @@ double cli_now(void)
     return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
 }
 
-ct_tensor *cli_build_model(ct_graph *graph, const char *model, ct_tensor *x, int n_classes)
+int cli_model_text(const char *command, const char *model, char **text)
 {
-    if (strcmp(model, "simplecnn") == 0)
-        return ct_model_simplecnn(graph, x, n_classes);
-    return NULL;
+    if (ct_model_source(model, text) == CT_OK)
+        return CLI_EXIT_OK;
+    fprintf(stderr, "cuttle %s: %s\n  built-in models:", command, ct_last_error());
+    for (const char *const *name = ct_model_builtin_names(); *name; name++)
+        fprintf(stderr, " %s", *name);
+    fprintf(stderr, "\n");
+    return CLI_EXIT_USAGE;
+}
+
+void cli_model_name(const char *model, char *out, size_t capacity)
+{
+    const char *base = strrchr(model, '/');
+    base = base ? base + 1 : model;
+    size_t len = strlen(base);
+    const char *suffix = ".model";
+    if (len > strlen(suffix) && strcmp(base + len - strlen(suffix), suffix) == 0)
+        len -= strlen(suffix);
+    snprintf(out, capacity, "%.*s", (int)len, base);
+}
+
+int cli_backend(const char *command, const char *device, long threads, FILE *log,
+                ct_backend **out)
+{
+    char name[64];
+    bool is_auto = strcmp(device, "auto") == 0;
+    if (is_auto) {
+        if (ct_backend_new("cuda", out) == CT_OK) {
+            fprintf(log, "device auto: %s\n", ct_backend_name(*out));
+            return CLI_EXIT_OK;
+        }
+        char reason[256];
+        snprintf(reason, sizeof reason, "%s", ct_last_error());
+        snprintf(name, sizeof name, threads > 0 ? "cpu:%ld" : "cpu", threads);
+        if (ct_backend_new(name, out) != CT_OK)
+            return cli_fail(command);
+        fprintf(log, "device auto: %s (no GPU: %s)\n", ct_backend_name(*out), reason);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(device, "cpu") == 0 && threads > 0)
+        snprintf(name, sizeof name, "cpu:%ld", threads);
+    else
+        snprintf(name, sizeof name, "%s", device);
+    if (ct_backend_new(name, out) != CT_OK)
+        return cli_fail(command);
+    return CLI_EXIT_OK;
+}
+
+int cli_load_dataset(const char *command, const char *name, const char *dir, const char *split,
+                     ct_dataset **out)
+{
+    if (ct_dataset_load(name, dir, split, out) != CT_OK)
+        return cli_fail(command);
+    return CLI_EXIT_OK;
 }
 
 /* ---- evaluation ------------------------------------------------------------------ */
@@ -171,8 +234,11 @@ void cli_evaluator_free(cli_evaluator *ev)
     free(ev);
 }
 
-int cli_evaluator_new(const char *command, const char *model, const ct_dataset *data,
-                      int batch, ct_backend *backend, uint64_t seed, cli_evaluator **out)
+/* The seed fills weights that are overwritten before use. */
+#define EVALUATOR_SEED 1
+
+int cli_evaluator_new(const char *command, const char *model_text, const int input[3],
+                      int classes, int batch, ct_backend *backend, cli_evaluator **out)
 {
     *out = NULL;
     cli_evaluator *ev = calloc(1, sizeof *ev);
@@ -185,15 +251,14 @@ int cli_evaluator_new(const char *command, const char *model, const ct_dataset *
         return cli_fail(command);
     }
     ev->batch = batch;
-    ev->classes = ct_dataset_classes(data);
-    int64_t shape[4] = {batch, ct_dataset_channels(data), ct_dataset_height(data),
-                        ct_dataset_width(data)};
+    ev->classes = classes;
+    int64_t shape[4] = {batch, input[0], input[1], input[2]};
     ev->x = ct_input(ev->graph, "x", CT_F32, 4, shape);
-    ev->logits = cli_build_model(ev->graph, model, ev->x, ev->classes);
+    ev->logits = ct_model_build(ev->graph, model_text, ev->x, classes);
     ct_status status = ct_graph_status(ev->graph);
     if (status == CT_OK) {
         ct_tensor_keep(ev->logits);
-        status = ct_plan_new(ev->graph, backend, seed, &ev->plan);
+        status = ct_plan_new(ev->graph, backend, EVALUATOR_SEED, &ev->plan);
     }
     size_t largest = 0;
     for (int i = 0; i < ct_graph_n_state(ev->graph); i++) {
@@ -220,9 +285,14 @@ int cli_evaluator_new(const char *command, const char *model, const ct_dataset *
     return CLI_EXIT_OK;
 }
 
-int cli_evaluator_copy_weights(const char *command, cli_evaluator *ev, const ct_graph *graph,
-                               ct_plan *plan)
+ct_plan *cli_evaluator_plan(cli_evaluator *ev)
 {
+    return ev->plan;
+}
+
+int cli_evaluator_copy_weights(const char *command, cli_evaluator *ev, ct_plan *plan)
+{
+    const ct_graph *graph = ct_plan_graph(plan);
     for (int i = 0; i < ct_graph_n_state(ev->graph); i++) {
         ct_tensor *dst = ct_graph_state(ev->graph, i);
         const ct_tensor *src = ct_graph_find(graph, ct_tensor_name(dst));
@@ -238,6 +308,23 @@ int cli_evaluator_copy_weights(const char *command, cli_evaluator *ev, const ct_
             ct_plan_write(ev->plan, dst, ev->copy_buffer, bytes) != CT_OK)
             return cli_fail(command);
     }
+    return CLI_EXIT_OK;
+}
+
+int cli_evaluator_logits(const char *command, cli_evaluator *ev, const float *images, int n,
+                         float *logits)
+{
+    size_t item = (size_t)(ct_tensor_numel(ev->x) / ev->batch);
+    /* padding: repeat the first image */
+    for (int b = 0; b < ev->batch; b++)
+        memcpy(ev->images + (size_t)b * item, images + (size_t)(b < n ? b : 0) * item,
+               sizeof *images * item);
+    size_t score_bytes = sizeof *ev->scores * (size_t)ev->batch * (size_t)ev->classes;
+    if (ct_plan_write(ev->plan, ev->x, ev->images, ct_tensor_bytes(ev->x)) != CT_OK ||
+        ct_plan_run(ev->plan, CT_EVAL) != CT_OK ||
+        ct_plan_read(ev->plan, ev->logits, ev->scores, score_bytes) != CT_OK)
+        return cli_fail(command);
+    memcpy(logits, ev->scores, sizeof *logits * (size_t)n * (size_t)ev->classes);
     return CLI_EXIT_OK;
 }
 
@@ -262,8 +349,19 @@ double cli_cross_entropy(const float *row, int classes, int64_t label)
     return largest + log(sum) - (double)row[label];
 }
 
+void cli_softmax(const float *row, int classes, double *probabilities)
+{
+    double largest = row[0], sum = 0;
+    for (int c = 1; c < classes; c++)
+        largest = row[c] > largest ? row[c] : largest;
+    for (int c = 0; c < classes; c++)
+        sum += probabilities[c] = exp((double)row[c] - largest);
+    for (int c = 0; c < classes; c++)
+        probabilities[c] /= sum;
+}
+
 int cli_evaluate(const char *command, cli_evaluator *ev, const ct_dataset *data, double *loss,
-                 double *accuracy)
+                 double *accuracy, int64_t *confusion)
 {
     int64_t n = ct_dataset_size(data), correct = 0;
     double loss_sum = 0;
@@ -284,8 +382,11 @@ int cli_evaluate(const char *command, cli_evaluator *ev, const ct_dataset *data,
             return cli_fail(command);
         for (int b = 0; b < valid; b++) {
             const float *row = ev->scores + (size_t)b * (size_t)ev->classes;
-            correct += cli_argmax(row, ev->classes) == ev->labels[b];
+            int predicted = cli_argmax(row, ev->classes);
+            correct += predicted == ev->labels[b];
             loss_sum += cli_cross_entropy(row, ev->classes, ev->labels[b]);
+            if (confusion)
+                confusion[ev->labels[b] * ev->classes + predicted]++;
         }
     }
     *loss = loss_sum / (double)n;

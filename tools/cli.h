@@ -18,6 +18,14 @@
 
 enum { CLI_EXIT_OK = 0, CLI_EXIT_FAILED = 1, CLI_EXIT_USAGE = 2 };
 
+/* Return from the calling function when an exit status is not CLI_EXIT_OK. */
+#define CLI_TRY(expr)                                                          \
+    do {                                                                       \
+        int cli_try_status_ = (expr);                                          \
+        if (cli_try_status_ != CLI_EXIT_OK)                                    \
+            return cli_try_status_;                                            \
+    } while (0)
+
 typedef enum cli_kind {
     CLI_FLAG,  /* bool: present or not */
     CLI_INT,   /* long, from min to max */
@@ -47,40 +55,68 @@ typedef enum cli_parsed {
 cli_parsed cli_parse(const char *command, const char *usage, int n_args, char **args,
                      const cli_option *options, int n_options);
 
+/* The same, collecting arguments that do not start with "--" into
+ * positional (room for n_args) and their count into *n_positional. */
+cli_parsed cli_parse_positional(const char *command, const char *usage, int n_args, char **args,
+                                const cli_option *options, int n_options, char **positional,
+                                int *n_positional);
+
 /* "cuttle <command>: <ct_last_error()>" on stderr; returns CLI_EXIT_FAILED. */
 int cli_fail(const char *command);
 
 /* Seconds on a monotonic clock. */
 double cli_now(void);
 
-/* The model named on the command line on input x, or NULL (an unknown name
- * is refused by the option table before this). */
-ct_tensor *cli_build_model(ct_graph *graph, const char *model, ct_tensor *x, int n_classes);
+/* The definition text of --model: a built-in name or a model file; on
+ * failure prints why and returns CLI_EXIT_USAGE.  *text is malloc'ed. */
+int cli_model_text(const char *command, const char *model, char **text);
+/* A short name for a --model value: the built-in name, or the file name
+ * without directory and ".model". */
+void cli_model_name(const char *model, char *out, size_t capacity);
 
-extern const char *const cli_models[];   /* NULL-terminated */
+/* The backend for --device (auto, cpu, cpu:N, cuda, cuda:N); --threads > 0
+ * sets the CPU threads.  "auto" takes the GPU when there is one and says in
+ * one line on `log` which it took. */
+int cli_backend(const char *command, const char *device, long threads, FILE *log,
+                ct_backend **out);
+
 extern const char *const cli_datasets[]; /* NULL-terminated */
+/* Load a split of a named dataset (fashion-mnist, mnist, cifar10, cifar100,
+ * folder) from dir (NULL: the default place). */
+int cli_load_dataset(const char *command, const char *name, const char *dir, const char *split,
+                     ct_dataset **out);
 
 /* Forward passes over a dataset at a fixed batch size in CT_EVAL mode; the
  * last partial batch is padded and the padding ignored. */
 typedef struct cli_evaluator cli_evaluator;
 
 /* Each returns an exit status (CLI_EXIT_OK or CLI_EXIT_FAILED, after
- * printing what went wrong, prefixed with "cuttle <command>:"). */
-int cli_evaluator_new(const char *command, const char *model, const ct_dataset *data,
-                      int batch, ct_backend *backend, uint64_t seed, cli_evaluator **out);
+ * printing what went wrong, prefixed with "cuttle <command>:").  The model
+ * takes images [batch, channels, height, width]. */
+int cli_evaluator_new(const char *command, const char *model_text, const int input[3],
+                      int classes, int batch, ct_backend *backend, cli_evaluator **out);
 void cli_evaluator_free(cli_evaluator *ev);
+/* The evaluator's plan (to load weights into) and graph.  Borrowed. */
+ct_plan *cli_evaluator_plan(cli_evaluator *ev);
 /* Copy every parameter and buffer of the evaluator's graph from the tensor
  * of the same name in another plan (the training plan). */
-int cli_evaluator_copy_weights(const char *command, cli_evaluator *ev, const ct_graph *graph,
-                               ct_plan *plan);
-/* Mean cross-entropy and accuracy (0..1) over the whole dataset. */
+int cli_evaluator_copy_weights(const char *command, cli_evaluator *ev, ct_plan *plan);
+/* Mean cross-entropy and accuracy (0..1) over the whole dataset; with
+ * `confusion` non-NULL, also counts [true][predicted] (classes x classes). */
 int cli_evaluate(const char *command, cli_evaluator *ev, const ct_dataset *data, double *loss,
-                 double *accuracy);
+                 double *accuracy, int64_t *confusion);
+/* Logits [n, classes] of n <= batch images [n, C, H, W]. */
+int cli_evaluator_logits(const char *command, cli_evaluator *ev, const float *images, int n,
+                         float *logits);
 
 /* Row-wise helpers on logits [n, classes]. */
 int cli_argmax(const float *row, int classes);
 double cli_cross_entropy(const float *row, int classes, int64_t label);
+/* Softmax of one row into probabilities. */
+void cli_softmax(const float *row, int classes, double *probabilities);
 
 int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
 
 #endif

@@ -1,155 +1,222 @@
 /*
  * cuttle train: train a model on a dataset's training split, evaluating on
- * its test split after every epoch.
+ * its test split after every epoch, and checkpoint every epoch into --out:
+ *
+ *   model.safetensors  the weights (a PyTorch state_dict) and what eval and
+ *                      predict need to use them (tools/run_info.h)
+ *   state.safetensors  weights, optimizer state, and where the run is
+ *                      (epoch, step, its options) for --resume
+ *   metrics.jsonl      one JSON line per epoch
  *
  * The default recipe (what the options default to): SGD with Nesterov
  * momentum 0.9 and weight decay 5e-4, batch 64, 15 epochs, a one-cycle
- * learning rate (linear warm-up from peak/25 to the peak 0.05 over the first
- * 30% of the steps, then a cosine down to peak/25/1e4, as PyTorch's
- * OneCycleLR), no label smoothing.  The training set is reshuffled every
- * epoch from the seed, and the last partial batch is dropped, so one seed
- * gives one run.
+ * learning rate peaking at 0.05, no augmentation.  The training set is
+ * reshuffled every epoch from the seed and the last partial batch dropped,
+ * so one seed gives one run, and a resumed run continues exactly (same
+ * thread count: the BLAS sums in an order that depends on it).
  *
  * A plan runs a graph of one batch size, so evaluation has its own graph
- * (forward only, batch EVAL_BATCH) and plan; the weights are copied into it
- * from the training plan by name before each evaluation.
+ * (forward only) and plan; the weights are copied into it by name.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "progress.h"
+#include "run_files.h"
+#include "run_info.h"
+#include "schedule.h"
 
 #define DEFAULT_EPOCHS 15
 #define DEFAULT_BATCH 64
 #define DEFAULT_SEED 1
 #define SGD_PEAK_LR 0.05
-#define SGD_MOMENTUM 0.9f
+#define SGD_MOMENTUM 0.9
 #define SGD_WEIGHT_DECAY 5e-4
+#define ADAM_LR 1e-3
 #define ADAMW_PEAK_LR 0.002
 #define ADAMW_WEIGHT_DECAY 0.01
-#define WARMUP_FRACTION 0.3
-#define ONE_CYCLE_START_DIV 25.0  /* the first lr is peak / 25 */
-#define ONE_CYCLE_FINAL_DIV 1e4   /* the last is the first / 1e4 */
 #define EVAL_BATCH 500
 #define UNSET (-1.0)
-#define PI 3.14159265358979323846
 
-static const char *const optimizers[] = {"sgd", "adamw", NULL};
+static const char *const optimizers[] = {"sgd", "adam", "adamw", NULL};
 
 typedef struct train_options {
-    const char *model, *data, *data_dir, *optim;
-    long epochs, batch, seed, threads;
-    double lr, weight_decay, label_smoothing;
+    const char *model, *data, *data_dir, *optim, *schedule, *augment, *device, *out, *resume;
+    long epochs, batch, seed, threads, workers, stop_after;
+    double lr, weight_decay, momentum, label_smoothing;
     bool json;
 } train_options;
 
-/* The training graph and plan, and host memory for one batch. */
+static const train_options default_options = {
+    .model = "simplecnn", .data = "fashion-mnist", .optim = "sgd", .schedule = "onecycle",
+    .augment = "none", .device = "cpu", .epochs = DEFAULT_EPOCHS, .batch = DEFAULT_BATCH,
+    .seed = DEFAULT_SEED, .workers = 1, .lr = UNSET, .weight_decay = UNSET,
+    .momentum = SGD_MOMENTUM};
+
+static cli_parsed parse_options(train_options *opts, int argc, char **argv)
+{
+    const cli_option options[] = {
+        {"--model", "NAME|FILE", CLI_TEXT, &opts->model, 0, 0, NULL,
+         "a built-in model (simplecnn, lenet5, vgg11, vgg11_bn, vgg16, vgg16_bn, resnet18, "
+         "resnet34, resnet50) or a model file (default simplecnn)"},
+        {"--data", "NAME", CLI_TEXT, &opts->data, 0, 0, cli_datasets,
+         "fashion-mnist, mnist, cifar10, cifar100 or folder (default fashion-mnist)"},
+        {"--data-dir", "DIR", CLI_TEXT, &opts->data_dir, 0, 0, NULL,
+         "where the dataset's files are (default: Debian's place for fashion-mnist)"},
+        {"--epochs", "N", CLI_INT, &opts->epochs, 1, 100000, NULL, "epochs (default 15)"},
+        {"--batch", "B", CLI_INT, &opts->batch, 1, 65536, NULL, "batch size (default 64)"},
+        {"--optim", "NAME", CLI_TEXT, &opts->optim, 0, 0, optimizers,
+         "sgd (nesterov), adam or adamw (default sgd)"},
+        {"--lr", "X", CLI_FLOAT, &opts->lr, 1e-7, 10, NULL,
+         "peak learning rate (default 0.05 sgd, 0.001 adam, 0.002 adamw)"},
+        {"--schedule", "NAME", CLI_TEXT, &opts->schedule, 0, 0, schedule_names,
+         "constant, step (/10 at 50% and 75%), cosine or onecycle (default onecycle)"},
+        {"--momentum", "X", CLI_FLOAT, &opts->momentum, 0, 0.999, NULL,
+         "sgd momentum (default 0.9)"},
+        {"--weight-decay", "X", CLI_FLOAT, &opts->weight_decay, 0, 1, NULL,
+         "weight decay (default 5e-4 sgd, 0 adam, 0.01 adamw)"},
+        {"--label-smoothing", "X", CLI_FLOAT, &opts->label_smoothing, 0, 0.99, NULL,
+         "label smoothing of the loss (default 0)"},
+        {"--augment", "LIST", CLI_TEXT, &opts->augment, 0, 0, NULL,
+         "none, or a comma list of crop[:PAD] flip cutout[:SIZE] (default none)"},
+        {"--seed", "S", CLI_INT, &opts->seed, 0, 2147483647, NULL,
+         "seed of the weights, shuffles, augmentation and dropout (default 1)"},
+        {"--device", "DEV", CLI_TEXT, &opts->device, 0, 0, NULL,
+         "auto, cpu, cpu:N, cuda or cuda:N (default cpu)"},
+        {"--threads", "T", CLI_INT, &opts->threads, 0, 4096, NULL,
+         "CPU threads, 0 for all cores (default 0)"},
+        {"--workers", "N", CLI_INT, &opts->workers, 1, 64, NULL,
+         "loader threads preparing batches ahead (default 1)"},
+        {"--out", "DIR", CLI_TEXT, &opts->out, 0, 0, NULL,
+         "where checkpoints and metrics go (default runs/<model>-<data>)"},
+        {"--resume", "DIR", CLI_TEXT, &opts->resume, 0, 0, NULL,
+         "continue the run saved in DIR with its options (--epochs may extend it)"},
+        {"--stop-after", "N", CLI_INT, &opts->stop_after, 1, 100000, NULL,
+         "stop after epoch N as if interrupted (the schedule still spans --epochs); "
+         "continue with --resume"},
+        {"--json", NULL, CLI_FLAG, &opts->json, 0, 0, NULL,
+         "print the result as one JSON object on stdout (progress goes to stderr)"},
+    };
+    return cli_parse("train", "[options]", argc, argv, options,
+                     (int)(sizeof options / sizeof options[0]));
+}
+
+/* --augment: "none" or "crop[:PAD],flip,cutout[:SIZE]". */
+#define DEFAULT_CROP_PAD 4
+#define DEFAULT_CUTOUT 8
+static bool parse_augment(const char *text, ct_augment *out)
+{
+    memset(out, 0, sizeof *out);
+    if (strcmp(text, "none") == 0)
+        return true;
+    char item[64];
+    while (*text) {
+        size_t len = strcspn(text, ",");
+        if (len == 0 || len >= sizeof item)
+            return false;
+        memcpy(item, text, len);
+        item[len] = '\0';
+        text += len + (text[len] == ',');
+        char *colon = strchr(item, ':');
+        long value = -1;
+        if (colon) {
+            char *end = NULL;
+            value = strtol(colon + 1, &end, 10);
+            if (end == colon + 1 || *end || value < 1 || value > 1024)
+                return false;
+            *colon = '\0';
+        }
+        if (strcmp(item, "crop") == 0)
+            out->crop_pad = value > 0 ? (int)value : DEFAULT_CROP_PAD;
+        else if (strcmp(item, "cutout") == 0)
+            out->cutout = value > 0 ? (int)value : DEFAULT_CUTOUT;
+        else if (strcmp(item, "flip") == 0 && !colon)
+            out->hflip = true;
+        else
+            return false;
+    }
+    return true;
+}
+
+/* ---- the trainer --------------------------------------------------------------- */
+
+/* The training graph and plan, the loader, and host memory for one batch. */
 typedef struct trainer {
     ct_graph *graph;
     ct_plan *plan;
+    ct_loader *loader;
     ct_tensor *x, *labels, *logits, *loss;
     int batch, classes;
-    float *images, *scores;
-    int64_t *batch_labels, *order;
+    float *scores;
 } trainer;
-
-/* One-cycle: linear warm-up to the peak, then a cosine down to ~0. */
-static double one_cycle_lr(double peak, int64_t step, int64_t total_steps)
-{
-    double start = peak / ONE_CYCLE_START_DIV, final = start / ONE_CYCLE_FINAL_DIV;
-    double warmup = WARMUP_FRACTION * (double)total_steps;
-    if ((double)step < warmup)
-        return start + (peak - start) * (double)step / warmup;
-    double progress = ((double)step - warmup) / ((double)total_steps - warmup);
-    return final + (peak - final) * 0.5 * (1.0 + cos(PI * progress));
-}
-
-/* splitmix64: a small seeded generator for the shuffles. */
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-/* order = a permutation of 0..n-1 that depends only on (seed, epoch). */
-static void shuffle(int64_t *order, int64_t n, uint64_t seed, long epoch)
-{
-    uint64_t state = seed * 0x2545F4914F6CDD1DULL + (uint64_t)epoch;
-    for (int64_t i = 0; i < n; i++)
-        order[i] = i;
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(next_random(&state) % (uint64_t)(i + 1));
-        int64_t swap = order[i];
-        order[i] = order[j];
-        order[j] = swap;
-    }
-}
 
 static void trainer_free(trainer *t)
 {
+    ct_loader_free(t->loader);
     ct_plan_free(t->plan);
     ct_graph_free(t->graph);
-    free(t->images);
     free(t->scores);
-    free(t->batch_labels);
-    free(t->order);
 }
 
-static int trainer_init(trainer *t, const train_options *opts, const ct_dataset *data,
-                        ct_backend *backend)
+static ct_status add_optimizer(ct_graph *graph, const train_options *opts)
+{
+    if (strcmp(opts->optim, "sgd") == 0) {
+        ct_sgd_args sgd = {.lr = (float)opts->lr, .momentum = (float)opts->momentum,
+                           .weight_decay = (float)opts->weight_decay,
+                           .nesterov = opts->momentum > 0};
+        return ct_graph_sgd(graph, sgd);
+    }
+    ct_adam_args adam = ct_adam_defaults();
+    adam.lr = (float)opts->lr;
+    adam.weight_decay = (float)opts->weight_decay;
+    adam.decoupled = strcmp(opts->optim, "adamw") == 0;
+    return ct_graph_adam(graph, adam);
+}
+
+static int trainer_init(trainer *t, const train_options *opts, const run_info *info,
+                        const ct_dataset *data, ct_backend *backend)
 {
     t->batch = (int)opts->batch;
-    t->classes = ct_dataset_classes(data);
+    t->classes = info->classes;
     if (!(t->graph = ct_graph_new()))
         return cli_fail("train");
-    int64_t shape[4] = {opts->batch, ct_dataset_channels(data), ct_dataset_height(data),
-                        ct_dataset_width(data)};
+    int64_t shape[4] = {opts->batch, info->input[0], info->input[1], info->input[2]};
     t->x = ct_input(t->graph, "x", CT_F32, 4, shape);
     t->labels = ct_input(t->graph, "labels", CT_I64, 1, shape);
-    t->logits = cli_build_model(t->graph, opts->model, t->x, t->classes);
+    t->logits = ct_model_build(t->graph, info->text, t->x, t->classes);
     t->loss = ct_cross_entropy(t->graph, t->logits, t->labels, (float)opts->label_smoothing);
     if (ct_graph_status(t->graph) != CT_OK)
         return cli_fail("train");
     ct_tensor_keep(t->logits);
-    if (ct_graph_backward(t->graph, t->loss) != CT_OK)
+    if (ct_graph_backward(t->graph, t->loss) != CT_OK || add_optimizer(t->graph, opts) != CT_OK ||
+        ct_plan_new(t->graph, backend, (uint64_t)opts->seed, &t->plan) != CT_OK)
         return cli_fail("train");
-    ct_status status;
-    if (strcmp(opts->optim, "sgd") == 0) {
-        ct_sgd_args sgd = {.lr = (float)opts->lr, .momentum = SGD_MOMENTUM,
-                           .weight_decay = (float)opts->weight_decay, .nesterov = true};
-        status = ct_graph_sgd(t->graph, sgd);
-    } else {
-        ct_adam_args adam = ct_adam_defaults();
-        adam.lr = (float)opts->lr;
-        adam.weight_decay = (float)opts->weight_decay;
-        adam.decoupled = true;
-        status = ct_graph_adam(t->graph, adam);
-    }
-    if (status != CT_OK || ct_plan_new(t->graph, backend, (uint64_t)opts->seed, &t->plan) != CT_OK)
+    ct_loader_args loader = {.batch = t->batch, .shuffle = true, .drop_last = true,
+                             .seed = (uint64_t)opts->seed, .n_threads = (int)opts->workers};
+    if (!parse_augment(opts->augment, &loader.augment))
+        return CLI_EXIT_USAGE; /* checked before; cannot happen */
+    if (ct_loader_new(data, &loader, &t->loader) != CT_OK)
         return cli_fail("train");
-    size_t item = (size_t)(shape[1] * shape[2] * shape[3]);
-    t->images = malloc(sizeof *t->images * item * (size_t)t->batch);
-    t->scores = malloc(sizeof *t->scores * (size_t)t->classes * (size_t)t->batch);
-    t->batch_labels = malloc(sizeof *t->batch_labels * (size_t)t->batch);
-    t->order = malloc(sizeof *t->order * (size_t)ct_dataset_size(data));
-    if (!t->images || !t->scores || !t->batch_labels || !t->order) {
+    if (!(t->scores = malloc(sizeof *t->scores * (size_t)t->classes * (size_t)t->batch))) {
         fprintf(stderr, "cuttle train: out of host memory for the training batch\n");
         return CLI_EXIT_FAILED;
     }
     return CLI_EXIT_OK;
 }
 
-/* One training step on order[0..batch); adds to the loss sum and correct. */
-static int train_step(trainer *t, const ct_dataset *data, const int64_t *indices,
-                      double *loss_sum, int64_t *correct)
+/* Running sums over an epoch. */
+typedef struct epoch_sums {
+    double loss;
+    int64_t correct, steps;
+} epoch_sums;
+
+static int train_step(trainer *t, const float *images, const int64_t *labels, epoch_sums *sums)
 {
     float loss = 0;
-    if (ct_dataset_batch(data, indices, t->batch, t->images, t->batch_labels) != CT_OK ||
-        ct_plan_write(t->plan, t->x, t->images, ct_tensor_bytes(t->x)) != CT_OK ||
-        ct_plan_write(t->plan, t->labels, t->batch_labels, ct_tensor_bytes(t->labels)) != CT_OK ||
+    if (ct_plan_write(t->plan, t->x, images, ct_tensor_bytes(t->x)) != CT_OK ||
+        ct_plan_write(t->plan, t->labels, labels, ct_tensor_bytes(t->labels)) != CT_OK ||
         ct_plan_run(t->plan, CT_TRAIN) != CT_OK ||
         ct_plan_read(t->plan, t->loss, &loss, sizeof loss) != CT_OK ||
         ct_plan_read(t->plan, t->logits, t->scores, ct_tensor_bytes(t->logits)) != CT_OK)
@@ -161,170 +228,256 @@ static int train_step(trainer *t, const ct_dataset *data, const int64_t *indices
                 (double)loss, (long long)ct_plan_step(t->plan));
         return CLI_EXIT_FAILED;
     }
-    *loss_sum += loss;
+    sums->loss += loss;
+    sums->steps++;
     for (int b = 0; b < t->batch; b++)
-        *correct += cli_argmax(t->scores + (size_t)b * (size_t)t->classes, t->classes) ==
-                    t->batch_labels[b];
+        sums->correct += cli_argmax(t->scores + (size_t)b * (size_t)t->classes, t->classes) ==
+                         labels[b];
     return CLI_EXIT_OK;
 }
 
-typedef struct run_result {
-    double test_loss, test_accuracy, seconds, images_per_second;
-} run_result;
+/* Everything a run holds, freed by run_free. */
+typedef struct run {
+    train_options opts;
+    run_args args;
+    FILE *log;
+    ct_dataset *train_data, *test_data;
+    ct_backend *backend;
+    run_info info;
+    trainer t;
+    cli_evaluator *ev;
+    long first_epoch;
+    double seconds, images_per_second, test_loss, test_accuracy;
+} run;
 
-static int train_epochs(const train_options *opts, const ct_dataset *train_data,
-                        const ct_dataset *test_data, trainer *t, cli_evaluator *ev, FILE *log,
-                        run_result *result)
+static void run_free(run *r)
 {
-    int64_t steps_per_epoch = ct_dataset_size(train_data) / t->batch;
-    int64_t total_steps = steps_per_epoch * opts->epochs;
-    double run_start = cli_now(), train_seconds = 0;
-    for (long epoch = 1; epoch <= opts->epochs; epoch++) {
-        double epoch_start = cli_now(), loss_sum = 0;
-        int64_t correct = 0;
-        shuffle(t->order, ct_dataset_size(train_data), (uint64_t)opts->seed, epoch);
-        for (int64_t s = 0; s < steps_per_epoch; s++) {
-            ct_plan_set_lr(t->plan, (float)one_cycle_lr(opts->lr, ct_plan_step(t->plan),
-                                                        total_steps));
-            int exit_status = train_step(t, train_data, t->order + s * t->batch, &loss_sum,
-                                         &correct);
-            if (exit_status != CLI_EXIT_OK)
-                return exit_status;
-        }
-        double epoch_train_seconds = cli_now() - epoch_start;
-        train_seconds += epoch_train_seconds;
-        int exit_status = cli_evaluator_copy_weights("train", ev, t->graph, t->plan);
-        if (exit_status == CLI_EXIT_OK)
-            exit_status = cli_evaluate("train", ev, test_data, &result->test_loss,
-                                       &result->test_accuracy);
-        if (exit_status != CLI_EXIT_OK)
-            return exit_status;
-        int64_t trained = steps_per_epoch * t->batch;
-        fprintf(log,
+    cli_evaluator_free(r->ev);
+    trainer_free(&r->t);
+    run_info_free(&r->info);
+    ct_backend_free(r->backend);
+    ct_dataset_free(r->test_data);
+    ct_dataset_free(r->train_data);
+    run_args_free(&r->args);
+}
+
+static int train_epoch(run *r, long epoch, int64_t total_steps, epoch_metrics *m)
+{
+    trainer *t = &r->t;
+    int64_t steps = ct_loader_batches(t->loader);
+    epoch_sums sums = {0};
+    progress bar;
+    double start = cli_now();
+    progress_start(&bar, r->log, epoch, r->opts.epochs, steps);
+    if (ct_loader_start(t->loader, epoch, 0) != CT_OK)
+        return cli_fail("train");
+    for (;;) {
+        const float *images = NULL;
+        const int64_t *labels = NULL;
+        int n = 0;
+        if (ct_loader_next(t->loader, &images, &labels, &n) != CT_OK)
+            return cli_fail("train");
+        if (n == 0)
+            break;
+        ct_plan_set_lr(t->plan, (float)schedule_lr(r->opts.schedule, r->opts.lr,
+                                                   ct_plan_step(t->plan), total_steps));
+        CLI_TRY(train_step(t, images, labels, &sums));
+        double elapsed = cli_now() - start;
+        progress_update(&bar, sums.steps, sums.loss / (double)sums.steps,
+                        (double)sums.correct / (double)(sums.steps * t->batch),
+                        (double)(sums.steps * t->batch) / (elapsed > 0 ? elapsed : 1e-9));
+    }
+    m->train_seconds = cli_now() - start;
+    progress_end(&bar);
+    m->epoch = epoch;
+    m->lr = ct_plan_lr(t->plan);
+    m->train_loss = sums.loss / (double)(sums.steps > 0 ? sums.steps : 1);
+    m->train_accuracy = (double)sums.correct / (double)(sums.steps > 0 ? sums.steps * t->batch : 1);
+    m->images_per_second = (double)(sums.steps * t->batch) / m->train_seconds;
+    CLI_TRY(cli_evaluator_copy_weights("train", r->ev, t->plan));
+    CLI_TRY(cli_evaluate("train", r->ev, r->test_data, &m->test_loss, &m->test_accuracy, NULL));
+    m->seconds = cli_now() - start;
+    return CLI_EXIT_OK;
+}
+
+static int train_epochs(run *r)
+{
+    int64_t steps_per_epoch = ct_loader_batches(r->t.loader);
+    int64_t total_steps = steps_per_epoch * r->opts.epochs;
+    double start = cli_now(), train_seconds = 0;
+    int64_t trained = 0;
+    long last = r->opts.stop_after > 0 && r->opts.stop_after < r->opts.epochs ? r->opts.stop_after
+                                                                               : r->opts.epochs;
+    for (long epoch = r->first_epoch; epoch <= last; epoch++) {
+        epoch_metrics m = {0};
+        CLI_TRY(train_epoch(r, epoch, total_steps, &m));
+        train_seconds += m.train_seconds;
+        trained += steps_per_epoch * r->t.batch;
+        fprintf(r->log,
                 "epoch %ld/%ld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.1f s  "
                 "%.0f img/s\n",
-                epoch, opts->epochs, loss_sum / (double)steps_per_epoch,
-                100.0 * (double)correct / (double)trained, result->test_loss,
-                100.0 * result->test_accuracy, cli_now() - epoch_start,
-                (double)trained / epoch_train_seconds);
-        fflush(log);
+                epoch, r->opts.epochs, m.train_loss, 100.0 * m.train_accuracy, m.test_loss,
+                100.0 * m.test_accuracy, m.seconds, m.images_per_second);
+        fflush(r->log);
+        CLI_TRY(run_save_epoch(r->opts.out, r->t.plan, &r->info, &r->args, &m));
+        r->test_loss = m.test_loss;
+        r->test_accuracy = m.test_accuracy;
     }
-    result->seconds = cli_now() - run_start;
-    result->images_per_second = (double)(total_steps * t->batch) / train_seconds;
+    r->seconds = cli_now() - start;
+    r->images_per_second = train_seconds > 0 ? (double)trained / train_seconds : 0;
     return CLI_EXIT_OK;
 }
 
-static int load_split(const train_options *opts, const char *split, ct_dataset **out)
+/* ---- setting up ---------------------------------------------------------------- */
+
+static int check_options(const train_options *opts)
 {
-    if (ct_dataset_load(opts->data, opts->data_dir, split, out) != CT_OK)
-        return cli_fail("train");
+    ct_augment augment;
+    if (!parse_augment(opts->augment, &augment)) {
+        fprintf(stderr,
+                "cuttle train: --augment '%s' is not understood; use none or a comma list of "
+                "crop[:PAD], flip, cutout[:SIZE] (e.g. crop:4,flip)\n",
+                opts->augment);
+        return CLI_EXIT_USAGE;
+    }
     return CLI_EXIT_OK;
 }
 
-static void print_json(const train_options *opts, const run_result *result)
+static int setup(run *r)
 {
-    printf("{\"model\": \"%s\", \"dataset\": \"%s\", \"epochs\": %ld, \"batch\": %ld, "
-           "\"optimizer\": \"%s\", \"lr\": %g, \"seed\": %ld, \"test_accuracy\": %.6f, "
-           "\"test_loss\": %.6f, \"seconds\": %.3f, \"images_per_second\": %.1f}\n",
-           opts->model, opts->data, opts->epochs, opts->batch, opts->optim, opts->lr, opts->seed,
-           result->test_accuracy, result->test_loss, result->seconds,
-           result->images_per_second);
-}
-
-static int run(const train_options *opts)
-{
-    FILE *log = opts->json ? stderr : stdout; /* --json keeps stdout for the JSON */
-    ct_dataset *train_data = NULL, *test_data = NULL;
-    ct_backend *backend = NULL;
-    trainer t = {0};
-    cli_evaluator *ev = NULL;
-    int exit_status = load_split(opts, "train", &train_data);
-    if (exit_status == CLI_EXIT_OK)
-        exit_status = load_split(opts, "test", &test_data);
-    if (exit_status == CLI_EXIT_OK && opts->batch > ct_dataset_size(train_data)) {
+    const train_options *opts = &r->opts;
+    r->log = opts->json ? stderr : stdout; /* --json keeps stdout for the JSON */
+    CLI_TRY(check_options(opts));
+    CLI_TRY(cli_load_dataset("train", opts->data, opts->data_dir, "train", &r->train_data));
+    CLI_TRY(cli_load_dataset("train", opts->data, opts->data_dir, "test", &r->test_data));
+    if (opts->batch > ct_dataset_size(r->train_data)) {
         fprintf(stderr, "cuttle train: --batch %ld is larger than the %lld training images\n",
-                opts->batch, (long long)ct_dataset_size(train_data));
-        exit_status = CLI_EXIT_USAGE;
+                opts->batch, (long long)ct_dataset_size(r->train_data));
+        return CLI_EXIT_USAGE;
     }
-    if (exit_status == CLI_EXIT_OK) {
-        char device[32] = "cpu";
-        if (opts->threads > 0)
-            snprintf(device, sizeof device, "cpu:%ld", opts->threads);
-        if (ct_backend_new(device, &backend) != CT_OK)
-            exit_status = cli_fail("train");
+    char name[128];
+    char *text = NULL;
+    cli_model_name(opts->model, name, sizeof name);
+    if (opts->resume)
+        CLI_TRY(run_resume_model_text(opts->resume, &text));
+    else
+        CLI_TRY(cli_model_text("train", opts->model, &text));
+    int exit_status =
+        run_info_from_dataset("train", name, text, opts->data, r->train_data, &r->info);
+    free(text);
+    CLI_TRY(exit_status);
+    CLI_TRY(cli_backend("train", opts->device, opts->threads, r->log, &r->backend));
+    CLI_TRY(trainer_init(&r->t, opts, &r->info, r->train_data, r->backend));
+    int64_t test_size = ct_dataset_size(r->test_data);
+    int eval_batch = (int)(test_size < EVAL_BATCH ? test_size : EVAL_BATCH);
+    CLI_TRY(cli_evaluator_new("train", r->info.text, r->info.input, r->info.classes, eval_batch,
+                              r->backend, &r->ev));
+    CLI_TRY(run_prepare_dir("train", opts->out));
+    r->first_epoch = 1;
+    if (!opts->resume)
+        return run_trim_metrics(opts->out, 0); /* a new run replaces an old one's metrics */
+    long done = 0;
+    CLI_TRY(run_resume_state(opts->resume, r->t.plan, &done));
+    if (done >= opts->epochs) {
+        fprintf(stderr,
+                "cuttle train: the run in %s has done %ld epochs already; pass --epochs "
+                "with more to train on\n",
+                opts->resume, done);
+        return CLI_EXIT_USAGE;
     }
-    if (exit_status == CLI_EXIT_OK)
-        exit_status = trainer_init(&t, opts, train_data, backend);
-    if (exit_status == CLI_EXIT_OK) {
-        int64_t test_size = ct_dataset_size(test_data);
-        int eval_batch = (int)(test_size < EVAL_BATCH ? test_size : EVAL_BATCH);
-        exit_status = cli_evaluator_new("train", opts->model, test_data, eval_batch, backend,
-                                        (uint64_t)opts->seed, &ev);
+    CLI_TRY(run_trim_metrics(opts->out, done));
+    r->first_epoch = done + 1;
+    fprintf(r->log, "resuming %s after epoch %ld (step %lld)\n", opts->resume, done,
+            (long long)ct_plan_step(r->t.plan));
+    return CLI_EXIT_OK;
+}
+
+static void print_start(const run *r)
+{
+    const train_options *o = &r->opts;
+    fprintf(r->log,
+            "train %s on %s: %lld training images, %lld test images; %s, lr %g (%s), weight "
+            "decay %g, augment %s, batch %ld, %ld epochs, seed %ld; backend %s; saving to %s\n",
+            r->info.name, o->data, (long long)ct_dataset_size(r->train_data),
+            (long long)ct_dataset_size(r->test_data),
+            strcmp(o->optim, "sgd") == 0 ? "sgd (nesterov)" : o->optim, o->lr, o->schedule,
+            o->weight_decay, o->augment, o->batch, o->epochs, o->seed,
+            ct_backend_name(r->backend), o->out);
+    fflush(r->log);
+}
+
+static void print_json(const run *r)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/" RUN_MODEL_FILE, r->opts.out);
+    char *model = run_json_string(r->info.name), *data = run_json_string(r->opts.data);
+    char *checkpoint = run_json_string(path);
+    printf("{\"model\": %s, \"dataset\": %s, \"epochs\": %ld, \"batch\": %ld, "
+           "\"optimizer\": \"%s\", \"lr\": %g, \"schedule\": \"%s\", \"seed\": %ld, "
+           "\"test_accuracy\": %.6f, \"test_loss\": %.6f, \"seconds\": %.3f, "
+           "\"images_per_second\": %.1f, \"checkpoint\": %s}\n",
+           model ? model : "null", data ? data : "null", r->opts.epochs, r->opts.batch,
+           r->opts.optim, r->opts.lr, r->opts.schedule, r->opts.seed, r->test_accuracy,
+           r->test_loss, r->seconds, r->images_per_second, checkpoint ? checkpoint : "null");
+    free(model);
+    free(data);
+    free(checkpoint);
+}
+
+/* Defaults that depend on other options. */
+static void fill_defaults(train_options *opts, char *out_buffer, size_t capacity)
+{
+    bool sgd = strcmp(opts->optim, "sgd") == 0, adamw = strcmp(opts->optim, "adamw") == 0;
+    if (opts->lr == UNSET)
+        opts->lr = sgd ? SGD_PEAK_LR : adamw ? ADAMW_PEAK_LR : ADAM_LR;
+    if (opts->weight_decay == UNSET)
+        opts->weight_decay = sgd ? SGD_WEIGHT_DECAY : adamw ? ADAMW_WEIGHT_DECAY : 0;
+    if (!opts->out) {
+        char name[128];
+        cli_model_name(opts->model, name, sizeof name);
+        snprintf(out_buffer, capacity, "runs/%s-%s", name, opts->data);
+        opts->out = out_buffer;
     }
-    run_result result = {0};
-    if (exit_status == CLI_EXIT_OK) {
-        fprintf(log,
-                "train %s on %s: %lld training images, %lld test images; %s, lr %g (one-cycle), "
-                "weight decay %g, batch %ld, %ld epochs, seed %ld; backend %s\n",
-                opts->model, opts->data, (long long)ct_dataset_size(train_data),
-                (long long)ct_dataset_size(test_data),
-                strcmp(opts->optim, "sgd") == 0 ? "sgd (nesterov momentum 0.9)" : "adamw",
-                opts->lr, opts->weight_decay, opts->batch, opts->epochs, opts->seed,
-                ct_backend_name(backend));
-        fflush(log);
-        exit_status = train_epochs(opts, train_data, test_data, &t, ev, log, &result);
-    }
-    if (exit_status == CLI_EXIT_OK) {
-        fprintf(log, "test accuracy: %.2f%% (%lld images)\n", 100.0 * result.test_accuracy,
-                (long long)ct_dataset_size(test_data));
-        if (opts->json)
-            print_json(opts, &result);
-    }
-    cli_evaluator_free(ev);
-    trainer_free(&t);
-    ct_backend_free(backend);
-    ct_dataset_free(test_data);
-    ct_dataset_free(train_data);
-    return exit_status;
 }
 
 int cmd_train(int argc, char **argv)
 {
-    train_options opts = {.model = "simplecnn", .data = "fashion-mnist", .optim = "sgd",
-                          .epochs = DEFAULT_EPOCHS, .batch = DEFAULT_BATCH, .seed = DEFAULT_SEED,
-                          .lr = UNSET, .weight_decay = UNSET};
-    const cli_option options[] = {
-        {"--model", "NAME", CLI_TEXT, &opts.model, 0, 0, cli_models,
-         "the model: simplecnn (default simplecnn)"},
-        {"--data", "NAME", CLI_TEXT, &opts.data, 0, 0, cli_datasets,
-         "the dataset: fashion-mnist or mnist (default fashion-mnist)"},
-        {"--data-dir", "DIR", CLI_TEXT, &opts.data_dir, 0, 0, NULL,
-         "where its IDX files are, raw or .gz (default /usr/share/datasets/<dataset>)"},
-        {"--epochs", "N", CLI_INT, &opts.epochs, 1, 100000, NULL, "epochs (default 15)"},
-        {"--batch", "B", CLI_INT, &opts.batch, 1, 65536, NULL, "batch size (default 64)"},
-        {"--optim", "NAME", CLI_TEXT, &opts.optim, 0, 0, optimizers,
-         "sgd (nesterov, momentum 0.9) or adamw (default sgd)"},
-        {"--lr", "X", CLI_FLOAT, &opts.lr, 1e-7, 10, NULL,
-         "peak of the one-cycle learning rate (default 0.05 sgd, 0.002 adamw)"},
-        {"--weight-decay", "X", CLI_FLOAT, &opts.weight_decay, 0, 1, NULL,
-         "weight decay (default 5e-4 sgd, 0.01 adamw)"},
-        {"--label-smoothing", "X", CLI_FLOAT, &opts.label_smoothing, 0, 0.99, NULL,
-         "label smoothing of the loss (default 0)"},
-        {"--seed", "S", CLI_INT, &opts.seed, 0, 2147483647, NULL,
-         "seed of the initial weights and the shuffles (default 1)"},
-        {"--threads", "T", CLI_INT, &opts.threads, 0, 4096, NULL,
-         "CPU threads, 0 for all cores (default 0)"},
-        {"--json", NULL, CLI_FLAG, &opts.json, 0, 0, NULL,
-         "print the result as one JSON object on stdout (progress goes to stderr)"},
-    };
-    cli_parsed parsed = cli_parse("train", "[options]", argc, argv, options,
-                                  (int)(sizeof options / sizeof options[0]));
+    run r = {.opts = default_options};
+    char out_buffer[512];
+    cli_parsed parsed = parse_options(&r.opts, argc, argv);
     if (parsed != CLI_PARSED_RUN)
         return parsed == CLI_PARSED_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-    bool sgd = strcmp(opts.optim, "sgd") == 0;
-    if (opts.lr == UNSET)
-        opts.lr = sgd ? SGD_PEAK_LR : ADAMW_PEAK_LR;
-    if (opts.weight_decay == UNSET)
-        opts.weight_decay = sgd ? SGD_WEIGHT_DECAY : ADAMW_WEIGHT_DECAY;
-    return run(&opts);
+    int exit_status = CLI_EXIT_OK;
+    if (r.opts.resume) {
+        /* the saved options first, then this command line over them */
+        const char *resume = r.opts.resume;
+        exit_status = run_resume_args(resume, &r.args);
+        r.opts = default_options;
+        if (exit_status == CLI_EXIT_OK &&
+            parse_options(&r.opts, r.args.n, r.args.items) != CLI_PARSED_RUN) {
+            fprintf(stderr, "cuttle train: the options saved in %s are not valid\n", resume);
+            exit_status = CLI_EXIT_FAILED;
+        }
+        r.opts.out = resume;
+        if (exit_status == CLI_EXIT_OK)
+            parse_options(&r.opts, argc, argv);
+    }
+    if (exit_status == CLI_EXIT_OK)
+        exit_status = run_args_append(&r.args, argc, argv);
+    if (exit_status == CLI_EXIT_OK) {
+        fill_defaults(&r.opts, out_buffer, sizeof out_buffer);
+        exit_status = setup(&r);
+    }
+    if (exit_status == CLI_EXIT_OK) {
+        print_start(&r);
+        exit_status = train_epochs(&r);
+    }
+    if (exit_status == CLI_EXIT_OK) {
+        fprintf(r.log, "test accuracy: %.2f%% (%lld images); saved to %s/" RUN_MODEL_FILE "\n",
+                100.0 * r.test_accuracy, (long long)ct_dataset_size(r.test_data), r.opts.out);
+        if (r.opts.json)
+            print_json(&r);
+    }
+    run_free(&r);
+    return exit_status;
 }

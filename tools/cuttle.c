@@ -15,11 +15,16 @@ static void print_usage(FILE *out)
             "\n"
             "commands:\n"
             "  train      train a model on a dataset and report its test accuracy\n"
+            "  eval       accuracy and loss of saved weights on a dataset\n"
+            "  predict    top classes of saved weights for images or dataset items\n"
             "  version    print the version of cuttle\n"
             "  help       show this help\n"
             "\n"
             "cuttle <command> --help lists the options of a command, e.g.\n"
-            "  cuttle train --model simplecnn --data fashion-mnist --epochs 15\n");
+            "  cuttle train --model simplecnn --data fashion-mnist --epochs 15\n"
+            "  cuttle eval --weights runs/simplecnn-fashion-mnist/model.safetensors\n"
+            "  cuttle predict --weights runs/simplecnn-fashion-mnist/model.safetensors "
+            "fashion-mnist:test:0-4\n");
 }
 
 int main(int argc, char **argv)
@@ -40,6 +45,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(command, "train") == 0)
         return cmd_train(argc - 2, argv + 2);
+    if (strcmp(command, "eval") == 0)
+        return cmd_eval(argc - 2, argv + 2);
+    if (strcmp(command, "predict") == 0)
+        return cmd_predict(argc - 2, argv + 2);
     fprintf(stderr, "cuttle: unknown command '%s' (see cuttle --help)\n", command);
     return CLI_EXIT_USAGE;
 }

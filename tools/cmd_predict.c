@@ -1,0 +1,289 @@
+/*
+ * cuttle predict: the top classes of saved weights for some inputs.  An
+ * input is a PNG or JPEG file (converted to the model's channels and size
+ * and normalized as in training) or DATASET:SPLIT:INDEX (or INDEX-LAST) for
+ * items of a dataset.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "run_info.h"
+
+#define PREDICT_BATCH 64
+#define DEFAULT_TOP 5
+#define MAX_INPUTS 100000
+
+typedef struct predict_options {
+    const char *weights, *model, *data_dir, *device;
+    long top, threads;
+    bool json;
+} predict_options;
+
+/* One image to classify; label is -1 when unknown (image files). */
+typedef struct item {
+    char name[256];
+    int64_t label;
+} item;
+
+typedef struct inputs {
+    item *items;
+    float *images; /* [n, C, H, W] */
+    int64_t n, capacity;
+    size_t item_floats;
+} inputs;
+
+static int grow(inputs *in, int64_t extra)
+{
+    if (in->n + extra > MAX_INPUTS) {
+        fprintf(stderr, "cuttle predict: more than %d inputs; predict in parts\n", MAX_INPUTS);
+        return CLI_EXIT_USAGE;
+    }
+    if (in->n + extra <= in->capacity)
+        return CLI_EXIT_OK;
+    int64_t capacity = in->n + extra;
+    item *items = realloc(in->items, sizeof *items * (size_t)capacity);
+    if (items)
+        in->items = items;
+    float *images = realloc(in->images, sizeof *images * in->item_floats * (size_t)capacity);
+    if (images)
+        in->images = images;
+    if (!items || !images) {
+        fprintf(stderr, "cuttle predict: out of host memory for %lld inputs\n",
+                (long long)capacity);
+        return CLI_EXIT_FAILED;
+    }
+    in->capacity = capacity;
+    return CLI_EXIT_OK;
+}
+
+/* "fashion-mnist:test:3" or "fashion-mnist:test:0-9" into its parts;
+ * false if the text does not have that form. */
+static bool parse_dataset_ref(const char *text, char *name, char *split, size_t capacity,
+                              int64_t *first, int64_t *last)
+{
+    const char *colon1 = strchr(text, ':');
+    const char *colon2 = colon1 ? strchr(colon1 + 1, ':') : NULL;
+    if (!colon2 || (size_t)(colon1 - text) >= capacity || (size_t)(colon2 - colon1) > capacity)
+        return false;
+    snprintf(name, capacity, "%.*s", (int)(colon1 - text), text);
+    snprintf(split, capacity, "%.*s", (int)(colon2 - colon1 - 1), colon1 + 1);
+    char *end = NULL;
+    errno = 0;
+    *first = strtoll(colon2 + 1, &end, 10);
+    *last = *first;
+    if (end != colon2 + 1 && *end == '-') {
+        const char *start = end + 1;
+        *last = strtoll(start, &end, 10);
+        if (end == start)
+            return false;
+    }
+    return end != colon2 + 1 && *end == '\0' && errno == 0 && *first >= 0 && *last >= *first;
+}
+
+static int add_dataset_items(inputs *in, const run_info *info, const char *ref,
+                             const char *data_dir)
+{
+    char name[64], split[64];
+    int64_t first = 0, last = 0;
+    if (!parse_dataset_ref(ref, name, split, sizeof name, &first, &last)) {
+        fprintf(stderr,
+                "cuttle predict: '%s' is neither an image file nor DATASET:SPLIT:INDEX (e.g. "
+                "fashion-mnist:test:0 or fashion-mnist:test:0-9)\n",
+                ref);
+        return CLI_EXIT_USAGE;
+    }
+    ct_dataset *data = NULL;
+    CLI_TRY(cli_load_dataset("predict", name, data_dir, split, &data));
+    int shape[3] = {ct_dataset_channels(data), ct_dataset_height(data), ct_dataset_width(data)};
+    int exit_status = CLI_EXIT_OK;
+    if (memcmp(shape, info->input, sizeof shape) != 0) {
+        fprintf(stderr, "cuttle predict: %s has images %dx%dx%d; the model takes %dx%dx%d\n",
+                name, shape[0], shape[1], shape[2], info->input[0], info->input[1],
+                info->input[2]);
+        exit_status = CLI_EXIT_USAGE;
+    } else if (last >= ct_dataset_size(data)) {
+        fprintf(stderr, "cuttle predict: %s %s has %lld items; index %lld is out of range\n",
+                name, split, (long long)ct_dataset_size(data), (long long)last);
+        exit_status = CLI_EXIT_USAGE;
+    }
+    if (exit_status == CLI_EXIT_OK)
+        exit_status = grow(in, last - first + 1);
+    for (int64_t i = first; exit_status == CLI_EXIT_OK && i <= last; i++) {
+        item *it = &in->items[in->n];
+        snprintf(it->name, sizeof it->name, "%s:%s:%lld", name, split, (long long)i);
+        if (ct_dataset_batch(data, &i, 1, in->images + (size_t)in->n * in->item_floats,
+                             &it->label) != CT_OK)
+            exit_status = cli_fail("predict");
+        else
+            in->n++;
+    }
+    ct_dataset_free(data);
+    return exit_status;
+}
+
+static int add_input(inputs *in, const run_info *info, const char *arg, const char *data_dir)
+{
+    struct stat st;
+    if (stat(arg, &st) != 0)
+        return add_dataset_items(in, info, arg, data_dir);
+    CLI_TRY(grow(in, 1));
+    item *it = &in->items[in->n];
+    snprintf(it->name, sizeof it->name, "%s", arg);
+    it->label = -1;
+    if (ct_image_load(arg, info->input[0], info->input[1], info->input[2], info->mean, info->std,
+                      in->images + (size_t)in->n * in->item_floats) != CT_OK)
+        return cli_fail("predict");
+    in->n++;
+    return CLI_EXIT_OK;
+}
+
+/* The indices of the k largest probabilities, largest first. */
+static void top_k(const double *probabilities, int classes, int k, int *out)
+{
+    for (int i = 0; i < k; i++) {
+        int best = -1;
+        for (int c = 0; c < classes; c++) {
+            bool taken = false;
+            for (int j = 0; j < i; j++)
+                taken = taken || out[j] == c;
+            if (!taken && (best < 0 || probabilities[c] > probabilities[best]))
+                best = c;
+        }
+        out[i] = best;
+    }
+}
+
+static void print_item(const predict_options *o, const run_info *info, const item *it,
+                       const float *logits, bool first)
+{
+    int k = (int)(o->top < info->classes ? o->top : info->classes);
+    double *probabilities = malloc(sizeof *probabilities * (size_t)info->classes);
+    int *best = malloc(sizeof *best * (size_t)k);
+    if (!probabilities || !best) {
+        free(probabilities);
+        free(best);
+        return;
+    }
+    cli_softmax(logits, info->classes, probabilities);
+    top_k(probabilities, info->classes, k, best);
+    if (!o->json) {
+        printf("%s", it->name);
+        if (it->label >= 0)
+            printf("  (labelled %s)", info->class_names[it->label]);
+        printf("\n");
+        for (int i = 0; i < k; i++)
+            printf("  %d. %-20s %.4f\n", i + 1, info->class_names[best[i]],
+                   probabilities[best[i]]);
+    } else {
+        char *name = run_json_string(it->name);
+        printf("%s{\"input\": %s, \"label\": %lld, \"top\": [", first ? "" : ", ",
+               name ? name : "null", (long long)it->label);
+        for (int i = 0; i < k; i++) {
+            char *class_name = run_json_string(info->class_names[best[i]]);
+            printf("%s{\"index\": %d, \"class\": %s, \"probability\": %.9g}", i ? ", " : "",
+                   best[i], class_name ? class_name : "null", probabilities[best[i]]);
+            free(class_name);
+        }
+        printf("], \"logits\": [");
+        for (int c = 0; c < info->classes; c++)
+            printf("%s%.9g", c ? ", " : "", (double)logits[c]);
+        printf("]}");
+        free(name);
+    }
+    free(probabilities);
+    free(best);
+}
+
+static int predict(const predict_options *o, char **args, int n_args)
+{
+    ct_checkpoint *checkpoint = NULL;
+    run_info info;
+    ct_backend *backend = NULL;
+    cli_evaluator *ev = NULL;
+    inputs in = {0};
+    float *logits = NULL;
+    FILE *log = o->json ? stderr : stdout;
+    int exit_status =
+        run_info_open("predict", o->weights, o->model, NULL, o->data_dir, &checkpoint, &info);
+    in.item_floats = (size_t)info.input[0] * (size_t)info.input[1] * (size_t)info.input[2];
+    for (int i = 0; exit_status == CLI_EXIT_OK && i < n_args; i++)
+        exit_status = add_input(&in, &info, args[i], o->data_dir);
+    int batch = (int)(in.n < PREDICT_BATCH ? in.n : PREDICT_BATCH);
+    if (exit_status == CLI_EXIT_OK)
+        exit_status = cli_backend("predict", o->device, o->threads, log, &backend);
+    if (exit_status == CLI_EXIT_OK)
+        exit_status = cli_evaluator_new("predict", info.text, info.input, info.classes, batch,
+                                        backend, &ev);
+    if (exit_status == CLI_EXIT_OK &&
+        ct_plan_load_checkpoint(cli_evaluator_plan(ev), checkpoint, CT_SAVE_MODEL) != CT_OK)
+        exit_status = cli_fail("predict");
+    if (exit_status == CLI_EXIT_OK &&
+        !(logits = malloc(sizeof *logits * (size_t)batch * (size_t)info.classes))) {
+        fprintf(stderr, "cuttle predict: out of host memory\n");
+        exit_status = CLI_EXIT_FAILED;
+    }
+    if (exit_status == CLI_EXIT_OK && o->json)
+        printf("{\"model\": \"%s\", \"predictions\": [", info.name);
+    for (int64_t start = 0; exit_status == CLI_EXIT_OK && start < in.n; start += batch) {
+        int n = (int)(in.n - start < batch ? in.n - start : batch);
+        exit_status = cli_evaluator_logits("predict", ev, in.images + (size_t)start * in.item_floats,
+                                           n, logits);
+        for (int b = 0; exit_status == CLI_EXIT_OK && b < n; b++)
+            print_item(o, &info, &in.items[start + b], logits + (size_t)b * (size_t)info.classes,
+                       start + b == 0);
+    }
+    if (exit_status == CLI_EXIT_OK && o->json)
+        printf("]}\n");
+    free(logits);
+    free(in.items);
+    free(in.images);
+    cli_evaluator_free(ev);
+    ct_backend_free(backend);
+    run_info_free(&info);
+    ct_checkpoint_close(checkpoint);
+    return exit_status;
+}
+
+int cmd_predict(int argc, char **argv)
+{
+    predict_options o = {.device = "cpu", .top = DEFAULT_TOP};
+    const cli_option options[] = {
+        {"--weights", "FILE", CLI_TEXT, &o.weights, 0, 0, NULL,
+         "the checkpoint (model.safetensors from cuttle train) (required)"},
+        {"--model", "NAME|FILE", CLI_TEXT, &o.model, 0, 0, NULL,
+         "the model (default: the one recorded in the checkpoint)"},
+        {"--top", "K", CLI_INT, &o.top, 1, 1000, NULL, "how many classes to show (default 5)"},
+        {"--data-dir", "DIR", CLI_TEXT, &o.data_dir, 0, 0, NULL,
+         "where the dataset of DATASET:SPLIT:INDEX inputs is (default: Debian's place)"},
+        {"--device", "DEV", CLI_TEXT, &o.device, 0, 0, NULL,
+         "auto, cpu, cpu:N, cuda or cuda:N (default cpu)"},
+        {"--threads", "T", CLI_INT, &o.threads, 0, 4096, NULL,
+         "CPU threads, 0 for all cores (default 0)"},
+        {"--json", NULL, CLI_FLAG, &o.json, 0, 0, NULL,
+         "print one JSON object: per input the top classes, probabilities and logits"},
+    };
+    char **positional = malloc(sizeof *positional * (size_t)(argc > 0 ? argc : 1));
+    int n_positional = 0;
+    if (!positional) {
+        fprintf(stderr, "cuttle predict: out of host memory\n");
+        return CLI_EXIT_FAILED;
+    }
+    cli_parsed parsed = cli_parse_positional(
+        "predict", "--weights FILE [options] INPUT...  (INPUT: a PNG/JPEG file or "
+                   "DATASET:SPLIT:INDEX[-LAST])",
+        argc, argv, options, (int)(sizeof options / sizeof options[0]), positional,
+        &n_positional);
+    int exit_status = parsed == CLI_PARSED_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    if (parsed == CLI_PARSED_RUN && !o.weights)
+        fprintf(stderr, "cuttle predict: --weights FILE is required (see cuttle predict --help)\n");
+    else if (parsed == CLI_PARSED_RUN && n_positional == 0)
+        fprintf(stderr, "cuttle predict: no INPUT given: name image files or "
+                        "DATASET:SPLIT:INDEX items\n");
+    else if (parsed == CLI_PARSED_RUN)
+        exit_status = predict(&o, positional, n_positional);
+    free(positional);
+    return exit_status;
+}

@@ -1,0 +1,318 @@
+/*
+ * The files of a training run (run_files.h).
+ */
+#include "run_files.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/json.h"
+
+#define PATH_CAPACITY 1024
+#define ARGS_JSON_DEPTH 4
+#define METRICS_LINE_CAPACITY 4096
+
+static int path_in(const char *dir, const char *file, char *out, size_t capacity)
+{
+    if ((size_t)snprintf(out, capacity, "%s/%s", dir, file) >= capacity) {
+        fprintf(stderr, "cuttle train: the path %s/%s is too long\n", dir, file);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* ---- arguments ----------------------------------------------------------------- */
+
+static char *copy_text(const char *s)
+{
+    size_t len = strlen(s);
+    char *copy = malloc(len + 1);
+    if (copy)
+        memcpy(copy, s, len + 1);
+    return copy;
+}
+
+static int add_arg(run_args *args, const char *text)
+{
+    char **grown = realloc(args->items, sizeof *grown * (size_t)(args->n + 1));
+    if (!grown) {
+        fprintf(stderr, "cuttle train: out of host memory\n");
+        return CLI_EXIT_FAILED;
+    }
+    args->items = grown;
+    if (!(args->items[args->n] = copy_text(text))) {
+        fprintf(stderr, "cuttle train: out of host memory\n");
+        return CLI_EXIT_FAILED;
+    }
+    args->n++;
+    return CLI_EXIT_OK;
+}
+
+/* Options that steer one invocation, not the run: never saved. */
+static const char *const unsaved_options[] = {"--resume", "--stop-after"};
+
+static bool is_unsaved(const char *arg, bool *takes_next)
+{
+    for (size_t i = 0; i < sizeof unsaved_options / sizeof unsaved_options[0]; i++) {
+        size_t len = strlen(unsaved_options[i]);
+        if (strncmp(arg, unsaved_options[i], len) == 0 && (arg[len] == '\0' || arg[len] == '=')) {
+            *takes_next = arg[len] == '\0';
+            return true;
+        }
+    }
+    return false;
+}
+
+int run_args_append(run_args *args, int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++) {
+        bool takes_next = false;
+        if (is_unsaved(argv[i], &takes_next)) {
+            i += takes_next; /* and its value */
+            continue;
+        }
+        CLI_TRY(add_arg(args, argv[i]));
+    }
+    return CLI_EXIT_OK;
+}
+
+void run_args_free(run_args *args)
+{
+    for (int i = 0; i < args->n; i++)
+        free(args->items[i]);
+    free(args->items);
+    args->items = NULL;
+    args->n = 0;
+}
+
+/* The arguments as a JSON array of strings, malloc'ed. */
+static char *args_json(const run_args *args)
+{
+    size_t cap = 3;
+    for (int i = 0; i < args->n; i++)
+        cap += ct_json_escape(NULL, 0, args->items[i], strlen(args->items[i])) + 2;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    size_t len = 0;
+    out[len++] = '[';
+    for (int i = 0; i < args->n; i++) {
+        if (i)
+            len += (size_t)sprintf(out + len, ", ");
+        len += ct_json_escape(out + len, cap - len, args->items[i], strlen(args->items[i]));
+    }
+    strcpy(out + len, "]");
+    return out;
+}
+
+/* ---- writing ------------------------------------------------------------------- */
+
+int run_prepare_dir(const char *command, const char *dir)
+{
+    char path[PATH_CAPACITY];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+        fprintf(stderr, "cuttle %s: the path %s is too long\n", command, dir);
+        return CLI_EXIT_USAGE;
+    }
+    for (char *p = path + 1;; p++) {
+        bool end = *p == '\0';
+        if (*p != '/' && !end)
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "cuttle %s: cannot create the directory %s: %s\n", command, path,
+                    strerror(errno));
+            return CLI_EXIT_FAILED;
+        }
+        if (end)
+            break;
+        *p = '/';
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "cuttle %s: %s is not a directory\n", command, dir);
+        return CLI_EXIT_FAILED;
+    }
+    return CLI_EXIT_OK;
+}
+
+static int append_metrics(const char *dir, const epoch_metrics *m)
+{
+    char path[PATH_CAPACITY];
+    CLI_TRY(path_in(dir, RUN_METRICS_FILE, path, sizeof path));
+    FILE *file = fopen(path, "a");
+    if (!file) {
+        fprintf(stderr, "cuttle train: cannot write %s: %s\n", path, strerror(errno));
+        return CLI_EXIT_FAILED;
+    }
+    fprintf(file,
+            "{\"epoch\": %ld, \"train_loss\": %.6f, \"train_accuracy\": %.6f, "
+            "\"test_loss\": %.6f, \"test_accuracy\": %.6f, \"seconds\": %.3f, "
+            "\"images_per_second\": %.1f, \"lr\": %.6g}\n",
+            m->epoch, m->train_loss, m->train_accuracy, m->test_loss, m->test_accuracy,
+            m->seconds, m->images_per_second, m->lr);
+    bool ok = fflush(file) == 0 && fsync(fileno(file)) == 0;
+    ok = fclose(file) == 0 && ok;
+    if (!ok) {
+        fprintf(stderr, "cuttle train: cannot write %s: %s\n", path, strerror(errno));
+        return CLI_EXIT_FAILED;
+    }
+    return CLI_EXIT_OK;
+}
+
+int run_save_epoch(const char *dir, ct_plan *plan, const run_info *info, const run_args *args,
+                   const epoch_metrics *m)
+{
+    char state_path[PATH_CAPACITY], model_path[PATH_CAPACITY], epoch[32], step[32];
+    CLI_TRY(path_in(dir, RUN_STATE_FILE, state_path, sizeof state_path));
+    CLI_TRY(path_in(dir, RUN_MODEL_FILE, model_path, sizeof model_path));
+    CLI_TRY(append_metrics(dir, m));
+    snprintf(epoch, sizeof epoch, "%ld", m->epoch);
+    snprintf(step, sizeof step, "%" PRId64, ct_plan_step(plan));
+    run_meta meta = {.n = 0};
+    char *saved_args = args_json(args);
+    bool ok = saved_args && run_meta_add_info(&meta, info) && run_meta_add(&meta, "epoch", epoch);
+    int model_n_meta = meta.n;
+    ok = ok && run_meta_add(&meta, "step", step) && run_meta_add(&meta, "args", saved_args);
+    free(saved_args);
+    int exit_status = CLI_EXIT_OK;
+    if (!ok) {
+        fprintf(stderr, "cuttle train: out of host memory for the checkpoint's metadata\n");
+        exit_status = CLI_EXIT_FAILED;
+    } else if (ct_plan_save(plan, state_path, CT_SAVE_MODEL | CT_SAVE_OPTIMIZER, meta.n,
+                            meta.items) != CT_OK ||
+               ct_plan_save(plan, model_path, CT_SAVE_MODEL, model_n_meta, meta.items) !=
+                   CT_OK) {
+        exit_status = cli_fail("train");
+    }
+    run_meta_free(&meta);
+    return exit_status;
+}
+
+/* ---- resuming ------------------------------------------------------------------ */
+
+static int open_state(const char *dir, ct_checkpoint **out)
+{
+    char path[PATH_CAPACITY];
+    CLI_TRY(path_in(dir, RUN_STATE_FILE, path, sizeof path));
+    if (ct_checkpoint_open(path, out) != CT_OK) {
+        fprintf(stderr, "cuttle train: cannot resume from %s: %s\n", dir, ct_last_error());
+        return CLI_EXIT_FAILED;
+    }
+    return CLI_EXIT_OK;
+}
+
+static int bad_state(const char *dir, const char *what)
+{
+    fprintf(stderr, "cuttle train: cannot resume from %s: %s/" RUN_STATE_FILE " %s\n", dir, dir,
+            what);
+    return CLI_EXIT_FAILED;
+}
+
+static int parse_args(const char *dir, const char *text, run_args *args)
+{
+    ct_json_doc doc = {0};
+    ct_json_error error;
+    if (!text || ct_json_parse(text, strlen(text), ARGS_JSON_DEPTH, &doc, &error) != CT_OK)
+        return bad_state(dir, "has no valid 'args' metadata");
+    const ct_json_value *root = ct_json_root(&doc);
+    int exit_status = root->type == CT_JSON_ARRAY ? CLI_EXIT_OK
+                                                   : bad_state(dir, "has 'args' that is not a list");
+    const ct_json_value *v = ct_json_first(root);
+    for (int i = 0; exit_status == CLI_EXIT_OK && i < root->count; i++, v = ct_json_next(v)) {
+        if (v->type != CT_JSON_STRING)
+            exit_status = bad_state(dir, "has 'args' that are not strings");
+        else
+            exit_status = add_arg(args, v->string);
+    }
+    ct_json_free(&doc);
+    return exit_status;
+}
+
+int run_resume_args(const char *dir, run_args *args)
+{
+    ct_checkpoint *state = NULL;
+    CLI_TRY(open_state(dir, &state));
+    int exit_status = parse_args(dir, ct_checkpoint_meta(state, "args"), args);
+    ct_checkpoint_close(state);
+    return exit_status;
+}
+
+int run_resume_model_text(const char *dir, char **text)
+{
+    ct_checkpoint *state = NULL;
+    CLI_TRY(open_state(dir, &state));
+    const char *model = ct_checkpoint_meta(state, "model");
+    int exit_status = CLI_EXIT_OK;
+    if (!model)
+        exit_status = bad_state(dir, "has no 'model' metadata");
+    else if (!(*text = copy_text(model)))
+        exit_status = bad_state(dir, "could not be read: out of host memory");
+    ct_checkpoint_close(state);
+    return exit_status;
+}
+
+static bool parse_count(const char *text, long long *out)
+{
+    char *end = NULL;
+    if (!text)
+        return false;
+    errno = 0;
+    *out = strtoll(text, &end, 10);
+    return end != text && !*end && errno == 0 && *out >= 0;
+}
+
+int run_resume_state(const char *dir, ct_plan *plan, long *epochs_done)
+{
+    ct_checkpoint *state = NULL;
+    CLI_TRY(open_state(dir, &state));
+    long long epoch = 0, step = 0;
+    int exit_status = CLI_EXIT_OK;
+    if (!parse_count(ct_checkpoint_meta(state, "epoch"), &epoch) ||
+        !parse_count(ct_checkpoint_meta(state, "step"), &step))
+        exit_status = bad_state(dir, "lacks a valid 'epoch' or 'step'");
+    else if (ct_plan_load_checkpoint(plan, state, CT_SAVE_MODEL | CT_SAVE_OPTIMIZER) != CT_OK)
+        exit_status = cli_fail("train");
+    ct_checkpoint_close(state);
+    if (exit_status == CLI_EXIT_OK) {
+        ct_plan_set_step(plan, step);
+        *epochs_done = (long)epoch;
+    }
+    return exit_status;
+}
+
+int run_trim_metrics(const char *dir, long epochs_done)
+{
+    char path[PATH_CAPACITY], temp[PATH_CAPACITY + 8];
+    CLI_TRY(path_in(dir, RUN_METRICS_FILE, path, sizeof path));
+    snprintf(temp, sizeof temp, "%s.tmp", path);
+    FILE *in = fopen(path, "r");
+    if (!in)
+        return CLI_EXIT_OK; /* nothing to trim */
+    FILE *out = fopen(temp, "w");
+    if (!out) {
+        fclose(in);
+        fprintf(stderr, "cuttle train: cannot write %s: %s\n", temp, strerror(errno));
+        return CLI_EXIT_FAILED;
+    }
+    char line[METRICS_LINE_CAPACITY];
+    while (fgets(line, sizeof line, in)) {
+        const char *field = strstr(line, "\"epoch\": ");
+        long epoch = field ? strtol(field + strlen("\"epoch\": "), NULL, 10) : 0;
+        if (field && epoch >= 1 && epoch <= epochs_done)
+            fputs(line, out);
+    }
+    fclose(in);
+    bool ok = fflush(out) == 0 && fsync(fileno(out)) == 0;
+    ok = fclose(out) == 0 && ok && rename(temp, path) == 0;
+    if (!ok) {
+        fprintf(stderr, "cuttle train: cannot rewrite %s: %s\n", path, strerror(errno));
+        return CLI_EXIT_FAILED;
+    }
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,65 @@
+/*
+ * What a checkpoint says about its model, so that eval and predict need
+ * nothing else: the model's definition text, its input shape, the
+ * normalization its images went through, the class names and the dataset.
+ *
+ * In model.safetensors these are "__metadata__" strings:
+ *   cuttle_version  "0.1.0"
+ *   model_name      "simplecnn"
+ *   model           the definition text (docs/model-format.md)
+ *   input           "[1, 28, 28]"               channels, height, width
+ *   mean, std       "[0.286, ...]"              per channel
+ *   classes         "[\"T-shirt/top\", ...]"    names, by label
+ *   dataset         "fashion-mnist"
+ *   epoch           "15"
+ */
+#ifndef CUTTLE_TOOLS_RUN_INFO_H
+#define CUTTLE_TOOLS_RUN_INFO_H
+
+#include "cli.h"
+
+#define RUN_MAX_CHANNELS 4
+#define RUN_META_CAPACITY 16
+
+typedef struct run_info {
+    char *name, *text, *dataset;
+    int input[3]; /* channels, height, width */
+    int classes;
+    float mean[RUN_MAX_CHANNELS], std[RUN_MAX_CHANNELS];
+    char **class_names; /* classes entries */
+} run_info;
+
+/* From a training run: the model and the training split that fed it. */
+int run_info_from_dataset(const char *command, const char *model_name, const char *model_text,
+                          const char *dataset_name, const ct_dataset *data, run_info *info);
+/* From a checkpoint's metadata; `path` is for messages. */
+int run_info_read(const char *command, const ct_checkpoint *checkpoint, const char *path,
+                  run_info *info);
+void run_info_free(run_info *info);
+
+/* What eval and predict start from: a checkpoint and its model.  A
+ * checkpoint written by cuttle train describes itself; for a plain
+ * state_dict (from PyTorch, say) `model` names the model and `data` the
+ * dataset that gives the input shape, classes and normalization.  Either
+ * may be given to override the checkpoint's. */
+int run_info_open(const char *command, const char *weights, const char *model, const char *data,
+                  const char *data_dir, ct_checkpoint **checkpoint, run_info *info);
+
+/* Metadata pairs whose strings this owns. */
+typedef struct run_meta {
+    ct_meta items[RUN_META_CAPACITY];
+    char *owned[RUN_META_CAPACITY];
+    int n;
+} run_meta;
+
+/* Add a pair; the value is copied.  Returns false when memory or capacity
+ * runs out. */
+bool run_meta_add(run_meta *meta, const char *key, const char *value);
+/* The model's pairs (all of the list above but epoch). */
+bool run_meta_add_info(run_meta *meta, const run_info *info);
+void run_meta_free(run_meta *meta);
+
+/* A JSON string literal of s, malloc'ed. */
+char *run_json_string(const char *s);
+
+#endif
