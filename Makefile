@@ -90,7 +90,7 @@ endif
 # ---- sources ------------------------------------------------------------------
 
 LIB_SRCS   := $(sort $(wildcard src/core/*.c src/graph/*.c src/ops/*.c src/cpu/*.c \
-                                src/nn/*.c src/io/*.c src/data/*.c))
+                                src/nn/*.c src/io/*.c src/data/*.c src/prof/*.c))
 LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
 TEST_BINS  := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
