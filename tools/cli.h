@@ -82,5 +82,7 @@ int cli_argmax(const float *row, int classes);
 double cli_cross_entropy(const float *row, int classes, int64_t label);
 
 int cmd_train(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
 
 #endif

@@ -15,6 +15,8 @@ static void print_usage(FILE *out)
             "\n"
             "commands:\n"
             "  train      train a model on a dataset and report its test accuracy\n"
+            "  bench      time a model's training or inference step on synthetic data\n"
+            "  profile    time every op of a step; per-op table and Chrome trace\n"
             "  version    print the version of cuttle\n"
             "  help       show this help\n"
             "\n"
@@ -40,6 +42,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(command, "train") == 0)
         return cmd_train(argc - 2, argv + 2);
+    if (strcmp(command, "bench") == 0)
+        return cmd_bench(argc - 2, argv + 2);
+    if (strcmp(command, "profile") == 0)
+        return cmd_profile(argc - 2, argv + 2);
     fprintf(stderr, "cuttle: unknown command '%s' (see cuttle --help)\n", command);
     return CLI_EXIT_USAGE;
 }
