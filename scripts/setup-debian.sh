@@ -1,10 +1,11 @@
 #!/bin/sh
 # Installs the Debian packages that cuttle's build, tests and main job need,
 # skipping those already installed.  Usage: scripts/setup-debian.sh [--torch]
+# (python3: the tests check the JSON that cuttle prints.)
 #   --torch  also python3-torch (the PyTorch peer of the benchmarks and the
 #            script that regenerates the test fixtures)
 set -e
-packages="gcc make pkg-config libopenblas-openmp-dev zlib1g-dev dataset-fashion-mnist"
+packages="gcc make pkg-config libopenblas-openmp-dev zlib1g-dev dataset-fashion-mnist python3"
 if [ "$1" = "--torch" ]; then
     packages="$packages python3-torch"
 fi
