@@ -59,6 +59,8 @@ static void summarize(const bench_options *opts, double *times, bench_result *r)
     r->peak_host_bytes = workload_peak_host_bytes();
 }
 
+/* peak_device_bytes is null until a backend reports its allocator's
+ * statistics (the CUDA backend's, when it lands). */
 static void print_json(const bench_options *opts, const workload *w, const bench_result *r)
 {
     const workload_options *o = &opts->work;
@@ -66,7 +68,7 @@ static void print_json(const bench_options *opts, const workload *w, const bench
     workload_print_json_string(stdout, o->model);
     printf(", \"batch\": %ld, \"input\": \"%dx%dx%d\", \"classes\": %ld, \"device\": ", o->batch,
            w->channels, w->height, w->width, o->classes);
-    workload_print_json_string(stdout, w->device);
+    workload_print_json_string(stdout, o->device); /* as given, like the peer; see threads */
     printf(", \"backend\": ");
     workload_print_json_string(stdout, ct_backend_name(w->backend));
     printf(", \"mode\": \"%s\", \"steps\": %ld, \"warmup\": %ld, \"median_ms\": %.4f, "

@@ -157,7 +157,7 @@ static void print_json(const profile_options *opts, const workload *w,
     workload_print_json_string(stdout, o->model);
     printf(", \"batch\": %ld, \"input\": \"%dx%dx%d\", \"device\": ", o->batch, w->channels,
            w->height, w->width);
-    workload_print_json_string(stdout, w->device);
+    workload_print_json_string(stdout, o->device);
     printf(", \"mode\": \"%s\", \"steps\": %ld, \"warmup\": %ld, \"threads\": %d, "
            "\"step_ms\": %.4f, \"nodes_ms\": %.4f, \"ops\": [",
            o->mode, opts->steps, opts->warmup, ct_backend_threads(w->backend),
