@@ -435,13 +435,13 @@ ct_status ct_plan_set_profiling(ct_plan *plan, bool on)
 {
     if (!plan)
         return ct_set_error(CT_ERR_ARG, "ct_plan_set_profiling: plan is NULL");
-    if (!on || plan->profiler) {
-        if (!on) {
-            ct_profiler_free(plan->profiler);
-            plan->profiler = NULL;
-        }
+    if (!on) {
+        ct_profiler_free(plan->profiler);
+        plan->profiler = NULL;
         return CT_OK;
     }
+    if (plan->profiler)
+        return CT_OK;
     const ct_tensor **const schedules[CT_MODE_COUNT] = {plan->schedule[CT_TRAIN],
                                                         plan->schedule[CT_EVAL]};
     return ct_profiler_new(plan->backend, schedules, plan->n_schedule, &plan->profiler);
