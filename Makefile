@@ -109,7 +109,7 @@ endif
 # ---- sources ------------------------------------------------------------------
 
 LIB_SRCS   := $(sort $(wildcard src/core/*.c src/graph/*.c src/ops/*.c src/cpu/*.c \
-                                src/nn/*.c src/io/*.c src/data/*.c))
+                                src/nn/*.c src/io/*.c src/data/*.c src/prof/*.c))
 LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 # The built-in models: models/*.model, compiled in as strings (the files stay
 # the one source; scripts/embed-models.sh writes the C file).

@@ -334,6 +334,70 @@ ct_status ct_plan_load_checkpoint(ct_plan *plan, const ct_checkpoint *checkpoint
                                   unsigned what);
 /* ct_checkpoint_open + ct_plan_load_checkpoint + close. */
 ct_status ct_plan_load(ct_plan *plan, const char *path, unsigned what);
+/* Host threads that a backend's kernels use (the CPU's thread count). */
+int ct_backend_threads(const ct_backend *backend);
+
+/* ---- profiling ---------------------------------------------------------------- */
+
+/* With profiling on, ct_plan_run times every node it runs and keeps the
+ * records of the last step; `cuttle profile` turns them into a per-op table
+ * and a Chrome trace (docs/profiling.md).  Off, it costs one branch per
+ * step; on, a step still allocates nothing (the records are made when
+ * profiling is turned on). */
+
+typedef enum ct_prof_phase {
+    CT_PROF_FORWARD = 0,
+    CT_PROF_BACKWARD,
+    CT_PROF_OPTIMIZER,
+    CT_PROF_PHASE_COUNT
+} ct_prof_phase;
+
+const char *ct_prof_phase_name(ct_prof_phase phase); /* "forward", ... */
+
+/* One node of one step.  Times are on the host's monotonic clock
+ * (CLOCK_MONOTONIC), in nanoseconds. */
+typedef struct ct_prof_record {
+    const char *op;     /* "conv2d", "relu_bwd", ...: static */
+    const char *label;  /* the node: its name, or "%12 (relu)" */
+    const char *shapes; /* "[64,1,28,28] [6,1,5,5] [6] -> [64,6,24,24]" */
+    ct_prof_phase phase;
+    int64_t start_ns, end_ns;
+    /* When the backend has a device clock (a GPU): the node's time on the
+     * device, mapped onto the host clock at the step's start; else -1. */
+    int64_t device_start_ns, device_end_ns;
+    double flops; /* estimated arithmetic, a multiply-add counted as 2 */
+    double bytes; /* estimated least memory traffic */
+} ct_prof_record;
+
+/* The last step that ran with profiling on.  The strings and records are
+ * borrowed from the plan: valid until the next profiled run, until
+ * profiling is turned off, or until the plan is freed. */
+typedef struct ct_profile {
+    ct_mode mode;
+    int64_t step;             /* ct_plan_step() before the step */
+    int64_t start_ns, end_ns; /* the whole ct_plan_run, synchronization included */
+    int n_records;            /* nodes run, in order (views run nothing and have none) */
+    const ct_prof_record *records;
+} ct_profile;
+
+/* Turn per-node timing on (allocating the records once: CT_ERR_MEMORY) or
+ * off (freeing them). */
+ct_status ct_plan_set_profiling(ct_plan *plan, bool on);
+/* CT_ERR_STATE when profiling is off or no step has run since it was on. */
+ct_status ct_plan_profile(const ct_plan *plan, ct_profile *out);
+
+/* A Chrome trace file (the JSON Object Format with "X" events, which
+ * Perfetto and chrome://tracing open): a track of host times and, when the
+ * records have device times, a device track. */
+typedef struct ct_trace ct_trace;
+/* Create or truncate the file (CT_ERR_IO). */
+ct_status ct_trace_open(const char *path, ct_trace **out);
+/* Append the events of one profiled step: the step, its phases and nodes,
+ * with shapes, FLOPs and bytes as arguments. */
+ct_status ct_trace_add(ct_trace *trace, const ct_profile *profile);
+/* Finish the JSON, close the file and free the trace (NULL is fine);
+ * CT_ERR_IO if anything failed to be written. */
+ct_status ct_trace_close(ct_trace *trace);
 
 /* ---- datasets ------------------------------------------------------------ */
 

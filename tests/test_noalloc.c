@@ -79,6 +79,17 @@ static void test_training_step_allocates_nothing(void)
     CHECK(allocations == before, "%ld allocations during 3 train + 3 eval steps",
           allocations - before);
     CHECK(before > 0, "the allocation counter is not wired (no allocations at all)");
+    CHECK_OK(ct_plan_set_profiling(plan, true)); /* allocates the records, once */
+    before = allocations;
+    for (int step = 0; step < 3; step++) {
+        ct_profile profile;
+        CHECK_OK(ct_plan_run(plan, CT_TRAIN));
+        CHECK_OK(ct_plan_profile(plan, &profile));
+        CHECK_OK(ct_plan_run(plan, CT_EVAL));
+        CHECK_OK(ct_plan_profile(plan, &profile));
+    }
+    CHECK(allocations == before, "%ld allocations during 3 profiled train + eval steps",
+          allocations - before);
     ct_plan_free(plan);
     ct_backend_free(backend);
     ct_graph_free(graph);

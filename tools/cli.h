@@ -118,5 +118,7 @@ void cli_softmax(const float *row, int classes, double *probabilities);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
 
 #endif

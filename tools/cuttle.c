@@ -17,6 +17,8 @@ static void print_usage(FILE *out)
             "  train      train a model on a dataset and report its test accuracy\n"
             "  eval       accuracy and loss of saved weights on a dataset\n"
             "  predict    top classes of saved weights for images or dataset items\n"
+            "  bench      time a model's training or inference step on synthetic data\n"
+            "  profile    time every op of a step; per-op table and Chrome trace\n"
             "  version    print the version of cuttle\n"
             "  help       show this help\n"
             "\n"
@@ -49,6 +51,10 @@ int main(int argc, char **argv)
         return cmd_eval(argc - 2, argv + 2);
     if (strcmp(command, "predict") == 0)
         return cmd_predict(argc - 2, argv + 2);
+    if (strcmp(command, "bench") == 0)
+        return cmd_bench(argc - 2, argv + 2);
+    if (strcmp(command, "profile") == 0)
+        return cmd_profile(argc - 2, argv + 2);
     fprintf(stderr, "cuttle: unknown command '%s' (see cuttle --help)\n", command);
     return CLI_EXIT_USAGE;
 }

@@ -50,3 +50,8 @@ const char *ct_backend_name(const ct_backend *backend)
 {
     return backend ? backend->name : "(null)";
 }
+
+int ct_backend_threads(const ct_backend *backend)
+{
+    return backend ? backend->n_threads : 0;
+}

@@ -53,6 +53,18 @@ typedef struct ct_backend_i {
     ct_status (*run_node)(ct_backend *backend, const ct_exec *exec, const ct_tensor *node);
     ct_status (*synchronize)(ct_backend *backend);
     void (*destroy)(ct_backend *backend);
+    /* Optional device clock for the profiler (src/prof/profiler.c); NULL
+     * where a node's time is the host clock around run_node, as on the CPU,
+     * whose kernels are synchronous.  A GPU backend makes n_marks markers
+     * once when profiling is turned on (CUDA: cudaEventCreate), records
+     * mark i on its stream after the work queued so far (cudaEventRecord;
+     * mark 0 before the first node of a step, mark i+1 after node i), and
+     * after synchronize gives the device time from mark 0 to mark i
+     * (cudaEventElapsedTime). */
+    ct_status (*timer_new)(ct_backend *backend, int n_marks, void **timer);
+    void (*timer_mark)(ct_backend *backend, void *timer, int mark);
+    ct_status (*timer_elapsed_ns)(ct_backend *backend, void *timer, int mark, int64_t *ns);
+    void (*timer_free)(ct_backend *backend, void *timer);
 } ct_backend_i;
 
 #define CT_BACKEND_NAME_CAPACITY 64

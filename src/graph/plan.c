@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "graph/backend.h"
 #include "graph/memplan.h"
+#include "prof/profiler.h"
 
 #define CT_MODE_COUNT 2
 
@@ -33,6 +34,7 @@ struct ct_plan {
     uint64_t seed;
     int64_t step;
     float lr;
+    ct_profiler *profiler; /* NULL unless profiling is on */
 };
 
 static bool is_root(const ct_tensor *t, ct_mode mode)
@@ -280,6 +282,7 @@ void ct_plan_free(ct_plan *plan)
         backend->iface->release(backend, plan->state);
     if (plan->workspace)
         backend->iface->release(backend, plan->workspace);
+    ct_profiler_free(plan->profiler);
     for (int mode = 0; mode < CT_MODE_COUNT; mode++)
         free(plan->schedule[mode]);
     free(plan->offsets);
@@ -303,6 +306,19 @@ static ct_exec exec_of(const ct_plan *plan, ct_mode mode)
     return exec;
 }
 
+static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
+{
+    ct_backend *backend = plan->backend;
+    backend->iface->begin_step(backend);
+    for (int i = 0; i < plan->n_schedule[mode]; i++) {
+        const ct_tensor *node = plan->schedule[mode][i];
+        if (node->op == CT_OP_VIEW)
+            continue;
+        CT_TRY(backend->iface->run_node(backend, exec, node));
+    }
+    return backend->iface->synchronize(backend);
+}
+
 ct_status ct_plan_run(ct_plan *plan, ct_mode mode)
 {
     if (!plan)
@@ -314,16 +330,12 @@ ct_status ct_plan_run(ct_plan *plan, ct_mode mode)
         return ct_set_error(CT_ERR_STATE,
                             "ct_plan_run: the graph grew after the plan was made; make a new "
                             "plan");
-    ct_backend *backend = plan->backend;
     ct_exec exec = exec_of(plan, mode);
-    backend->iface->begin_step(backend);
-    for (int i = 0; i < plan->n_schedule[mode]; i++) {
-        const ct_tensor *node = plan->schedule[mode][i];
-        if (node->op == CT_OP_VIEW)
-            continue;
-        CT_TRY(backend->iface->run_node(backend, &exec, node));
-    }
-    CT_TRY(backend->iface->synchronize(backend));
+    if (plan->profiler)
+        CT_TRY(ct_profiler_run(plan->profiler, &exec, mode, plan->schedule[mode],
+                               plan->n_schedule[mode], plan->step));
+    else
+        CT_TRY(run_schedule(plan, mode, &exec));
     if (mode == CT_TRAIN)
         plan->step++;
     return CT_OK;
@@ -422,4 +434,27 @@ int ct_plan_n_nodes(const ct_plan *plan, ct_mode mode)
     if (!plan || (mode != CT_TRAIN && mode != CT_EVAL))
         return 0;
     return plan->n_schedule[mode];
+}
+
+ct_status ct_plan_set_profiling(ct_plan *plan, bool on)
+{
+    if (!plan)
+        return ct_set_error(CT_ERR_ARG, "ct_plan_set_profiling: plan is NULL");
+    if (!on) {
+        ct_profiler_free(plan->profiler);
+        plan->profiler = NULL;
+        return CT_OK;
+    }
+    if (plan->profiler)
+        return CT_OK;
+    const ct_tensor **const schedules[CT_MODE_COUNT] = {plan->schedule[CT_TRAIN],
+                                                        plan->schedule[CT_EVAL]};
+    return ct_profiler_new(plan->backend, schedules, plan->n_schedule, &plan->profiler);
+}
+
+ct_status ct_plan_profile(const ct_plan *plan, ct_profile *out)
+{
+    if (!plan || !out)
+        return ct_set_error(CT_ERR_ARG, "ct_plan_profile: plan and out are required");
+    return ct_profiler_last(plan->profiler, out);
 }

@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""PyTorch peer of `cuttle bench`: the same options, the same step and the
+same JSON fields, so that bench/compare can put the two side by side.
+
+  /usr/bin/python3 bench/peers/torch_bench.py --model simplecnn --batch 64 \\
+      --input 1x28x28 --device cpu --mode train --steps 50 --warmup 5 --json
+
+Train mode is one training step as cuttle's: forward, mean cross-entropy,
+backward, and SGD (lr 0.01, momentum 0.9, Nesterov, weight decay 5e-4).
+Infer mode is a forward pass in eval mode under torch.inference_mode().
+The batch (seeded random images in [-1, 1) and labels) is made once on the
+device; each timed step ends with a synchronization on a GPU.  The step
+time statistics use the same quantile rule as cuttle (linear interpolation
+between order statistics).  Models come from torch_models.build(name,
+channels, height, width, classes) beside this file.
+
+Exit status: 0 success, 1 failure (PyTorch or the model missing), 2 a bad
+command line or an option that this PyTorch cannot do.
+"""
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+LR = 0.01
+MOMENTUM = 0.9
+WEIGHT_DECAY = 5e-4
+CUDA_GRAPH_WARMUP = 3
+
+
+def fail(message, status=1):
+    print(f"torch_bench: {message}", file=sys.stderr)
+    sys.exit(status)
+
+
+def parse_input(text):
+    parts = text.split("x")
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) != 3 or min(values) < 1:
+        fail(f"--input expects CxHxW, three whole numbers such as 3x32x32, got '{text}'", 2)
+    return values
+
+
+def parse_device(device, threads):
+    """('cpu' or 'cuda[:N]', threads) from --device and --threads."""
+    if device == "cpu" or device.startswith("cpu:"):
+        if device.startswith("cpu:"):
+            try:
+                n = int(device[4:])
+            except ValueError:
+                n = 0
+            if n < 1:
+                fail(f"--device {device}: expected cpu:N with N a thread count", 2)
+            if threads and threads != n:
+                fail(f"--device {device} and --threads {threads} disagree; give one of them", 2)
+            threads = n
+        return "cpu", threads
+    if device == "cuda" or device.startswith("cuda:"):
+        return device, threads
+    fail(f"unknown device '{device}': use cpu, cpu:N or cuda[:N]", 2)
+
+
+def quantile(sorted_values, q):
+    """numpy's default (linear) quantile, as cuttle's workload_quantile."""
+    n = len(sorted_values)
+    position = q * (n - 1)
+    below = int(position)
+    if below >= n - 1:
+        return sorted_values[-1]
+    fraction = position - below
+    return sorted_values[below] + fraction * (sorted_values[below + 1] - sorted_values[below])
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="simplecnn")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--input", default="1x28x28", help="CxHxW")
+    parser.add_argument("--classes", type=int, default=10)
+    parser.add_argument("--device", default="cpu", help="cpu, cpu:N or cuda[:N]")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads, 0: all cores")
+    parser.add_argument("--mode", choices=["train", "infer"], default="train")
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--param-shapes", action="store_true",
+                        help="print the state_dict names and shapes as JSON, and run nothing")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    parser.add_argument("--channels-last", action="store_true", help="NHWC memory format")
+    parser.add_argument("--amp", action="store_true",
+                        help="autocast: float16 on CUDA, bfloat16 on the CPU")
+    parser.add_argument("--cuda-graphs", action="store_true",
+                        help="capture the step in a CUDA graph and replay it")
+    args = parser.parse_args()  # exits 2 on a bad option
+    if args.batch < 1 or args.steps < 1 or args.warmup < 0 or args.classes < 2 or \
+            args.threads < 0:
+        fail("--batch and --steps must be at least 1, --warmup and --threads at least 0, "
+             "--classes at least 2", 2)
+    return args
+
+
+def check_features(torch, args, device):
+    """Refuse, with exit status 2, what this PyTorch or device cannot do."""
+    if args.compile and not hasattr(torch, "compile"):
+        fail(f"--compile needs torch.compile (PyTorch 2.0 or later); this is PyTorch "
+             f"{torch.__version__}", 2)
+    if args.cuda_graphs and (device == "cpu" or not hasattr(torch.cuda, "CUDAGraph")):
+        fail("--cuda-graphs needs a CUDA device and torch.cuda.CUDAGraph", 2)
+    if device != "cpu" and not torch.cuda.is_available():
+        fail(f"--device {args.device}: this PyTorch ({torch.__version__}) sees no CUDA device")
+    if args.amp and device == "cpu" and not hasattr(torch, "autocast"):
+        fail("--amp on the CPU needs torch.autocast (PyTorch 1.10 or later)", 2)
+
+
+def make_step(torch, args, model, images, labels, device):
+    """The function that runs one step (without synchronizing)."""
+    F = torch.nn.functional
+    amp_dtype = torch.float16 if device != "cpu" else torch.bfloat16
+    autocast_device = "cuda" if device != "cpu" else "cpu"
+
+    def forward():
+        with torch.autocast(autocast_device, dtype=amp_dtype, enabled=args.amp):
+            return model(images)
+
+    if args.mode == "infer":
+        model.eval()
+
+        def infer_step():
+            with torch.inference_mode():
+                return forward()
+        return infer_step
+
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM,
+                                weight_decay=WEIGHT_DECAY, nesterov=True)
+    scaler = torch.cuda.amp.GradScaler(enabled=args.amp and device != "cpu")
+
+    def train_step():
+        optimizer.zero_grad(set_to_none=not args.cuda_graphs)
+        loss = F.cross_entropy(forward().float(), labels)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss
+
+    if not args.cuda_graphs:
+        return train_step
+    # PyTorch's whole-network capture recipe: warm up on a side stream, then
+    # capture one step; replaying it reruns forward, backward and update.
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(CUDA_GRAPH_WARMUP):
+            train_step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        train_step()
+    return graph.replay
+
+
+def main():
+    args = parse_args()
+    channels, height, width = parse_input(args.input)
+    device, threads = parse_device(args.device, args.threads)
+    try:
+        import torch
+    except ImportError:
+        fail("PyTorch is not importable by this python; run /usr/bin/python3 (Debian's "
+             "python3-torch: scripts/setup-debian.sh --torch)")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        import torch_models
+    except ImportError as error:
+        fail(f"bench/peers/torch_models.py is missing or broken: {error}")
+    check_features(torch, args, device)
+    if device == "cpu":  # 0 means every core, as in cuttle
+        torch.set_num_threads(threads or len(os.sched_getaffinity(0)))
+    torch.manual_seed(args.seed)
+    try:
+        model = torch_models.build(args.model, channels, height, width, args.classes)
+    except Exception as error:  # an unknown name, a size the model cannot take
+        fail(f"cannot build the model '{args.model}': {error}")
+    if args.param_shapes:
+        print(json.dumps({name: list(t.shape) for name, t in model.state_dict().items()}))
+        return
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = model.to(device=device, memory_format=memory_format)
+    if args.compile:
+        model = torch.compile(model)
+    images = (torch.rand(args.batch, channels, height, width) * 2 - 1)
+    images = images.to(device=device, memory_format=memory_format)
+    labels = torch.randint(0, args.classes, (args.batch,)).to(device)
+    step = make_step(torch, args, model, images, labels, device)
+    synchronize = torch.cuda.synchronize if device != "cpu" else (lambda: None)
+    times = []
+    for i in range(args.warmup + args.steps):
+        start = time.perf_counter()
+        step()
+        synchronize()
+        if i >= args.warmup:
+            times.append(1e3 * (time.perf_counter() - start))
+    report(torch, args, model, device, times)
+
+
+def report(torch, args, model, device, times):
+    mean = sum(times) / len(times)
+    times.sort()
+    median = quantile(times, 0.5)
+    backend = f"cpu ({torch.get_num_threads()} threads)" if device == "cpu" else \
+        torch.cuda.get_device_name(torch.device(device))
+    flags = [name for name in ("compile", "channels_last", "amp", "cuda_graphs")
+             if getattr(args, name)]
+    result = {
+        "framework": f"pytorch {torch.__version__}", "model": args.model,
+        "batch": args.batch, "input": args.input, "classes": args.classes,
+        "device": args.device, "backend": backend + "".join(f", {f}" for f in flags),
+        "mode": args.mode, "steps": args.steps, "warmup": args.warmup,
+        "median_ms": round(median, 4), "p10_ms": round(quantile(times, 0.1), 4),
+        "p90_ms": round(quantile(times, 0.9), 4), "min_ms": round(times[0], 4),
+        "max_ms": round(times[-1], 4), "mean_ms": round(mean, 4),
+        "images_per_second": round(args.batch / (median / 1e3), 1),
+        "peak_host_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_device_bytes": torch.cuda.max_memory_allocated(torch.device(device))
+        if device != "cpu" else None,
+        "params": sum(p.numel() for p in model.parameters()),
+        "threads": torch.get_num_threads(),
+        "arena_bytes": None, "state_bytes": None,
+    }
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(f"bench {args.model} {args.mode}, batch {args.batch}, input {args.input}, "
+          f"{args.classes} classes, on {result['backend']} ({result['framework']})")
+    print(f"  {args.steps} steps after {args.warmup} warm-up: median {median:.3f} ms  "
+          f"(p10 {result['p10_ms']:.3f}, p90 {result['p90_ms']:.3f}, min {times[0]:.3f}, "
+          f"max {times[-1]:.3f})")
+    print(f"  {result['images_per_second']:.1f} images/s")
+    print(f"  {result['params']} parameters; peak host memory "
+          f"{result['peak_host_bytes'] / 1048576:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+/*
+ * cuttle bench: the speed of a model's training or inference step on
+ * synthetic data.  Warm-up steps first, then N timed steps (each one
+ * ct_plan_run, synchronization included); prints the median, spread and
+ * images per second (batch / median step), peak memory and the plan's
+ * sizes.  bench/peers/torch_bench.py measures PyTorch the same way with the
+ * same options and JSON fields, and bench/compare runs both (docs/bench.md).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "workload.h"
+
+#define DEFAULT_STEPS 50
+#define DEFAULT_WARMUP 5
+#define DEFAULT_CLASSES 10
+#define DEFAULT_SEED 1
+#define MS_PER_S 1e3
+
+typedef struct bench_options {
+    workload_options work;
+    long steps, warmup;
+    bool json, param_shapes;
+} bench_options;
+
+typedef struct bench_result {
+    double median_ms, p10_ms, p90_ms, min_ms, max_ms, mean_ms, images_per_second;
+    int64_t peak_host_bytes;
+} bench_result;
+
+static int time_steps(const bench_options *opts, workload *w, double *times)
+{
+    for (long step = 0; step < opts->warmup + opts->steps; step++) {
+        double start = cli_now();
+        if (ct_plan_run(w->plan, w->mode) != CT_OK)
+            return cli_fail("bench");
+        if (step >= opts->warmup)
+            times[step - opts->warmup] = cli_now() - start;
+    }
+    return CLI_EXIT_OK;
+}
+
+static void summarize(const bench_options *opts, double *times, bench_result *r)
+{
+    int n = (int)opts->steps;
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        times[i] *= MS_PER_S;
+        sum += times[i];
+    }
+    workload_sort(times, n);
+    r->median_ms = workload_quantile(times, n, 0.5);
+    r->p10_ms = workload_quantile(times, n, 0.1);
+    r->p90_ms = workload_quantile(times, n, 0.9);
+    r->min_ms = times[0];
+    r->max_ms = times[n - 1];
+    r->mean_ms = sum / n;
+    r->images_per_second = (double)opts->work.batch / (r->median_ms / MS_PER_S);
+    r->peak_host_bytes = workload_peak_host_bytes();
+}
+
+/* peak_device_bytes is null until a backend reports its allocator's
+ * statistics (the CUDA backend's, when it lands). */
+static void print_json(const bench_options *opts, const workload *w, const bench_result *r)
+{
+    const workload_options *o = &opts->work;
+    printf("{\"framework\": \"cuttle %s\", \"model\": ", ct_version());
+    workload_print_json_string(stdout, o->model);
+    printf(", \"batch\": %ld, \"input\": \"%dx%dx%d\", \"classes\": %ld, \"device\": ", o->batch,
+           w->channels, w->height, w->width, o->classes);
+    workload_print_json_string(stdout, o->device); /* as given, like the peer; see threads */
+    printf(", \"backend\": ");
+    workload_print_json_string(stdout, ct_backend_name(w->backend));
+    printf(", \"mode\": \"%s\", \"steps\": %ld, \"warmup\": %ld, \"median_ms\": %.4f, "
+           "\"p10_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
+           "\"mean_ms\": %.4f, \"images_per_second\": %.1f, \"peak_host_bytes\": %lld, "
+           "\"peak_device_bytes\": null, \"params\": %lld, \"threads\": %d, "
+           "\"arena_bytes\": %zu, \"state_bytes\": %zu}\n",
+           o->mode, opts->steps, opts->warmup, r->median_ms, r->p10_ms, r->p90_ms, r->min_ms,
+           r->max_ms, r->mean_ms, r->images_per_second, (long long)r->peak_host_bytes,
+           (long long)workload_params(w), ct_backend_threads(w->backend),
+           ct_plan_arena_bytes(w->plan), ct_plan_state_bytes(w->plan));
+}
+
+static void print_text(const bench_options *opts, const workload *w, const bench_result *r)
+{
+    const workload_options *o = &opts->work;
+    printf("bench %s %s, batch %ld, input %dx%dx%d, %ld classes, on %s\n", o->model,
+           o->mode, o->batch, w->channels, w->height, w->width, o->classes,
+           ct_backend_name(w->backend));
+    printf("  %ld steps after %ld warm-up: median %.3f ms  (p10 %.3f, p90 %.3f, min %.3f, "
+           "max %.3f)\n",
+           opts->steps, opts->warmup, r->median_ms, r->p10_ms, r->p90_ms, r->min_ms, r->max_ms);
+    printf("  %.1f images/s\n", r->images_per_second);
+    printf("  %lld parameters; arena %.2f MiB, state %.2f MiB; peak host memory %.1f MiB\n",
+           (long long)workload_params(w), (double)ct_plan_arena_bytes(w->plan) / 1048576.0,
+           (double)ct_plan_state_bytes(w->plan) / 1048576.0,
+           (double)r->peak_host_bytes / 1048576.0);
+}
+
+static int run(const bench_options *opts, workload *w)
+{
+    if (opts->param_shapes)
+        return workload_print_param_shapes("bench", &opts->work, w);
+    int exit_status = workload_init("bench", &opts->work, w);
+    double *times = malloc(sizeof *times * (size_t)opts->steps);
+    if (exit_status == CLI_EXIT_OK && !times) {
+        fprintf(stderr, "cuttle bench: out of host memory\n");
+        exit_status = CLI_EXIT_FAILED;
+    }
+    if (exit_status == CLI_EXIT_OK)
+        exit_status = time_steps(opts, w, times);
+    if (exit_status == CLI_EXIT_OK) {
+        bench_result result;
+        summarize(opts, times, &result);
+        (opts->json ? print_json : print_text)(opts, w, &result);
+    }
+    free(times);
+    return exit_status;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    bench_options opts = {
+        .work = {.model = "simplecnn", .input = "1x28x28", .device = "cpu", .mode = "train",
+                 .batch = 64, .classes = DEFAULT_CLASSES, .seed = DEFAULT_SEED},
+        .steps = DEFAULT_STEPS, .warmup = DEFAULT_WARMUP};
+    const cli_option options[] = {
+        {"--model", "NAME|FILE", CLI_TEXT, &opts.work.model, 0, 0, NULL,
+         "the model (default simplecnn)"},
+        {"--batch", "B", CLI_INT, &opts.work.batch, 1, 65536, NULL, "batch size (default 64)"},
+        {"--input", "CxHxW", CLI_TEXT, &opts.work.input, 0, 0, NULL,
+         "image channels x height x width (default 1x28x28)"},
+        {"--classes", "K", CLI_INT, &opts.work.classes, 2, 100000, NULL,
+         "classes of the model's output (default 10)"},
+        {"--device", "DEV", CLI_TEXT, &opts.work.device, 0, 0, NULL,
+         "cpu, cpu:N (N threads) or cuda[:N] (default cpu)"},
+        {"--threads", "T", CLI_INT, &opts.work.threads, 0, 4096, NULL,
+         "CPU threads, 0 for all cores (default 0)"},
+        {"--mode", "MODE", CLI_TEXT, &opts.work.mode, 0, 0, workload_modes,
+         "train (forward, backward, SGD step) or infer (forward) (default train)"},
+        {"--steps", "N", CLI_INT, &opts.steps, 1, 1000000, NULL, "timed steps (default 50)"},
+        {"--warmup", "N", CLI_INT, &opts.warmup, 0, 1000000, NULL,
+         "untimed steps first (default 5)"},
+        {"--seed", "S", CLI_INT, &opts.work.seed, 0, 2147483647, NULL,
+         "seed of the weights and the synthetic batch (default 1)"},
+        {"--json", NULL, CLI_FLAG, &opts.json, 0, 0, NULL, "print one JSON object"},
+        {"--param-shapes", NULL, CLI_FLAG, &opts.param_shapes, 0, 0, NULL,
+         "print the model's state_dict names and shapes as JSON, and run nothing"},
+    };
+    cli_parsed parsed = cli_parse("bench", "[options]", argc, argv, options,
+                                  (int)(sizeof options / sizeof options[0]));
+    if (parsed != CLI_PARSED_RUN)
+        return parsed == CLI_PARSED_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    workload w = {0};
+    int exit_status = workload_check("bench", &opts.work, &w);
+    if (exit_status == CLI_EXIT_OK)
+        exit_status = run(&opts, &w);
+    workload_free(&w);
+    return exit_status;
+}

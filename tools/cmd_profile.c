@@ -1,0 +1,236 @@
+/*
+ * cuttle profile: where a step's time goes.  Runs warm-up steps, then N
+ * steps with the plan's profiler on (ct_plan_set_profiling), and prints per
+ * phase (forward, backward, optimizer) one row per op: calls, total and
+ * mean time, share of the measured step time, and the GFLOP/s and GB/s
+ * that the estimated FLOPs and bytes of the op (src/ops/cost.c) give.  The
+ * nodes' times must add up to the step time measured around ct_plan_run;
+ * the last line says how closely they do.  --trace writes every profiled
+ * step as a Chrome trace (docs/profiling.md).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "workload.h"
+
+#define DEFAULT_STEPS 10
+#define DEFAULT_WARMUP 3
+#define DEFAULT_CLASSES 10
+#define DEFAULT_SEED 1
+#define NS_PER_MS 1e6
+
+typedef struct profile_options {
+    workload_options work;
+    long steps, warmup;
+    const char *trace_path;
+    bool json;
+} profile_options;
+
+/* The time of one op in one phase over all the profiled steps. */
+typedef struct op_row {
+    ct_prof_phase phase;
+    const char *op;
+    long calls;
+    int64_t total_ns;
+    double flops, bytes;
+} op_row;
+
+typedef struct profile_totals {
+    op_row *rows;
+    int n_rows, capacity;
+    int64_t step_ns;  /* measured around ct_plan_run */
+    int64_t nodes_ns; /* the nodes' own times */
+} profile_totals;
+
+static op_row *row_of(profile_totals *totals, const ct_prof_record *r)
+{
+    for (int i = 0; i < totals->n_rows; i++)
+        if (totals->rows[i].phase == r->phase && strcmp(totals->rows[i].op, r->op) == 0)
+            return &totals->rows[i];
+    if (totals->n_rows == totals->capacity)
+        return NULL;
+    op_row *row = &totals->rows[totals->n_rows++];
+    *row = (op_row){.phase = r->phase, .op = r->op};
+    return row;
+}
+
+static int add_step(profile_totals *totals, const ct_profile *profile)
+{
+    for (int i = 0; i < profile->n_records; i++) {
+        const ct_prof_record *r = &profile->records[i];
+        op_row *row = row_of(totals, r);
+        if (!row) {
+            fprintf(stderr, "cuttle profile: more ops than nodes (a bug in cuttle: please "
+                            "report it)\n");
+            return CLI_EXIT_FAILED;
+        }
+        row->calls++;
+        row->total_ns += r->end_ns - r->start_ns;
+        row->flops += r->flops;
+        row->bytes += r->bytes;
+        totals->nodes_ns += r->end_ns - r->start_ns;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* Steps with the profiler on, each added to the totals and the trace. */
+static int profile_steps(const profile_options *opts, workload *w, profile_totals *totals)
+{
+    ct_trace *trace = NULL;
+    if (ct_plan_set_profiling(w->plan, true) != CT_OK ||
+        (opts->trace_path && ct_trace_open(opts->trace_path, &trace) != CT_OK))
+        return cli_fail("profile");
+    totals->capacity = ct_plan_n_nodes(w->plan, w->mode);
+    totals->rows = calloc((size_t)totals->capacity + 1, sizeof *totals->rows);
+    int exit_status = totals->rows ? CLI_EXIT_OK : CLI_EXIT_FAILED;
+    if (!totals->rows)
+        fprintf(stderr, "cuttle profile: out of host memory\n");
+    for (long step = 0; step < opts->steps && exit_status == CLI_EXIT_OK; step++) {
+        ct_profile profile;
+        double start = cli_now();
+        if (ct_plan_run(w->plan, w->mode) != CT_OK)
+            exit_status = cli_fail("profile");
+        totals->step_ns += (int64_t)((cli_now() - start) * 1e9);
+        if (exit_status == CLI_EXIT_OK && (ct_plan_profile(w->plan, &profile) != CT_OK ||
+                                           (trace && ct_trace_add(trace, &profile) != CT_OK)))
+            exit_status = cli_fail("profile");
+        if (exit_status == CLI_EXIT_OK)
+            exit_status = add_step(totals, &profile);
+    }
+    if (ct_trace_close(trace) != CT_OK && exit_status == CLI_EXIT_OK)
+        exit_status = cli_fail("profile");
+    return exit_status;
+}
+
+static int compare_rows(const void *a, const void *b)
+{
+    const op_row *x = a, *y = b;
+    if (x->phase != y->phase)
+        return (int)x->phase - (int)y->phase;
+    return x->total_ns < y->total_ns ? 1 : x->total_ns > y->total_ns ? -1 : 0;
+}
+
+static double per_second(double amount, int64_t ns)
+{
+    return ns > 0 ? amount / (double)ns : 0.0; /* amount/ns = G amount/s */
+}
+
+static void print_text(const profile_options *opts, const workload *w,
+                       const profile_totals *totals)
+{
+    const workload_options *o = &opts->work;
+    double steps = (double)opts->steps;
+    printf("profile %s %s, batch %ld, input %dx%dx%d, on %s: %ld steps after %ld "
+           "warm-up\n\n",
+           o->model, o->mode, o->batch, w->channels, w->height, w->width,
+           ct_backend_name(w->backend), opts->steps, opts->warmup);
+    printf("%-24s %7s %10s %9s %7s %9s %8s\n", "phase / op", "calls", "total ms", "mean ms",
+           "share", "GFLOP/s", "GB/s");
+    for (int i = 0; i < totals->n_rows; i++) {
+        const op_row *row = &totals->rows[i];
+        if (i == 0 || row->phase != totals->rows[i - 1].phase) {
+            int64_t phase_ns = 0;
+            for (int j = i; j < totals->n_rows && totals->rows[j].phase == row->phase; j++)
+                phase_ns += totals->rows[j].total_ns;
+            printf("%-24s %7s %10.3f %9s %6.1f%%\n", ct_prof_phase_name(row->phase), "",
+                   (double)phase_ns / NS_PER_MS, "",
+                   100.0 * (double)phase_ns / (double)totals->step_ns);
+        }
+        printf("  %-22s %7ld %10.3f %9.4f %6.1f%% %9.2f %8.2f\n", row->op, row->calls,
+               (double)row->total_ns / NS_PER_MS,
+               (double)row->total_ns / NS_PER_MS / (double)row->calls,
+               100.0 * (double)row->total_ns / (double)totals->step_ns,
+               per_second(row->flops, row->total_ns), per_second(row->bytes, row->total_ns));
+    }
+    double step_ms = (double)totals->step_ns / NS_PER_MS / steps;
+    double nodes_ms = (double)totals->nodes_ns / NS_PER_MS / steps;
+    printf("\nper step: nodes %.3f ms, measured step %.3f ms (the nodes are %.1f%% of it)\n",
+           nodes_ms, step_ms, 100.0 * nodes_ms / step_ms);
+}
+
+static void print_json(const profile_options *opts, const workload *w,
+                       const profile_totals *totals)
+{
+    const workload_options *o = &opts->work;
+    double steps = (double)opts->steps;
+    printf("{\"framework\": \"cuttle %s\", \"model\": ", ct_version());
+    workload_print_json_string(stdout, o->model);
+    printf(", \"batch\": %ld, \"input\": \"%dx%dx%d\", \"device\": ", o->batch, w->channels,
+           w->height, w->width);
+    workload_print_json_string(stdout, o->device);
+    printf(", \"mode\": \"%s\", \"steps\": %ld, \"warmup\": %ld, \"threads\": %d, "
+           "\"step_ms\": %.4f, \"nodes_ms\": %.4f, \"ops\": [",
+           o->mode, opts->steps, opts->warmup, ct_backend_threads(w->backend),
+           (double)totals->step_ns / NS_PER_MS / steps,
+           (double)totals->nodes_ns / NS_PER_MS / steps);
+    for (int i = 0; i < totals->n_rows; i++) {
+        const op_row *row = &totals->rows[i];
+        printf("%s{\"phase\": \"%s\", \"op\": \"%s\", \"calls\": %ld, \"total_ms\": %.4f, "
+               "\"mean_ms\": %.5f, \"share\": %.5f, \"flops\": %.0f, \"bytes\": %.0f, "
+               "\"gflops_per_s\": %.3f, \"gbytes_per_s\": %.3f}",
+               i ? ", " : "", ct_prof_phase_name(row->phase), row->op, row->calls,
+               (double)row->total_ns / NS_PER_MS,
+               (double)row->total_ns / NS_PER_MS / (double)row->calls,
+               (double)row->total_ns / (double)totals->step_ns, row->flops, row->bytes,
+               per_second(row->flops, row->total_ns), per_second(row->bytes, row->total_ns));
+    }
+    printf("]}\n");
+}
+
+static int run(const profile_options *opts, workload *w)
+{
+    int exit_status = workload_init("profile", &opts->work, w);
+    for (long step = 0; step < opts->warmup && exit_status == CLI_EXIT_OK; step++)
+        if (ct_plan_run(w->plan, w->mode) != CT_OK)
+            exit_status = cli_fail("profile");
+    profile_totals totals = {0};
+    if (exit_status == CLI_EXIT_OK)
+        exit_status = profile_steps(opts, w, &totals);
+    if (exit_status == CLI_EXIT_OK) {
+        qsort(totals.rows, (size_t)totals.n_rows, sizeof *totals.rows, compare_rows);
+        (opts->json ? print_json : print_text)(opts, w, &totals);
+    }
+    free(totals.rows);
+    return exit_status;
+}
+
+int cmd_profile(int argc, char **argv)
+{
+    profile_options opts = {
+        .work = {.model = "simplecnn", .input = "1x28x28", .device = "cpu", .mode = "train",
+                 .batch = 64, .classes = DEFAULT_CLASSES, .seed = DEFAULT_SEED},
+        .steps = DEFAULT_STEPS, .warmup = DEFAULT_WARMUP};
+    const cli_option options[] = {
+        {"--model", "NAME|FILE", CLI_TEXT, &opts.work.model, 0, 0, NULL,
+         "the model (default simplecnn)"},
+        {"--batch", "B", CLI_INT, &opts.work.batch, 1, 65536, NULL, "batch size (default 64)"},
+        {"--input", "CxHxW", CLI_TEXT, &opts.work.input, 0, 0, NULL,
+         "image channels x height x width (default 1x28x28)"},
+        {"--classes", "K", CLI_INT, &opts.work.classes, 2, 100000, NULL,
+         "classes of the model's output (default 10)"},
+        {"--device", "DEV", CLI_TEXT, &opts.work.device, 0, 0, NULL,
+         "cpu, cpu:N (N threads) or cuda[:N] (default cpu)"},
+        {"--threads", "T", CLI_INT, &opts.work.threads, 0, 4096, NULL,
+         "CPU threads, 0 for all cores (default 0)"},
+        {"--mode", "MODE", CLI_TEXT, &opts.work.mode, 0, 0, workload_modes,
+         "train (forward, backward, SGD step) or infer (forward) (default train)"},
+        {"--steps", "N", CLI_INT, &opts.steps, 1, 100000, NULL, "profiled steps (default 10)"},
+        {"--warmup", "N", CLI_INT, &opts.warmup, 0, 100000, NULL,
+         "unprofiled steps first (default 3)"},
+        {"--seed", "S", CLI_INT, &opts.work.seed, 0, 2147483647, NULL,
+         "seed of the weights and the synthetic batch (default 1)"},
+        {"--trace", "FILE", CLI_TEXT, &opts.trace_path, 0, 0, NULL,
+         "write the profiled steps as a Chrome trace (open it in ui.perfetto.dev)"},
+        {"--json", NULL, CLI_FLAG, &opts.json, 0, 0, NULL, "print one JSON object"},
+    };
+    cli_parsed parsed = cli_parse("profile", "[options]", argc, argv, options,
+                                  (int)(sizeof options / sizeof options[0]));
+    if (parsed != CLI_PARSED_RUN)
+        return parsed == CLI_PARSED_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    workload w = {0};
+    int exit_status = workload_check("profile", &opts.work, &w);
+    if (exit_status == CLI_EXIT_OK)
+        exit_status = run(&opts, &w);
+    workload_free(&w);
+    return exit_status;
+}

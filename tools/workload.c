@@ -1,0 +1,221 @@
+/*
+ * The synthetic workload of bench and profile (see workload.h).
+ */
+#include "workload.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#define MAX_SIDE 65536
+#define KIB 1024
+
+const char *const workload_modes[] = {"train", "infer", NULL};
+
+/* "CxHxW" with each part a whole number from 1 to MAX_SIDE. */
+static bool parse_input(const char *text, int *c, int *h, int *w)
+{
+    int *parts[3] = {c, h, w};
+    const char *at = text;
+    for (int i = 0; i < 3; i++) {
+        char *end = NULL;
+        long value = strtol(at, &end, 10);
+        if (end == at || value < 1 || value > MAX_SIDE || (i < 2 && *end != 'x') ||
+            (i == 2 && *end != '\0'))
+            return false;
+        *parts[i] = (int)value;
+        at = end + 1;
+    }
+    return true;
+}
+
+int workload_check(const char *command, workload_options *opts, workload *w)
+{
+    if (!parse_input(opts->input, &w->channels, &w->height, &w->width)) {
+        fprintf(stderr,
+                "cuttle %s: --input expects CxHxW, three whole numbers such as 3x32x32, got "
+                "'%s'\n",
+                command, opts->input);
+        return CLI_EXIT_USAGE;
+    }
+    w->mode = strcmp(opts->mode, "train") == 0 ? CT_TRAIN : CT_EVAL;
+    const char *device = opts->device;
+    if (strcmp(device, "cpu") == 0 && opts->threads > 0) {
+        snprintf(w->device, sizeof w->device, "cpu:%ld", opts->threads);
+    } else if (strncmp(device, "cpu:", 4) == 0 && opts->threads > 0 &&
+               strtol(device + 4, NULL, 10) != opts->threads) {
+        fprintf(stderr, "cuttle %s: --device %s and --threads %ld disagree; give one of them\n",
+                command, device, opts->threads);
+        return CLI_EXIT_USAGE;
+    } else if (strlen(device) >= sizeof w->device) {
+        fprintf(stderr, "cuttle %s: --device '%s' is too long\n", command, device);
+        return CLI_EXIT_USAGE;
+    } else {
+        snprintf(w->device, sizeof w->device, "%s", device);
+    }
+    return CLI_EXIT_OK;
+}
+
+/* splitmix64: the seeded synthetic batch. */
+static uint64_t next_random(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* Images uniform in [-1, 1), labels uniform in [0, classes). */
+static int write_batch(const char *command, const workload_options *opts, workload *w)
+{
+    size_t n_pixels = (size_t)ct_tensor_numel(w->x), n_labels = (size_t)opts->batch;
+    float *images = malloc(sizeof *images * n_pixels);
+    int64_t *labels = malloc(sizeof *labels * n_labels);
+    int exit_status = CLI_EXIT_OK;
+    if (!images || !labels) {
+        fprintf(stderr, "cuttle %s: out of host memory for the synthetic batch\n", command);
+        exit_status = CLI_EXIT_FAILED;
+    } else {
+        uint64_t state = (uint64_t)opts->seed;
+        for (size_t i = 0; i < n_pixels; i++)
+            images[i] = (float)((double)(next_random(&state) >> 11) * 0x1p-52 - 1.0);
+        for (size_t i = 0; i < n_labels; i++)
+            labels[i] = (int64_t)(next_random(&state) % (uint64_t)opts->classes);
+        if (ct_plan_write(w->plan, w->x, images, sizeof *images * n_pixels) != CT_OK ||
+            (w->labels &&
+             ct_plan_write(w->plan, w->labels, labels, sizeof *labels * n_labels) != CT_OK))
+            exit_status = cli_fail(command);
+    }
+    free(images);
+    free(labels);
+    return exit_status;
+}
+
+/* The model on x; in train mode also the loss, backward and optimizer. */
+static int build_graph(const char *command, const workload_options *opts, workload *w,
+                       bool with_training)
+{
+    if (!(w->graph = ct_graph_new()))
+        return cli_fail(command);
+    int64_t shape[4] = {opts->batch, w->channels, w->height, w->width};
+    w->x = ct_input(w->graph, "x", CT_F32, 4, shape);
+    char *text = NULL;
+    CLI_TRY(cli_model_text(command, opts->model, &text));
+    w->logits = ct_model_build(w->graph, text, w->x, (int)opts->classes);
+    free(text);
+    if (ct_graph_status(w->graph) != CT_OK)
+        return cli_fail(command);
+    ct_tensor_keep(w->logits);
+    if (!with_training)
+        return CLI_EXIT_OK;
+    w->labels = ct_input(w->graph, "labels", CT_I64, 1, shape);
+    ct_tensor *loss = ct_cross_entropy(w->graph, w->logits, w->labels, 0.0f);
+    ct_sgd_args sgd = {.lr = WORKLOAD_LR, .momentum = WORKLOAD_MOMENTUM,
+                       .weight_decay = WORKLOAD_WEIGHT_DECAY, .nesterov = true};
+    if (ct_graph_status(w->graph) != CT_OK || ct_graph_backward(w->graph, loss) != CT_OK ||
+        ct_graph_sgd(w->graph, sgd) != CT_OK)
+        return cli_fail(command);
+    return CLI_EXIT_OK;
+}
+
+int workload_init(const char *command, const workload_options *opts, workload *w)
+{
+    int exit_status = build_graph(command, opts, w, w->mode == CT_TRAIN);
+    if (exit_status != CLI_EXIT_OK)
+        return exit_status;
+    ct_status status = ct_backend_new(w->device, &w->backend);
+    if (status != CT_OK) { /* a device string it cannot parse is a bad command line */
+        cli_fail(command);
+        return status == CT_ERR_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
+    }
+    if (ct_plan_new(w->graph, w->backend, (uint64_t)opts->seed, &w->plan) != CT_OK)
+        return cli_fail(command);
+    return write_batch(command, opts, w);
+}
+
+void workload_free(workload *w)
+{
+    ct_plan_free(w->plan);
+    ct_backend_free(w->backend);
+    ct_graph_free(w->graph);
+    memset(w, 0, sizeof *w);
+}
+
+int64_t workload_params(const workload *w)
+{
+    int64_t count = 0;
+    for (int i = 0; i < ct_graph_n_state(w->graph); i++) {
+        const ct_tensor *t = ct_graph_state(w->graph, i);
+        count += ct_tensor_is_param(t) ? ct_tensor_numel(t) : 0;
+    }
+    return count;
+}
+
+void workload_print_json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+int workload_print_param_shapes(const char *command, const workload_options *opts,
+                                const workload *w)
+{
+    workload model = *w;
+    model.graph = NULL;
+    int exit_status = build_graph(command, opts, &model, false);
+    if (exit_status == CLI_EXIT_OK) {
+        printf("{");
+        for (int i = 0; i < ct_graph_n_state(model.graph); i++) {
+            const ct_tensor *t = ct_graph_state(model.graph, i);
+            printf("%s", i ? ", " : "");
+            workload_print_json_string(stdout, ct_tensor_name(t));
+            printf(": [");
+            for (int d = 0; d < ct_tensor_ndim(t); d++)
+                printf("%s%lld", d ? ", " : "", (long long)ct_tensor_dim(t, d));
+            printf("]");
+        }
+        printf("}\n");
+    }
+    ct_graph_free(model.graph);
+    return exit_status;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+void workload_sort(double *values, int n)
+{
+    qsort(values, (size_t)n, sizeof *values, compare_doubles);
+}
+
+double workload_quantile(const double *sorted, int n, double q)
+{
+    if (n <= 0)
+        return 0.0;
+    double position = q * (double)(n - 1);
+    int below = (int)position;
+    if (below >= n - 1)
+        return sorted[n - 1];
+    double fraction = position - (double)below;
+    return sorted[below] + fraction * (sorted[below + 1] - sorted[below]);
+}
+
+int64_t workload_peak_host_bytes(void)
+{
+    struct rusage usage;
+    if (getrusage(RUSAGE_SELF, &usage) != 0)
+        return -1;
+    return (int64_t)usage.ru_maxrss * KIB; /* Linux reports KiB */
+}

@@ -1,0 +1,63 @@
+/*
+ * A synthetic workload for `cuttle bench` and `cuttle profile`: a model on
+ * seeded random images and labels, planned on a device, ready to run steps
+ * in train mode (forward, cross-entropy, backward and SGD with Nesterov
+ * momentum 0.9, weight decay 5e-4: the same step as bench/peers/
+ * torch_bench.py) or infer mode (forward in evaluation mode).  The batch
+ * is written once; a step is one ct_plan_run, as the peer keeps its batch
+ * where the model runs.
+ */
+#ifndef CUTTLE_TOOLS_WORKLOAD_H
+#define CUTTLE_TOOLS_WORKLOAD_H
+
+#include "cli.h"
+
+#define WORKLOAD_LR 0.01f
+#define WORKLOAD_MOMENTUM 0.9f
+#define WORKLOAD_WEIGHT_DECAY 5e-4f
+
+extern const char *const workload_modes[]; /* "train", "infer", NULL */
+
+typedef struct workload_options {
+    const char *model, *input, *device, *mode;
+    long batch, classes, threads, seed;
+} workload_options;
+
+typedef struct workload {
+    ct_graph *graph;
+    ct_backend *backend;
+    ct_plan *plan;
+    ct_tensor *x, *labels, *logits;
+    ct_mode mode;
+    int channels, height, width;
+    char device[64]; /* what was passed to ct_backend_new */
+} workload;
+
+/* Each returns an exit status, after printing what went wrong. */
+
+/* Check --input, --device and --threads before any work: CLI_EXIT_USAGE. */
+int workload_check(const char *command, workload_options *opts, workload *w);
+/* Build, plan and fill the workload (call workload_check first). */
+int workload_init(const char *command, const workload_options *opts, workload *w);
+void workload_free(workload *w);
+
+/* Trainable parameters (elements). */
+int64_t workload_params(const workload *w);
+
+/* `--param-shapes`: the model's state_dict names and shapes as one JSON
+ * object on stdout, {"conv1.weight": [6, 1, 5, 5], ...}. */
+int workload_print_param_shapes(const char *command, const workload_options *opts,
+                                const workload *w);
+
+/* s as a JSON string literal on out. */
+void workload_print_json_string(FILE *out, const char *s);
+
+/* The q-quantile (0..1) of sorted[0..n) with linear interpolation between
+ * order statistics (numpy's default; the peer computes the same). */
+double workload_quantile(const double *sorted, int n, double q);
+void workload_sort(double *values, int n);
+
+/* Peak resident host memory of this process (getrusage), in bytes. */
+int64_t workload_peak_host_bytes(void);
+
+#endif
