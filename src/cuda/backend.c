@@ -366,7 +366,10 @@ ct_status ct_cuda_backend_new(int device, ct_backend **out)
     int count = 0;
     cudaError_t error = cudaGetDeviceCount(&count);
     if (error != cudaSuccess || count == 0) {
+        int driver = 0;
         const char *why = error != cudaSuccess ? cudaGetErrorString(error) : "no GPU found";
+        if (cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0)
+            why = "no NVIDIA driver is installed: libcuda.so.1 was not found";
         (void)cudaGetLastError();
         return ct_set_error(CT_ERR_DEVICE, "device 'cuda:%d': no usable CUDA GPU (%s); use "
                             "'cpu', or run `cuttle doctor` to see what is missing",
