@@ -8,6 +8,8 @@
 
 #include "cli.h"
 
+int cmd_doctor(int argc, char **argv); /* tools/cmd_doctor.c */
+
 static void print_usage(FILE *out)
 {
     fprintf(out,
@@ -15,6 +17,7 @@ static void print_usage(FILE *out)
             "\n"
             "commands:\n"
             "  train      train a model on a dataset and report its test accuracy\n"
+            "  doctor     check the GPU, drivers and libraries (exit status 3: no GPU)\n"
             "  version    print the version of cuttle\n"
             "  help       show this help\n"
             "\n"
@@ -40,6 +43,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(command, "train") == 0)
         return cmd_train(argc - 2, argv + 2);
+    if (strcmp(command, "doctor") == 0)
+        return cmd_doctor(argc - 2, argv + 2);
     fprintf(stderr, "cuttle: unknown command '%s' (see cuttle --help)\n", command);
     return CLI_EXIT_USAGE;
 }
