@@ -27,6 +27,17 @@ typedef struct doctor_options {
     long gemm_size;
 } doctor_options;
 
+static int no_gpu(const doctor_options *opts, const char *why)
+{
+    if (opts->json)
+        printf("{\"gpu_available\": false, \"reason\": \"%s\"}\n", why);
+    else
+        printf("No usable GPU: %s.\ncuttle runs on the CPU only here.\n", why);
+    return DOCTOR_EXIT_NO_GPU;
+}
+
+#ifdef CT_HAVE_CUDA
+
 /* "13.0" from 13000 (CUDA), "9.19.0" from 91900 (cuDNN), ... */
 static const char *version_text(int version, int major_div, int minor_div, char *buf,
                                 size_t size)
@@ -40,17 +51,6 @@ static const char *version_text(int version, int major_div, int minor_div, char 
                  version % minor_div);
     return buf;
 }
-
-static int no_gpu(const doctor_options *opts, const char *why)
-{
-    if (opts->json)
-        printf("{\"gpu_available\": false, \"reason\": \"%s\"}\n", why);
-    else
-        printf("No usable GPU: %s.\ncuttle runs on the CPU only here.\n", why);
-    return DOCTOR_EXIT_NO_GPU;
-}
-
-#ifdef CT_HAVE_CUDA
 
 /* Max relative error of y = linear(conv(x)) on the GPU against the CPU. */
 static ct_status smoke_test(double *error)
