@@ -357,8 +357,16 @@ static ct_status cuda_setup(cuda_backend *b)
     CT_CUDA_CALL(cudaEventCreate(&b->tune_start));
     CT_CUDA_CALL(cudaEventCreate(&b->tune_stop));
     CT_CUDA_CALL(cudaMalloc((void **)&b->bad_row, sizeof *b->bad_row));
-    CT_TRY(ct_cuda_blas_new(b->stream, b->tf32, &b->blas));
-    return ct_cuda_dnn_new(b->stream, b->tf32, &b->dnn);
+    /* A vendor library that cannot start leaves its ops to the native kernels. */
+    if (ct_cuda_blas_new(b->stream, b->tf32, &b->blas) != CT_OK) {
+        ct_cuda_blas_free(b->blas);
+        b->blas = NULL;
+    }
+    if (ct_cuda_dnn_new(b->stream, b->tf32, &b->dnn) != CT_OK) {
+        ct_cuda_dnn_free(b->dnn);
+        b->dnn = NULL;
+    }
+    return CT_OK;
 }
 
 ct_status ct_cuda_backend_new(int device, ct_backend **out)
