@@ -3,7 +3,10 @@
 #   make SANITIZE=1        AddressSanitizer + UndefinedBehaviorSanitizer build (in build-san/)
 #   make BLAS=0            without OpenBLAS (the built-in GEMM)
 #   make OPENMP=0          single-threaded CPU backend
-#   make CUDA_ARCHS="..."  GPU architectures (default: sm_80 sm_86 sm_89 sm_90 + PTX)
+#   make CUDA=0            CPU only, even where nvcc is installed
+#   make CUDA_ARCHS="..."  GPU architectures (default: sm_80 sm_86 sm_89 sm_90 + PTX of 90)
+#   make NVCC=/path/nvcc   the CUDA compiler (default: nvcc on PATH, else /usr/local/cuda)
+#   make test-gpu          the GPU tests, which fail without a GPU (+ compute-sanitizer)
 #   make PREFIX=/opt/cuttle install
 
 CC       ?= cc
@@ -11,6 +14,7 @@ PREFIX   ?= /usr/local
 SANITIZE ?= 0
 BLAS     ?= auto
 OPENMP   ?= 1
+CUDA     ?= auto
 CUDA_ARCHS ?= 80 86 89 90
 
 ifeq ($(SANITIZE),1)
@@ -99,18 +103,74 @@ else
 FOUND_JPEG := not found (JPEG images refused; apt-get install libjpeg-dev)
 endif
 
+# CUDA: nvcc compiles src/cuda/*.cu (the kernels); the host side of the
+# backend (src/cuda/*.c) is C, built like the rest (and sanitized with it).
+# cuBLAS and cuDNN are each optional: without one, its ops run native kernels.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
-ifneq ($(NVCC),)
-FOUND_CUDA := nvcc found at $(NVCC); the CUDA backend is not part of this version yet (CPU only)
-else
+comma := ,
+CUDA_SRCS :=
+CUDA_C_SRCS :=
+ifeq ($(CUDA),0)
+FOUND_CUDA := disabled (CPU only)
+else ifeq ($(NVCC),)
 FOUND_CUDA := nvcc not found (CPU only)
+else
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+CUDA_MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+CUDA_INC_DIRS := $(CUDA_HOME)/include /usr/include /usr/include/$(CUDA_MULTIARCH)
+CUDA_LIB_DIRS := $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib /usr/lib/$(CUDA_MULTIARCH))
+cuda_find = $(firstword $(wildcard $(addsuffix /$(1),$(2))))
+CUDA_INC := $(dir $(call cuda_find,cuda_runtime_api.h,$(CUDA_INC_DIRS)))
+CUDART_LIB := $(call cuda_find,libcudart_static.a,$(CUDA_LIB_DIRS))
+CUDA_ARCH_LIST := $(strip $(CUDA_ARCHS))
+CUDA_PTX_ARCH := $(lastword $(CUDA_ARCH_LIST))
+NVCC_GENCODE := $(foreach a,$(CUDA_ARCH_LIST),-gencode arch=compute_$(a)$(comma)code=sm_$(a)) \
+                -gencode arch=compute_$(CUDA_PTX_ARCH)$(comma)code=compute_$(CUDA_PTX_ARCH)
+CUDA_DEFS := -DCT_HAVE_CUDA -DCT_CUDA_ARCHS='"$(CUDA_ARCH_LIST)"' -DCT_CUDA_PTX_ARCH=$(CUDA_PTX_ARCH)
+CUDA_LIBS := $(CUDART_LIB) -ldl -lrt -lpthread
+HAVE_CUBLAS := $(and $(call cuda_find,cublas_v2.h,$(CUDA_INC_DIRS)),$(call cuda_find,libcublas.so,$(CUDA_LIB_DIRS)))
+HAVE_CUDNN := $(and $(call cuda_find,cudnn.h,$(CUDA_INC_DIRS)),$(call cuda_find,libcudnn.so,$(CUDA_LIB_DIRS)))
+HAVE_NCCL_H := $(call cuda_find,nccl.h,$(CUDA_INC_DIRS))
+ifneq ($(HAVE_CUBLAS),)
+CUDA_DEFS += -DCT_HAVE_CUBLAS
+CUDA_LIBS += -lcublas
+FOUND_CUBLAS := found
+else
+FOUND_CUBLAS := not found (linear runs native kernels)
 endif
+ifneq ($(HAVE_CUDNN),)
+CUDA_DEFS += -DCT_HAVE_CUDNN
+CUDA_LIBS += -lcudnn
+FOUND_CUDNN := found
+else
+FOUND_CUDNN := not found (convolution and pooling run native kernels)
+endif
+ifneq ($(HAVE_NCCL_H),)
+CUDA_DEFS += -DCT_HAVE_NCCL_H
+endif
+ifeq ($(CUDART_LIB),)
+FOUND_CUDA := nvcc found at $(NVCC), but not libcudart_static.a (CPU only)
+else
+FOUND_CUDA := found ($(NVCC), $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), sm: $(CUDA_ARCH_LIST) + PTX $(CUDA_PTX_ARCH))
+CUDA_SRCS := $(sort $(wildcard src/cuda/*.cu))
+CUDA_C_SRCS := $(sort $(wildcard src/cuda/*.c))
+CFLAGS_BASE += $(CUDA_DEFS) -I$(CUDA_INC)
+CUDA_RPATH_DIRS := $(filter-out /usr/lib/$(CUDA_MULTIARCH),$(CUDA_LIB_DIRS))
+LDLIBS_BASE += $(addprefix -L,$(CUDA_LIB_DIRS)) $(addprefix -Wl$(comma)-rpath$(comma),$(CUDA_RPATH_DIRS)) \
+               $(CUDA_LIBS) -lstdc++
+endif
+endif
+# Kernels are compiled without sanitizers (nvcc's host objects link into
+# the sanitized build all the same).
+NVCCFLAGS ?= -O3 -lineinfo
+NVCCFLAGS_BASE := -std=c++17 -Iinclude -Isrc $(CUDA_DEFS) $(NVCC_GENCODE) \
+                  -Xcompiler -fPIC$(comma)-Wall$(comma)-Wextra -Werror all-warnings
 
 # ---- sources ------------------------------------------------------------------
 
 LIB_SRCS   := $(sort $(wildcard src/core/*.c src/graph/*.c src/ops/*.c src/cpu/*.c \
-                                src/nn/*.c src/io/*.c src/data/*.c src/prof/*.c))
-LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+                                src/nn/*.c src/io/*.c src/data/*.c src/prof/*.c)) $(CUDA_C_SRCS)
+LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o)
 # The built-in models: models/*.model, compiled in as strings (the files stay
 # the one source; scripts/embed-models.sh writes the C file).
 MODEL_FILES := $(sort $(wildcard models/*.model))
@@ -130,7 +190,7 @@ LIB_A  := $(BUILD)/libcuttle.a
 LIB_SO := $(BUILD)/libcuttle.so
 CLI    := $(BUILD)/cuttle
 
-.PHONY: all config test check install uninstall clean
+.PHONY: all config test test-gpu check install uninstall clean
 .SECONDARY:
 all: config $(LIB_A) $(LIB_SO) $(CLI) $(TEST_BINS) $(EXAMPLE_BINS) $(BENCH_BINS)
 
@@ -142,6 +202,8 @@ config:
 	@echo "  libpng:   $(FOUND_PNG)"
 	@echo "  libjpeg:  $(FOUND_JPEG)"
 	@echo "  CUDA:     $(FOUND_CUDA)"
+	@echo "  cuBLAS:   $(if $(CUDA_SRCS),$(FOUND_CUBLAS),-)"
+	@echo "  cuDNN:    $(if $(CUDA_SRCS),$(FOUND_CUDNN),-)"
 	@echo "  sanitize: $(if $(filter 1,$(SANITIZE)),address+undefined,off)"
 
 $(BUILD)/obj/%.o: %.c
@@ -157,6 +219,10 @@ $(BUILD)/obj/gen/models.o: $(BUILD)/gen/models.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	@$(NVCC) $(NVCCFLAGS_BASE) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB_A): $(LIB_OBJS)
 	@rm -f $@
@@ -186,6 +252,18 @@ $(BUILD)/tests/test_noalloc: LDFLAGS += -Wl,--wrap=malloc -Wl,--wrap=calloc \
 
 test: all
 	@BUILD=$(BUILD) sh tests/run.sh
+
+# The GPU tests: fail when there is no GPU (CT_REQUIRE_GPU), then again under
+# compute-sanitizer's memcheck and racecheck where it is installed.
+COMPUTE_SANITIZER ?= $(or $(shell command -v compute-sanitizer 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/compute-sanitizer))
+test-gpu: all
+	CT_REQUIRE_GPU=1 $(BUILD)/tests/test_gpu
+ifneq ($(COMPUTE_SANITIZER),)
+	CT_REQUIRE_GPU=1 CT_GPU_QUICK=1 $(COMPUTE_SANITIZER) --tool memcheck --error-exitcode 1 $(BUILD)/tests/test_gpu
+	CT_REQUIRE_GPU=1 CT_GPU_QUICK=1 $(COMPUTE_SANITIZER) --tool racecheck --error-exitcode 1 $(BUILD)/tests/test_gpu
+else
+	@echo "test-gpu: compute-sanitizer not found; memcheck and racecheck not run"
+endif
 
 # The README's test command: the suite, then the suite under ASan + UBSan,
 # with one closing line for both.

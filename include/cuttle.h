@@ -250,10 +250,43 @@ ct_status ct_graph_adam(ct_graph *graph, ct_adam_args args);
 typedef struct ct_backend ct_backend;
 typedef struct ct_plan ct_plan;
 
-/* "cpu" (all cores), "cpu:N" (N threads). */
+/* "cpu" (all cores), "cpu:N" (N threads), "cuda" (GPU 0), "cuda:N" (GPU N).
+ * CUDA: CT_ERR_UNSUPPORTED in a build without it, CT_ERR_DEVICE when there
+ * is no such GPU or no usable driver (the message says which). */
 ct_status ct_backend_new(const char *device, ct_backend **out);
 void ct_backend_free(ct_backend *backend);
 const char *ct_backend_name(const ct_backend *backend); /* borrowed */
+/* Wait until the backend has finished the work queued so far (a CUDA run
+ * returns once its kernels are queued and a read waits for them; timings
+ * need this).  Returns the status of any failure it met. */
+ct_status ct_backend_synchronize(ct_backend *backend);
+
+/* Device memory of a backend's caching allocator (CUDA).  Freed blocks stay
+ * cached for reuse; "cached" counts them. */
+typedef struct ct_memory_stats {
+    size_t in_use;             /* bytes in blocks handed out */
+    size_t peak_in_use;        /* the most in_use has been */
+    size_t cached;             /* bytes in free blocks kept for reuse */
+    size_t limit;              /* cap on in_use + cached; 0: none */
+    int64_t n_device_allocs;   /* cudaMalloc calls so far */
+    int64_t n_allocs;          /* blocks handed out so far */
+} ct_memory_stats;
+
+/* CT_ERR_UNSUPPORTED on the CPU backend, which uses plain host memory. */
+ct_status ct_backend_memory_stats(const ct_backend *backend, ct_memory_stats *out);
+/* Give the cached free blocks back to the device. */
+ct_status ct_backend_release_cache(ct_backend *backend);
+/* Refuse allocations that would take in_use + cached past `bytes` (0: no
+ * cap) with CT_ERR_MEMORY, as if the device were that small. */
+ct_status ct_backend_set_memory_limit(ct_backend *backend, size_t bytes);
+/* Which kernels run the ops that have two implementations (convolution,
+ * linear, pooling forward): "native" (cuttle's own), "vendor" (cuDNN and
+ * cuBLAS where the build has them) or "auto" (the default: the first run of
+ * each node shape times both and keeps the faster).  Set before ct_plan_new. */
+ct_status ct_backend_set_kernels(ct_backend *backend, const char *kernels);
+/* Let vendor kernels use TF32 tensor cores for f32 (faster, ~1e-3 relative
+ * error).  Off by default, so that f32 results match the CPU's. */
+ct_status ct_backend_set_tf32(ct_backend *backend, bool enabled);
 
 typedef enum ct_mode {
     CT_TRAIN = 0, /* forward, backward and update; batch statistics, dropout on */

@@ -23,7 +23,14 @@
 #define CT_RNG_STREAM_AUGMENT 0xda7a0002u
 #define CT_RNG_STREAM_SPLIT 0xda7a0003u
 
-static inline void ct_philox_mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
+/* The CUDA kernels draw the same numbers (src/cuda/dropout.cu). */
+#ifdef __CUDACC__
+#define CT_RNG_FN static inline __host__ __device__
+#else
+#define CT_RNG_FN static inline
+#endif
+
+CT_RNG_FN void ct_philox_mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
 {
     uint64_t product = (uint64_t)a * b;
     *hi = (uint32_t)(product >> 32);
@@ -31,7 +38,7 @@ static inline void ct_philox_mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint3
 }
 
 /* Four 32-bit random words for counter block `block`. */
-static inline void ct_philox_block(uint64_t seed, uint32_t stream, uint32_t step, uint64_t block,
+CT_RNG_FN void ct_philox_block(uint64_t seed, uint32_t stream, uint32_t step, uint64_t block,
                                    uint32_t out[4])
 {
     uint32_t c0 = (uint32_t)block, c1 = (uint32_t)(block >> 32), c2 = stream, c3 = step;
@@ -54,13 +61,13 @@ static inline void ct_philox_block(uint64_t seed, uint32_t stream, uint32_t step
 }
 
 /* A float in [0, 1) with 24 random bits. */
-static inline float ct_rng_to_unit(uint32_t bits)
+CT_RNG_FN float ct_rng_to_unit(uint32_t bits)
 {
     return (float)(bits >> 8) * (1.0f / 16777216.0f);
 }
 
 /* Element `index` of the stream: lane index%4 of block index/4. */
-static inline float ct_rng_uniform(uint64_t seed, uint32_t stream, uint32_t step, uint64_t index)
+CT_RNG_FN float ct_rng_uniform(uint64_t seed, uint32_t stream, uint32_t step, uint64_t index)
 {
     uint32_t words[4];
     ct_philox_block(seed, stream, step, index / 4, words);

@@ -65,6 +65,12 @@ typedef struct ct_backend_i {
     void (*timer_mark)(ct_backend *backend, void *timer, int mark);
     ct_status (*timer_elapsed_ns)(ct_backend *backend, void *timer, int mark, int64_t *ns);
     void (*timer_free)(ct_backend *backend, void *timer);
+    /* Optional (NULL: CT_ERR_UNSUPPORTED): memory and kernel choice. */
+    ct_status (*memory_stats)(const ct_backend *backend, ct_memory_stats *out);
+    ct_status (*release_cache)(ct_backend *backend);
+    ct_status (*set_memory_limit)(ct_backend *backend, size_t bytes);
+    ct_status (*set_kernels)(ct_backend *backend, const char *kernels);
+    ct_status (*set_tf32)(ct_backend *backend, bool enabled);
 } ct_backend_i;
 
 #define CT_BACKEND_NAME_CAPACITY 64
@@ -78,5 +84,7 @@ struct ct_backend {
 
 /* The CPU backend with n_threads threads (0: all cores). */
 ct_status ct_cpu_backend_new(int n_threads, ct_backend **out);
+/* The CUDA backend on GPU `device` (src/cuda/backend.c; CUDA builds only). */
+ct_status ct_cuda_backend_new(int device, ct_backend **out);
 
 #endif

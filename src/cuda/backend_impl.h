@@ -1,0 +1,46 @@
+/*
+ * The CUDA backend's state, shared by backend.c (the vtable, memory, kernel
+ * choice) and table.c (the native op table).
+ */
+#ifndef CT_CUDA_BACKEND_H
+#define CT_CUDA_BACKEND_H
+
+#include <stdbool.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda/allocator.h"
+#include "cuda/vendor.h"
+#include "graph/backend.h"
+
+enum { CT_CUDA_KEY_INTS = 3 * CT_MAX_DIMS + 12 };
+
+typedef enum kernels_mode { KERNELS_NATIVE = 0, KERNELS_VENDOR, KERNELS_AUTO } kernels_mode;
+
+typedef struct tuned {
+    int64_t key[CT_CUDA_KEY_INTS];
+    bool vendor;
+} tuned;
+
+typedef struct cuda_backend {
+    int device;
+    char gpu_name[256];
+    cudaStream_t stream;
+    cudaEvent_t tune_start, tune_stop;
+    ct_cuda_allocator allocator;
+    ct_cuda_blas *blas;
+    ct_cuda_dnn *dnn;
+    kernels_mode kernels;
+    bool tf32;
+    tuned *choices;
+    int n_choices, choices_capacity;
+    int *bad_row;                  /* device: first row with a bad label (cross-entropy) */
+    const ct_tensor *ce_node;      /* the cross-entropy node of this step, if any */
+    const void *ce_labels;
+} cuda_backend;
+
+/* The native op table (table.c): whether an op has a kernel, and running it. */
+bool ct_cuda_native_has(ct_op op);
+ct_status ct_cuda_run_native(cuda_backend *b, const ct_exec *exec, const ct_tensor *node);
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * What every kernel file shares: launch sizes and block reductions.
+ *
+ * Elementwise kernels use grid-stride loops over at most
+ * CT_CUDA_BLOCKS_PER_SM blocks per SM, so one launch covers any size.
+ * Reductions use a fixed tree (warp shuffles, then one warp over the warp
+ * sums), so their result does not depend on timing.
+ */
+#ifndef CT_CUDA_COMMON_CUH
+#define CT_CUDA_COMMON_CUH
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cuda/check.h"
+#include "cuda/kernels.h"
+
+extern "C" { /* a C header without its own guard (its system headers come first) */
+#include "core/error.h"
+}
+
+enum {
+    CT_CUDA_BLOCK = 256,        /* threads per block of the simple kernels */
+    CT_CUDA_BLOCKS_PER_SM = 8,  /* resident blocks to aim for in grid-stride loops */
+    CT_CUDA_WARP = 32,
+};
+
+/* The SM count of the backend's device (ct_cuda_set_device_info). */
+extern int ct_cuda_sm_count;
+
+/* Blocks for `count` independent items: enough to fill the device, at least 1. */
+static inline unsigned ct_cuda_grid(int64_t count)
+{
+    int64_t needed = (count + CT_CUDA_BLOCK - 1) / CT_CUDA_BLOCK;
+    int64_t cap = (int64_t)ct_cuda_sm_count * CT_CUDA_BLOCKS_PER_SM;
+    if (needed > cap)
+        needed = cap;
+    return needed < 1 ? 1u : (unsigned)needed;
+}
+
+#define CT_CUDA_GRID_STRIDE(i, count)                                               \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (count);  \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+__device__ inline double ct_warp_sum(double value)
+{
+    for (int offset = CT_CUDA_WARP / 2; offset > 0; offset /= 2)
+        value += __shfl_down_sync(0xffffffffu, value, offset);
+    return value; /* complete in lane 0 */
+}
+
+__device__ inline float ct_warp_max(float value)
+{
+    for (int offset = CT_CUDA_WARP / 2; offset > 0; offset /= 2) {
+        float other = __shfl_xor_sync(0xffffffffu, value, offset);
+        value = other > value ? other : value;
+    }
+    return value; /* in every lane */
+}
+
+/* The sum of `value` over the block, returned to every thread.  blockDim.x
+ * must be a multiple of 32; every thread of the block must call it. */
+__device__ inline double ct_block_sum(double value)
+{
+    __shared__ double warp_sums[CT_CUDA_WARP];
+    __shared__ double total;
+    int lane = threadIdx.x % CT_CUDA_WARP, warp = threadIdx.x / CT_CUDA_WARP;
+    value = ct_warp_sum(value);
+    __syncthreads(); /* a previous call's readers are done with warp_sums and total */
+    if (lane == 0)
+        warp_sums[warp] = value;
+    __syncthreads();
+    if (warp == 0) {
+        int n_warps = blockDim.x / CT_CUDA_WARP;
+        value = ct_warp_sum(lane < n_warps ? warp_sums[lane] : 0.0);
+        if (lane == 0)
+            total = value;
+    }
+    __syncthreads();
+    return total;
+}
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * SGEMM and the linear layer on the GPU, native kernels (the tiled kernel
+ * of gemm.cuh).  Row-major, PyTorch layout for linear:
+ *   x: [n, in]   w: [out, in]   bias: [out]   y: [n, out]
+ * The bias is added as each output is stored.  Outputs are written with =.
+ */
+#include "cuda/gemm.cuh"
+
+/* c[m,n] = alpha * op(a) op(b) + beta * c (+ col_bias[n] when given) */
+struct gemm_problem {
+    int m, n, k, splits, k_chunk;
+    bool trans_a, trans_b;
+    const float *a, *b, *col_bias;
+    float *c;
+    int lda, ldb, ldc;
+    float alpha, beta;
+
+    __device__ float load_a(int, int row, int depth) const
+    {
+        return trans_a ? a[(size_t)depth * lda + row] : a[(size_t)row * lda + depth];
+    }
+    __device__ float load_b(int, int depth, int col) const
+    {
+        return trans_b ? b[(size_t)col * ldb + depth] : b[(size_t)depth * ldb + col];
+    }
+    __device__ void store(int, int, int row, int col, float value) const
+    {
+        float *out = c + (size_t)row * ldc + col;
+        float result = alpha * value;
+        if (beta != 0.0f)
+            result += beta * *out;
+        if (col_bias)
+            result += col_bias[col];
+        *out = result;
+    }
+};
+
+static ct_status gemm_run(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                          const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                          int ldc, const float *col_bias, cudaStream_t stream)
+{
+    gemm_problem p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.splits = 1;
+    p.k_chunk = k;
+    p.trans_a = trans_a;
+    p.trans_b = trans_b;
+    p.a = a;
+    p.b = b;
+    p.col_bias = col_bias;
+    p.c = c;
+    p.lda = lda;
+    p.ldb = ldb;
+    p.ldc = ldc;
+    p.alpha = alpha;
+    p.beta = beta;
+    return ct_cuda_launch_gemm(p, 1, stream);
+}
+
+extern "C" ct_status ct_cuda_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                                  const float *a, int lda, const float *b, int ldb, float beta,
+                                  float *c, int ldc, cudaStream_t stream)
+{
+    return gemm_run(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL,
+                    stream);
+}
+
+/* y[n,o] = bias[o] + sum_i x[n,i] w[o,i]:  y = x . w^T */
+extern "C" ct_status ct_cuda_linear_forward(int n, int in, int out, const float *x,
+                                            const float *w, const float *bias, float *y,
+                                            cudaStream_t stream)
+{
+    return gemm_run(false, true, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, bias, stream);
+}
+
+/* dx[n,i] = sum_o dy[n,o] w[o,i]:  dx = dy . w */
+extern "C" ct_status ct_cuda_linear_backward_data(int n, int in, int out, const float *dy,
+                                                  const float *w, float *dx,
+                                                  cudaStream_t stream)
+{
+    return gemm_run(false, false, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, NULL, stream);
+}
+
+/* dw[o,i] = sum_n dy[n,o] x[n,i]:  dw = dy^T . x */
+extern "C" ct_status ct_cuda_linear_backward_weight(int n, int in, int out, const float *x,
+                                                    const float *dy, float *dw,
+                                                    cudaStream_t stream)
+{
+    return gemm_run(true, false, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in, NULL, stream);
+}

@@ -1,0 +1,102 @@
+/*
+ * One shared-memory tiled GEMM kernel for every matrix product of the
+ * backend: c[m,n] = sum_k a(m,k) b(k,n), where a Problem says how to read
+ * a and b and where to store c.  A plain SGEMM reads row-major matrices; a
+ * convolution reads its input through the im2col index map on the fly
+ * ("implicit GEMM", src/cuda/conv.cu), so no column buffer is built.
+ *
+ * A block computes a TILE_M x TILE_N tile of c; its 256 threads stage
+ * TILE_K-deep slices of a and b in shared memory, and each thread keeps a
+ * 4x4 register block (rows ty + 16i, columns tx + 16j, so a warp reads
+ * shared memory without bank conflicts).  blockIdx.z is group * splits +
+ * split: a problem may hold independent groups (grouped convolution) and
+ * may split k into `splits` chunks of k_chunk (a multiple of TILE_K), each
+ * block summing one chunk; the problem then sums the parts itself.
+ *
+ * Each c element sums its chunk's products in increasing k with float FMAs:
+ * the same bits from run to run.  Static shared memory is 8.5 KiB, under
+ * the 48 KiB that every architecture gives a block without opting in.
+ *
+ * A Problem has: int m, n, k, splits, k_chunk; and device methods
+ *   float load_a(int group, int m, int k), float load_b(int group, int k, int n),
+ *   void store(int group, int split, int m, int n, float value).
+ */
+#ifndef CT_CUDA_GEMM_CUH
+#define CT_CUDA_GEMM_CUH
+
+#include "cuda/common.cuh"
+
+enum {
+    GEMM_TILE_M = 64,
+    GEMM_TILE_N = 64,
+    GEMM_TILE_K = 16,
+    GEMM_THREADS = 256,
+    GEMM_THREADS_N = 16, /* threads along n; 16 along m */
+    GEMM_REG = 4,        /* register block: GEMM_REG x GEMM_REG outputs per thread */
+};
+
+template <class Problem>
+__global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
+{
+    __shared__ float a_tile[GEMM_TILE_K][GEMM_TILE_M + 1];
+    __shared__ float b_tile[GEMM_TILE_K][GEMM_TILE_N + 1];
+    int group = blockIdx.z / p.splits, split = blockIdx.z % p.splits;
+    int m0 = blockIdx.y * GEMM_TILE_M, n0 = blockIdx.x * GEMM_TILE_N;
+    int tx = threadIdx.x % GEMM_THREADS_N, ty = threadIdx.x / GEMM_THREADS_N;
+    int k_begin = split * p.k_chunk;
+    int k_end = min(p.k, k_begin + p.k_chunk);
+    float acc[GEMM_REG][GEMM_REG];
+    for (int i = 0; i < GEMM_REG; i++)
+        for (int j = 0; j < GEMM_REG; j++)
+            acc[i][j] = 0.0f;
+    for (int k0 = k_begin; k0 < k_end; k0 += GEMM_TILE_K) {
+        for (int e = threadIdx.x; e < GEMM_TILE_K * GEMM_TILE_M; e += GEMM_THREADS) {
+            int kk = e / GEMM_TILE_M, mm = e % GEMM_TILE_M;
+            int m = m0 + mm, k = k0 + kk;
+            a_tile[kk][mm] = m < p.m && k < k_end ? p.load_a(group, m, k) : 0.0f;
+        }
+        for (int e = threadIdx.x; e < GEMM_TILE_K * GEMM_TILE_N; e += GEMM_THREADS) {
+            int kk = e / GEMM_TILE_N, nn = e % GEMM_TILE_N;
+            int n = n0 + nn, k = k0 + kk;
+            b_tile[kk][nn] = n < p.n && k < k_end ? p.load_b(group, k, n) : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < GEMM_TILE_K; kk++) {
+            float a_frag[GEMM_REG], b_frag[GEMM_REG];
+#pragma unroll
+            for (int i = 0; i < GEMM_REG; i++)
+                a_frag[i] = a_tile[kk][ty + 16 * i];
+#pragma unroll
+            for (int j = 0; j < GEMM_REG; j++)
+                b_frag[j] = b_tile[kk][tx + 16 * j];
+#pragma unroll
+            for (int i = 0; i < GEMM_REG; i++)
+#pragma unroll
+                for (int j = 0; j < GEMM_REG; j++)
+                    acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+    for (int i = 0; i < GEMM_REG; i++)
+        for (int j = 0; j < GEMM_REG; j++) {
+            int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
+            if (m < p.m && n < p.n)
+                p.store(group, split, m, n, acc[i][j]);
+        }
+}
+
+/* Launch p over `groups` groups (nothing to do for an empty c). */
+template <class Problem>
+static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, cudaStream_t stream)
+{
+    if (p.m <= 0 || p.n <= 0 || groups <= 0)
+        return CT_OK;
+    dim3 grid((unsigned)((p.n + GEMM_TILE_N - 1) / GEMM_TILE_N),
+              (unsigned)((p.m + GEMM_TILE_M - 1) / GEMM_TILE_M), (unsigned)(groups * p.splits));
+    ct_tiled_gemm<Problem><<<grid, GEMM_THREADS, 0, stream>>>(p);
+    CT_CUDA_LAUNCH("ct_tiled_gemm");
+    return CT_OK;
+}
+
+#endif

@@ -1,0 +1,165 @@
+/*
+ * The CUDA kernels: the same functions as src/cpu/kernels.h (which states
+ * each one's math and is the reference the GPU tests compare against), with
+ * device pointers and a trailing stream.  Each call enqueues its work on the
+ * stream and returns at once: CT_OK, or the launch failure (check.h).
+ *
+ * Rules for every kernel, as on the CPU:
+ *   - outputs are written with = (never accumulated);
+ *   - no allocation: scratch memory comes in `workspace`, sized by the
+ *     matching *_workspace() function;
+ *   - reductions run in a fixed order (a fixed tree of warp shuffles over a
+ *     fixed assignment of elements to threads, no atomics), so a result is
+ *     the same bits from run to run; sums that the CPU does in double are
+ *     done in double here too.
+ * Grid sizes come from the device's SM count (ct_cuda_set_device_info).
+ */
+#ifndef CT_CUDA_KERNELS_H
+#define CT_CUDA_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cuttle.h"
+#include "ops/shapes.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The device the kernels are sized for (the backend sets it when made). */
+void ct_cuda_set_device_info(int sm_count);
+
+/* ---- gemm.cu ---------------------------------------------------------- */
+
+/* c[m,n] = alpha * op(a)[m,k] op(b)[k,n] + beta * c, row-major (c is not
+ * read when beta == 0).  A shared-memory tiled SGEMM. */
+ct_status ct_cuda_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                       int ldc, cudaStream_t stream);
+ct_status ct_cuda_linear_forward(int n, int in, int out, const float *x, const float *w,
+                                 const float *bias, float *y, cudaStream_t stream);
+ct_status ct_cuda_linear_backward_data(int n, int in, int out, const float *dy, const float *w,
+                                       float *dx, cudaStream_t stream);
+ct_status ct_cuda_linear_backward_weight(int n, int in, int out, const float *x,
+                                         const float *dy, float *dw, cudaStream_t stream);
+
+/* ---- conv.cu ------------------------------------------------------------ */
+
+/* Implicit GEMM (no im2col buffer); the weight gradient splits its long
+ * reduction over blocks and sums the parts in order in the workspace. */
+size_t ct_cuda_conv2d_workspace(const ct_conv2d_shape *s);
+ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const float *x, const float *w,
+                                 const float *bias, float *y, void *workspace,
+                                 cudaStream_t stream);
+ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy,
+                                       const float *w, float *dx, void *workspace,
+                                       cudaStream_t stream);
+ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x,
+                                         const float *dy, float *dw, void *workspace,
+                                         cudaStream_t stream);
+ct_status ct_cuda_channel_sum(int n, int c, int inner, const float *dy, float *db,
+                              cudaStream_t stream);
+
+/* ---- pool.cu -------------------------------------------------------------- */
+
+ct_status ct_cuda_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y,
+                                    cudaStream_t stream);
+ct_status ct_cuda_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const float *dy,
+                                     float *dx, cudaStream_t stream);
+ct_status ct_cuda_avgpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y,
+                                    cudaStream_t stream);
+ct_status ct_cuda_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy, float *dx,
+                                     cudaStream_t stream);
+ct_status ct_cuda_global_avgpool_forward(int n, int c, int inner, const float *x, float *y,
+                                         cudaStream_t stream);
+ct_status ct_cuda_global_avgpool_backward(int n, int c, int inner, const float *dy, float *dx,
+                                          cudaStream_t stream);
+
+/* ---- activation.cu ---------------------------------------------------------- */
+
+ct_status ct_cuda_relu_forward(int64_t count, const float *x, float *y, cudaStream_t stream);
+ct_status ct_cuda_relu_backward(int64_t count, const float *y, const float *dy, float *dx,
+                                cudaStream_t stream);
+ct_status ct_cuda_sigmoid_forward(int64_t count, const float *x, float *y, cudaStream_t stream);
+ct_status ct_cuda_sigmoid_backward(int64_t count, const float *y, const float *dy, float *dx,
+                                   cudaStream_t stream);
+ct_status ct_cuda_tanh_forward(int64_t count, const float *x, float *y, cudaStream_t stream);
+ct_status ct_cuda_tanh_backward(int64_t count, const float *y, const float *dy, float *dx,
+                                cudaStream_t stream);
+
+/* ---- batchnorm.cu ------------------------------------------------------------- */
+
+/* As ct_cpu_batchnorm_stats; in training, also num_batches[0] += 1 when
+ * num_batches is not NULL (PyTorch's num_batches_tracked). */
+ct_status ct_cuda_batchnorm_stats(int n, int c, int inner, const float *x, bool training,
+                                  float momentum, float eps, float *running_mean,
+                                  float *running_var, int64_t *num_batches, float *stats,
+                                  cudaStream_t stream);
+ct_status ct_cuda_batchnorm_apply(int n, int c, int inner, const float *x, const float *stats,
+                                  const float *gamma, const float *beta, float *y,
+                                  cudaStream_t stream);
+ct_status ct_cuda_batchnorm_backward_params(int n, int c, int inner, const float *x,
+                                            const float *dy, const float *stats,
+                                            float *dparams, cudaStream_t stream);
+ct_status ct_cuda_batchnorm_backward_data(int n, int c, int inner, const float *x,
+                                          const float *dy, const float *stats,
+                                          const float *gamma, const float *dparams, float *dx,
+                                          cudaStream_t stream);
+
+/* ---- dropout.cu ------------------------------------------------------------------ */
+
+/* The mask of ct_cpu_dropout bit for bit (the same Philox stream). */
+ct_status ct_cuda_dropout(int64_t count, const float *x, float *y, float p, uint64_t seed,
+                          uint32_t rng_stream, uint32_t step, cudaStream_t stream);
+
+/* ---- softmax.cu ---------------------------------------------------------------------- */
+
+ct_status ct_cuda_softmax_forward(int n, int c, const float *x, float *y, cudaStream_t stream);
+ct_status ct_cuda_softmax_backward(int n, int c, const float *y, const float *dy, float *dx,
+                                   cudaStream_t stream);
+/* A row whose label is outside [0, c) makes the loss NaN and lowers
+ * *bad_row (device memory) to that row if smaller: the caller sets it to
+ * CT_CUDA_NO_BAD_ROW beforehand and reads it after synchronizing. */
+#define CT_CUDA_NO_BAD_ROW 0x7f7f7f7f /* what cudaMemset(0x7f) writes in an int */
+ct_status ct_cuda_cross_entropy_forward(int n, int c, const float *logits, const void *labels,
+                                        bool labels_i64, float label_smoothing, float *loss,
+                                        int *bad_row, cudaStream_t stream);
+ct_status ct_cuda_cross_entropy_backward(int n, int c, const float *logits, const void *labels,
+                                         bool labels_i64, float label_smoothing,
+                                         const float *dloss, float *dlogits,
+                                         cudaStream_t stream);
+
+/* ---- tensor_ops.cu ------------------------------------------------------------------- */
+
+ct_status ct_cuda_fill(int64_t count, float value, float *y, cudaStream_t stream);
+ct_status ct_cuda_copy(int64_t count, const float *x, float *y, cudaStream_t stream);
+ct_status ct_cuda_add(int64_t count, const float *a, const float *b, float *y,
+                      cudaStream_t stream);
+ct_status ct_cuda_concat(int n, int inner, int n_inputs, const int *channels,
+                         const float *const *xs, float *y, cudaStream_t stream);
+ct_status ct_cuda_slice_channels(int n, int inner, int c_total, int start, int count,
+                                 const float *x, float *y, cudaStream_t stream);
+/* y[r, ch, i] += bias[ch],  y: [rows, c, inner] (vendor GEMMs and convolutions). */
+ct_status ct_cuda_add_bias(int rows, int c, int inner, const float *bias, float *y,
+                           cudaStream_t stream);
+
+/* ---- optim.cu ------------------------------------------------------------------------ */
+
+ct_status ct_cuda_sgd_update(int64_t count, float *param, const float *grad,
+                             float *momentum_buf, float lr, float momentum, float dampening,
+                             float weight_decay, bool nesterov, bool first_step,
+                             cudaStream_t stream);
+ct_status ct_cuda_adam_update(int64_t count, float *param, const float *grad, float *exp_avg,
+                              float *exp_avg_sq, float lr, float beta1, float beta2, float eps,
+                              float weight_decay, bool decoupled, int64_t step,
+                              cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

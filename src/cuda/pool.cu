@@ -1,0 +1,251 @@
+/*
+ * Pooling on the GPU: max, average and global average, with the window
+ * bounds, divisors and max rule of src/cpu/pool.c (NaN wins, the first
+ * maximum in row-major order wins a tie).
+ *
+ * Forward passes run one thread per output.  Backward passes run one thread
+ * per input element, which gathers the windows that hold it in output order
+ * (the order in which the CPU scatters them), so dx is written with = and
+ * matches the CPU's sums bit for bit, without atomics.
+ */
+#include <math.h>
+
+#include "cuda/common.cuh"
+
+struct pool_window {
+    int h0, h1, w0, w1;
+};
+
+__device__ inline pool_window pool_clipped_window(const ct_pool2d_shape &s, int oh, int ow)
+{
+    int h0 = oh * s.stride_h - s.pad_h, w0 = ow * s.stride_w - s.pad_w;
+    pool_window win = {max(h0, 0), min(h0 + s.kernel_h, s.in_h), max(w0, 0),
+                       min(w0 + s.kernel_w, s.in_w)};
+    return win;
+}
+
+__device__ inline bool pool_window_empty(pool_window win)
+{
+    return win.h0 >= win.h1 || win.w0 >= win.w1;
+}
+
+/* The window's maximum and its index in the plane (src/cpu/pool.c's rule). */
+__device__ inline int pool_window_argmax(const float *plane, int in_w, pool_window win,
+                                         float *max_value)
+{
+    int best = win.h0 * in_w + win.w0;
+    float best_value = -INFINITY;
+    for (int h = win.h0; h < win.h1; h++)
+        for (int w = win.w0; w < win.w1; w++) {
+            float v = plane[h * in_w + w];
+            if (v > best_value || isnan(v)) {
+                best_value = v;
+                best = h * in_w + w;
+            }
+        }
+    *max_value = best_value;
+    return best;
+}
+
+/* The outputs o in [*lo, *hi] whose windows (start o*stride - pad, size
+ * kernel) hold input index i. */
+__device__ inline void pool_windows_holding(int i, int kernel, int stride, int pad, int n_out,
+                                            int *lo, int *hi)
+{
+    int first = i + pad - kernel + 1;
+    *lo = first <= 0 ? 0 : (first + stride - 1) / stride;
+    *hi = min((i + pad) / stride, n_out - 1);
+}
+
+/* PyTorch's divisor (see src/cpu/pool.c). */
+__device__ inline int pool_avg_divisor(const ct_pool2d_shape &s, int oh, int ow,
+                                       pool_window win)
+{
+    if (s.exclude_pad)
+        return (win.h1 - win.h0) * (win.w1 - win.w0);
+    int h0 = oh * s.stride_h - s.pad_h, w0 = ow * s.stride_w - s.pad_w;
+    int h1 = min(h0 + s.kernel_h, s.in_h + s.pad_h);
+    int w1 = min(w0 + s.kernel_w, s.in_w + s.pad_w);
+    return (h1 - h0) * (w1 - w0);
+}
+
+/* y[p,oh,ow] = max over the window (-inf for an empty one) */
+__global__ void maxpool_forward_kernel(ct_pool2d_shape s, const float *x, float *y)
+{
+    int64_t out_plane = (int64_t)s.out_h * s.out_w;
+    int64_t count = (int64_t)s.n_batch * s.channels * out_plane;
+    CT_CUDA_GRID_STRIDE(index, count)
+    {
+        int64_t p = index / out_plane;
+        int oh = (int)(index % out_plane / s.out_w), ow = (int)(index % s.out_w);
+        pool_window win = pool_clipped_window(s, oh, ow);
+        float m = -INFINITY;
+        if (!pool_window_empty(win))
+            pool_window_argmax(x + p * s.in_h * s.in_w, s.in_w, win, &m);
+        y[index] = m;
+    }
+}
+
+/* dx[p,h,w] = sum of dy[p,oh,ow] over the windows whose argmax is (h,w) */
+__global__ void maxpool_backward_kernel(ct_pool2d_shape s, const float *x, const float *dy,
+                                        float *dx)
+{
+    int64_t in_plane = (int64_t)s.in_h * s.in_w, out_plane = (int64_t)s.out_h * s.out_w;
+    int64_t count = (int64_t)s.n_batch * s.channels * in_plane;
+    CT_CUDA_GRID_STRIDE(index, count)
+    {
+        int64_t p = index / in_plane;
+        int h = (int)(index % in_plane / s.in_w), w = (int)(index % s.in_w);
+        int target = h * s.in_w + w;
+        const float *xp = x + p * in_plane;
+        int oh_lo, oh_hi, ow_lo, ow_hi;
+        pool_windows_holding(h, s.kernel_h, s.stride_h, s.pad_h, s.out_h, &oh_lo, &oh_hi);
+        pool_windows_holding(w, s.kernel_w, s.stride_w, s.pad_w, s.out_w, &ow_lo, &ow_hi);
+        float sum = 0.0f;
+        for (int oh = oh_lo; oh <= oh_hi; oh++)
+            for (int ow = ow_lo; ow <= ow_hi; ow++) {
+                float unused_max;
+                pool_window win = pool_clipped_window(s, oh, ow);
+                if (pool_window_argmax(xp, s.in_w, win, &unused_max) == target)
+                    sum += dy[p * out_plane + (int64_t)oh * s.out_w + ow];
+            }
+        dx[index] = sum;
+    }
+}
+
+/* y[p,oh,ow] = sum_window x / divisor, summed in double; 0 for an empty window */
+__global__ void avgpool_forward_kernel(ct_pool2d_shape s, const float *x, float *y)
+{
+    int64_t out_plane = (int64_t)s.out_h * s.out_w;
+    int64_t count = (int64_t)s.n_batch * s.channels * out_plane;
+    CT_CUDA_GRID_STRIDE(index, count)
+    {
+        int64_t p = index / out_plane;
+        int oh = (int)(index % out_plane / s.out_w), ow = (int)(index % s.out_w);
+        const float *xp = x + p * s.in_h * s.in_w;
+        pool_window win = pool_clipped_window(s, oh, ow);
+        double sum = 0.0;
+        for (int h = win.h0; h < win.h1; h++)
+            for (int w = win.w0; w < win.w1; w++)
+                sum += xp[h * s.in_w + w];
+        y[index] = pool_window_empty(win) ? 0.0f
+                                          : (float)(sum / pool_avg_divisor(s, oh, ow, win));
+    }
+}
+
+/* dx[p,h,w] = sum over the windows holding (h,w) of dy[p,oh,ow] / divisor(oh,ow) */
+__global__ void avgpool_backward_kernel(ct_pool2d_shape s, const float *dy, float *dx)
+{
+    int64_t in_plane = (int64_t)s.in_h * s.in_w, out_plane = (int64_t)s.out_h * s.out_w;
+    int64_t count = (int64_t)s.n_batch * s.channels * in_plane;
+    CT_CUDA_GRID_STRIDE(index, count)
+    {
+        int64_t p = index / in_plane;
+        int h = (int)(index % in_plane / s.in_w), w = (int)(index % s.in_w);
+        int oh_lo, oh_hi, ow_lo, ow_hi;
+        pool_windows_holding(h, s.kernel_h, s.stride_h, s.pad_h, s.out_h, &oh_lo, &oh_hi);
+        pool_windows_holding(w, s.kernel_w, s.stride_w, s.pad_w, s.out_w, &ow_lo, &ow_hi);
+        float sum = 0.0f;
+        for (int oh = oh_lo; oh <= oh_hi; oh++)
+            for (int ow = ow_lo; ow <= ow_hi; ow++) {
+                pool_window win = pool_clipped_window(s, oh, ow);
+                float divisor = (float)pool_avg_divisor(s, oh, ow, win);
+                sum += dy[p * out_plane + (int64_t)oh * s.out_w + ow] / divisor;
+            }
+        dx[index] = sum;
+    }
+}
+
+/* y[p] = sum_i x[p,i] / inner: one warp per plane, summed in double */
+__global__ void global_avgpool_forward_kernel(int64_t planes, int inner, const float *x,
+                                              float *y)
+{
+    int lane = threadIdx.x % CT_CUDA_WARP;
+    int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / CT_CUDA_WARP;
+    int64_t n_warps = (int64_t)gridDim.x * blockDim.x / CT_CUDA_WARP;
+    for (int64_t p = warp; p < planes; p += n_warps) {
+        double sum = 0.0;
+        for (int i = lane; i < inner; i += CT_CUDA_WARP)
+            sum += x[p * inner + i];
+        sum = ct_warp_sum(sum);
+        if (lane == 0)
+            y[p] = (float)(sum / inner);
+    }
+}
+
+/* dx[p,i] = dy[p] / inner */
+__global__ void global_avgpool_backward_kernel(int64_t count, int inner, const float *dy,
+                                               float *dx)
+{
+    CT_CUDA_GRID_STRIDE(index, count)
+    {
+        dx[index] = dy[index / inner] / (float)inner;
+    }
+}
+
+static int64_t pool_out_count(const ct_pool2d_shape *s)
+{
+    return (int64_t)s->n_batch * s->channels * s->out_h * s->out_w;
+}
+
+static int64_t pool_in_count(const ct_pool2d_shape *s)
+{
+    return (int64_t)s->n_batch * s->channels * s->in_h * s->in_w;
+}
+
+extern "C" ct_status ct_cuda_maxpool2d_forward(const ct_pool2d_shape *s, const float *x,
+                                               float *y, cudaStream_t stream)
+{
+    maxpool_forward_kernel<<<ct_cuda_grid(pool_out_count(s)), CT_CUDA_BLOCK, 0, stream>>>(*s, x,
+                                                                                        y);
+    CT_CUDA_LAUNCH("maxpool_forward_kernel");
+    return CT_OK;
+}
+
+extern "C" ct_status ct_cuda_maxpool2d_backward(const ct_pool2d_shape *s, const float *x,
+                                                const float *dy, float *dx,
+                                                cudaStream_t stream)
+{
+    maxpool_backward_kernel<<<ct_cuda_grid(pool_in_count(s)), CT_CUDA_BLOCK, 0, stream>>>(
+        *s, x, dy, dx);
+    CT_CUDA_LAUNCH("maxpool_backward_kernel");
+    return CT_OK;
+}
+
+extern "C" ct_status ct_cuda_avgpool2d_forward(const ct_pool2d_shape *s, const float *x,
+                                               float *y, cudaStream_t stream)
+{
+    avgpool_forward_kernel<<<ct_cuda_grid(pool_out_count(s)), CT_CUDA_BLOCK, 0, stream>>>(*s, x,
+                                                                                        y);
+    CT_CUDA_LAUNCH("avgpool_forward_kernel");
+    return CT_OK;
+}
+
+extern "C" ct_status ct_cuda_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy,
+                                                float *dx, cudaStream_t stream)
+{
+    avgpool_backward_kernel<<<ct_cuda_grid(pool_in_count(s)), CT_CUDA_BLOCK, 0, stream>>>(
+        *s, dy, dx);
+    CT_CUDA_LAUNCH("avgpool_backward_kernel");
+    return CT_OK;
+}
+
+extern "C" ct_status ct_cuda_global_avgpool_forward(int n, int c, int inner, const float *x,
+                                                    float *y, cudaStream_t stream)
+{
+    int64_t planes = (int64_t)n * c;
+    global_avgpool_forward_kernel<<<ct_cuda_grid(planes * CT_CUDA_WARP), CT_CUDA_BLOCK, 0,
+                                    stream>>>(planes, inner, x, y);
+    CT_CUDA_LAUNCH("global_avgpool_forward_kernel");
+    return CT_OK;
+}
+
+extern "C" ct_status ct_cuda_global_avgpool_backward(int n, int c, int inner, const float *dy,
+                                                     float *dx, cudaStream_t stream)
+{
+    int64_t count = (int64_t)n * c * inner;
+    global_avgpool_backward_kernel<<<ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream>>>(
+        count, inner, dy, dx);
+    CT_CUDA_LAUNCH("global_avgpool_backward_kernel");
+    return CT_OK;
+}

@@ -1,0 +1,175 @@
+/*
+ * Softmax and softmax cross-entropy on the GPU over the rows of [n, c], the
+ * math of src/cpu/softmax.c: each row subtracts its maximum, sums in double.
+ * One warp per row; the cross-entropy mean runs in one block whose warps
+ * take rows in turn and whose sum is a fixed tree, so it is deterministic.
+ * Outputs are written with =.
+ */
+#include <math.h>
+
+#include "cuda/common.cuh"
+
+enum { CE_FORWARD_THREADS = 256 };
+
+__device__ inline int64_t ce_label(const void *labels, bool labels_i64, int row)
+{
+    return labels_i64 ? ((const int64_t *)labels)[row] : ((const int32_t *)labels)[row];
+}
+
+__device__ inline float row_max(int c, const float *x, int lane)
+{
+    float m = -INFINITY;
+    for (int j = lane; j < c; j += CT_CUDA_WARP)
+        m = x[j] > m ? x[j] : m;
+    return ct_warp_max(m);
+}
+
+/* log sum_j exp(x_j) of one row, in double, in every lane of the warp */
+__device__ inline double row_logsumexp(int c, const float *x, int lane)
+{
+    double m = row_max(c, x, lane), sum = 0.0;
+    for (int j = lane; j < c; j += CT_CUDA_WARP)
+        sum += exp(x[j] - m);
+    sum = __shfl_sync(0xffffffffu, ct_warp_sum(sum), 0);
+    return m + log(sum);
+}
+
+#define CT_CUDA_WARP_ROWS(row, n)                                                    \
+    int lane = threadIdx.x % CT_CUDA_WARP;                                           \
+    int warps_per_grid = gridDim.x * blockDim.x / CT_CUDA_WARP;                      \
+    for (int row = (blockIdx.x * blockDim.x + threadIdx.x) / CT_CUDA_WARP; row < (n); \
+         row += warps_per_grid)
+
+/* y[i,j] = exp(x[i,j] - max_i) / sum_k exp(x[i,k] - max_i) */
+__global__ void softmax_forward_kernel(int n, int c, const float *x, float *y)
+{
+    CT_CUDA_WARP_ROWS(row, n)
+    {
+        const float *xr = x + (int64_t)row * c;
+        float *yr = y + (int64_t)row * c;
+        float m = row_max(c, xr, lane);
+        double sum = 0.0;
+        for (int j = lane; j < c; j += CT_CUDA_WARP) {
+            yr[j] = expf(xr[j] - m);
+            sum += yr[j];
+        }
+        float total = (float)__shfl_sync(0xffffffffu, ct_warp_sum(sum), 0);
+        for (int j = lane; j < c; j += CT_CUDA_WARP)
+            yr[j] /= total;
+    }
+}
+
+/* dx[i,j] = y[i,j] * (dy[i,j] - sum_k dy[i,k] y[i,k]) */
+__global__ void softmax_backward_kernel(int n, int c, const float *y, const float *dy,
+                                        float *dx)
+{
+    CT_CUDA_WARP_ROWS(row, n)
+    {
+        const float *yr = y + (int64_t)row * c, *dyr = dy + (int64_t)row * c;
+        float *dxr = dx + (int64_t)row * c;
+        double dot = 0.0;
+        for (int j = lane; j < c; j += CT_CUDA_WARP)
+            dot += (double)dyr[j] * yr[j];
+        float dot_f = (float)__shfl_sync(0xffffffffu, ct_warp_sum(dot), 0);
+        for (int j = lane; j < c; j += CT_CUDA_WARP)
+            dxr[j] = yr[j] * (dyr[j] - dot_f);
+    }
+}
+
+/* loss[0] = mean_i [-(1-s) log p[i,label_i] - (s/c) sum_j log p[i,j]]; one block.
+ * A bad label: loss NaN and *bad_row lowered to its row. */
+__global__ void cross_entropy_forward_kernel(int n, int c, const float *logits,
+                                             const void *labels, bool labels_i64,
+                                             float smoothing, float *loss, int *bad_row)
+{
+    int lane = threadIdx.x % CT_CUDA_WARP, warp = threadIdx.x / CT_CUDA_WARP;
+    int n_warps = blockDim.x / CT_CUDA_WARP;
+    double total = 0.0, bad = 0.0;
+    for (int row = warp; row < n; row += n_warps) {
+        const float *xr = logits + (int64_t)row * c;
+        int64_t label = ce_label(labels, labels_i64, row);
+        if (label < 0 || label >= c) {
+            if (lane == 0) {
+                bad = 1.0;
+                if (bad_row)
+                    atomicMin(bad_row, row);
+            }
+            continue;
+        }
+        double lse = row_logsumexp(c, xr, lane), sum_log_p = 0.0;
+        for (int j = lane; j < c; j += CT_CUDA_WARP)
+            sum_log_p += xr[j] - lse;
+        sum_log_p = ct_warp_sum(sum_log_p);
+        if (lane == 0)
+            total += -(1.0 - smoothing) * (xr[label] - lse) - (double)smoothing / c * sum_log_p;
+    }
+    total = ct_block_sum(total);
+    bad = ct_block_sum(bad);
+    if (threadIdx.x == 0)
+        loss[0] = bad > 0.0 ? NAN : (float)(total / n);
+}
+
+/* dlogits[i,j] = dloss[0]/n * (softmax(logits[i,:])_j - ((1-s)[j == label_i] + s/c)) */
+__global__ void cross_entropy_backward_kernel(int n, int c, const float *logits,
+                                              const void *labels, bool labels_i64,
+                                              float smoothing, const float *dloss,
+                                              float *dlogits)
+{
+    float scale = dloss[0] / (float)n;
+    float off_target = smoothing / (float)c;
+    float on_target = (1.0f - smoothing) + off_target;
+    CT_CUDA_WARP_ROWS(row, n)
+    {
+        const float *xr = logits + (int64_t)row * c;
+        float *dr = dlogits + (int64_t)row * c;
+        int64_t label = ce_label(labels, labels_i64, row);
+        double lse = row_logsumexp(c, xr, lane);
+        for (int j = lane; j < c; j += CT_CUDA_WARP) {
+            float p = (float)exp(xr[j] - lse);
+            dr[j] = scale * (p - (j == label ? on_target : off_target));
+        }
+    }
+}
+
+static unsigned rows_grid(int n)
+{
+    return ct_cuda_grid((int64_t)n * CT_CUDA_WARP);
+}
+
+extern "C" ct_status ct_cuda_softmax_forward(int n, int c, const float *x, float *y,
+                                             cudaStream_t stream)
+{
+    softmax_forward_kernel<<<rows_grid(n), CT_CUDA_BLOCK, 0, stream>>>(n, c, x, y);
+    CT_CUDA_LAUNCH("softmax_forward_kernel");
+    return CT_OK;
+}
+
+extern "C" ct_status ct_cuda_softmax_backward(int n, int c, const float *y, const float *dy,
+                                              float *dx, cudaStream_t stream)
+{
+    softmax_backward_kernel<<<rows_grid(n), CT_CUDA_BLOCK, 0, stream>>>(n, c, y, dy, dx);
+    CT_CUDA_LAUNCH("softmax_backward_kernel");
+    return CT_OK;
+}
+
+extern "C" ct_status ct_cuda_cross_entropy_forward(int n, int c, const float *logits,
+                                                   const void *labels, bool labels_i64,
+                                                   float label_smoothing, float *loss,
+                                                   int *bad_row, cudaStream_t stream)
+{
+    cross_entropy_forward_kernel<<<1, CE_FORWARD_THREADS, 0, stream>>>(
+        n, c, logits, labels, labels_i64, label_smoothing, loss, bad_row);
+    CT_CUDA_LAUNCH("cross_entropy_forward_kernel");
+    return CT_OK;
+}
+
+extern "C" ct_status ct_cuda_cross_entropy_backward(int n, int c, const float *logits,
+                                                    const void *labels, bool labels_i64,
+                                                    float label_smoothing, const float *dloss,
+                                                    float *dlogits, cudaStream_t stream)
+{
+    cross_entropy_backward_kernel<<<rows_grid(n), CT_CUDA_BLOCK, 0, stream>>>(
+        n, c, logits, labels, labels_i64, label_smoothing, dloss, dlogits);
+    CT_CUDA_LAUNCH("cross_entropy_backward_kernel");
+    return CT_OK;
+}

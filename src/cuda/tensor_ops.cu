@@ -1,0 +1,99 @@
+/*
+ * Fill, copy, add, bias, and the channel concat/slice of [n, c, inner]
+ * tensors on the GPU.  Concat and slice are strided copies
+ * (cudaMemcpy2DAsync): n rows of c_i*inner floats.  Outputs are written
+ * with = (add_bias adds into its output by definition); add may run in place.
+ * This file also holds the device description the launch sizes use.
+ */
+#include "cuda/common.cuh"
+
+/* A sensible default before any backend has described its device. */
+enum { DEFAULT_SM_COUNT = 16 };
+
+int ct_cuda_sm_count = DEFAULT_SM_COUNT;
+
+extern "C" void ct_cuda_set_device_info(int sm_count)
+{
+    ct_cuda_sm_count = sm_count > 0 ? sm_count : DEFAULT_SM_COUNT;
+}
+
+/* y[i] = value */
+__global__ void fill_kernel(int64_t count, float value, float *y)
+{
+    CT_CUDA_GRID_STRIDE(i, count) { y[i] = value; }
+}
+
+/* y[i] = a[i] + b[i] */
+__global__ void add_kernel(int64_t count, const float *a, const float *b, float *y)
+{
+    CT_CUDA_GRID_STRIDE(i, count) { y[i] = a[i] + b[i]; }
+}
+
+/* y[r, ch, i] += bias[ch] */
+__global__ void add_bias_kernel(int64_t count, int c, int inner, const float *bias, float *y)
+{
+    CT_CUDA_GRID_STRIDE(i, count) { y[i] += bias[i / inner % c]; }
+}
+
+extern "C" ct_status ct_cuda_fill(int64_t count, float value, float *y, cudaStream_t stream)
+{
+    fill_kernel<<<ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream>>>(count, value, y);
+    CT_CUDA_LAUNCH("fill_kernel");
+    return CT_OK;
+}
+
+extern "C" ct_status ct_cuda_copy(int64_t count, const float *x, float *y, cudaStream_t stream)
+{
+    if (count > 0 && x != y)
+        CT_CUDA_CALL(cudaMemcpyAsync(y, x, (size_t)count * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, stream));
+    return CT_OK;
+}
+
+extern "C" ct_status ct_cuda_add(int64_t count, const float *a, const float *b, float *y,
+                                 cudaStream_t stream)
+{
+    add_kernel<<<ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream>>>(count, a, b, y);
+    CT_CUDA_LAUNCH("add_kernel");
+    return CT_OK;
+}
+
+extern "C" ct_status ct_cuda_add_bias(int rows, int c, int inner, const float *bias, float *y,
+                                      cudaStream_t stream)
+{
+    int64_t count = (int64_t)rows * c * inner;
+    add_bias_kernel<<<ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream>>>(count, c, inner, bias, y);
+    CT_CUDA_LAUNCH("add_bias_kernel");
+    return CT_OK;
+}
+
+/* y[b, off_k + j, i] = xs[k][b, j, i],  off_k = sum_{m<k} channels[m] */
+extern "C" ct_status ct_cuda_concat(int n, int inner, int n_inputs, const int *channels,
+                                    const float *const *xs, float *y, cudaStream_t stream)
+{
+    int64_t c_total = 0;
+    for (int k = 0; k < n_inputs; k++)
+        c_total += channels[k];
+    size_t row_pitch = (size_t)c_total * inner * sizeof(float);
+    int64_t offset = 0;
+    for (int k = 0; k < n_inputs; k++) {
+        size_t width = (size_t)channels[k] * inner * sizeof(float);
+        if (width > 0 && n > 0)
+            CT_CUDA_CALL(cudaMemcpy2DAsync(y + offset * inner, row_pitch, xs[k], width, width,
+                                           (size_t)n, cudaMemcpyDeviceToDevice, stream));
+        offset += channels[k];
+    }
+    return CT_OK;
+}
+
+/* y[b, j, i] = x[b, start + j, i],  x: [n, c_total, inner],  y: [n, count, inner] */
+extern "C" ct_status ct_cuda_slice_channels(int n, int inner, int c_total, int start, int count,
+                                            const float *x, float *y, cudaStream_t stream)
+{
+    size_t width = (size_t)count * inner * sizeof(float);
+    if (width > 0 && n > 0)
+        CT_CUDA_CALL(cudaMemcpy2DAsync(y, width, x + (size_t)start * inner,
+                                       (size_t)c_total * inner * sizeof(float), width,
+                                       (size_t)n, cudaMemcpyDeviceToDevice, stream));
+    return CT_OK;
+}

@@ -1,0 +1,39 @@
+/*
+ * The vendor kernels: cuBLAS for the linear layer (blas.c) and cuDNN for
+ * convolution and pooling forward (dnn.c).  Each library is optional in the
+ * build; without it (or when its handle cannot be made) the `new` call
+ * gives NULL and `supports` answers false, so those ops run native kernels.
+ * The run functions have the node's semantics exactly (outputs written
+ * with =), so the backend can pick either implementation per node.
+ */
+#ifndef CT_CUDA_VENDOR_H
+#define CT_CUDA_VENDOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cuda_runtime_api.h>
+
+#include "graph/backend.h"
+
+typedef struct ct_cuda_blas ct_cuda_blas;
+typedef struct ct_cuda_dnn ct_cuda_dnn;
+
+/* *out is NULL (and CT_OK) when the build has no cuBLAS. */
+ct_status ct_cuda_blas_new(cudaStream_t stream, bool tf32, ct_cuda_blas **out);
+void ct_cuda_blas_free(ct_cuda_blas *blas);
+ct_status ct_cuda_blas_set_tf32(ct_cuda_blas *blas, bool tf32);
+bool ct_cuda_blas_supports(const ct_cuda_blas *blas, const ct_tensor *node);
+ct_status ct_cuda_blas_run(ct_cuda_blas *blas, const ct_exec *exec, const ct_tensor *node);
+
+/* *out is NULL (and CT_OK) when the build has no cuDNN. */
+ct_status ct_cuda_dnn_new(cudaStream_t stream, bool tf32, ct_cuda_dnn **out);
+void ct_cuda_dnn_free(ct_cuda_dnn *dnn);
+void ct_cuda_dnn_set_tf32(ct_cuda_dnn *dnn, bool tf32);
+bool ct_cuda_dnn_supports(const ct_cuda_dnn *dnn, const ct_tensor *node);
+/* Plan time: choose the node's algorithm (once per shape; cached) and give
+ * its workspace.  Run time asks for nothing more than was planned. */
+ct_status ct_cuda_dnn_workspace(ct_cuda_dnn *dnn, const ct_tensor *node, size_t *bytes);
+ct_status ct_cuda_dnn_run(ct_cuda_dnn *dnn, const ct_exec *exec, const ct_tensor *node);
+
+#endif

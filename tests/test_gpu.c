@@ -1,0 +1,548 @@
+/*
+ * The CUDA backend against the CPU backend: every op forward and backward,
+ * optimizer steps, a SimpleCNN training step, the allocator's statistics
+ * and its out-of-memory error.
+ *
+ * Each case builds a small graph through the public API, plans it on "cpu"
+ * and on "cuda", writes the same random (never zero) inputs, parameters
+ * and buffers to both, runs a training step and compares every output,
+ * every gradient and all state afterwards (running statistics, optimizer
+ * buffers).  GPU memory is poisoned (NaN) when handed out, so an element a
+ * kernel forgets to write fails the comparison.  Each op case runs with
+ * native kernels and with vendor kernels (cuBLAS/cuDNN); f32 tolerance is
+ * 1e-5 relative to the largest reference value, 3e-4 with TF32.
+ *
+ * Without a GPU, or in a build without CUDA, it prints
+ * "test_gpu: skipped N cases: <reason>" and exits 0, unless CT_REQUIRE_GPU
+ * is set (make test-gpu), when that is a failure.  CT_GPU_QUICK=1 runs the
+ * native mode only (for the slow compute-sanitizer runs).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuttle.h"
+#include "harness.h"
+#ifdef CT_HAVE_CUDA
+#include "cuda/cuda.h"
+#endif
+
+/* NaN-fill GPU memory as it is handed out (CUDA builds; never reached otherwise). */
+static ct_status poison_gpu_memory(ct_backend *gpu)
+{
+#ifdef CT_HAVE_CUDA
+    return ct_cuda_backend_poison(gpu, true);
+#else
+    (void)gpu;
+    return CT_ERR_UNSUPPORTED;
+#endif
+}
+
+#define TOL_F32 1e-5
+#define TOL_TF32 3e-4
+#define TOL_TRAINING 1e-4
+#define MAX_TRACKED 16
+
+/* ---- graphs under test -------------------------------------------------------- */
+
+typedef struct tracked {
+    ct_tensor *inputs[MAX_TRACKED];
+    int n_inputs;
+    ct_tensor *outputs[MAX_TRACKED];
+    int n_outputs;
+    int n_classes; /* for label inputs */
+} tracked;
+
+static ct_tensor *input(ct_graph *g, tracked *t, const char *name, ct_dtype dtype, int ndim,
+                        const int64_t *shape, bool grad)
+{
+    ct_tensor *x = ct_input(g, name, dtype, ndim, shape);
+    if (x && grad)
+        ct_tensor_requires_grad(x);
+    if (x)
+        t->inputs[t->n_inputs++] = x;
+    return x;
+}
+
+/* y is the op's output: kept, and differentiated against a random dy. */
+static ct_status finish_vjp(ct_graph *g, tracked *t, ct_tensor *y)
+{
+    if (!y)
+        return ct_graph_status(g);
+    ct_tensor_keep(y);
+    t->outputs[t->n_outputs++] = y;
+    int64_t shape[CT_MAX_DIMS];
+    for (int d = 0; d < ct_tensor_ndim(y); d++)
+        shape[d] = ct_tensor_dim(y, d);
+    ct_tensor *dy = input(g, t, "dy", CT_F32, ct_tensor_ndim(y), shape, false);
+    if (ct_graph_status(g) != CT_OK)
+        return ct_graph_status(g);
+    return ct_graph_backward_vjp(g, y, dy);
+}
+
+typedef ct_status (*build_fn)(ct_graph *g, tracked *t);
+
+#define X4(n, c, h, w) (int64_t[]){n, c, h, w}
+
+static ct_status conv_case(ct_graph *g, tracked *t, int64_t n, int64_t c, int64_t h, int64_t w,
+                           int out, int kh, int kw, ct_conv_args args, bool bias)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(n, c, h, w), true);
+    return finish_vjp(g, t, ct_layer_conv2d(g, "conv", x, out, kh, kw, args, bias));
+}
+
+static ct_status build_conv_3x3(ct_graph *g, tracked *t)
+{
+    return conv_case(g, t, 2, 8, 9, 7, 12, 3, 3, (ct_conv_args){.pad = {1, 1}}, true);
+}
+
+static ct_status build_conv_odd(ct_graph *g, tracked *t)
+{
+    ct_conv_args args = {.stride = {2, 1}, .pad = {2, 0}, .dilation = {1, 2}, .groups = 2};
+    return conv_case(g, t, 3, 10, 11, 13, 6, 5, 3, args, false);
+}
+
+static ct_status build_conv_direct(ct_graph *g, tracked *t)
+{
+    return conv_case(g, t, 4, 3, 12, 12, 6, 5, 5, (ct_conv_args){0}, true);
+}
+
+static ct_status build_conv_pointwise(ct_graph *g, tracked *t)
+{
+    return conv_case(g, t, 2, 16, 5, 5, 70, 1, 1, (ct_conv_args){0}, true);
+}
+
+static ct_status build_conv_long_reduction(ct_graph *g, tracked *t)
+{
+    /* N*P = 16*24*24: the weight gradient splits its reduction over blocks. */
+    return conv_case(g, t, 16, 6, 28, 28, 16, 5, 5, (ct_conv_args){0}, true);
+}
+
+static ct_status build_linear(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 2, (int64_t[]){7, 67}, true);
+    return finish_vjp(g, t, ct_layer_linear(g, "fc", x, 33, true));
+}
+
+static ct_status build_linear_nobias(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 2, (int64_t[]){64, 130}, true);
+    return finish_vjp(g, t, ct_layer_linear(g, "fc", x, 100, false));
+}
+
+static ct_status build_maxpool(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(2, 3, 10, 9), true);
+    return finish_vjp(g, t, ct_maxpool2d(g, x, (ct_pool_args){.kernel = {2, 2}}));
+}
+
+static ct_status build_maxpool_overlap(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(2, 3, 11, 8), true);
+    ct_pool_args args = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}};
+    return finish_vjp(g, t, ct_maxpool2d(g, x, args));
+}
+
+static ct_status build_avgpool(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(2, 4, 11, 8), true);
+    ct_pool_args args = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}};
+    return finish_vjp(g, t, ct_avgpool2d(g, x, args));
+}
+
+static ct_status build_avgpool_exclude(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(2, 4, 9, 9), true);
+    ct_pool_args args = {.kernel = {3, 2}, .stride = {2, 3}, .pad = {1, 1}, .exclude_pad = true};
+    return finish_vjp(g, t, ct_avgpool2d(g, x, args));
+}
+
+static ct_status build_global_avgpool(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(3, 5, 7, 6), true);
+    return finish_vjp(g, t, ct_global_avgpool(g, x));
+}
+
+static ct_status build_activations(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 2, (int64_t[]){13, 29}, true);
+    ct_tensor *a = ct_add(g, ct_relu(g, x), ct_sigmoid(g, x));
+    return finish_vjp(g, t, ct_add(g, a, ct_tanh(g, x)));
+}
+
+static ct_status build_batchnorm(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(4, 6, 5, 7), true);
+    return finish_vjp(g, t, ct_layer_batchnorm2d(g, "bn", x));
+}
+
+static ct_status build_dropout(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 2, (int64_t[]){9, 1001}, true);
+    return finish_vjp(g, t, ct_dropout(g, x, 0.3f));
+}
+
+static ct_status build_concat(ct_graph *g, tracked *t)
+{
+    ct_tensor *xs[3] = {input(g, t, "a", CT_F32, 4, X4(2, 3, 4, 5), true),
+                        input(g, t, "b", CT_F32, 4, X4(2, 1, 4, 5), true),
+                        input(g, t, "c", CT_F32, 4, X4(2, 4, 4, 5), true)};
+    return finish_vjp(g, t, ct_concat(g, 3, xs));
+}
+
+static ct_status build_softmax(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 2, (int64_t[]){17, 43}, true);
+    return finish_vjp(g, t, ct_softmax(g, x));
+}
+
+static ct_status cross_entropy_case(ct_graph *g, tracked *t, ct_dtype label_dtype,
+                                    float smoothing)
+{
+    t->n_classes = 11;
+    ct_tensor *x = input(g, t, "x", CT_F32, 2, (int64_t[]){37, 11}, true);
+    ct_tensor *labels = input(g, t, "labels", label_dtype, 1, (int64_t[]){37}, false);
+    ct_tensor *loss = ct_cross_entropy(g, x, labels, smoothing);
+    if (!loss)
+        return ct_graph_status(g);
+    t->outputs[t->n_outputs++] = loss;
+    return ct_graph_backward(g, loss);
+}
+
+static ct_status build_cross_entropy_i64(ct_graph *g, tracked *t)
+{
+    return cross_entropy_case(g, t, CT_I64, 0.1f);
+}
+
+static ct_status build_cross_entropy_i32(ct_graph *g, tracked *t)
+{
+    return cross_entropy_case(g, t, CT_I32, 0.0f);
+}
+
+/* A small classifier with an optimizer: forward, backward and update. */
+static ct_status optimizer_case(ct_graph *g, tracked *t, bool adam, bool decoupled)
+{
+    t->n_classes = 5;
+    ct_tensor *x = input(g, t, "x", CT_F32, 2, (int64_t[]){8, 12}, false);
+    ct_tensor *labels = input(g, t, "labels", CT_I64, 1, (int64_t[]){8}, false);
+    ct_tensor *h = ct_relu(g, ct_layer_linear(g, "fc1", x, 16, true));
+    ct_tensor *loss = ct_cross_entropy(g, ct_layer_linear(g, "fc2", h, 5, true), labels, 0.0f);
+    if (!loss)
+        return ct_graph_status(g);
+    t->outputs[t->n_outputs++] = loss;
+    ct_status status = ct_graph_backward(g, loss);
+    if (status != CT_OK)
+        return status;
+    if (!adam)
+        return ct_graph_sgd(g, (ct_sgd_args){.lr = 0.1f, .momentum = 0.9f,
+                                             .weight_decay = 1e-2f, .nesterov = true});
+    ct_adam_args args = ct_adam_defaults();
+    args.weight_decay = 1e-2f;
+    args.decoupled = decoupled;
+    return ct_graph_adam(g, args);
+}
+
+static ct_status build_sgd(ct_graph *g, tracked *t) { return optimizer_case(g, t, false, false); }
+static ct_status build_adam(ct_graph *g, tracked *t) { return optimizer_case(g, t, true, false); }
+static ct_status build_adamw(ct_graph *g, tracked *t) { return optimizer_case(g, t, true, true); }
+
+static ct_status build_simplecnn(ct_graph *g, tracked *t)
+{
+    t->n_classes = 10;
+    ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(8, 1, 28, 28), false);
+    ct_tensor *labels = input(g, t, "labels", CT_I64, 1, (int64_t[]){8}, false);
+    ct_tensor *loss = ct_cross_entropy(g, ct_model_simplecnn(g, x, 10), labels, 0.0f);
+    if (!loss)
+        return ct_graph_status(g);
+    t->outputs[t->n_outputs++] = loss;
+    ct_status status = ct_graph_backward(g, loss);
+    if (status != CT_OK)
+        return status;
+    return ct_graph_sgd(g, (ct_sgd_args){.lr = 0.05f, .momentum = 0.9f, .nesterov = true});
+}
+
+/* ---- running a graph on both backends -------------------------------------------- */
+
+typedef struct gpu_case {
+    const char *name;
+    build_fn build;
+} gpu_case;
+
+static const gpu_case op_cases[] = {
+    {"conv_3x3", build_conv_3x3},
+    {"conv_odd_strided_dilated_grouped", build_conv_odd},
+    {"conv_direct_few_channels", build_conv_direct},
+    {"conv_pointwise", build_conv_pointwise},
+    {"conv_long_reduction", build_conv_long_reduction},
+    {"linear", build_linear},
+    {"linear_no_bias", build_linear_nobias},
+    {"maxpool_2x2", build_maxpool},
+    {"maxpool_3x3_overlapping", build_maxpool_overlap},
+    {"avgpool_3x3_padded", build_avgpool},
+    {"avgpool_exclude_pad", build_avgpool_exclude},
+    {"global_avgpool", build_global_avgpool},
+    {"relu_sigmoid_tanh_add", build_activations},
+    {"batchnorm_training", build_batchnorm},
+    {"dropout", build_dropout},
+    {"concat_slice", build_concat},
+    {"softmax", build_softmax},
+    {"cross_entropy_i64_smoothing", build_cross_entropy_i64},
+    {"cross_entropy_i32", build_cross_entropy_i32},
+    {"sgd_nesterov_weight_decay", build_sgd},
+    {"adam", build_adam},
+    {"adamw", build_adamw},
+};
+#define N_OP_CASES ((int)(sizeof op_cases / sizeof op_cases[0]))
+
+static ct_backend *cpu_backend, *gpu_backend;
+
+static void fill_random(ct_plan *cpu, ct_plan *gpu, ct_tensor *t, int n_classes, uint64_t seed)
+{
+    int64_t count = ct_tensor_numel(t);
+    size_t bytes = ct_tensor_bytes(t);
+    void *data = calloc(1, bytes ? bytes : 1);
+    const char *name = ct_tensor_name(t);
+    if (ct_tensor_dtype(t) == CT_F32) {
+        bool positive = strstr(name, "running_var") || strstr(name, "exp_avg_sq");
+        harness_fill(data, count, seed, positive ? 0.5f : -1.0f, 1.5f);
+    } else if (n_classes > 0 && strcmp(name, "labels") == 0) {
+        uint64_t state = seed;
+        for (int64_t i = 0; i < count; i++) {
+            int64_t label = (int64_t)harness_uniform(&state, 0, (float)n_classes) % n_classes;
+            if (ct_tensor_dtype(t) == CT_I64)
+                ((int64_t *)data)[i] = label;
+            else
+                ((int32_t *)data)[i] = (int32_t)label;
+        }
+    }
+    CHECK_OK(ct_plan_write(cpu, t, data, bytes));
+    CHECK_OK(ct_plan_write(gpu, t, data, bytes));
+    free(data);
+}
+
+/* Read t from both plans and compare. */
+static void compare_tensor(ct_plan *cpu, ct_plan *gpu, const ct_tensor *t, const char *what,
+                           double tol)
+{
+    size_t bytes = ct_tensor_bytes(t);
+    void *want = malloc(bytes ? bytes : 1), *got = malloc(bytes ? bytes : 1);
+    CHECK_OK(ct_plan_read(cpu, t, want, bytes));
+    CHECK_OK(ct_plan_read(gpu, t, got, bytes));
+    if (ct_tensor_dtype(t) == CT_F32) {
+        double err = harness_rel_err_f32(got, want, ct_tensor_numel(t));
+        CHECK(err <= tol, "%s '%s': GPU vs CPU max rel error %.3g > %.3g", what,
+              ct_tensor_name(t), err, tol);
+    } else {
+        CHECK(memcmp(got, want, bytes) == 0, "%s '%s' differs", what, ct_tensor_name(t));
+    }
+    free(want);
+    free(got);
+}
+
+/* Build, plan on both, same data, `steps` training steps, compare everything. */
+static void compare_on_backends(build_fn build, int steps, double tol)
+{
+    tracked t = {0};
+    ct_graph *g = ct_graph_new();
+    ct_plan *cpu = NULL, *gpu = NULL;
+    CHECK_OK(build(g, &t));
+    if (ct_graph_status(g) != CT_OK)
+        goto done;
+    CHECK_OK(ct_plan_new(g, cpu_backend, 7, &cpu));
+    CHECK_OK(ct_plan_new(g, gpu_backend, 7, &gpu));
+    if (!cpu || !gpu)
+        goto done;
+    for (int i = 0; i < t.n_inputs; i++)
+        fill_random(cpu, gpu, t.inputs[i], t.n_classes, 100 + (uint64_t)i);
+    for (int i = 0; i < ct_graph_n_state(g); i++)
+        fill_random(cpu, gpu, ct_graph_state(g, i), 0, 200 + (uint64_t)i);
+    for (int step = 0; step < steps; step++) {
+        CHECK_OK(ct_plan_run(cpu, CT_TRAIN));
+        CHECK_OK(ct_plan_run(gpu, CT_TRAIN));
+    }
+    for (int i = 0; i < t.n_outputs; i++)
+        compare_tensor(cpu, gpu, t.outputs[i], "output", tol);
+    for (int i = 0; i < t.n_inputs; i++)
+        if (ct_tensor_grad(t.inputs[i]))
+            compare_tensor(cpu, gpu, ct_tensor_grad(t.inputs[i]), "input gradient", tol);
+    for (int i = 0; i < ct_graph_n_state(g); i++) {
+        ct_tensor *s = ct_graph_state(g, i);
+        if (ct_tensor_grad(s))
+            compare_tensor(cpu, gpu, ct_tensor_grad(s), "gradient", tol);
+        compare_tensor(cpu, gpu, s, "state after the step", tol);
+    }
+done:
+    ct_plan_free(cpu);
+    ct_plan_free(gpu);
+    ct_graph_free(g);
+}
+
+static void run_labelled(const char *label, void (*fn)(const void *), const void *arg)
+{
+    harness_case_failures = 0;
+    fn(arg);
+    if (harness_case_failures == 0) {
+        harness_passed++;
+        printf("PASS %s\n", label);
+    } else {
+        harness_failed++;
+        printf("FAIL %s\n", label);
+    }
+    fflush(stdout);
+}
+
+typedef struct op_run {
+    const gpu_case *c;
+    const char *kernels;
+    bool tf32;
+} op_run;
+
+static void op_case(const void *arg)
+{
+    const op_run *run = arg;
+    CHECK_OK(ct_backend_set_kernels(gpu_backend, run->kernels));
+    CHECK_OK(ct_backend_set_tf32(gpu_backend, run->tf32));
+    compare_on_backends(run->c->build, 2, run->tf32 ? TOL_TF32 : TOL_F32);
+}
+
+/* ---- whole-step, allocator and error cases ------------------------------------------ */
+
+static void simplecnn_step(const void *arg)
+{
+    CHECK_OK(ct_backend_set_kernels(gpu_backend, arg));
+    CHECK_OK(ct_backend_set_tf32(gpu_backend, false));
+    compare_on_backends(build_simplecnn, 1, TOL_TRAINING);
+}
+
+static void allocator_stats_return(const void *arg)
+{
+    (void)arg;
+    ct_memory_stats before, during, after;
+    CHECK_OK(ct_backend_memory_stats(gpu_backend, &before));
+    tracked t = {0};
+    ct_graph *g = ct_graph_new();
+    ct_plan *plan = NULL;
+    CHECK_OK(build_simplecnn(g, &t));
+    CHECK_OK(ct_plan_new(g, gpu_backend, 1, &plan));
+    CHECK_OK(ct_backend_memory_stats(gpu_backend, &during));
+    CHECK(during.in_use > before.in_use, "a plan took no memory: %zu -> %zu", before.in_use,
+          during.in_use);
+    ct_plan_free(plan);
+    CHECK_OK(ct_backend_memory_stats(gpu_backend, &after));
+    CHECK(after.in_use == before.in_use, "in use %zu after the plan was freed, %zu before",
+          after.in_use, before.in_use);
+    CHECK(after.peak_in_use >= during.in_use, "peak %zu below %zu", after.peak_in_use,
+          during.in_use);
+    CHECK_OK(ct_backend_release_cache(gpu_backend));
+    CHECK_OK(ct_backend_memory_stats(gpu_backend, &after));
+    CHECK(after.cached == 0, "%zu bytes still cached after release", after.cached);
+    ct_graph_free(g);
+}
+
+static void over_the_cap_is_memory_error(const void *arg)
+{
+    (void)arg;
+    ct_memory_stats stats;
+    CHECK_OK(ct_backend_memory_stats(gpu_backend, &stats));
+    CHECK_OK(ct_backend_release_cache(gpu_backend));
+    CHECK_OK(ct_backend_set_memory_limit(gpu_backend, stats.in_use + 64 * 1024));
+    tracked t = {0};
+    ct_graph *g = ct_graph_new();
+    ct_plan *plan = NULL;
+    ct_tensor *x = input(g, &t, "x", CT_F32, 2, (int64_t[]){1024, 1024}, false);
+    ct_tensor_keep(ct_relu(g, x));
+    ct_status status = ct_plan_new(g, gpu_backend, 1, &plan);
+    CHECK(status == CT_ERR_MEMORY, "status %s: %s", ct_status_name(status), ct_last_error());
+    CHECK(strstr(ct_last_error(), "try a smaller --batch") && strstr(ct_last_error(), "in use"),
+          "message lacks the statistics or the advice: %s", ct_last_error());
+    CHECK(plan == NULL, "a plan came back with an error");
+    CHECK_OK(ct_backend_set_memory_limit(gpu_backend, 0));
+    ct_graph_free(g);
+}
+
+static void bad_label_is_arg_error(const void *arg)
+{
+    (void)arg;
+    tracked t = {0};
+    ct_graph *g = ct_graph_new();
+    ct_plan *plan = NULL;
+    CHECK_OK(cross_entropy_case(g, &t, CT_I64, 0.0f));
+    CHECK_OK(ct_plan_new(g, gpu_backend, 1, &plan));
+    if (plan) {
+        int64_t labels[37] = {0};
+        labels[5] = 11; /* one past the last class */
+        CHECK_OK(ct_plan_write(plan, t.inputs[1], labels, sizeof labels));
+        ct_status status = ct_plan_run(plan, CT_TRAIN);
+        CHECK(status == CT_ERR_ARG && strstr(ct_last_error(), "row 5"),
+              "status %s: %s", ct_status_name(status), ct_last_error());
+    }
+    ct_plan_free(plan);
+    ct_graph_free(g);
+}
+
+/* ---- main ---------------------------------------------------------------------------- */
+
+static const char *const kernel_modes[] = {"native", "vendor"};
+#define N_EXTRA_CASES 5 /* simplecnn native and vendor, allocator, cap, bad label */
+
+static bool is_tf32_case(const gpu_case *c)
+{
+    return strncmp(c->name, "conv", 4) == 0;
+}
+
+/* What main runs: the op cases per mode, then (full runs) TF32 convs, TF32
+ * linear and SimpleCNN auto, then the extra cases. */
+static int n_cases(bool quick)
+{
+    int count = N_OP_CASES * (quick ? 1 : 2) + N_EXTRA_CASES;
+    for (int i = 0; !quick && i < N_OP_CASES; i++)
+        count += is_tf32_case(&op_cases[i]);
+    return count + (quick ? 0 : 2);
+}
+
+static int skip(const char *reason)
+{
+    printf("test_gpu: skipped %d cases: %s\n", n_cases(getenv("CT_GPU_QUICK") != NULL),
+           reason);
+    if (getenv("CT_REQUIRE_GPU")) {
+        printf("FAIL gpu_available (CT_REQUIRE_GPU is set)\n");
+        return 1;
+    }
+    return 0;
+}
+
+int main(void)
+{
+    /* A build without CUDA answers CT_ERR_UNSUPPORTED here, with the reason. */
+    if (ct_backend_new("cuda", &gpu_backend) != CT_OK)
+        return skip(ct_last_error());
+    CHECK_OK(ct_backend_new("cpu", &cpu_backend));
+    CHECK_OK(poison_gpu_memory(gpu_backend));
+    bool quick = getenv("CT_GPU_QUICK") != NULL;
+    printf("# %s vs %s\n", ct_backend_name(gpu_backend), ct_backend_name(cpu_backend));
+    char label[160];
+    for (int m = 0; m < (quick ? 1 : 2); m++)
+        for (int i = 0; i < N_OP_CASES; i++) {
+            op_run run = {&op_cases[i], kernel_modes[m], false};
+            snprintf(label, sizeof label, "%s/%s", op_cases[i].name, kernel_modes[m]);
+            run_labelled(label, op_case, &run);
+        }
+    if (!quick) {
+        for (int i = 0; i < N_OP_CASES; i++) {
+            if (!is_tf32_case(&op_cases[i]))
+                continue;
+            op_run run = {&op_cases[i], "vendor", true};
+            snprintf(label, sizeof label, "%s/vendor_tf32", op_cases[i].name);
+            run_labelled(label, op_case, &run);
+        }
+        run_labelled("linear/vendor_tf32", op_case, &(op_run){&op_cases[5], "vendor", true});
+        run_labelled("simplecnn_step/auto", simplecnn_step, "auto");
+    }
+    run_labelled("simplecnn_step/native", simplecnn_step, "native");
+    run_labelled("simplecnn_step/vendor", simplecnn_step, "vendor");
+    run_labelled("allocator_stats_back_after_plan_free", allocator_stats_return, NULL);
+    run_labelled("over_the_cap_is_memory_error", over_the_cap_is_memory_error, NULL);
+    run_labelled("bad_label_is_arg_error", bad_label_is_arg_error, NULL);
+    ct_backend_free(gpu_backend);
+    ct_backend_free(cpu_backend);
+    return harness_finish();
+}

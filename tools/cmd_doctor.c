@@ -1,0 +1,281 @@
+/*
+ * cuttle doctor: what the GPU side of this machine and this build can do.
+ * Driver, CUDA runtime, cuBLAS, cuDNN and NCCL versions (built with vs
+ * loaded), each GPU and whether this binary carries machine code for it, a
+ * smoke test (a small convolution and GEMM on the GPU against the CPU), and
+ * an N x N SGEMM timed with cuttle's kernel, with cuBLAS and on the CPU.
+ *
+ * Exit status: 0 all good; 1 the smoke test or a library call failed;
+ * 2 a bad command line; 3 no usable GPU (a CPU-only build, no driver or no
+ * device), said plainly.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#ifdef CT_HAVE_CUDA
+#include "cuda/cuda.h"
+#endif
+
+enum { DOCTOR_EXIT_NO_GPU = 3, DEFAULT_GEMM_SIZE = 10000 };
+#define SMOKE_TOLERANCE 1e-4
+
+typedef struct doctor_options {
+    bool json, no_cpu_gemm;
+    long gemm_size;
+} doctor_options;
+
+static int no_gpu(const doctor_options *opts, const char *why)
+{
+    if (opts->json)
+        printf("{\"gpu_available\": false, \"reason\": \"%s\"}\n", why);
+    else
+        printf("No usable GPU: %s.\ncuttle runs on the CPU only here.\n", why);
+    return DOCTOR_EXIT_NO_GPU;
+}
+
+#ifdef CT_HAVE_CUDA
+
+/* "13.0" from 13000 (CUDA), "9.19.0" from 91900 (cuDNN), ... */
+static const char *version_text(int version, int major_div, int minor_div, char *buf,
+                                size_t size)
+{
+    if (version <= 0)
+        snprintf(buf, size, "not found");
+    else if (minor_div == 0)
+        snprintf(buf, size, "%d.%d", version / major_div, version % major_div / 10);
+    else
+        snprintf(buf, size, "%d.%d.%d", version / major_div, version % major_div / minor_div,
+                 version % minor_div);
+    return buf;
+}
+
+/* Max relative error of y = linear(conv(x)) on the GPU against the CPU. */
+static ct_status smoke_test(double *error)
+{
+    ct_graph *g = ct_graph_new();
+    ct_tensor *x = ct_input(g, "x", CT_F32, 4, (int64_t[]){2, 3, 12, 12});
+    ct_tensor *h = ct_layer_conv2d(g, "conv", x, 8, 3, 3, (ct_conv_args){.pad = {1, 1}}, true);
+    ct_tensor *y = ct_layer_linear(g, "fc", ct_flatten(g, h), 10, true);
+    ct_tensor_keep(y);
+    ct_backend *cpu = NULL, *gpu = NULL;
+    ct_plan *plans[2] = {NULL, NULL};
+    float xs[2 * 3 * 12 * 12], ys[2][20];
+    for (int i = 0; i < 2 * 3 * 12 * 12; i++)
+        xs[i] = sinf(0.37f * (float)i);
+    ct_status status = ct_graph_status(g);
+    if (status == CT_OK)
+        status = ct_backend_new("cpu", &cpu);
+    if (status == CT_OK)
+        status = ct_backend_new("cuda", &gpu);
+    for (int p = 0; p < 2 && status == CT_OK; p++) {
+        status = ct_plan_new(g, p ? gpu : cpu, 1, &plans[p]);
+        if (status == CT_OK)
+            status = ct_plan_write(plans[p], x, xs, sizeof xs);
+        if (status == CT_OK)
+            status = ct_plan_run(plans[p], CT_EVAL);
+        if (status == CT_OK)
+            status = ct_plan_read(plans[p], y, ys[p], sizeof ys[p]);
+    }
+    double max_diff = 0, max_ref = 1e-12;
+    for (int i = 0; status == CT_OK && i < 20; i++) {
+        max_diff = fmax(max_diff, fabs((double)ys[1][i] - ys[0][i]));
+        max_ref = fmax(max_ref, fabs((double)ys[0][i]));
+    }
+    *error = max_diff / max_ref;
+    ct_plan_free(plans[0]);
+    ct_plan_free(plans[1]);
+    ct_backend_free(cpu);
+    ct_backend_free(gpu);
+    ct_graph_free(g);
+    return status;
+}
+
+/* Milliseconds of one n x n x n SGEMM (a linear layer without bias) on a
+ * device with a kernel choice, after one warm-up run. */
+static ct_status time_gemm(const char *device, const char *kernels, int n, double *ms)
+{
+    ct_graph *g = ct_graph_new();
+    ct_tensor *x = ct_input(g, "x", CT_F32, 2, (int64_t[]){n, n});
+    ct_tensor *w = ct_param(g, "w", 2, (int64_t[]){n, n}, CT_INIT_UNIFORM, 0.01f);
+    ct_tensor_keep(ct_linear(g, x, w, NULL));
+    ct_backend *backend = NULL;
+    ct_plan *plan = NULL;
+    ct_status status = ct_graph_status(g);
+    if (status == CT_OK)
+        status = ct_backend_new(device, &backend);
+    if (status == CT_OK && kernels)
+        status = ct_backend_set_kernels(backend, kernels);
+    if (status == CT_OK)
+        status = ct_plan_new(g, backend, 1, &plan);
+    if (status == CT_OK)
+        status = ct_plan_run(plan, CT_EVAL);
+    double start = cli_now();
+    if (status == CT_OK)
+        status = ct_plan_run(plan, CT_EVAL);
+    if (status == CT_OK)
+        status = ct_backend_synchronize(backend);
+    *ms = (cli_now() - start) * 1e3;
+    ct_plan_free(plan);
+    ct_backend_free(backend);
+    ct_graph_free(g);
+    return status;
+}
+
+static void print_gemm(const doctor_options *opts, const char *label, const char *device,
+                       const char *kernels, bool *first)
+{
+    double ms = 0, n = (double)opts->gemm_size;
+    ct_status status = time_gemm(device, kernels, (int)opts->gemm_size, &ms);
+    double gflops = status == CT_OK ? 2.0 * n * n * n / (ms * 1e6) : 0;
+    if (opts->json) {
+        printf("%s\"%s\": ", *first ? "" : ", ", label);
+        if (status == CT_OK)
+            printf("{\"ms\": %.3f, \"gflops\": %.1f}", ms, gflops);
+        else
+            printf("{\"error\": \"%s\"}", ct_status_name(status));
+    } else if (status == CT_OK) {
+        printf("  %-8s %10.1f ms  %9.1f GFLOP/s\n", label, ms, gflops);
+    } else {
+        printf("  %-8s failed: %s\n", label, ct_last_error());
+    }
+    *first = false;
+    fflush(stdout);
+}
+
+static void print_versions(const doctor_options *opts, const ct_cuda_versions *v)
+{
+    char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32], i[32];
+    if (opts->json) {
+        printf("\"driver_cuda\": \"%s\", \"runtime_built\": \"%s\", \"runtime_loaded\": "
+               "\"%s\", \"cublas_built\": \"%s\", \"cublas_loaded\": \"%s\", \"cudnn_built\": "
+               "\"%s\", \"cudnn_loaded\": \"%s\", \"nccl_built\": \"%s\", \"nccl_loaded\": "
+               "\"%s\", \"archs\": \"%s\", \"ptx_arch\": %d",
+               version_text(v->driver, 1000, 0, a, 32),
+               version_text(v->runtime_built, 1000, 0, b, 32),
+               version_text(v->runtime_loaded, 1000, 0, c, 32),
+               version_text(v->cublas_built, 10000, 100, d, 32),
+               version_text(v->cublas_loaded, 10000, 100, e, 32),
+               version_text(v->cudnn_built, 10000, 100, f, 32),
+               version_text(v->cudnn_loaded, 10000, 100, g, 32),
+               version_text(v->nccl_built, 10000, 100, h, 32),
+               version_text(v->nccl_loaded, 10000, 100, i, 32), ct_cuda_probe_archs(),
+               ct_cuda_probe_ptx_arch());
+        return;
+    }
+    printf("driver:        supports CUDA %s%s%s\n", version_text(v->driver, 1000, 0, a, 32),
+           v->driver_error ? " - " : "", v->driver_error ? v->driver_error : "");
+    printf("CUDA runtime:  built with %s, loaded %s (linked statically)%s\n",
+           version_text(v->runtime_built, 1000, 0, b, 32),
+           version_text(v->runtime_loaded, 1000, 0, c, 32),
+           v->driver && v->driver < v->runtime_built ? "  INCOMPATIBLE: update the driver" : "");
+    printf("cuBLAS:        built with %s, loaded %s%s\n",
+           version_text(v->cublas_built, 10000, 100, d, 32),
+           version_text(v->cublas_loaded, 10000, 100, e, 32),
+           v->cublas_built / 10000 != v->cublas_loaded / 10000 ? "  (major versions differ)"
+                                                               : "");
+    printf("cuDNN:         built with %s, loaded %s%s\n",
+           version_text(v->cudnn_built, 10000, 100, f, 32),
+           version_text(v->cudnn_loaded, 10000, 100, g, 32),
+           v->cudnn_built / 10000 != v->cudnn_loaded / 10000 ? "  (major versions differ)"
+                                                             : "");
+    printf("NCCL:          header %s, libnccl.so.2 %s (not used by cuttle yet)\n",
+           version_text(v->nccl_built, 10000, 100, h, 32),
+           version_text(v->nccl_loaded, 10000, 100, i, 32));
+    printf("compiled for:  sm %s + PTX compute_%d\n", ct_cuda_probe_archs(),
+           ct_cuda_probe_ptx_arch());
+}
+
+static void print_device(const doctor_options *opts, int index, const ct_cuda_device_info *d)
+{
+    char code[64];
+    if (d->has_sass)
+        snprintf(code, sizeof code, "SASS sm_%d", d->sass_arch);
+    else if (d->has_ptx)
+        snprintf(code, sizeof code, "PTX only (JIT at load)");
+    else
+        snprintf(code, sizeof code, "NONE: rebuild with CUDA_ARCHS=%d%d", d->major, d->minor);
+    if (opts->json)
+        printf("%s{\"index\": %d, \"name\": \"%s\", \"compute_capability\": \"%d.%d\", "
+               "\"sms\": %d, \"memory_mib\": %zu, \"code\": \"%s\"}",
+               index ? ", " : "", index, d->name, d->major, d->minor, d->sm_count,
+               d->memory_bytes >> 20, code);
+    else
+        printf("GPU %d:         %s, compute %d.%d, %d SMs, %.1f GiB; binary has %s\n", index,
+               d->name, d->major, d->minor, d->sm_count, d->memory_bytes / 1073741824.0, code);
+}
+
+static int doctor_cuda(const doctor_options *opts)
+{
+    ct_cuda_versions versions;
+    ct_cuda_probe_versions(&versions);
+    const char *why = NULL;
+    int count = ct_cuda_probe_device_count(&why);
+    if (count == 0) {
+        if (!opts->json)
+            print_versions(opts, &versions);
+        return no_gpu(opts, versions.driver_error ? versions.driver_error : why);
+    }
+    if (opts->json) {
+        printf("{\"gpu_available\": true, ");
+        print_versions(opts, &versions);
+        printf(", \"gpus\": [");
+    } else {
+        print_versions(opts, &versions);
+    }
+    for (int i = 0; i < count; i++) {
+        ct_cuda_device_info info;
+        if (ct_cuda_probe_device(i, &info) == CT_OK)
+            print_device(opts, i, &info);
+    }
+    double error = 0;
+    ct_status status = smoke_test(&error);
+    bool smoke_ok = status == CT_OK && error <= SMOKE_TOLERANCE;
+    if (opts->json) {
+        printf("], \"smoke_test\": {\"ok\": %s, \"max_rel_error\": %.3g}, \"gemm_size\": %ld, "
+               "\"gemm\": {", smoke_ok ? "true" : "false", error, opts->gemm_size);
+    } else {
+        printf("smoke test:    conv + linear on cuda:0 vs cpu: %s (max rel error %.2g)%s%s\n",
+               smoke_ok ? "ok" : "FAILED", error, status != CT_OK ? ": " : "",
+               status != CT_OK ? ct_last_error() : "");
+        printf("SGEMM %ld x %ld x %ld:\n", opts->gemm_size, opts->gemm_size, opts->gemm_size);
+    }
+    bool first = true;
+    print_gemm(opts, "native", "cuda", "native", &first);
+    print_gemm(opts, "cublas", "cuda", "vendor", &first);
+    if (!opts->no_cpu_gemm) {
+        if (!opts->json)
+            printf("  (the CPU run may take a while; --no-cpu-gemm or --gemm-size N skip or "
+                   "shrink it)\n");
+        print_gemm(opts, "cpu", "cpu", NULL, &first);
+    }
+    if (opts->json)
+        printf("}}\n");
+    return smoke_ok ? CLI_EXIT_OK : CLI_EXIT_FAILED;
+}
+
+#endif
+
+int cmd_doctor(int argc, char **argv)
+{
+    doctor_options opts = {.gemm_size = DEFAULT_GEMM_SIZE};
+    const cli_option options[] = {
+        {"--json", NULL, CLI_FLAG, &opts.json, 0, 0, NULL, "one JSON object on stdout"},
+        {"--no-cpu-gemm", NULL, CLI_FLAG, &opts.no_cpu_gemm, 0, 0, NULL,
+         "skip the CPU SGEMM (slow at the default size)"},
+        {"--gemm-size", "N", CLI_INT, &opts.gemm_size, 16, 32768, NULL,
+         "size of the timed SGEMM (default 10000)"},
+    };
+    cli_parsed parsed = cli_parse("doctor", "[options]  (exit status 3: no usable GPU)", argc,
+                                  argv, options, (int)(sizeof options / sizeof options[0]));
+    if (parsed != CLI_PARSED_RUN)
+        return parsed == CLI_PARSED_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+#ifdef CT_HAVE_CUDA
+    return doctor_cuda(&opts);
+#else
+    return no_gpu(&opts, "this build of cuttle has no CUDA backend (nvcc was not found when it "
+                         "was built, or CUDA=0; see `make config`)");
+#endif
+}
