@@ -7,11 +7,14 @@
  * Tolerance: 1e-5 relative to the reference's largest magnitude (fp32 sums
  * of up to 400 products in a different order than the double reference).
  * On a CPU without AVX2 the fast cases say so and pass on the portable path.
+ * Also the fused relu (conv and linear kernels, and the plan-time fusion of
+ * src/graph/fuse.c): the same bits as an unfused relu.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuttle.h"
 #include "cpu/conv_direct.h"
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
@@ -209,11 +212,104 @@ static void maxpool_2x2_backward_same_bits(void)
     }
 }
 
+/* ---- fused relu ------------------------------------------------------------ */
+
+/* conv+relu and linear+relu kernels equal the unfused kernel followed by
+ * ct_cpu_relu_forward bit for bit, NaN included, on both paths. */
+static void fused_relu_kernels_same_bits(void)
+{
+    for (int fast = 0; fast < 2; fast++) {
+        ct_cpu_simd_set(fast);
+        for (int index = 0; index < 4; index++) {
+            ct_conv2d_shape s = fast_conv_shape(&FAST_CONV_CASES[index]);
+            int64_t nx = (int64_t)s.n_batch * s.in_channels * s.in_h * s.in_w;
+            int64_t ny = (int64_t)s.n_batch * s.out_channels * s.out_h * s.out_w;
+            int64_t nw = (int64_t)s.out_channels * s.in_channels * s.kernel_h * s.kernel_w;
+            float *x = random_floats(nx, 500 + index), *w = random_floats(nw, 600 + index);
+            float *bias = random_floats(s.out_channels, 700);
+            x[nx / 2] = NAN;
+            float *y = nan_floats(ny), *y_fused = nan_floats(ny);
+            void *workspace = malloc(ct_cpu_conv2d_workspace(&s, ct_cpu_max_threads()));
+            ct_cpu_conv2d_forward(&s, x, w, bias, y, workspace);
+            ct_cpu_relu_forward(ny, y, y);
+            ct_cpu_conv2d_forward_relu(&s, x, w, bias, y_fused, workspace);
+            CHECK(memcmp(y, y_fused, sizeof(float) * (size_t)ny) == 0,
+                  "conv case %d (%s): fused relu differs", index, fast ? "avx2" : "portable");
+            free(x); free(w); free(bias); free(y); free(y_fused); free(workspace);
+        }
+        int n = 7, in = 13, out = 9;
+        float *x = random_floats(n * in, 800), *w = random_floats(out * in, 801);
+        float *bias = random_floats(out, 802), *y = nan_floats(n * out), *y_fused = nan_floats(n * out);
+        x[3] = NAN;
+        ct_cpu_linear_forward(n, in, out, x, w, bias, y);
+        ct_cpu_relu_forward(n * out, y, y);
+        ct_cpu_linear_forward_relu(n, in, out, x, w, bias, y_fused);
+        CHECK(memcmp(y, y_fused, sizeof(float) * (size_t)(n * out)) == 0,
+              "linear: fused relu differs");
+        free(x); free(w); free(bias); free(y); free(y_fused);
+    }
+    ct_cpu_simd_set(true);
+}
+
+/* A small CNN trained 3 steps with its conv->relu and linear->relu fused by
+ * the plan, and with fusion prevented (the producers kept): the same loss
+ * and parameters, bit for bit. */
+static void plan_fusion_trains_the_same(void)
+{
+    float losses[2][3], weights[2][4 * 1 * 3 * 3];
+    for (int variant = 0; variant < 2; variant++) {
+        ct_graph *graph = ct_graph_new();
+        ct_tensor *x = ct_input(graph, "x", CT_F32, 4, (int64_t[]){4, 1, 12, 12});
+        ct_tensor *labels = ct_input(graph, "labels", CT_I64, 1, (int64_t[]){4});
+        ct_tensor *conv = ct_layer_conv2d(graph, "conv1", x, 4, 3, 3, (ct_conv_args){0}, true);
+        ct_tensor *h = ct_maxpool2d(graph, ct_relu(graph, conv), (ct_pool_args){.kernel = {2, 2}});
+        ct_tensor *fc = ct_layer_linear(graph, "fc1", ct_flatten(graph, h), 8, true);
+        ct_tensor *logits = ct_layer_linear(graph, "fc2", ct_relu(graph, fc), 3, true);
+        ct_tensor *loss = ct_cross_entropy(graph, logits, labels, 0);
+        if (variant == 1) {
+            ct_tensor_keep(conv);
+            ct_tensor_keep(fc);
+        }
+        CHECK_OK(ct_graph_status(graph));
+        CHECK_OK(ct_graph_backward(graph, loss));
+        CHECK_OK(ct_graph_sgd(graph, (ct_sgd_args){.lr = 0.1f, .momentum = 0.9f}));
+        ct_backend *backend = NULL;
+        ct_plan *plan = NULL;
+        CHECK_OK(ct_backend_new("cpu:2", &backend));
+        CHECK_OK(ct_plan_new(graph, backend, 3, &plan));
+        if (!plan) {
+            ct_backend_free(backend);
+            ct_graph_free(graph);
+            return;
+        }
+        float images[4 * 144];
+        int64_t classes[4] = {0, 1, 2, 1};
+        harness_fill(images, 4 * 144, 9, -1.0f, 1.0f);
+        for (int step = 0; step < 3; step++) {
+            CHECK_OK(ct_plan_write(plan, x, images, sizeof images));
+            CHECK_OK(ct_plan_write(plan, labels, classes, sizeof classes));
+            CHECK_OK(ct_plan_run(plan, CT_TRAIN));
+            CHECK_OK(ct_plan_read(plan, loss, &losses[variant][step], sizeof(float)));
+        }
+        CHECK_OK(ct_plan_read(plan, ct_graph_find(graph, "conv1.weight"), weights[variant],
+                              sizeof weights[variant]));
+        ct_plan_free(plan);
+        ct_backend_free(backend);
+        ct_graph_free(graph);
+    }
+    CHECK(memcmp(losses[0], losses[1], sizeof losses[0]) == 0,
+          "losses differ: fused %g %g %g, unfused %g %g %g", losses[0][0], losses[0][1],
+          losses[0][2], losses[1][0], losses[1][1], losses[1][2]);
+    CHECK(memcmp(weights[0], weights[1], sizeof weights[0]) == 0, "conv1.weight differs");
+}
+
 int main(void)
 {
     RUN(direct_conv_takes_the_cases);
     RUN(direct_conv_matches_reference);
     RUN(direct_conv_same_bits_for_any_thread_count);
     RUN(maxpool_2x2_backward_same_bits);
+    RUN(fused_relu_kernels_same_bits);
+    RUN(plan_fusion_trains_the_same);
     return harness_finish();
 }

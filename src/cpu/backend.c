@@ -48,10 +48,16 @@ static nci nci_of(const ct_tensor *t)
     return dims;
 }
 
+static bool fused_relu(const ct_exec *exec, const ct_tensor *node)
+{
+    return exec->epilogue && exec->epilogue[node->id] == CT_EPILOGUE_RELU;
+}
+
 static ct_status run_conv2d(const ct_exec *exec, const ct_tensor *node)
 {
-    ct_cpu_conv2d_forward(&node->attr.conv, in_f32(exec, node, 0), in_f32(exec, node, 1),
-                          in_opt(exec, node, 2), out_f32(exec, node), exec->workspace);
+    (fused_relu(exec, node) ? ct_cpu_conv2d_forward_relu : ct_cpu_conv2d_forward)(
+        &node->attr.conv, in_f32(exec, node, 0), in_f32(exec, node, 1), in_opt(exec, node, 2),
+        out_f32(exec, node), exec->workspace);
     return CT_OK;
 }
 
@@ -79,9 +85,9 @@ static ct_status run_channel_sum(const ct_exec *exec, const ct_tensor *node)
 static ct_status run_linear(const ct_exec *exec, const ct_tensor *node)
 {
     const ct_tensor *x = node->src[0], *w = node->src[1];
-    ct_cpu_linear_forward((int)x->shape[0], (int)x->shape[1], (int)w->shape[0],
-                          in_f32(exec, node, 0), in_f32(exec, node, 1), in_opt(exec, node, 2),
-                          out_f32(exec, node));
+    (fused_relu(exec, node) ? ct_cpu_linear_forward_relu : ct_cpu_linear_forward)(
+        (int)x->shape[0], (int)x->shape[1], (int)w->shape[0], in_f32(exec, node, 0),
+        in_f32(exec, node, 1), in_opt(exec, node, 2), out_f32(exec, node));
     return CT_OK;
 }
 
@@ -402,6 +408,13 @@ static bool cpu_supports_op(const ct_backend *backend, const ct_tensor *node)
     return node->op == CT_OP_VIEW || (node->op < CT_OP_COUNT && cpu_kernels[node->op]);
 }
 
+/* Both conv2d paths and linear apply a relu as they store (ct_exec.epilogue). */
+static bool cpu_fuses_relu(const ct_backend *backend, const ct_tensor *producer)
+{
+    (void)backend;
+    return producer->op == CT_OP_CONV2D || producer->op == CT_OP_LINEAR;
+}
+
 static size_t cpu_workspace_bytes(const ct_backend *backend, const ct_tensor *node)
 {
     switch (node->op) {
@@ -486,6 +499,7 @@ static const ct_backend_i cpu_backend_i = {
     .write = cpu_copy,
     .read = cpu_copy,
     .supports_op = cpu_supports_op,
+    .fuses_relu = cpu_fuses_relu,
     .workspace_bytes = cpu_workspace_bytes,
     .begin_step = cpu_begin_step,
     .run_node = cpu_run_node,

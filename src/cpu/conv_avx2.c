@@ -48,6 +48,7 @@ typedef struct plane_geom {
     int in_c, hp, wp;         /* padded input: [in_c, hp, wp] */
     int out_c, out_h, out_w;  /* output: [out_c, out_h, out_w] */
     int kh, kw;
+    bool relu;                /* forward: store max(y, 0) */
 } plane_geom;
 
 /* A vector of up to 8 outputs: where its inputs start in the padded plane,
@@ -79,7 +80,7 @@ static size_t padded_floats(int channels, int hp, int wp)
 static plane_geom forward_geom(const ct_conv2d_shape *s)
 {
     plane_geom g = {s->in_channels, s->in_h + 2 * s->pad_h, s->in_w + 2 * s->pad_w,
-                    s->out_channels, s->out_h, s->out_w, s->kernel_h, s->kernel_w};
+                    s->out_channels, s->out_h, s->out_w, s->kernel_h, s->kernel_w, false};
     return g;
 }
 
@@ -88,7 +89,7 @@ static plane_geom backward_data_geom(const ct_conv2d_shape *s)
 {
     plane_geom g = {s->out_channels, s->out_h + 2 * (s->kernel_h - 1 - s->pad_h),
                     s->out_w + 2 * (s->kernel_w - 1 - s->pad_w), s->in_channels, s->in_h,
-                    s->in_w, s->kernel_h, s->kernel_w};
+                    s->in_w, s->kernel_h, s->kernel_w, false};
     return g;
 }
 
@@ -187,6 +188,12 @@ AVX2_INLINE void forward_block(const plane_geom *g, const float *xp, const float
         }
     }
     size_t out_plane = (size_t)g->out_h * g->out_w;
+    if (g->relu) {
+        /* max(0, v) is v when v is NaN (maxps returns its second operand) */
+        for (int b = 0; b < OB; b++)
+            for (int r = 0; r < R; r++)
+                acc[b][r] = _mm256_max_ps(_mm256_setzero_ps(), acc[b][r]);
+    }
     #pragma GCC unroll 4
     for (int b = 0; b < OB; b++) {
         float *y_plane = y + (size_t)(o0 + b) * out_plane;
@@ -284,9 +291,10 @@ static void forward_batch(const plane_geom *g, int n_batch, int h, int w, int to
 }
 
 void ct_cpu_conv2d_direct_forward(const ct_conv2d_shape *s, const float *x, const float *w,
-                                  const float *bias, float *y, void *workspace)
+                                  const float *bias, bool relu, float *y, void *workspace)
 {
     plane_geom g = forward_geom(s);
+    g.relu = relu;
     forward_batch(&g, s->n_batch, s->in_h, s->in_w, s->pad_h, s->pad_w, x, w, bias, y,
                   workspace, thread_floats(s));
 }

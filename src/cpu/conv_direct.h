@@ -23,8 +23,9 @@ enum { CT_CONV_DIRECT_MAX_DEPTH = 400, CT_CONV_DIRECT_MAX_WEIGHTS = 16384 };
 /* The shape rule only; the caller also asks ct_cpu_simd_avx2(). */
 bool ct_cpu_conv2d_direct_fits(const ct_conv2d_shape *s);
 size_t ct_cpu_conv2d_direct_workspace(const ct_conv2d_shape *s, int n_threads);
+/* relu: store max(y, 0) (NaN kept), the fused relu of ct_cpu_conv2d_forward_relu. */
 void ct_cpu_conv2d_direct_forward(const ct_conv2d_shape *s, const float *x, const float *w,
-                                  const float *bias, float *y, void *workspace);
+                                  const float *bias, bool relu, float *y, void *workspace);
 void ct_cpu_conv2d_direct_backward_data(const ct_conv2d_shape *s, const float *dy,
                                         const float *w, float *dx, void *workspace);
 void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float *x,

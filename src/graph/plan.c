@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "graph/backend.h"
+#include "graph/fuse.h"
 #include "graph/memplan.h"
 
 #define CT_MODE_COUNT 2
@@ -28,6 +29,8 @@ struct ct_plan {
     int n_schedule[CT_MODE_COUNT];
     size_t *offsets;  /* by node id */
     uint8_t *storage; /* ct_storage by node id */
+    const ct_tensor **alias_of; /* by node id: a fused relu's producer, else NULL */
+    uint8_t *epilogue;          /* ct_epilogue by node id */
     void *arena, *state, *workspace;
     size_t arena_bytes, state_bytes, workspace_bytes;
     uint64_t seed;
@@ -92,6 +95,14 @@ static void layout_state(ct_plan *plan)
     plan->state_bytes = offset;
 }
 
+/* The node whose arena item holds t's bytes: its storage root, or the
+ * producer that a fused relu writes through. */
+static const ct_tensor *plan_root(const ct_plan *plan, const ct_tensor *t)
+{
+    const ct_tensor *root = ct_storage_root(t);
+    return plan->alias_of[root->id] ? plan->alias_of[root->id] : root;
+}
+
 /* Transient tensors of the training schedule, placed by liveness. */
 static ct_status layout_arena(ct_plan *plan)
 {
@@ -110,14 +121,14 @@ static ct_status layout_arena(ct_plan *plan)
     for (int pos = 0; pos < n; pos++) {
         const ct_tensor *t = schedule[pos];
         item_of[t->id] = -1;
-        if (!t->view_of) {
+        if (!t->view_of && !plan->alias_of[t->id]) {
             plan->storage[t->id] = CT_STORAGE_ARENA;
             item_of[t->id] = n_items;
             items[n_items++] = (ct_lifetime){pos, pos, ct_tensor_bytes(t)};
         }
         for (int s = 0; s <= t->n_src; s++) {
             const ct_tensor *used = s < t->n_src ? t->src[s] : t;
-            const ct_tensor *root = ct_storage_root(used);
+            const ct_tensor *root = plan_root(plan, used);
             if (root->op == CT_OP_LEAF)
                 continue;
             ct_lifetime *life = &items[item_of[root->id]];
@@ -127,16 +138,19 @@ static ct_status layout_arena(ct_plan *plan)
                 life->last = INT_MAX;
         }
     }
-    for (int pos = 0; pos < n; pos++) {
-        const ct_tensor *t = schedule[pos];
-        if (t->view_of)
-            plan->storage[t->id] = plan->storage[t->view_of->id];
-    }
     size_t peak = ct_memplan_layout(items, n_items, item_offsets);
+    /* In schedule order, so a fused relu is placed before views of it. */
     for (int pos = 0; pos < n; pos++) {
         const ct_tensor *t = schedule[pos];
-        if (!t->view_of)
+        const ct_tensor *producer = plan->alias_of[t->id];
+        if (producer) {
+            plan->storage[t->id] = plan->storage[producer->id];
+            plan->offsets[t->id] = plan->offsets[producer->id];
+        } else if (t->view_of) {
+            plan->storage[t->id] = plan->storage[t->view_of->id];
+        } else {
             plan->offsets[t->id] = item_offsets[item_of[t->id]];
+        }
     }
     free(item_of);
     free(items);
@@ -228,10 +242,13 @@ static ct_status plan_build(ct_plan *plan)
 {
     plan->offsets = calloc((size_t)plan->n_nodes + 1, sizeof *plan->offsets);
     plan->storage = calloc((size_t)plan->n_nodes + 1, sizeof *plan->storage);
-    if (!plan->offsets || !plan->storage)
+    plan->alias_of = calloc((size_t)plan->n_nodes + 1, sizeof *plan->alias_of);
+    plan->epilogue = calloc((size_t)plan->n_nodes + 1, sizeof *plan->epilogue);
+    if (!plan->offsets || !plan->storage || !plan->alias_of || !plan->epilogue)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
     CT_TRY(build_schedule(plan, CT_TRAIN));
     CT_TRY(build_schedule(plan, CT_EVAL));
+    ct_fuse_relu(plan->graph, plan->backend, plan->alias_of, plan->epilogue);
     layout_state(plan);
     CT_TRY(layout_arena(plan));
     CT_TRY(check_support(plan));
@@ -284,6 +301,8 @@ void ct_plan_free(ct_plan *plan)
         free(plan->schedule[mode]);
     free(plan->offsets);
     free(plan->storage);
+    free(plan->alias_of);
+    free(plan->epilogue);
     free(plan);
 }
 
@@ -295,6 +314,7 @@ static ct_exec exec_of(const ct_plan *plan, ct_mode mode)
         .offsets = plan->offsets,
         .storage = plan->storage,
         .workspace = plan->workspace,
+        .epilogue = plan->epilogue,
         .training = mode == CT_TRAIN,
         .step = plan->step,
         .lr = plan->lr,
@@ -319,8 +339,8 @@ ct_status ct_plan_run(ct_plan *plan, ct_mode mode)
     backend->iface->begin_step(backend);
     for (int i = 0; i < plan->n_schedule[mode]; i++) {
         const ct_tensor *node = plan->schedule[mode][i];
-        if (node->op == CT_OP_VIEW)
-            continue;
+        if (node->op == CT_OP_VIEW || plan->alias_of[node->id])
+            continue; /* no kernel: a view, or a relu fused into its producer */
         CT_TRY(backend->iface->run_node(backend, &exec, node));
     }
     CT_TRY(backend->iface->synchronize(backend));
