@@ -30,6 +30,14 @@ static window clipped_window(const ct_pool2d_shape *s, int oh, int ow)
     return win;
 }
 
+/* Below this many input elements a parallel region costs more than it saves. */
+#define PARALLEL_MIN_ELEMENTS 32768
+
+static inline bool pool_parallel(int64_t planes, int64_t plane_elements)
+{
+    return planes * plane_elements >= PARALLEL_MIN_ELEMENTS;
+}
+
 static int64_t plane_count(const ct_pool2d_shape *s)
 {
     return (int64_t)s->n_batch * s->channels;
@@ -94,7 +102,7 @@ void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
     bool plain_2x2 = is_plain_2x2(s);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * in_plane;
         float *yp = y + p * out_plane;
@@ -163,7 +171,7 @@ void ct_cpu_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const f
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
     bool plain_2x2 = is_plain_2x2(s);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * in_plane, *dyp = dy + p * out_plane;
         float *dxp = dx + p * in_plane;
@@ -201,7 +209,7 @@ void ct_cpu_avgpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y
 {
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * in_plane;
         float *yp = y + p * out_plane;
@@ -223,7 +231,7 @@ void ct_cpu_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy, float 
 {
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *dyp = dy + p * out_plane;
         float *dxp = dx + p * in_plane;
@@ -245,7 +253,7 @@ void ct_cpu_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy, float 
 void ct_cpu_global_avgpool_forward(int n, int c, int inner, const float *x, float *y)
 {
     int64_t planes = (int64_t)n * c;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (pool_parallel(planes, inner)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * inner;
         double sum = 0;
@@ -259,7 +267,7 @@ void ct_cpu_global_avgpool_forward(int n, int c, int inner, const float *x, floa
 void ct_cpu_global_avgpool_backward(int n, int c, int inner, const float *dy, float *dx)
 {
     int64_t planes = (int64_t)n * c;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (pool_parallel(planes, inner)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         float share = dy[p] / (float)inner;
         float *restrict dxp = dx + p * inner;
