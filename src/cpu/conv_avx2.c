@@ -132,7 +132,9 @@ AVX2_INLINE __m256i lane_mask(int lanes)
 /* One register block of the forward pass: outputs o0..o0+OB-1 at R vectors.
  * OB and R are constants at every call site, so the loops unroll and acc
  * lives in registers (OB*R <= 12 accumulators, R loads + OB broadcasts per
- * OB*R FMAs). */
+ * OB*R FMAs).  Every loop over b, r (and jj below) carries
+ * `#pragma GCC unroll`: one such loop left rolled and gcc keeps acc in
+ * memory, which made these kernels 2-3x slower (docs/perf.md). */
 AVX2_INLINE void forward_block(const plane_geom *g, const float *xp, const float *w,
                                const float *bias, int o0, const out_vector *vectors, float *y,
                                const int OB, const int R)
@@ -190,7 +192,9 @@ AVX2_INLINE void forward_block(const plane_geom *g, const float *xp, const float
     size_t out_plane = (size_t)g->out_h * g->out_w;
     if (g->relu) {
         /* max(0, v) is v when v is NaN (maxps returns its second operand) */
+        #pragma GCC unroll 4
         for (int b = 0; b < OB; b++)
+            #pragma GCC unroll 4
             for (int r = 0; r < R; r++)
                 acc[b][r] = _mm256_max_ps(_mm256_setzero_ps(), acc[b][r]);
     }
