@@ -46,6 +46,7 @@ enum {
 /* The padded input of one image as the kernels see it, and the output. */
 typedef struct plane_geom {
     int in_c, hp, wp;         /* padded input: [in_c, hp, wp] */
+    int top, rows;            /* its rows [top, top+rows) hold data, the others zeros */
     int out_c, out_h, out_w;  /* output: [out_c, out_h, out_w] */
     int kh, kw;
     bool relu;                /* forward: store max(y, 0) */
@@ -80,7 +81,7 @@ static size_t padded_floats(int channels, int hp, int wp)
 static plane_geom forward_geom(const ct_conv2d_shape *s)
 {
     plane_geom g = {s->in_channels, s->in_h + 2 * s->pad_h, s->in_w + 2 * s->pad_w,
-                    s->out_channels, s->out_h, s->out_w, s->kernel_h, s->kernel_w, false};
+                    s->pad_h, s->in_h, s->out_channels, s->out_h, s->out_w, s->kernel_h, s->kernel_w, false};
     return g;
 }
 
@@ -88,7 +89,8 @@ static plane_geom forward_geom(const ct_conv2d_shape *s)
 static plane_geom backward_data_geom(const ct_conv2d_shape *s)
 {
     plane_geom g = {s->out_channels, s->out_h + 2 * (s->kernel_h - 1 - s->pad_h),
-                    s->out_w + 2 * (s->kernel_w - 1 - s->pad_w), s->in_channels, s->in_h,
+                    s->out_w + 2 * (s->kernel_w - 1 - s->pad_w), s->kernel_h - 1 - s->pad_h,
+                    s->out_h, s->in_channels, s->in_h,
                     s->in_w, s->kernel_h, s->kernel_w, false};
     return g;
 }
@@ -136,8 +138,8 @@ AVX2_INLINE __m256i lane_mask(int lanes)
  * `#pragma GCC unroll`: one such loop left rolled and gcc keeps acc in
  * memory, which made these kernels 2-3x slower (docs/perf.md). */
 AVX2_INLINE void forward_block(const plane_geom *g, const float *xp, const float *w,
-                               const float *bias, int o0, const out_vector *vectors, float *y,
-                               const int OB, const int R)
+                               const float *bias, int o0, int i_lo, int i_hi,
+                               const out_vector *vectors, float *y, const int OB, const int R)
 {
     __m256 acc[MAX_OB][MAX_R];
     int in_off[MAX_R];
@@ -155,7 +157,7 @@ AVX2_INLINE void forward_block(const plane_geom *g, const float *xp, const float
     size_t w_stride = (size_t)g->in_c * area, plane = (size_t)g->hp * g->wp;
     const float *w_block = w + (size_t)o0 * w_stride;
     for (int c = 0; c < g->in_c; c++) {
-        for (int i = 0; i < g->kh; i++) {
+        for (int i = i_lo; i < i_hi; i++) {
             const float *row = xp + c * plane + (size_t)i * g->wp;
             const float *w_row = w_block + (size_t)c * area + i * g->kw;
             for (int j = 0; j < g->kw; j++) {
@@ -213,14 +215,16 @@ AVX2_INLINE void forward_block(const plane_geom *g, const float *xp, const float
 }
 
 typedef void (*forward_block_fn)(const plane_geom *g, const float *xp, const float *w,
-                                 const float *bias, int o0, const out_vector *vectors, float *y);
+                                 const float *bias, int o0, int i_lo, int i_hi,
+                                 const out_vector *vectors, float *y);
 
 #define FORWARD_BLOCK(OB, R)                                                                   \
     static AVX2 void forward_block_##OB##_##R(const plane_geom *g, const float *xp,            \
                                               const float *w, const float *bias, int o0,       \
-                                              const out_vector *vectors, float *y)             \
+                                              int i_lo, int i_hi, const out_vector *vectors,   \
+                                              float *y)                                        \
     {                                                                                          \
-        forward_block(g, xp, w, bias, o0, vectors, y, OB, R);                                  \
+        forward_block(g, xp, w, bias, o0, i_lo, i_hi, vectors, y, OB, R);                      \
     }
 #define FORWARD_BLOCKS(OB) FORWARD_BLOCK(OB, 1) FORWARD_BLOCK(OB, 2) FORWARD_BLOCK(OB, 3) \
     FORWARD_BLOCK(OB, 4)
@@ -263,7 +267,13 @@ static void forward_image(const plane_geom *g, const float *xp, const float *w,
                 vectors[k] = (out_vector){oh * g->wp + ow, oh * g->out_w + ow,
                                           g->out_w - ow < LANES ? g->out_w - ow : LANES};
             }
-            forward_blocks[ob - 1][r - 1](g, xp, w, bias, o0, vectors, y);
+            /* Kernel rows i that reach a data row for some output row of
+             * the block; the others only meet padding zeros (backward data
+             * pads dy by k-1-p: a third of its products are skipped). */
+            int oh_first = v0 / n_vec, oh_last = (v0 + r - 1) / n_vec;
+            int i_lo = g->top - oh_last > 0 ? g->top - oh_last : 0;
+            int i_hi = g->top + g->rows - oh_first < g->kh ? g->top + g->rows - oh_first : g->kh;
+            forward_blocks[ob - 1][r - 1](g, xp, w, bias, o0, i_lo, i_hi, vectors, y);
         }
     }
 }
