@@ -1,7 +1,8 @@
 /*
- * Training throughput of SimpleCNN on synthetic data: one JSON line.
+ * Training (or, with --eval 1, inference) throughput of SimpleCNN on
+ * synthetic data: one JSON line.
  *   simplecnn_train [--batch B] [--channels C] [--size S] [--steps N]
- *                   [--warmup N] [--threads T]
+ *                   [--warmup N] [--threads T] [--eval 0|1]
  * The PyTorch peer, bench/peers/torch_simplecnn.py, prints the same fields;
  * bench/compare_simplecnn.sh runs both alternately.
  */
@@ -33,7 +34,7 @@ static void die(const char *what)
 
 int main(int argc, char **argv)
 {
-    int batch = 64, channels = 1, size = 28, steps = 50, warmup = 5, threads = 0;
+    int batch = 64, channels = 1, size = 28, steps = 50, warmup = 5, threads = 0, eval = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         int value = atoi(argv[i + 1]);
         if (strcmp(argv[i], "--batch") == 0) batch = value;
@@ -42,6 +43,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--steps") == 0) steps = value;
         else if (strcmp(argv[i], "--warmup") == 0) warmup = value;
         else if (strcmp(argv[i], "--threads") == 0) threads = value;
+        else if (strcmp(argv[i], "--eval") == 0) eval = value;
         else { fprintf(stderr, "simplecnn_train: unknown option %s\n", argv[i]); return 2; }
     }
     if (batch < 1 || channels < 1 || size < 16 || steps < 1 || warmup < 0) {
@@ -77,18 +79,18 @@ int main(int argc, char **argv)
         double start = now_seconds();
         if (ct_plan_write(plan, x, images, sizeof(float) * n_pixels) != CT_OK ||
             ct_plan_write(plan, labels, classes, sizeof(int64_t) * (size_t)batch) != CT_OK ||
-            ct_plan_run(plan, CT_TRAIN) != CT_OK)
+            ct_plan_run(plan, eval ? CT_EVAL : CT_TRAIN) != CT_OK)
             die("running a step");
         if (step >= warmup)
             times[step - warmup] = now_seconds() - start;
     }
     qsort(times, (size_t)steps, sizeof *times, compare_doubles);
     double median = times[steps / 2];
-    printf("{\"framework\": \"cuttle\", \"model\": \"simplecnn\", \"mode\": \"train\", "
+    printf("{\"framework\": \"cuttle\", \"model\": \"simplecnn\", \"mode\": \"%s\", "
            "\"batch\": %d, \"input\": \"%dx%dx%d\", \"backend\": \"%s\", "
            "\"median_step_ms\": %.3f, \"min_step_ms\": %.3f, \"max_step_ms\": %.3f, "
            "\"images_per_second\": %.1f, \"arena_bytes\": %zu}\n",
-           batch, channels, size, size, ct_backend_name(backend), 1e3 * median, 1e3 * times[0],
+           eval ? "eval" : "train", batch, channels, size, size, ct_backend_name(backend), 1e3 * median, 1e3 * times[0],
            1e3 * times[steps - 1], batch / median, ct_plan_arena_bytes(plan));
     free(images);
     free(classes);

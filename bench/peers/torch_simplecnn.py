@@ -20,6 +20,7 @@ def main():
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--eval", type=int, default=0, help="1: time inference (no_grad, eval mode)")
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -29,18 +30,25 @@ def main():
     images = torch.rand(args.batch, args.channels, args.size, args.size) - 0.5
     labels = torch.arange(args.batch) % 10
     times = []
+    if args.eval:
+        model.eval()
     for step in range(args.warmup + args.steps):
         start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(images), labels)
-        loss.backward()
-        optimizer.step()
+        if args.eval:
+            with torch.no_grad():
+                model(images)
+        else:
+            optimizer.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(images), labels)
+            loss.backward()
+            optimizer.step()
         if step >= args.warmup:
             times.append(time.perf_counter() - start)
     times.sort()
     median = times[len(times) // 2]
     print(json.dumps({
-        "framework": "pytorch " + torch.__version__, "model": "simplecnn", "mode": "train",
+        "framework": "pytorch " + torch.__version__, "model": "simplecnn",
+        "mode": "eval" if args.eval else "train",
         "batch": args.batch, "input": f"{args.channels}x{args.size}x{args.size}",
         "backend": f"cpu ({torch.get_num_threads()} threads)",
         "median_step_ms": round(1e3 * median, 3), "min_step_ms": round(1e3 * times[0], 3),

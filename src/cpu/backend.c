@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef CT_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -47,10 +48,16 @@ static nci nci_of(const ct_tensor *t)
     return dims;
 }
 
+static bool fused_relu(const ct_exec *exec, const ct_tensor *node)
+{
+    return exec->epilogue && exec->epilogue[node->id] == CT_EPILOGUE_RELU;
+}
+
 static ct_status run_conv2d(const ct_exec *exec, const ct_tensor *node)
 {
-    ct_cpu_conv2d_forward(&node->attr.conv, in_f32(exec, node, 0), in_f32(exec, node, 1),
-                          in_opt(exec, node, 2), out_f32(exec, node), exec->workspace);
+    (fused_relu(exec, node) ? ct_cpu_conv2d_forward_relu : ct_cpu_conv2d_forward)(
+        &node->attr.conv, in_f32(exec, node, 0), in_f32(exec, node, 1), in_opt(exec, node, 2),
+        out_f32(exec, node), exec->workspace);
     return CT_OK;
 }
 
@@ -78,9 +85,9 @@ static ct_status run_channel_sum(const ct_exec *exec, const ct_tensor *node)
 static ct_status run_linear(const ct_exec *exec, const ct_tensor *node)
 {
     const ct_tensor *x = node->src[0], *w = node->src[1];
-    ct_cpu_linear_forward((int)x->shape[0], (int)x->shape[1], (int)w->shape[0],
-                          in_f32(exec, node, 0), in_f32(exec, node, 1), in_opt(exec, node, 2),
-                          out_f32(exec, node));
+    (fused_relu(exec, node) ? ct_cpu_linear_forward_relu : ct_cpu_linear_forward)(
+        (int)x->shape[0], (int)x->shape[1], (int)w->shape[0], in_f32(exec, node, 0),
+        in_f32(exec, node, 1), in_opt(exec, node, 2), out_f32(exec, node));
     return CT_OK;
 }
 
@@ -401,6 +408,13 @@ static bool cpu_supports_op(const ct_backend *backend, const ct_tensor *node)
     return node->op == CT_OP_VIEW || (node->op < CT_OP_COUNT && cpu_kernels[node->op]);
 }
 
+/* Both conv2d paths and linear apply a relu as they store (ct_exec.epilogue). */
+static bool cpu_fuses_relu(const ct_backend *backend, const ct_tensor *producer)
+{
+    (void)backend;
+    return producer->op == CT_OP_CONV2D || producer->op == CT_OP_LINEAR;
+}
+
 static size_t cpu_workspace_bytes(const ct_backend *backend, const ct_tensor *node)
 {
     switch (node->op) {
@@ -422,10 +436,47 @@ static void cpu_begin_step(ct_backend *backend)
     (void)backend;
 }
 
+/* CT_CPU_PROFILE=1: time per op, summed over the backend's life and written
+ * to stderr when it is freed.  A bench-time aid for kernel work (see
+ * docs/perf.md); the real profiler with traces is src/prof. */
+typedef struct cpu_profile {
+    double seconds[CT_OP_COUNT];
+    int64_t calls[CT_OP_COUNT];
+} cpu_profile;
+
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void cpu_profile_report(const cpu_profile *profile)
+{
+    double total = 0.0;
+    for (int op = 0; op < CT_OP_COUNT; op++)
+        total += profile->seconds[op];
+    fprintf(stderr, "CT_CPU_PROFILE: %.3f s in kernels\n", total);
+    for (int op = 0; op < CT_OP_COUNT; op++) {
+        if (profile->calls[op] == 0)
+            continue;
+        fprintf(stderr, "  %-20s %8lld calls %9.3f ms %5.1f%%  %8.1f us/call\n",
+                ct_op_info_of((ct_op)op)->name, (long long)profile->calls[op],
+                1e3 * profile->seconds[op], 100.0 * profile->seconds[op] / total,
+                1e6 * profile->seconds[op] / (double)profile->calls[op]);
+    }
+}
+
 static ct_status cpu_run_node(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
 {
-    (void)backend;
-    return cpu_kernels[node->op](exec, node);
+    cpu_profile *profile = backend->impl;
+    if (!profile)
+        return cpu_kernels[node->op](exec, node);
+    double start = cpu_seconds();
+    ct_status status = cpu_kernels[node->op](exec, node);
+    profile->seconds[node->op] += cpu_seconds() - start;
+    profile->calls[node->op]++;
+    return status;
 }
 
 static ct_status cpu_synchronize(ct_backend *backend)
@@ -436,6 +487,9 @@ static ct_status cpu_synchronize(ct_backend *backend)
 
 static void cpu_destroy(ct_backend *backend)
 {
+    if (backend->impl)
+        cpu_profile_report(backend->impl);
+    free(backend->impl);
     free(backend);
 }
 
@@ -445,6 +499,7 @@ static const ct_backend_i cpu_backend_i = {
     .write = cpu_copy,
     .read = cpu_copy,
     .supports_op = cpu_supports_op,
+    .fuses_relu = cpu_fuses_relu,
     .workspace_bytes = cpu_workspace_bytes,
     .begin_step = cpu_begin_step,
     .run_node = cpu_run_node,
@@ -459,6 +514,9 @@ ct_status ct_cpu_backend_new(int n_threads, ct_backend **out)
     if (!backend)
         return ct_set_error(CT_ERR_MEMORY, "ct_backend_new: out of host memory");
     backend->iface = &cpu_backend_i;
+    const char *profile = getenv("CT_CPU_PROFILE");
+    if (profile && *profile && strcmp(profile, "0") != 0)
+        backend->impl = calloc(1, sizeof(cpu_profile));
     backend->n_threads = n_threads > 0 ? n_threads : ct_cpu_n_procs();
 #ifndef _OPENMP
     backend->n_threads = 1; /* a build without OpenMP runs one thread, and says so */

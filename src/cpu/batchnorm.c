@@ -12,6 +12,9 @@
 
 #include "cpu/kernels.h"
 
+/* Below this many elements of x a parallel region costs more than it saves. */
+#define PARALLEL_MIN_ELEMENTS 32768
+
 /* sum_{n,i} x[n,ch,i] */
 static double channel_sum(int n, int c, int inner, const float *x, int ch)
 {
@@ -46,7 +49,7 @@ void ct_cpu_batchnorm_stats(int n, int c, int inner, const float *x, bool traini
                             float *stats)
 {
     int64_t m = (int64_t)n * inner;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int ch = 0; ch < c; ch++) {
         if (!training) {
             stats[ch] = running_mean[ch];
@@ -69,7 +72,7 @@ void ct_cpu_batchnorm_apply(int n, int c, int inner, const float *x, const float
                             const float *gamma, const float *beta, float *y)
 {
     int64_t planes = (int64_t)n * c;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         int ch = (int)(p % c);
         float scale = stats[c + ch] * gamma[ch];
@@ -85,7 +88,7 @@ void ct_cpu_batchnorm_apply(int n, int c, int inner, const float *x, const float
 void ct_cpu_batchnorm_backward_params(int n, int c, int inner, const float *x,
                                       const float *dy, const float *stats, float *dparams)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int ch = 0; ch < c; ch++) {
         double mean = stats[ch], dot = 0, sum = 0;
         for (int b = 0; b < n; b++) {
@@ -107,7 +110,7 @@ void ct_cpu_batchnorm_backward_data(int n, int c, int inner, const float *x, con
 {
     int64_t planes = (int64_t)n * c;
     double m = (double)n * inner;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         int ch = (int)(p % c);
         float mean = stats[ch], invstd = stats[c + ch];

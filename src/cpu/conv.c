@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "cpu/conv_direct.h"
 #include "cpu/kernels.h"
 
 /* Below this many elements, im2col/col2im/bias run on one thread. */
@@ -142,34 +143,64 @@ static void conv_col2im(const ct_conv2d_shape *s, const float *col, float *dx)
     }
 }
 
-/* y[n, o, :] += bias[o]  (y: [N, O, out_h*out_w]) */
-static void conv_add_bias(const ct_conv2d_shape *s, const float *bias, float *y)
+/* y[n, o, :] = relu?(y[n, o, :] + bias[o])  (y: [N, O, out_h*out_w]; bias may
+ * be NULL).  relu(v) = v < 0 ? 0 : v, so NaN passes as in torch.relu. */
+static void conv_epilogue(const ct_conv2d_shape *s, const float *bias, bool relu, float *y)
 {
     size_t out_plane = (size_t)s->out_h * s->out_w;
     int planes = s->n_batch * s->out_channels;
     bool parallel = (double)planes * out_plane >= CONV_PARALLEL_MIN_ELEMENTS;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int plane = 0; plane < planes; plane++) {
-        float value = bias[plane % s->out_channels];
+        float value = bias ? bias[plane % s->out_channels] : 0.0f;
         float *y_plane = y + plane * out_plane;
-        for (size_t p = 0; p < out_plane; p++)
-            y_plane[p] += value;
+        for (size_t p = 0; p < out_plane; p++) {
+            float v = y_plane[p] + value;
+            y_plane[p] = relu && v < 0.0f ? 0.0f : v;
+        }
     }
+}
+
+/* True when the AVX2 direct kernels (conv_avx2.c) run this convolution. */
+static bool conv_use_direct(const ct_conv2d_shape *s)
+{
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    return ct_cpu_simd_avx2() && ct_cpu_conv2d_direct_fits(s);
+#else
+    (void)s;
+    return false;
+#endif
 }
 
 size_t ct_cpu_conv2d_workspace(const ct_conv2d_shape *s, int n_threads)
 {
-    (void)n_threads; /* one col matrix, however many threads: see the top of the file */
-    if (conv_is_pointwise(s))
-        return 0;
-    return sizeof(float) * (size_t)s->in_channels * s->kernel_h * s->kernel_w * s->out_h *
-           s->out_w;
+    /* im2col: one col matrix, however many threads (see the top of the file) */
+    size_t bytes = conv_is_pointwise(s) ? 0
+                                        : sizeof(float) * (size_t)s->in_channels * s->kernel_h *
+                                              s->kernel_w * s->out_h * s->out_w;
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    /* Room for the direct kernels whether or not the CPU takes them now, so
+     * that switching kernels (ct_cpu_simd_set) never outgrows a plan. */
+    if (ct_cpu_conv2d_direct_fits(s)) {
+        size_t direct = ct_cpu_conv2d_direct_workspace(s, n_threads);
+        bytes = direct > bytes ? direct : bytes;
+    }
+#else
+    (void)n_threads;
+#endif
+    return bytes;
 }
 
-void ct_cpu_conv2d_forward(const ct_conv2d_shape *s, const float *x, const float *w,
-                           const float *bias, float *y, void *workspace)
+static void conv_forward(const ct_conv2d_shape *s, const float *x, const float *w,
+                         const float *bias, bool relu, float *y, void *workspace)
 {
     conv_check_shape(s);
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (conv_use_direct(s)) {
+        ct_cpu_conv2d_direct_forward(s, x, w, bias, relu, y, workspace);
+        return;
+    }
+#endif
     int og = s->out_channels / s->groups, depth = conv_group_depth(s);
     size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
     size_t out_plane = (size_t)s->out_h * s->out_w;
@@ -185,14 +216,32 @@ void ct_cpu_conv2d_forward(const ct_conv2d_shape *s, const float *x, const float
                         w + (size_t)g * og * depth, depth, col + g * depth * out_plane,
                         (int)out_plane, 0.0f, y_image + g * og * out_plane, (int)out_plane);
     }
-    if (bias)
-        conv_add_bias(s, bias, y);
+    if (bias || relu)
+        conv_epilogue(s, bias, relu, y);
+}
+
+void ct_cpu_conv2d_forward(const ct_conv2d_shape *s, const float *x, const float *w,
+                           const float *bias, float *y, void *workspace)
+{
+    conv_forward(s, x, w, bias, false, y, workspace);
+}
+
+void ct_cpu_conv2d_forward_relu(const ct_conv2d_shape *s, const float *x, const float *w,
+                                const float *bias, float *y, void *workspace)
+{
+    conv_forward(s, x, w, bias, true, y, workspace);
 }
 
 void ct_cpu_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy, const float *w,
                                  float *dx, void *workspace)
 {
     conv_check_shape(s);
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (conv_use_direct(s)) {
+        ct_cpu_conv2d_direct_backward_data(s, dy, w, dx, workspace);
+        return;
+    }
+#endif
     int og = s->out_channels / s->groups, depth = conv_group_depth(s);
     size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
     size_t out_plane = (size_t)s->out_h * s->out_w;
@@ -214,6 +263,12 @@ void ct_cpu_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x, con
                                    float *dw, void *workspace)
 {
     conv_check_shape(s);
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (conv_use_direct(s)) {
+        ct_cpu_conv2d_direct_backward_weight(s, x, dy, dw, workspace);
+        return;
+    }
+#endif
     int og = s->out_channels / s->groups, depth = conv_group_depth(s);
     size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
     size_t out_plane = (size_t)s->out_h * s->out_w;

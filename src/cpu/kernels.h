@@ -41,6 +41,9 @@ const char *ct_cpu_gemm_name(void);
 size_t ct_cpu_conv2d_workspace(const ct_conv2d_shape *s, int n_threads);
 void ct_cpu_conv2d_forward(const ct_conv2d_shape *s, const float *x, const float *w,
                            const float *bias, float *y, void *workspace);
+/* y = relu(conv(x, w) + bias): the forward with a fused relu (NaN kept). */
+void ct_cpu_conv2d_forward_relu(const ct_conv2d_shape *s, const float *x, const float *w,
+                                const float *bias, float *y, void *workspace);
 /* dx = d(sum y*dy)/dx.  dx: [N,C,H,W] */
 void ct_cpu_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy, const float *w,
                                  float *dx, void *workspace);
@@ -57,6 +60,9 @@ void ct_cpu_channel_sum(int n, int c, int inner, const float *dy, float *db);
 /* y[n,o] = bias[o] + sum_i x[n,i] w[o,i];  bias may be NULL. */
 void ct_cpu_linear_forward(int n, int in, int out, const float *x, const float *w,
                            const float *bias, float *y);
+/* y = relu(x . w^T + bias) */
+void ct_cpu_linear_forward_relu(int n, int in, int out, const float *x, const float *w,
+                                const float *bias, float *y);
 /* dx[n,i] = sum_o dy[n,o] w[o,i] */
 void ct_cpu_linear_backward_data(int n, int in, int out, const float *dy, const float *w,
                                  float *dx);

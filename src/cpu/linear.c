@@ -9,18 +9,32 @@
 /* Below this many elements, the bias is added on one thread. */
 enum { LINEAR_PARALLEL_MIN_ELEMENTS = 1 << 15 };
 
-/* y[n,o] = bias[o] + sum_i x[n,i] w[o,i]:  y = x . w^T */
-void ct_cpu_linear_forward(int n, int in, int out, const float *x, const float *w,
-                           const float *bias, float *y)
+/* y[n,o] = relu?(bias[o] + sum_i x[n,i] w[o,i]):  y = x . w^T;  relu keeps NaN */
+static void linear_forward(int n, int in, int out, const float *x, const float *w,
+                           const float *bias, bool relu, float *y)
 {
     ct_cpu_gemm(false, true, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
-    if (!bias)
+    if (!bias && !relu)
         return;
     bool parallel = (double)n * out >= LINEAR_PARALLEL_MIN_ELEMENTS;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int row = 0; row < n; row++)
-        for (int o = 0; o < out; o++)
-            y[(size_t)row * out + o] += bias[o];
+        for (int o = 0; o < out; o++) {
+            float v = y[(size_t)row * out + o] + (bias ? bias[o] : 0.0f);
+            y[(size_t)row * out + o] = relu && v < 0.0f ? 0.0f : v;
+        }
+}
+
+void ct_cpu_linear_forward(int n, int in, int out, const float *x, const float *w,
+                           const float *bias, float *y)
+{
+    linear_forward(n, in, out, x, w, bias, false, y);
+}
+
+void ct_cpu_linear_forward_relu(int n, int in, int out, const float *x, const float *w,
+                                const float *bias, float *y)
+{
+    linear_forward(n, in, out, x, w, bias, true, y);
 }
 
 /* dx[n,i] = sum_o dy[n,o] w[o,i]:  dx = dy . w */

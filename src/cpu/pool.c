@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cpu/kernels.h"
+#include "cpu/pool_avx2.h"
 
 /* An input window clipped to the plane: rows [h0, h1), columns [w0, w1). */
 typedef struct window {
@@ -29,6 +30,14 @@ static window clipped_window(const ct_pool2d_shape *s, int oh, int ow)
     return win;
 }
 
+/* Below this many input elements a parallel region costs more than it saves. */
+#define PARALLEL_MIN_ELEMENTS 32768
+
+static inline bool pool_parallel(int64_t planes, int64_t plane_elements)
+{
+    return planes * plane_elements >= PARALLEL_MIN_ELEMENTS;
+}
+
 static int64_t plane_count(const ct_pool2d_shape *s)
 {
     return (int64_t)s->n_batch * s->channels;
@@ -37,7 +46,7 @@ static int64_t plane_count(const ct_pool2d_shape *s)
 /* PyTorch's max step: NaN always replaces, otherwise only a strictly larger value. */
 static inline bool max_replaces(float candidate, float current)
 {
-    return candidate > current || isnan(candidate);
+    return (candidate > current) | (bool)isnan(candidate); /* | : no branch */
 }
 
 /* The window's maximum and its index in the plane.  Like PyTorch, the search
@@ -93,7 +102,7 @@ void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
     bool plain_2x2 = is_plain_2x2(s);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * in_plane;
         float *yp = y + p * out_plane;
@@ -112,16 +121,64 @@ void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y
     }
 }
 
+/* The 2x2/2 unpadded backward of one plane: each input belongs to at most
+ * one window, so every dx element is written once, without a memset and
+ * without branches (the argmax of random data mispredicts half the time):
+ * dx[2oh+a, 2ow+b] = (a,b) == argmax ? dy[oh,ow] : 0;  inputs past the last
+ * window (odd sizes) get 0. */
+static void maxpool_2x2_backward_plane(int in_h, int in_w, int out_h, int out_w,
+                                       const float *restrict x, const float *restrict dy,
+                                       float *restrict dx)
+{
+    int first_ow = 0; /* columns before it are done by the vector kernel */
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (ct_cpu_simd_avx2())
+        first_ow = ct_cpu_maxpool2x2_backward_avx2(in_w, out_h, out_w, x, dy, dx);
+#endif
+    for (int oh = 0; oh < out_h; oh++) {
+        const float *row0 = x + (int64_t)2 * oh * in_w, *row1 = row0 + in_w;
+        float *dx0 = dx + (int64_t)2 * oh * in_w, *dx1 = dx0 + in_w;
+        const float *grad = dy + (int64_t)oh * out_w;
+        for (int ow = first_ow; ow < out_w; ow++) {
+            float m = row0[2 * ow];
+            int best = 0;
+            bool take = max_replaces(row0[2 * ow + 1], m);
+            m = take ? row0[2 * ow + 1] : m;
+            best = take ? 1 : best;
+            take = max_replaces(row1[2 * ow], m);
+            m = take ? row1[2 * ow] : m;
+            best = take ? 2 : best;
+            take = max_replaces(row1[2 * ow + 1], m);
+            best = take ? 3 : best;
+            float g = grad[ow];
+            dx0[2 * ow] = best == 0 ? g : 0.0f;
+            dx0[2 * ow + 1] = best == 1 ? g : 0.0f;
+            dx1[2 * ow] = best == 2 ? g : 0.0f;
+            dx1[2 * ow + 1] = best == 3 ? g : 0.0f;
+        }
+        for (int w = 2 * out_w; w < in_w; w++)
+            dx0[w] = dx1[w] = 0.0f;
+    }
+    for (int h = 2 * out_h; h < in_h; h++)
+        for (int w = 0; w < in_w; w++)
+            dx[(int64_t)h * in_w + w] = 0.0f;
+}
+
 /* dx[n,c,argmax window(oh,ow)] += dy[n,c,oh,ow], dx = 0 elsewhere;  dx: [N,C,H,W] */
 void ct_cpu_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const float *dy,
                                float *dx)
 {
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
-#pragma omp parallel for schedule(static)
+    bool plain_2x2 = is_plain_2x2(s);
+#pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * in_plane, *dyp = dy + p * out_plane;
         float *dxp = dx + p * in_plane;
+        if (plain_2x2) {
+            maxpool_2x2_backward_plane(s->in_h, s->in_w, s->out_h, s->out_w, xp, dyp, dxp);
+            continue;
+        }
         memset(dxp, 0, (size_t)in_plane * sizeof(float));
         for (int oh = 0; oh < s->out_h; oh++)
             for (int ow = 0; ow < s->out_w; ow++) {
@@ -152,7 +209,7 @@ void ct_cpu_avgpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y
 {
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * in_plane;
         float *yp = y + p * out_plane;
@@ -174,7 +231,7 @@ void ct_cpu_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy, float 
 {
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *dyp = dy + p * out_plane;
         float *dxp = dx + p * in_plane;
@@ -196,7 +253,7 @@ void ct_cpu_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy, float 
 void ct_cpu_global_avgpool_forward(int n, int c, int inner, const float *x, float *y)
 {
     int64_t planes = (int64_t)n * c;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (pool_parallel(planes, inner)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * inner;
         double sum = 0;
@@ -210,7 +267,7 @@ void ct_cpu_global_avgpool_forward(int n, int c, int inner, const float *x, floa
 void ct_cpu_global_avgpool_backward(int n, int c, int inner, const float *dy, float *dx)
 {
     int64_t planes = (int64_t)n * c;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (pool_parallel(planes, inner)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         float share = dy[p] / (float)inner;
         float *restrict dxp = dx + p * inner;

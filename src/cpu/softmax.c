@@ -10,6 +10,10 @@
 
 #include "cpu/kernels.h"
 
+/* Below this many elements (each an exp) a parallel region costs more than
+ * it saves: SimpleCNN's [64, 10] logits run on one thread. */
+#define PARALLEL_MIN_ELEMENTS 8192
+
 /* Rows whose losses are held on the stack before the sequential sum. */
 #define LOSS_ROWS_PER_CHUNK 1024
 
@@ -24,7 +28,7 @@ static float row_max(int c, const float *x)
 /* y[i,j] = exp(x[i,j] - max_j x[i,:]) / sum_k exp(x[i,k] - max);  x, y: [n, c] */
 void ct_cpu_softmax_forward(int n, int c, const float *x, float *y)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if ((int64_t)n * c >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int row = 0; row < n; row++) {
         const float *restrict xr = x + (int64_t)row * c;
         float *restrict yr = y + (int64_t)row * c;
@@ -43,7 +47,7 @@ void ct_cpu_softmax_forward(int n, int c, const float *x, float *y)
 /* dx[i,j] = y[i,j] * (dy[i,j] - sum_k dy[i,k] y[i,k]);  y, dy, dx: [n, c] */
 void ct_cpu_softmax_backward(int n, int c, const float *y, const float *dy, float *dx)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if ((int64_t)n * c >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int row = 0; row < n; row++) {
         const float *restrict yr = y + (int64_t)row * c;
         const float *restrict dyr = dy + (int64_t)row * c;
@@ -105,7 +109,7 @@ int ct_cpu_cross_entropy_forward(int n, int c, const float *logits, const void *
     for (int first = 0; first < n; first += LOSS_ROWS_PER_CHUNK) {
         double losses[LOSS_ROWS_PER_CHUNK];
         int rows = n - first < LOSS_ROWS_PER_CHUNK ? n - first : LOSS_ROWS_PER_CHUNK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if ((int64_t)rows * c >= PARALLEL_MIN_ELEMENTS) schedule(static)
         for (int r = 0; r < rows; r++)
             losses[r] = row_loss(c, logits + (int64_t)(first + r) * c,
                                  label_at(labels, labels_i64, first + r), label_smoothing);
@@ -126,7 +130,7 @@ void ct_cpu_cross_entropy_backward(int n, int c, const float *logits, const void
     float scale = dloss[0] / (float)n;
     float off_target = label_smoothing / (float)c;
     float on_target = (1.0f - label_smoothing) + off_target;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if ((int64_t)n * c >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int row = 0; row < n; row++) {
         const float *restrict xr = logits + (int64_t)row * c;
         float *restrict dr = dlogits + (int64_t)row * c;

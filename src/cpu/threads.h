@@ -25,6 +25,25 @@ static inline void ct_cpu_set_threads(int n_threads)
 #endif
 }
 
+/* Inside a parallel region: this thread's number and the team's size. */
+static inline int ct_cpu_thread_num(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static inline int ct_cpu_team_size(void)
+{
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
 static inline int ct_cpu_n_procs(void)
 {
 #ifdef _OPENMP

@@ -21,6 +21,13 @@ typedef enum ct_storage {
     CT_STORAGE_STATE     /* persistent: inputs, parameters, buffers */
 } ct_storage;
 
+/* What a kernel does to its output before storing it, decided by the plan
+ * (src/graph/fuse.c): CT_EPILOGUE_RELU stores max(y, 0) (NaN kept). */
+typedef enum ct_epilogue {
+    CT_EPILOGUE_NONE = 0,
+    CT_EPILOGUE_RELU
+} ct_epilogue;
+
 /* What a node needs to run: the resolved memory and the step's settings. */
 typedef struct ct_exec {
     uint8_t *arena;
@@ -28,6 +35,7 @@ typedef struct ct_exec {
     const size_t *offsets;      /* by node id, for storage roots */
     const uint8_t *storage;     /* ct_storage by node id */
     void *workspace;
+    const uint8_t *epilogue;    /* ct_epilogue by node id */
     bool training;
     int64_t step;               /* training steps completed before this one */
     float lr;
@@ -47,6 +55,9 @@ typedef struct ct_backend_i {
     ct_status (*write)(ct_backend *backend, void *dst, const void *host, size_t bytes);
     ct_status (*read)(ct_backend *backend, void *host, const void *src, size_t bytes);
     bool (*supports_op)(const ct_backend *backend, const ct_tensor *node);
+    /* Optional: true when the kernel of `producer` can apply a relu to its
+     * output (ct_exec.epilogue); NULL means never. */
+    bool (*fuses_relu)(const ct_backend *backend, const ct_tensor *producer);
     size_t (*workspace_bytes)(const ct_backend *backend, const ct_tensor *node);
     /* Called once before the nodes of a step (thread settings, streams). */
     void (*begin_step)(ct_backend *backend);

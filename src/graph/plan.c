@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "graph/backend.h"
+#include "graph/fuse.h"
 #include "graph/memplan.h"
 #include "prof/profiler.h"
 
@@ -27,8 +28,14 @@ struct ct_plan {
     int n_nodes; /* the graph's size when planned: it must not change */
     const ct_tensor **schedule[CT_MODE_COUNT];
     int n_schedule[CT_MODE_COUNT];
+    /* The nodes that run a kernel: the schedule without views and without
+     * relus fused into their producer. */
+    const ct_tensor **runs[CT_MODE_COUNT];
+    int n_runs[CT_MODE_COUNT];
     size_t *offsets;  /* by node id */
     uint8_t *storage; /* ct_storage by node id */
+    const ct_tensor **alias_of; /* by node id: a fused relu's producer, else NULL */
+    uint8_t *epilogue;          /* ct_epilogue by node id */
     void *arena, *state, *workspace;
     size_t arena_bytes, state_bytes, workspace_bytes;
     uint64_t seed;
@@ -94,6 +101,14 @@ static void layout_state(ct_plan *plan)
     plan->state_bytes = offset;
 }
 
+/* The node whose arena item holds t's bytes: its storage root, or the
+ * producer that a fused relu writes through. */
+static const ct_tensor *plan_root(const ct_plan *plan, const ct_tensor *t)
+{
+    const ct_tensor *root = ct_storage_root(t);
+    return plan->alias_of[root->id] ? plan->alias_of[root->id] : root;
+}
+
 /* Transient tensors of the training schedule, placed by liveness. */
 static ct_status layout_arena(ct_plan *plan)
 {
@@ -112,14 +127,14 @@ static ct_status layout_arena(ct_plan *plan)
     for (int pos = 0; pos < n; pos++) {
         const ct_tensor *t = schedule[pos];
         item_of[t->id] = -1;
-        if (!t->view_of) {
+        if (!t->view_of && !plan->alias_of[t->id]) {
             plan->storage[t->id] = CT_STORAGE_ARENA;
             item_of[t->id] = n_items;
             items[n_items++] = (ct_lifetime){pos, pos, ct_tensor_bytes(t)};
         }
         for (int s = 0; s <= t->n_src; s++) {
             const ct_tensor *used = s < t->n_src ? t->src[s] : t;
-            const ct_tensor *root = ct_storage_root(used);
+            const ct_tensor *root = plan_root(plan, used);
             if (root->op == CT_OP_LEAF)
                 continue;
             ct_lifetime *life = &items[item_of[root->id]];
@@ -129,16 +144,19 @@ static ct_status layout_arena(ct_plan *plan)
                 life->last = INT_MAX;
         }
     }
-    for (int pos = 0; pos < n; pos++) {
-        const ct_tensor *t = schedule[pos];
-        if (t->view_of)
-            plan->storage[t->id] = plan->storage[t->view_of->id];
-    }
     size_t peak = ct_memplan_layout(items, n_items, item_offsets);
+    /* In schedule order, so a fused relu is placed before views of it. */
     for (int pos = 0; pos < n; pos++) {
         const ct_tensor *t = schedule[pos];
-        if (!t->view_of)
+        const ct_tensor *producer = plan->alias_of[t->id];
+        if (producer) {
+            plan->storage[t->id] = plan->storage[producer->id];
+            plan->offsets[t->id] = plan->offsets[producer->id];
+        } else if (t->view_of) {
+            plan->storage[t->id] = plan->storage[t->view_of->id];
+        } else {
             plan->offsets[t->id] = item_offsets[item_of[t->id]];
+        }
     }
     free(item_of);
     free(items);
@@ -226,14 +244,36 @@ static ct_status allocate(ct_plan *plan, size_t bytes, void **out, const char *w
     return CT_OK;
 }
 
+/* The schedule's nodes that run a kernel (after fusion). */
+static ct_status build_runs(ct_plan *plan, ct_mode mode)
+{
+    int n = plan->n_schedule[mode];
+    plan->runs[mode] = malloc(sizeof(ct_tensor *) * (size_t)(n > 0 ? n : 1));
+    if (!plan->runs[mode])
+        return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        const ct_tensor *node = plan->schedule[mode][i];
+        if (node->op != CT_OP_VIEW && !plan->alias_of[node->id])
+            plan->runs[mode][count++] = node;
+    }
+    plan->n_runs[mode] = count;
+    return CT_OK;
+}
+
 static ct_status plan_build(ct_plan *plan)
 {
     plan->offsets = calloc((size_t)plan->n_nodes + 1, sizeof *plan->offsets);
     plan->storage = calloc((size_t)plan->n_nodes + 1, sizeof *plan->storage);
-    if (!plan->offsets || !plan->storage)
+    plan->alias_of = calloc((size_t)plan->n_nodes + 1, sizeof *plan->alias_of);
+    plan->epilogue = calloc((size_t)plan->n_nodes + 1, sizeof *plan->epilogue);
+    if (!plan->offsets || !plan->storage || !plan->alias_of || !plan->epilogue)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
     CT_TRY(build_schedule(plan, CT_TRAIN));
     CT_TRY(build_schedule(plan, CT_EVAL));
+    ct_fuse_relu(plan->graph, plan->backend, plan->alias_of, plan->epilogue);
+    CT_TRY(build_runs(plan, CT_TRAIN));
+    CT_TRY(build_runs(plan, CT_EVAL));
     layout_state(plan);
     CT_TRY(layout_arena(plan));
     CT_TRY(check_support(plan));
@@ -283,10 +323,14 @@ void ct_plan_free(ct_plan *plan)
     if (plan->workspace)
         backend->iface->release(backend, plan->workspace);
     ct_profiler_free(plan->profiler);
-    for (int mode = 0; mode < CT_MODE_COUNT; mode++)
+    for (int mode = 0; mode < CT_MODE_COUNT; mode++) {
         free(plan->schedule[mode]);
+        free(plan->runs[mode]);
+    }
     free(plan->offsets);
     free(plan->storage);
+    free(plan->alias_of);
+    free(plan->epilogue);
     free(plan);
 }
 
@@ -298,6 +342,7 @@ static ct_exec exec_of(const ct_plan *plan, ct_mode mode)
         .offsets = plan->offsets,
         .storage = plan->storage,
         .workspace = plan->workspace,
+        .epilogue = plan->epilogue,
         .training = mode == CT_TRAIN,
         .step = plan->step,
         .lr = plan->lr,
@@ -310,12 +355,8 @@ static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
 {
     ct_backend *backend = plan->backend;
     backend->iface->begin_step(backend);
-    for (int i = 0; i < plan->n_schedule[mode]; i++) {
-        const ct_tensor *node = plan->schedule[mode][i];
-        if (node->op == CT_OP_VIEW)
-            continue;
-        CT_TRY(backend->iface->run_node(backend, exec, node));
-    }
+    for (int i = 0; i < plan->n_runs[mode]; i++)
+        CT_TRY(backend->iface->run_node(backend, exec, plan->runs[mode][i]));
     return backend->iface->synchronize(backend);
 }
 
@@ -332,8 +373,8 @@ ct_status ct_plan_run(ct_plan *plan, ct_mode mode)
                             "plan");
     ct_exec exec = exec_of(plan, mode);
     if (plan->profiler)
-        CT_TRY(ct_profiler_run(plan->profiler, &exec, mode, plan->schedule[mode],
-                               plan->n_schedule[mode], plan->step));
+        CT_TRY(ct_profiler_run(plan->profiler, &exec, mode, plan->runs[mode],
+                               plan->n_runs[mode], plan->step));
     else
         CT_TRY(run_schedule(plan, mode, &exec));
     if (mode == CT_TRAIN)
@@ -447,9 +488,9 @@ ct_status ct_plan_set_profiling(ct_plan *plan, bool on)
     }
     if (plan->profiler)
         return CT_OK;
-    const ct_tensor **const schedules[CT_MODE_COUNT] = {plan->schedule[CT_TRAIN],
-                                                        plan->schedule[CT_EVAL]};
-    return ct_profiler_new(plan->backend, schedules, plan->n_schedule, &plan->profiler);
+    const ct_tensor **const schedules[CT_MODE_COUNT] = {plan->runs[CT_TRAIN],
+                                                        plan->runs[CT_EVAL]};
+    return ct_profiler_new(plan->backend, schedules, plan->n_runs, &plan->profiler);
 }
 
 ct_status ct_plan_profile(const ct_plan *plan, ct_profile *out)

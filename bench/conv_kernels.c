@@ -1,0 +1,99 @@
+/*
+ * Times the three CPU conv kernels on one shape: one JSON line per kernel.
+ *   conv_kernels [--batch N] [--in C] [--out O] [--size S] [--kernel K]
+ *                [--pad P] [--stride T] [--reps R] [--threads T]
+ * CT_CPU_SIMD=0 in the environment times the portable im2col + GEMM path
+ * instead of the AVX2 direct kernels, so both stay comparable (docs/perf.md).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpu/kernels.h"
+#include "cpu/simd.h"
+#include "cpu/threads.h"
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double da = *(const double *)a, db = *(const double *)b;
+    return da < db ? -1 : da > db;
+}
+
+static float *random_floats(size_t count, unsigned seed)
+{
+    float *p = malloc(sizeof(float) * (count ? count : 1));
+    for (size_t i = 0; i < count; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        p[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
+    }
+    return p;
+}
+
+int main(int argc, char **argv)
+{
+    int batch = 64, in_c = 6, out_c = 16, size = 12, kernel = 5, pad = 0, stride = 1;
+    int reps = 200, threads = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        int value = atoi(argv[i + 1]);
+        if (strcmp(argv[i], "--batch") == 0) batch = value;
+        else if (strcmp(argv[i], "--in") == 0) in_c = value;
+        else if (strcmp(argv[i], "--out") == 0) out_c = value;
+        else if (strcmp(argv[i], "--size") == 0) size = value;
+        else if (strcmp(argv[i], "--kernel") == 0) kernel = value;
+        else if (strcmp(argv[i], "--pad") == 0) pad = value;
+        else if (strcmp(argv[i], "--stride") == 0) stride = value;
+        else if (strcmp(argv[i], "--reps") == 0) reps = value;
+        else if (strcmp(argv[i], "--threads") == 0) threads = value;
+        else { fprintf(stderr, "conv_kernels: unknown option %s\n", argv[i]); return 2; }
+    }
+    int out_size = (size + 2 * pad - kernel) / stride + 1;
+    if (batch < 1 || reps < 1 || out_size < 1) {
+        fprintf(stderr, "conv_kernels: bad sizes\n");
+        return 2;
+    }
+    if (threads > 0)
+        ct_cpu_set_threads(threads);
+    ct_conv2d_shape s = {batch, in_c, size, size, out_c, out_size, out_size, kernel, kernel,
+                         stride, stride, pad, pad, 1, 1, 1};
+    size_t nx = (size_t)batch * in_c * size * size, ny = (size_t)batch * out_c * out_size * out_size;
+    size_t nw = (size_t)out_c * in_c * kernel * kernel;
+    float *x = random_floats(nx, 1), *w = random_floats(nw, 2), *bias = random_floats(out_c, 3);
+    float *dy = random_floats(ny, 4), *y = random_floats(ny, 5), *dx = random_floats(nx, 6);
+    float *dw = random_floats(nw, 7);
+    void *workspace = malloc(ct_cpu_conv2d_workspace(&s, ct_cpu_max_threads()) + 64);
+    double *times = malloc(sizeof(double) * (size_t)reps);
+    double flop = 2.0 * ny * in_c * kernel * kernel;
+    const char *names[3] = {"forward", "backward_data", "backward_weight"};
+    for (int k = 0; k < 3; k++) {
+        for (int rep = -reps / 10 - 1; rep < reps; rep++) {
+            double start = now_seconds();
+            if (k == 0)
+                ct_cpu_conv2d_forward(&s, x, w, bias, y, workspace);
+            else if (k == 1)
+                ct_cpu_conv2d_backward_data(&s, dy, w, dx, workspace);
+            else
+                ct_cpu_conv2d_backward_weight(&s, x, dy, dw, workspace);
+            if (rep >= 0)
+                times[rep] = now_seconds() - start;
+        }
+        qsort(times, (size_t)reps, sizeof *times, compare_doubles);
+        double median = times[reps / 2];
+        printf("{\"kernel\": \"conv2d_%s\", \"path\": \"%s\", \"shape\": \"%dx%dx%dx%d -> %d k%d p%d "
+               "s%d\", \"threads\": %d, \"median_us\": %.1f, \"gflops\": %.1f}\n",
+               names[k], ct_cpu_simd_avx2() ? "avx2" : "portable", batch, in_c, size, size,
+               out_c, kernel, pad, stride, ct_cpu_max_threads(), 1e6 * median,
+               flop / median * 1e-9);
+    }
+    free(x); free(w); free(bias); free(dy); free(y); free(dx); free(dw);
+    free(workspace);
+    free(times);
+    return 0;
+}

@@ -1,0 +1,45 @@
+/* Plan-time fusion of an activation into the kernel that produces its input. */
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "graph/fuse.h"
+
+static bool produces_for_relu(const ct_tensor *t)
+{
+    return (t->op == CT_OP_CONV2D || t->op == CT_OP_LINEAR) && t->phase == CT_PHASE_FORWARD &&
+           !t->keep && !t->view_of;
+}
+
+int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const ct_tensor **alias_of,
+                 uint8_t *epilogue)
+{
+    if (!backend->iface->fuses_relu)
+        return 0;
+    /* Readers of each node: sources and views both count. */
+    int *readers = calloc((size_t)graph->n_nodes + 1, sizeof *readers);
+    if (!readers)
+        return 0; /* fusing is an optimization: without memory, run unfused */
+    for (int i = 0; i < graph->n_nodes; i++) {
+        const ct_tensor *t = graph->nodes[i];
+        for (int s = 0; s < t->n_src; s++)
+            readers[t->src[s]->id]++;
+        if (t->view_of && (t->n_src == 0 || t->src[0] != t->view_of))
+            readers[t->view_of->id]++;
+    }
+    int fused = 0;
+    for (int i = 0; i < graph->n_nodes; i++) {
+        const ct_tensor *relu = graph->nodes[i];
+        if (relu->op != CT_OP_RELU)
+            continue;
+        const ct_tensor *producer = relu->src[0];
+        if (!produces_for_relu(producer) || readers[producer->id] != 1 ||
+            !backend->iface->fuses_relu(backend, producer))
+            continue;
+        CT_ASSERT(producer->dtype == relu->dtype && ct_same_shape(producer, relu));
+        alias_of[relu->id] = producer;
+        epilogue[producer->id] = CT_EPILOGUE_RELU;
+        fused++;
+    }
+    free(readers);
+    return fused;
+}

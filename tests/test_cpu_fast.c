@@ -1,0 +1,315 @@
+/*
+ * The AVX2 kernels (src/cpu/<family>_avx2.c) against the portable kernels
+ * and against naive double-precision loops written here: the direct
+ * convolution (forward, backward data, backward weight) on random shapes
+ * with odd sizes, and max pooling 2x2 backward with ties and NaNs.  Each
+ * case runs twice, fast kernels allowed and forced off (ct_cpu_simd_set).
+ * Tolerance: 1e-5 relative to the reference's largest magnitude (fp32 sums
+ * of up to 400 products in a different order than the double reference).
+ * On a CPU without AVX2 the fast cases say so and pass on the portable path.
+ * Also the fused relu (conv and linear kernels, and the plan-time fusion of
+ * src/graph/fuse.c): the same bits as an unfused relu.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuttle.h"
+#include "cpu/conv_direct.h"
+#include "cpu/kernels.h"
+#include "cpu/simd.h"
+#include "cpu/threads.h"
+#include "harness.h"
+
+static const double TOLERANCE = 1e-5;
+
+static float *random_floats(int64_t count, uint64_t seed)
+{
+    float *data = malloc(sizeof(float) * (size_t)(count > 0 ? count : 1));
+    harness_fill(data, count, seed, -1.0f, 1.0f);
+    return data;
+}
+
+static float *nan_floats(int64_t count)
+{
+    float *data = malloc(sizeof(float) * (size_t)(count > 0 ? count : 1));
+    for (int64_t i = 0; i < count; i++)
+        data[i] = NAN;
+    return data;
+}
+
+/* ---- direct convolution ------------------------------------------------ */
+
+typedef struct fast_conv_case {
+    int n, c, h, w, o, kh, kw, ph, pw;
+} fast_conv_case;
+
+static const fast_conv_case FAST_CONV_CASES[] = {
+    /* n  c   h   w   o kh kw ph pw */
+    {64, 1, 28, 28, 6, 5, 5, 0, 0},   /* SimpleCNN conv1 */
+    {64, 6, 12, 12, 16, 5, 5, 0, 0},  /* SimpleCNN conv2 */
+    {3, 3, 32, 32, 16, 3, 3, 1, 1},   /* CIFAR stem */
+    {5, 2, 9, 13, 7, 3, 3, 1, 1},     /* odd sizes: 13 wide = 8 + 5 lanes */
+    {1, 5, 11, 7, 3, 3, 5, 2, 1},     /* batch 1, non-square kernel, uneven pads */
+    {9, 4, 6, 10, 10, 2, 4, 0, 3},    /* even kernel, 10 channels = 3+3+4 */
+    {2, 1, 40, 37, 1, 5, 3, 2, 0},    /* one channel each way, wide rows */
+    {3, 16, 8, 8, 5, 5, 5, 2, 2},     /* depth 400: the largest direct depth */
+};
+enum { N_FAST_CONV_CASES = sizeof(FAST_CONV_CASES) / sizeof(FAST_CONV_CASES[0]) };
+
+static ct_conv2d_shape fast_conv_shape(const fast_conv_case *c)
+{
+    ct_conv2d_shape s = {c->n, c->c, c->h, c->w, c->o, c->h + 2 * c->ph - c->kh + 1,
+                         c->w + 2 * c->pw - c->kw + 1, c->kh, c->kw, 1, 1, c->ph, c->pw,
+                         1, 1, 1};
+    return s;
+}
+
+/* The double references: y = conv(x, w) + bias, dx, dw by the chain rule. */
+static void reference_conv(const ct_conv2d_shape *s, const float *x, const float *w,
+                           const float *bias, const float *dy, double *y, double *dx, double *dw)
+{
+    int64_t nx = (int64_t)s->n_batch * s->in_channels * s->in_h * s->in_w;
+    int64_t nw = (int64_t)s->out_channels * s->in_channels * s->kernel_h * s->kernel_w;
+    memset(dx, 0, sizeof(double) * (size_t)nx);
+    memset(dw, 0, sizeof(double) * (size_t)nw);
+    for (int n = 0; n < s->n_batch; n++)
+        for (int o = 0; o < s->out_channels; o++)
+            for (int oh = 0; oh < s->out_h; oh++)
+                for (int ow = 0; ow < s->out_w; ow++) {
+                    int64_t yi = (((int64_t)n * s->out_channels + o) * s->out_h + oh) * s->out_w + ow;
+                    double sum = bias[o];
+                    for (int c = 0; c < s->in_channels; c++)
+                        for (int i = 0; i < s->kernel_h; i++)
+                            for (int j = 0; j < s->kernel_w; j++) {
+                                int ih = oh - s->pad_h + i, iw = ow - s->pad_w + j;
+                                if (ih < 0 || ih >= s->in_h || iw < 0 || iw >= s->in_w)
+                                    continue;
+                                int64_t xi = (((int64_t)n * s->in_channels + c) * s->in_h + ih) *
+                                                 s->in_w + iw;
+                                int64_t wi = (((int64_t)o * s->in_channels + c) * s->kernel_h + i) *
+                                                 s->kernel_w + j;
+                                sum += (double)x[xi] * w[wi];
+                                dx[xi] += (double)dy[yi] * w[wi];
+                                dw[wi] += (double)dy[yi] * x[xi];
+                            }
+                    y[yi] = sum;
+                }
+}
+
+/* One case on the current path: errors of y, dx, dw against the reference. */
+static void check_fast_conv_case(int index, bool fast)
+{
+    ct_conv2d_shape s = fast_conv_shape(&FAST_CONV_CASES[index]);
+    int64_t nx = (int64_t)s.n_batch * s.in_channels * s.in_h * s.in_w;
+    int64_t ny = (int64_t)s.n_batch * s.out_channels * s.out_h * s.out_w;
+    int64_t nw = (int64_t)s.out_channels * s.in_channels * s.kernel_h * s.kernel_w;
+    float *x = random_floats(nx, 100 + index), *w = random_floats(nw, 200 + index);
+    float *bias = random_floats(s.out_channels, 300 + index), *dy = random_floats(ny, 400 + index);
+    float *y = nan_floats(ny), *dx = nan_floats(nx), *dw = nan_floats(nw);
+    double *ref_y = malloc(sizeof(double) * (size_t)ny), *ref_dx = malloc(sizeof(double) * (size_t)nx);
+    double *ref_dw = malloc(sizeof(double) * (size_t)nw);
+    size_t bytes = ct_cpu_conv2d_workspace(&s, ct_cpu_max_threads());
+    float *workspace = nan_floats((int64_t)(bytes / sizeof(float)));
+    reference_conv(&s, x, w, bias, dy, ref_y, ref_dx, ref_dw);
+    ct_cpu_simd_set(fast);
+    ct_cpu_conv2d_forward(&s, x, w, bias, y, workspace);
+    ct_cpu_conv2d_backward_data(&s, dy, w, dx, workspace);
+    ct_cpu_conv2d_backward_weight(&s, x, dy, dw, workspace);
+    ct_cpu_simd_set(true);
+    const char *path = fast ? "avx2" : "portable";
+    double err = harness_rel_err_f64(y, ref_y, ny);
+    CHECK(err <= TOLERANCE, "case %d %s forward: rel err %g", index, path, err);
+    err = harness_rel_err_f64(dx, ref_dx, nx);
+    CHECK(err <= TOLERANCE, "case %d %s backward data: rel err %g", index, path, err);
+    err = harness_rel_err_f64(dw, ref_dw, nw);
+    CHECK(err <= TOLERANCE, "case %d %s backward weight: rel err %g", index, path, err);
+    free(x); free(w); free(bias); free(dy); free(y); free(dx); free(dw);
+    free(ref_y); free(ref_dx); free(ref_dw); free(workspace);
+}
+
+static void direct_conv_takes_the_cases(void)
+{
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    for (int i = 0; i < N_FAST_CONV_CASES; i++) {
+        ct_conv2d_shape s = fast_conv_shape(&FAST_CONV_CASES[i]);
+        CHECK(ct_cpu_conv2d_direct_fits(&s), "case %d should take the direct kernels", i);
+    }
+    ct_conv2d_shape strided = fast_conv_shape(&FAST_CONV_CASES[2]);
+    strided.stride_h = 2;
+    CHECK(!ct_cpu_conv2d_direct_fits(&strided), "stride 2 must stay on im2col + GEMM");
+#endif
+    if (!ct_cpu_simd_avx2())
+        fprintf(stderr, "  note: this CPU (or CT_CPU_SIMD=0) runs only the portable kernels\n");
+}
+
+static void direct_conv_matches_reference(void)
+{
+    for (int i = 0; i < N_FAST_CONV_CASES; i++) {
+        check_fast_conv_case(i, true);
+        check_fast_conv_case(i, false);
+    }
+}
+
+/* The direct kernels cut the batch into fixed chunks: 1, 2 and 3 threads
+ * give the same bits. */
+static void direct_conv_same_bits_for_any_thread_count(void)
+{
+    ct_conv2d_shape s = fast_conv_shape(&FAST_CONV_CASES[3]);
+    int64_t nx = (int64_t)s.n_batch * s.in_channels * s.in_h * s.in_w;
+    int64_t ny = (int64_t)s.n_batch * s.out_channels * s.out_h * s.out_w;
+    int64_t nw = (int64_t)s.out_channels * s.in_channels * s.kernel_h * s.kernel_w;
+    float *x = random_floats(nx, 7), *w = random_floats(nw, 8), *dy = random_floats(ny, 9);
+    float *out[3][3];
+    int saved = ct_cpu_max_threads();
+    for (int run = 0; run < 3; run++) {
+        ct_cpu_set_threads(run + 1);
+        void *workspace = malloc(ct_cpu_conv2d_workspace(&s, run + 1));
+        out[run][0] = nan_floats(ny);
+        out[run][1] = nan_floats(nx);
+        out[run][2] = nan_floats(nw);
+        ct_cpu_conv2d_forward(&s, x, w, NULL, out[run][0], workspace);
+        ct_cpu_conv2d_backward_data(&s, dy, w, out[run][1], workspace);
+        ct_cpu_conv2d_backward_weight(&s, x, dy, out[run][2], workspace);
+        free(workspace);
+    }
+    ct_cpu_set_threads(saved);
+    const int64_t counts[3] = {ny, nx, nw};
+    for (int k = 0; k < 3; k++) {
+        for (int run = 1; run < 3; run++)
+            CHECK(memcmp(out[0][k], out[run][k], sizeof(float) * (size_t)counts[k]) == 0,
+                  "output %d: %d threads differ from 1", k, run + 1);
+        for (int run = 0; run < 3; run++)
+            free(out[run][k]);
+    }
+    free(x); free(w); free(dy);
+}
+
+/* ---- max pooling 2x2 backward --------------------------------------------- */
+
+/* The vector and scalar argmax agree bit for bit, ties and NaNs included,
+ * on odd sizes (a last row and column that no window covers). */
+static void maxpool_2x2_backward_same_bits(void)
+{
+    static const int sizes[][3] = {{3, 24, 24}, {5, 8, 8}, {2, 13, 17}, {4, 9, 30}, {1, 2, 2}};
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        int planes = sizes[si][0], h = sizes[si][1], w = sizes[si][2];
+        ct_pool2d_shape s = {1, planes, h, w, h / 2, w / 2, 2, 2, 2, 2, 0, 0, false};
+        int64_t nx = (int64_t)planes * h * w, ny = (int64_t)planes * (h / 2) * (w / 2);
+        float *x = random_floats(nx, 60 + si), *dy = random_floats(ny, 70 + si);
+        for (int64_t i = 0; i < nx; i += 7)
+            x[i] = x[i + 1 < nx ? i + 1 : i]; /* ties */
+        for (int64_t i = 5; i < nx; i += 23)
+            x[i] = NAN;
+        float *fast = nan_floats(nx), *portable = nan_floats(nx);
+        ct_cpu_maxpool2d_backward(&s, x, dy, fast);
+        ct_cpu_simd_set(false);
+        ct_cpu_maxpool2d_backward(&s, x, dy, portable);
+        ct_cpu_simd_set(true);
+        CHECK(memcmp(fast, portable, sizeof(float) * (size_t)nx) == 0,
+              "maxpool backward %dx%dx%d: vector and scalar differ", planes, h, w);
+        free(x); free(dy); free(fast); free(portable);
+    }
+}
+
+/* ---- fused relu ------------------------------------------------------------ */
+
+/* conv+relu and linear+relu kernels equal the unfused kernel followed by
+ * ct_cpu_relu_forward bit for bit, NaN included, on both paths. */
+static void fused_relu_kernels_same_bits(void)
+{
+    for (int fast = 0; fast < 2; fast++) {
+        ct_cpu_simd_set(fast);
+        for (int index = 0; index < 4; index++) {
+            ct_conv2d_shape s = fast_conv_shape(&FAST_CONV_CASES[index]);
+            int64_t nx = (int64_t)s.n_batch * s.in_channels * s.in_h * s.in_w;
+            int64_t ny = (int64_t)s.n_batch * s.out_channels * s.out_h * s.out_w;
+            int64_t nw = (int64_t)s.out_channels * s.in_channels * s.kernel_h * s.kernel_w;
+            float *x = random_floats(nx, 500 + index), *w = random_floats(nw, 600 + index);
+            float *bias = random_floats(s.out_channels, 700);
+            x[nx / 2] = NAN;
+            float *y = nan_floats(ny), *y_fused = nan_floats(ny);
+            void *workspace = malloc(ct_cpu_conv2d_workspace(&s, ct_cpu_max_threads()));
+            ct_cpu_conv2d_forward(&s, x, w, bias, y, workspace);
+            ct_cpu_relu_forward(ny, y, y);
+            ct_cpu_conv2d_forward_relu(&s, x, w, bias, y_fused, workspace);
+            CHECK(memcmp(y, y_fused, sizeof(float) * (size_t)ny) == 0,
+                  "conv case %d (%s): fused relu differs", index, fast ? "avx2" : "portable");
+            free(x); free(w); free(bias); free(y); free(y_fused); free(workspace);
+        }
+        int n = 7, in = 13, out = 9;
+        float *x = random_floats(n * in, 800), *w = random_floats(out * in, 801);
+        float *bias = random_floats(out, 802), *y = nan_floats(n * out), *y_fused = nan_floats(n * out);
+        x[3] = NAN;
+        ct_cpu_linear_forward(n, in, out, x, w, bias, y);
+        ct_cpu_relu_forward(n * out, y, y);
+        ct_cpu_linear_forward_relu(n, in, out, x, w, bias, y_fused);
+        CHECK(memcmp(y, y_fused, sizeof(float) * (size_t)(n * out)) == 0,
+              "linear: fused relu differs");
+        free(x); free(w); free(bias); free(y); free(y_fused);
+    }
+    ct_cpu_simd_set(true);
+}
+
+/* A small CNN trained 3 steps with its conv->relu and linear->relu fused by
+ * the plan, and with fusion prevented (the producers kept): the same loss
+ * and parameters, bit for bit. */
+static void plan_fusion_trains_the_same(void)
+{
+    float losses[2][3], weights[2][4 * 1 * 3 * 3];
+    for (int variant = 0; variant < 2; variant++) {
+        ct_graph *graph = ct_graph_new();
+        ct_tensor *x = ct_input(graph, "x", CT_F32, 4, (int64_t[]){4, 1, 12, 12});
+        ct_tensor *labels = ct_input(graph, "labels", CT_I64, 1, (int64_t[]){4});
+        ct_tensor *conv = ct_layer_conv2d(graph, "conv1", x, 4, 3, 3, (ct_conv_args){0}, true);
+        ct_tensor *h = ct_maxpool2d(graph, ct_relu(graph, conv), (ct_pool_args){.kernel = {2, 2}});
+        ct_tensor *fc = ct_layer_linear(graph, "fc1", ct_flatten(graph, h), 8, true);
+        ct_tensor *logits = ct_layer_linear(graph, "fc2", ct_relu(graph, fc), 3, true);
+        ct_tensor *loss = ct_cross_entropy(graph, logits, labels, 0);
+        if (variant == 1) {
+            ct_tensor_keep(conv);
+            ct_tensor_keep(fc);
+        }
+        CHECK_OK(ct_graph_status(graph));
+        CHECK_OK(ct_graph_backward(graph, loss));
+        CHECK_OK(ct_graph_sgd(graph, (ct_sgd_args){.lr = 0.1f, .momentum = 0.9f}));
+        ct_backend *backend = NULL;
+        ct_plan *plan = NULL;
+        CHECK_OK(ct_backend_new("cpu:2", &backend));
+        CHECK_OK(ct_plan_new(graph, backend, 3, &plan));
+        if (!plan) {
+            ct_backend_free(backend);
+            ct_graph_free(graph);
+            return;
+        }
+        float images[4 * 144];
+        int64_t classes[4] = {0, 1, 2, 1};
+        harness_fill(images, 4 * 144, 9, -1.0f, 1.0f);
+        for (int step = 0; step < 3; step++) {
+            CHECK_OK(ct_plan_write(plan, x, images, sizeof images));
+            CHECK_OK(ct_plan_write(plan, labels, classes, sizeof classes));
+            CHECK_OK(ct_plan_run(plan, CT_TRAIN));
+            CHECK_OK(ct_plan_read(plan, loss, &losses[variant][step], sizeof(float)));
+        }
+        CHECK_OK(ct_plan_read(plan, ct_graph_find(graph, "conv1.weight"), weights[variant],
+                              sizeof weights[variant]));
+        ct_plan_free(plan);
+        ct_backend_free(backend);
+        ct_graph_free(graph);
+    }
+    CHECK(memcmp(losses[0], losses[1], sizeof losses[0]) == 0,
+          "losses differ: fused %g %g %g, unfused %g %g %g", losses[0][0], losses[0][1],
+          losses[0][2], losses[1][0], losses[1][1], losses[1][2]);
+    CHECK(memcmp(weights[0], weights[1], sizeof weights[0]) == 0, "conv1.weight differs");
+}
+
+int main(void)
+{
+    RUN(direct_conv_takes_the_cases);
+    RUN(direct_conv_matches_reference);
+    RUN(direct_conv_same_bits_for_any_thread_count);
+    RUN(maxpool_2x2_backward_same_bits);
+    RUN(fused_relu_kernels_same_bits);
+    RUN(plan_fusion_trains_the_same);
+    return harness_finish();
+}
