@@ -68,19 +68,23 @@ int main(int argc, char **argv)
     float *x = random_floats(nx, 1), *w = random_floats(nw, 2), *bias = random_floats(out_c, 3);
     float *dy = random_floats(ny, 4), *y = random_floats(ny, 5), *dx = random_floats(nx, 6);
     float *dw = random_floats(nw, 7);
+    float *pooled = random_floats(ny / 4 + 1, 8);
     void *workspace = malloc(ct_cpu_conv2d_workspace(&s, ct_cpu_max_threads()) + 64);
     double *times = malloc(sizeof(double) * (size_t)reps);
     double flop = 2.0 * ny * in_c * kernel * kernel;
-    const char *names[3] = {"forward", "backward_data", "backward_weight"};
-    for (int k = 0; k < 3; k++) {
+    const char *names[4] = {"forward", "backward_data", "backward_weight",
+                            "forward_relu_maxpool"};
+    for (int k = 0; k < 4; k++) {
         for (int rep = -reps / 10 - 1; rep < reps; rep++) {
             double start = now_seconds();
             if (k == 0)
                 ct_cpu_conv2d_forward(&s, x, w, bias, y, workspace);
             else if (k == 1)
                 ct_cpu_conv2d_backward_data(&s, dy, w, dx, workspace);
-            else
+            else if (k == 2)
                 ct_cpu_conv2d_backward_weight(&s, x, dy, dw, workspace);
+            else
+                ct_cpu_conv2d_forward_relu_maxpool(&s, x, w, bias, y, pooled, workspace);
             if (rep >= 0)
                 times[rep] = now_seconds() - start;
         }
@@ -92,7 +96,7 @@ int main(int argc, char **argv)
                out_c, kernel, pad, stride, ct_cpu_max_threads(), 1e6 * median,
                flop / median * 1e-9);
     }
-    free(x); free(w); free(bias); free(dy); free(y); free(dx); free(dw);
+    free(x); free(w); free(bias); free(dy); free(y); free(dx); free(dw); free(pooled);
     free(workspace);
     free(times);
     return 0;

@@ -232,6 +232,22 @@ void ct_cpu_conv2d_forward_relu(const ct_conv2d_shape *s, const float *x, const 
     conv_forward(s, x, w, bias, true, y, workspace);
 }
 
+void ct_cpu_conv2d_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x,
+                                        const float *w, const float *bias, float *y,
+                                        float *pooled, void *workspace)
+{
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (conv_use_direct(s)) {
+        ct_cpu_conv2d_direct_forward_relu_maxpool(s, x, w, bias, pooled, workspace);
+        return;
+    }
+#endif
+    conv_forward(s, x, w, bias, true, y, workspace);
+    ct_pool2d_shape pool = {s->n_batch, s->out_channels, s->out_h, s->out_w, s->out_h / 2,
+                            s->out_w / 2, 2, 2, 2, 2, 0, 0, false};
+    ct_cpu_maxpool2d_forward(&pool, y, pooled);
+}
+
 void ct_cpu_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy, const float *w,
                                  float *dx, void *workspace)
 {

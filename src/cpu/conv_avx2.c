@@ -50,6 +50,7 @@ typedef struct plane_geom {
     int out_c, out_h, out_w;  /* output: [out_c, out_h, out_w] */
     int kh, kw;
     bool relu;                /* forward: store max(y, 0) */
+    bool pool;                /* forward: store the 2x2/2 max pool of y instead */
 } plane_geom;
 
 /* A vector of up to 8 outputs: where its inputs start in the padded plane,
@@ -81,7 +82,7 @@ static size_t padded_floats(int channels, int hp, int wp)
 static plane_geom forward_geom(const ct_conv2d_shape *s)
 {
     plane_geom g = {s->in_channels, s->in_h + 2 * s->pad_h, s->in_w + 2 * s->pad_w,
-                    s->pad_h, s->in_h, s->out_channels, s->out_h, s->out_w, s->kernel_h, s->kernel_w, false};
+                    s->pad_h, s->in_h, s->out_channels, s->out_h, s->out_w, s->kernel_h, s->kernel_w, false, false};
     return g;
 }
 
@@ -91,7 +92,7 @@ static plane_geom backward_data_geom(const ct_conv2d_shape *s)
     plane_geom g = {s->out_channels, s->out_h + 2 * (s->kernel_h - 1 - s->pad_h),
                     s->out_w + 2 * (s->kernel_w - 1 - s->pad_w), s->kernel_h - 1 - s->pad_h,
                     s->out_h, s->in_channels, s->in_h,
-                    s->in_w, s->kernel_h, s->kernel_w, false};
+                    s->in_w, s->kernel_h, s->kernel_w, false, false};
     return g;
 }
 
@@ -129,6 +130,42 @@ static void pad_image(int channels, int h, int w, int top, int left, int hp, int
 AVX2_INLINE __m256i lane_mask(int lanes)
 {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* PyTorch's max step on vectors: cand replaces cur where it is larger or NaN. */
+AVX2_INLINE __m256 max_step(__m256 cur, __m256 cand)
+{
+    __m256 take = _mm256_or_ps(_mm256_cmp_ps(cand, cur, _CMP_GT_OQ),
+                               _mm256_cmp_ps(cand, cand, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(cur, cand, take);
+}
+
+/* pooled[o0+b, q, p] = max over rows 2q, 2q+1 and columns 2p, 2p+1 of the
+ * block's outputs, in window order (left before right, top before bottom),
+ * so ties and NaNs come out as in pool.c. */
+AVX2_INLINE void pooled_store(const plane_geom *g, __m256 acc[MAX_OB][MAX_R], int o0,
+                              const out_vector *vectors, float *pooled, const int OB,
+                              const int R)
+{
+    size_t pool_plane = (size_t)(g->out_h / 2) * (g->out_w / 2);
+    const __m256i even_lanes = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    #pragma GCC unroll 4
+    for (int b = 0; b < OB; b++) {
+        #pragma GCC unroll 2
+        for (int k = 0; k < R / 2; k++) {
+            __m256 top = acc[b][2 * k], bottom = acc[b][2 * k + 1];
+            /* even lanes: max_step(left, right) of each column pair */
+            top = max_step(top, _mm256_shuffle_ps(top, top, _MM_SHUFFLE(2, 3, 0, 1)));
+            bottom = max_step(bottom, _mm256_shuffle_ps(bottom, bottom, _MM_SHUFFLE(2, 3, 0, 1)));
+            __m128 out = _mm256_castps256_ps128(
+                _mm256_permutevar8x32_ps(max_step(top, bottom), even_lanes));
+            float *dst = pooled + (size_t)(o0 + b) * pool_plane + vectors[2 * k].out_off;
+            if (vectors[2 * k].lanes == LANES / 2)
+                _mm_storeu_ps(dst, out);
+            else
+                _mm_maskstore_ps(dst, _mm256_castsi256_si128(lane_mask(vectors[2 * k].lanes)), out);
+        }
+    }
 }
 
 /* One register block of the forward pass: outputs o0..o0+OB-1 at R vectors.
@@ -200,6 +237,10 @@ AVX2_INLINE void forward_block(const plane_geom *g, const float *xp, const float
             for (int r = 0; r < R; r++)
                 acc[b][r] = _mm256_max_ps(_mm256_setzero_ps(), acc[b][r]);
     }
+    if (g->pool) {
+        pooled_store(g, acc, o0, vectors, y, OB, R);
+        return;
+    }
     #pragma GCC unroll 4
     for (int b = 0; b < OB; b++) {
         float *y_plane = y + (size_t)(o0 + b) * out_plane;
@@ -240,11 +281,16 @@ static const forward_block_fn forward_blocks[MAX_OB][MAX_R] = {
     {forward_block_4_1, forward_block_4_2, forward_block_4_3, forward_block_4_4},
 };
 
-/* Output channels o0..o1 of block `block` of n_blocks: the channels split
- * as evenly as blocks of at most MAX_OB allow (6 -> 3+3, 10 -> 3+3+4). */
-static void channel_block(int channels, int block, int *o0, int *o1)
+/* Output channels o0..o1 of block `block`: the channels split as evenly as
+ * blocks of at most max_ob allow (max_ob 4: 6 -> 3+3, 10 -> 3+3+4). */
+static int channel_blocks(int channels, int max_ob)
 {
-    int n_blocks = (channels + MAX_OB - 1) / MAX_OB;
+    return (channels + max_ob - 1) / max_ob;
+}
+
+static void channel_block(int channels, int max_ob, int block, int *o0, int *o1)
+{
+    int n_blocks = channel_blocks(channels, max_ob);
     *o0 = block * channels / n_blocks;
     *o1 = (block + 1) * channels / n_blocks;
 }
@@ -254,10 +300,10 @@ static void forward_image(const plane_geom *g, const float *xp, const float *w,
                           const float *bias, float *y)
 {
     int n_vec = (g->out_w + LANES - 1) / LANES, n_vectors = g->out_h * n_vec;
-    int n_blocks = (g->out_c + MAX_OB - 1) / MAX_OB;
+    int n_blocks = channel_blocks(g->out_c, MAX_OB);
     for (int block = 0; block < n_blocks; block++) {
         int o0, o1;
-        channel_block(g->out_c, block, &o0, &o1);
+        channel_block(g->out_c, MAX_OB, block, &o0, &o1);
         int ob = o1 - o0, r_full = ob == MAX_OB ? 3 : MAX_R;
         for (int v0 = 0; v0 < n_vectors; v0 += r_full) {
             int r = n_vectors - v0 < r_full ? n_vectors - v0 : r_full;
@@ -278,6 +324,40 @@ static void forward_image(const plane_geom *g, const float *xp, const float *w,
     }
 }
 
+/* The 2x2/2 max pool of relu(y) for one image, pooled in registers (a
+ * pooling pass over the conv output, even one image of it in L1, measured
+ * slower: docs/perf.md).  A pool unit is 8 conv outputs in rows 2q and 2q+1
+ * (two vectors, 4 pooled outputs); a register block takes two consecutive
+ * units (row-major) and at most 3 output channels: 12 accumulators.
+ * pooled: [out_c, out_h/2, out_w/2] */
+static void forward_image_pooled(const plane_geom *g, const float *xp, const float *w,
+                                 const float *bias, float *pooled)
+{
+    enum { POOL_OB = 3, UNITS = MAX_R / 2 };
+    int n_vec = (g->out_w + LANES - 1) / LANES, pooled_w = g->out_w / 2;
+    int n_units = g->out_h / 2 * n_vec, n_blocks = channel_blocks(g->out_c, POOL_OB);
+    for (int block = 0; block < n_blocks; block++) {
+        int o0, o1;
+        channel_block(g->out_c, POOL_OB, block, &o0, &o1);
+        for (int u0 = 0; u0 < n_units; u0 += UNITS) {
+            int units = n_units - u0 < UNITS ? n_units - u0 : UNITS;
+            out_vector vectors[MAX_R];
+            for (int k = 0; k < units; k++) {
+                int q = (u0 + k) / n_vec, ow = (u0 + k) % n_vec * LANES;
+                int real = g->out_w - ow < LANES ? g->out_w - ow : LANES;
+                for (int row = 0; row < 2; row++)
+                    vectors[2 * k + row] = (out_vector){(2 * q + row) * g->wp + ow,
+                                                        q * pooled_w + ow / 2, real / 2};
+            }
+            int oh_first = 2 * (u0 / n_vec), oh_last = 2 * ((u0 + units - 1) / n_vec) + 1;
+            int i_lo = g->top - oh_last > 0 ? g->top - oh_last : 0;
+            int i_hi = g->top + g->rows - oh_first < g->kh ? g->top + g->rows - oh_first : g->kh;
+            forward_blocks[o1 - o0 - 1][2 * units - 1](g, xp, w, bias, o0, i_lo, i_hi, vectors,
+                                                       pooled);
+        }
+    }
+}
+
 /* The images [first, last) of n split evenly over `parts`. */
 static void split_range(int n, int part, int parts, int *first, int *last)
 {
@@ -291,7 +371,9 @@ static void forward_batch(const plane_geom *g, int n_batch, int h, int w, int to
                           const float *in, const float *weights, const float *bias, float *out,
                           float *workspace, size_t per_thread)
 {
-    size_t in_image = (size_t)g->in_c * h * w, out_image = (size_t)g->out_c * g->out_h * g->out_w;
+    size_t in_image = (size_t)g->in_c * h * w;
+    size_t out_image = g->pool ? (size_t)g->out_c * (g->out_h / 2) * (g->out_w / 2)
+                               : (size_t)g->out_c * g->out_h * g->out_w;
 #pragma omp parallel
     {
         int thread = ct_cpu_thread_num(), first, last;
@@ -299,7 +381,8 @@ static void forward_batch(const plane_geom *g, int n_batch, int h, int w, int to
         float *xp = workspace + (size_t)thread * per_thread;
         for (int n = first; n < last; n++) {
             pad_image(g->in_c, h, w, top, left, g->hp, g->wp, in + n * in_image, xp);
-            forward_image(g, xp, weights, bias, out + n * out_image);
+            (g->pool ? forward_image_pooled : forward_image)(g, xp, weights, bias,
+                                                             out + n * out_image);
         }
     }
 }
@@ -310,6 +393,16 @@ void ct_cpu_conv2d_direct_forward(const ct_conv2d_shape *s, const float *x, cons
     plane_geom g = forward_geom(s);
     g.relu = relu;
     forward_batch(&g, s->n_batch, s->in_h, s->in_w, s->pad_h, s->pad_w, x, w, bias, y,
+                  workspace, thread_floats(s));
+}
+
+void ct_cpu_conv2d_direct_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x,
+                                               const float *w, const float *bias, float *pooled,
+                                               void *workspace)
+{
+    plane_geom g = forward_geom(s);
+    g.relu = g.pool = true;
+    forward_batch(&g, s->n_batch, s->in_h, s->in_w, s->pad_h, s->pad_w, x, w, bias, pooled,
                   workspace, thread_floats(s));
 }
 
@@ -409,12 +502,12 @@ static const weight_block_fn weight_blocks[MAX_OB][WEIGHT_J] = {
 /* lanes[o, c, i, j, :] += the products of one image (padded x, dy). */
 static void weight_image(const plane_geom *g, const float *xp, const float *dy, float *lanes)
 {
-    int area = g->kh * g->kw, n_blocks = (g->out_c + MAX_OB - 1) / MAX_OB;
+    int area = g->kh * g->kw, n_blocks = channel_blocks(g->out_c, MAX_OB);
     size_t plane = (size_t)g->hp * g->wp, out_plane = (size_t)g->out_h * g->out_w;
     size_t o_stride = (size_t)g->in_c * area * LANES;
     for (int block = 0; block < n_blocks; block++) {
         int o0, o1;
-        channel_block(g->out_c, block, &o0, &o1);
+        channel_block(g->out_c, MAX_OB, block, &o0, &o1);
         for (int c = 0; c < g->in_c; c++)
             for (int i = 0; i < g->kh; i++)
                 for (int j0 = 0; j0 < g->kw; j0 += WEIGHT_J) {
