@@ -40,6 +40,7 @@ enum {
     WEIGHT_J = 3,       /* kernel columns in a backward-weight register block */
     SLACK = 2 * LANES,  /* zeros after a padded image: a tail vector may read past it */
     WEIGHT_CHUNKS = 8,  /* backward weight: fixed chunks of the batch */
+    WEIGHT_GROUP = 4,   /* backward weight: images per pass over the lane sums */
     ALIGN_FLOATS = 16,  /* per-thread regions start on 64-byte boundaries */
 };
 
@@ -101,13 +102,17 @@ static size_t weight_count(const ct_conv2d_shape *s)
     return (size_t)s->out_channels * s->in_channels * s->kernel_h * s->kernel_w;
 }
 
-/* Per thread: the larger padded image, then the backward-weight lanes.
- * Shared, after the threads: the flipped kernel, or the chunks' sums. */
+/* Per thread: a padded image (forward), a padded dy image (backward data),
+ * or WEIGHT_GROUP padded images and the 8-lane weight sums (backward
+ * weight).  Shared, after the threads: the flipped kernel, or the chunks'
+ * sums. */
 static size_t thread_floats(const ct_conv2d_shape *s)
 {
     plane_geom f = forward_geom(s), b = backward_data_geom(s);
     size_t image = padded_floats(f.in_c, f.hp, f.wp), dy_image = padded_floats(b.in_c, b.hp, b.wp);
-    return (image > dy_image ? image : dy_image) + round_floats(weight_count(s) * LANES);
+    size_t weight = WEIGHT_GROUP * image + round_floats(weight_count(s) * LANES);
+    size_t most = image > dy_image ? image : dy_image;
+    return most > weight ? most : weight;
 }
 
 size_t ct_cpu_conv2d_direct_workspace(const ct_conv2d_shape *s, int n_threads)
@@ -423,12 +428,15 @@ void ct_cpu_conv2d_direct_backward_data(const ct_conv2d_shape *s, const float *d
                   s->kernel_w - 1 - s->pad_w, dy, flipped, NULL, dx, workspace, per_thread);
 }
 
-/* lanes[b][jj] += dy[o0+b, oh, ow:ow+8] * xp[c, oh+i, ow+j0+jj : +8] over the
- * image, for one (c, i) and kernel columns j0..j0+J-1: OB + J loads per OB*J
- * FMAs.  x_row points at xp[c, i, j0]; dy_block at dy[o0]; lanes at the
- * 8-lane sums of (o0, c, i, j0), whose output channels lie o_stride apart. */
+/* lanes[b][jj] += dy[o0+b, oh, ow:ow+8] * xp[c, oh+i, ow+j0+jj : +8] over
+ * n_images images (x_stride and dy_stride floats apart), for one (c, i) and
+ * kernel columns j0..j0+J-1: OB + J loads per OB*J FMAs, the sums loaded
+ * and stored once per group of images.  x_row points at xp[c, i, j0];
+ * dy_block at dy[o0]; lanes at the 8-lane sums of (o0, c, i, j0), whose
+ * output channels lie o_stride apart. */
 AVX2_INLINE void weight_block(const plane_geom *g, const float *x_row, const float *dy_block,
-                              float *lanes, size_t o_stride, const int OB, const int J)
+                              int n_images, size_t x_stride, size_t dy_stride, float *lanes,
+                              size_t o_stride, const int OB, const int J)
 {
     __m256 acc[MAX_OB][WEIGHT_J];
     #pragma GCC unroll 4
@@ -439,9 +447,10 @@ AVX2_INLINE void weight_block(const plane_geom *g, const float *x_row, const flo
     size_t out_plane = (size_t)g->out_h * g->out_w;
     int full = g->out_w / LANES * LANES, tail = g->out_w - full;
     __m256i tail_mask = lane_mask(tail);
+    for (int image = 0; image < n_images; image++)
     for (int oh = 0; oh < g->out_h; oh++) {
-        const float *x_line = x_row + (size_t)oh * g->wp;
-        const float *dy_line = dy_block + (size_t)oh * g->out_w;
+        const float *x_line = x_row + image * x_stride + (size_t)oh * g->wp;
+        const float *dy_line = dy_block + image * dy_stride + (size_t)oh * g->out_w;
         for (int ow = 0; ow < full; ow += LANES) {
             __m256 xv[WEIGHT_J];
             #pragma GCC unroll 4
@@ -477,14 +486,17 @@ AVX2_INLINE void weight_block(const plane_geom *g, const float *x_row, const flo
 }
 
 typedef void (*weight_block_fn)(const plane_geom *g, const float *x_row, const float *dy_block,
-                                float *lanes, size_t o_stride);
+                                int n_images, size_t x_stride, size_t dy_stride, float *lanes,
+                                size_t o_stride);
 
 #define WEIGHT_BLOCK(OB, J)                                                                    \
     static AVX2 void weight_block_##OB##_##J(const plane_geom *g, const float *x_row,          \
-                                             const float *dy_block, float *lanes,              \
+                                             const float *dy_block, int n_images,              \
+                                             size_t x_stride, size_t dy_stride, float *lanes,  \
                                              size_t o_stride)                                  \
     {                                                                                          \
-        weight_block(g, x_row, dy_block, lanes, o_stride, OB, J);                              \
+        weight_block(g, x_row, dy_block, n_images, x_stride, dy_stride, lanes, o_stride, OB,   \
+                     J);                                                                       \
     }
 #define WEIGHT_BLOCKS(OB) WEIGHT_BLOCK(OB, 1) WEIGHT_BLOCK(OB, 2) WEIGHT_BLOCK(OB, 3)
 WEIGHT_BLOCKS(1)
@@ -499,8 +511,10 @@ static const weight_block_fn weight_blocks[MAX_OB][WEIGHT_J] = {
     {weight_block_4_1, weight_block_4_2, weight_block_4_3},
 };
 
-/* lanes[o, c, i, j, :] += the products of one image (padded x, dy). */
-static void weight_image(const plane_geom *g, const float *xp, const float *dy, float *lanes)
+/* lanes[o, c, i, j, :] += the products of n_images images: padded x at
+ * xp, x_stride floats apart, and their dy, consecutive. */
+static void weight_images(const plane_geom *g, int n_images, const float *xp, size_t x_stride,
+                          const float *dy, float *lanes)
 {
     int area = g->kh * g->kw, n_blocks = channel_blocks(g->out_c, MAX_OB);
     size_t plane = (size_t)g->hp * g->wp, out_plane = (size_t)g->out_h * g->out_w;
@@ -514,8 +528,9 @@ static void weight_image(const plane_geom *g, const float *xp, const float *dy, 
                     int jn = g->kw - j0 < WEIGHT_J ? g->kw - j0 : WEIGHT_J;
                     float *at = lanes + (size_t)o0 * o_stride +
                                 ((size_t)c * area + i * g->kw + j0) * LANES;
-                    weight_blocks[o1 - o0 - 1][jn - 1](g, xp + c * plane + (size_t)i * g->wp + j0,
-                                                       dy + o0 * out_plane, at, o_stride);
+                    weight_blocks[o1 - o0 - 1][jn - 1](
+                        g, xp + c * plane + (size_t)i * g->wp + j0, dy + o0 * out_plane,
+                        n_images, x_stride, (size_t)g->out_c * out_plane, at, o_stride);
                 }
     }
 }
@@ -550,15 +565,17 @@ void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float 
     {
         int thread = ct_cpu_thread_num(), team = ct_cpu_team_size();
         float *xp = (float *)workspace + (size_t)thread * per_thread;
-        float *lanes = xp + image;
+        float *lanes = xp + WEIGHT_GROUP * image;
         for (int chunk = thread; chunk < n_chunks; chunk += team) {
             int first, last;
             split_range(s->n_batch, chunk, n_chunks, &first, &last);
             memset(lanes, 0, sizeof(float) * n_weights * LANES);
-            for (int n = first; n < last; n++) {
-                pad_image(g.in_c, s->in_h, s->in_w, s->pad_h, s->pad_w, g.hp, g.wp,
-                          x + n * in_image, xp);
-                weight_image(&g, xp, dy + n * out_image, lanes);
+            for (int n0 = first; n0 < last; n0 += WEIGHT_GROUP) {
+                int group = last - n0 < WEIGHT_GROUP ? last - n0 : WEIGHT_GROUP;
+                for (int k = 0; k < group; k++)
+                    pad_image(g.in_c, s->in_h, s->in_w, s->pad_h, s->pad_w, g.hp, g.wp,
+                              x + (n0 + k) * in_image, xp + k * image);
+                weight_images(&g, group, xp, image, dy + n0 * out_image, lanes);
             }
             reduce_lanes(n_weights, lanes, chunk_sums + (size_t)chunk * n_weights);
         }
