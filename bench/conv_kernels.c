@@ -4,12 +4,14 @@
  *                [--pad P] [--stride T] [--reps R] [--threads T]
  * CT_CPU_SIMD=0 in the environment times the portable im2col + GEMM path
  * instead of the AVX2 direct kernels, so both stay comparable (docs/perf.md).
+ * "path" says which one ran: "direct-avx2" or "im2col-gemm".
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cpu/conv_direct.h"
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
 #include "cpu/threads.h"
@@ -68,19 +70,27 @@ int main(int argc, char **argv)
     float *x = random_floats(nx, 1), *w = random_floats(nw, 2), *bias = random_floats(out_c, 3);
     float *dy = random_floats(ny, 4), *y = random_floats(ny, 5), *dx = random_floats(nx, 6);
     float *dw = random_floats(nw, 7);
+    float *pooled = random_floats(ny / 4 + 1, 8);
     void *workspace = malloc(ct_cpu_conv2d_workspace(&s, ct_cpu_max_threads()) + 64);
     double *times = malloc(sizeof(double) * (size_t)reps);
     double flop = 2.0 * ny * in_c * kernel * kernel;
-    const char *names[3] = {"forward", "backward_data", "backward_weight"};
-    for (int k = 0; k < 3; k++) {
+    bool direct = false;
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    direct = ct_cpu_simd_avx2() && ct_cpu_conv2d_direct_fits(&s);
+#endif
+    const char *names[4] = {"forward", "backward_data", "backward_weight",
+                            "forward_relu_maxpool"};
+    for (int k = 0; k < 4; k++) {
         for (int rep = -reps / 10 - 1; rep < reps; rep++) {
             double start = now_seconds();
             if (k == 0)
                 ct_cpu_conv2d_forward(&s, x, w, bias, y, workspace);
             else if (k == 1)
                 ct_cpu_conv2d_backward_data(&s, dy, w, dx, workspace);
-            else
+            else if (k == 2)
                 ct_cpu_conv2d_backward_weight(&s, x, dy, dw, workspace);
+            else
+                ct_cpu_conv2d_forward_relu_maxpool(&s, x, w, bias, y, pooled, workspace);
             if (rep >= 0)
                 times[rep] = now_seconds() - start;
         }
@@ -88,11 +98,11 @@ int main(int argc, char **argv)
         double median = times[reps / 2];
         printf("{\"kernel\": \"conv2d_%s\", \"path\": \"%s\", \"shape\": \"%dx%dx%dx%d -> %d k%d p%d "
                "s%d\", \"threads\": %d, \"median_us\": %.1f, \"gflops\": %.1f}\n",
-               names[k], ct_cpu_simd_avx2() ? "avx2" : "portable", batch, in_c, size, size,
+               names[k], direct ? "direct-avx2" : "im2col-gemm", batch, in_c, size, size,
                out_c, kernel, pad, stride, ct_cpu_max_threads(), 1e6 * median,
                flop / median * 1e-9);
     }
-    free(x); free(w); free(bias); free(dy); free(y); free(dx); free(dw);
+    free(x); free(w); free(bias); free(dy); free(y); free(dx); free(dw); free(pooled);
     free(workspace);
     free(times);
     return 0;

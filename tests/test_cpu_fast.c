@@ -214,13 +214,14 @@ static void maxpool_2x2_backward_same_bits(void)
 
 /* ---- fused relu ------------------------------------------------------------ */
 
-/* conv+relu and linear+relu kernels equal the unfused kernel followed by
- * ct_cpu_relu_forward bit for bit, NaN included, on both paths. */
+/* conv+relu, conv+relu+maxpool and linear+relu kernels equal the unfused
+ * kernels one after the other, bit for bit, NaN included, on both paths
+ * (cases 3 and 4 have odd output sizes: the pool drops a row or column). */
 static void fused_relu_kernels_same_bits(void)
 {
     for (int fast = 0; fast < 2; fast++) {
         ct_cpu_simd_set(fast);
-        for (int index = 0; index < 4; index++) {
+        for (int index = 0; index < 6; index++) {
             ct_conv2d_shape s = fast_conv_shape(&FAST_CONV_CASES[index]);
             int64_t nx = (int64_t)s.n_batch * s.in_channels * s.in_h * s.in_w;
             int64_t ny = (int64_t)s.n_batch * s.out_channels * s.out_h * s.out_w;
@@ -235,6 +236,17 @@ static void fused_relu_kernels_same_bits(void)
             ct_cpu_conv2d_forward_relu(&s, x, w, bias, y_fused, workspace);
             CHECK(memcmp(y, y_fused, sizeof(float) * (size_t)ny) == 0,
                   "conv case %d (%s): fused relu differs", index, fast ? "avx2" : "portable");
+            /* ... and conv+relu+maxpool 2x2 equals maxpool of that */
+            ct_pool2d_shape pool = {s.n_batch, s.out_channels, s.out_h, s.out_w, s.out_h / 2,
+                                    s.out_w / 2, 2, 2, 2, 2, 0, 0, false};
+            int64_t np = (int64_t)s.n_batch * s.out_channels * (s.out_h / 2) * (s.out_w / 2);
+            float *pooled = nan_floats(np), *pooled_fused = nan_floats(np);
+            ct_cpu_maxpool2d_forward(&pool, y, pooled);
+            ct_cpu_conv2d_forward_relu_maxpool(&s, x, w, bias, y_fused, pooled_fused, workspace);
+            CHECK(memcmp(pooled, pooled_fused, sizeof(float) * (size_t)np) == 0,
+                  "conv case %d (%s): fused relu+maxpool differs", index,
+                  fast ? "avx2" : "portable");
+            free(pooled); free(pooled_fused);
             free(x); free(w); free(bias); free(y); free(y_fused); free(workspace);
         }
         int n = 7, in = 13, out = 9;
@@ -303,6 +315,52 @@ static void plan_fusion_trains_the_same(void)
     CHECK(memcmp(weights[0], weights[1], sizeof weights[0]) == 0, "conv1.weight differs");
 }
 
+/* Inference-only: conv->relu->pool twice; in evaluation the plan computes
+ * each pool inside its conv, and the second pool's output is written while
+ * the first pool's output (the conv's input, dead right after) is read, so
+ * the memory plan must keep them apart.  Same logits as with fusion
+ * prevented (conv outputs kept), bit for bit, on both kernel paths. */
+static void plan_eval_pool_fusion_same_logits(void)
+{
+    float logits[2][2][6 * 5];
+    for (int fast = 0; fast < 2; fast++) {
+        ct_cpu_simd_set(fast);
+        for (int variant = 0; variant < 2; variant++) {
+            ct_graph *graph = ct_graph_new();
+            ct_tensor *x = ct_input(graph, "x", CT_F32, 4, (int64_t[]){6, 2, 20, 20});
+            ct_pool_args pool = {.kernel = {2, 2}};
+            ct_tensor *c1 = ct_layer_conv2d(graph, "conv1", x, 5, 3, 3, (ct_conv_args){0}, true);
+            ct_tensor *h = ct_maxpool2d(graph, ct_relu(graph, c1), pool);
+            ct_tensor *c2 = ct_layer_conv2d(graph, "conv2", h, 7, 3, 3, (ct_conv_args){0}, true);
+            h = ct_maxpool2d(graph, ct_relu(graph, c2), pool);
+            ct_tensor *out = ct_layer_linear(graph, "fc", ct_flatten(graph, h), 5, true);
+            ct_tensor_keep(out);
+            if (variant == 1) {
+                ct_tensor_keep(c1);
+                ct_tensor_keep(c2);
+            }
+            CHECK_OK(ct_graph_status(graph));
+            ct_backend *backend = NULL;
+            ct_plan *plan = NULL;
+            CHECK_OK(ct_backend_new("cpu:2", &backend));
+            CHECK_OK(ct_plan_new(graph, backend, 5, &plan));
+            static float images[6 * 2 * 20 * 20];
+            harness_fill(images, 6 * 2 * 20 * 20, 11, -1.0f, 1.0f);
+            if (plan) {
+                CHECK_OK(ct_plan_write(plan, x, images, sizeof images));
+                CHECK_OK(ct_plan_run(plan, CT_EVAL));
+                CHECK_OK(ct_plan_read(plan, out, logits[fast][variant], sizeof logits[0][0]));
+            }
+            ct_plan_free(plan);
+            ct_backend_free(backend);
+            ct_graph_free(graph);
+        }
+        CHECK(memcmp(logits[fast][0], logits[fast][1], sizeof logits[0][0]) == 0,
+              "%s: fused and unfused logits differ", fast ? "avx2" : "portable");
+    }
+    ct_cpu_simd_set(true);
+}
+
 int main(void)
 {
     RUN(direct_conv_takes_the_cases);
@@ -311,5 +369,6 @@ int main(void)
     RUN(maxpool_2x2_backward_same_bits);
     RUN(fused_relu_kernels_same_bits);
     RUN(plan_fusion_trains_the_same);
+    RUN(plan_eval_pool_fusion_same_logits);
     return harness_finish();
 }

@@ -55,6 +55,14 @@ static bool fused_relu(const ct_exec *exec, const ct_tensor *node)
 
 static ct_status run_conv2d(const ct_exec *exec, const ct_tensor *node)
 {
+    const ct_tensor *pool = exec->pool_into ? exec->pool_into[node->id] : NULL;
+    if (pool) {
+        ct_cpu_conv2d_forward_relu_maxpool(&node->attr.conv, in_f32(exec, node, 0),
+                                           in_f32(exec, node, 1), in_opt(exec, node, 2),
+                                           out_f32(exec, node), out_f32(exec, pool),
+                                           exec->workspace);
+        return CT_OK;
+    }
     (fused_relu(exec, node) ? ct_cpu_conv2d_forward_relu : ct_cpu_conv2d_forward)(
         &node->attr.conv, in_f32(exec, node, 0), in_f32(exec, node, 1), in_opt(exec, node, 2),
         out_f32(exec, node), exec->workspace);
@@ -415,6 +423,17 @@ static bool cpu_fuses_relu(const ct_backend *backend, const ct_tensor *producer)
     return producer->op == CT_OP_CONV2D || producer->op == CT_OP_LINEAR;
 }
 
+/* ct_cpu_conv2d_forward_relu_maxpool: the unpadded 2x2/2 pool, both paths. */
+static bool cpu_fuses_relu_maxpool(const ct_backend *backend, const ct_tensor *conv,
+                                   const ct_tensor *pool)
+{
+    (void)backend;
+    const ct_pool2d_shape *p = &pool->attr.pool;
+    return conv->op == CT_OP_CONV2D && p->kernel_h == 2 && p->kernel_w == 2 &&
+           p->stride_h == 2 && p->stride_w == 2 && p->pad_h == 0 && p->pad_w == 0 &&
+           p->out_h == p->in_h / 2 && p->out_w == p->in_w / 2;
+}
+
 static size_t cpu_workspace_bytes(const ct_backend *backend, const ct_tensor *node)
 {
     switch (node->op) {
@@ -500,6 +519,7 @@ static const ct_backend_i cpu_backend_i = {
     .read = cpu_copy,
     .supports_op = cpu_supports_op,
     .fuses_relu = cpu_fuses_relu,
+    .fuses_relu_maxpool = cpu_fuses_relu_maxpool,
     .workspace_bytes = cpu_workspace_bytes,
     .begin_step = cpu_begin_step,
     .run_node = cpu_run_node,

@@ -12,6 +12,11 @@
  * each group is a sub-matrix with the full leading dimension.  A 1x1 conv
  * with stride 1 and no padding has col == x and skips im2col.
  *
+ * Small planes (a ResNet's 4x4 and 8x8 layers) make P too narrow for a GEMM
+ * to run well, so G images share one GEMM (conv_image_group): col is
+ * [K, G*P], image k in columns [k*P, (k+1)*P), and y and dy pass through a
+ * [O, G*P] buffer (conv_gather / conv_scatter).
+ *
  * Threads: every GEMM is called outside any parallel region, so that it can
  * thread itself (the native GEMM over tiles of C, OpenBLAS with its pool);
  * im2col and col2im run in parallel over the rows of col or over channels.
@@ -20,10 +25,11 @@
  * (Link the OpenMP build of OpenBLAS, libopenblas0-openmp: it shares the
  * OpenMP thread pool, whereas the pthread build's threads and OpenMP's
  * spin-waiting threads fight over the cores between every two calls.)
- * The images run one after the other, so the workspace is one image's col
- * matrix whatever the thread count, and backward weight sums the images in
- * order with beta = 1: the result is the same bits from run to run, and
- * with the native GEMM the same for any thread count.
+ * The image groups run one after the other, so the workspace is one group's
+ * col matrix (and [O, G*P] buffer) whatever the thread count, and backward
+ * weight sums the groups in order with beta = 1: the result is the same
+ * bits from run to run, and with the native GEMM the same for any thread
+ * count.
  *
  * Accumulation: all outputs (y, dx, dw, db) are written with =.
  */
@@ -35,6 +41,10 @@
 
 /* Below this many elements, im2col/col2im/bias run on one thread. */
 enum { CONV_PARALLEL_MIN_ELEMENTS = 1 << 15 };
+
+/* Images per GEMM: enough for n = G*P >= CONV_GEMM_MIN_N, while one group's
+ * col matrix stays under CONV_COL_MAX_FLOATS (16 MiB). */
+enum { CONV_GEMM_MIN_N = 256, CONV_COL_MAX_FLOATS = 1 << 22 };
 
 /* True when x itself is the col matrix: 1x1 kernel, stride 1, no padding. */
 static bool conv_is_pointwise(const ct_conv2d_shape *s)
@@ -96,36 +106,43 @@ static void conv_im2col_row(const ct_conv2d_shape *s, const float *plane, int i,
     }
 }
 
-/* col: [C*KH*KW, out_h*out_w] from one image x: [C, in_h, in_w]. */
-static void conv_im2col(const ct_conv2d_shape *s, const float *x, float *col)
+/* col: [C*KH*KW, ld] from n_images images x: [n_images, C, in_h, in_w];
+ * image k fills columns [k*P, (k+1)*P), P = out_h*out_w. */
+static void conv_im2col(const ct_conv2d_shape *s, const float *x, int n_images, float *col,
+                        size_t ld)
 {
     int kernel_area = s->kernel_h * s->kernel_w;
-    int rows = s->in_channels * kernel_area;
+    int rows = s->in_channels * kernel_area, items = rows * n_images;
     size_t plane = (size_t)s->in_h * s->in_w, out_plane = (size_t)s->out_h * s->out_w;
-    bool parallel = (double)rows * out_plane >= CONV_PARALLEL_MIN_ELEMENTS;
+    bool parallel = (double)items * out_plane >= CONV_PARALLEL_MIN_ELEMENTS;
 #pragma omp parallel for schedule(static) if (parallel)
-    for (int row = 0; row < rows; row++) {
+    for (int item = 0; item < items; item++) {
+        int image = item / rows, row = item % rows;
         int c = row / kernel_area, i = row % kernel_area / s->kernel_w, j = row % s->kernel_w;
-        conv_im2col_row(s, x + c * plane, i, j, col + row * out_plane);
+        conv_im2col_row(s, x + ((size_t)image * s->in_channels + c) * plane, i, j,
+                        col + row * ld + image * out_plane);
     }
 }
 
-/* The adjoint of conv_im2col: dx[c, ih, iw] = sum of the col entries that
- * were copied from (c, ih, iw).  Each thread owns whole channels and adds
- * the rows (i, j) of its channel in a fixed order, so the sum is
- * deterministic.  dx: [C, in_h, in_w], written with =. */
-static void conv_col2im(const ct_conv2d_shape *s, const float *col, float *dx)
+/* The adjoint of conv_im2col: dx[k, c, ih, iw] = sum of the col entries
+ * that were copied from (k, c, ih, iw).  Each thread owns whole channels and
+ * adds the rows (i, j) of its channel in a fixed order, so the sum is
+ * deterministic.  dx: [n_images, C, in_h, in_w], written with =. */
+static void conv_col2im(const ct_conv2d_shape *s, const float *col, size_t ld, int n_images,
+                        float *dx)
 {
-    int kernel_area = s->kernel_h * s->kernel_w;
+    int kernel_area = s->kernel_h * s->kernel_w, items = s->in_channels * n_images;
     size_t plane = (size_t)s->in_h * s->in_w, out_plane = (size_t)s->out_h * s->out_w;
-    bool parallel = (double)s->in_channels * kernel_area * out_plane >= CONV_PARALLEL_MIN_ELEMENTS;
+    bool parallel = (double)items * kernel_area * out_plane >= CONV_PARALLEL_MIN_ELEMENTS;
 #pragma omp parallel for schedule(static) if (parallel)
-    for (int c = 0; c < s->in_channels; c++) {
-        float *dx_plane = dx + c * plane;
+    for (int item = 0; item < items; item++) {
+        int image = item / s->in_channels, c = item % s->in_channels;
+        float *dx_plane = dx + (size_t)item * plane;
         memset(dx_plane, 0, sizeof(float) * plane);
         for (int i = 0; i < s->kernel_h; i++) {
             for (int j = 0; j < s->kernel_w; j++) {
-                const float *row = col + ((size_t)c * kernel_area + i * s->kernel_w + j) * out_plane;
+                const float *row = col + ((size_t)c * kernel_area + i * s->kernel_w + j) * ld +
+                                   image * out_plane;
                 int w_offset = j * s->dilation_w - s->pad_w;
                 int ow_lo, ow_hi;
                 conv_valid_range(w_offset, s->stride_w, s->in_w, s->out_w, &ow_lo, &ow_hi);
@@ -161,6 +178,51 @@ static void conv_epilogue(const ct_conv2d_shape *s, const float *bias, bool relu
     }
 }
 
+/* Images per GEMM (see the top of the file); 1 for a pointwise conv, whose
+ * col is x itself. */
+static int conv_image_group(const ct_conv2d_shape *s)
+{
+    size_t out_plane = (size_t)s->out_h * s->out_w;
+    size_t col_floats = (size_t)s->in_channels * s->kernel_h * s->kernel_w * out_plane;
+    if (conv_is_pointwise(s) || s->n_batch <= 1 || out_plane >= CONV_GEMM_MIN_N)
+        return 1;
+    size_t group = (CONV_GEMM_MIN_N + out_plane - 1) / out_plane;
+    size_t fit = CONV_COL_MAX_FLOATS / (col_floats > 0 ? col_floats : 1);
+    group = group < fit ? group : fit;
+    group = group < (size_t)s->n_batch ? group : (size_t)s->n_batch;
+    return group > 1 ? (int)group : 1;
+}
+
+/* buffer[o, k*P + p] = images[k, o, p] for n_images images of [O, P]. */
+static void conv_gather(const ct_conv2d_shape *s, int n_images, const float *images,
+                        float *buffer)
+{
+    size_t out_plane = (size_t)s->out_h * s->out_w, ld = out_plane * n_images;
+    int items = n_images * s->out_channels;
+    bool parallel = (double)items * out_plane >= CONV_PARALLEL_MIN_ELEMENTS;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int item = 0; item < items; item++) {
+        int image = item / s->out_channels, o = item % s->out_channels;
+        memcpy(buffer + o * ld + image * out_plane, images + (size_t)item * out_plane,
+               sizeof(float) * out_plane);
+    }
+}
+
+/* images[k, o, p] = buffer[o, k*P + p]: the inverse of conv_gather. */
+static void conv_scatter(const ct_conv2d_shape *s, int n_images, const float *buffer,
+                         float *images)
+{
+    size_t out_plane = (size_t)s->out_h * s->out_w, ld = out_plane * n_images;
+    int items = n_images * s->out_channels;
+    bool parallel = (double)items * out_plane >= CONV_PARALLEL_MIN_ELEMENTS;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int item = 0; item < items; item++) {
+        int image = item / s->out_channels, o = item % s->out_channels;
+        memcpy(images + (size_t)item * out_plane, buffer + o * ld + image * out_plane,
+               sizeof(float) * out_plane);
+    }
+}
+
 /* True when the AVX2 direct kernels (conv_avx2.c) run this convolution. */
 static bool conv_use_direct(const ct_conv2d_shape *s)
 {
@@ -174,10 +236,14 @@ static bool conv_use_direct(const ct_conv2d_shape *s)
 
 size_t ct_cpu_conv2d_workspace(const ct_conv2d_shape *s, int n_threads)
 {
-    /* im2col: one col matrix, however many threads (see the top of the file) */
+    /* im2col: one group's col matrix and [O, G*P] buffer, however many
+     * threads (see the top of the file) */
+    size_t group_columns = (size_t)conv_image_group(s) * s->out_h * s->out_w;
     size_t bytes = conv_is_pointwise(s) ? 0
                                         : sizeof(float) * (size_t)s->in_channels * s->kernel_h *
-                                              s->kernel_w * s->out_h * s->out_w;
+                                              s->kernel_w * group_columns;
+    if (conv_image_group(s) > 1)
+        bytes += sizeof(float) * (size_t)s->out_channels * group_columns;
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
     /* Room for the direct kernels whether or not the CPU takes them now, so
      * that switching kernels (ct_cpu_simd_set) never outgrows a plan. */
@@ -201,20 +267,25 @@ static void conv_forward(const ct_conv2d_shape *s, const float *x, const float *
         return;
     }
 #endif
-    int og = s->out_channels / s->groups, depth = conv_group_depth(s);
+    int og = s->out_channels / s->groups, depth = conv_group_depth(s), group = conv_image_group(s);
     size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
-    size_t out_plane = (size_t)s->out_h * s->out_w;
-    for (int n = 0; n < s->n_batch; n++) {
-        const float *col = x + n * x_image;
+    size_t out_plane = (size_t)s->out_h * s->out_w, y_image = s->out_channels * out_plane;
+    float *buffer = (float *)workspace + (size_t)s->in_channels * s->kernel_h * s->kernel_w *
+                                             out_plane * group;
+    for (int n0 = 0; n0 < s->n_batch; n0 += group) {
+        int images = s->n_batch - n0 < group ? s->n_batch - n0 : group;
+        size_t ld = out_plane * images;
+        const float *col = x + n0 * x_image;
         if (!conv_is_pointwise(s)) {
-            conv_im2col(s, col, workspace);
+            conv_im2col(s, col, images, workspace, ld);
             col = workspace;
         }
-        float *y_image = y + (size_t)n * s->out_channels * out_plane;
+        float *out = images == 1 ? y + n0 * y_image : buffer;
         for (int g = 0; g < s->groups; g++)
-            ct_cpu_gemm(false, false, og, (int)out_plane, depth, 1.0f,
-                        w + (size_t)g * og * depth, depth, col + g * depth * out_plane,
-                        (int)out_plane, 0.0f, y_image + g * og * out_plane, (int)out_plane);
+            ct_cpu_gemm(false, false, og, (int)ld, depth, 1.0f, w + (size_t)g * og * depth,
+                        depth, col + g * depth * ld, (int)ld, 0.0f, out + g * og * ld, (int)ld);
+        if (images > 1)
+            conv_scatter(s, images, buffer, y + n0 * y_image);
     }
     if (bias || relu)
         conv_epilogue(s, bias, relu, y);
@@ -232,6 +303,22 @@ void ct_cpu_conv2d_forward_relu(const ct_conv2d_shape *s, const float *x, const 
     conv_forward(s, x, w, bias, true, y, workspace);
 }
 
+void ct_cpu_conv2d_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x,
+                                        const float *w, const float *bias, float *y,
+                                        float *pooled, void *workspace)
+{
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (conv_use_direct(s)) {
+        ct_cpu_conv2d_direct_forward_relu_maxpool(s, x, w, bias, pooled, workspace);
+        return;
+    }
+#endif
+    conv_forward(s, x, w, bias, true, y, workspace);
+    ct_pool2d_shape pool = {s->n_batch, s->out_channels, s->out_h, s->out_w, s->out_h / 2,
+                            s->out_w / 2, 2, 2, 2, 2, 0, 0, false};
+    ct_cpu_maxpool2d_forward(&pool, y, pooled);
+}
+
 void ct_cpu_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy, const float *w,
                                  float *dx, void *workspace)
 {
@@ -242,20 +329,27 @@ void ct_cpu_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy, cons
         return;
     }
 #endif
-    int og = s->out_channels / s->groups, depth = conv_group_depth(s);
+    int og = s->out_channels / s->groups, depth = conv_group_depth(s), group = conv_image_group(s);
     size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
-    size_t out_plane = (size_t)s->out_h * s->out_w;
+    size_t out_plane = (size_t)s->out_h * s->out_w, y_image = s->out_channels * out_plane;
+    float *buffer = (float *)workspace + (size_t)s->in_channels * s->kernel_h * s->kernel_w *
+                                             out_plane * group;
     bool pointwise = conv_is_pointwise(s);
-    for (int n = 0; n < s->n_batch; n++) {
-        /* A pointwise conv's col is dx itself. */
-        float *col = pointwise ? dx + n * x_image : workspace;
-        const float *dy_image = dy + (size_t)n * s->out_channels * out_plane;
+    for (int n0 = 0; n0 < s->n_batch; n0 += group) {
+        int images = s->n_batch - n0 < group ? s->n_batch - n0 : group;
+        size_t ld = out_plane * images;
+        /* A pointwise conv's col is dx itself (one image at a time). */
+        float *col = pointwise ? dx + n0 * x_image : workspace;
+        const float *grad = dy + n0 * y_image;
+        if (images > 1) {
+            conv_gather(s, images, grad, buffer);
+            grad = buffer;
+        }
         for (int g = 0; g < s->groups; g++)
-            ct_cpu_gemm(true, false, depth, (int)out_plane, og, 1.0f,
-                        w + (size_t)g * og * depth, depth, dy_image + g * og * out_plane,
-                        (int)out_plane, 0.0f, col + g * depth * out_plane, (int)out_plane);
+            ct_cpu_gemm(true, false, depth, (int)ld, og, 1.0f, w + (size_t)g * og * depth, depth,
+                        grad + g * og * ld, (int)ld, 0.0f, col + g * depth * ld, (int)ld);
         if (!pointwise)
-            conv_col2im(s, col, dx + n * x_image);
+            conv_col2im(s, col, ld, images, dx + n0 * x_image);
     }
 }
 
@@ -269,22 +363,29 @@ void ct_cpu_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x, con
         return;
     }
 #endif
-    int og = s->out_channels / s->groups, depth = conv_group_depth(s);
+    int og = s->out_channels / s->groups, depth = conv_group_depth(s), group = conv_image_group(s);
     size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
-    size_t out_plane = (size_t)s->out_h * s->out_w;
+    size_t out_plane = (size_t)s->out_h * s->out_w, y_image = s->out_channels * out_plane;
+    float *buffer = (float *)workspace + (size_t)s->in_channels * s->kernel_h * s->kernel_w *
+                                             out_plane * group;
     if (s->n_batch == 0)
         memset(dw, 0, sizeof(float) * s->out_channels * depth);
-    for (int n = 0; n < s->n_batch; n++) {
-        const float *col = x + n * x_image;
+    for (int n0 = 0; n0 < s->n_batch; n0 += group) {
+        int images = s->n_batch - n0 < group ? s->n_batch - n0 : group;
+        size_t ld = out_plane * images;
+        const float *col = x + n0 * x_image;
         if (!conv_is_pointwise(s)) {
-            conv_im2col(s, col, workspace);
+            conv_im2col(s, col, images, workspace, ld);
             col = workspace;
         }
-        const float *dy_image = dy + (size_t)n * s->out_channels * out_plane;
+        const float *grad = dy + n0 * y_image;
+        if (images > 1) {
+            conv_gather(s, images, grad, buffer);
+            grad = buffer;
+        }
         for (int g = 0; g < s->groups; g++)
-            ct_cpu_gemm(false, true, og, depth, (int)out_plane, 1.0f,
-                        dy_image + g * og * out_plane, (int)out_plane,
-                        col + g * depth * out_plane, (int)out_plane, n == 0 ? 0.0f : 1.0f,
+            ct_cpu_gemm(false, true, og, depth, (int)ld, 1.0f, grad + g * og * ld, (int)ld,
+                        col + g * depth * ld, (int)ld, n0 == 0 ? 0.0f : 1.0f,
                         dw + (size_t)g * og * depth, depth);
     }
 }

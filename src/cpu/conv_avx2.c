@@ -40,6 +40,7 @@ enum {
     WEIGHT_J = 3,       /* kernel columns in a backward-weight register block */
     SLACK = 2 * LANES,  /* zeros after a padded image: a tail vector may read past it */
     WEIGHT_CHUNKS = 8,  /* backward weight: fixed chunks of the batch */
+    WEIGHT_GROUP = 4,   /* backward weight: images per pass over the lane sums */
     ALIGN_FLOATS = 16,  /* per-thread regions start on 64-byte boundaries */
 };
 
@@ -50,6 +51,7 @@ typedef struct plane_geom {
     int out_c, out_h, out_w;  /* output: [out_c, out_h, out_w] */
     int kh, kw;
     bool relu;                /* forward: store max(y, 0) */
+    bool pool;                /* forward: store the 2x2/2 max pool of y instead */
 } plane_geom;
 
 /* A vector of up to 8 outputs: where its inputs start in the padded plane,
@@ -81,7 +83,7 @@ static size_t padded_floats(int channels, int hp, int wp)
 static plane_geom forward_geom(const ct_conv2d_shape *s)
 {
     plane_geom g = {s->in_channels, s->in_h + 2 * s->pad_h, s->in_w + 2 * s->pad_w,
-                    s->pad_h, s->in_h, s->out_channels, s->out_h, s->out_w, s->kernel_h, s->kernel_w, false};
+                    s->pad_h, s->in_h, s->out_channels, s->out_h, s->out_w, s->kernel_h, s->kernel_w, false, false};
     return g;
 }
 
@@ -91,7 +93,7 @@ static plane_geom backward_data_geom(const ct_conv2d_shape *s)
     plane_geom g = {s->out_channels, s->out_h + 2 * (s->kernel_h - 1 - s->pad_h),
                     s->out_w + 2 * (s->kernel_w - 1 - s->pad_w), s->kernel_h - 1 - s->pad_h,
                     s->out_h, s->in_channels, s->in_h,
-                    s->in_w, s->kernel_h, s->kernel_w, false};
+                    s->in_w, s->kernel_h, s->kernel_w, false, false};
     return g;
 }
 
@@ -100,13 +102,17 @@ static size_t weight_count(const ct_conv2d_shape *s)
     return (size_t)s->out_channels * s->in_channels * s->kernel_h * s->kernel_w;
 }
 
-/* Per thread: the larger padded image, then the backward-weight lanes.
- * Shared, after the threads: the flipped kernel, or the chunks' sums. */
+/* Per thread: a padded image (forward), a padded dy image (backward data),
+ * or WEIGHT_GROUP padded images and the 8-lane weight sums (backward
+ * weight).  Shared, after the threads: the flipped kernel, or the chunks'
+ * sums. */
 static size_t thread_floats(const ct_conv2d_shape *s)
 {
     plane_geom f = forward_geom(s), b = backward_data_geom(s);
     size_t image = padded_floats(f.in_c, f.hp, f.wp), dy_image = padded_floats(b.in_c, b.hp, b.wp);
-    return (image > dy_image ? image : dy_image) + round_floats(weight_count(s) * LANES);
+    size_t weight = WEIGHT_GROUP * image + round_floats(weight_count(s) * LANES);
+    size_t most = image > dy_image ? image : dy_image;
+    return most > weight ? most : weight;
 }
 
 size_t ct_cpu_conv2d_direct_workspace(const ct_conv2d_shape *s, int n_threads)
@@ -129,6 +135,42 @@ static void pad_image(int channels, int h, int w, int top, int left, int hp, int
 AVX2_INLINE __m256i lane_mask(int lanes)
 {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* PyTorch's max step on vectors: cand replaces cur where it is larger or NaN. */
+AVX2_INLINE __m256 max_step(__m256 cur, __m256 cand)
+{
+    __m256 take = _mm256_or_ps(_mm256_cmp_ps(cand, cur, _CMP_GT_OQ),
+                               _mm256_cmp_ps(cand, cand, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(cur, cand, take);
+}
+
+/* pooled[o0+b, q, p] = max over rows 2q, 2q+1 and columns 2p, 2p+1 of the
+ * block's outputs, in window order (left before right, top before bottom),
+ * so ties and NaNs come out as in pool.c. */
+AVX2_INLINE void pooled_store(const plane_geom *g, __m256 acc[MAX_OB][MAX_R], int o0,
+                              const out_vector *vectors, float *pooled, const int OB,
+                              const int R)
+{
+    size_t pool_plane = (size_t)(g->out_h / 2) * (g->out_w / 2);
+    const __m256i even_lanes = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    #pragma GCC unroll 4
+    for (int b = 0; b < OB; b++) {
+        #pragma GCC unroll 2
+        for (int k = 0; k < R / 2; k++) {
+            __m256 top = acc[b][2 * k], bottom = acc[b][2 * k + 1];
+            /* even lanes: max_step(left, right) of each column pair */
+            top = max_step(top, _mm256_shuffle_ps(top, top, _MM_SHUFFLE(2, 3, 0, 1)));
+            bottom = max_step(bottom, _mm256_shuffle_ps(bottom, bottom, _MM_SHUFFLE(2, 3, 0, 1)));
+            __m128 out = _mm256_castps256_ps128(
+                _mm256_permutevar8x32_ps(max_step(top, bottom), even_lanes));
+            float *dst = pooled + (size_t)(o0 + b) * pool_plane + vectors[2 * k].out_off;
+            if (vectors[2 * k].lanes == LANES / 2)
+                _mm_storeu_ps(dst, out);
+            else
+                _mm_maskstore_ps(dst, _mm256_castsi256_si128(lane_mask(vectors[2 * k].lanes)), out);
+        }
+    }
 }
 
 /* One register block of the forward pass: outputs o0..o0+OB-1 at R vectors.
@@ -200,6 +242,10 @@ AVX2_INLINE void forward_block(const plane_geom *g, const float *xp, const float
             for (int r = 0; r < R; r++)
                 acc[b][r] = _mm256_max_ps(_mm256_setzero_ps(), acc[b][r]);
     }
+    if (g->pool) {
+        pooled_store(g, acc, o0, vectors, y, OB, R);
+        return;
+    }
     #pragma GCC unroll 4
     for (int b = 0; b < OB; b++) {
         float *y_plane = y + (size_t)(o0 + b) * out_plane;
@@ -240,11 +286,16 @@ static const forward_block_fn forward_blocks[MAX_OB][MAX_R] = {
     {forward_block_4_1, forward_block_4_2, forward_block_4_3, forward_block_4_4},
 };
 
-/* Output channels o0..o1 of block `block` of n_blocks: the channels split
- * as evenly as blocks of at most MAX_OB allow (6 -> 3+3, 10 -> 3+3+4). */
-static void channel_block(int channels, int block, int *o0, int *o1)
+/* Output channels o0..o1 of block `block`: the channels split as evenly as
+ * blocks of at most max_ob allow (max_ob 4: 6 -> 3+3, 10 -> 3+3+4). */
+static int channel_blocks(int channels, int max_ob)
 {
-    int n_blocks = (channels + MAX_OB - 1) / MAX_OB;
+    return (channels + max_ob - 1) / max_ob;
+}
+
+static void channel_block(int channels, int max_ob, int block, int *o0, int *o1)
+{
+    int n_blocks = channel_blocks(channels, max_ob);
     *o0 = block * channels / n_blocks;
     *o1 = (block + 1) * channels / n_blocks;
 }
@@ -254,10 +305,10 @@ static void forward_image(const plane_geom *g, const float *xp, const float *w,
                           const float *bias, float *y)
 {
     int n_vec = (g->out_w + LANES - 1) / LANES, n_vectors = g->out_h * n_vec;
-    int n_blocks = (g->out_c + MAX_OB - 1) / MAX_OB;
+    int n_blocks = channel_blocks(g->out_c, MAX_OB);
     for (int block = 0; block < n_blocks; block++) {
         int o0, o1;
-        channel_block(g->out_c, block, &o0, &o1);
+        channel_block(g->out_c, MAX_OB, block, &o0, &o1);
         int ob = o1 - o0, r_full = ob == MAX_OB ? 3 : MAX_R;
         for (int v0 = 0; v0 < n_vectors; v0 += r_full) {
             int r = n_vectors - v0 < r_full ? n_vectors - v0 : r_full;
@@ -278,6 +329,43 @@ static void forward_image(const plane_geom *g, const float *xp, const float *w,
     }
 }
 
+/* The 2x2/2 max pool of relu(y) for one image, pooled in registers (a
+ * pooling pass over the conv output, even one image of it in L1, measured
+ * slower: docs/perf.md).  A pool unit is 8 conv outputs in rows 2q and 2q+1
+ * (two vectors, 4 pooled outputs).  A register block takes one unit and 4
+ * output channels when the channels come in fours (8 accumulators, fewer
+ * passes over x: SimpleCNN conv2 2.04 ms vs 2.23 per 1000 images), else two
+ * consecutive units and at most 3 channels (12 accumulators: conv1's 6
+ * channels, 1.40 ms vs 1.75).  pooled: [out_c, out_h/2, out_w/2] */
+static void forward_image_pooled(const plane_geom *g, const float *xp, const float *w,
+                                 const float *bias, float *pooled)
+{
+    bool fours = g->out_c % MAX_OB == 0;
+    int pool_ob = fours ? MAX_OB : MAX_OB - 1, units_max = fours ? 1 : MAX_R / 2;
+    int n_vec = (g->out_w + LANES - 1) / LANES, pooled_w = g->out_w / 2;
+    int n_units = g->out_h / 2 * n_vec, n_blocks = channel_blocks(g->out_c, pool_ob);
+    for (int block = 0; block < n_blocks; block++) {
+        int o0, o1;
+        channel_block(g->out_c, pool_ob, block, &o0, &o1);
+        for (int u0 = 0; u0 < n_units; u0 += units_max) {
+            int units = n_units - u0 < units_max ? n_units - u0 : units_max;
+            out_vector vectors[MAX_R];
+            for (int k = 0; k < units; k++) {
+                int q = (u0 + k) / n_vec, ow = (u0 + k) % n_vec * LANES;
+                int real = g->out_w - ow < LANES ? g->out_w - ow : LANES;
+                for (int row = 0; row < 2; row++)
+                    vectors[2 * k + row] = (out_vector){(2 * q + row) * g->wp + ow,
+                                                        q * pooled_w + ow / 2, real / 2};
+            }
+            int oh_first = 2 * (u0 / n_vec), oh_last = 2 * ((u0 + units - 1) / n_vec) + 1;
+            int i_lo = g->top - oh_last > 0 ? g->top - oh_last : 0;
+            int i_hi = g->top + g->rows - oh_first < g->kh ? g->top + g->rows - oh_first : g->kh;
+            forward_blocks[o1 - o0 - 1][2 * units - 1](g, xp, w, bias, o0, i_lo, i_hi, vectors,
+                                                       pooled);
+        }
+    }
+}
+
 /* The images [first, last) of n split evenly over `parts`. */
 static void split_range(int n, int part, int parts, int *first, int *last)
 {
@@ -291,7 +379,9 @@ static void forward_batch(const plane_geom *g, int n_batch, int h, int w, int to
                           const float *in, const float *weights, const float *bias, float *out,
                           float *workspace, size_t per_thread)
 {
-    size_t in_image = (size_t)g->in_c * h * w, out_image = (size_t)g->out_c * g->out_h * g->out_w;
+    size_t in_image = (size_t)g->in_c * h * w;
+    size_t out_image = g->pool ? (size_t)g->out_c * (g->out_h / 2) * (g->out_w / 2)
+                               : (size_t)g->out_c * g->out_h * g->out_w;
 #pragma omp parallel
     {
         int thread = ct_cpu_thread_num(), first, last;
@@ -299,7 +389,8 @@ static void forward_batch(const plane_geom *g, int n_batch, int h, int w, int to
         float *xp = workspace + (size_t)thread * per_thread;
         for (int n = first; n < last; n++) {
             pad_image(g->in_c, h, w, top, left, g->hp, g->wp, in + n * in_image, xp);
-            forward_image(g, xp, weights, bias, out + n * out_image);
+            (g->pool ? forward_image_pooled : forward_image)(g, xp, weights, bias,
+                                                             out + n * out_image);
         }
     }
 }
@@ -310,6 +401,16 @@ void ct_cpu_conv2d_direct_forward(const ct_conv2d_shape *s, const float *x, cons
     plane_geom g = forward_geom(s);
     g.relu = relu;
     forward_batch(&g, s->n_batch, s->in_h, s->in_w, s->pad_h, s->pad_w, x, w, bias, y,
+                  workspace, thread_floats(s));
+}
+
+void ct_cpu_conv2d_direct_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x,
+                                               const float *w, const float *bias, float *pooled,
+                                               void *workspace)
+{
+    plane_geom g = forward_geom(s);
+    g.relu = g.pool = true;
+    forward_batch(&g, s->n_batch, s->in_h, s->in_w, s->pad_h, s->pad_w, x, w, bias, pooled,
                   workspace, thread_floats(s));
 }
 
@@ -330,12 +431,15 @@ void ct_cpu_conv2d_direct_backward_data(const ct_conv2d_shape *s, const float *d
                   s->kernel_w - 1 - s->pad_w, dy, flipped, NULL, dx, workspace, per_thread);
 }
 
-/* lanes[b][jj] += dy[o0+b, oh, ow:ow+8] * xp[c, oh+i, ow+j0+jj : +8] over the
- * image, for one (c, i) and kernel columns j0..j0+J-1: OB + J loads per OB*J
- * FMAs.  x_row points at xp[c, i, j0]; dy_block at dy[o0]; lanes at the
- * 8-lane sums of (o0, c, i, j0), whose output channels lie o_stride apart. */
+/* lanes[b][jj] += dy[o0+b, oh, ow:ow+8] * xp[c, oh+i, ow+j0+jj : +8] over
+ * n_images images (x_stride and dy_stride floats apart), for one (c, i) and
+ * kernel columns j0..j0+J-1: OB + J loads per OB*J FMAs, the sums loaded
+ * and stored once per group of images.  x_row points at xp[c, i, j0];
+ * dy_block at dy[o0]; lanes at the 8-lane sums of (o0, c, i, j0), whose
+ * output channels lie o_stride apart. */
 AVX2_INLINE void weight_block(const plane_geom *g, const float *x_row, const float *dy_block,
-                              float *lanes, size_t o_stride, const int OB, const int J)
+                              int n_images, size_t x_stride, size_t dy_stride, float *lanes,
+                              size_t o_stride, const int OB, const int J)
 {
     __m256 acc[MAX_OB][WEIGHT_J];
     #pragma GCC unroll 4
@@ -346,9 +450,10 @@ AVX2_INLINE void weight_block(const plane_geom *g, const float *x_row, const flo
     size_t out_plane = (size_t)g->out_h * g->out_w;
     int full = g->out_w / LANES * LANES, tail = g->out_w - full;
     __m256i tail_mask = lane_mask(tail);
+    for (int image = 0; image < n_images; image++)
     for (int oh = 0; oh < g->out_h; oh++) {
-        const float *x_line = x_row + (size_t)oh * g->wp;
-        const float *dy_line = dy_block + (size_t)oh * g->out_w;
+        const float *x_line = x_row + image * x_stride + (size_t)oh * g->wp;
+        const float *dy_line = dy_block + image * dy_stride + (size_t)oh * g->out_w;
         for (int ow = 0; ow < full; ow += LANES) {
             __m256 xv[WEIGHT_J];
             #pragma GCC unroll 4
@@ -384,14 +489,17 @@ AVX2_INLINE void weight_block(const plane_geom *g, const float *x_row, const flo
 }
 
 typedef void (*weight_block_fn)(const plane_geom *g, const float *x_row, const float *dy_block,
-                                float *lanes, size_t o_stride);
+                                int n_images, size_t x_stride, size_t dy_stride, float *lanes,
+                                size_t o_stride);
 
 #define WEIGHT_BLOCK(OB, J)                                                                    \
     static AVX2 void weight_block_##OB##_##J(const plane_geom *g, const float *x_row,          \
-                                             const float *dy_block, float *lanes,              \
+                                             const float *dy_block, int n_images,              \
+                                             size_t x_stride, size_t dy_stride, float *lanes,  \
                                              size_t o_stride)                                  \
     {                                                                                          \
-        weight_block(g, x_row, dy_block, lanes, o_stride, OB, J);                              \
+        weight_block(g, x_row, dy_block, n_images, x_stride, dy_stride, lanes, o_stride, OB,   \
+                     J);                                                                       \
     }
 #define WEIGHT_BLOCKS(OB) WEIGHT_BLOCK(OB, 1) WEIGHT_BLOCK(OB, 2) WEIGHT_BLOCK(OB, 3)
 WEIGHT_BLOCKS(1)
@@ -406,23 +514,26 @@ static const weight_block_fn weight_blocks[MAX_OB][WEIGHT_J] = {
     {weight_block_4_1, weight_block_4_2, weight_block_4_3},
 };
 
-/* lanes[o, c, i, j, :] += the products of one image (padded x, dy). */
-static void weight_image(const plane_geom *g, const float *xp, const float *dy, float *lanes)
+/* lanes[o, c, i, j, :] += the products of n_images images: padded x at
+ * xp, x_stride floats apart, and their dy, consecutive. */
+static void weight_images(const plane_geom *g, int n_images, const float *xp, size_t x_stride,
+                          const float *dy, float *lanes)
 {
-    int area = g->kh * g->kw, n_blocks = (g->out_c + MAX_OB - 1) / MAX_OB;
+    int area = g->kh * g->kw, n_blocks = channel_blocks(g->out_c, MAX_OB);
     size_t plane = (size_t)g->hp * g->wp, out_plane = (size_t)g->out_h * g->out_w;
     size_t o_stride = (size_t)g->in_c * area * LANES;
     for (int block = 0; block < n_blocks; block++) {
         int o0, o1;
-        channel_block(g->out_c, block, &o0, &o1);
+        channel_block(g->out_c, MAX_OB, block, &o0, &o1);
         for (int c = 0; c < g->in_c; c++)
             for (int i = 0; i < g->kh; i++)
                 for (int j0 = 0; j0 < g->kw; j0 += WEIGHT_J) {
                     int jn = g->kw - j0 < WEIGHT_J ? g->kw - j0 : WEIGHT_J;
                     float *at = lanes + (size_t)o0 * o_stride +
                                 ((size_t)c * area + i * g->kw + j0) * LANES;
-                    weight_blocks[o1 - o0 - 1][jn - 1](g, xp + c * plane + (size_t)i * g->wp + j0,
-                                                       dy + o0 * out_plane, at, o_stride);
+                    weight_blocks[o1 - o0 - 1][jn - 1](
+                        g, xp + c * plane + (size_t)i * g->wp + j0, dy + o0 * out_plane,
+                        n_images, x_stride, (size_t)g->out_c * out_plane, at, o_stride);
                 }
     }
 }
@@ -457,15 +568,17 @@ void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float 
     {
         int thread = ct_cpu_thread_num(), team = ct_cpu_team_size();
         float *xp = (float *)workspace + (size_t)thread * per_thread;
-        float *lanes = xp + image;
+        float *lanes = xp + WEIGHT_GROUP * image;
         for (int chunk = thread; chunk < n_chunks; chunk += team) {
             int first, last;
             split_range(s->n_batch, chunk, n_chunks, &first, &last);
             memset(lanes, 0, sizeof(float) * n_weights * LANES);
-            for (int n = first; n < last; n++) {
-                pad_image(g.in_c, s->in_h, s->in_w, s->pad_h, s->pad_w, g.hp, g.wp,
-                          x + n * in_image, xp);
-                weight_image(&g, xp, dy + n * out_image, lanes);
+            for (int n0 = first; n0 < last; n0 += WEIGHT_GROUP) {
+                int group = last - n0 < WEIGHT_GROUP ? last - n0 : WEIGHT_GROUP;
+                for (int k = 0; k < group; k++)
+                    pad_image(g.in_c, s->in_h, s->in_w, s->pad_h, s->pad_w, g.hp, g.wp,
+                              x + (n0 + k) * in_image, xp + k * image);
+                weight_images(&g, group, xp, image, dy + n0 * out_image, lanes);
             }
             reduce_lanes(n_weights, lanes, chunk_sums + (size_t)chunk * n_weights);
         }

@@ -44,6 +44,13 @@ void ct_cpu_conv2d_forward(const ct_conv2d_shape *s, const float *x, const float
 /* y = relu(conv(x, w) + bias): the forward with a fused relu (NaN kept). */
 void ct_cpu_conv2d_forward_relu(const ct_conv2d_shape *s, const float *x, const float *w,
                                 const float *bias, float *y, void *workspace);
+/* pooled = maxpool 2x2/2 (unpadded, floor) of relu(conv(x, w) + bias): the
+ * inference forward of conv -> relu -> max pool in one pass.
+ * pooled: [N, O, out_h/2, out_w/2].  y: [N, O, out_h, out_w] is scratch the
+ * portable path computes the convolution in; the AVX2 path never touches it. */
+void ct_cpu_conv2d_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x,
+                                        const float *w, const float *bias, float *y,
+                                        float *pooled, void *workspace);
 /* dx = d(sum y*dy)/dx.  dx: [N,C,H,W] */
 void ct_cpu_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy, const float *w,
                                  float *dx, void *workspace);

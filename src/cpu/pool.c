@@ -76,11 +76,16 @@ static bool window_empty(window win) { return win.h0 >= win.h1 || win.w0 >= win.
 static void maxpool_2x2_plane(int in_w, int out_h, int out_w, const float *restrict x,
                               float *restrict y)
 {
+    int first_ow = 0; /* columns before it are done by the vector kernel */
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (ct_cpu_simd_avx2())
+        first_ow = ct_cpu_maxpool2x2_forward_avx2(in_w, out_h, out_w, x, y);
+#endif
     for (int oh = 0; oh < out_h; oh++) {
         const float *restrict row0 = x + (int64_t)2 * oh * in_w;
         const float *restrict row1 = row0 + in_w;
         float *restrict out = y + (int64_t)oh * out_w;
-        for (int ow = 0; ow < out_w; ow++) {
+        for (int ow = first_ow; ow < out_w; ow++) {
             float m = row0[2 * ow];
             m = max_replaces(row0[2 * ow + 1], m) ? row0[2 * ow + 1] : m;
             m = max_replaces(row1[2 * ow], m) ? row1[2 * ow] : m;

@@ -1,10 +1,13 @@
-/* The vector part of max pooling 2x2/2 (src/cpu/pool_avx2.c). */
+/* The vector parts of max pooling 2x2/2 (src/cpu/pool_avx2.c). */
 #ifndef CT_CPU_POOL_AVX2_H
 #define CT_CPU_POOL_AVX2_H
 
 #include "cpu/simd.h"
 
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
+/* y of the windows in columns [0, returned) of every output row of one
+ * plane (a multiple of 4); the caller does the remaining columns. */
+int ct_cpu_maxpool2x2_forward_avx2(int in_w, int out_h, int out_w, const float *x, float *y);
 /* dx of the windows in columns [0, returned) of every output row of one
  * plane (a multiple of 4); the caller does the remaining columns.
  * x, dx: [2*out_h.., in_w], dy: [out_h, out_w]. */

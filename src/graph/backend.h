@@ -36,6 +36,9 @@ typedef struct ct_exec {
     const uint8_t *storage;     /* ct_storage by node id */
     void *workspace;
     const uint8_t *epilogue;    /* ct_epilogue by node id */
+    /* by node id, or NULL: the max pool a conv+relu also computes (its
+     * kernel writes the pool node's output; see ct_fuse_eval_maxpool) */
+    const ct_tensor *const *pool_into;
     bool training;
     int64_t step;               /* training steps completed before this one */
     float lr;
@@ -58,6 +61,10 @@ typedef struct ct_backend_i {
     /* Optional: true when the kernel of `producer` can apply a relu to its
      * output (ct_exec.epilogue); NULL means never. */
     bool (*fuses_relu)(const ct_backend *backend, const ct_tensor *producer);
+    /* Optional: true when conv's kernel can also apply `pool` (a maxpool2d of
+     * its relu) and write the pool's output (ct_exec.pool_into). */
+    bool (*fuses_relu_maxpool)(const ct_backend *backend, const ct_tensor *conv,
+                               const ct_tensor *pool);
     size_t (*workspace_bytes)(const ct_backend *backend, const ct_tensor *node);
     /* Called once before the nodes of a step (thread settings, streams). */
     void (*begin_step)(ct_backend *backend);

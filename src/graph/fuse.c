@@ -43,3 +43,38 @@ int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const ct_tens
     free(readers);
     return fused;
 }
+
+int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend,
+                         const ct_tensor *const *schedule, int n_schedule,
+                         const ct_tensor **alias_of, const uint8_t *epilogue,
+                         const ct_tensor **pool_into)
+{
+    if (!backend->iface->fuses_relu_maxpool)
+        return 0;
+    int *readers = calloc((size_t)graph->n_nodes + 1, sizeof *readers);
+    if (!readers)
+        return 0;
+    for (int i = 0; i < n_schedule; i++) {
+        const ct_tensor *t = schedule[i];
+        for (int s = 0; s < t->n_src; s++)
+            readers[t->src[s]->id]++;
+        if (t->view_of && (t->n_src == 0 || t->src[0] != t->view_of))
+            readers[t->view_of->id]++;
+    }
+    int fused = 0;
+    for (int i = 0; i < n_schedule; i++) {
+        const ct_tensor *pool = schedule[i];
+        if (pool->op != CT_OP_MAXPOOL2D)
+            continue;
+        const ct_tensor *relu = pool->src[0];
+        const ct_tensor *conv = alias_of[relu->id];
+        if (!conv || conv->op != CT_OP_CONV2D || epilogue[conv->id] != CT_EPILOGUE_RELU ||
+            readers[relu->id] != 1 || relu->keep ||
+            !backend->iface->fuses_relu_maxpool(backend, conv, pool))
+            continue;
+        pool_into[conv->id] = pool;
+        fused++;
+    }
+    free(readers);
+    return fused;
+}

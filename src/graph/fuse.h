@@ -21,4 +21,16 @@
 int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const ct_tensor **alias_of,
                  uint8_t *epilogue);
 
+/* For the evaluation schedule only (after ct_fuse_relu): a max pool whose
+ * input is a fused conv+relu that nothing else in `schedule` reads (in
+ * training, relu_bwd and maxpool_bwd still read it) is computed by the
+ * conv's kernel (ct_backend_i.fuses_relu_maxpool).  Sets pool_into[conv id]
+ * = the pool node; the pool node then runs nothing in that schedule.  The
+ * conv's own output keeps its place in the arena (the training layout is
+ * shared) but goes unwritten or serves as scratch.  Returns how many. */
+int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend,
+                         const ct_tensor *const *schedule, int n_schedule,
+                         const ct_tensor **alias_of, const uint8_t *epilogue,
+                         const ct_tensor **pool_into);
+
 #endif

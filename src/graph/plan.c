@@ -29,13 +29,15 @@ struct ct_plan {
     const ct_tensor **schedule[CT_MODE_COUNT];
     int n_schedule[CT_MODE_COUNT];
     /* The nodes that run a kernel: the schedule without views and without
-     * relus fused into their producer. */
+     * ops fused into their producer (relus; in eval, also 2x2 max pools). */
     const ct_tensor **runs[CT_MODE_COUNT];
     int n_runs[CT_MODE_COUNT];
     size_t *offsets;  /* by node id */
     uint8_t *storage; /* ct_storage by node id */
     const ct_tensor **alias_of; /* by node id: a fused relu's producer, else NULL */
     uint8_t *epilogue;          /* ct_epilogue by node id */
+    const ct_tensor **eval_pool_into; /* by node id: the pool an eval conv also computes */
+    bool *eval_skip;                  /* by node id: computed by another kernel in eval */
     void *arena, *state, *workspace;
     size_t arena_bytes, state_bytes, workspace_bytes;
     uint64_t seed;
@@ -143,6 +145,14 @@ static ct_status layout_arena(ct_plan *plan)
             if (used->keep)
                 life->last = INT_MAX;
         }
+    }
+    /* An evaluation conv that also computes a max pool writes the pool's
+     * output at its own position: the pool's bytes must not share memory
+     * with anything that dies in between (the conv's input, say). */
+    for (int pos = 0; pos < n; pos++) {
+        const ct_tensor *pool = plan->eval_pool_into[schedule[pos]->id];
+        if (pool && item_of[pool->id] >= 0 && items[item_of[pool->id]].first > pos)
+            items[item_of[pool->id]].first = pos;
     }
     size_t peak = ct_memplan_layout(items, n_items, item_offsets);
     /* In schedule order, so a fused relu is placed before views of it. */
@@ -254,7 +264,8 @@ static ct_status build_runs(ct_plan *plan, ct_mode mode)
     int count = 0;
     for (int i = 0; i < n; i++) {
         const ct_tensor *node = plan->schedule[mode][i];
-        if (node->op != CT_OP_VIEW && !plan->alias_of[node->id])
+        if (node->op != CT_OP_VIEW && !plan->alias_of[node->id] &&
+            !(mode == CT_EVAL && plan->eval_skip[node->id]))
             plan->runs[mode][count++] = node;
     }
     plan->n_runs[mode] = count;
@@ -267,11 +278,20 @@ static ct_status plan_build(ct_plan *plan)
     plan->storage = calloc((size_t)plan->n_nodes + 1, sizeof *plan->storage);
     plan->alias_of = calloc((size_t)plan->n_nodes + 1, sizeof *plan->alias_of);
     plan->epilogue = calloc((size_t)plan->n_nodes + 1, sizeof *plan->epilogue);
-    if (!plan->offsets || !plan->storage || !plan->alias_of || !plan->epilogue)
+    plan->eval_pool_into = calloc((size_t)plan->n_nodes + 1, sizeof *plan->eval_pool_into);
+    plan->eval_skip = calloc((size_t)plan->n_nodes + 1, sizeof *plan->eval_skip);
+    if (!plan->offsets || !plan->storage || !plan->alias_of || !plan->epilogue ||
+        !plan->eval_pool_into || !plan->eval_skip)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
     CT_TRY(build_schedule(plan, CT_TRAIN));
     CT_TRY(build_schedule(plan, CT_EVAL));
     ct_fuse_relu(plan->graph, plan->backend, plan->alias_of, plan->epilogue);
+    ct_fuse_eval_maxpool(plan->graph, plan->backend, plan->schedule[CT_EVAL],
+                         plan->n_schedule[CT_EVAL], plan->alias_of, plan->epilogue,
+                         plan->eval_pool_into);
+    for (int i = 0; i < plan->n_nodes; i++)
+        if (plan->eval_pool_into[i])
+            plan->eval_skip[plan->eval_pool_into[i]->id] = true;
     CT_TRY(build_runs(plan, CT_TRAIN));
     CT_TRY(build_runs(plan, CT_EVAL));
     layout_state(plan);
@@ -331,6 +351,8 @@ void ct_plan_free(ct_plan *plan)
     free(plan->storage);
     free(plan->alias_of);
     free(plan->epilogue);
+    free(plan->eval_pool_into);
+    free(plan->eval_skip);
     free(plan);
 }
 
@@ -343,6 +365,7 @@ static ct_exec exec_of(const ct_plan *plan, ct_mode mode)
         .storage = plan->storage,
         .workspace = plan->workspace,
         .epilogue = plan->epilogue,
+        .pool_into = mode == CT_EVAL ? plan->eval_pool_into : NULL,
         .training = mode == CT_TRAIN,
         .step = plan->step,
         .lr = plan->lr,
