@@ -15,8 +15,6 @@
 
 #define DEFAULT_STEPS 10
 #define DEFAULT_WARMUP 3
-#define DEFAULT_CLASSES 10
-#define DEFAULT_SEED 1
 #define NS_PER_MS 1e6
 
 typedef struct profile_options {
@@ -197,32 +195,19 @@ static int run(const profile_options *opts, workload *w)
 int cmd_profile(int argc, char **argv)
 {
     profile_options opts = {
-        .work = {.model = "simplecnn", .input = "1x28x28", .device = "cpu", .mode = "train",
-                 .batch = 64, .classes = DEFAULT_CLASSES, .seed = DEFAULT_SEED},
+        .work = workload_defaults,
         .steps = DEFAULT_STEPS, .warmup = DEFAULT_WARMUP};
-    const cli_option options[] = {
-        {"--model", "NAME|FILE", CLI_TEXT, &opts.work.model, 0, 0, NULL,
-         "the model (default simplecnn)"},
-        {"--batch", "B", CLI_INT, &opts.work.batch, 1, 65536, NULL, "batch size (default 64)"},
-        {"--input", "CxHxW", CLI_TEXT, &opts.work.input, 0, 0, NULL,
-         "image channels x height x width (default 1x28x28)"},
-        {"--classes", "K", CLI_INT, &opts.work.classes, 2, 100000, NULL,
-         "classes of the model's output (default 10)"},
-        {"--device", "DEV", CLI_TEXT, &opts.work.device, 0, 0, NULL,
-         "cpu, cpu:N (N threads) or cuda[:N] (default cpu)"},
-        {"--threads", "T", CLI_INT, &opts.work.threads, 0, 4096, NULL,
-         "CPU threads, 0 for all cores (default 0)"},
-        {"--mode", "MODE", CLI_TEXT, &opts.work.mode, 0, 0, workload_modes,
-         "train (forward, backward, SGD step) or infer (forward) (default train)"},
+    cli_option options[WORKLOAD_N_OPTIONS + 4];
+    workload_option_table(&opts.work, options);
+    const cli_option own[] = {
         {"--steps", "N", CLI_INT, &opts.steps, 1, 100000, NULL, "profiled steps (default 10)"},
         {"--warmup", "N", CLI_INT, &opts.warmup, 0, 100000, NULL,
          "unprofiled steps first (default 3)"},
-        {"--seed", "S", CLI_INT, &opts.work.seed, 0, 2147483647, NULL,
-         "seed of the weights and the synthetic batch (default 1)"},
         {"--trace", "FILE", CLI_TEXT, &opts.trace_path, 0, 0, NULL,
          "write the profiled steps as a Chrome trace (open it in ui.perfetto.dev)"},
         {"--json", NULL, CLI_FLAG, &opts.json, 0, 0, NULL, "print one JSON object"},
     };
+    memcpy(options + WORKLOAD_N_OPTIONS, own, sizeof own);
     cli_parsed parsed = cli_parse("profile", "[options]", argc, argv, options,
                                   (int)(sizeof options / sizeof options[0]));
     if (parsed != CLI_PARSED_RUN)

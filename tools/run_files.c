@@ -28,15 +28,6 @@ static int path_in(const char *dir, const char *file, char *out, size_t capacity
 
 /* ---- arguments ----------------------------------------------------------------- */
 
-static char *copy_text(const char *s)
-{
-    size_t len = strlen(s);
-    char *copy = malloc(len + 1);
-    if (copy)
-        memcpy(copy, s, len + 1);
-    return copy;
-}
-
 static int add_arg(run_args *args, const char *text)
 {
     char **grown = realloc(args->items, sizeof *grown * (size_t)(args->n + 1));
@@ -45,7 +36,7 @@ static int add_arg(run_args *args, const char *text)
         return CLI_EXIT_FAILED;
     }
     args->items = grown;
-    if (!(args->items[args->n] = copy_text(text))) {
+    if (!(args->items[args->n] = strdup(text))) {
         fprintf(stderr, "cuttle train: out of host memory\n");
         return CLI_EXIT_FAILED;
     }
@@ -251,7 +242,7 @@ int run_resume_model_text(const char *dir, char **text)
     int exit_status = CLI_EXIT_OK;
     if (!model)
         exit_status = bad_state(dir, "has no 'model' metadata");
-    else if (!(*text = copy_text(model)))
+    else if (!(*text = strdup(model)))
         exit_status = bad_state(dir, "could not be read: out of host memory");
     ct_checkpoint_close(state);
     return exit_status;

@@ -10,15 +10,6 @@
 
 #define META_JSON_DEPTH 4
 
-static char *copy_text(const char *s)
-{
-    size_t len = strlen(s);
-    char *copy = malloc(len + 1);
-    if (copy)
-        memcpy(copy, s, len + 1);
-    return copy;
-}
-
 char *run_json_string(const char *s)
 {
     size_t need = ct_json_escape(NULL, 0, s, strlen(s));
@@ -64,14 +55,14 @@ int run_info_from_dataset(const char *command, const char *model_name, const cha
         info->mean[c] = ct_dataset_mean(data, c);
         info->std[c] = ct_dataset_std(data, c);
     }
-    info->name = copy_text(model_name);
-    info->text = copy_text(model_text);
-    info->dataset = copy_text(dataset_name);
+    info->name = strdup(model_name);
+    info->text = strdup(model_text);
+    info->dataset = strdup(dataset_name);
     info->class_names = calloc((size_t)info->classes, sizeof *info->class_names);
     if (!info->name || !info->text || !info->dataset || !info->class_names)
         return out_of_memory(command);
     for (int c = 0; c < info->classes; c++)
-        if (!(info->class_names[c] = copy_text(ct_dataset_class_name(data, c))))
+        if (!(info->class_names[c] = strdup(ct_dataset_class_name(data, c))))
             return out_of_memory(command);
     return CLI_EXIT_OK;
 }
@@ -82,7 +73,7 @@ bool run_meta_add(run_meta *meta, const char *key, const char *value)
 {
     if (!value || meta->n == RUN_META_CAPACITY)
         return false;
-    char *copy = copy_text(value);
+    char *copy = strdup(value);
     if (!copy)
         return false;
     meta->owned[meta->n] = copy;
@@ -214,7 +205,7 @@ static int read_class_names(const char *command, const char *path,
         for (int i = 0; i < root->count && exit_status == CLI_EXIT_OK; i++, v = ct_json_next(v)) {
             if (v->type != CT_JSON_STRING)
                 exit_status = bad_meta(command, path, "classes", "holds something not a name");
-            else if (!(info->class_names[i] = copy_text(v->string)))
+            else if (!(info->class_names[i] = strdup(v->string)))
                 exit_status = out_of_memory(command);
         }
     }
@@ -228,7 +219,7 @@ static int read_text(const char *command, const char *path, const ct_checkpoint 
     const char *text = ct_checkpoint_meta(checkpoint, key);
     if (!text)
         return bad_meta(command, path, key, "is missing");
-    if (!(*out = copy_text(text)))
+    if (!(*out = strdup(text)))
         return out_of_memory(command);
     return CLI_EXIT_OK;
 }

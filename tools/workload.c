@@ -91,6 +91,32 @@ static int write_batch(const char *command, const workload_options *opts, worklo
     return exit_status;
 }
 
+const workload_options workload_defaults = {
+    .model = "simplecnn", .input = "1x28x28", .device = "cpu", .mode = "train", .batch = 64,
+    .classes = 10, .seed = 1};
+
+void workload_option_table(workload_options *opts, cli_option *out)
+{
+    const cli_option shared[WORKLOAD_N_OPTIONS] = {
+        {"--model", "NAME|FILE", CLI_TEXT, &opts->model, 0, 0, NULL,
+         "the model (default simplecnn)"},
+        {"--batch", "B", CLI_INT, &opts->batch, 1, 65536, NULL, "batch size (default 64)"},
+        {"--input", "CxHxW", CLI_TEXT, &opts->input, 0, 0, NULL,
+         "image channels x height x width (default 1x28x28)"},
+        {"--classes", "K", CLI_INT, &opts->classes, 2, 100000, NULL,
+         "classes of the model's output (default 10)"},
+        {"--device", "DEV", CLI_TEXT, &opts->device, 0, 0, NULL,
+         "cpu, cpu:N (N threads) or cuda[:N] (default cpu)"},
+        {"--threads", "T", CLI_INT, &opts->threads, 0, 4096, NULL,
+         "CPU threads, 0 for all cores (default 0)"},
+        {"--mode", "MODE", CLI_TEXT, &opts->mode, 0, 0, workload_modes,
+         "train (forward, backward, SGD step) or infer (forward) (default train)"},
+        {"--seed", "S", CLI_INT, &opts->seed, 0, 2147483647, NULL,
+         "seed of the weights and the synthetic batch (default 1)"},
+    };
+    memcpy(out, shared, sizeof shared);
+}
+
 /* The model on x; in train mode also the loss, backward and optimizer. */
 static int build_graph(const char *command, const workload_options *opts, workload *w,
                        bool with_training)

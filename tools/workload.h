@@ -23,6 +23,15 @@ typedef struct workload_options {
     long batch, classes, threads, seed;
 } workload_options;
 
+/* simplecnn, 1x28x28, cpu, train, batch 64, 10 classes, seed 1. */
+extern const workload_options workload_defaults;
+
+/* The options bench and profile share (--model, --batch, --input,
+ * --classes, --device, --threads, --mode, --seed), bound to opts, written
+ * to out[0..WORKLOAD_N_OPTIONS). */
+#define WORKLOAD_N_OPTIONS 8
+void workload_option_table(workload_options *opts, cli_option *out);
+
 typedef struct workload {
     ct_graph *graph;
     ct_backend *backend;

@@ -455,47 +455,10 @@ static void cpu_begin_step(ct_backend *backend)
     (void)backend;
 }
 
-/* CT_CPU_PROFILE=1: time per op, summed over the backend's life and written
- * to stderr when it is freed.  A bench-time aid for kernel work (see
- * docs/perf.md); the real profiler with traces is src/prof. */
-typedef struct cpu_profile {
-    double seconds[CT_OP_COUNT];
-    int64_t calls[CT_OP_COUNT];
-} cpu_profile;
-
-static double cpu_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void cpu_profile_report(const cpu_profile *profile)
-{
-    double total = 0.0;
-    for (int op = 0; op < CT_OP_COUNT; op++)
-        total += profile->seconds[op];
-    fprintf(stderr, "CT_CPU_PROFILE: %.3f s in kernels\n", total);
-    for (int op = 0; op < CT_OP_COUNT; op++) {
-        if (profile->calls[op] == 0)
-            continue;
-        fprintf(stderr, "  %-20s %8lld calls %9.3f ms %5.1f%%  %8.1f us/call\n",
-                ct_op_info_of((ct_op)op)->name, (long long)profile->calls[op],
-                1e3 * profile->seconds[op], 100.0 * profile->seconds[op] / total,
-                1e6 * profile->seconds[op] / (double)profile->calls[op]);
-    }
-}
-
 static ct_status cpu_run_node(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
 {
-    cpu_profile *profile = backend->impl;
-    if (!profile)
-        return cpu_kernels[node->op](exec, node);
-    double start = cpu_seconds();
-    ct_status status = cpu_kernels[node->op](exec, node);
-    profile->seconds[node->op] += cpu_seconds() - start;
-    profile->calls[node->op]++;
-    return status;
+    (void)backend;
+    return cpu_kernels[node->op](exec, node);
 }
 
 static ct_status cpu_synchronize(ct_backend *backend)
@@ -506,9 +469,6 @@ static ct_status cpu_synchronize(ct_backend *backend)
 
 static void cpu_destroy(ct_backend *backend)
 {
-    if (backend->impl)
-        cpu_profile_report(backend->impl);
-    free(backend->impl);
     free(backend);
 }
 
@@ -534,9 +494,6 @@ ct_status ct_cpu_backend_new(int n_threads, ct_backend **out)
     if (!backend)
         return ct_set_error(CT_ERR_MEMORY, "ct_backend_new: out of host memory");
     backend->iface = &cpu_backend_i;
-    const char *profile = getenv("CT_CPU_PROFILE");
-    if (profile && *profile && strcmp(profile, "0") != 0)
-        backend->impl = calloc(1, sizeof(cpu_profile));
     backend->n_threads = n_threads > 0 ? n_threads : ct_cpu_n_procs();
 #ifndef _OPENMP
     backend->n_threads = 1; /* a build without OpenMP runs one thread, and says so */
