@@ -3,8 +3,8 @@
  *   conv_kernels [--batch N] [--in C] [--out O] [--size S] [--kernel K]
  *                [--pad P] [--stride T] [--reps R] [--threads T]
  * CT_CPU_SIMD=0 in the environment times the portable im2col + GEMM path
- * instead of the AVX2 direct kernels, so both stay comparable (docs/perf.md).
- * "path" says which one ran: "direct-avx2" or "im2col-gemm".
+ * instead of the AVX2 direct or Winograd kernels, so both stay comparable (docs/perf.md).
+ * "path" says which one ran: "direct-avx2", "winograd-avx2" or "im2col-gemm".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cpu/conv_direct.h"
+#include "cpu/conv_winograd.h"
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
 #include "cpu/threads.h"
@@ -74,9 +75,12 @@ int main(int argc, char **argv)
     void *workspace = malloc(ct_cpu_conv2d_workspace(&s, ct_cpu_max_threads()) + 64);
     double *times = malloc(sizeof(double) * (size_t)reps);
     double flop = 2.0 * ny * in_c * kernel * kernel;
-    bool direct = false;
+    const char *path = "im2col-gemm";
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
-    direct = ct_cpu_simd_avx2() && ct_cpu_conv2d_direct_fits(&s);
+    if (ct_cpu_simd_avx2() && ct_cpu_conv2d_direct_fits(&s))
+        path = "direct-avx2";
+    else if (ct_cpu_simd_avx2() && ct_cpu_conv2d_winograd_fits(&s))
+        path = "winograd-avx2";
 #endif
     const char *names[4] = {"forward", "backward_data", "backward_weight",
                             "forward_relu_maxpool"};
@@ -98,7 +102,7 @@ int main(int argc, char **argv)
         double median = times[reps / 2];
         printf("{\"kernel\": \"conv2d_%s\", \"path\": \"%s\", \"shape\": \"%dx%dx%dx%d -> %d k%d p%d "
                "s%d\", \"threads\": %d, \"median_us\": %.1f, \"gflops\": %.1f}\n",
-               names[k], direct ? "direct-avx2" : "im2col-gemm", batch, in_c, size, size,
+               names[k], path, batch, in_c, size, size,
                out_c, kernel, pad, stride, ct_cpu_max_threads(), 1e6 * median,
                flop / median * 1e-9);
     }

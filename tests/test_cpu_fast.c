@@ -16,6 +16,7 @@
 
 #include "cuttle.h"
 #include "cpu/conv_direct.h"
+#include "cpu/conv_winograd.h"
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
 #include "cpu/threads.h"
@@ -98,9 +99,9 @@ static void reference_conv(const ct_conv2d_shape *s, const float *x, const float
 }
 
 /* One case on the current path: errors of y, dx, dw against the reference. */
-static void check_fast_conv_case(int index, bool fast)
+static void check_conv_case(const fast_conv_case *c, int index, bool fast, double tolerance)
 {
-    ct_conv2d_shape s = fast_conv_shape(&FAST_CONV_CASES[index]);
+    ct_conv2d_shape s = fast_conv_shape(c);
     int64_t nx = (int64_t)s.n_batch * s.in_channels * s.in_h * s.in_w;
     int64_t ny = (int64_t)s.n_batch * s.out_channels * s.out_h * s.out_w;
     int64_t nw = (int64_t)s.out_channels * s.in_channels * s.kernel_h * s.kernel_w;
@@ -119,11 +120,17 @@ static void check_fast_conv_case(int index, bool fast)
     ct_cpu_simd_set(true);
     const char *path = fast ? "avx2" : "portable";
     double err = harness_rel_err_f64(y, ref_y, ny);
-    CHECK(err <= TOLERANCE, "case %d %s forward: rel err %g", index, path, err);
+    CHECK(err <= tolerance, "case %d %s forward: rel err %g", index, path, err);
+    if (getenv("CT_TEST_VERBOSE"))
+        fprintf(stderr, "  case %d %s: forward %.2g", index, path, err);
     err = harness_rel_err_f64(dx, ref_dx, nx);
-    CHECK(err <= TOLERANCE, "case %d %s backward data: rel err %g", index, path, err);
+    CHECK(err <= tolerance, "case %d %s backward data: rel err %g", index, path, err);
+    if (getenv("CT_TEST_VERBOSE"))
+        fprintf(stderr, ", data %.2g", err);
     err = harness_rel_err_f64(dw, ref_dw, nw);
-    CHECK(err <= TOLERANCE, "case %d %s backward weight: rel err %g", index, path, err);
+    CHECK(err <= tolerance, "case %d %s backward weight: rel err %g", index, path, err);
+    if (getenv("CT_TEST_VERBOSE"))
+        fprintf(stderr, ", weight %.2g\n", err);
     free(x); free(w); free(bias); free(dy); free(y); free(dx); free(dw);
     free(ref_y); free(ref_dx); free(ref_dw); free(workspace);
 }
@@ -146,16 +153,16 @@ static void direct_conv_takes_the_cases(void)
 static void direct_conv_matches_reference(void)
 {
     for (int i = 0; i < N_FAST_CONV_CASES; i++) {
-        check_fast_conv_case(i, true);
-        check_fast_conv_case(i, false);
+        check_conv_case(&FAST_CONV_CASES[i], i, true, TOLERANCE);
+        check_conv_case(&FAST_CONV_CASES[i], i, false, TOLERANCE);
     }
 }
 
-/* The direct kernels cut the batch into fixed chunks: 1, 2 and 3 threads
- * give the same bits. */
-static void direct_conv_same_bits_for_any_thread_count(void)
+/* 1, 2 and 3 threads give the same bits (the direct kernels cut the batch
+ * into fixed chunks; Winograd gives each GEMM and transform to one thread). */
+static void conv_same_bits_for_any_thread_count(const fast_conv_case *c)
 {
-    ct_conv2d_shape s = fast_conv_shape(&FAST_CONV_CASES[3]);
+    ct_conv2d_shape s = fast_conv_shape(c);
     int64_t nx = (int64_t)s.n_batch * s.in_channels * s.in_h * s.in_w;
     int64_t ny = (int64_t)s.n_batch * s.out_channels * s.out_h * s.out_w;
     int64_t nw = (int64_t)s.out_channels * s.in_channels * s.kernel_h * s.kernel_w;
@@ -183,6 +190,66 @@ static void direct_conv_same_bits_for_any_thread_count(void)
             free(out[run][k]);
     }
     free(x); free(w); free(dy);
+}
+
+static void direct_conv_same_bits_for_any_thread_count(void)
+{
+    conv_same_bits_for_any_thread_count(&FAST_CONV_CASES[3]);
+}
+
+/* ---- Winograd convolution ------------------------------------------------- */
+
+static const fast_conv_case WINOGRAD_CASES[] = {
+    /* n   c   h   w    o kh kw ph pw */
+    {4, 64, 8, 8, 64, 3, 3, 1, 1},     /* a ResNet layer: 2x2 tiles */
+    {3, 50, 7, 9, 37, 3, 3, 1, 1},     /* partial tiles; K*C = 1850, not a multiple of 8 */
+    {2, 64, 13, 10, 20, 3, 3, 0, 0},   /* no padding: 11x8 outputs */
+    {1, 48, 6, 6, 48, 3, 3, 2, 2},     /* pad 2 (backward data pads by 0) */
+    {5, 16, 12, 12, 130, 3, 3, 1, 2},  /* uneven pads, 16 input channels */
+    {2, 512, 4, 4, 64, 3, 3, 1, 1},    /* deep: 4608 products per output */
+    {12, 96, 20, 20, 96, 3, 3, 1, 1},  /* 300 tiles: two blocks, the last one partial */
+};
+enum { N_WINOGRAD_CASES = sizeof(WINOGRAD_CASES) / sizeof(WINOGRAD_CASES[0]) };
+
+/* F(4x4, 3x3) computes the same sums in a transformed basis whose
+ * coefficients (1/24, 8, ...) amplify rounding: measured errors are up to
+ * about 1e-5 of the largest output on these cases (docs/perf.md). */
+static const double WINOGRAD_TOLERANCE = 5e-5;
+
+static void winograd_takes_the_cases(void)
+{
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    for (int i = 0; i < N_WINOGRAD_CASES; i++) {
+        ct_conv2d_shape s = fast_conv_shape(&WINOGRAD_CASES[i]);
+        CHECK(ct_cpu_conv2d_winograd_fits(&s) && !ct_cpu_conv2d_direct_fits(&s),
+              "case %d should take the Winograd kernels", i);
+    }
+    ct_conv2d_shape s = fast_conv_shape(&WINOGRAD_CASES[0]);
+    ct_conv2d_shape strided = s, dilated = s, grouped = s, five = s, tiny = s, thin = s;
+    strided.stride_h = 2, strided.out_h = 4;
+    dilated.dilation_w = 2, dilated.out_w = 6;
+    grouped.groups = 2;
+    five.kernel_h = five.kernel_w = 5, five.out_h = five.out_w = 6;
+    tiny.in_h = tiny.in_w = tiny.out_h = tiny.out_w = 2; /* 2x2 planes: no gain */
+    thin.in_channels = 8;
+    const ct_conv2d_shape *refused[] = {&strided, &dilated, &grouped, &five, &tiny, &thin};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        CHECK(!ct_cpu_conv2d_winograd_fits(refused[i]), "shape %zu must not take Winograd", i);
+#endif
+}
+
+static void winograd_matches_reference(void)
+{
+    for (int i = 0; i < N_WINOGRAD_CASES; i++) {
+        check_conv_case(&WINOGRAD_CASES[i], i, true, WINOGRAD_TOLERANCE);
+        check_conv_case(&WINOGRAD_CASES[i], i, false, TOLERANCE);
+    }
+}
+
+static void winograd_same_bits_for_any_thread_count(void)
+{
+    conv_same_bits_for_any_thread_count(&WINOGRAD_CASES[1]);
+    conv_same_bits_for_any_thread_count(&WINOGRAD_CASES[6]);
 }
 
 /* ---- max pooling 2x2 backward --------------------------------------------- */
@@ -366,6 +433,9 @@ int main(void)
     RUN(direct_conv_takes_the_cases);
     RUN(direct_conv_matches_reference);
     RUN(direct_conv_same_bits_for_any_thread_count);
+    RUN(winograd_takes_the_cases);
+    RUN(winograd_matches_reference);
+    RUN(winograd_same_bits_for_any_thread_count);
     RUN(maxpool_2x2_backward_same_bits);
     RUN(fused_relu_kernels_same_bits);
     RUN(plan_fusion_trains_the_same);

@@ -37,6 +37,7 @@
 
 #include "core/error.h"
 #include "cpu/conv_direct.h"
+#include "cpu/conv_winograd.h"
 #include "cpu/kernels.h"
 
 /* Below this many elements, im2col/col2im/bias run on one thread. */
@@ -234,6 +235,19 @@ static bool conv_use_direct(const ct_conv2d_shape *s)
 #endif
 }
 
+/* True when the Winograd kernels (conv_winograd.c) run it: 3x3 layers with
+ * enough channels that the direct kernels do not take. */
+static bool conv_use_winograd(const ct_conv2d_shape *s)
+{
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    return ct_cpu_simd_avx2() && !ct_cpu_conv2d_direct_fits(s) &&
+           ct_cpu_conv2d_winograd_fits(s);
+#else
+    (void)s;
+    return false;
+#endif
+}
+
 size_t ct_cpu_conv2d_workspace(const ct_conv2d_shape *s, int n_threads)
 {
     /* im2col: one group's col matrix and [O, G*P] buffer, however many
@@ -251,6 +265,10 @@ size_t ct_cpu_conv2d_workspace(const ct_conv2d_shape *s, int n_threads)
         size_t direct = ct_cpu_conv2d_direct_workspace(s, n_threads);
         bytes = direct > bytes ? direct : bytes;
     }
+    if (ct_cpu_conv2d_winograd_fits(s)) {
+        size_t winograd = ct_cpu_conv2d_winograd_workspace(s);
+        bytes = winograd > bytes ? winograd : bytes;
+    }
 #else
     (void)n_threads;
 #endif
@@ -264,6 +282,10 @@ static void conv_forward(const ct_conv2d_shape *s, const float *x, const float *
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
     if (conv_use_direct(s)) {
         ct_cpu_conv2d_direct_forward(s, x, w, bias, relu, y, workspace);
+        return;
+    }
+    if (conv_use_winograd(s)) {
+        ct_cpu_conv2d_winograd_forward(s, x, w, bias, relu, y, workspace);
         return;
     }
 #endif
@@ -328,6 +350,10 @@ void ct_cpu_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy, cons
         ct_cpu_conv2d_direct_backward_data(s, dy, w, dx, workspace);
         return;
     }
+    if (conv_use_winograd(s)) {
+        ct_cpu_conv2d_winograd_backward_data(s, dy, w, dx, workspace);
+        return;
+    }
 #endif
     int og = s->out_channels / s->groups, depth = conv_group_depth(s), group = conv_image_group(s);
     size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
@@ -360,6 +386,10 @@ void ct_cpu_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x, con
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
     if (conv_use_direct(s)) {
         ct_cpu_conv2d_direct_backward_weight(s, x, dy, dw, workspace);
+        return;
+    }
+    if (conv_use_winograd(s)) {
+        ct_cpu_conv2d_winograd_backward_weight(s, x, dy, dw, workspace);
         return;
     }
 #endif
