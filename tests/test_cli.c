@@ -401,6 +401,23 @@ static void test_recipes(void)
     }
 }
 
+/* --recipe strong starts from other defaults; the options beside it win
+ * wherever they stand; a resumed run keeps its recipe. */
+static void test_strong_recipe(void)
+{
+    char args[768];
+    snprintf(args, sizeof args,
+             "train --data mnist --data-dir %s --epochs 1 --batch 32 --recipe strong --out %s/strong",
+             data_dir, tmp_dir);
+    CHECK(run_cuttle(args) == 0 && strstr(output, "train vgg8_bn on mnist (recipe strong)") &&
+              strstr(output, "lr 0.1 (onecycle)") &&
+              strstr(output, "augment crop:2,flip, batch 32, 1 epochs"),
+          "--recipe strong: %s", output);
+    snprintf(args, sizeof args, "train --resume %s/strong --recipe default --epochs 2", tmp_dir);
+    CHECK(run_cuttle(args) == 2 && strstr(output, "used --recipe strong"),
+          "resuming with another recipe must be refused: %s", output);
+}
+
 static void test_bad_weights(void)
 {
     char args[768], path[256];
@@ -453,6 +470,7 @@ int main(void)
     RUN(test_predict);
     RUN(test_resume_exact);
     RUN(test_recipes);
+    RUN(test_strong_recipe);
     RUN(test_bad_weights);
     char command[128];
     snprintf(command, sizeof command, getenv("KEEP") ? "true %s" : "rm -rf %s", tmp_dir);

@@ -438,6 +438,48 @@ static void allocator_stats_return(const void *arg)
     ct_graph_free(g);
 }
 
+/* The profiler on the GPU: every node has a device time from CUDA events,
+ * in order, inside the step, and they add up to something. */
+static void profile_has_device_times(const void *arg)
+{
+    (void)arg;
+    tracked t = {0};
+    ct_graph *g = ct_graph_new();
+    ct_plan *cpu = NULL, *gpu = NULL;
+    CHECK_OK(build_simplecnn(g, &t));
+    CHECK_OK(ct_plan_new(g, cpu_backend, 7, &cpu));
+    CHECK_OK(ct_plan_new(g, gpu_backend, 7, &gpu));
+    if (!cpu || !gpu)
+        goto done;
+    for (int i = 0; i < t.n_inputs; i++)
+        fill_random(cpu, gpu, t.inputs[i], t.n_classes, 100 + (uint64_t)i);
+    for (int i = 0; i < ct_graph_n_state(g); i++)
+        fill_random(cpu, gpu, ct_graph_state(g, i), 0, 200 + (uint64_t)i);
+    CHECK_OK(ct_plan_set_profiling(gpu, true));
+    CHECK_OK(ct_plan_run(gpu, CT_TRAIN));
+    CHECK_OK(ct_plan_run(gpu, CT_TRAIN));
+    ct_profile profile;
+    CHECK_OK(ct_plan_profile(gpu, &profile));
+    int64_t device_total = 0, previous_end = profile.start_ns;
+    const int64_t slack = 1000000; /* 1 ms between the two clocks */
+    for (int i = 0; i < profile.n_records; i++) {
+        const ct_prof_record *r = &profile.records[i];
+        CHECK(r->device_start_ns >= previous_end && r->device_end_ns >= r->device_start_ns &&
+                  r->device_end_ns <= profile.end_ns + slack,
+              "record %d (%s): device time [%lld, %lld] outside the step [%lld, %lld]", i, r->op,
+              (long long)r->device_start_ns, (long long)r->device_end_ns,
+              (long long)profile.start_ns, (long long)profile.end_ns);
+        device_total += r->device_end_ns - r->device_start_ns;
+        previous_end = r->device_end_ns;
+    }
+    CHECK(profile.n_records > 10 && device_total > 0, "%d records, %lld ns on the device",
+          profile.n_records, (long long)device_total);
+done:
+    ct_plan_free(cpu);
+    ct_plan_free(gpu);
+    ct_graph_free(g);
+}
+
 static void over_the_cap_is_memory_error(const void *arg)
 {
     (void)arg;
@@ -482,7 +524,7 @@ static void bad_label_is_arg_error(const void *arg)
 /* ---- main ---------------------------------------------------------------------------- */
 
 static const char *const kernel_modes[] = {"native", "vendor"};
-#define N_EXTRA_CASES 5 /* simplecnn native and vendor, allocator, cap, bad label */
+#define N_EXTRA_CASES 6 /* simplecnn native and vendor, allocator, profile, cap, bad label */
 
 static bool is_tf32_case(const gpu_case *c)
 {
@@ -540,6 +582,7 @@ int main(void)
     run_labelled("simplecnn_step/native", simplecnn_step, "native");
     run_labelled("simplecnn_step/vendor", simplecnn_step, "vendor");
     run_labelled("allocator_stats_back_after_plan_free", allocator_stats_return, NULL);
+    run_labelled("profile_has_device_times", profile_has_device_times, NULL);
     run_labelled("over_the_cap_is_memory_error", over_the_cap_is_memory_error, NULL);
     run_labelled("bad_label_is_arg_error", bad_label_is_arg_error, NULL);
     ct_backend_free(gpu_backend);

@@ -63,13 +63,13 @@ static ct_tensor *build(const char *text, int c, int h, int w, int classes, ct_g
 static void test_builtin_names(void)
 {
     const char *const *names = ct_model_builtin_names();
-    const char *expected[] = {"simplecnn", "lenet5",   "vgg11",    "vgg11_bn", "vgg16",
-                              "vgg16_bn",  "resnet18", "resnet34", "resnet50"};
+    const char *expected[] = {"simplecnn", "lenet5",   "vgg8_bn",  "vgg11",    "vgg11_bn",
+                              "vgg16",     "vgg16_bn", "resnet18", "resnet34", "resnet50"};
     int n = 0;
     while (names[n])
         n++;
-    CHECK(n == 9, "%d built-in models", n);
-    for (int i = 0; i < 9; i++) {
+    CHECK(n == 10, "%d built-in models", n);
+    for (int i = 0; i < 10; i++) {
         const char *text = ct_model_builtin(expected[i]);
         CHECK(text && strstr(text, "model "), "built-in %s missing", expected[i]);
     }
@@ -124,7 +124,7 @@ static void test_builtins_match_torch_names(void)
     ct_json_error error;
     CHECK_OK(ct_json_parse(text, len, 8, &doc, &error));
     const ct_json_value *models = doc.values ? ct_json_get(ct_json_root(&doc), "models") : NULL;
-    CHECK(models && models->count == 21, "%s: expected 21 cases", FIXTURE);
+    CHECK(models && models->count == 23, "%s: expected 23 cases", FIXTURE);
     for (const ct_json_value *key = models ? ct_json_first(models) : NULL;
          key && key < doc.values + doc.n_values; key = ct_json_next_member(key))
         check_case(key->string, ct_json_member_value(key));

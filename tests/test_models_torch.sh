@@ -16,7 +16,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 status=0
 for case in "simplecnn 3 32 32" "lenet5 3 32 32" "vgg11_bn 3 32 32" "resnet18 3 32 32" \
-            "simplecnn 1 28 28" "resnet18 1 28 28"; do
+            "simplecnn 1 28 28" "resnet18 1 28 28" "vgg8_bn 1 28 28"; do
     set -- $case
     file="$dir/$1_$2x$3x$4.safetensors"
     if ! "$python" tests/torch_model_check.py "$1" "$2" "$3" "$4" "$file" >&2; then

@@ -62,11 +62,15 @@ static int add_step(profile_totals *totals, const ct_profile *profile)
                             "report it)\n");
             return CLI_EXIT_FAILED;
         }
+        /* On a GPU the host times are when a node was queued: the device
+         * clock (CUDA events) says how long it ran. */
+        int64_t ns = r->device_start_ns >= 0 ? r->device_end_ns - r->device_start_ns
+                                             : r->end_ns - r->start_ns;
         row->calls++;
-        row->total_ns += r->end_ns - r->start_ns;
+        row->total_ns += ns;
         row->flops += r->flops;
         row->bytes += r->bytes;
-        totals->nodes_ns += r->end_ns - r->start_ns;
+        totals->nodes_ns += ns;
     }
     return CLI_EXIT_OK;
 }

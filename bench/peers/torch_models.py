@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-NAMES = ["simplecnn", "lenet5", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn",
+NAMES = ["simplecnn", "lenet5", "vgg8_bn", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn",
          "resnet18", "resnet34", "resnet50"]
 SMALL_INPUT = 64  # under this (height and width): the small-input variants
 
@@ -65,6 +65,30 @@ class LeNet5(nn.Module):
         x = torch.tanh(self.fc1(x))
         x = torch.tanh(self.fc2(x))
         return self.fc3(x)
+
+
+class VGG8BN(nn.Module):
+    """models/vgg8_bn.model: three stages of two 3x3 conv+BN+ReLU (32, 64,
+    128 channels) and a 2x2 max pool, then Dropout(0.3) Linear(256) ReLU
+    Dropout(0.3) Linear(classes)."""
+
+    def __init__(self, channels, height, width, classes):
+        super().__init__()
+        layers, inputs = [], channels
+        for width_out in (32, 64, 128):
+            for _ in range(2):
+                layers += [nn.Conv2d(inputs, width_out, 3, padding=1, bias=False),
+                           nn.BatchNorm2d(width_out), nn.ReLU(inplace=True)]
+                inputs = width_out
+            layers.append(nn.MaxPool2d(2))
+        self.features = nn.Sequential(*layers)
+        features = 128 * (height // 8) * (width // 8)
+        self.classifier = nn.Sequential(
+            nn.Dropout(0.3), nn.Linear(features, 256), nn.ReLU(inplace=True),
+            nn.Dropout(0.3), nn.Linear(256, classes))
+
+    def forward(self, x):
+        return self.classifier(self.features(x).flatten(1))
 
 
 def small(height, width):
@@ -114,6 +138,8 @@ def build(name, channels, height, width, classes):
         return SimpleCNN(channels, height, width, classes)
     if name == "lenet5":
         return LeNet5(channels, height, width, classes)
+    if name == "vgg8_bn":
+        return VGG8BN(channels, height, width, classes)
     if name.startswith("vgg"):
         return vgg(name, channels, height, width, classes)
     if name.startswith("resnet"):

@@ -2,8 +2,9 @@
  * Batch normalization over x: [n, c, inner] (inner = H*W for BatchNorm2d).
  * stats: [2, c] = (mean, invstd);  dparams: [2, c] = (dgamma, dbeta).
  *
- * Reductions run one channel per OpenMP iteration, each summed in double in
- * a fixed (n, i) order, so results do not depend on the thread count.
+ * Reductions run one channel per OpenMP iteration: each plane summed in
+ * float lanes (cpu/lanes.h), the planes in double in image order, so
+ * results do not depend on the thread count.
  * Elementwise passes run one (n, c) plane per iteration with a per-channel
  * scale and shift, the form PyTorch's CPU kernel uses.  Outputs are written
  * with =.
@@ -11,6 +12,7 @@
 #include <math.h>
 
 #include "cpu/kernels.h"
+#include "cpu/lanes.h"
 
 /* Below this many elements of x a parallel region costs more than it saves. */
 #define PARALLEL_MIN_ELEMENTS 32768
@@ -19,26 +21,18 @@
 static double channel_sum(int n, int c, int inner, const float *x, int ch)
 {
     double sum = 0;
-    for (int b = 0; b < n; b++) {
-        const float *xp = x + ((int64_t)b * c + ch) * inner;
-        for (int i = 0; i < inner; i++)
-            sum += xp[i];
-    }
+    for (int b = 0; b < n; b++)
+        sum += ct_lanes_sum(x + ((int64_t)b * c + ch) * inner, inner);
     return sum;
 }
 
 /* sum_{n,i} (x[n,ch,i] - mean)^2: the second pass of a two-pass variance,
  * which keeps its accuracy when |mean| >> std. */
-static double channel_sq_dev(int n, int c, int inner, const float *x, int ch, double mean)
+static double channel_sq_dev(int n, int c, int inner, const float *x, int ch, float mean)
 {
     double sum = 0;
-    for (int b = 0; b < n; b++) {
-        const float *xp = x + ((int64_t)b * c + ch) * inner;
-        for (int i = 0; i < inner; i++) {
-            double d = xp[i] - mean;
-            sum += d * d;
-        }
-    }
+    for (int b = 0; b < n; b++)
+        sum += ct_lanes_sq_dev(x + ((int64_t)b * c + ch) * inner, inner, mean);
     return sum;
 }
 
@@ -57,7 +51,7 @@ void ct_cpu_batchnorm_stats(int n, int c, int inner, const float *x, bool traini
             continue;
         }
         double mean = channel_sum(n, c, inner, x, ch) / (double)m;
-        double sq_dev = channel_sq_dev(n, c, inner, x, ch, mean);
+        double sq_dev = channel_sq_dev(n, c, inner, x, ch, (float)mean);
         double var_unbiased = m > 1 ? sq_dev / (double)(m - 1) : sq_dev;
         stats[ch] = (float)mean;
         stats[c + ch] = (float)(1.0 / sqrt(sq_dev / (double)m + eps));
@@ -90,13 +84,10 @@ void ct_cpu_batchnorm_backward_params(int n, int c, int inner, const float *x,
 {
 #pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int ch = 0; ch < c; ch++) {
-        double mean = stats[ch], dot = 0, sum = 0;
+        double dot = 0, sum = 0;
         for (int b = 0; b < n; b++) {
             int64_t offset = ((int64_t)b * c + ch) * inner;
-            for (int i = 0; i < inner; i++) {
-                dot += dy[offset + i] * (x[offset + i] - mean);
-                sum += dy[offset + i];
-            }
+            ct_lanes_dot_sum(dy + offset, x + offset, inner, stats[ch], &dot, &sum);
         }
         dparams[ch] = (float)(dot * stats[c + ch]);
         dparams[c + ch] = (float)sum;

@@ -39,6 +39,7 @@
 #include "cpu/conv_direct.h"
 #include "cpu/conv_winograd.h"
 #include "cpu/kernels.h"
+#include "cpu/lanes.h"
 
 /* Below this many elements, im2col/col2im/bias run on one thread. */
 enum { CONV_PARALLEL_MIN_ELEMENTS = 1 << 15 };
@@ -420,25 +421,6 @@ void ct_cpu_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x, con
     }
 }
 
-/* Sum of a row in SUM_LANES interleaved float partial sums (a loop that
- * vectorizes without reassociation), then the lanes in double. */
-enum { SUM_LANES = 8 };
-
-static double conv_row_sum(const float *v, int count)
-{
-    float lanes[SUM_LANES] = {0};
-    int i = 0;
-    for (; i + SUM_LANES <= count; i += SUM_LANES)
-        for (int lane = 0; lane < SUM_LANES; lane++)
-            lanes[lane] += v[i + lane];
-    double total = 0.0;
-    for (int lane = 0; lane < SUM_LANES; lane++)
-        total += lanes[lane];
-    for (; i < count; i++)
-        total += v[i];
-    return total;
-}
-
 void ct_cpu_channel_sum(int n, int c, int inner, const float *dy, float *db)
 {
     bool parallel = (double)n * c * inner >= CONV_PARALLEL_MIN_ELEMENTS;
@@ -446,7 +428,7 @@ void ct_cpu_channel_sum(int n, int c, int inner, const float *dy, float *db)
     for (int channel = 0; channel < c; channel++) {
         double total = 0.0;
         for (int image = 0; image < n; image++)
-            total += conv_row_sum(dy + ((size_t)image * c + channel) * inner, inner);
+            total += ct_lanes_sum(dy + ((size_t)image * c + channel) * inner, inner);
         db[channel] = (float)total;
     }
 }

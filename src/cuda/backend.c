@@ -29,6 +29,13 @@
 #include "cuda/check.h"
 #include "cuda/cuda.h"
 #include "cuda/kernels.h"
+#include "ops/ops.h"
+
+/* NVTX v3 is header-only (it finds a profiler's injection library with
+ * dlopen at the first call): Nsight Systems and Nsight Compute show each
+ * node's kernels under its op name; without a tool attached a range costs
+ * a few nanoseconds. */
+#include <nvtx3/nvToolsExt.h>
 
 enum { TUNE_REPS = 3, KEY_DIMS = 3 * CT_MAX_DIMS + 2 };
 
@@ -214,7 +221,66 @@ static ct_status cuda_run_node(ct_backend *backend, const ct_exec *exec, const c
         else
             CT_TRY(choose_auto(b, exec, node, &vendor));
     }
-    return run_variant(b, exec, node, vendor);
+    nvtxRangePushA(ct_op_info_of(node->op)->name);
+    ct_status status = run_variant(b, exec, node, vendor);
+    nvtxRangePop();
+    return status;
+}
+
+/* ---- the profiler's device clock (graph/backend.h): a CUDA event per mark */
+
+typedef struct cuda_timer {
+    int n_marks;
+    cudaEvent_t events[];
+} cuda_timer;
+
+static void cuda_timer_free(ct_backend *backend, void *timer)
+{
+    cuda_timer *t = timer;
+    if (!t)
+        return;
+    if (cuda_set_device(impl_of(backend)) == CT_OK)
+        for (int i = 0; i < t->n_marks; i++)
+            cudaEventDestroy(t->events[i]);
+    free(t);
+}
+
+static ct_status cuda_timer_new(ct_backend *backend, int n_marks, void **timer)
+{
+    CT_TRY(cuda_set_device(impl_of(backend)));
+    cuda_timer *t = calloc(1, sizeof *t + sizeof(cudaEvent_t) * (size_t)n_marks);
+    if (!t)
+        return ct_set_error(CT_ERR_MEMORY, "profiler: out of host memory for %d CUDA events",
+                            n_marks);
+    for (; t->n_marks < n_marks; t->n_marks++) {
+        cudaError_t error = cudaEventCreate(&t->events[t->n_marks]);
+        if (error != cudaSuccess) {
+            cuda_timer_free(backend, t);
+            return ct_cuda_fail(error, __FILE__, __LINE__, "cudaEventCreate (profiler)");
+        }
+    }
+    *timer = t;
+    return CT_OK;
+}
+
+/* Recorded on the stream after the work queued so far; an error here shows
+ * again at the step's synchronize or in timer_elapsed_ns. */
+static void cuda_timer_mark(ct_backend *backend, void *timer, int mark)
+{
+    cuda_timer *t = timer;
+    if (mark >= 0 && mark < t->n_marks)
+        cudaEventRecord(t->events[mark], impl_of(backend)->stream);
+}
+
+static ct_status cuda_timer_elapsed_ns(ct_backend *backend, void *timer, int mark, int64_t *ns)
+{
+    (void)backend;
+    cuda_timer *t = timer;
+    CT_ASSERT(mark >= 0 && mark < t->n_marks);
+    float ms = 0.0f;
+    CT_CUDA_CALL(cudaEventElapsedTime(&ms, t->events[0], t->events[mark]));
+    *ns = (int64_t)((double)ms * 1e6);
+    return CT_OK;
 }
 
 /* After the stream is idle: the first bad label cross-entropy met, if any. */
@@ -338,6 +404,10 @@ static const ct_backend_i cuda_backend_i = {
     .run_node = cuda_run_node,
     .synchronize = cuda_synchronize,
     .destroy = cuda_destroy,
+    .timer_new = cuda_timer_new,
+    .timer_mark = cuda_timer_mark,
+    .timer_elapsed_ns = cuda_timer_elapsed_ns,
+    .timer_free = cuda_timer_free,
     .memory_stats = cuda_memory_stats,
     .release_cache = cuda_release_cache,
     .set_memory_limit = cuda_set_memory_limit,
