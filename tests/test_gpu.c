@@ -338,23 +338,32 @@ static void compare_tensor(ct_plan *cpu, ct_plan *gpu, const ct_tensor *t, const
     free(got);
 }
 
+/* Build into g, plan on both backends and write the same data to both;
+ * false (the failure checked) when something did not work. */
+static bool plan_both(build_fn build, ct_graph *g, tracked *t, ct_plan **cpu, ct_plan **gpu)
+{
+    CHECK_OK(build(g, t));
+    if (ct_graph_status(g) != CT_OK)
+        return false;
+    CHECK_OK(ct_plan_new(g, cpu_backend, 7, cpu));
+    CHECK_OK(ct_plan_new(g, gpu_backend, 7, gpu));
+    if (!*cpu || !*gpu)
+        return false;
+    for (int i = 0; i < t->n_inputs; i++)
+        fill_random(*cpu, *gpu, t->inputs[i], t->n_classes, 100 + (uint64_t)i);
+    for (int i = 0; i < ct_graph_n_state(g); i++)
+        fill_random(*cpu, *gpu, ct_graph_state(g, i), 0, 200 + (uint64_t)i);
+    return true;
+}
+
 /* Build, plan on both, same data, `steps` training steps, compare everything. */
 static void compare_on_backends(build_fn build, int steps, double tol)
 {
     tracked t = {0};
     ct_graph *g = ct_graph_new();
     ct_plan *cpu = NULL, *gpu = NULL;
-    CHECK_OK(build(g, &t));
-    if (ct_graph_status(g) != CT_OK)
+    if (!plan_both(build, g, &t, &cpu, &gpu))
         goto done;
-    CHECK_OK(ct_plan_new(g, cpu_backend, 7, &cpu));
-    CHECK_OK(ct_plan_new(g, gpu_backend, 7, &gpu));
-    if (!cpu || !gpu)
-        goto done;
-    for (int i = 0; i < t.n_inputs; i++)
-        fill_random(cpu, gpu, t.inputs[i], t.n_classes, 100 + (uint64_t)i);
-    for (int i = 0; i < ct_graph_n_state(g); i++)
-        fill_random(cpu, gpu, ct_graph_state(g, i), 0, 200 + (uint64_t)i);
     for (int step = 0; step < steps; step++) {
         CHECK_OK(ct_plan_run(cpu, CT_TRAIN));
         CHECK_OK(ct_plan_run(gpu, CT_TRAIN));
@@ -446,15 +455,8 @@ static void profile_has_device_times(const void *arg)
     tracked t = {0};
     ct_graph *g = ct_graph_new();
     ct_plan *cpu = NULL, *gpu = NULL;
-    CHECK_OK(build_simplecnn(g, &t));
-    CHECK_OK(ct_plan_new(g, cpu_backend, 7, &cpu));
-    CHECK_OK(ct_plan_new(g, gpu_backend, 7, &gpu));
-    if (!cpu || !gpu)
+    if (!plan_both(build_simplecnn, g, &t, &cpu, &gpu))
         goto done;
-    for (int i = 0; i < t.n_inputs; i++)
-        fill_random(cpu, gpu, t.inputs[i], t.n_classes, 100 + (uint64_t)i);
-    for (int i = 0; i < ct_graph_n_state(g); i++)
-        fill_random(cpu, gpu, ct_graph_state(g, i), 0, 200 + (uint64_t)i);
     CHECK_OK(ct_plan_set_profiling(gpu, true));
     CHECK_OK(ct_plan_run(gpu, CT_TRAIN));
     CHECK_OK(ct_plan_run(gpu, CT_TRAIN));

@@ -330,17 +330,6 @@ AVX2_INLINE void input_tiles(const wino_pass *p, const float *x, int c, const ti
         _mm256_storeu_ps(v + ((size_t)xi * p->in_c + c) * ld + col0, o[xi / ALPHA][xi % ALPHA]);
 }
 
-AVX2 static void input_transform(const wino_pass *p, const float *x, const tile_at *at,
-                                 int count, int width, float *v)
-{
-    int groups = width / LANES, items = p->in_c * groups;
-#pragma omp parallel for schedule(static)
-    for (int item = 0; item < items; item++) {
-        int c = item / groups, g = item % groups, first = g * LANES;
-        int lanes = count - first < LANES ? count - first : LANES;
-        input_tiles(p, x, c, at + first, lanes, v, (size_t)width, first);
-    }
-}
 
 /* dM[xi, k, col0 + l] = (A dy_tile A^T)[xi] for the `lanes` tiles at[l] of
  * dy's channel k (p: the forward pass, whose outputs dy matches). */
@@ -372,17 +361,6 @@ AVX2_INLINE void grad_tiles(const wino_pass *p, const float *dy, int k, const ti
         _mm256_storeu_ps(dm + ((size_t)xi * p->out_c + k) * ld + col0, o[xi / ALPHA][xi % ALPHA]);
 }
 
-AVX2 static void grad_transform(const wino_pass *p, const float *dy, const tile_at *at,
-                                int count, int width, float *dm)
-{
-    int groups = width / LANES, items = p->out_c * groups;
-#pragma omp parallel for schedule(static)
-    for (int item = 0; item < items; item++) {
-        int k = item / groups, g = item % groups, first = g * LANES;
-        int lanes = count - first < LANES ? count - first : LANES;
-        grad_tiles(p, dy, k, at + first, lanes, dm, (size_t)width, first);
-    }
-}
 
 /* The `lanes` tiles at[l] of output channel k from M[., k, col0 + l]:
  * A^T M A, + bias, relu. */
@@ -421,16 +399,32 @@ AVX2_INLINE void output_tiles(const wino_pass *p, const float *m, int k, const t
     }
 }
 
-AVX2 static void output_transform(const wino_pass *p, const float *m, const tile_at *at,
-                                  int count, int width, const float *bias, bool relu, float *y)
+
+/* One transform over a block: channel by channel, 8 tiles at a time, in
+ * parallel over (channel, 8 tiles). */
+typedef enum transform_kind {
+    INPUT_TILES,  /* src x or dy (the pass's input) -> dst V */
+    GRAD_TILES,   /* src dy (the forward pass's output) -> dst dM */
+    OUTPUT_TILES, /* src M -> dst y or dx, + bias, relu */
+} transform_kind;
+
+AVX2 static void transform_block(transform_kind kind, const wino_pass *p, const float *src,
+                                 const tile_at *at, int count, int width, const float *bias,
+                                 bool relu, float *dst)
 {
-    int groups = width / LANES, items = p->out_c * groups;
+    int channels = kind == INPUT_TILES ? p->in_c : p->out_c;
+    int groups = width / LANES, items = channels * groups;
 #pragma omp parallel for schedule(static)
     for (int item = 0; item < items; item++) {
-        int k = item / groups, g = item % groups, first = g * LANES;
+        int ch = item / groups, first = item % groups * LANES;
         int lanes = count - first < LANES ? count - first : LANES;
-        output_tiles(p, m, k, at + first, lanes, (size_t)width, first, bias ? bias[k] : 0.0f,
-                     relu, y);
+        if (kind == INPUT_TILES)
+            input_tiles(p, src, ch, at + first, lanes, dst, (size_t)width, first);
+        else if (kind == GRAD_TILES)
+            grad_tiles(p, src, ch, at + first, lanes, dst, (size_t)width, first);
+        else
+            output_tiles(p, src, ch, at + first, lanes, (size_t)width, first,
+                         bias ? bias[ch] : 0.0f, relu, dst);
     }
 }
 
@@ -531,14 +525,14 @@ static void run_pass(const wino_pass *p, const float *in, const float *u, const 
     for (int64_t t0 = 0; t0 < p->tiles; t0 += p->block) {
         int count = block_count(p, t0), width = block_width(count);
         locate_block(p, t0, count, ws.at);
-        input_transform(p, in, ws.at, count, width, ws.v);
+        transform_block(INPUT_TILES, p, in, ws.at, count, width, NULL, false, ws.v);
 #pragma omp parallel for schedule(static)
         for (int xi = 0; xi < POINTS; xi++)
             ct_cpu_gemm(false, false, p->out_c, width, p->in_c, 1.0f,
                         u + (size_t)xi * p->out_c * p->in_c, p->in_c,
                         ws.v + (size_t)xi * p->in_c * width, width, 0.0f,
                         ws.m + (size_t)xi * p->out_c * width, width);
-        output_transform(p, ws.m, ws.at, count, width, bias, relu, out);
+        transform_block(OUTPUT_TILES, p, ws.m, ws.at, count, width, bias, relu, out);
     }
 }
 
@@ -583,8 +577,8 @@ void ct_cpu_conv2d_winograd_backward_weight(const ct_conv2d_shape *s, const floa
     for (int64_t t0 = 0; t0 < p.tiles; t0 += p.block) {
         int count = block_count(&p, t0), width = block_width(count);
         locate_block(&p, t0, count, ws.at);
-        input_transform(&p, x, ws.at, count, width, ws.v);
-        grad_transform(&p, dy, ws.at, count, width, ws.m);
+        transform_block(INPUT_TILES, &p, x, ws.at, count, width, NULL, false, ws.v);
+        transform_block(GRAD_TILES, &p, dy, ws.at, count, width, NULL, false, ws.m);
 #pragma omp parallel for schedule(static)
         for (int xi = 0; xi < POINTS; xi++)
             ct_cpu_gemm(false, true, k, c, width, 1.0f, ws.m + (size_t)xi * k * width, width,
