@@ -20,6 +20,7 @@
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
 #include "cpu/threads.h"
+#include "graph/backend.h"
 #include "harness.h"
 
 static const double TOLERANCE = 1e-5;
@@ -428,6 +429,65 @@ static void plan_eval_pool_fusion_same_logits(void)
     ct_cpu_simd_set(true);
 }
 
+/* The memory plan with the eval pool fusion: a conv that also writes its
+ * max pool's output writes it while still reading its input, so the pool's
+ * bytes must not overlap the conv's input (which the plan would otherwise
+ * free at the conv) nor its own output.  A spy wraps the CPU backend's
+ * run_node and checks the addresses of the fused conv.  The shapes make the
+ * planner (largest first, lowest offset) put conv1's output y1 at 0 and its
+ * input h0 right after it, where the pool would land if its lifetime began
+ * at the pool's own position: y1 = 16 planes > h0 = 8 > pool = 4. */
+static const ct_backend_i *spied_iface;
+static int spy_fused, spy_overlaps;
+
+static bool bytes_overlap(const ct_exec *exec, const ct_tensor *a, const ct_tensor *b)
+{
+    const uint8_t *pa = ct_exec_data(exec, a), *pb = ct_exec_data(exec, b);
+    return pa < pb + ct_tensor_bytes((ct_tensor *)b) && pb < pa + ct_tensor_bytes((ct_tensor *)a);
+}
+
+static ct_status spy_run_node(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
+{
+    const ct_tensor *pool = exec->pool_into ? exec->pool_into[node->id] : NULL;
+    if (pool) {
+        spy_fused++;
+        spy_overlaps += bytes_overlap(exec, node->src[0], pool) + bytes_overlap(exec, node, pool);
+    }
+    return spied_iface->run_node(backend, exec, node);
+}
+
+static void plan_eval_pool_fusion_keeps_input_apart(void)
+{
+    ct_graph *graph = ct_graph_new();
+    ct_tensor *x = ct_input(graph, "x", CT_F32, 4, (int64_t[]){4, 3, 32, 32});
+    ct_conv_args same = {.pad = {1, 1}};
+    ct_tensor *h = ct_relu(graph, ct_layer_conv2d(graph, "conv0", x, 8, 3, 3, same, true));
+    h = ct_relu(graph, ct_layer_conv2d(graph, "conv1", h, 16, 3, 3, same, true));
+    h = ct_maxpool2d(graph, h, (ct_pool_args){.kernel = {2, 2}});
+    ct_tensor *out = ct_layer_linear(graph, "fc", ct_flatten(graph, h), 5, true);
+    ct_tensor_keep(out);
+    CHECK_OK(ct_graph_status(graph));
+    ct_backend *backend = NULL;
+    ct_plan *plan = NULL;
+    CHECK_OK(ct_backend_new("cpu:2", &backend));
+    static ct_backend_i spy;
+    spied_iface = backend->iface;
+    spy = *backend->iface;
+    spy.run_node = spy_run_node;
+    backend->iface = &spy;
+    spy_fused = spy_overlaps = 0;
+    CHECK_OK(ct_plan_new(graph, backend, 5, &plan));
+    if (plan)
+        CHECK_OK(ct_plan_run(plan, CT_EVAL));
+    CHECK(spy_fused == 1, "%d convs computed their pool, not 1", spy_fused);
+    CHECK(spy_overlaps == 0, "%d fused convs write their pool over memory they read",
+          spy_overlaps);
+    ct_plan_free(plan);
+    backend->iface = spied_iface;
+    ct_backend_free(backend);
+    ct_graph_free(graph);
+}
+
 int main(void)
 {
     RUN(direct_conv_takes_the_cases);
@@ -440,5 +500,6 @@ int main(void)
     RUN(fused_relu_kernels_same_bits);
     RUN(plan_fusion_trains_the_same);
     RUN(plan_eval_pool_fusion_same_logits);
+    RUN(plan_eval_pool_fusion_keeps_input_apart);
     return harness_finish();
 }
