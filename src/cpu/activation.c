@@ -7,6 +7,7 @@
  */
 #include <math.h>
 
+#include "cpu/activation_avx2.h"
 #include "cpu/kernels.h"
 
 /* Below this many elements a parallel region costs more than it saves. */
@@ -54,9 +55,27 @@ void ct_cpu_sigmoid_backward(int64_t count, const float *restrict y, const float
         dx[i] = dy[i] * y[i] * (1.0f - y[i]);
 }
 
-/* y = tanh(x) */
+/* y = tanh(x): libm's tanhf, or 8 at a time with AVX2 (activation_avx2.c,
+ * within 2 ulp of it) in blocks of TANH_BLOCK over the threads. */
+enum { TANH_BLOCK = 4096 };
+
 void ct_cpu_tanh_forward(int64_t count, const float *restrict x, float *restrict y)
 {
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (ct_cpu_simd_avx2()) {
+        int64_t blocks = (count + TANH_BLOCK - 1) / TANH_BLOCK;
+#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
+        for (int64_t b = 0; b < blocks; b++) {
+            int64_t begin = b * TANH_BLOCK;
+            int64_t n = count - begin < TANH_BLOCK ? count - begin : TANH_BLOCK;
+            int64_t vectors = n / 8 * 8;
+            ct_cpu_tanh_avx2(vectors, x + begin, y + begin);
+            for (int64_t i = begin + vectors; i < begin + n; i++)
+                y[i] = tanhf(x[i]);
+        }
+        return;
+    }
+#endif
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
         y[i] = tanhf(x[i]);
