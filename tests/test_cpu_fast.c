@@ -253,6 +253,45 @@ static void winograd_same_bits_for_any_thread_count(void)
     conv_same_bits_for_any_thread_count(&WINOGRAD_CASES[6]);
 }
 
+/* ---- average pooling 2x2 ------------------------------------------------------ */
+
+/* The 2x2/2 path of avgpool equals the general rule, bit for bit: the
+ * window's sum in double over the rows then columns, divided by 4; each
+ * covered input gets dy/4, an uncovered last row or column 0. */
+static void avgpool_2x2_same_bits(void)
+{
+    static const int sizes[][3] = {{3, 28, 28}, {2, 9, 13}, {4, 10, 7}, {1, 2, 2}};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        int planes = sizes[si][0], h = sizes[si][1], w = sizes[si][2], oh = h / 2, ow = w / 2;
+        ct_pool2d_shape s = {1, planes, h, w, oh, ow, 2, 2, 2, 2, 0, 0, false};
+        int64_t nx = (int64_t)planes * h * w, ny = (int64_t)planes * oh * ow;
+        float *x = random_floats(nx, 80 + si), *dy = random_floats(ny, 90 + si);
+        float *y = nan_floats(ny), *dx = nan_floats(nx);
+        float *want_y = malloc(sizeof(float) * (size_t)ny), *want_dx = calloc((size_t)nx, sizeof(float));
+        for (int p = 0; p < planes; p++)
+            for (int i = 0; i < oh; i++)
+                for (int j = 0; j < ow; j++) {
+                    const float *xp = x + (int64_t)p * h * w;
+                    double sum = 0;
+                    for (int a = 0; a < 2; a++)
+                        for (int b = 0; b < 2; b++)
+                            sum += xp[(2 * i + a) * w + 2 * j + b];
+                    want_y[((int64_t)p * oh + i) * ow + j] = (float)(sum / 4);
+                    float share = dy[((int64_t)p * oh + i) * ow + j] / 4.0f;
+                    for (int a = 0; a < 2; a++)
+                        for (int b = 0; b < 2; b++)
+                            want_dx[(int64_t)p * h * w + (2 * i + a) * w + 2 * j + b] = share;
+                }
+        ct_cpu_avgpool2d_forward(&s, x, y);
+        ct_cpu_avgpool2d_backward(&s, dy, dx);
+        CHECK(memcmp(y, want_y, sizeof(float) * (size_t)ny) == 0,
+              "avgpool 2x2 forward %dx%dx%d differs", planes, h, w);
+        CHECK(memcmp(dx, want_dx, sizeof(float) * (size_t)nx) == 0,
+              "avgpool 2x2 backward %dx%dx%d differs", planes, h, w);
+        free(x); free(dy); free(y); free(dx); free(want_y); free(want_dx);
+    }
+}
+
 /* ---- tanh ------------------------------------------------------------------- */
 
 /* The vector tanh against libm's tanhf: within 2 ulp (3e-7 relative) on a
@@ -538,6 +577,7 @@ int main(void)
     RUN(winograd_takes_the_cases);
     RUN(winograd_matches_reference);
     RUN(winograd_same_bits_for_any_thread_count);
+    RUN(avgpool_2x2_same_bits);
     RUN(tanh_vector_matches_libm);
     RUN(maxpool_2x2_backward_same_bits);
     RUN(fused_relu_kernels_same_bits);

@@ -209,15 +209,51 @@ static int avg_divisor(const ct_pool2d_shape *s, int oh, int ow, window win)
     return (h1 - h0) * (w1 - w0);
 }
 
+/* The unpadded 2x2/2 average (LeNet-5's): the general loop's sums in the
+ * same order, so the same bits, without its window bookkeeping. */
+static void avgpool_2x2_forward_plane(int in_w, int out_h, int out_w, const float *x, float *y)
+{
+    for (int oh = 0; oh < out_h; oh++) {
+        const float *row0 = x + (int64_t)2 * oh * in_w, *row1 = row0 + in_w;
+        float *out = y + (int64_t)oh * out_w;
+        for (int ow = 0; ow < out_w; ow++) {
+            double sum = (double)row0[2 * ow] + row0[2 * ow + 1] + row1[2 * ow] + row1[2 * ow + 1];
+            out[ow] = (float)(sum / 4);
+        }
+    }
+}
+
+/* Every input of a window gets dy/4; rows and columns no window covers, 0. */
+static void avgpool_2x2_backward_plane(int in_h, int in_w, int out_h, int out_w,
+                                       const float *dy, float *dx)
+{
+    for (int oh = 0; oh < out_h; oh++) {
+        float *dx0 = dx + (int64_t)2 * oh * in_w, *dx1 = dx0 + in_w;
+        const float *grad = dy + (int64_t)oh * out_w;
+        for (int ow = 0; ow < out_w; ow++) {
+            float share = grad[ow] / 4.0f;
+            dx0[2 * ow] = dx0[2 * ow + 1] = dx1[2 * ow] = dx1[2 * ow + 1] = share;
+        }
+        for (int w = 2 * out_w; w < in_w; w++)
+            dx0[w] = dx1[w] = 0.0f;
+    }
+    memset(dx + (int64_t)2 * out_h * in_w, 0, sizeof(float) * (size_t)(in_h - 2 * out_h) * in_w);
+}
+
 /* y[n,c,oh,ow] = sum_{window} x[n,c,h,w] / divisor(oh,ow);  an empty window gives 0 */
 void ct_cpu_avgpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y)
 {
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
+    bool plain_2x2 = is_plain_2x2(s);
 #pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * in_plane;
         float *yp = y + p * out_plane;
+        if (plain_2x2) {
+            avgpool_2x2_forward_plane(s->in_w, s->out_h, s->out_w, xp, yp);
+            continue;
+        }
         for (int oh = 0; oh < s->out_h; oh++)
             for (int ow = 0; ow < s->out_w; ow++) {
                 window win = clipped_window(s, oh, ow);
@@ -236,10 +272,15 @@ void ct_cpu_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy, float 
 {
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
+    bool plain_2x2 = is_plain_2x2(s);
 #pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *dyp = dy + p * out_plane;
         float *dxp = dx + p * in_plane;
+        if (plain_2x2) {
+            avgpool_2x2_backward_plane(s->in_h, s->in_w, s->out_h, s->out_w, dyp, dxp);
+            continue;
+        }
         memset(dxp, 0, (size_t)in_plane * sizeof(float));
         for (int oh = 0; oh < s->out_h; oh++)
             for (int ow = 0; ow < s->out_w; ow++) {
