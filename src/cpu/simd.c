@@ -1,12 +1,15 @@
-/* Run-time choice between the AVX2+FMA kernels and the portable ones. */
+/* Run-time choice between the AVX2+FMA kernels and the portable ones.
+ * Plans may run in several threads at once: the state is atomic (the first
+ * callers may all probe the CPU; they find the same answer). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu/simd.h"
 
 /* -1: not asked yet; 0: portable kernels; 1: AVX2+FMA kernels. */
-static int simd_state = -1;
-static bool simd_allowed = true;
+static atomic_int simd_state = -1;
+static atomic_bool simd_allowed = true;
 
 static bool simd_cpu_has_avx2(void)
 {
@@ -20,15 +23,17 @@ static bool simd_cpu_has_avx2(void)
 
 bool ct_cpu_simd_avx2(void)
 {
-    if (simd_state < 0) {
+    int state = atomic_load_explicit(&simd_state, memory_order_relaxed);
+    if (state < 0) {
         const char *env = getenv("CT_CPU_SIMD");
         bool env_off = env && strcmp(env, "0") == 0;
-        simd_state = simd_cpu_has_avx2() && !env_off;
+        state = simd_cpu_has_avx2() && !env_off;
+        atomic_store_explicit(&simd_state, state, memory_order_relaxed);
     }
-    return simd_allowed && simd_state == 1;
+    return atomic_load_explicit(&simd_allowed, memory_order_relaxed) && state == 1;
 }
 
 void ct_cpu_simd_set(bool allow_fast)
 {
-    simd_allowed = allow_fast;
+    atomic_store_explicit(&simd_allowed, allow_fast, memory_order_relaxed);
 }

@@ -19,7 +19,8 @@
 bool ct_cpu_simd_avx2(void);
 
 /* Force the portable kernels (false) or allow the fast ones again (true),
- * for tests and A/B measurements.  Not thread-safe: call between steps. */
+ * for tests and A/B measurements.  Safe from any thread; a step already
+ * running may see either setting (the plan's workspace fits both). */
 void ct_cpu_simd_set(bool allow_fast);
 
 #endif
