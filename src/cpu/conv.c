@@ -225,28 +225,22 @@ static void conv_scatter(const ct_conv2d_shape *s, int n_images, const float *bu
     }
 }
 
-/* True when the AVX2 direct kernels (conv_avx2.c) run this convolution. */
-static bool conv_use_direct(const ct_conv2d_shape *s)
-{
-#ifdef CT_CPU_HAVE_AVX2_KERNELS
-    return ct_cpu_simd_avx2() && ct_cpu_conv2d_direct_fits(s);
-#else
-    (void)s;
-    return false;
-#endif
-}
+/* Which kernels run a convolution: the AVX2 direct ones (conv_avx2.c) for
+ * few input channels, Winograd (conv_winograd.c) for the 3x3 layers they do
+ * not take, im2col + GEMM for the rest and on CPUs without AVX2. */
+typedef enum conv_path { CONV_IM2COL, CONV_DIRECT, CONV_WINOGRAD } conv_path;
 
-/* True when the Winograd kernels (conv_winograd.c) run it: 3x3 layers with
- * enough channels that the direct kernels do not take. */
-static bool conv_use_winograd(const ct_conv2d_shape *s)
+static conv_path conv_choose(const ct_conv2d_shape *s)
 {
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
-    return ct_cpu_simd_avx2() && !ct_cpu_conv2d_direct_fits(s) &&
-           ct_cpu_conv2d_winograd_fits(s);
+    if (ct_cpu_simd_avx2() && ct_cpu_conv2d_direct_fits(s))
+        return CONV_DIRECT;
+    if (ct_cpu_simd_avx2() && ct_cpu_conv2d_winograd_fits(s))
+        return CONV_WINOGRAD;
 #else
     (void)s;
-    return false;
 #endif
+    return CONV_IM2COL;
 }
 
 size_t ct_cpu_conv2d_workspace(const ct_conv2d_shape *s, int n_threads)
@@ -281,11 +275,12 @@ static void conv_forward(const ct_conv2d_shape *s, const float *x, const float *
 {
     conv_check_shape(s);
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
-    if (conv_use_direct(s)) {
+    conv_path path = conv_choose(s);
+    if (path == CONV_DIRECT) {
         ct_cpu_conv2d_direct_forward(s, x, w, bias, relu, y, workspace);
         return;
     }
-    if (conv_use_winograd(s)) {
+    if (path == CONV_WINOGRAD) {
         ct_cpu_conv2d_winograd_forward(s, x, w, bias, relu, y, workspace);
         return;
     }
@@ -331,7 +326,7 @@ void ct_cpu_conv2d_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x
                                         float *pooled, void *workspace)
 {
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
-    if (conv_use_direct(s)) {
+    if (conv_choose(s) == CONV_DIRECT) {
         ct_cpu_conv2d_direct_forward_relu_maxpool(s, x, w, bias, pooled, workspace);
         return;
     }
@@ -347,11 +342,12 @@ void ct_cpu_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy, cons
 {
     conv_check_shape(s);
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
-    if (conv_use_direct(s)) {
+    conv_path path = conv_choose(s);
+    if (path == CONV_DIRECT) {
         ct_cpu_conv2d_direct_backward_data(s, dy, w, dx, workspace);
         return;
     }
-    if (conv_use_winograd(s)) {
+    if (path == CONV_WINOGRAD) {
         ct_cpu_conv2d_winograd_backward_data(s, dy, w, dx, workspace);
         return;
     }
@@ -385,11 +381,12 @@ void ct_cpu_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x, con
 {
     conv_check_shape(s);
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
-    if (conv_use_direct(s)) {
+    conv_path path = conv_choose(s);
+    if (path == CONV_DIRECT) {
         ct_cpu_conv2d_direct_backward_weight(s, x, dy, dw, workspace);
         return;
     }
-    if (conv_use_winograd(s)) {
+    if (path == CONV_WINOGRAD) {
         ct_cpu_conv2d_winograd_backward_weight(s, x, dy, dw, workspace);
         return;
     }

@@ -95,6 +95,13 @@ static void maxpool_2x2_plane(int in_w, int out_h, int out_w, const float *restr
     }
 }
 
+/* A 2x2/2 pool's backward: dx = 0 in the rows past the last window (the
+ * plane loops zero the columns past it themselves). */
+static void zero_rows_past_windows(int in_h, int in_w, int out_h, float *dx)
+{
+    memset(dx + (int64_t)2 * out_h * in_w, 0, sizeof(float) * (size_t)(in_h - 2 * out_h) * in_w);
+}
+
 static bool is_plain_2x2(const ct_pool2d_shape *s)
 {
     return s->kernel_h == 2 && s->kernel_w == 2 && s->stride_h == 2 && s->stride_w == 2 &&
@@ -164,9 +171,7 @@ static void maxpool_2x2_backward_plane(int in_h, int in_w, int out_h, int out_w,
         for (int w = 2 * out_w; w < in_w; w++)
             dx0[w] = dx1[w] = 0.0f;
     }
-    for (int h = 2 * out_h; h < in_h; h++)
-        for (int w = 0; w < in_w; w++)
-            dx[(int64_t)h * in_w + w] = 0.0f;
+    zero_rows_past_windows(in_h, in_w, out_h, dx);
 }
 
 /* dx[n,c,argmax window(oh,ow)] += dy[n,c,oh,ow], dx = 0 elsewhere;  dx: [N,C,H,W] */
@@ -237,7 +242,7 @@ static void avgpool_2x2_backward_plane(int in_h, int in_w, int out_h, int out_w,
         for (int w = 2 * out_w; w < in_w; w++)
             dx0[w] = dx1[w] = 0.0f;
     }
-    memset(dx + (int64_t)2 * out_h * in_w, 0, sizeof(float) * (size_t)(in_h - 2 * out_h) * in_w);
+    zero_rows_past_windows(in_h, in_w, out_h, dx);
 }
 
 /* y[n,c,oh,ow] = sum_{window} x[n,c,h,w] / divisor(oh,ow);  an empty window gives 0 */
