@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "cuttle.h"
+#include "core/error.h"
+#include "graph/backend.h"
 #include "graph/memplan.h"
 #include "harness.h"
 
@@ -280,6 +282,68 @@ static void test_build_errors(void)
     ct_graph_free(graph);
 }
 
+/* An allocator that refuses every request, as a device that is full would. */
+static ct_status refuse_alloc(ct_backend *backend, size_t bytes, void **out)
+{
+    (void)backend;
+    *out = NULL;
+    return ct_set_error(CT_ERR_MEMORY, "test allocator: refusing %zu bytes", bytes);
+}
+
+/* The plan puts its context in front of the backend's message and keeps that
+ * message whole (the message is formatted from the buffer it is written to). */
+static void test_plan_keeps_the_backend_allocation_error(void)
+{
+    cnn m = build_cnn(4, false, false);
+    ct_backend *backend = NULL;
+    ct_plan *plan = NULL;
+    CHECK_OK(ct_backend_new("cpu:1", &backend));
+    CHECK_OK(ct_plan_new(m.graph, backend, 1, &plan));
+    size_t arena = ct_plan_arena_bytes(plan);
+    ct_plan_free(plan);
+
+    ct_backend_i refusing = *backend->iface;
+    refusing.alloc = refuse_alloc;
+    backend->iface = &refusing;
+    ct_status status = ct_plan_new(m.graph, backend, 1, &plan);
+    CHECK(status == CT_ERR_MEMORY && !plan, "status %s", ct_status_name(status));
+    char expected[512];
+    snprintf(expected, sizeof expected,
+             "ct_plan_new: cannot allocate the activation arena (%zu bytes) on %s: "
+             "test allocator: refusing %zu bytes",
+             arena, ct_backend_name(backend), arena);
+    CHECK(strcmp(ct_last_error(), expected) == 0, "message:\n    %s\n  expected:\n    %s",
+          ct_last_error(), expected);
+    ct_backend_free(backend);
+    ct_graph_free(m.graph);
+}
+
+/* Backward and the optimizers name the error that building the graph hit. */
+static void test_earlier_graph_error_is_kept(void)
+{
+    ct_graph *graph = ct_graph_new();
+    ct_tensor *x = ct_input(graph, "x", CT_F32, 4, (int64_t[]){2, 3, 8, 8});
+    ct_tensor *y = ct_maxpool2d(graph, x, (ct_pool_args){.kernel = {9, 9}});
+    char first[512];
+    snprintf(first, sizeof first, "%s", ct_last_error());
+    char expected[600];
+
+    CHECK(ct_graph_backward(graph, y) == CT_ERR_SHAPE, "backward of a broken graph");
+    snprintf(expected, sizeof expected, "ct_graph_backward: the graph has an earlier error: %s",
+             first);
+    CHECK(strcmp(ct_last_error(), expected) == 0, "message:\n    %s\n  expected:\n    %s",
+          ct_last_error(), expected);
+
+    snprintf(first, sizeof first, "%s", ct_last_error());
+    CHECK(ct_graph_sgd(graph, (ct_sgd_args){.lr = 0.1f}) == CT_ERR_SHAPE,
+          "sgd on a broken graph");
+    snprintf(expected, sizeof expected, "ct_graph_sgd: the graph has an earlier error: %s",
+             first);
+    CHECK(strcmp(ct_last_error(), expected) == 0, "message:\n    %s\n  expected:\n    %s",
+          ct_last_error(), expected);
+    ct_graph_free(graph);
+}
+
 static void test_backend_names(void)
 {
     ct_backend *backend = NULL;
@@ -306,6 +370,8 @@ int main(void)
     RUN(test_run_refuses_bad_labels);
     RUN(test_plan_access_errors);
     RUN(test_build_errors);
+    RUN(test_plan_keeps_the_backend_allocation_error);
+    RUN(test_earlier_graph_error_is_kept);
     RUN(test_backend_names);
     return harness_finish();
 }

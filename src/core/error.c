@@ -1,17 +1,23 @@
 #include "core/error.h"
 
 #include <stdarg.h>
+#include <string.h>
 
 #define CT_ERROR_CAPACITY 1024
 
 static _Thread_local char last_error[CT_ERROR_CAPACITY];
 
+/* Formats into a local buffer first: an argument may be ct_last_error() itself
+ * (a caller adding its context to the message of a call it made), and
+ * vsnprintf into the buffer it reads from is undefined behaviour. */
 ct_status ct_set_error(ct_status status, const char *fmt, ...)
 {
+    char message[CT_ERROR_CAPACITY];
     va_list args;
     va_start(args, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, args);
+    vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
+    memcpy(last_error, message, sizeof last_error);
     return status;
 }
 

@@ -11,7 +11,9 @@
 
 #include "cuttle.h"
 
-/* Record a message for ct_last_error() and return `status`. */
+/* Record a message for ct_last_error() and return `status`.  An argument may
+ * be ct_last_error() itself: ct_set_error(status, "context: %s",
+ * ct_last_error()) puts context in front of the message of a failed call. */
 ct_status ct_set_error(ct_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

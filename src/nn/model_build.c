@@ -95,9 +95,8 @@ static bool ok(const builder *b)
 /* An error that an op or layer recorded gets the line in front. */
 static void add_line_to_error(builder *b)
 {
-    char message[1024];
-    snprintf(message, sizeof message, "%s", ct_last_error());
-    ct_set_error(ct_graph_status(b->graph), "%s:%d: %s", b->text->model_name, b->line, message);
+    ct_set_error(ct_graph_status(b->graph), "%s:%d: %s", b->text->model_name, b->line,
+                 ct_last_error());
     b->reported = true;
 }
 
