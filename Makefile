@@ -4,6 +4,10 @@
 #   make BLAS=0            without OpenBLAS (the built-in GEMM)
 #   make OPENMP=0          single-threaded CPU backend
 #   make CUDA=0            CPU only, even where nvcc is installed
+#   make CUDA=emu          the CUDA backend on the emulated device (emu/), no GPU
+#                          or toolkit needed (in build-emu/, build-emu-san/)
+#   make test-gpu-emu      the GPU suite on the emulated device, in three thread
+#                          orders and under ASan + UBSan
 #   make CUDA_ARCHS="..."  GPU architectures (default: sm_80 sm_86 sm_89 sm_90 + PTX of 90)
 #   make NVCC=/path/nvcc   the CUDA compiler (default: nvcc on PATH, else /usr/local/cuda)
 #   make test-gpu          the GPU tests, which fail without a GPU (+ compute-sanitizer)
@@ -17,6 +21,11 @@ OPENMP   ?= 1
 CUDA     ?= auto
 CUDA_ARCHS ?= 80 86 89 90
 
+ifeq ($(CUDA)$(SANITIZE),emu1)
+BUILD    ?= build-emu-san
+else ifeq ($(CUDA),emu)
+BUILD    ?= build-emu
+endif
 ifeq ($(SANITIZE),1)
 BUILD    ?= build-san
 OPTFLAGS ?= -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
@@ -110,8 +119,23 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc
 comma := ,
 CUDA_SRCS :=
 CUDA_C_SRCS :=
+EMU_SRCS :=
 ifeq ($(CUDA),0)
 FOUND_CUDA := disabled (CPU only)
+else ifeq ($(CUDA),emu)
+# The emulated device: the .cu files compile as C++ against emu/ (which
+# also stands in for the toolkit's headers, cuBLAS and cuDNN), sanitized
+# like the rest of the build, so ASan sees the kernels' memory accesses.
+FOUND_CUDA := emulated (emu/: every GPU thread a fiber on the CPU; no GPU speed)
+FOUND_CUBLAS := emulated (reference shim)
+FOUND_CUDNN := emulated (reference shim)
+CUDA_DEFS := -DCT_HAVE_CUDA -DCT_HAVE_CUBLAS -DCT_HAVE_CUDNN -DCT_CUDA_ARCHS='"90"' \
+             -DCT_CUDA_PTX_ARCH=90
+CUDA_SRCS := $(sort $(wildcard src/cuda/*.cu))
+CUDA_C_SRCS := $(sort $(wildcard src/cuda/*.c))
+EMU_SRCS := $(filter-out emu/shared_begin.cpp emu/shared_end.cpp,$(sort $(wildcard emu/*.cpp)))
+CFLAGS_BASE += $(CUDA_DEFS) -Iemu
+LDLIBS_BASE += -lstdc++
 else ifeq ($(NVCC),)
 FOUND_CUDA := nvcc not found (CPU only)
 else
@@ -170,13 +194,25 @@ NVCCFLAGS_BASE := -std=c++17 -Iinclude -Isrc $(CUDA_DEFS) $(NVCC_GENCODE) \
 
 LIB_SRCS   := $(sort $(wildcard src/core/*.c src/graph/*.c src/ops/*.c src/cpu/*.c \
                                 src/nn/*.c src/io/*.c src/data/*.c src/prof/*.c)) $(CUDA_C_SRCS)
+ifeq ($(CUDA),emu)
+# One object for every kernel, between the two ends of the __shared__
+# section (emu/shared_begin.cpp), so the emulator can poison it whole.
+LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(EMU_SRCS:%.cpp=$(BUILD)/obj/%.o) \
+              $(BUILD)/obj/emu/kernels.o
+else
 LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o)
+endif
 # The built-in models: models/*.model, compiled in as strings (the files stay
 # the one source; scripts/embed-models.sh writes the C file).
 MODEL_FILES := $(sort $(wildcard models/*.model))
 LIB_OBJS   += $(BUILD)/obj/gen/models.o
 TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
 TEST_BINS  := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+# Tests with kernels of their own (the emulator's): emulated builds only.
+ifeq ($(CUDA),emu)
+TEST_CU_SRCS := $(sort $(wildcard tests/test_*.cu))
+TEST_BINS  += $(TEST_CU_SRCS:tests/%.cu=$(BUILD)/tests/%)
+endif
 TEST_SUPPORT_SRCS := $(filter-out $(TEST_SRCS),$(wildcard tests/*.c))
 TEST_SUPPORT_OBJS := $(TEST_SUPPORT_SRCS:%.c=$(BUILD)/obj/%.o)
 EXAMPLE_SRCS := $(sort $(wildcard examples/*.c))
@@ -219,10 +255,41 @@ $(BUILD)/obj/gen/models.o: $(BUILD)/gen/models.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
+ifeq ($(CUDA),emu)
+EMU_CXXFLAGS := -std=c++17 -Wall -Wextra -Werror -fPIC -pthread -Iemu -Iinclude -Isrc \
+                $(CUDA_DEFS) $(OPTFLAGS)
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	@echo "  CXX-EMU $<"
+	@$(CXX) $(EMU_CXXFLAGS) -Wno-unknown-pragmas -x c++ -include cuda_runtime.h -MMD -MP \
+	        -c $< -o $@
+$(BUILD)/obj/emu/%.o: emu/%.cpp
+	@mkdir -p $(dir $@)
+	@echo "  CXX     $<"
+	@$(CXX) $(EMU_CXXFLAGS) -MMD -MP -c $< -o $@
+# A group of kernel objects between the two ends of their __shared__
+# section, the ends then made local to the group (emu/shared_begin.cpp).
+# A __shared__ variable in a function with external linkage (a plain inline
+# function or template) lands in a COMDAT copy of the section outside the
+# ends, unpoisoned: such functions must be static (docs/emulator.md).
+emu_group = $(LD) -r -o $@ $^ && objcopy --localize-symbol=cuda_emu_shared_begin \
+            --localize-symbol=cuda_emu_shared_end $@ && \
+            if readelf -SW $@ | grep -q 'cuda_emu_shared.*G'; then \
+                echo "$@: a __shared__ variable in a non-static function (make it static)" >&2; \
+                rm -f $@; exit 1; fi
+$(BUILD)/obj/emu/kernels.o: $(BUILD)/obj/emu/shared_begin.o $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o) \
+                            $(BUILD)/obj/emu/shared_end.o
+	@echo "  LD -r   $@"
+	@$(emu_group)
+$(BUILD)/obj/tests/%.group.o: $(BUILD)/obj/emu/shared_begin.o $(BUILD)/obj/tests/%.o \
+                              $(BUILD)/obj/emu/shared_end.o
+	@$(emu_group)
+else
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
 	@echo "  NVCC    $<"
 	@$(NVCC) $(NVCCFLAGS_BASE) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+endif
 
 $(LIB_A): $(LIB_OBJS)
 	@rm -f $@
@@ -237,6 +304,12 @@ $(CLI): $(TOOL_OBJS) $(LIB_A)
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJS) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(TEST_SUPPORT_OBJS) $(LIB_A) $(LDLIBS_BASE)
+
+ifeq ($(CUDA),emu)
+$(TEST_CU_SRCS:tests/%.cu=$(BUILD)/tests/%): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.group.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(LIB_A) $(LDLIBS_BASE)
+endif
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB_A)
 	@mkdir -p $(dir $@)
@@ -294,6 +367,6 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/cuttle.pc
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-emu build-emu-san
 
--include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TEST_SRCS:tests/%.c=$(BUILD)/obj/tests/%.d)
+-include $(LIB_OBJS:.o=.d) $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.d) $(TOOL_OBJS:.o=.d) $(TEST_SRCS:tests/%.c=$(BUILD)/obj/tests/%.d)

@@ -6,7 +6,7 @@
 #            checkpoints, benchmark peers) use them and skip themselves, saying
 #            so, without them; the README's test command and CI pass --torch
 set -e
-packages="gcc make pkg-config python3 libopenblas-openmp-dev zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist"
+packages="gcc g++ make pkg-config python3 libopenblas-openmp-dev zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist"
 if [ "$1" = "--torch" ]; then
     packages="$packages python3-torch python3-torchvision python3-pil"
 fi

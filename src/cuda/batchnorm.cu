@@ -112,10 +112,9 @@ extern "C" ct_status ct_cuda_batchnorm_stats(int n, int c, int inner, const floa
 {
     if (c <= 0)
         return CT_OK;
-    bn_stats_kernel<<<c, CT_CUDA_BLOCK, 0, stream>>>(n, c, inner, x, training, momentum, eps,
-                                                      running_mean, running_var, num_batches,
-                                                      stats);
-    CT_CUDA_LAUNCH("bn_stats_kernel");
+    CT_CUDA_LAUNCH(bn_stats_kernel, c, CT_CUDA_BLOCK, 0, stream,
+                   n, c, inner, x, training, momentum, eps, running_mean, running_var, num_batches,
+                   stats);
     return CT_OK;
 }
 
@@ -124,9 +123,8 @@ extern "C" ct_status ct_cuda_batchnorm_apply(int n, int c, int inner, const floa
                                              const float *beta, float *y, cudaStream_t stream)
 {
     int64_t count = (int64_t)n * c * inner;
-    bn_apply_kernel<<<ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream>>>(count, c, inner, x,
-                                                                       stats, gamma, beta, y);
-    CT_CUDA_LAUNCH("bn_apply_kernel");
+    CT_CUDA_LAUNCH(bn_apply_kernel, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream,
+                   count, c, inner, x, stats, gamma, beta, y);
     return CT_OK;
 }
 
@@ -136,9 +134,8 @@ extern "C" ct_status ct_cuda_batchnorm_backward_params(int n, int c, int inner, 
 {
     if (c <= 0)
         return CT_OK;
-    bn_backward_params_kernel<<<c, CT_CUDA_BLOCK, 0, stream>>>(n, c, inner, x, dy, stats,
-                                                                dparams);
-    CT_CUDA_LAUNCH("bn_backward_params_kernel");
+    CT_CUDA_LAUNCH(bn_backward_params_kernel, c, CT_CUDA_BLOCK, 0, stream,
+                   n, c, inner, x, dy, stats, dparams);
     return CT_OK;
 }
 
@@ -148,8 +145,7 @@ extern "C" ct_status ct_cuda_batchnorm_backward_data(int n, int c, int inner, co
                                                      float *dx, cudaStream_t stream)
 {
     int64_t count = (int64_t)n * c * inner;
-    bn_backward_data_kernel<<<ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream>>>(
-        count, c, inner, (double)n * inner, x, dy, stats, gamma, dparams, dx);
-    CT_CUDA_LAUNCH("bn_backward_data_kernel");
+    CT_CUDA_LAUNCH(bn_backward_data_kernel, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream,
+                   count, c, inner, (double)n * inner, x, dy, stats, gamma, dparams, dx);
     return CT_OK;
 }

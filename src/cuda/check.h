@@ -1,6 +1,6 @@
 /*
  * Checking CUDA, cuBLAS and cuDNN calls.  Every call goes through one of
- * these macros, and every kernel launch is followed by CT_CUDA_LAUNCH: a
+ * these macros, and every kernel launch goes through CT_CUDA_LAUNCH (common.cuh): a
  * failure becomes a ct_status (CT_ERR_MEMORY when memory ran out,
  * CT_ERR_DEVICE otherwise) with a message that names the file, the line,
  * the call and the library's own description, and the enclosing function
@@ -33,9 +33,9 @@ ct_status ct_cudnn_fail(int status, const char *file, int line, const char *call
             return ct_cuda_fail(ct_cuda_error_, __FILE__, __LINE__, #call);  \
     } while (0)
 
-/* After kernel<<<...>>>: a bad launch configuration or an earlier
- * asynchronous error. */
-#define CT_CUDA_LAUNCH(kernel_name)                                                      \
+/* After a launch: a bad launch configuration or an earlier asynchronous
+ * error (CT_CUDA_LAUNCH in common.cuh calls it). */
+#define CT_CUDA_LAUNCH_CHECK(kernel_name)                                                \
     do {                                                                                 \
         cudaError_t ct_cuda_error_ = cudaGetLastError();                                 \
         if (ct_cuda_error_ != cudaSuccess)                                               \

@@ -38,6 +38,25 @@ static inline unsigned ct_cuda_grid(int64_t count)
     return needed < 1 ? 1u : (unsigned)needed;
 }
 
+/* kernel<<<grid, block, shared_bytes, stream>>>(args...), then the launch
+ * check of check.h (which returns the failure from the enclosing function).
+ * Under nvcc it is exactly the triple-chevron launch; compiled for the
+ * emulated device (emu/, `make CUDA=emu`) it is the emulator's launcher,
+ * so one source builds both ways. */
+#ifdef CUDA_EMU
+#define CT_CUDA_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                    \
+    do {                                                                                \
+        CT_EMU_LAUNCH(kernel, grid, block, shared_bytes, stream, __VA_ARGS__);          \
+        CT_CUDA_LAUNCH_CHECK(#kernel);                                                  \
+    } while (0)
+#else
+#define CT_CUDA_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                    \
+    do {                                                                                \
+        kernel<<<grid, block, shared_bytes, stream>>>(__VA_ARGS__);                     \
+        CT_CUDA_LAUNCH_CHECK(#kernel);                                                  \
+    } while (0)
+#endif
+
 #define CT_CUDA_GRID_STRIDE(i, count)                                               \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (count);  \
          i += (int64_t)gridDim.x * blockDim.x)
@@ -60,7 +79,7 @@ __device__ inline float ct_warp_max(float value)
 
 /* The sum of `value` over the block, returned to every thread.  blockDim.x
  * must be a multiple of 32; every thread of the block must call it. */
-__device__ inline double ct_block_sum(double value)
+static __device__ inline double ct_block_sum(double value)
 {
     __shared__ double warp_sums[CT_CUDA_WARP];
     __shared__ double total;

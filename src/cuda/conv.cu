@@ -200,9 +200,8 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
     (void)workspace;
     if (s->in_channels / s->groups <= CONV_DIRECT_MAX_CHANNELS) {
         int64_t count = (int64_t)s->n_batch * s->out_channels * s->out_h * s->out_w;
-        conv_forward_direct<<<ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream>>>(*s, x, w, bias,
-                                                                               y);
-        CT_CUDA_LAUNCH("conv_forward_direct");
+        CT_CUDA_LAUNCH(conv_forward_direct, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream,
+                       *s, x, w, bias, y);
         return CT_OK;
     }
     conv_forward_problem p;
@@ -255,9 +254,8 @@ extern "C" ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, co
     if (p.splits == 1)
         return CT_OK;
     int64_t count = (int64_t)s->out_channels * p.n;
-    conv_sum_parts<<<ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream>>>(count, p.splits, p.parts,
-                                                                      dw);
-    CT_CUDA_LAUNCH("conv_sum_parts");
+    CT_CUDA_LAUNCH(conv_sum_parts, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream,
+                   count, p.splits, p.parts, dw);
     return CT_OK;
 }
 
@@ -279,7 +277,6 @@ extern "C" ct_status ct_cuda_channel_sum(int n, int c, int inner, const float *d
 {
     if (c <= 0)
         return CT_OK;
-    channel_sum_kernel<<<c, CT_CUDA_BLOCK, 0, stream>>>(n, c, inner, dy, db);
-    CT_CUDA_LAUNCH("channel_sum_kernel");
+    CT_CUDA_LAUNCH(channel_sum_kernel, c, CT_CUDA_BLOCK, 0, stream, n, c, inner, dy, db);
     return CT_OK;
 }

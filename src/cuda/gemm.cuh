@@ -36,7 +36,7 @@ enum {
 };
 
 template <class Problem>
-__global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
+static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
 {
     __shared__ float a_tile[GEMM_TILE_K][GEMM_TILE_M + 1];
     __shared__ float b_tile[GEMM_TILE_K][GEMM_TILE_N + 1];
@@ -94,8 +94,7 @@ static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, cudaStream_t 
         return CT_OK;
     dim3 grid((unsigned)((p.n + GEMM_TILE_N - 1) / GEMM_TILE_N),
               (unsigned)((p.m + GEMM_TILE_M - 1) / GEMM_TILE_M), (unsigned)(groups * p.splits));
-    ct_tiled_gemm<Problem><<<grid, GEMM_THREADS, 0, stream>>>(p);
-    CT_CUDA_LAUNCH("ct_tiled_gemm");
+    CT_CUDA_LAUNCH(ct_tiled_gemm<Problem>, grid, GEMM_THREADS, 0, stream, p);
     return CT_OK;
 }
 

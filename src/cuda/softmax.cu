@@ -139,16 +139,15 @@ static unsigned rows_grid(int n)
 extern "C" ct_status ct_cuda_softmax_forward(int n, int c, const float *x, float *y,
                                              cudaStream_t stream)
 {
-    softmax_forward_kernel<<<rows_grid(n), CT_CUDA_BLOCK, 0, stream>>>(n, c, x, y);
-    CT_CUDA_LAUNCH("softmax_forward_kernel");
+    CT_CUDA_LAUNCH(softmax_forward_kernel, rows_grid(n), CT_CUDA_BLOCK, 0, stream, n, c, x, y);
     return CT_OK;
 }
 
 extern "C" ct_status ct_cuda_softmax_backward(int n, int c, const float *y, const float *dy,
                                               float *dx, cudaStream_t stream)
 {
-    softmax_backward_kernel<<<rows_grid(n), CT_CUDA_BLOCK, 0, stream>>>(n, c, y, dy, dx);
-    CT_CUDA_LAUNCH("softmax_backward_kernel");
+    CT_CUDA_LAUNCH(softmax_backward_kernel, rows_grid(n), CT_CUDA_BLOCK, 0, stream,
+                   n, c, y, dy, dx);
     return CT_OK;
 }
 
@@ -157,9 +156,8 @@ extern "C" ct_status ct_cuda_cross_entropy_forward(int n, int c, const float *lo
                                                    float label_smoothing, float *loss,
                                                    int *bad_row, cudaStream_t stream)
 {
-    cross_entropy_forward_kernel<<<1, CE_FORWARD_THREADS, 0, stream>>>(
-        n, c, logits, labels, labels_i64, label_smoothing, loss, bad_row);
-    CT_CUDA_LAUNCH("cross_entropy_forward_kernel");
+    CT_CUDA_LAUNCH(cross_entropy_forward_kernel, 1, CE_FORWARD_THREADS, 0, stream,
+                   n, c, logits, labels, labels_i64, label_smoothing, loss, bad_row);
     return CT_OK;
 }
 
@@ -168,8 +166,7 @@ extern "C" ct_status ct_cuda_cross_entropy_backward(int n, int c, const float *l
                                                     float label_smoothing, const float *dloss,
                                                     float *dlogits, cudaStream_t stream)
 {
-    cross_entropy_backward_kernel<<<rows_grid(n), CT_CUDA_BLOCK, 0, stream>>>(
-        n, c, logits, labels, labels_i64, label_smoothing, dloss, dlogits);
-    CT_CUDA_LAUNCH("cross_entropy_backward_kernel");
+    CT_CUDA_LAUNCH(cross_entropy_backward_kernel, rows_grid(n), CT_CUDA_BLOCK, 0, stream,
+                   n, c, logits, labels, labels_i64, label_smoothing, dloss, dlogits);
     return CT_OK;
 }

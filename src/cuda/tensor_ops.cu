@@ -37,8 +37,7 @@ __global__ void add_bias_kernel(int64_t count, int c, int inner, const float *bi
 
 extern "C" ct_status ct_cuda_fill(int64_t count, float value, float *y, cudaStream_t stream)
 {
-    fill_kernel<<<ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream>>>(count, value, y);
-    CT_CUDA_LAUNCH("fill_kernel");
+    CT_CUDA_LAUNCH(fill_kernel, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream, count, value, y);
     return CT_OK;
 }
 
@@ -53,8 +52,7 @@ extern "C" ct_status ct_cuda_copy(int64_t count, const float *x, float *y, cudaS
 extern "C" ct_status ct_cuda_add(int64_t count, const float *a, const float *b, float *y,
                                  cudaStream_t stream)
 {
-    add_kernel<<<ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream>>>(count, a, b, y);
-    CT_CUDA_LAUNCH("add_kernel");
+    CT_CUDA_LAUNCH(add_kernel, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream, count, a, b, y);
     return CT_OK;
 }
 
@@ -62,8 +60,8 @@ extern "C" ct_status ct_cuda_add_bias(int rows, int c, int inner, const float *b
                                       cudaStream_t stream)
 {
     int64_t count = (int64_t)rows * c * inner;
-    add_bias_kernel<<<ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream>>>(count, c, inner, bias, y);
-    CT_CUDA_LAUNCH("add_bias_kernel");
+    CT_CUDA_LAUNCH(add_bias_kernel, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream,
+                   count, c, inner, bias, y);
     return CT_OK;
 }
 

@@ -1,0 +1,153 @@
+/*
+ * The emulated CUDA device: the runtime API subset that cuttle calls, in C.
+ *
+ * This header stands in for the toolkit's cuda_runtime_api.h when cuttle is
+ * built with `make CUDA=emu`: the same names, types and (where it matters
+ * for messages) the same numeric codes, implemented by emu/runtime.cpp on
+ * the CPU.  Device memory is host heap memory, so AddressSanitizer sees
+ * out-of-bounds device accesses; streams are queues that run when the host
+ * waits for them (docs/emulator.md says exactly what that models).
+ *
+ * Nothing here is NVIDIA's code: it is written from the CUDA Runtime API
+ * documentation, for the functions cuttle uses.
+ */
+#ifndef CT_EMU_CUDA_RUNTIME_API_H
+#define CT_EMU_CUDA_RUNTIME_API_H
+
+#include <stddef.h>
+
+#define CUDA_EMU 1             /* this is the emulator, not NVIDIA's runtime */
+#define CUDART_VERSION 13000   /* the API level it models */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInitializationError = 3,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDevicePointer = 17,
+    cudaErrorInvalidMemcpyDirection = 21,
+    cudaErrorNoDevice = 100,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotReady = 600,
+    cudaErrorIllegalAddress = 700,
+    cudaErrorLaunchOutOfResources = 701,
+    cudaErrorAssert = 710,
+    cudaErrorLaunchFailure = 719,
+    cudaErrorNotSupported = 801,
+    cudaErrorUnknown = 999
+} cudaError_t;
+
+typedef enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4
+} cudaMemcpyKind;
+
+typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+
+#define cudaStreamDefault 0x0u
+#define cudaStreamNonBlocking 0x1u
+#define cudaStreamLegacy ((cudaStream_t)0x1)
+#define cudaStreamPerThread ((cudaStream_t)0x2)
+
+#define cudaEventDefault 0x0u
+#define cudaEventBlockingSync 0x1u
+#define cudaEventDisableTiming 0x2u
+
+#define cudaHostAllocDefault 0x0u
+
+/* The fields cuttle and the occupancy rules read (a subset of NVIDIA's). */
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    size_t sharedMemPerBlock;        /* without opting in: 48 KiB */
+    int regsPerBlock;
+    int warpSize;
+    int maxThreadsPerBlock;
+    int maxThreadsDim[3];
+    int maxGridSize[3];
+    size_t totalConstMem;
+    int major, minor;
+    int multiProcessorCount;
+    int l2CacheSize;
+    int maxThreadsPerMultiProcessor;
+    size_t sharedMemPerMultiprocessor;
+    int regsPerMultiprocessor;
+    size_t sharedMemPerBlockOptin;
+    int maxBlocksPerMultiProcessor;
+    int memoryBusWidth;
+    int pciBusID, pciDeviceID;
+};
+
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device);
+cudaError_t cudaDeviceSynchronize(void);
+/* Frees everything of the current device and clears its sticky error. */
+cudaError_t cudaDeviceReset(void);
+cudaError_t cudaDriverGetVersion(int *version);
+cudaError_t cudaRuntimeGetVersion(int *version);
+
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+const char *cudaGetErrorName(cudaError_t error);
+/* For a failed kernel, the emulator's description of what went wrong
+ * (kernel, block, thread, source line) follows the generic text. */
+const char *cudaGetErrorString(cudaError_t error);
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes);
+cudaError_t cudaFree(void *ptr);
+cudaError_t cudaMallocHost(void **ptr, size_t bytes);
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags);
+cudaError_t cudaFreeHost(void *ptr);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+                            cudaStream_t stream);
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+                         size_t width, size_t height, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, enum cudaMemcpyKind kind,
+                              cudaStream_t stream);
+cudaError_t cudaMemset(void *ptr, int value, size_t bytes);
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream);
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamQuery(cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags);
+
+cudaError_t cudaEventCreate(cudaEvent_t *event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventQuery(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+
+/* Resident blocks per SM for a kernel of `block_size` threads, from the
+ * device's limits on threads, blocks and shared memory per SM (the emulator
+ * cannot know a kernel's registers and static shared memory: it assumes
+ * 32 registers per thread and none, which docs/emulator.md notes). */
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const void *kernel,
+                                                          int block_size,
+                                                          size_t dynamic_shared_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

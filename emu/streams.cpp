@@ -1,0 +1,567 @@
+/*
+ * The emulated runtime, part two: streams, events, copies and launches.
+ *
+ * A stream is a queue.  Work runs when the host waits for it (a
+ * synchronize, a synchronous copy, an event wait, cudaFree), not when it is
+ * queued, so a host that reads results without waiting sees stale data, as
+ * it may on a GPU.  Work on different streams is ordered only by what CUDA
+ * orders it by: the legacy default stream against blocking streams, and
+ * cudaStreamWaitEvent.  Among the work that may run, CUDA_EMU_ORDER picks:
+ * forward (the order it was queued, what a GPU mostly does), reverse
+ * (newest first) or shuffle, so a missing dependency between streams shows.
+ *
+ * Copies follow the runtime's documented rules: from pageable host memory
+ * the data is taken when the call is made; to pageable host memory the
+ * call waits until the copy is done; pinned host memory is read and
+ * written when the copy runs.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <chrono>
+
+#include "emu.h"
+#include "state.h"
+
+struct CUevent_st {
+    int device;
+    unsigned flags;
+    uint64_t stream, seq; /* the latest record: 0 when never recorded */
+    bool done;            /* that record has run */
+    double ms;            /* when it ran */
+};
+
+namespace emu {
+
+static double now_ms()
+{
+    using namespace std::chrono;
+    return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+/* ---- queues -------------------------------------------------------------------------- */
+
+stream_state *stream_of(cudaStream_t stream)
+{
+    runtime &r = rt();
+    if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
+        return r.devices[(size_t)current_device()].legacy;
+    for (auto &entry : r.streams)
+        if ((cudaStream_t)entry.second == stream)
+            return entry.second;
+    return nullptr;
+}
+
+static bool ran_before(const runtime &r, const dependency &d)
+{
+    auto found = r.streams.find(d.stream);
+    if (found == r.streams.end())
+        return true;
+    const std::deque<op> &pending = found->second->pending;
+    return pending.empty() || pending.front().seq >= d.seq;
+}
+
+bool has_run(const stream_state *s, uint64_t seq)
+{
+    return s->pending.empty() || s->pending.front().seq > seq;
+}
+
+/* The legacy stream waits for the blocking streams of its device, and they
+ * for it (cudaStreamNonBlocking streams for neither). */
+uint64_t queue(stream_state *s, op &&o)
+{
+    runtime &r = rt();
+    o.seq = r.next_seq++;
+    for (auto &entry : r.streams) {
+        stream_state *other = entry.second;
+        if (other == s || other->device != s->device || other->pending.empty())
+            continue;
+        if ((s->legacy && other->blocking) || (s->blocking && other->legacy))
+            o.after.push_back(dependency{other->id, o.seq});
+    }
+    s->pending.push_back(std::move(o));
+    return s->pending.back().seq;
+}
+
+static thread_local std::string work_failure;
+static thread_local cudaError_t work_error = cudaSuccess;
+
+void fail_current_work(cudaError_t error, const char *message)
+{
+    work_error = error;
+    work_failure = message;
+}
+
+/* Run one queued op; a failure makes its device's error sticky. */
+static void execute(stream_state *s, op &o)
+{
+    runtime &r = rt();
+    device_state &d = r.devices[(size_t)s->device];
+    if (d.sticky != cudaSuccess)
+        return; /* a failed device runs nothing more */
+    work_error = cudaSuccess;
+    switch (o.kind) {
+    case OP_WORK:
+        o.work();
+        break;
+    case OP_KERNEL: {
+        std::string failure = run_grid(o.launch, ++r.launches);
+        if (!failure.empty()) {
+            work_error = cudaErrorLaunchFailure;
+            work_failure = failure;
+        }
+        break;
+    }
+    case OP_RECORD:
+        if (o.event->stream == s->id && o.event->seq == o.seq) {
+            o.event->done = true;
+            o.event->ms = now_ms();
+        }
+        break;
+    }
+    if (work_error == cudaSuccess)
+        return;
+    d.sticky = work_error;
+    d.sticky_message = o.what + ": " + work_failure;
+    fprintf(stderr, "cuda-emu: %s\n", d.sticky_message.c_str());
+    if (config().abort_on_error)
+        abort();
+}
+
+/* The streams whose first op may run now. */
+static void runnable(runtime &r, std::vector<stream_state *> *ready)
+{
+    ready->clear();
+    for (auto &entry : r.streams) {
+        stream_state *s = entry.second;
+        if (s->pending.empty())
+            continue;
+        bool free_to_run = true;
+        for (const dependency &d : s->pending.front().after)
+            free_to_run = free_to_run && ran_before(r, d);
+        if (free_to_run)
+            ready->push_back(s);
+    }
+}
+
+void run_until(const std::function<bool()> &done)
+{
+    runtime &r = rt();
+    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    std::vector<stream_state *> ready;
+    while (!done()) {
+        runnable(r, &ready);
+        if (ready.empty())
+            return;
+        stream_state *pick = ready[0];
+        for (stream_state *s : ready) {
+            uint64_t seq = s->pending.front().seq, best = pick->pending.front().seq;
+            if ((config().order == ORDER_FORWARD && seq < best) ||
+                (config().order == ORDER_REVERSE && seq > best))
+                pick = s;
+        }
+        if (config().order == ORDER_SHUFFLE)
+            pick = ready[next_random(&r.random) % ready.size()];
+        op o = std::move(pick->pending.front());
+        pick->pending.pop_front();
+        execute(pick, o);
+    }
+}
+
+void run_stream(stream_state *s)
+{
+    run_until([s] { return s->pending.empty(); });
+}
+
+void run_device(int device)
+{
+    runtime &r = rt();
+    run_until([&r, device] {
+        for (auto &entry : r.streams)
+            if (entry.second->device == device && !entry.second->pending.empty())
+                return false;
+        return true;
+    });
+}
+
+/* The common start of a call that queues work: settings, handle, sticky error. */
+static cudaError_t open_stream(cudaStream_t stream, stream_state **out)
+{
+    runtime &r = rt();
+    if (!r.config_error.empty())
+        return set_error(cudaErrorInitializationError, r.config_error);
+    *out = stream_of(stream);
+    if (!*out)
+        return set_error(cudaErrorInvalidResourceHandle, "not a live stream");
+    return sticky((*out)->device);
+}
+
+cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<void()> work)
+{
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    stream_state *s = nullptr;
+    if (open_stream(stream, &s) != cudaSuccess)
+        return cudaPeekAtLastError();
+    op o{};
+    o.kind = OP_WORK;
+    o.what = what;
+    o.work = std::move(work);
+    queue(s, std::move(o));
+    return cudaSuccess;
+}
+
+/* ---- launches --------------------------------------------------------------------------- */
+
+static std::string dims(dim3 d)
+{
+    return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+cudaError_t launch_kernel(kernel_launch &&l, cudaStream_t stream)
+{
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    stream_state *s = nullptr;
+    if (open_stream(stream, &s) != cudaSuccess)
+        return cudaPeekAtLastError();
+    std::string where = std::string("kernel ") + l.name + " (launched at " + base_name(l.file) +
+                        ":" + std::to_string(l.line) + ")";
+    uint64_t threads = (uint64_t)l.block.x * l.block.y * l.block.z;
+    if (threads == 0 || threads > 1024 || l.block.x > 1024 || l.block.y > 1024 ||
+        l.block.z > 64 || l.grid.x == 0 || l.grid.y == 0 || l.grid.z == 0 ||
+        l.grid.x > 0x7fffffffu || l.grid.y > 65535 || l.grid.z > 65535)
+        return set_error(cudaErrorInvalidConfiguration,
+                         where + ": grid " + dims(l.grid) + ", block " + dims(l.block) +
+                             " is outside the device's limits");
+    if (l.shared_bytes > 0)
+        return set_error(cudaErrorInvalidConfiguration,
+                         where + ": dynamic shared memory is not emulated yet");
+    if (s->device != current_device())
+        return set_error(cudaErrorInvalidResourceHandle,
+                         where + ": the stream belongs to device " + std::to_string(s->device) +
+                             ", the current device is " + std::to_string(current_device()));
+    op o{};
+    o.kind = OP_KERNEL;
+    o.what = where;
+    o.launch = std::move(l);
+    queue(s, std::move(o));
+    return cudaSuccess;
+}
+
+/* ---- copies -------------------------------------------------------------------------------- */
+
+enum memory_kind { HOST_PAGEABLE, HOST_PINNED, DEVICE };
+
+static memory_kind kind_of(const void *ptr, size_t bytes)
+{
+    const allocation *a = find_range(ptr, bytes);
+    return !a ? HOST_PAGEABLE : a->device < 0 ? HOST_PINNED : DEVICE;
+}
+
+/* Whether a range that starts in a device allocation runs past its end. */
+static bool overruns(const void *ptr, size_t bytes, std::string *why)
+{
+    if (find_range(ptr, bytes) || !find_range(ptr, 1) || bytes == 0)
+        return false;
+    char text[160];
+    snprintf(text, sizeof text, "%zu bytes at %p run past the end of their allocation", bytes,
+             ptr);
+    *why = text;
+    return true;
+}
+
+static cudaError_t check_copy(const char *call, void *dst, const void *src, size_t span_dst,
+                              size_t span_src, cudaMemcpyKind kind)
+{
+    std::string why;
+    if (overruns(dst, span_dst, &why) || overruns(src, span_src, &why))
+        return set_error(cudaErrorInvalidValue, std::string(call) + ": " + why);
+    bool dst_device = kind_of(dst, span_dst) == DEVICE;
+    bool src_device = kind_of(src, span_src) == DEVICE;
+    bool want_dst = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    bool want_src = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (kind == cudaMemcpyDefault)
+        return cudaSuccess;
+    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
+        return set_error(cudaErrorInvalidMemcpyDirection, std::string(call) + ": kind " +
+                                                              std::to_string((int)kind));
+    if (dst_device != want_dst || src_device != want_src)
+        return set_error(cudaErrorInvalidValue,
+                         std::string(call) + ": the direction says " +
+                             (want_src ? "device" : "host") + " to " +
+                             (want_dst ? "device" : "host") + ", the pointers are " +
+                             (src_device ? "device" : "host") + " to " +
+                             (dst_device ? "device" : "host") + " memory");
+    return cudaSuccess;
+}
+
+/* Queue a 2-D copy (a plain copy is one row) on `stream`; `wait` makes the
+ * call return after it ran (synchronous calls, pageable destinations). */
+static cudaError_t copy_2d(const char *call, void *dst, size_t dpitch, const void *src,
+                           size_t spitch, size_t width, size_t height, cudaMemcpyKind kind,
+                           cudaStream_t stream, bool wait)
+{
+    runtime &r = rt();
+    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    stream_state *s = nullptr;
+    if (open_stream(stream, &s) != cudaSuccess)
+        return cudaPeekAtLastError();
+    if (width == 0 || height == 0)
+        return cudaSuccess;
+    if (dpitch < width || spitch < width)
+        return set_error(cudaErrorInvalidValue, std::string(call) + ": a pitch below the width");
+    size_t span_dst = dpitch * (height - 1) + width, span_src = spitch * (height - 1) + width;
+    if (check_copy(call, dst, src, span_dst, span_src, kind) != cudaSuccess)
+        return cudaPeekAtLastError();
+    op o{};
+    o.kind = OP_WORK;
+    o.what = call;
+    if (kind_of(src, span_src) == HOST_PAGEABLE) {
+        /* Staged now: the caller may reuse its buffer when the call returns. */
+        std::vector<char> staged(span_src);
+        memcpy(staged.data(), src, span_src);
+        o.work = [dst, dpitch, spitch, width, height, staged = std::move(staged)]() {
+            for (size_t row = 0; row < height; row++)
+                memcpy((char *)dst + row * dpitch, staged.data() + row * spitch, width);
+        };
+    } else {
+        o.work = [dst, dpitch, src, spitch, width, height]() {
+            for (size_t row = 0; row < height; row++)
+                memmove((char *)dst + row * dpitch, (const char *)src + row * spitch, width);
+        };
+    }
+    uint64_t seq = queue(s, std::move(o));
+    if (wait || kind_of(dst, span_dst) == HOST_PAGEABLE) {
+        run_until([s, seq] { return has_run(s, seq); });
+        return sticky(s->device);
+    }
+    return cudaSuccess;
+}
+
+static cudaError_t fill(const char *call, void *ptr, int value, size_t bytes,
+                        cudaStream_t stream)
+{
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    stream_state *s = nullptr;
+    if (open_stream(stream, &s) != cudaSuccess)
+        return cudaPeekAtLastError();
+    if (bytes == 0)
+        return cudaSuccess;
+    if (kind_of(ptr, bytes) != DEVICE) {
+        std::string why = "the range is not device memory";
+        overruns(ptr, bytes, &why);
+        return set_error(cudaErrorInvalidValue, std::string(call) + ": " + why);
+    }
+    op o{};
+    o.kind = OP_WORK;
+    o.what = call;
+    o.work = [ptr, value, bytes]() { memset(ptr, value, bytes); };
+    queue(s, std::move(o));
+    return cudaSuccess;
+}
+
+} // namespace emu
+
+using namespace emu;
+
+extern "C" {
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
+{
+    return copy_2d("cudaMemcpy", dst, bytes, src, bytes, bytes, 1, kind, nullptr, true);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream)
+{
+    return copy_2d("cudaMemcpyAsync", dst, bytes, src, bytes, bytes, 1, kind, stream, false);
+}
+
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                         size_t height, cudaMemcpyKind kind)
+{
+    return copy_2d("cudaMemcpy2D", dst, dpitch, src, spitch, width, height, kind, nullptr, true);
+}
+
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, cudaMemcpyKind kind,
+                              cudaStream_t stream)
+{
+    return copy_2d("cudaMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind, stream,
+                   false);
+}
+
+/* Asynchronous with respect to the host, on the legacy stream (the runtime
+ * API's documented behaviour for device memory). */
+cudaError_t cudaMemset(void *ptr, int value, size_t bytes)
+{
+    return fill("cudaMemset", ptr, value, bytes, nullptr);
+}
+
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream)
+{
+    return fill("cudaMemsetAsync", ptr, value, bytes, stream);
+}
+
+/* ---- streams ---------------------------------------------------------------------------- */
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)
+{
+    *stream = nullptr;
+    runtime &r = rt();
+    if (!r.config_error.empty())
+        return set_error(cudaErrorInitializationError, r.config_error);
+    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    stream_state *s = new stream_state{r.next_stream_id++, current_device(),
+                                       !(flags & cudaStreamNonBlocking), false, {}};
+    r.streams[s->id] = s;
+    *stream = (cudaStream_t)s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream)
+{
+    return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    runtime &r = rt();
+    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    stream_state *s = stream ? stream_of(stream) : nullptr;
+    if (!s || s->legacy)
+        return set_error(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: not a live stream");
+    run_stream(s); /* its work still runs, as the documentation promises */
+    r.streams.erase(s->id);
+    delete s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    stream_state *s = nullptr;
+    if (open_stream(stream, &s) != cudaSuccess)
+        return cudaPeekAtLastError();
+    run_stream(s);
+    return sticky(s->device);
+}
+
+/* Nothing runs by itself here, so a query finishes the stream's work:
+ * a polling loop ends, as it would on a GPU. */
+cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+    return cudaStreamSynchronize(stream);
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    if (sticky(current_device()) != cudaSuccess)
+        return cudaPeekAtLastError();
+    run_device(current_device());
+    return sticky(current_device());
+}
+
+/* ---- events ------------------------------------------------------------------------------- */
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags)
+{
+    *event = new CUevent_st{current_device(), flags, 0, 0, false, 0.0};
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+    return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+/* Events are plain heap objects; a null handle is the only one we can refuse. */
+static bool is_event(cudaEvent_t event)
+{
+    return event != nullptr;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    if (!is_event(event))
+        return set_error(cudaErrorInvalidResourceHandle, "cudaEventDestroy: a null event");
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    run_until([event] { return event->seq == 0 || event->done; });
+    delete event;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    stream_state *s = nullptr;
+    if (!is_event(event))
+        return set_error(cudaErrorInvalidResourceHandle, "cudaEventRecord: a null event");
+    if (open_stream(stream, &s) != cudaSuccess)
+        return cudaPeekAtLastError();
+    op o{};
+    o.kind = OP_RECORD;
+    o.what = "cudaEventRecord";
+    o.event = event;
+    event->stream = s->id;
+    event->done = false;
+    event->seq = queue(s, std::move(o));
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    if (!is_event(event))
+        return set_error(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: a null event");
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    run_until([event] { return event->seq == 0 || event->done; });
+    return sticky(event->device);
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+    return cudaEventSynchronize(event);
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    if (!is_event(start) || !is_event(end))
+        return set_error(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: a null event");
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    if ((start->flags | end->flags) & cudaEventDisableTiming)
+        return set_error(cudaErrorInvalidResourceHandle,
+                         "cudaEventElapsedTime: an event made with cudaEventDisableTiming");
+    if (!start->done || !end->done)
+        return set_error(cudaErrorNotReady, "cudaEventElapsedTime: an event has not run yet");
+    *ms = (float)(end->ms - start->ms);
+    return sticky(start->device);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags)
+{
+    (void)flags;
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    stream_state *s = nullptr;
+    if (!is_event(event))
+        return set_error(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: a null event");
+    if (open_stream(stream, &s) != cudaSuccess)
+        return cudaPeekAtLastError();
+    if (event->seq == 0 || event->done)
+        return cudaSuccess; /* nothing recorded, or it ran: nothing to wait for */
+    op o{};
+    o.kind = OP_WORK;
+    o.what = "cudaStreamWaitEvent";
+    o.work = [] {};
+    o.after.push_back(dependency{event->stream, event->seq + 1});
+    queue(s, std::move(o));
+    return cudaSuccess;
+}
+
+} /* extern "C" */
