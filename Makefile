@@ -226,7 +226,7 @@ LIB_A  := $(BUILD)/libcuttle.a
 LIB_SO := $(BUILD)/libcuttle.so
 CLI    := $(BUILD)/cuttle
 
-.PHONY: all config test test-gpu check install uninstall clean
+.PHONY: all config test test-gpu test-gpu-emu check install uninstall clean
 .SECONDARY:
 all: config $(LIB_A) $(LIB_SO) $(CLI) $(TEST_BINS) $(EXAMPLE_BINS) $(BENCH_BINS)
 
@@ -338,17 +338,28 @@ else
 	@echo "test-gpu: compute-sanitizer not found; memcheck and racecheck not run"
 endif
 
-# The README's test command: the suite, then the suite under ASan + UBSan,
-# with one closing line for both.
+# The GPU suite on the emulated device: builds build-emu/ and build-emu-san/,
+# runs it in the three thread orders and under ASan + UBSan.
+test-gpu-emu:
+	@$(MAKE) --no-print-directory CUDA=emu all
+	@$(MAKE) --no-print-directory CUDA=emu SANITIZE=1 all
+	@sh tests/run-gpu-emu.sh
+
+# The README's test command: the suite, the suite under ASan + UBSan, and
+# the GPU suite on the emulated device, with one closing line for all.
 check:
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory SANITIZE=1 all
+	@$(MAKE) --no-print-directory CUDA=emu all
+	@$(MAKE) --no-print-directory CUDA=emu SANITIZE=1 all
 	@BUILD=build sh tests/run.sh > build/check.log 2>&1; \
 	 cat build/check.log; \
 	 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	 BUILD=build-san sh tests/run.sh > build-san/check.log 2>&1; \
 	 sed 's/^/[asan+ubsan] /' build-san/check.log; \
-	 tail -n 1 build/check.log build-san/check.log | awk '/passed/ {p += $$1; f += $$3} END {print "all builds: " p " passed, " f " failed"; exit f > 0}'
+	 sh tests/run-gpu-emu.sh > build-emu/check.log 2>&1; \
+	 cat build-emu/check.log; \
+	 tail -n 1 build/check.log build-san/check.log build-emu/check.log | awk '/passed/ {p += $$1; f += $$3} END {print "all builds: " p " passed, " f " failed"; exit f > 0}'
 
 install: $(LIB_A) $(LIB_SO) $(CLI)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \

@@ -130,12 +130,21 @@ static gpu_thread &self()
     return *this_worker->running;
 }
 
-/* Record the failure (the first one counts) and never run this thread again. */
-[[noreturn]] static void fail(const std::string &what)
+/* Record the failure (the first one counts) and never run this thread
+ * again.  printf-style: this frame never returns, so nothing here may own
+ * memory (a std::string argument would never be destroyed). */
+[[noreturn]] static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+[[noreturn]] static void fail(const char *fmt, ...)
 {
     worker *w = this_worker;
-    if (w->block->error.empty())
+    if (w->block->error.empty()) {
+        char what[1024];
+        va_list args;
+        va_start(args, fmt);
+        vsnprintf(what, sizeof what, fmt, args);
+        va_end(args);
         w->block->error = thread_name(self()) + ": " + what;
+    }
     self().state = FAILED;
     fiber_exit(&self().f, &w->context);
 }
@@ -153,14 +162,14 @@ void syncthreads(const char *file, int line)
 {
     block_run *b = this_worker->block;
     if (b->at_barrier > 0 && (b->barrier_line != line || strcmp(b->barrier_file, file) != 0))
-        fail(format("reaches __syncthreads() at %s:%d while %d thread(s) wait at the one at "
-                    "%s:%d: threads of a block must meet at the same barrier",
-                    base_name(file), line, b->at_barrier, base_name(b->barrier_file),
-                    b->barrier_line));
+        fail("reaches __syncthreads() at %s:%d while %d thread(s) wait at the one at "
+             "%s:%d: threads of a block must meet at the same barrier",
+             base_name(file), line, b->at_barrier, base_name(b->barrier_file),
+             b->barrier_line);
     if (b->n_exited > 0)
-        fail(format("reaches __syncthreads() at %s:%d after %d thread(s) of its block exited: "
-                    "they can never arrive (a barrier in code that not every thread reaches)",
-                    base_name(file), line, b->n_exited));
+        fail("reaches __syncthreads() at %s:%d after %d thread(s) of its block exited: "
+             "they can never arrive (a barrier in code that not every thread reaches)",
+             base_name(file), line, b->n_exited);
     b->barrier_file = file;
     b->barrier_line = line;
     if (++b->at_barrier < b->n_threads) {
@@ -229,14 +238,14 @@ uint64_t warp_collective(const char *file, int line, collective_kind kind, unsig
     int warp = t.linear / WARP, lane = t.linear % WARP;
     const char *name = collective_names[kind];
     if (!(mask >> lane & 1u))
-        fail(format("calls %s at %s:%d with mask 0x%08x, which does not name its own lane %d",
-                    name, base_name(file), line, mask, lane));
+        fail("calls %s at %s:%d with mask 0x%08x, which does not name its own lane %d",
+             name, base_name(file), line, mask, lane);
     if (mask & ~warp_lanes(b, warp))
-        fail(format("calls %s at %s:%d with mask 0x%08x, but warp %d has only lanes 0x%08x",
-                    name, base_name(file), line, mask, warp, warp_lanes(b, warp)));
+        fail("calls %s at %s:%d with mask 0x%08x, but warp %d has only lanes 0x%08x",
+             name, base_name(file), line, mask, warp, warp_lanes(b, warp));
     if (width < 1 || width > WARP || (width & (width - 1)))
-        fail(format("calls %s at %s:%d with width %d: it must be a power of 2 up to 32", name,
-                    base_name(file), line, width));
+        fail("calls %s at %s:%d with width %d: it must be a power of 2 up to 32", name,
+             base_name(file), line, width);
     /* Lanes with the same mask meet at one call; collectives of other
      * masks may be open beside it (a lane may finish one and then join
      * another).  Lanes that can never meet show up as a stuck block. */
@@ -247,11 +256,11 @@ uint64_t warp_collective(const char *file, int line, collective_kind kind, unsig
             continue;
         if (other.kind != kind || other.width != width || other.line != line ||
             strcmp(other.file, file) != 0)
-            fail(format("calls %s at %s:%d with mask 0x%08x while lanes 0x%08x of warp %d wait "
-                        "at %s at %s:%d with the same mask: the lanes of a mask must make the "
-                        "same call",
-                        name, base_name(file), line, mask, other.arrived, warp,
-                        collective_names[other.kind], base_name(other.file), other.line));
+            fail("calls %s at %s:%d with mask 0x%08x while lanes 0x%08x of warp %d wait "
+                 "at %s at %s:%d with the same mask: the lanes of a mask must make the "
+                 "same call",
+                 name, base_name(file), line, mask, other.arrived, warp,
+                 collective_names[other.kind], base_name(other.file), other.line);
         c = &other;
     }
     if (!c) {
@@ -290,7 +299,7 @@ unsigned active_mask()
 
 void kernel_trap(const char *file, int line, const char *what)
 {
-    fail(format("%s at %s:%d", what, base_name(file), line));
+    fail("%s at %s:%d", what, base_name(file), line);
 }
 
 /* A lane that leaves while lanes of its warp wait for it at a collective. */
@@ -300,13 +309,13 @@ static void check_exit(gpu_thread &t)
     int warp = t.linear / WARP, lane = t.linear % WARP;
     for (const collective &c : b->warps[warp])
         if (c.mask >> lane & 1u)
-            fail(format("exits while lanes 0x%08x of warp %d wait for it at %s at %s:%d (mask "
-                        "0x%08x)",
-                        c.arrived, warp, collective_names[c.kind], base_name(c.file), c.line,
-                        c.mask));
+            fail("exits while lanes 0x%08x of warp %d wait for it at %s at %s:%d (mask "
+                 "0x%08x)",
+                 c.arrived, warp, collective_names[c.kind], base_name(c.file), c.line,
+                 c.mask);
     if (b->at_barrier > 0)
-        fail(format("exits while %d thread(s) of its block wait at __syncthreads() at %s:%d",
-                    b->at_barrier, base_name(b->barrier_file), b->barrier_line));
+        fail("exits while %d thread(s) of its block wait at __syncthreads() at %s:%d",
+             b->at_barrier, base_name(b->barrier_file), b->barrier_line);
 }
 
 static void thread_main(void *arg)
@@ -422,6 +431,9 @@ static std::string run_block(worker *w, const kernel_launch &l, uint3 block_idx)
         if (!progressed && b.error.empty())
             b.error = describe_stuck(b, w->threads);
     }
+    for (int i = 0; i < n; i++)
+        if (w->threads[(size_t)i].state != EXITED)
+            fiber_abandoned(&w->threads[(size_t)i].f);
     w->block = nullptr;
     w->running = nullptr;
     current_view = nullptr;

@@ -14,6 +14,7 @@
 #endif
 #endif
 #if CT_EMU_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -134,6 +135,15 @@ static void arrived(fiber_context *self, fiber_context *from)
 static void announce(fiber_context *, fiber_context *, bool) {}
 static void arrived(fiber_context *, fiber_context *) {}
 #endif
+
+void fiber_abandoned(fiber *f)
+{
+#if CT_EMU_ASAN
+    __asan_unpoison_memory_region(f->stack, f->stack_size);
+#else
+    (void)f;
+#endif
+}
 
 void fiber_started(fiber_context *worker)
 {

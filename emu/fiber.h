@@ -46,6 +46,9 @@ void fiber_resume(fiber_context *worker, fiber *f);
 void fiber_suspend(fiber *f, fiber_context *worker);
 /* From inside `f`, for the last time (until fiber_prepare again). */
 [[noreturn]] void fiber_exit(fiber *f, fiber_context *worker);
+/* A fiber abandoned before it exited (its kernel failed) left its frames'
+ * AddressSanitizer shadow behind: clear it before the stack is reused. */
+void fiber_abandoned(fiber *f);
 /* The first thing a new fiber's entry does (AddressSanitizer bookkeeping). */
 void fiber_started(fiber_context *worker);
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs every test binary in $BUILD/tests, every example in $BUILD/examples
 # (each must exit 0), and, for the plain build, tests/test_*.sh; adds up
-# their PASS/FAIL lines.
+# their PASS/FAIL lines.  TESTS="a b ..." runs those instead.
 # A binary that crashes or exits non-zero without a FAIL line counts as one
 # failure.  Ends with "N passed, N failed" and a non-zero status on failure.
 BUILD=${BUILD:-build}
@@ -12,7 +12,12 @@ scripts=""
 if [ "$BUILD" = build ]; then
     scripts=$(ls tests/test_*.sh 2>/dev/null)
 fi
-for test_bin in "$BUILD"/tests/test_* "$BUILD"/examples/* $scripts; do
+if [ -n "$TESTS" ]; then
+    set -- $TESTS
+else
+    set -- "$BUILD"/tests/test_* "$BUILD"/examples/* $scripts
+fi
+for test_bin in "$@"; do
     [ -x "$test_bin" ] || [ "${test_bin%.sh}" != "$test_bin" ] || continue
     [ -e "$test_bin" ] || continue
     name=$(basename "$test_bin")

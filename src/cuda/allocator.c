@@ -15,6 +15,23 @@
 #include "core/error.h"
 #include "cuda/check.h"
 
+/* Only where device memory is host memory: the emulated device. */
+#if defined(CUDA_EMU) && defined(__SANITIZE_ADDRESS__)
+#define CT_DEVICE_ASAN 1
+#elif defined(CUDA_EMU) && defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CT_DEVICE_ASAN 1
+#endif
+#endif
+#if CT_DEVICE_ASAN
+#include <sanitizer/asan_interface.h>
+#define DEVICE_POISON(ptr, bytes) ASAN_POISON_MEMORY_REGION(ptr, bytes)
+#define DEVICE_UNPOISON(ptr, bytes) ASAN_UNPOISON_MEMORY_REGION(ptr, bytes)
+#else
+#define DEVICE_POISON(ptr, bytes) ((void)(ptr), (void)(bytes))
+#define DEVICE_UNPOISON(ptr, bytes) ((void)(ptr), (void)(bytes))
+#endif
+
 #define SMALL_LIMIT ((size_t)1 << 20)
 #define SMALL_GRANULE 512
 #define MIB (1024.0 * 1024.0)
@@ -39,9 +56,9 @@ size_t ct_cuda_size_class(size_t bytes)
     return (bytes + quarter - 1) / quarter * quarter;
 }
 
-void ct_cuda_allocator_init(ct_cuda_allocator *allocator, int device)
+void ct_cuda_allocator_init(ct_cuda_allocator *allocator, int device, cudaStream_t stream)
 {
-    *allocator = (ct_cuda_allocator){.device = device};
+    *allocator = (ct_cuda_allocator){.device = device, .stream = stream};
 }
 
 void ct_cuda_allocator_destroy(ct_cuda_allocator *allocator)
@@ -49,6 +66,7 @@ void ct_cuda_allocator_destroy(ct_cuda_allocator *allocator)
     ct_cuda_block *block = allocator->blocks;
     while (block) {
         ct_cuda_block *next = block->next;
+        DEVICE_UNPOISON(block->ptr, block->size);
         cudaFree(block->ptr); /* teardown: nothing useful to do with a failure */
         free(block);
         block = next;
@@ -67,6 +85,7 @@ ct_status ct_cuda_allocator_release_cache(ct_cuda_allocator *allocator)
         }
         *link = block->next;
         allocator->stats.cached -= block->size;
+        DEVICE_UNPOISON(block->ptr, block->size);
         cudaError_t error = cudaFree(block->ptr);
         free(block);
         if (error != cudaSuccess)
@@ -92,8 +111,11 @@ static ct_status out_of_memory(const ct_cuda_allocator *allocator, size_t bytes,
                         total_bytes / MIB);
 }
 
-static void hand_out(ct_cuda_allocator *allocator, ct_cuda_block *block)
+/* The caller owns the first `bytes`; the class's slack stays poisoned. */
+static void hand_out(ct_cuda_allocator *allocator, ct_cuda_block *block, size_t bytes)
 {
+    DEVICE_UNPOISON(block->ptr, bytes);
+    DEVICE_POISON((char *)block->ptr + bytes, block->size - bytes);
     block->in_use = true;
     allocator->stats.in_use += block->size;
     allocator->stats.n_allocs++;
@@ -130,11 +152,14 @@ static ct_status device_alloc(ct_cuda_allocator *allocator, size_t size, void **
     return CT_OK;
 }
 
-/* Fill a block handed out with 0xff bytes (NaN floats) when poisoning. */
-static ct_status poison(const ct_cuda_allocator *allocator, void *ptr, size_t size)
+/* Fill the bytes handed out with 0xff (NaN floats) when poisoning.  On the
+ * backend's stream: a memset on the legacy stream would not be ordered
+ * with the backend's non-blocking stream and could land after its writes
+ * (test_gpu fails so in the emulator's reverse and shuffle orders). */
+static ct_status poison(const ct_cuda_allocator *allocator, void *ptr, size_t bytes)
 {
     if (allocator->poison)
-        CT_CUDA_CALL(cudaMemset(ptr, 0xff, size));
+        CT_CUDA_CALL(cudaMemsetAsync(ptr, 0xff, bytes, allocator->stream));
     return CT_OK;
 }
 
@@ -144,9 +169,9 @@ ct_status ct_cuda_allocator_alloc(ct_cuda_allocator *allocator, size_t bytes, vo
     size_t size = ct_cuda_size_class(bytes);
     for (ct_cuda_block *block = allocator->blocks; block; block = block->next) {
         if (!block->in_use && block->size == size) {
-            CT_TRY(poison(allocator, block->ptr, size));
             allocator->stats.cached -= size;
-            hand_out(allocator, block);
+            hand_out(allocator, block, bytes);
+            CT_TRY(poison(allocator, block->ptr, bytes));
             *out = block->ptr;
             return CT_OK;
         }
@@ -157,7 +182,7 @@ ct_status ct_cuda_allocator_alloc(ct_cuda_allocator *allocator, size_t bytes, vo
     void *ptr = NULL;
     ct_status status = device_alloc(allocator, size, &ptr);
     if (status == CT_OK) {
-        status = poison(allocator, ptr, size);
+        status = poison(allocator, ptr, bytes);
         if (status != CT_OK)
             cudaFree(ptr);
     }
@@ -167,7 +192,7 @@ ct_status ct_cuda_allocator_alloc(ct_cuda_allocator *allocator, size_t bytes, vo
     }
     *block = (ct_cuda_block){.ptr = ptr, .size = size, .next = allocator->blocks};
     allocator->blocks = block;
-    hand_out(allocator, block);
+    hand_out(allocator, block, bytes);
     *out = ptr;
     return CT_OK;
 }
@@ -177,6 +202,7 @@ void ct_cuda_allocator_release(ct_cuda_allocator *allocator, void *ptr)
     for (ct_cuda_block *block = allocator->blocks; block; block = block->next) {
         if (block->ptr == ptr) {
             CT_ASSERT(block->in_use);
+            DEVICE_POISON(block->ptr, block->size);
             block->in_use = false;
             allocator->stats.in_use -= block->size;
             allocator->stats.cached += block->size;

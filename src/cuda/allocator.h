@@ -6,6 +6,11 @@
  * first.  It keeps statistics, honours a cap, and turns out-of-memory into
  * CT_ERR_MEMORY with a message that gives the statistics.
  *
+ * On the emulated device (emu/) device memory is host memory, and under
+ * AddressSanitizer the allocator poisons what no caller owns: a block's
+ * slack past the bytes asked for, and cached free blocks, so a kernel that
+ * reads or writes there fails as it would past a cudaMalloc'd buffer.
+ *
  * Not thread-safe: a backend is used from one thread at a time.
  */
 #ifndef CT_CUDA_ALLOCATOR_H
@@ -14,18 +19,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <cuda_runtime_api.h>
+
 #include "cuttle.h"
 
 typedef struct ct_cuda_block ct_cuda_block;
 
 typedef struct ct_cuda_allocator {
     int device;
+    cudaStream_t stream;   /* where its poisoning memsets run: the backend's stream */
     ct_cuda_block *blocks; /* every block cudaMalloc gave us, in use or free */
     ct_memory_stats stats;
     bool poison; /* fill new blocks with 0xff bytes (NaN floats): tests */
 } ct_cuda_allocator;
 
-void ct_cuda_allocator_init(ct_cuda_allocator *allocator, int device);
+void ct_cuda_allocator_init(ct_cuda_allocator *allocator, int device, cudaStream_t stream);
 /* Frees every block, in use or not. */
 void ct_cuda_allocator_destroy(ct_cuda_allocator *allocator);
 

@@ -424,6 +424,7 @@ static ct_status cuda_setup(cuda_backend *b)
     ct_cuda_set_device_info(props.multiProcessorCount);
     CT_CUDA_CALL(cudaSetDevice(b->device));
     CT_CUDA_CALL(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
+    b->allocator.stream = b->stream;
     CT_CUDA_CALL(cudaEventCreate(&b->tune_start));
     CT_CUDA_CALL(cudaEventCreate(&b->tune_stop));
     CT_CUDA_CALL(cudaMalloc((void **)&b->bad_row, sizeof *b->bad_row));
@@ -469,7 +470,7 @@ ct_status ct_cuda_backend_new(int device, ct_backend **out)
     backend->n_threads = 1;
     b->device = device;
     b->kernels = KERNELS_AUTO;
-    ct_cuda_allocator_init(&b->allocator, device);
+    ct_cuda_allocator_init(&b->allocator, device, NULL); /* its stream: cuda_setup */
     ct_status status = cuda_setup(b);
     if (status != CT_OK) {
         cuda_destroy(backend);

@@ -1,0 +1,39 @@
+#!/bin/sh
+# The GPU suite on the emulated device (make test-gpu-emu): the emulator's
+# own test, the GPU-vs-CPU test and the command line on `--device cuda`,
+# in each thread order (CUDA_EMU_ORDER), then once more in the ASan + UBSan
+# build.  Ends with "N passed, N failed" like tests/run.sh.
+#   EMU_BUILD=build-emu EMU_SAN_BUILD=build-emu-san (either may be empty to skip)
+#   EMU_ORDERS="forward reverse shuffle"
+EMU_BUILD=${EMU_BUILD-build-emu}
+EMU_SAN_BUILD=${EMU_SAN_BUILD-build-emu-san}
+EMU_ORDERS=${EMU_ORDERS-forward reverse shuffle}
+passed=0
+failed=0
+
+# run LABEL BUILD: every GPU test of BUILD, lines prefixed with the label.
+run() {
+    label=$1
+    log=$(mktemp)
+    CT_REQUIRE_GPU=1 BUILD=$2 TESTS="$2/tests/test_emu $2/tests/test_gpu tests/gpu_cli.sh" \
+        sh tests/run.sh > "$log" 2>&1
+    sed "s/^/[$label] /" "$log"
+    p=$(tail -n 1 "$log" | awk '/passed/ {print $1}')
+    f=$(tail -n 1 "$log" | awk '/passed/ {print $3}')
+    passed=$((passed + ${p:-0}))
+    failed=$((failed + ${f:-1}))
+    rm -f "$log"
+}
+
+if [ -n "$EMU_BUILD" ]; then
+    for order in $EMU_ORDERS; do
+        CUDA_EMU_ORDER=$order CUDA_EMU_SEED=7 run "emu $order" "$EMU_BUILD"
+    done
+fi
+if [ -n "$EMU_SAN_BUILD" ]; then
+    CUDA_EMU_ORDER=shuffle CUDA_EMU_SEED=11 \
+        ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+        run "emu asan+ubsan" "$EMU_SAN_BUILD"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
