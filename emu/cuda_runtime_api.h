@@ -146,6 +146,13 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const voi
                                                           int block_size,
                                                           size_t dynamic_shared_bytes);
 
+/* Emulator only (not CUDA): make the named vendor-library calls fail, as
+ * CUDA_EMU_FAIL="cudnnConvolutionForward,cublasSgemm" does, to test the
+ * paths that handle their failure ("" or NULL: none); and how many calls
+ * of `call` failed so. */
+void cuda_emu_fail(const char *calls);
+int cuda_emu_failures(const char *call);
+
 #ifdef __cplusplus
 }
 #endif

@@ -26,6 +26,10 @@ bool is_device_range(const void *ptr, size_t bytes);
  * kernel's would be.  `message` says what went wrong. */
 void fail_current_work(cudaError_t error, const char *message);
 
+/* Whether the vendor call `call` (its C name) must fail now: CUDA_EMU_FAIL
+ * or cuda_emu_fail() named it.  Counts the failures it causes. */
+bool injected_failure(const char *call);
+
 } // namespace emu
 
 #endif

@@ -291,7 +291,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
     if (check_device(device) != cudaSuccess)
         return last_error;
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "cuttle emulated GPU (H100 SXM figures)");
+    snprintf(p->name, sizeof p->name, "emulated H100 (CPU)");
     p->totalGlobalMem = config().memory_bytes;
     p->sharedMemPerBlock = 48 << 10;
     p->regsPerBlock = 65536;
@@ -475,9 +475,43 @@ cudaError_t cudaDeviceReset(void)
     return cudaSuccess;
 }
 
+/* ---- injected failures ------------------------------------------------------------- */
+
+static std::string failing_calls; /* ",a,b," */
+static std::map<std::string, int> failures;
+static bool failing_read;
+
+void cuda_emu_fail(const char *calls)
+{
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    failing_calls = std::string(",") + (calls ? calls : "") + ",";
+    failing_read = true;
+}
+
+int cuda_emu_failures(const char *call)
+{
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    auto found = failures.find(call);
+    return found == failures.end() ? 0 : found->second;
+}
+
 } /* extern "C" */
 
 namespace emu {
+
+bool injected_failure(const char *call)
+{
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    if (!failing_read) {
+        const char *setting = getenv("CUDA_EMU_FAIL");
+        failing_calls = std::string(",") + (setting ? setting : "") + ",";
+        failing_read = true;
+    }
+    if (failing_calls.find(std::string(",") + call + ",") == std::string::npos)
+        return false;
+    failures[call]++;
+    return true;
+}
 
 const allocation *find_range(const void *ptr, size_t bytes)
 {

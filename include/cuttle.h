@@ -256,6 +256,10 @@ typedef struct ct_plan ct_plan;
 ct_status ct_backend_new(const char *device, ct_backend **out);
 void ct_backend_free(ct_backend *backend);
 const char *ct_backend_name(const ct_backend *backend); /* borrowed */
+/* Whether the backend runs on an emulated device (a CUDA backend built with
+ * `make CUDA=emu`): its results are real, its timings are the CPU time of
+ * the emulation and say nothing about GPU speed. */
+bool ct_backend_emulated(const ct_backend *backend);
 /* Wait until the backend has finished the work queued so far (a CUDA run
  * returns once its kernels are queued and a read waits for them; timings
  * need this).  Returns the status of any failure it met. */

@@ -24,6 +24,8 @@
 #include "cuttle.h"
 #include "harness.h"
 #ifdef CT_HAVE_CUDA
+#include <cuda_runtime_api.h> /* the emulator's defines CUDA_EMU and cuda_emu_fail */
+
 #include "cuda/cuda.h"
 #endif
 
@@ -368,30 +370,36 @@ static bool plan_both(build_fn build, ct_graph *g, tracked *t, ct_plan **cpu, ct
     return true;
 }
 
-/* Build, plan on both, same data, `steps` training steps, compare everything. */
-static void compare_on_backends(build_fn build, int steps, double tol)
+/* `steps` training steps on both plans, then every output, gradient and
+ * piece of state compared. */
+static void run_and_compare(ct_plan *cpu, ct_plan *gpu, ct_graph *g, const tracked *t,
+                            int steps, double tol)
 {
-    tracked t = {0};
-    ct_graph *g = ct_graph_new();
-    ct_plan *cpu = NULL, *gpu = NULL;
-    if (!plan_both(build, g, &t, &cpu, &gpu))
-        goto done;
     for (int step = 0; step < steps; step++) {
         CHECK_OK(ct_plan_run(cpu, CT_TRAIN));
         CHECK_OK(ct_plan_run(gpu, CT_TRAIN));
     }
-    for (int i = 0; i < t.n_outputs; i++)
-        compare_tensor(cpu, gpu, t.outputs[i], "output", tol);
-    for (int i = 0; i < t.n_inputs; i++)
-        if (ct_tensor_grad(t.inputs[i]))
-            compare_tensor(cpu, gpu, ct_tensor_grad(t.inputs[i]), "input gradient", tol);
+    for (int i = 0; i < t->n_outputs; i++)
+        compare_tensor(cpu, gpu, t->outputs[i], "output", tol);
+    for (int i = 0; i < t->n_inputs; i++)
+        if (ct_tensor_grad(t->inputs[i]))
+            compare_tensor(cpu, gpu, ct_tensor_grad(t->inputs[i]), "input gradient", tol);
     for (int i = 0; i < ct_graph_n_state(g); i++) {
         ct_tensor *s = ct_graph_state(g, i);
         if (ct_tensor_grad(s))
             compare_tensor(cpu, gpu, ct_tensor_grad(s), "gradient", tol);
         compare_tensor(cpu, gpu, s, "state after the step", tol);
     }
-done:
+}
+
+/* Build, plan on both, same data, `steps` training steps, compare everything. */
+static void compare_on_backends(build_fn build, int steps, double tol)
+{
+    tracked t = {0};
+    ct_graph *g = ct_graph_new();
+    ct_plan *cpu = NULL, *gpu = NULL;
+    if (plan_both(build, g, &t, &cpu, &gpu))
+        run_and_compare(cpu, gpu, g, &t, steps, tol);
     ct_plan_free(cpu);
     ct_plan_free(gpu);
     ct_graph_free(g);
@@ -534,12 +542,122 @@ static void bad_label_is_arg_error(const void *arg)
     }
     ct_plan_free(plan);
     ct_graph_free(g);
+    /* The label check belongs to that step: with its plan and graph gone, the
+     * backend has nothing more to report (it used to read the freed node). */
+    CHECK_OK(ct_backend_synchronize(gpu_backend));
 }
+
+/* Everything a step computes on the GPU, read back from `plan`. */
+static void *read_everything(ct_plan *plan, ct_graph *g, const tracked *t, size_t *bytes)
+{
+    size_t total = 0, offset = 0;
+    const ct_tensor *parts[4 * MAX_TRACKED + 256];
+    int n = 0;
+    for (int i = 0; i < t->n_outputs; i++)
+        parts[n++] = t->outputs[i];
+    for (int i = 0; i < ct_graph_n_state(g) && n + 2 <= (int)(sizeof parts / sizeof *parts);
+         i++) {
+        ct_tensor *s = ct_graph_state(g, i);
+        parts[n++] = s;
+        if (ct_tensor_grad(s))
+            parts[n++] = ct_tensor_grad(s);
+    }
+    for (int i = 0; i < n; i++)
+        total += ct_tensor_bytes(parts[i]);
+    char *data = malloc(total ? total : 1);
+    for (int i = 0; i < n; i++) {
+        CHECK_OK(ct_plan_read(plan, parts[i], data + offset, ct_tensor_bytes(parts[i])));
+        offset += ct_tensor_bytes(parts[i]);
+    }
+    *bytes = total;
+    return data;
+}
+
+/* The same steps from the same state give the same bits (every native and
+ * vendor kernel reduces in a fixed order, whatever order threads, blocks and
+ * streams run in: test-gpu-emu runs this in three orders). */
+static void steps_are_deterministic(const void *arg)
+{
+    CHECK_OK(ct_backend_set_kernels(gpu_backend, arg));
+    tracked t = {0};
+    ct_graph *g = ct_graph_new();
+    ct_plan *cpu = NULL, *first = NULL, *second = NULL;
+    if (!plan_both(build_simplecnn, g, &t, &cpu, &first))
+        goto done;
+    CHECK_OK(ct_plan_new(g, gpu_backend, 7, &second));
+    for (int i = 0; second && i < t.n_inputs; i++)
+        fill_random(cpu, second, t.inputs[i], t.n_classes, 100 + (uint64_t)i);
+    for (int i = 0; second && i < ct_graph_n_state(g); i++)
+        fill_random(cpu, second, ct_graph_state(g, i), 0, 200 + (uint64_t)i);
+    for (int step = 0; second && step < 3; step++) {
+        CHECK_OK(ct_plan_run(first, CT_TRAIN));
+        CHECK_OK(ct_plan_run(second, CT_TRAIN));
+    }
+    if (second) {
+        size_t bytes_a = 0, bytes_b = 0;
+        void *a = read_everything(first, g, &t, &bytes_a);
+        void *b = read_everything(second, g, &t, &bytes_b);
+        CHECK(bytes_a == bytes_b && memcmp(a, b, bytes_a) == 0,
+              "two runs of the same steps differ (%zu bytes compared)", bytes_a);
+        free(a);
+        free(b);
+    }
+done:
+    ct_plan_free(cpu);
+    ct_plan_free(first);
+    ct_plan_free(second);
+    ct_graph_free(g);
+}
+
+/* Two GPUs in one process: a plan on cuda:0 gets its data, then making
+ * cuda:1 makes that the current device; the step on cuda:0 must still run
+ * on cuda:0, and cuda:1 work on its own. */
+static void two_gpus_in_one_process(const void *arg)
+{
+    (void)arg;
+    tracked t = {0};
+    ct_graph *g = ct_graph_new();
+    ct_plan *cpu = NULL, *gpu = NULL;
+    ct_backend *second = NULL;
+    CHECK_OK(ct_backend_set_kernels(gpu_backend, "native"));
+    if (plan_both(build_simplecnn, g, &t, &cpu, &gpu)) {
+        CHECK_OK(ct_backend_new("cuda:1", &second));
+        run_and_compare(cpu, gpu, g, &t, 2, TOL_TRAINING);
+    }
+    ct_plan_free(cpu);
+    ct_plan_free(gpu);
+    ct_graph_free(g);
+    if (second) {
+        CHECK_OK(poison_gpu_memory(second));
+        ct_backend *first = gpu_backend;
+        gpu_backend = second;
+        compare_on_backends(build_simplecnn, 2, TOL_TRAINING);
+        gpu_backend = first;
+        ct_backend_free(second);
+    }
+}
+
+#ifdef CUDA_EMU
+/* A vendor call that fails (here: made to, by the emulator) leaves its shape
+ * to the native kernels, with the same results, and is not called again. */
+static void vendor_failure_falls_back_once(const void *arg)
+{
+    (void)arg;
+    cuda_emu_fail("cudnnConvolutionForward");
+    CHECK_OK(ct_backend_set_kernels(gpu_backend, "vendor"));
+    compare_on_backends(build_conv_3x3, 3, TOL_F32);
+    CHECK(cuda_emu_failures("cudnnConvolutionForward") == 1,
+          "cudnnConvolutionForward failed %d times: a failing shape is retried",
+          cuda_emu_failures("cudnnConvolutionForward"));
+    cuda_emu_fail(NULL);
+}
+#endif
 
 /* ---- main ---------------------------------------------------------------------------- */
 
 static const char *const kernel_modes[] = {"native", "vendor"};
-#define N_EXTRA_CASES 6 /* simplecnn native and vendor, allocator, profile, cap, bad label */
+/* simplecnn native and vendor, allocator, profile, cap, bad label, determinism x2 */
+#define N_EXTRA_CASES 8
 
 static bool is_tf32_case(const gpu_case *c)
 {
@@ -600,6 +718,18 @@ int main(void)
     run_labelled("profile_has_device_times", profile_has_device_times, NULL);
     run_labelled("over_the_cap_is_memory_error", over_the_cap_is_memory_error, NULL);
     run_labelled("bad_label_is_arg_error", bad_label_is_arg_error, NULL);
+    run_labelled("steps_are_deterministic/native", steps_are_deterministic, "native");
+    run_labelled("steps_are_deterministic/vendor", steps_are_deterministic, "vendor");
+    ct_backend *probe = NULL;
+    if (ct_backend_new("cuda:1", &probe) == CT_OK) {
+        ct_backend_free(probe);
+        run_labelled("two_gpus_in_one_process", two_gpus_in_one_process, NULL);
+    }
+    else
+        printf("# two_gpus_in_one_process: not run, one GPU (CUDA_EMU_DEVICES=2 emulates two)\n");
+#ifdef CUDA_EMU
+    run_labelled("vendor_failure_falls_back_once", vendor_failure_falls_back_once, NULL);
+#endif
     ct_backend_free(gpu_backend);
     ct_backend_free(cpu_backend);
     return harness_finish();

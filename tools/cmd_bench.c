@@ -69,6 +69,7 @@ static void print_json(const bench_options *opts, const workload *w, const bench
     workload_print_json_string(stdout, o->device); /* as given, like the peer; see threads */
     printf(", \"backend\": ");
     workload_print_json_string(stdout, ct_backend_name(w->backend));
+    printf(", \"emulated\": %s", ct_backend_emulated(w->backend) ? "true" : "false");
     printf(", \"mode\": \"%s\", \"steps\": %ld, \"warmup\": %ld, \"median_ms\": %.4f, "
            "\"p10_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
            "\"mean_ms\": %.4f, \"images_per_second\": %.1f, \"peak_host_bytes\": %lld, "
@@ -86,6 +87,7 @@ static void print_text(const bench_options *opts, const workload *w, const bench
     printf("bench %s %s, batch %ld, input %dx%dx%d, %ld classes, on %s\n", o->model,
            o->mode, o->batch, w->channels, w->height, w->width, o->classes,
            ct_backend_name(w->backend));
+    workload_print_emulation_note(w);
     printf("  %ld steps after %ld warm-up: median %.3f ms  (p10 %.3f, p90 %.3f, min %.3f, "
            "max %.3f)\n",
            opts->steps, opts->warmup, r->median_ms, r->p10_ms, r->p90_ms, r->min_ms, r->max_ms);

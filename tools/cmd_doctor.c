@@ -19,7 +19,7 @@
 #include "cuda/cuda.h"
 #endif
 
-enum { DOCTOR_EXIT_NO_GPU = 3, DEFAULT_GEMM_SIZE = 10000 };
+enum { DOCTOR_EXIT_NO_GPU = 3, DEFAULT_GEMM_SIZE = 10000, EMULATED_GEMM_SIZE = 256 };
 #define SMOKE_TOLERANCE 1e-4
 
 typedef struct doctor_options {
@@ -152,7 +152,7 @@ static void print_versions(const doctor_options *opts, const ct_cuda_versions *v
         printf("\"driver_cuda\": \"%s\", \"runtime_built\": \"%s\", \"runtime_loaded\": "
                "\"%s\", \"cublas_built\": \"%s\", \"cublas_loaded\": \"%s\", \"cudnn_built\": "
                "\"%s\", \"cudnn_loaded\": \"%s\", \"nccl_built\": \"%s\", \"nccl_loaded\": "
-               "\"%s\", \"archs\": \"%s\", \"ptx_arch\": %d",
+               "\"%s\", \"archs\": \"%s\", \"ptx_arch\": %d, \"emulated\": %s",
                version_text(v->driver, 1000, 0, a, 32),
                version_text(v->runtime_built, 1000, 0, b, 32),
                version_text(v->runtime_loaded, 1000, 0, c, 32),
@@ -162,7 +162,18 @@ static void print_versions(const doctor_options *opts, const ct_cuda_versions *v
                version_text(v->cudnn_loaded, 10000, 100, g, 32),
                version_text(v->nccl_built, 10000, 100, h, 32),
                version_text(v->nccl_loaded, 10000, 100, i, 32), ct_cuda_probe_archs(),
-               ct_cuda_probe_ptx_arch());
+               ct_cuda_probe_ptx_arch(), v->emulated ? "true" : "false");
+        return;
+    }
+    if (v->emulated) {
+        printf("device:        EMULATED (built with make CUDA=emu): every GPU thread runs as "
+               "a fiber on the CPU,\n"
+               "               cuBLAS and cuDNN are reference shims; results are checked, "
+               "times are not GPU speed\n"
+               "CUDA API:      the runtime API of CUDA %s, cuBLAS %s, cuDNN %s (emulated)\n",
+               version_text(v->runtime_built, 1000, 0, b, 32),
+               version_text(v->cublas_built, 10000, 100, d, 32),
+               version_text(v->cudnn_built, 10000, 100, f, 32));
         return;
     }
     printf("driver:        supports CUDA %s%s%s\n", version_text(v->driver, 1000, 0, a, 32),
@@ -207,10 +218,13 @@ static void print_device(const doctor_options *opts, int index, const ct_cuda_de
                d->name, d->major, d->minor, d->sm_count, d->memory_bytes / 1073741824.0, code);
 }
 
-static int doctor_cuda(const doctor_options *opts)
+static int doctor_cuda(doctor_options *opts)
 {
     ct_cuda_versions versions;
     ct_cuda_probe_versions(&versions);
+    /* An emulated 10000^3 SGEMM would take hours: a small one shows it runs. */
+    if (versions.emulated && opts->gemm_size == DEFAULT_GEMM_SIZE)
+        opts->gemm_size = EMULATED_GEMM_SIZE;
     const char *why = NULL;
     int count = ct_cuda_probe_device_count(&why);
     if (count == 0) {
@@ -240,7 +254,8 @@ static int doctor_cuda(const doctor_options *opts)
         printf("smoke test:    conv + linear on cuda:0 vs cpu: %s (max rel error %.2g)%s%s\n",
                smoke_ok ? "ok" : "FAILED", error, status != CT_OK ? ": " : "",
                status != CT_OK ? ct_last_error() : "");
-        printf("SGEMM %ld x %ld x %ld:\n", opts->gemm_size, opts->gemm_size, opts->gemm_size);
+        printf("SGEMM %ld x %ld x %ld%s:\n", opts->gemm_size, opts->gemm_size, opts->gemm_size,
+               versions.emulated ? " (emulated: CPU time, not GPU speed)" : "");
     }
     bool first = true;
     print_gemm(opts, "native", "cuda", "native", &first);

@@ -126,6 +126,9 @@ static void print_text(const profile_options *opts, const workload *w,
            "warm-up\n\n",
            o->model, o->mode, o->batch, w->channels, w->height, w->width,
            ct_backend_name(w->backend), opts->steps, opts->warmup);
+    workload_print_emulation_note(w);
+    if (ct_backend_emulated(w->backend))
+        printf("\n");
     printf("%-24s %7s %10s %9s %7s %9s %8s\n", "phase / op", "calls", "total ms", "mean ms",
            "share", "GFLOP/s", "GB/s");
     for (int i = 0; i < totals->n_rows; i++) {
@@ -160,6 +163,7 @@ static void print_json(const profile_options *opts, const workload *w,
     printf(", \"batch\": %ld, \"input\": \"%dx%dx%d\", \"device\": ", o->batch, w->channels,
            w->height, w->width);
     workload_print_json_string(stdout, o->device);
+    printf(", \"emulated\": %s", ct_backend_emulated(w->backend) ? "true" : "false");
     printf(", \"mode\": \"%s\", \"steps\": %ld, \"warmup\": %ld, \"threads\": %d, "
            "\"step_ms\": %.4f, \"nodes_ms\": %.4f, \"ops\": [",
            o->mode, opts->steps, opts->warmup, ct_backend_threads(w->backend),

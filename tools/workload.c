@@ -192,6 +192,13 @@ void workload_print_json_string(FILE *out, const char *s)
     fputc('"', out);
 }
 
+void workload_print_emulation_note(const workload *w)
+{
+    if (ct_backend_emulated(w->backend))
+        printf("  emulated device: these times are the CPU's time to emulate the kernels, "
+               "not GPU speed\n");
+}
+
 int workload_print_param_shapes(const char *command, const workload_options *opts,
                                 const workload *w)
 {

@@ -60,6 +60,9 @@ int workload_print_param_shapes(const char *command, const workload_options *opt
 
 /* s as a JSON string literal on out. */
 void workload_print_json_string(FILE *out, const char *s);
+/* On an emulated device, the line that says its timings are not GPU speed
+ * (text output); nothing otherwise. */
+void workload_print_emulation_note(const workload *w);
 
 /* The q-quantile (0..1) of sorted[0..n) with linear interpolation between
  * order statistics (numpy's default; the peer computes the same). */

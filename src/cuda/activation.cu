@@ -51,7 +51,7 @@ __global__ void tanh_backward_kernel(int64_t count, const float *y, const float 
 #define CT_CUDA_UNARY(name, kernel)                                                      \
     extern "C" ct_status name(int64_t count, const float *x, float *y, cudaStream_t stream) \
     {                                                                                    \
-        CT_CUDA_LAUNCH(kernel, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream, count, x, y);     \
+        CT_CUDA_LAUNCH_ITEMS(kernel, count, stream, count, x, y);                      \
         return CT_OK;                                                                    \
     }
 
@@ -59,7 +59,7 @@ __global__ void tanh_backward_kernel(int64_t count, const float *y, const float 
     extern "C" ct_status name(int64_t count, const float *y, const float *dy, float *dx,  \
                               cudaStream_t stream)                                        \
     {                                                                                     \
-        CT_CUDA_LAUNCH(kernel, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream, count, y, dy, dx); \
+        CT_CUDA_LAUNCH_ITEMS(kernel, count, stream, count, y, dy, dx);                 \
         return CT_OK;                                                                     \
     }
 

@@ -53,22 +53,6 @@ static bool vendor_can_run(const cuda_backend *b, const ct_tensor *node)
     return ct_cuda_blas_supports(b->blas, node) || ct_cuda_dnn_supports(b->dnn, node);
 }
 
-static ct_status run_vendor(cuda_backend *b, const ct_exec *e, const ct_tensor *node)
-{
-    if (ct_cuda_blas_supports(b->blas, node))
-        return ct_cuda_blas_run(b->blas, e, node);
-    ct_status status = ct_cuda_dnn_run(b->dnn, e, node);
-    if (status == CT_ERR_UNSUPPORTED) /* no fitting cuDNN algorithm for this shape */
-        return ct_cuda_run_native(b, e, node);
-    return status;
-}
-
-static ct_status run_variant(cuda_backend *b, const ct_exec *e, const ct_tensor *node,
-                             bool vendor)
-{
-    return vendor ? run_vendor(b, e, node) : ct_cuda_run_native(b, e, node);
-}
-
 /* The node's op, TF32 setting, input/output shapes and conv/pool attributes. */
 static void node_key(const cuda_backend *b, const ct_tensor *node, int64_t *key)
 {
@@ -96,6 +80,57 @@ static void node_key(const cuda_backend *b, const ct_tensor *node, int64_t *key)
     }
 }
 
+/* The record of the node's shape, made (zeroed) if new; NULL without memory. */
+static tuned *tuned_of(cuda_backend *b, const ct_tensor *node)
+{
+    int64_t key[CT_CUDA_KEY_INTS];
+    node_key(b, node, key);
+    for (int i = 0; i < b->n_choices; i++)
+        if (memcmp(b->choices[i].key, key, sizeof key) == 0)
+            return &b->choices[i];
+    if (b->n_choices == b->choices_capacity) {
+        int capacity = b->choices_capacity ? 2 * b->choices_capacity : 32;
+        tuned *grown = realloc(b->choices, sizeof *grown * (size_t)capacity);
+        if (!grown) {
+            ct_set_error(CT_ERR_MEMORY, "out of host memory for kernel choices");
+            return NULL;
+        }
+        b->choices = grown;
+        b->choices_capacity = capacity;
+    }
+    tuned *entry = &b->choices[b->n_choices++];
+    memset(entry, 0, sizeof *entry);
+    memcpy(entry->key, key, sizeof key);
+    return entry;
+}
+
+/* The vendor library for the node; when it fails (no algorithm for the
+ * shape, or an error it returns), the native kernel runs instead, and the
+ * shape keeps the native kernel from then on: a failing call is made once,
+ * not every step.  An error the device reports later (a fault) is not
+ * caught here: it is sticky and fails the step. */
+static ct_status run_vendor(cuda_backend *b, const ct_exec *e, const ct_tensor *node)
+{
+    ct_status status = ct_cuda_blas_supports(b->blas, node) ? ct_cuda_blas_run(b->blas, e, node)
+                                                             : ct_cuda_dnn_run(b->dnn, e, node);
+    if (status == CT_OK)
+        return CT_OK;
+    tuned *entry = tuned_of(b, node);
+    if (!entry)
+        return CT_ERR_MEMORY;
+    entry->vendor_failed = true;
+    if (status != CT_ERR_UNSUPPORTED) /* "unsupported" is a shape limit, not news */
+        fprintf(stderr, "cuttle: cuda:%d: %s; this %s shape runs cuttle's own kernel from now on\n",
+                b->device, ct_last_error(), ct_op_info_of(node->op)->name);
+    return ct_cuda_run_native(b, e, node);
+}
+
+static ct_status run_variant(cuda_backend *b, const ct_exec *e, const ct_tensor *node,
+                             bool vendor)
+{
+    return vendor ? run_vendor(b, e, node) : ct_cuda_run_native(b, e, node);
+}
+
 /* Milliseconds for TUNE_REPS runs of one variant, after a warm-up run. */
 static ct_status time_variant(cuda_backend *b, const ct_exec *e, const ct_tensor *node,
                               bool vendor, float *ms)
@@ -110,32 +145,26 @@ static ct_status time_variant(cuda_backend *b, const ct_exec *e, const ct_tensor
     return CT_OK;
 }
 
-/* Auto mode: the remembered choice for this node's shape, timed if new. */
-static ct_status choose_auto(cuda_backend *b, const ct_exec *e, const ct_tensor *node,
-                             bool *vendor)
+/* Whether the node runs the vendor library: never where it failed; in
+ * vendor mode otherwise always; in auto mode the faster of the two, timed
+ * at the shape's first run. */
+static ct_status choose(cuda_backend *b, const ct_exec *e, const ct_tensor *node, bool *vendor)
 {
-    tuned entry;
-    node_key(b, node, entry.key);
-    for (int i = 0; i < b->n_choices; i++) {
-        if (memcmp(b->choices[i].key, entry.key, sizeof entry.key) == 0) {
-            *vendor = b->choices[i].vendor;
-            return CT_OK;
-        }
+    *vendor = false;
+    if (b->kernels == KERNELS_NATIVE || !vendor_can_run(b, node))
+        return CT_OK;
+    tuned *entry = tuned_of(b, node);
+    if (!entry)
+        return CT_ERR_MEMORY;
+    if (!entry->vendor_failed && b->kernels == KERNELS_AUTO && !entry->timed) {
+        float native_ms = 0, vendor_ms = 0;
+        CT_TRY(time_variant(b, e, node, false, &native_ms));
+        CT_TRY(time_variant(b, e, node, true, &vendor_ms));
+        entry = tuned_of(b, node); /* the vendor run may have grown the table */
+        entry->timed = true;
+        entry->vendor = vendor_ms < native_ms;
     }
-    float native_ms = 0, vendor_ms = 0;
-    CT_TRY(time_variant(b, e, node, false, &native_ms));
-    CT_TRY(time_variant(b, e, node, true, &vendor_ms));
-    entry.vendor = vendor_ms < native_ms;
-    if (b->n_choices == b->choices_capacity) {
-        int capacity = b->choices_capacity ? 2 * b->choices_capacity : 32;
-        tuned *grown = realloc(b->choices, sizeof *grown * (size_t)capacity);
-        if (!grown)
-            return ct_set_error(CT_ERR_MEMORY, "out of host memory for kernel choices");
-        b->choices = grown;
-        b->choices_capacity = capacity;
-    }
-    b->choices[b->n_choices++] = entry;
-    *vendor = entry.vendor;
+    *vendor = !entry->vendor_failed && (b->kernels == KERNELS_VENDOR || entry->vendor);
     return CT_OK;
 }
 
@@ -205,22 +234,22 @@ static void cuda_begin_step(ct_backend *backend)
 {
     cuda_backend *b = impl_of(backend);
     b->ce_node = NULL;
+    b->device_current = false;
 }
 
 static ct_status cuda_run_node(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
 {
     cuda_backend *b = impl_of(backend);
-    if (node->op == CT_OP_CROSS_ENTROPY && !b->ce_node) {
+    /* Another backend in this thread may have made its GPU current since
+     * the last step: kernels go to this backend's stream, on its device. */
+    if (!b->device_current) {
         CT_TRY(cuda_set_device(b));
+        b->device_current = true;
+    }
+    if (node->op == CT_OP_CROSS_ENTROPY && !b->ce_node)
         CT_CUDA_CALL(cudaMemsetAsync(b->bad_row, 0x7f, sizeof *b->bad_row, b->stream));
-    }
     bool vendor = false;
-    if (b->kernels != KERNELS_NATIVE && vendor_can_run(b, node)) {
-        if (b->kernels == KERNELS_VENDOR)
-            vendor = true;
-        else
-            CT_TRY(choose_auto(b, exec, node, &vendor));
-    }
+    CT_TRY(choose(b, exec, node, &vendor));
     nvtxRangePushA(ct_op_info_of(node->op)->name);
     ct_status status = run_variant(b, exec, node, vendor);
     nvtxRangePop();
@@ -283,16 +312,19 @@ static ct_status cuda_timer_elapsed_ns(ct_backend *backend, void *timer, int mar
     return CT_OK;
 }
 
-/* After the stream is idle: the first bad label cross-entropy met, if any. */
+/* After the stream is idle: the first bad label cross-entropy met, if any.
+ * Checked once: the node (and its plan) may be gone by the next synchronize. */
 static ct_status check_labels(cuda_backend *b)
 {
     if (!b->ce_node)
         return CT_OK;
+    const ct_tensor *ce_node = b->ce_node;
+    b->ce_node = NULL;
     int bad_row = CT_CUDA_NO_BAD_ROW;
     CT_CUDA_CALL(cudaMemcpy(&bad_row, b->bad_row, sizeof bad_row, cudaMemcpyDeviceToHost));
     if (bad_row == CT_CUDA_NO_BAD_ROW)
         return CT_OK;
-    const ct_tensor *labels = b->ce_node->src[1];
+    const ct_tensor *labels = ce_node->src[1];
     long long value = 0;
     if (labels->dtype == CT_I64) {
         int64_t label = 0;
@@ -309,7 +341,7 @@ static ct_status check_labels(cuda_backend *b)
                         "cross_entropy: label %lld in row %d of '%s' is not a class index in "
                         "[0, %lld)",
                         value, bad_row, ct_tensor_name(labels),
-                        (long long)b->ce_node->src[0]->shape[1]);
+                        (long long)ce_node->src[0]->shape[1]);
 }
 
 static ct_status cuda_synchronize(ct_backend *backend)
@@ -421,7 +453,7 @@ static ct_status cuda_setup(cuda_backend *b)
     struct cudaDeviceProp props;
     CT_CUDA_CALL(cudaGetDeviceProperties(&props, b->device));
     snprintf(b->gpu_name, sizeof b->gpu_name, "%s", props.name);
-    ct_cuda_set_device_info(props.multiProcessorCount);
+    ct_cuda_set_device_info(b->device, props.multiProcessorCount);
     CT_CUDA_CALL(cudaSetDevice(b->device));
     CT_CUDA_CALL(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
     b->allocator.stream = b->stream;
@@ -468,6 +500,9 @@ ct_status ct_cuda_backend_new(int device, ct_backend **out)
     backend->iface = &cuda_backend_i;
     backend->impl = b;
     backend->n_threads = 1;
+#ifdef CUDA_EMU
+    backend->emulated = true;
+#endif
     b->device = device;
     b->kernels = KERNELS_AUTO;
     ct_cuda_allocator_init(&b->allocator, device, NULL); /* its stream: cuda_setup */

@@ -17,9 +17,12 @@ enum { CT_CUDA_KEY_INTS = 3 * CT_MAX_DIMS + 12 };
 
 typedef enum kernels_mode { KERNELS_NATIVE = 0, KERNELS_VENDOR, KERNELS_AUTO } kernels_mode;
 
+/* What the backend learned about one node shape (op, TF32, shapes, attributes). */
 typedef struct tuned {
     int64_t key[CT_CUDA_KEY_INTS];
-    bool vendor;
+    bool timed;         /* auto mode timed both implementations */
+    bool vendor;        /* ... and the vendor library was faster */
+    bool vendor_failed; /* the vendor library failed on it: native from then on */
 } tuned;
 
 typedef struct cuda_backend {
@@ -32,6 +35,7 @@ typedef struct cuda_backend {
     ct_cuda_dnn *dnn;
     kernels_mode kernels;
     bool tf32;
+    bool device_current;           /* cudaSetDevice done for this step */
     tuned *choices;
     int n_choices, choices_capacity;
     int *bad_row;                  /* device: first row with a bad label (cross-entropy) */

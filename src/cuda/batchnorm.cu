@@ -123,8 +123,8 @@ extern "C" ct_status ct_cuda_batchnorm_apply(int n, int c, int inner, const floa
                                              const float *beta, float *y, cudaStream_t stream)
 {
     int64_t count = (int64_t)n * c * inner;
-    CT_CUDA_LAUNCH(bn_apply_kernel, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream,
-                   count, c, inner, x, stats, gamma, beta, y);
+    CT_CUDA_LAUNCH_ITEMS(bn_apply_kernel, count, stream, count, c, inner, x, stats, gamma, beta,
+                         y);
     return CT_OK;
 }
 
@@ -145,7 +145,7 @@ extern "C" ct_status ct_cuda_batchnorm_backward_data(int n, int c, int inner, co
                                                      float *dx, cudaStream_t stream)
 {
     int64_t count = (int64_t)n * c * inner;
-    CT_CUDA_LAUNCH(bn_backward_data_kernel, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream,
-                   count, c, inner, (double)n * inner, x, dy, stats, gamma, dparams, dx);
+    CT_CUDA_LAUNCH_ITEMS(bn_backward_data_kernel, count, stream, count, c, inner,
+                         (double)n * inner, x, dy, stats, gamma, dparams, dx);
     return CT_OK;
 }

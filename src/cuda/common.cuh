@@ -1,8 +1,8 @@
 /*
  * What every kernel file shares: launch sizes and block reductions.
  *
- * Elementwise kernels use grid-stride loops over at most
- * CT_CUDA_BLOCKS_PER_SM blocks per SM, so one launch covers any size.
+ * Elementwise kernels use grid-stride loops over as many blocks as the
+ * device holds at once (ct_cuda_grid_for), so one launch covers any size.
  * Reductions use a fixed tree (warp shuffles, then one warp over the warp
  * sums), so their result does not depend on timing.
  */
@@ -20,23 +20,17 @@ extern "C" { /* a C header without its own guard (its system headers come first)
 }
 
 enum {
-    CT_CUDA_BLOCK = 256,        /* threads per block of the simple kernels */
-    CT_CUDA_BLOCKS_PER_SM = 8,  /* resident blocks to aim for in grid-stride loops */
+    CT_CUDA_BLOCK = 256, /* threads per block of the simple kernels */
     CT_CUDA_WARP = 32,
 };
 
-/* The SM count of the backend's device (ct_cuda_set_device_info). */
-extern int ct_cuda_sm_count;
+/* The current device's SM count (launch.cu; ct_cuda_set_device_info). */
+int ct_cuda_sm_count(void);
 
-/* Blocks for `count` independent items: enough to fill the device, at least 1. */
-static inline unsigned ct_cuda_grid(int64_t count)
-{
-    int64_t needed = (count + CT_CUDA_BLOCK - 1) / CT_CUDA_BLOCK;
-    int64_t cap = (int64_t)ct_cuda_sm_count * CT_CUDA_BLOCKS_PER_SM;
-    if (needed > cap)
-        needed = cap;
-    return needed < 1 ? 1u : (unsigned)needed;
-}
+/* Blocks of CT_CUDA_BLOCK threads for `count` independent items of
+ * `kernel` on the current device: enough to fill it (its SMs times the
+ * kernel's resident blocks per SM, from the occupancy API), at least 1. */
+unsigned ct_cuda_grid_for(const void *kernel, int64_t count);
 
 /* kernel<<<grid, block, shared_bytes, stream>>>(args...), then the launch
  * check of check.h (which returns the failure from the enclosing function).
@@ -56,6 +50,11 @@ static inline unsigned ct_cuda_grid(int64_t count)
         CT_CUDA_LAUNCH_CHECK(#kernel);                                                  \
     } while (0)
 #endif
+
+/* A grid-stride kernel over `count` items: the grid from ct_cuda_grid_for. */
+#define CT_CUDA_LAUNCH_ITEMS(kernel, count, stream, ...)                                 \
+    CT_CUDA_LAUNCH(kernel, ct_cuda_grid_for((const void *)kernel, count), CT_CUDA_BLOCK, 0, \
+                   stream, __VA_ARGS__)
 
 #define CT_CUDA_GRID_STRIDE(i, count)                                               \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (count);  \

@@ -139,7 +139,7 @@ static void conv_weight_split(const ct_conv2d_shape *s, int *splits, int *k_chun
     int64_t depth = (int64_t)s->n_batch * s->out_h * s->out_w;
     int64_t tiles = (int64_t)((og + GEMM_TILE_M - 1) / GEMM_TILE_M) *
                     ((cols + GEMM_TILE_N - 1) / GEMM_TILE_N) * s->groups;
-    int64_t wanted = (2 * (int64_t)ct_cuda_sm_count + tiles - 1) / tiles;
+    int64_t wanted = (2 * (int64_t)ct_cuda_sm_count() + tiles - 1) / tiles;
     int64_t most = depth / CONV_SPLIT_MIN_DEPTH;
     int64_t count = wanted < most ? wanted : most;
     if (count > CONV_SPLIT_MAX)
@@ -200,8 +200,7 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
     (void)workspace;
     if (s->in_channels / s->groups <= CONV_DIRECT_MAX_CHANNELS) {
         int64_t count = (int64_t)s->n_batch * s->out_channels * s->out_h * s->out_w;
-        CT_CUDA_LAUNCH(conv_forward_direct, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream,
-                       *s, x, w, bias, y);
+        CT_CUDA_LAUNCH_ITEMS(conv_forward_direct, count, stream, *s, x, w, bias, y);
         return CT_OK;
     }
     conv_forward_problem p;
@@ -254,8 +253,7 @@ extern "C" ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, co
     if (p.splits == 1)
         return CT_OK;
     int64_t count = (int64_t)s->out_channels * p.n;
-    CT_CUDA_LAUNCH(conv_sum_parts, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream,
-                   count, p.splits, p.parts, dw);
+    CT_CUDA_LAUNCH_ITEMS(conv_sum_parts, count, stream, count, p.splits, p.parts, dw);
     return CT_OK;
 }
 

@@ -26,6 +26,7 @@ typedef struct ct_cuda_versions {
     int cudnn_built, cudnn_loaded;
     int nccl_built, nccl_loaded; /* loaded: dlopen("libnccl.so.2") + ncclGetVersion */
     const char *driver_error;    /* why the driver could not be asked, or NULL */
+    bool emulated;               /* the emulated device (make CUDA=emu): no driver, shims */
 } ct_cuda_versions;
 
 void ct_cuda_probe_versions(ct_cuda_versions *out);

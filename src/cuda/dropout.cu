@@ -34,7 +34,7 @@ extern "C" ct_status ct_cuda_dropout(int64_t count, const float *x, float *y, fl
         return x == y ? CT_OK : ct_cuda_copy(count, x, y, stream);
     float scale = 1.0f / (1.0f - p);
     int64_t blocks = (count + DROPOUT_LANES - 1) / DROPOUT_LANES;
-    CT_CUDA_LAUNCH(dropout_kernel, ct_cuda_grid(blocks), CT_CUDA_BLOCK, 0, stream,
-                   count, x, y, p, scale, seed, rng_stream, step);
+    CT_CUDA_LAUNCH_ITEMS(dropout_kernel, blocks, stream, count, x, y, p, scale, seed, rng_stream,
+                         step);
     return CT_OK;
 }

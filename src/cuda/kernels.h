@@ -12,7 +12,8 @@
  *     fixed assignment of elements to threads, no atomics), so a result is
  *     the same bits from run to run; sums that the CPU does in double are
  *     done in double here too.
- * Grid sizes come from the device's SM count (ct_cuda_set_device_info).
+ * Grid sizes come from the current device's SM count and each kernel's
+ * occupancy (src/cuda/launch.cu).
  */
 #ifndef CT_CUDA_KERNELS_H
 #define CT_CUDA_KERNELS_H
@@ -30,8 +31,9 @@
 extern "C" {
 #endif
 
-/* The device the kernels are sized for (the backend sets it when made). */
-void ct_cuda_set_device_info(int sm_count);
+/* Device `device`'s SM count, which launch sizes follow (the backend sets
+ * it when made; each launch reads its current device's). */
+void ct_cuda_set_device_info(int device, int sm_count);
 
 /* ---- gemm.cu ---------------------------------------------------------- */
 

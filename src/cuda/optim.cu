@@ -55,14 +55,12 @@ extern "C" ct_status ct_cuda_sgd_update(int64_t count, float *param, const float
                                         bool first_step, cudaStream_t stream)
 {
     if (momentum == 0.0f) {
-        CT_CUDA_LAUNCH(sgd_plain_kernel, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream,
-                       count, param, grad, lr, weight_decay);
+        CT_CUDA_LAUNCH_ITEMS(sgd_plain_kernel, count, stream, count, param, grad, lr, weight_decay);
         return CT_OK;
     }
     float take = (float)(1.0 - (double)dampening);
-    CT_CUDA_LAUNCH(sgd_momentum_kernel, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream,
-                   count, param, grad, momentum_buf, lr, momentum, take, weight_decay, nesterov,
-                   first_step);
+    CT_CUDA_LAUNCH_ITEMS(sgd_momentum_kernel, count, stream, count, param, grad, momentum_buf, lr,
+                         momentum, take, weight_decay, nesterov, first_step);
     return CT_OK;
 }
 
@@ -78,8 +76,8 @@ extern "C" ct_status ct_cuda_adam_update(int64_t count, float *param, const floa
     float param_scale = decoupled ? decay : 1.0f;
     float coupled_wd = decoupled ? 0.0f : weight_decay;
     float take1 = (float)(1.0 - beta1), take2 = (float)(1.0 - beta2);
-    CT_CUDA_LAUNCH(adam_kernel, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream,
-                   count, param, grad, exp_avg, exp_avg_sq, beta1, beta2, take1, take2, eps,
-                   step_size, bias_correction2_sqrt, param_scale, coupled_wd);
+    CT_CUDA_LAUNCH_ITEMS(adam_kernel, count, stream, count, param, grad, exp_avg, exp_avg_sq, beta1,
+                         beta2, take1, take2, eps, step_size, bias_correction2_sqrt, param_scale,
+                         coupled_wd);
     return CT_OK;
 }

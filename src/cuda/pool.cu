@@ -196,9 +196,7 @@ static int64_t pool_in_count(const ct_pool2d_shape *s)
 extern "C" ct_status ct_cuda_maxpool2d_forward(const ct_pool2d_shape *s, const float *x,
                                                float *y, cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH(maxpool_forward_kernel,
-                   ct_cuda_grid(pool_out_count(s)), CT_CUDA_BLOCK, 0, stream,
-                   *s, x, y);
+    CT_CUDA_LAUNCH_ITEMS(maxpool_forward_kernel, pool_out_count(s), stream, *s, x, y);
     return CT_OK;
 }
 
@@ -206,27 +204,21 @@ extern "C" ct_status ct_cuda_maxpool2d_backward(const ct_pool2d_shape *s, const 
                                                 const float *dy, float *dx,
                                                 cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH(maxpool_backward_kernel,
-                   ct_cuda_grid(pool_in_count(s)), CT_CUDA_BLOCK, 0, stream,
-                   *s, x, dy, dx);
+    CT_CUDA_LAUNCH_ITEMS(maxpool_backward_kernel, pool_in_count(s), stream, *s, x, dy, dx);
     return CT_OK;
 }
 
 extern "C" ct_status ct_cuda_avgpool2d_forward(const ct_pool2d_shape *s, const float *x,
                                                float *y, cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH(avgpool_forward_kernel,
-                   ct_cuda_grid(pool_out_count(s)), CT_CUDA_BLOCK, 0, stream,
-                   *s, x, y);
+    CT_CUDA_LAUNCH_ITEMS(avgpool_forward_kernel, pool_out_count(s), stream, *s, x, y);
     return CT_OK;
 }
 
 extern "C" ct_status ct_cuda_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy,
                                                 float *dx, cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH(avgpool_backward_kernel,
-                   ct_cuda_grid(pool_in_count(s)), CT_CUDA_BLOCK, 0, stream,
-                   *s, dy, dx);
+    CT_CUDA_LAUNCH_ITEMS(avgpool_backward_kernel, pool_in_count(s), stream, *s, dy, dx);
     return CT_OK;
 }
 
@@ -234,9 +226,8 @@ extern "C" ct_status ct_cuda_global_avgpool_forward(int n, int c, int inner, con
                                                     float *y, cudaStream_t stream)
 {
     int64_t planes = (int64_t)n * c;
-    CT_CUDA_LAUNCH(global_avgpool_forward_kernel,
-                   ct_cuda_grid(planes * CT_CUDA_WARP), CT_CUDA_BLOCK, 0, stream,
-                   planes, inner, x, y);
+    CT_CUDA_LAUNCH_ITEMS(global_avgpool_forward_kernel, planes * CT_CUDA_WARP, stream, planes,
+                         inner, x, y);
     return CT_OK;
 }
 
@@ -244,8 +235,6 @@ extern "C" ct_status ct_cuda_global_avgpool_backward(int n, int c, int inner, co
                                                      float *dx, cudaStream_t stream)
 {
     int64_t count = (int64_t)n * c * inner;
-    CT_CUDA_LAUNCH(global_avgpool_backward_kernel,
-                   ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream,
-                   count, inner, dy, dx);
+    CT_CUDA_LAUNCH_ITEMS(global_avgpool_backward_kernel, count, stream, count, inner, dy, dx);
     return CT_OK;
 }

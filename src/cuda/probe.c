@@ -56,6 +56,9 @@ static int nccl_loaded_version(void)
 void ct_cuda_probe_versions(ct_cuda_versions *out)
 {
     memset(out, 0, sizeof *out);
+#ifdef CUDA_EMU
+    out->emulated = true;
+#endif
     out->runtime_built = CUDART_VERSION;
     cudaError_t error = cudaDriverGetVersion(&out->driver);
     if (error != cudaSuccess || out->driver == 0)

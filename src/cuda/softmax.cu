@@ -131,23 +131,18 @@ __global__ void cross_entropy_backward_kernel(int n, int c, const float *logits,
     }
 }
 
-static unsigned rows_grid(int n)
-{
-    return ct_cuda_grid((int64_t)n * CT_CUDA_WARP);
-}
-
 extern "C" ct_status ct_cuda_softmax_forward(int n, int c, const float *x, float *y,
                                              cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH(softmax_forward_kernel, rows_grid(n), CT_CUDA_BLOCK, 0, stream, n, c, x, y);
+    CT_CUDA_LAUNCH_ITEMS(softmax_forward_kernel, (int64_t)n * CT_CUDA_WARP, stream, n, c, x, y);
     return CT_OK;
 }
 
 extern "C" ct_status ct_cuda_softmax_backward(int n, int c, const float *y, const float *dy,
                                               float *dx, cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH(softmax_backward_kernel, rows_grid(n), CT_CUDA_BLOCK, 0, stream,
-                   n, c, y, dy, dx);
+    CT_CUDA_LAUNCH_ITEMS(softmax_backward_kernel, (int64_t)n * CT_CUDA_WARP, stream, n, c, y, dy,
+                         dx);
     return CT_OK;
 }
 
@@ -166,7 +161,7 @@ extern "C" ct_status ct_cuda_cross_entropy_backward(int n, int c, const float *l
                                                     float label_smoothing, const float *dloss,
                                                     float *dlogits, cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH(cross_entropy_backward_kernel, rows_grid(n), CT_CUDA_BLOCK, 0, stream,
-                   n, c, logits, labels, labels_i64, label_smoothing, dloss, dlogits);
+    CT_CUDA_LAUNCH_ITEMS(cross_entropy_backward_kernel, (int64_t)n * CT_CUDA_WARP, stream, n, c,
+                         logits, labels, labels_i64, label_smoothing, dloss, dlogits);
     return CT_OK;
 }

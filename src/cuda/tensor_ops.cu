@@ -3,19 +3,8 @@
  * tensors on the GPU.  Concat and slice are strided copies
  * (cudaMemcpy2DAsync): n rows of c_i*inner floats.  Outputs are written
  * with = (add_bias adds into its output by definition); add may run in place.
- * This file also holds the device description the launch sizes use.
  */
 #include "cuda/common.cuh"
-
-/* A sensible default before any backend has described its device. */
-enum { DEFAULT_SM_COUNT = 16 };
-
-int ct_cuda_sm_count = DEFAULT_SM_COUNT;
-
-extern "C" void ct_cuda_set_device_info(int sm_count)
-{
-    ct_cuda_sm_count = sm_count > 0 ? sm_count : DEFAULT_SM_COUNT;
-}
 
 /* y[i] = value */
 __global__ void fill_kernel(int64_t count, float value, float *y)
@@ -37,7 +26,7 @@ __global__ void add_bias_kernel(int64_t count, int c, int inner, const float *bi
 
 extern "C" ct_status ct_cuda_fill(int64_t count, float value, float *y, cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH(fill_kernel, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream, count, value, y);
+    CT_CUDA_LAUNCH_ITEMS(fill_kernel, count, stream, count, value, y);
     return CT_OK;
 }
 
@@ -52,7 +41,7 @@ extern "C" ct_status ct_cuda_copy(int64_t count, const float *x, float *y, cudaS
 extern "C" ct_status ct_cuda_add(int64_t count, const float *a, const float *b, float *y,
                                  cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH(add_kernel, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream, count, a, b, y);
+    CT_CUDA_LAUNCH_ITEMS(add_kernel, count, stream, count, a, b, y);
     return CT_OK;
 }
 
@@ -60,8 +49,7 @@ extern "C" ct_status ct_cuda_add_bias(int rows, int c, int inner, const float *b
                                       cudaStream_t stream)
 {
     int64_t count = (int64_t)rows * c * inner;
-    CT_CUDA_LAUNCH(add_bias_kernel, ct_cuda_grid(count), CT_CUDA_BLOCK, 0, stream,
-                   count, c, inner, bias, y);
+    CT_CUDA_LAUNCH_ITEMS(add_bias_kernel, count, stream, count, c, inner, bias, y);
     return CT_OK;
 }
 

@@ -68,6 +68,11 @@ const char *ct_backend_name(const ct_backend *backend)
     return backend ? backend->name : "(null)";
 }
 
+bool ct_backend_emulated(const ct_backend *backend)
+{
+    return backend && backend->emulated;
+}
+
 int ct_backend_threads(const ct_backend *backend)
 {
     return backend ? backend->n_threads : 0;

@@ -97,6 +97,7 @@ struct ct_backend {
     const ct_backend_i *iface;
     char name[CT_BACKEND_NAME_CAPACITY];
     int n_threads;
+    bool emulated; /* see ct_backend_emulated */
     void *impl;
 };
 

@@ -1,0 +1,134 @@
+#!/bin/sh
+# The command line on `--device cuda`, as a user runs it, against the same
+# commands on the CPU: train a few hundred SimpleCNN steps on a slice of
+# Fashion-MNIST (losses and accuracy must agree), eval and predict the
+# checkpoint, doctor, bench and profile (labelled when the device is
+# emulated), and running out of GPU memory under a cap.  Run by
+# tests/run-gpu-emu.sh on the emulated device (CUDA_EMU_MEMORY sets its cap)
+# and usable on a GPU machine: BUILD=build sh tests/gpu_cli.sh.
+#   GPU_CLI_TRAIN=6400 GPU_CLI_EPOCHS=3: training images (batch 64) and epochs
+BUILD=${BUILD:-build}
+cuttle="$BUILD/cuttle"
+train_images=${GPU_CLI_TRAIN:-6400}
+epochs=${GPU_CLI_EPOCHS:-3}
+python=${CUTTLE_PYTHON:-/usr/bin/python3}
+fashion=/usr/share/datasets/fashion-mnist
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+pass() { echo "PASS $1"; }
+fail() {
+    echo "FAIL $1"
+    shift
+    for file in "$@"; do sed 's/^/    /' "$file" >&2; done
+}
+
+# A JSON field of a one-object file.
+field() {
+    "$python" -c "import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"
+}
+
+if [ ! -f "$fashion/train-images-idx3-ubyte.gz" ]; then
+    echo "FAIL gpu_cli_needs_fashion_mnist ($fashion: apt-get install dataset-fashion-mnist)"
+    exit 1
+fi
+# The first $train_images training and 1000 test images, as raw IDX files.
+mkdir -p "$tmp/data"
+"$python" - "$fashion" "$tmp/data" "$train_images" 1000 <<'EOF'
+import gzip, struct, sys
+src, dst, counts = sys.argv[1], sys.argv[2], {"train": int(sys.argv[3]), "t10k": int(sys.argv[4])}
+for prefix, n in counts.items():
+    for kind, header in (("images-idx3", ">IIII"), ("labels-idx1", ">II")):
+        with gzip.open(f"{src}/{prefix}-{kind}-ubyte.gz") as f:
+            fields = list(struct.unpack(header, f.read(struct.calcsize(header))))
+            item = 1 if len(fields) == 2 else fields[2] * fields[3]
+            fields[1] = n
+            body = f.read(n * item)
+        with open(f"{dst}/{prefix}-{kind}-ubyte", "wb") as f:
+            f.write(struct.pack(header, *fields) + body)
+EOF
+
+for device in cpu cuda; do
+    "$cuttle" train --data fashion-mnist --data-dir "$tmp/data" --epochs "$epochs" \
+        --device "$device" --out "$tmp/$device" --json > "$tmp/train-$device.json" \
+        2> "$tmp/train-$device.err"
+    echo $? > "$tmp/train-$device.status"
+done
+if [ "$(cat "$tmp/train-cuda.status")" -ne 0 ] || [ "$(cat "$tmp/train-cpu.status")" -ne 0 ]; then
+    fail train_cuda_matches_cpu "$tmp/train-cpu.err" "$tmp/train-cuda.err"
+    exit 1
+fi
+# The last epoch's training loss within 1%, test accuracy within 2 points.
+if "$python" - "$tmp/cpu/metrics.jsonl" "$tmp/cuda/metrics.jsonl" <<'EOF'
+import json, sys
+cpu, cuda = (json.loads(open(path).read().splitlines()[-1]) for path in sys.argv[1:])
+print(f"# cpu: loss {cpu['train_loss']:.6f} accuracy {cpu['test_accuracy']:.4f}; "
+      f"cuda: loss {cuda['train_loss']:.6f} accuracy {cuda['test_accuracy']:.4f}")
+ok = abs(cpu["train_loss"] - cuda["train_loss"]) <= 0.01 * cpu["train_loss"] and \
+     abs(cpu["test_accuracy"] - cuda["test_accuracy"]) <= 0.02
+sys.exit(0 if ok else 1)
+EOF
+then pass train_cuda_matches_cpu; else fail train_cuda_matches_cpu "$tmp/cuda/metrics.jsonl"; fi
+
+weights="$tmp/cuda/model.safetensors"
+for device in cpu cuda; do
+    "$cuttle" eval --weights "$weights" --data-dir "$tmp/data" --device "$device" --json \
+        > "$tmp/eval-$device.json" 2> "$tmp/eval-$device.err"
+    "$cuttle" predict --weights "$weights" --data-dir "$tmp/data" --device "$device" --top 1 \
+        fashion-mnist:test:0-19 2> "$tmp/predict-$device.err" |
+        grep '^  1\. ' | awk '{print $2, $3}' > "$tmp/predict-$device.txt"
+done
+cpu_accuracy=$(field "$tmp/eval-cpu.json" accuracy 2> /dev/null)
+cuda_accuracy=$(field "$tmp/eval-cuda.json" accuracy 2> /dev/null)
+if [ -n "$cuda_accuracy" ] &&
+    "$python" -c "import sys; sys.exit(abs($cpu_accuracy - $cuda_accuracy) > 0.0015)"; then
+    pass eval_cuda_matches_cpu
+else
+    fail eval_cuda_matches_cpu "$tmp/eval-cpu.err" "$tmp/eval-cuda.err"
+fi
+if [ -s "$tmp/predict-cuda.txt" ] && cmp -s "$tmp/predict-cpu.txt" "$tmp/predict-cuda.txt"; then
+    pass predict_cuda_matches_cpu
+else
+    fail predict_cuda_matches_cpu "$tmp/predict-cpu.txt" "$tmp/predict-cuda.txt" \
+        "$tmp/predict-cuda.err"
+fi
+
+"$cuttle" doctor --no-cpu-gemm --gemm-size 64 > "$tmp/doctor.txt" 2>&1
+status=$?
+emulated=false
+grep -q "EMULATED" "$tmp/doctor.txt" && emulated=true
+if [ "$status" -eq 0 ] && grep -q "smoke test: .*: ok" "$tmp/doctor.txt"; then
+    pass doctor_on_cuda
+else
+    fail doctor_on_cuda "$tmp/doctor.txt"
+fi
+
+# Bench and profile say plainly when their times come from the emulator.
+"$cuttle" bench --device cuda --steps 2 --warmup 1 > "$tmp/bench.txt" 2>&1
+"$cuttle" bench --device cuda --steps 2 --warmup 1 --json > "$tmp/bench.json" 2>&1
+"$cuttle" profile --device cuda --steps 2 --warmup 1 > "$tmp/profile.txt" 2>&1
+labelled=true
+for file in "$tmp/bench.txt" "$tmp/profile.txt"; do
+    grep -q "emulated device: these times" "$file"
+    [ $? -eq 0 ] || [ "$emulated" = false ] || labelled=false
+done
+json_says=False
+[ "$emulated" = true ] && json_says=True
+if [ "$labelled" = true ] && [ "$(field "$tmp/bench.json" emulated)" = "$json_says" ]; then
+    pass bench_and_profile_say_emulated
+else
+    fail bench_and_profile_say_emulated "$tmp/bench.txt" "$tmp/bench.json" "$tmp/profile.txt"
+fi
+
+# Out of GPU memory: the allocator's message with its statistics, exit 1.
+if [ "$emulated" = true ]; then
+    CUDA_EMU_MEMORY=4M "$cuttle" bench --model vgg11 --input 3x32x32 --device cuda --steps 1 \
+        > "$tmp/oom.txt" 2>&1
+    status=$?
+    if [ "$status" -eq 1 ] && grep -q "out of GPU memory on cuda:0" "$tmp/oom.txt" &&
+        grep -q "try a smaller --batch" "$tmp/oom.txt"; then
+        pass out_of_gpu_memory_is_a_clear_error
+    else
+        fail out_of_gpu_memory_is_a_clear_error "$tmp/oom.txt"
+    fi
+fi
