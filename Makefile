@@ -256,8 +256,11 @@ $(BUILD)/obj/gen/models.o: $(BUILD)/gen/models.c
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
 ifeq ($(CUDA),emu)
+# fmaf (every kernel's multiply-add) inline where the host has FMA: the
+# emulated build runs where it is built.
+EMU_FMA := $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo -mfma)
 EMU_CXXFLAGS := -std=c++17 -Wall -Wextra -Werror -fPIC -pthread -Iemu -Iinclude -Isrc \
-                $(CUDA_DEFS) $(OPTFLAGS)
+                $(CUDA_DEFS) $(OPTFLAGS) $(EMU_FMA)
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
 	@echo "  CXX-EMU $<"

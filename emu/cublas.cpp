@@ -36,25 +36,9 @@ __attribute__((format(printf, 3, 4))) cublasStatus_t reject(cublasStatus_t statu
 {
     va_list args;
     va_start(args, format);
-    std::fprintf(stderr, "cuda-emu: %s: ", function);
-    std::vfprintf(stderr, format, args);
-    std::fputc('\n', stderr);
+    emu::report_rejection(function, format, args);
     va_end(args);
     return status;
-}
-
-/* TF32 keeps float's 8-bit exponent and the top 10 of its 23 mantissa bits:
- * round to nearest even on the bit pattern; NaN and infinity stay as they are. */
-float tf32_round(float value)
-{
-    uint32_t bits;
-    std::memcpy(&bits, &value, sizeof bits);
-    if ((bits & 0x7f800000u) == 0x7f800000u)
-        return value;
-    bits += 0xfffu + ((bits >> 13) & 1u);
-    bits &= ~0x1fffu;
-    std::memcpy(&value, &bits, sizeof bits);
-    return value;
 }
 
 /* Bytes spanned by a column-major rows x cols matrix with leading dimension ld. */
@@ -72,7 +56,7 @@ void pack_rows(const float *M, int ld, bool depth_is_contiguous, int outer, int 
                bool tf32, float *out)
 {
     auto put = [&](int o, int d, float v) {
-        out[(size_t)o * depth + d] = tf32 ? tf32_round(v) : v;
+        out[(size_t)o * depth + d] = tf32 ? emu::tf32_round(v) : v;
     };
     if (depth_is_contiguous) {
         for (int o = 0; o < outer; o++)

@@ -148,10 +148,11 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const voi
 
 /* Emulator only (not CUDA): make the named vendor-library calls fail, as
  * CUDA_EMU_FAIL="cudnnConvolutionForward,cublasSgemm" does, to test the
- * paths that handle their failure ("" or NULL: none); and how many calls
- * of `call` failed so. */
+ * paths that handle their failure ("" or NULL: none); how many calls of
+ * `call` failed so; and how many were made (did the vendor path run?). */
 void cuda_emu_fail(const char *calls);
 int cuda_emu_failures(const char *call);
+int cuda_emu_calls(const char *call);
 
 #ifdef __cplusplus
 }

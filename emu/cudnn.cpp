@@ -25,9 +25,7 @@ cudnnStatus_t reject(cudnnStatus_t status, const char *function, const char *for
 {
     va_list args;
     va_start(args, format);
-    std::fprintf(stderr, "cuda-emu: %s: ", function);
-    std::vfprintf(stderr, format, args);
-    std::fputc('\n', stderr);
+    emu::report_rejection(function, format, args);
     va_end(args);
     return status;
 }

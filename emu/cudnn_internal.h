@@ -12,6 +12,7 @@
 #include <new>
 
 #include "cudnn.h"
+#include "emu.h"
 
 struct cudnnContext {
     cudaStream_t stream;
@@ -69,7 +70,6 @@ template <typename T> cudnnStatus_t create(const char *fn, T **out)
     return *out ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
 }
 
-float tf32_round(float value);
 
 /* One convolution's geometry, copied out of its descriptors: x [n,c,h,w],
  * w [k, c/groups, r, s], y [n,k,out_h,out_w]. */
@@ -100,7 +100,7 @@ struct conv_shape {
         }
         return (((size_t)kk * group_in() + ch) * r + i) * s + j;
     }
-    float load(float v) const { return tf32 ? tf32_round(v) : v; }
+    float load(float v) const { return tf32 ? emu::tf32_round(v) : v; }
 };
 
 /* The arguments of one queued convolution (pointers and scalars, by value). */

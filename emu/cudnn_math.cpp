@@ -21,21 +21,6 @@
 
 namespace emu_dnn {
 
-/* TF32 keeps float's 8-bit exponent and the top 10 of its 23 mantissa bits:
- * round to nearest even on the bit pattern; NaN and infinity stay as they are.
- * (The same rule as emu/cublas.cpp's.) */
-float tf32_round(float value)
-{
-    uint32_t bits;
-    std::memcpy(&bits, &value, sizeof bits);
-    if ((bits & 0x7f800000u) == 0x7f800000u)
-        return value;
-    bits += 0xfffu + ((bits >> 13) & 1u);
-    bits &= ~0x1fffu;
-    std::memcpy(&value, &bits, sizeof bits);
-    return value;
-}
-
 namespace {
 
 /* out = alpha * value + beta * out, rounded once; out is not read when beta is 0. */

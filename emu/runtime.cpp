@@ -7,6 +7,7 @@
  * A failed kernel leaves a sticky error on its device, as on hardware:
  * every later call fails until cudaDeviceReset.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -478,7 +479,7 @@ cudaError_t cudaDeviceReset(void)
 /* ---- injected failures ------------------------------------------------------------- */
 
 static std::string failing_calls; /* ",a,b," */
-static std::map<std::string, int> failures;
+static std::map<std::string, int> failures, calls_made;
 static bool failing_read;
 
 void cuda_emu_fail(const char *calls)
@@ -495,9 +496,23 @@ int cuda_emu_failures(const char *call)
     return found == failures.end() ? 0 : found->second;
 }
 
+int cuda_emu_calls(const char *call)
+{
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    auto found = calls_made.find(call);
+    return found == calls_made.end() ? 0 : found->second;
+}
+
 } /* extern "C" */
 
 namespace emu {
+
+void report_rejection(const char *function, const char *format, va_list args)
+{
+    fprintf(stderr, "cuda-emu: %s: ", function);
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+}
 
 bool injected_failure(const char *call)
 {
@@ -507,6 +522,7 @@ bool injected_failure(const char *call)
         failing_calls = std::string(",") + (setting ? setting : "") + ",";
         failing_read = true;
     }
+    calls_made[call]++;
     if (failing_calls.find(std::string(",") + call + ",") == std::string::npos)
         return false;
     failures[call]++;
