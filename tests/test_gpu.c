@@ -120,6 +120,13 @@ static ct_status build_conv_long_reduction(ct_graph *g, tracked *t)
     return conv_case(g, t, 16, 6, 28, 28, 16, 5, 5, (ct_conv_args){0}, true);
 }
 
+static ct_status build_conv_long_channel(ct_graph *g, tracked *t)
+{
+    /* 32*40*40 = 51,200 outputs per channel: the bias gradient sums each
+     * channel over several blocks (12 chunks at 132 SMs). */
+    return conv_case(g, t, 32, 2, 40, 40, 3, 3, 3, (ct_conv_args){.pad = {1, 1}}, true);
+}
+
 static ct_status build_linear(ct_graph *g, tracked *t)
 {
     ct_tensor *x = input(g, t, "x", CT_F32, 2, (int64_t[]){7, 67}, true);
@@ -130,6 +137,14 @@ static ct_status build_linear_nobias(ct_graph *g, tracked *t)
 {
     ct_tensor *x = input(g, t, "x", CT_F32, 2, (int64_t[]){64, 130}, true);
     return finish_vjp(g, t, ct_layer_linear(g, "fc", x, 100, false));
+}
+
+static ct_status build_linear_long_batch(ct_graph *g, tracked *t)
+{
+    /* The bias gradient over 10,000 rows (inner = 1: a channel is a strided
+     * column) in two chunks. */
+    ct_tensor *x = input(g, t, "x", CT_F32, 2, (int64_t[]){10000, 4}, true);
+    return finish_vjp(g, t, ct_layer_linear(g, "fc", x, 3, true));
 }
 
 static ct_status build_maxpool(ct_graph *g, tracked *t)
@@ -175,6 +190,15 @@ static ct_status build_activations(ct_graph *g, tracked *t)
 static ct_status build_batchnorm(ct_graph *g, tracked *t)
 {
     ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(4, 6, 5, 7), true);
+    return finish_vjp(g, t, ct_layer_batchnorm2d(g, "bn", x));
+}
+
+static ct_status build_batchnorm_long_channel(ct_graph *g, tracked *t)
+{
+    /* 32*40*40 = 51,200 elements per channel: the statistics and the
+     * parameter gradients reduce each channel over several blocks (12
+     * chunks at 132 SMs, the last one shorter, chunks ending mid-plane). */
+    ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(32, 6, 40, 40), true);
     return finish_vjp(g, t, ct_layer_batchnorm2d(g, "bn", x));
 }
 
@@ -287,8 +311,10 @@ static const gpu_case op_cases[] = {
     {"conv_direct_few_channels", build_conv_direct, 256},
     {"conv_pointwise", build_conv_pointwise, 70},
     {"conv_long_reduction", build_conv_long_reduction, 9216},
+    {"conv_bias_long_channel", build_conv_long_channel, 51200},
     {"linear", build_linear, 67},
     {"linear_no_bias", build_linear_nobias, 0},
+    {"linear_bias_long_batch", build_linear_long_batch, 0},
     {"maxpool_2x2", build_maxpool, 0},
     {"maxpool_3x3_overlapping", build_maxpool_overlap, 0},
     {"avgpool_3x3_padded", build_avgpool, 0},
@@ -296,6 +322,7 @@ static const gpu_case op_cases[] = {
     {"global_avgpool", build_global_avgpool, 0},
     {"relu_sigmoid_tanh_add", build_activations, 0},
     {"batchnorm_training", build_batchnorm, 0},
+    {"batchnorm_long_channel", build_batchnorm_long_channel, 0},
     {"dropout", build_dropout, 0},
     {"concat_slice", build_concat, 0},
     {"softmax", build_softmax, 0},
@@ -651,6 +678,23 @@ static void vendor_failure_falls_back_once(const void *arg)
           cuda_emu_failures("cudnnConvolutionForward"));
     cuda_emu_fail(NULL);
 }
+
+/* Vendor mode really calls cuBLAS and cuDNN: a library that failed to start
+ * would leave every op to the native kernels and pass all the vendor cases. */
+static void vendor_mode_calls_the_libraries(const void *arg)
+{
+    (void)arg;
+    static const char *const calls[] = {"cublasSgemm", "cudnnConvolutionForward",
+                                        "cudnnConvolutionBackwardData",
+                                        "cudnnConvolutionBackwardFilter", "cudnnPoolingForward"};
+    int before[5];
+    for (int i = 0; i < 5; i++)
+        before[i] = cuda_emu_calls(calls[i]);
+    CHECK_OK(ct_backend_set_kernels(gpu_backend, "vendor"));
+    compare_on_backends(build_simplecnn, 1, TOL_TRAINING);
+    for (int i = 0; i < 5; i++)
+        CHECK(cuda_emu_calls(calls[i]) > before[i], "vendor mode made no %s call", calls[i]);
+}
 #endif
 
 /* ---- main ---------------------------------------------------------------------------- */
@@ -662,6 +706,15 @@ static const char *const kernel_modes[] = {"native", "vendor"};
 static bool is_tf32_case(const gpu_case *c)
 {
     return strncmp(c->name, "conv", 4) == 0;
+}
+
+/* The op case called `name` (the table's order may change). */
+static const gpu_case *op_case_named(const char *name)
+{
+    for (int i = 0; i < N_OP_CASES; i++)
+        if (strcmp(op_cases[i].name, name) == 0)
+            return &op_cases[i];
+    return NULL;
 }
 
 /* What main runs: the op cases per mode, then (full runs) TF32 convs, TF32
@@ -709,7 +762,8 @@ int main(void)
             snprintf(label, sizeof label, "%s/vendor_tf32", op_cases[i].name);
             run_labelled(label, op_case, &run);
         }
-        run_labelled("linear/vendor_tf32", op_case, &(op_run){&op_cases[5], "vendor", true});
+        run_labelled("linear/vendor_tf32", op_case,
+                     &(op_run){op_case_named("linear"), "vendor", true});
         run_labelled("simplecnn_step/auto", simplecnn_step, "auto");
     }
     run_labelled("simplecnn_step/native", simplecnn_step, "native");
@@ -729,6 +783,7 @@ int main(void)
         printf("# two_gpus_in_one_process: not run, one GPU (CUDA_EMU_DEVICES=2 emulates two)\n");
 #ifdef CUDA_EMU
     run_labelled("vendor_failure_falls_back_once", vendor_failure_falls_back_once, NULL);
+    run_labelled("vendor_mode_calls_the_libraries", vendor_mode_calls_the_libraries, NULL);
 #endif
     ct_backend_free(gpu_backend);
     ct_backend_free(cpu_backend);

@@ -225,6 +225,15 @@ static size_t cuda_workspace_bytes(const ct_backend *backend, const ct_tensor *n
     size_t native = 0, vendor = 0;
     if (node->op == CT_OP_CONV2D_BWD_WEIGHT)
         native = ct_cuda_conv2d_workspace(&node->attr.conv);
+    if (node->op == CT_OP_BN_STATS || node->op == CT_OP_BN_BWD_PARAMS ||
+        node->op == CT_OP_CHANNEL_SUM) {
+        const ct_tensor *x = node->src[0]; /* [n, c, inner...]: x, or dy of the channel sum */
+        int n = (int)x->shape[0], c = x->ndim > 1 ? (int)x->shape[1] : 1, inner = 1;
+        for (int d = 2; d < x->ndim; d++)
+            inner *= (int)x->shape[d];
+        native = node->op == CT_OP_CHANNEL_SUM ? ct_cuda_channel_sum_workspace(n, c, inner)
+                                               : ct_cuda_batchnorm_workspace(n, c, inner);
+    }
     if (ct_cuda_dnn_supports(b->dnn, node) && ct_cuda_dnn_workspace(b->dnn, node, &vendor))
         vendor = 0; /* no algorithm fits: the node will run natively */
     return native > vendor ? native : vendor;

@@ -63,8 +63,12 @@ ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy
 ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x,
                                          const float *dy, float *dw, void *workspace,
                                          cudaStream_t stream);
+/* db[ch] = sum_{n,i} dy[n,ch,i] (the bias gradient), each channel reduced over
+ * many blocks (channel_reduce.cuh) with its parts in the workspace, of
+ * ct_cuda_channel_sum_workspace bytes. */
+size_t ct_cuda_channel_sum_workspace(int n, int c, int inner);
 ct_status ct_cuda_channel_sum(int n, int c, int inner, const float *dy, float *db,
-                              cudaStream_t stream);
+                              void *workspace, cudaStream_t stream);
 
 /* ---- pool.cu -------------------------------------------------------------- */
 
@@ -95,18 +99,23 @@ ct_status ct_cuda_tanh_backward(int64_t count, const float *y, const float *dy, 
 
 /* ---- batchnorm.cu ------------------------------------------------------------- */
 
+/* The statistics and the parameter gradients reduce each channel over many
+ * blocks (channel_reduce.cuh); their parts go to the workspace, of
+ * ct_cuda_batchnorm_workspace bytes for x: [n, c, inner]. */
+size_t ct_cuda_batchnorm_workspace(int n, int c, int inner);
 /* As ct_cpu_batchnorm_stats; in training, also num_batches[0] += 1 when
  * num_batches is not NULL (PyTorch's num_batches_tracked). */
 ct_status ct_cuda_batchnorm_stats(int n, int c, int inner, const float *x, bool training,
                                   float momentum, float eps, float *running_mean,
                                   float *running_var, int64_t *num_batches, float *stats,
-                                  cudaStream_t stream);
+                                  void *workspace, cudaStream_t stream);
 ct_status ct_cuda_batchnorm_apply(int n, int c, int inner, const float *x, const float *stats,
                                   const float *gamma, const float *beta, float *y,
                                   cudaStream_t stream);
 ct_status ct_cuda_batchnorm_backward_params(int n, int c, int inner, const float *x,
                                             const float *dy, const float *stats,
-                                            float *dparams, cudaStream_t stream);
+                                            float *dparams, void *workspace,
+                                            cudaStream_t stream);
 ct_status ct_cuda_batchnorm_backward_data(int n, int c, int inner, const float *x,
                                           const float *dy, const float *stats,
                                           const float *gamma, const float *dparams, float *dx,

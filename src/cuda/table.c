@@ -59,7 +59,8 @@ static ct_status run_conv2d_bwd_weight(cuda_backend *b, const ct_exec *e, const 
 static ct_status run_channel_sum(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     nci d = nci_of(n->src[0]);
-    return ct_cuda_channel_sum(d.n, d.c, d.inner, in_f32(e, n, 0), out_f32(e, n), b->stream);
+    return ct_cuda_channel_sum(d.n, d.c, d.inner, in_f32(e, n, 0), out_f32(e, n), e->workspace,
+                               b->stream);
 }
 
 static ct_status run_linear(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -149,7 +150,7 @@ static ct_status run_bn_stats(cuda_backend *b, const ct_exec *e, const ct_tensor
     return ct_cuda_batchnorm_stats(d.n, d.c, d.inner, in_f32(e, n, 0), e->training,
                                    n->attr.bn.momentum, n->attr.bn.eps,
                                    ct_exec_data(e, n->src[1]), ct_exec_data(e, n->src[2]),
-                                   num_batches, out_f32(e, n), b->stream);
+                                   num_batches, out_f32(e, n), e->workspace, b->stream);
 }
 
 static ct_status run_bn_apply(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -164,7 +165,7 @@ static ct_status run_bn_bwd_params(cuda_backend *b, const ct_exec *e, const ct_t
     nci d = nci_of(n->src[0]);
     return ct_cuda_batchnorm_backward_params(d.n, d.c, d.inner, in_f32(e, n, 0),
                                              in_f32(e, n, 1), in_f32(e, n, 2), out_f32(e, n),
-                                             b->stream);
+                                             e->workspace, b->stream);
 }
 
 static ct_status run_bn_bwd_data(cuda_backend *b, const ct_exec *e, const ct_tensor *n)

@@ -1,0 +1,131 @@
+/*
+ * Reductions over each channel of x: [n, c, inner] (batchnorm statistics and
+ * parameter gradients in batchnorm.cu, bias gradients in conv.cu), split
+ * across blocks so that a few channels still fill the device.
+ *
+ * A channel's m = n*inner elements, taken in (image, offset) order, are cut
+ * into `count` chunks of `length` elements (the last may be shorter):
+ *   pass 1: c*count blocks, block ch*count + k reducing chunk k of channel
+ *           ch in double with the fixed tree of ct_block_sum and writing its
+ *           partial to the workspace at [ch, k];
+ *   pass 2: one warp per channel, lane l adding partials k = l, l+32, ...
+ *           in order, then a fixed shuffle tree.
+ * Every partial and every sum has a fixed place in a fixed tree, whichever
+ * block or thread runs first, so results are the same bits in every run
+ * (and CUDA_EMU_ORDER); there are no atomics.
+ */
+#ifndef CT_CUDA_CHANNEL_REDUCE_CUH
+#define CT_CUDA_CHANNEL_REDUCE_CUH
+
+#include "cuda/common.cuh"
+
+enum {
+    /* The shortest chunk: 16 elements per thread of a block; shorter, the
+     * block's reduction costs about as much as its loads. */
+    CT_CHANNEL_CHUNK_MIN = 4096,
+    /* The longest: 32 KiB of floats, which the batchnorm statistics read a
+     * second time (deviations from the chunk's mean) while still in cache. */
+    CT_CHANNEL_CHUNK_MAX = 2 * CT_CHANNEL_CHUNK_MIN,
+    /* Blocks to aim for per SM: two waves of the 8 blocks of 256 threads
+     * that an SM holds at once (2,048 threads). */
+    CT_CHANNEL_BLOCKS_PER_SM = 16,
+    CT_CHANNEL_WARPS_PER_BLOCK = CT_CUDA_BLOCK / CT_CUDA_WARP, /* pass 2: a warp per channel */
+};
+
+struct ct_channel_chunks {
+    int count;      /* chunks per channel */
+    int64_t length; /* elements per chunk, a multiple of CT_CUDA_BLOCK (the last may be shorter) */
+};
+
+/* The most chunks a channel of m elements is cut into on any device: the
+ * workspaces are sized by it, so they fit whichever device's SM count the
+ * launch sees. */
+static inline int64_t ct_channel_chunks_most(int64_t m)
+{
+    return m / CT_CHANNEL_CHUNK_MIN > 1 ? m / CT_CHANNEL_CHUNK_MIN : 1;
+}
+
+/* Enough chunks that c*count blocks cover the current device
+ * (CT_CHANNEL_BLOCKS_PER_SM per SM) and none is longer than
+ * CT_CHANNEL_CHUNK_MAX, but none shorter than CT_CHANNEL_CHUNK_MIN: a small
+ * channel is one chunk. */
+static inline ct_channel_chunks ct_channel_chunks_for(int n, int c, int inner)
+{
+    int64_t m = (int64_t)n * inner;
+    int64_t target = (int64_t)CT_CHANNEL_BLOCKS_PER_SM * ct_cuda_sm_count();
+    int64_t count = (target + c - 1) / c;
+    int64_t shortest = (m + CT_CHANNEL_CHUNK_MAX - 1) / CT_CHANNEL_CHUNK_MAX;
+    if (count < shortest)
+        count = shortest;
+    if (count > ct_channel_chunks_most(m))
+        count = ct_channel_chunks_most(m);
+    int64_t length = (m + count - 1) / count;
+    length = (length + CT_CUDA_BLOCK - 1) / CT_CUDA_BLOCK * CT_CUDA_BLOCK;
+    ct_channel_chunks chunks = {length > 0 ? (int)((m + length - 1) / length) : 1, length};
+    return chunks;
+}
+
+/* Blocks of pass 2 for c channels. */
+static inline unsigned ct_channel_finish_blocks(int c)
+{
+    return (unsigned)((c + CT_CHANNEL_WARPS_PER_BLOCK - 1) / CT_CHANNEL_WARPS_PER_BLOCK);
+}
+
+/* Elements [start, end) of chunk k of a channel of m elements. */
+__device__ inline int64_t ct_chunk_start(ct_channel_chunks chunks, int k)
+{
+    return (int64_t)k * chunks.length;
+}
+
+__device__ inline int64_t ct_chunk_end(ct_channel_chunks chunks, int k, int64_t m)
+{
+    int64_t end = ((int64_t)k + 1) * chunks.length;
+    return end < m ? end : m;
+}
+
+/* visit(at) for this thread's elements of [start, end) of channel ch:
+ * element e = start + threadIdx.x, + blockDim.x, ... is at offset
+ * at = (e / inner * c + ch) * inner + e % inner.  Consecutive threads read
+ * consecutive addresses within an inner run (coalesced); the walk steps
+ * (image, offset) without a division per element. */
+template <class Visit>
+__device__ inline void ct_channel_walk(int c, int inner, int ch, int64_t start, int64_t end,
+                                       Visit visit)
+{
+    int64_t e = start + threadIdx.x;
+    if (e >= end)
+        return;
+    int64_t plane = (int64_t)c * inner; /* from one image to the next */
+    int offset = (int)(e % inner);
+    int64_t at = e / inner * plane + (int64_t)ch * inner + offset;
+    int step_offset = (int)(blockDim.x % inner);
+    int64_t step_at = (int64_t)(blockDim.x / inner) * plane + step_offset;
+    for (; e < end; e += blockDim.x) {
+        visit(at);
+        offset += step_offset;
+        at += step_at;
+        if (offset >= inner) { /* into the next image */
+            offset -= inner;
+            at += plane - inner;
+        }
+    }
+}
+
+/* The channel of this thread's warp in pass 2 (c or more: none). */
+__device__ inline int ct_channel_of_warp(void)
+{
+    return (int)(blockIdx.x * CT_CHANNEL_WARPS_PER_BLOCK + threadIdx.x / CT_CUDA_WARP);
+}
+
+/* sum_{k < count} partials[k] by a warp: lane l adds k = l, l+32, ... in
+ * order, then the fixed shuffle tree; the total in every lane.  Every lane
+ * of the warp must call it. */
+__device__ inline double ct_warp_sum_partials(const double *partials, int count)
+{
+    double sum = 0.0;
+    for (int k = threadIdx.x % CT_CUDA_WARP; k < count; k += CT_CUDA_WARP)
+        sum += partials[k];
+    return __shfl_sync(0xffffffffu, ct_warp_sum(sum), 0);
+}
+
+#endif
