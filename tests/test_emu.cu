@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "cuda/common.cuh"
+#include "cuda/gemm.cuh"
 
 extern "C" {
 #include "harness.h"
@@ -149,6 +149,86 @@ static void atomics_across_blocks(void)
     cudaFree(count);
     cudaFree(sum);
     cudaFree(lowest);
+}
+
+/* The tiled GEMM's loads: each warp's 32 loads of an operand must fall in
+ * 4 sectors of 32 bytes (128 contiguous bytes: coalesced), whichever way
+ * the operand is stored.  The problem logs the element offset of every
+ * load, per thread, in order. */
+enum { GEMM_LOG = GEMM_TILE_K * GEMM_TILE_M / GEMM_THREADS }; /* loads per thread and operand */
+
+struct recording_problem {
+    int m, n, k, splits, k_chunk;
+    bool a_k, b_k;   /* a stored [m][k] (else [k][m]); b stored [n][k] (else [k][n]) */
+    int *offsets;    /* [thread][operand][GEMM_LOG] */
+    int *counts;     /* [thread][operand] */
+
+    __device__ bool a_along_k() const { return a_k; }
+    __device__ bool b_along_k() const { return b_k; }
+    __device__ void log(int operand, int offset) const
+    {
+        int t = threadIdx.x, *count = &counts[t * 2 + operand];
+        if (*count < GEMM_LOG)
+            offsets[(t * 2 + operand) * GEMM_LOG + (*count)++] = offset;
+    }
+    __device__ float load_a(int, int row, int depth) const
+    {
+        log(0, a_k ? row * k + depth : depth * m + row);
+        return 1.0f;
+    }
+    __device__ float load_b(int, int depth, int col) const
+    {
+        log(1, b_k ? col * k + depth : depth * n + col);
+        return 1.0f;
+    }
+    __device__ void store(int, int, int, int, float) const {}
+};
+
+/* The most 32-byte sectors one warp's loads touch, over every load step. */
+static int worst_sectors(const int *offsets, int operand)
+{
+    int worst = 0;
+    for (int warp = 0; warp < GEMM_THREADS / 32; warp++)
+        for (int step = 0; step < GEMM_LOG; step++) {
+            int sectors[32], n = 0;
+            for (int lane = 0; lane < 32; lane++) {
+                int t = warp * 32 + lane;
+                int offset = offsets[(t * 2 + operand) * GEMM_LOG + step];
+                if (offset < 0)
+                    return 99; /* a load that never happened: the tile is not staged */
+                int sector = offset * 4 / 32;
+                bool seen = false;
+                for (int i = 0; i < n; i++)
+                    seen = seen || sectors[i] == sector;
+                if (!seen)
+                    sectors[n++] = sector;
+            }
+            worst = n > worst ? n : worst;
+        }
+    return worst;
+}
+
+static void gemm_loads_coalesce(void)
+{
+    int threads = GEMM_THREADS, size = threads * 2 * GEMM_LOG;
+    for (int layout = 0; layout < 4; layout++) {
+        recording_problem p = {GEMM_TILE_M, GEMM_TILE_N, GEMM_TILE_K, 1, GEMM_TILE_K,
+                               (layout & 1) != 0, (layout & 2) != 0, NULL, NULL};
+        p.offsets = device_buffer<int>(size, -1);
+        p.counts = device_buffer<int>(threads * 2, 0);
+        CT_EMU_LAUNCH(ct_tiled_gemm<recording_problem>, 1, GEMM_THREADS, 0, 0, p);
+        int *host = (int *)malloc(sizeof(int) * (size_t)size);
+        download(host, p.offsets, size);
+        for (int operand = 0; operand < 2; operand++) {
+            int sectors = worst_sectors(host, operand);
+            CHECK(sectors <= 4, "%s stored along %s: a warp's loads touch %d sectors, not 4",
+                  operand ? "b" : "a", (operand ? p.b_k : p.a_k) ? "k" : (operand ? "n" : "m"),
+                  sectors);
+        }
+        free(host);
+        cudaFree(p.offsets);
+        cudaFree(p.counts);
+    }
 }
 
 /* ---- what a GPU leaves undefined: the emulator refuses it ------------------------- */
@@ -358,6 +438,7 @@ int main(void)
     RUN(block_sums);
     RUN(warp_collectives);
     RUN(atomics_across_blocks);
+    RUN(gemm_loads_coalesce);
     RUN(different_barriers_fail);
     RUN(exit_before_barrier_fails);
     RUN(mask_naming_exited_lane_fails);

@@ -45,6 +45,10 @@ struct conv_forward_problem {
     const float *x, *w, *bias;
     float *y;
 
+    /* w[o, cij] runs along k; col[cij, np] along n (output pixels). */
+    __device__ bool a_along_k() const { return true; }
+    __device__ bool b_along_k() const { return false; }
+
     __device__ float load_a(int g, int o, int cij) const
     {
         return w[((size_t)g * m + o) * k + cij];
@@ -67,6 +71,11 @@ struct conv_backward_data_problem {
     ct_conv2d_shape s;
     const float *dy, *w;
     float *dx;
+
+    /* w[o, c, ij] as a(c, oij): runs of KK along k, stride KK along m (so
+     * along m for 1x1 kernels); dy along n (input pixels). */
+    __device__ bool a_along_k() const { return s.kernel_h * s.kernel_w > 1; }
+    __device__ bool b_along_k() const { return false; }
 
     __device__ float load_a(int g, int c, int oij) const
     {
@@ -100,6 +109,10 @@ struct conv_backward_weight_problem {
     ct_conv2d_shape s;
     const float *x, *dy;
     float *dw, *parts; /* parts: [splits, O, Cg*KK] when splits > 1 */
+
+    /* dy[n, o, p] and col[cij, np] both run along k (output pixels). */
+    __device__ bool a_along_k() const { return true; }
+    __device__ bool b_along_k() const { return true; }
 
     __device__ float load_a(int g, int o, int np) const
     {

@@ -15,6 +15,8 @@ struct gemm_problem {
     int lda, ldb, ldc;
     float alpha, beta;
 
+    __device__ bool a_along_k() const { return !trans_a; }
+    __device__ bool b_along_k() const { return trans_b; }
     __device__ float load_a(int, int row, int depth) const
     {
         return trans_a ? a[(size_t)depth * lda + row] : a[(size_t)row * lda + depth];

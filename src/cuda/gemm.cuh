@@ -8,18 +8,26 @@
  * A block computes a TILE_M x TILE_N tile of c; its 256 threads stage
  * TILE_K-deep slices of a and b in shared memory, and each thread keeps a
  * 4x4 register block (rows ty + 16i, columns tx + 16j, so a warp reads
- * shared memory without bank conflicts).  blockIdx.z is group * splits +
+ * shared memory without bank conflicts).  The slices are loaded with
+ * consecutive threads on consecutive addresses: along k when the problem
+ * stores an operand along k (a row-major a, a transposed b), along m or n
+ * otherwise, so a warp's 32 loads touch 4 sectors of 32 bytes, not 32.
+ * The tiles' rows are padded by 2 floats, which keeps both the staging
+ * writes (either direction) and the compute loop's reads free of bank
+ * conflicts.  blockIdx.z is group * splits +
  * split: a problem may hold independent groups (grouped convolution) and
  * may split k into `splits` chunks of k_chunk (a multiple of TILE_K), each
  * block summing one chunk; the problem then sums the parts itself.
  *
  * Each c element sums its chunk's products in increasing k with float FMAs:
- * the same bits from run to run.  Static shared memory is 8.5 KiB, under
+ * the same bits from run to run.  Static shared memory is 8.25 KiB, under
  * the 48 KiB that every architecture gives a block without opting in.
  *
  * A Problem has: int m, n, k, splits, k_chunk; and device methods
  *   float load_a(int group, int m, int k), float load_b(int group, int k, int n),
- *   void store(int group, int split, int m, int n, float value).
+ *   void store(int group, int split, int m, int n, float value),
+ *   bool a_along_k(), bool b_along_k(): whether consecutive k are
+ *     consecutive addresses of a (of b), rather than consecutive m (n).
  */
 #ifndef CT_CUDA_GEMM_CUH
 #define CT_CUDA_GEMM_CUH
@@ -33,13 +41,29 @@ enum {
     GEMM_THREADS = 256,
     GEMM_THREADS_N = 16, /* threads along n; 16 along m */
     GEMM_REG = 4,        /* register block: GEMM_REG x GEMM_REG outputs per thread */
+    GEMM_PAD = 2,        /* floats after each tile row: no bank conflicts (see above) */
 };
+
+/* Stage tile[kk][i] = load(group, k0 + kk, i0 + i) for a TILE_K x `width`
+ * slice (0 outside [0, limit) x [.., k_end)): threads run along k when
+ * `along_k`, along i otherwise.  `load` reads a or b. */
+template <int width, class Load>
+static __device__ inline void gemm_stage(float (*tile)[width + GEMM_PAD], bool along_k, int i0,
+                                         int limit, int k0, int k_end, Load load)
+{
+    for (int e = threadIdx.x; e < GEMM_TILE_K * width; e += GEMM_THREADS) {
+        int kk = along_k ? e % GEMM_TILE_K : e / width;
+        int i = along_k ? e / GEMM_TILE_K : e % width;
+        int k = k0 + kk;
+        tile[kk][i] = i0 + i < limit && k < k_end ? load(k, i0 + i) : 0.0f;
+    }
+}
 
 template <class Problem>
 static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
 {
-    __shared__ float a_tile[GEMM_TILE_K][GEMM_TILE_M + 1];
-    __shared__ float b_tile[GEMM_TILE_K][GEMM_TILE_N + 1];
+    __shared__ float a_tile[GEMM_TILE_K][GEMM_TILE_M + GEMM_PAD];
+    __shared__ float b_tile[GEMM_TILE_K][GEMM_TILE_N + GEMM_PAD];
     int group = blockIdx.z / p.splits, split = blockIdx.z % p.splits;
     int m0 = blockIdx.y * GEMM_TILE_M, n0 = blockIdx.x * GEMM_TILE_N;
     int tx = threadIdx.x % GEMM_THREADS_N, ty = threadIdx.x / GEMM_THREADS_N;
@@ -50,16 +74,10 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
         for (int j = 0; j < GEMM_REG; j++)
             acc[i][j] = 0.0f;
     for (int k0 = k_begin; k0 < k_end; k0 += GEMM_TILE_K) {
-        for (int e = threadIdx.x; e < GEMM_TILE_K * GEMM_TILE_M; e += GEMM_THREADS) {
-            int kk = e / GEMM_TILE_M, mm = e % GEMM_TILE_M;
-            int m = m0 + mm, k = k0 + kk;
-            a_tile[kk][mm] = m < p.m && k < k_end ? p.load_a(group, m, k) : 0.0f;
-        }
-        for (int e = threadIdx.x; e < GEMM_TILE_K * GEMM_TILE_N; e += GEMM_THREADS) {
-            int kk = e / GEMM_TILE_N, nn = e % GEMM_TILE_N;
-            int n = n0 + nn, k = k0 + kk;
-            b_tile[kk][nn] = n < p.n && k < k_end ? p.load_b(group, k, n) : 0.0f;
-        }
+        gemm_stage<GEMM_TILE_M>(a_tile, p.a_along_k(), m0, p.m, k0, k_end,
+                                [&](int k, int m) { return p.load_a(group, m, k); });
+        gemm_stage<GEMM_TILE_N>(b_tile, p.b_along_k(), n0, p.n, k0, k_end,
+                                [&](int k, int n) { return p.load_b(group, k, n); });
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < GEMM_TILE_K; kk++) {
