@@ -156,14 +156,15 @@ static ct_status build_maxpool(ct_graph *g, tracked *t)
 static ct_status build_maxpool_overlap(ct_graph *g, tracked *t)
 {
     ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(2, 3, 11, 8), true);
-    ct_pool_args args = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}};
+    /* pads differ by axis, so that a swapped pair in a descriptor shows */
+    ct_pool_args args = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 0}};
     return finish_vjp(g, t, ct_maxpool2d(g, x, args));
 }
 
 static ct_status build_avgpool(ct_graph *g, tracked *t)
 {
     ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(2, 4, 11, 8), true);
-    ct_pool_args args = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}};
+    ct_pool_args args = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {0, 1}};
     return finish_vjp(g, t, ct_avgpool2d(g, x, args));
 }
 
@@ -452,22 +453,36 @@ typedef struct op_run {
     bool tf32;
 } op_run;
 
+/* A case in vendor mode must run the vendor libraries: one that failed
+ * quietly (a descriptor cuDNN rejects, say) falls back to the native
+ * kernels, which give right answers and would hide the bug. */
+static void check_no_fallback(int before, const char *kernels)
+{
+    int after = ct_cuda_vendor_fallbacks(gpu_backend);
+    CHECK(after == before, "%d vendor call(s) failed and fell back to native kernels (%s mode)",
+          after - before, kernels);
+}
+
 static void op_case(const void *arg)
 {
     const op_run *run = arg;
+    int fallbacks = ct_cuda_vendor_fallbacks(gpu_backend);
     CHECK_OK(ct_backend_set_kernels(gpu_backend, run->kernels));
     CHECK_OK(ct_backend_set_tf32(gpu_backend, run->tf32));
     double tol = run->tf32 ? tf32_tolerance(run->c->reduction) : TOL_F32;
     compare_on_backends(run->c->build, 2, tol);
+    check_no_fallback(fallbacks, run->kernels);
 }
 
 /* ---- whole-step, allocator and error cases ------------------------------------------ */
 
 static void simplecnn_step(const void *arg)
 {
+    int fallbacks = ct_cuda_vendor_fallbacks(gpu_backend);
     CHECK_OK(ct_backend_set_kernels(gpu_backend, arg));
     CHECK_OK(ct_backend_set_tf32(gpu_backend, false));
     compare_on_backends(build_simplecnn, 1, TOL_TRAINING);
+    check_no_fallback(fallbacks, arg);
 }
 
 static void allocator_stats_return(const void *arg)
@@ -670,9 +685,12 @@ static void two_gpus_in_one_process(const void *arg)
 static void vendor_failure_falls_back_once(const void *arg)
 {
     (void)arg;
+    int fallbacks = ct_cuda_vendor_fallbacks(gpu_backend);
     cuda_emu_fail("cudnnConvolutionForward");
     CHECK_OK(ct_backend_set_kernels(gpu_backend, "vendor"));
     compare_on_backends(build_conv_3x3, 3, TOL_F32);
+    CHECK(ct_cuda_vendor_fallbacks(gpu_backend) == fallbacks + 1,
+          "%d fallbacks counted for one failing shape", ct_cuda_vendor_fallbacks(gpu_backend) - fallbacks);
     CHECK(cuda_emu_failures("cudnnConvolutionForward") == 1,
           "cudnnConvolutionForward failed %d times: a failing shape is retried",
           cuda_emu_failures("cudnnConvolutionForward"));

@@ -119,6 +119,7 @@ static ct_status run_vendor(cuda_backend *b, const ct_exec *e, const ct_tensor *
     if (!entry)
         return CT_ERR_MEMORY;
     entry->vendor_failed = true;
+    b->vendor_fallbacks++;
     if (status != CT_ERR_UNSUPPORTED) /* "unsupported" is a shape limit, not news */
         fprintf(stderr, "cuttle: cuda:%d: %s; this %s shape runs cuttle's own kernel from now on\n",
                 b->device, ct_last_error(), ct_op_info_of(node->op)->name);
@@ -531,4 +532,11 @@ ct_status ct_cuda_backend_poison(ct_backend *backend, bool enabled)
         return ct_set_error(CT_ERR_ARG, "ct_cuda_backend_poison: not a CUDA backend");
     impl_of(backend)->allocator.poison = enabled;
     return CT_OK;
+}
+
+int ct_cuda_vendor_fallbacks(const ct_backend *backend)
+{
+    if (!backend || backend->iface != &cuda_backend_i)
+        return 0;
+    return impl_of((ct_backend *)backend)->vendor_fallbacks;
 }

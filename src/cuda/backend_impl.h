@@ -36,6 +36,7 @@ typedef struct cuda_backend {
     kernels_mode kernels;
     bool tf32;
     bool device_current;           /* cudaSetDevice done for this step */
+    int vendor_fallbacks;          /* vendor calls that failed and ran native instead */
     tuned *choices;
     int n_choices, choices_capacity;
     int *bad_row;                  /* device: first row with a bad label (cross-entropy) */

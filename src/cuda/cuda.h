@@ -15,6 +15,12 @@
  * floats), so a kernel that leaves an output element unwritten shows up. */
 ct_status ct_cuda_backend_poison(ct_backend *backend, bool enabled);
 
+/* How many vendor-library calls (cuBLAS/cuDNN) failed, for any reason
+ * (including "no algorithm for this shape"), so that the native kernel ran
+ * in their place; 0 for a backend that is not CUDA.  Tests use it to tell
+ * "the vendor path is right" from "the vendor path failed quietly". */
+int ct_cuda_vendor_fallbacks(const ct_backend *backend);
+
 /* Versions: 0 when unknown or absent.  Encoded as the libraries do
  * (CUDA 13000 = 13.0; cuBLAS 130100 = 13.1.0; cuDNN 91900 = 9.19.0;
  * NCCL 22809 = 2.28.9). */

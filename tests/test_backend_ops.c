@@ -1,0 +1,659 @@
+/*
+ * Every op of the op enum (src/ops/ops.h), forward and backward, on every
+ * backend and kernel choice, against a CPU reference: ggml's
+ * test-backend-ops for cuttle.
+ *
+ * The reference is the CPU backend on one thread with its portable C
+ * kernels (ct_cpu_simd_set(false): the CPU file is the spec).  Compared
+ * with it: "cpu" (all cores; AVX2, direct and Winograd convolutions, fused
+ * relu and eval relu+maxpool), "cuda-native" and "cuda-vendor"
+ * (cuBLAS/cuDNN for convolution, linear and pooling forward).  Each entry
+ * builds a graph through the public API, differentiates it (a random dy, or
+ * a cross-entropy loss) and may add an optimizer.  Every plan gets the same
+ * random inputs, parameters and buffers (never zero) and runs two training
+ * steps or one evaluation pass; every output, input gradient, parameter
+ * gradient and piece of state is then compared, within the entry's
+ * tolerance relative to the reference's largest value.  GPU memory is
+ * poisoned (NaN) as it is handed out.
+ *
+ * Shapes: one element; odd sizes; channels, features and classes above a
+ * warp (32); and more items than one grid-stride launch covers on the
+ * emulated H100: 132 SMs x 8 blocks x 256 threads = 270,336 threads, or
+ * 8,448 warps for the ops that give each row a warp.
+ *
+ * Completeness: an op that a backend supports (its supports_op, asked of a
+ * node of that op) must have a node in the graph of some entry, unless the
+ * exception list names it; and each entry's graph must hold the ops the
+ * entry says it is for.  Without CUDA (a CPU build, or no device) the cuda
+ * columns are skipped with one line; the rest still runs.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/simd.h"
+#include "cuttle.h"
+#include "graph/backend.h"
+#include "harness.h"
+#ifdef CT_HAVE_CUDA
+#include "cuda/cuda.h"
+#endif
+
+#define PLAN_SEED 7
+#define TRAIN_STEPS 2 /* the second step sees optimizer state and new dropout masks */
+#define TOL_F32 1e-5
+#define MAX_TRACKED 8
+#define MAX_TARGETS 64
+#define MAX_COVERS 8
+
+/* Modes an entry runs in. */
+#define TRAIN (1u << CT_TRAIN)
+#define EVAL (1u << CT_EVAL)
+
+/* ---- the table ------------------------------------------------------------------ */
+
+typedef struct tracked {
+    ct_tensor *inputs[MAX_TRACKED];
+    int n_inputs;
+    ct_tensor *outputs[MAX_TRACKED];
+    int n_outputs;
+    int n_classes; /* of the "labels" input */
+} tracked;
+
+typedef struct entry entry;
+typedef ct_status (*build_fn)(ct_graph *g, tracked *t, const entry *e);
+
+struct entry {
+    const char *name;
+    build_fn build;
+    ct_op covers[MAX_COVERS]; /* the ops it is for: its graph must hold them (0-ended) */
+    int64_t shape[4];         /* the main input; a 0 ends it */
+    int out;                  /* output channels, features or classes */
+    int kernel[2];            /* convolution kernel */
+    ct_conv_args conv;
+    ct_pool_args pool;
+    int parts[3];             /* concat: the channels of each input (0: fewer inputs) */
+    float p;                  /* dropout probability, label smoothing */
+    bool bias, relu, i32_labels;
+    ct_sgd_args sgd;          /* lr > 0: an SGD step after backward */
+    ct_adam_args adam;        /* lr > 0: an Adam step after backward */
+    unsigned modes;           /* TRAIN | EVAL; 0: TRAIN */
+    double tol;               /* 0: TOL_F32 */
+};
+
+static int ndim_of(const entry *e)
+{
+    int ndim = 0;
+    while (ndim < 4 && e->shape[ndim])
+        ndim++;
+    return ndim;
+}
+
+static ct_tensor *input(ct_graph *g, tracked *t, const char *name, ct_dtype dtype, int ndim,
+                        const int64_t *shape, bool grad)
+{
+    ct_tensor *x = ct_input(g, name, dtype, ndim, shape);
+    if (x && grad)
+        ct_tensor_requires_grad(x);
+    if (x && t->n_inputs < MAX_TRACKED)
+        t->inputs[t->n_inputs++] = x;
+    return x;
+}
+
+static ct_tensor *main_input(ct_graph *g, tracked *t, const entry *e, bool grad)
+{
+    return input(g, t, "x", CT_F32, ndim_of(e), e->shape, grad);
+}
+
+/* After the backward graph: the entry's optimizer, if it has one. */
+static ct_status optimize(ct_graph *g, const entry *e, ct_status backward)
+{
+    if (backward != CT_OK)
+        return backward;
+    if (e->sgd.lr > 0)
+        return ct_graph_sgd(g, e->sgd);
+    if (e->adam.lr > 0)
+        return ct_graph_adam(g, e->adam);
+    return CT_OK;
+}
+
+/* y is kept, compared and differentiated against a random dy. */
+static ct_status finish_vjp(ct_graph *g, tracked *t, const entry *e, ct_tensor *y)
+{
+    if (!y)
+        return ct_graph_status(g);
+    ct_tensor_keep(y);
+    t->outputs[t->n_outputs++] = y;
+    int64_t shape[CT_MAX_DIMS];
+    for (int d = 0; d < ct_tensor_ndim(y); d++)
+        shape[d] = ct_tensor_dim(y, d);
+    ct_tensor *dy = input(g, t, "dy", CT_F32, ct_tensor_ndim(y), shape, false);
+    if (!dy)
+        return ct_graph_status(g);
+    return optimize(g, e, ct_graph_backward_vjp(g, y, dy));
+}
+
+/* Mean cross-entropy of logits [N,C] against random labels, differentiated. */
+static ct_status finish_loss(ct_graph *g, tracked *t, const entry *e, ct_tensor *logits)
+{
+    if (!logits)
+        return ct_graph_status(g);
+    int64_t n = ct_tensor_dim(logits, 0);
+    t->n_classes = (int)ct_tensor_dim(logits, 1);
+    ct_tensor *labels = input(g, t, "labels", e->i32_labels ? CT_I32 : CT_I64, 1, &n, false);
+    ct_tensor *loss = ct_cross_entropy(g, logits, labels, e->p);
+    if (!loss)
+        return ct_graph_status(g);
+    t->outputs[t->n_outputs++] = loss;
+    return optimize(g, e, ct_graph_backward(g, loss));
+}
+
+static ct_status build_activations(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *x = main_input(g, t, e, true);
+    ct_tensor *sum = ct_add(g, ct_relu(g, x), ct_sigmoid(g, x));
+    return finish_vjp(g, t, e, ct_add(g, sum, ct_tanh(g, x)));
+}
+
+/* A constant node (ops.h: it seeds the gradient of a loss), kept. */
+static ct_status build_fill(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *y = ct_fill(g, main_input(g, t, e, false), 0.75f);
+    if (y) {
+        ct_tensor_keep(y);
+        t->outputs[t->n_outputs++] = y;
+    }
+    return ct_graph_status(g);
+}
+
+static ct_status build_dropout(ct_graph *g, tracked *t, const entry *e)
+{
+    return finish_vjp(g, t, e, ct_dropout(g, main_input(g, t, e, true), e->p));
+}
+
+static ct_status build_concat(ct_graph *g, tracked *t, const entry *e)
+{
+    static const char *const names[3] = {"a", "b", "c"};
+    ct_tensor *xs[3];
+    int n = 0;
+    for (; n < 3 && e->parts[n]; n++) {
+        int64_t shape[4];
+        memcpy(shape, e->shape, sizeof shape);
+        shape[1] = e->parts[n];
+        xs[n] = input(g, t, names[n], CT_F32, ndim_of(e), shape, true);
+    }
+    return finish_vjp(g, t, e, ct_concat(g, n, xs));
+}
+
+static ct_status build_softmax(ct_graph *g, tracked *t, const entry *e)
+{
+    return finish_vjp(g, t, e, ct_softmax(g, main_input(g, t, e, true)));
+}
+
+static ct_status build_cross_entropy(ct_graph *g, tracked *t, const entry *e)
+{
+    return finish_loss(g, t, e, main_input(g, t, e, true));
+}
+
+static ct_status build_linear(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *y = ct_layer_linear(g, "fc", main_input(g, t, e, true), e->out, e->bias);
+    return finish_vjp(g, t, e, e->relu ? ct_relu(g, y) : y);
+}
+
+static ct_status build_conv(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *y = ct_layer_conv2d(g, "conv", main_input(g, t, e, true), e->out, e->kernel[0],
+                                   e->kernel[1], e->conv, e->bias);
+    return finish_vjp(g, t, e, e->relu ? ct_relu(g, y) : y);
+}
+
+static ct_status build_maxpool(ct_graph *g, tracked *t, const entry *e)
+{
+    return finish_vjp(g, t, e, ct_maxpool2d(g, main_input(g, t, e, true), e->pool));
+}
+
+static ct_status build_avgpool(ct_graph *g, tracked *t, const entry *e)
+{
+    return finish_vjp(g, t, e, ct_avgpool2d(g, main_input(g, t, e, true), e->pool));
+}
+
+static ct_status build_global_avgpool(ct_graph *g, tracked *t, const entry *e)
+{
+    return finish_vjp(g, t, e, ct_global_avgpool(g, main_input(g, t, e, true)));
+}
+
+static ct_status build_batchnorm(ct_graph *g, tracked *t, const entry *e)
+{
+    return finish_vjp(g, t, e, ct_layer_batchnorm2d(g, "bn", main_input(g, t, e, true)));
+}
+
+/* y = x + p with p a parameter of x's shape: an optimizer over every element. */
+static ct_status build_param_add(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *x = main_input(g, t, e, false);
+    ct_tensor *p = ct_param(g, "p", ndim_of(e), e->shape, CT_INIT_UNIFORM, 1.0f);
+    return finish_vjp(g, t, e, ct_add(g, x, p));
+}
+
+/* fc1 (16) relu fc2 (e->out classes) cross-entropy. */
+static ct_status build_mlp(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *h = ct_relu(g, ct_layer_linear(g, "fc1", main_input(g, t, e, false), 16, true));
+    return finish_loss(g, t, e, ct_layer_linear(g, "fc2", h, e->out, true));
+}
+
+/* conv 3x3, relu, maxpool 2x2 (the CPU fuses all three in evaluation),
+ * flatten, linear (e->out classes), cross-entropy. */
+static ct_status build_cnn(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *x = main_input(g, t, e, true);
+    ct_tensor *h = ct_relu(g, ct_layer_conv2d(g, "conv", x, 7, 3, 3, (ct_conv_args){0}, true));
+    h = ct_flatten(g, ct_maxpool2d(g, h, (ct_pool_args){.kernel = {2, 2}}));
+    return finish_loss(g, t, e, ct_layer_linear(g, "fc", h, e->out, true));
+}
+
+#define OPS(...) .covers = {__VA_ARGS__}
+#define X(...) .shape = {__VA_ARGS__}
+#define BOTH_MODES .modes = TRAIN | EVAL
+#define ACTIVATIONS OPS(CT_OP_RELU, CT_OP_RELU_BWD, CT_OP_SIGMOID, CT_OP_SIGMOID_BWD, \
+                        CT_OP_TANH, CT_OP_TANH_BWD, CT_OP_ADD)
+#define CONCAT OPS(CT_OP_CONCAT, CT_OP_SLICE_CHANNELS)
+#define SOFTMAX OPS(CT_OP_SOFTMAX, CT_OP_SOFTMAX_BWD)
+#define CROSS_ENTROPY OPS(CT_OP_CROSS_ENTROPY, CT_OP_CROSS_ENTROPY_BWD, CT_OP_FILL)
+#define LINEAR CT_OP_LINEAR, CT_OP_LINEAR_BWD_DATA, CT_OP_LINEAR_BWD_WEIGHT
+#define CONV CT_OP_CONV2D, CT_OP_CONV2D_BWD_DATA, CT_OP_CONV2D_BWD_WEIGHT
+#define MAXPOOL OPS(CT_OP_MAXPOOL2D, CT_OP_MAXPOOL2D_BWD)
+#define AVGPOOL OPS(CT_OP_AVGPOOL2D, CT_OP_AVGPOOL2D_BWD)
+#define GLOBAL_AVGPOOL OPS(CT_OP_GLOBAL_AVGPOOL, CT_OP_GLOBAL_AVGPOOL_BWD)
+#define BATCHNORM OPS(CT_OP_BN_STATS, CT_OP_BN_APPLY, CT_OP_BN_BWD_PARAMS, CT_OP_BN_BWD_DATA, \
+                      CT_OP_VIEW)
+#define POOL_3X3_SAME .pool = {.kernel = {3, 3}, .stride = {1, 1}, .pad = {1, 1}}
+#define ADAM(...) {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, __VA_ARGS__}
+/* Sums of many terms (the gradients of weights, biases, gamma and beta):
+ * rounding grows with the square root of the length (here 3,001 to 101,200). */
+#define TOL_LONG_SUM 5e-5
+
+static const entry entries[] = {
+    /* elementwise: one element, odd, 300,009 elements (more than a grid) */
+    {"activations_one", build_activations, ACTIVATIONS, X(1, 1)},
+    {"activations_odd", build_activations, ACTIVATIONS, X(3, 7, 5, 11)},
+    {"activations_large", build_activations, ACTIVATIONS, X(3, 100003)},
+    {"fill_large", build_fill, OPS(CT_OP_FILL), X(3, 100003)},
+    {"dropout_one", build_dropout, OPS(CT_OP_DROPOUT), X(1, 1), .p = 0.5f, BOTH_MODES},
+    {"dropout_large", build_dropout, OPS(CT_OP_DROPOUT), X(7, 43001), .p = 0.3f, BOTH_MODES},
+    {"concat_odd", build_concat, CONCAT, X(2, 1, 4, 5), .parts = {3, 1, 4}},
+    {"concat_2d_wide", build_concat, CONCAT, X(5, 1), .parts = {33, 40}},
+    {"concat_large", build_concat, CONCAT, X(1, 1, 317, 317), .parts = {1, 2}},
+    /* a warp per row: 9,001 rows (more than a grid's warps), classes > 32 */
+    {"softmax_one", build_softmax, SOFTMAX, X(1, 1)},
+    {"softmax_many_rows", build_softmax, SOFTMAX, X(9001, 37)},
+    {"softmax_wide", build_softmax, SOFTMAX, X(3, 1000)},
+    {"cross_entropy_one_row", build_cross_entropy, CROSS_ENTROPY, X(1, 5), .p = 0.1f},
+    {"cross_entropy_many_rows", build_cross_entropy, CROSS_ENTROPY, X(9001, 37), .p = 0.1f},
+    {"cross_entropy_wide_i32", build_cross_entropy, CROSS_ENTROPY, X(6, 1000),
+     .i32_labels = true},
+    /* linear; the CPU fuses a relu after it into its kernel */
+    {"linear_one", build_linear, OPS(LINEAR, CT_OP_CHANNEL_SUM), X(1, 1), .out = 1,
+     .bias = true},
+    {"linear_odd_relu", build_linear, OPS(LINEAR, CT_OP_CHANNEL_SUM, CT_OP_RELU), X(7, 67),
+     .out = 33, .bias = true, .relu = true},
+    {"linear_wide_no_bias", build_linear, OPS(LINEAR), X(64, 130), .out = 100},
+    {"linear_large_output", build_linear, OPS(LINEAR, CT_OP_CHANNEL_SUM), X(3001, 7),
+     .out = 101, .bias = true, .tol = TOL_LONG_SUM},
+    /* convolution (the CPU: im2col, direct for few channels, Winograd for 3x3) */
+    {"conv_one", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(1, 1, 1, 1), .out = 1,
+     .kernel = {1, 1}, .bias = true},
+    {"conv_odd_strided_dilated_grouped", build_conv, OPS(CONV), X(3, 34, 11, 13), .out = 36,
+     .kernel = {5, 3}, .conv = {.stride = {2, 1}, .pad = {2, 0}, .dilation = {1, 2}, .groups = 2}},
+    {"conv_3x3_wide", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 40, 9, 9), .out = 48,
+     .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true},
+    {"conv_pointwise_relu", build_conv, OPS(CONV, CT_OP_RELU), X(2, 33, 5, 7), .out = 65,
+     .kernel = {1, 1}, .relu = true},
+    {"conv_large_output", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 3, 160, 160), .out = 6,
+     .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true, .tol = TOL_LONG_SUM},
+    {"cnn_conv_relu_maxpool_flatten", build_cnn,
+     OPS(CT_OP_CONV2D, CT_OP_RELU, CT_OP_MAXPOOL2D, CT_OP_VIEW, CT_OP_LINEAR, CT_OP_FILL),
+     X(2, 5, 12, 14), .out = 37, BOTH_MODES},
+    /* pooling (the CPU has fast paths for 2x2/2) */
+    {"maxpool_one", build_maxpool, MAXPOOL, X(1, 1, 1, 1), .pool = {.kernel = {1, 1}}},
+    {"maxpool_2x2_odd", build_maxpool, MAXPOOL, X(3, 33, 9, 11), .pool = {.kernel = {2, 2}}},
+    {"maxpool_overlapping_odd", build_maxpool, MAXPOOL, X(2, 3, 11, 8),
+     .pool = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}}},
+    {"maxpool_large", build_maxpool, MAXPOOL, X(2, 35, 67, 65), POOL_3X3_SAME},
+    {"avgpool_one", build_avgpool, AVGPOOL, X(1, 1, 1, 1), .pool = {.kernel = {1, 1}}},
+    {"avgpool_2x2_odd", build_avgpool, AVGPOOL, X(3, 33, 9, 11), .pool = {.kernel = {2, 2}}},
+    {"avgpool_exclude_pad_odd", build_avgpool, AVGPOOL, X(2, 4, 9, 9),
+     .pool = {.kernel = {3, 2}, .stride = {2, 3}, .pad = {1, 1}, .exclude_pad = true}},
+    {"avgpool_large", build_avgpool, AVGPOOL, X(2, 35, 67, 65), POOL_3X3_SAME},
+    {"global_avgpool_one", build_global_avgpool, GLOBAL_AVGPOOL, X(1, 1, 1, 1)},
+    {"global_avgpool_large", build_global_avgpool, GLOBAL_AVGPOOL, X(64, 150, 6, 6)},
+    /* batchnorm: batch statistics in training, the running ones in evaluation */
+    {"batchnorm_tiny", build_batchnorm, BATCHNORM, X(3, 2, 1, 1), BOTH_MODES},
+    {"batchnorm_2d_wide", build_batchnorm, BATCHNORM, X(9, 37), BOTH_MODES},
+    {"batchnorm_wide_odd", build_batchnorm, BATCHNORM, X(3, 40, 7, 9), BOTH_MODES},
+    {"batchnorm_large", build_batchnorm, BATCHNORM, X(8, 3, 110, 115), BOTH_MODES,
+     .tol = TOL_LONG_SUM},
+    /* optimizers: plain, dampened and Nesterov SGD, Adam, AdamW */
+    {"sgd_plain_mlp", build_mlp, OPS(CT_OP_SGD_UPDATE), X(8, 12), .out = 5,
+     .sgd = {.lr = 0.1f, .weight_decay = 1e-2f}},
+    {"sgd_dampened_mlp", build_mlp, OPS(CT_OP_SGD_UPDATE), X(8, 12), .out = 40,
+     .sgd = {.lr = 0.1f, .momentum = 0.9f, .dampening = 0.1f}},
+    {"sgd_nesterov_large", build_param_add, OPS(CT_OP_SGD_UPDATE), X(3, 100003),
+     .sgd = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-2f, .nesterov = true}},
+    {"adam_mlp", build_mlp, OPS(CT_OP_ADAM_UPDATE), X(8, 12), .out = 5,
+     .adam = ADAM(.weight_decay = 1e-2f)},
+    {"adamw_large", build_param_add, OPS(CT_OP_ADAM_UPDATE), X(3, 100003),
+     .adam = ADAM(.weight_decay = 1e-2f, .decoupled = true)},
+};
+#define N_ENTRIES ((int)(sizeof entries / sizeof entries[0]))
+_Static_assert(sizeof entries / sizeof entries[0] <= 64, "coverage masks are 64 bits");
+
+/* Ops that no entry needs to cover, and why.  The check fails if a backend
+ * claims to support one. */
+static const struct {
+    ct_op op;
+    const char *why;
+} exceptions[] = {
+    {CT_OP_LEAF, "inputs, parameters and buffers: data, never run (plans schedule no leaf)"},
+};
+
+/* ---- running an entry --------------------------------------------------------------- */
+
+typedef struct column {
+    const char *name;
+    ct_backend *backend;
+    const char *kernels; /* NULL: the backend has no kernel choice */
+} column;
+
+static ct_backend *reference_backend;
+
+/* The same bytes for a tensor on every plan: uniform floats, never zero
+ * (positive variances), labels below n_classes. */
+static void write_random(ct_plan *plan, ct_tensor *t, int n_classes, uint64_t seed)
+{
+    int64_t count = ct_tensor_numel(t);
+    size_t bytes = ct_tensor_bytes(t);
+    void *data = calloc(1, bytes ? bytes : 1);
+    const char *name = ct_tensor_name(t);
+    uint64_t state = seed;
+    if (ct_tensor_dtype(t) == CT_F32) {
+        float *values = data;
+        bool positive = strstr(name, "running_var") || strstr(name, "exp_avg_sq");
+        harness_fill(values, count, seed, positive ? 0.5f : -1.0f, 1.5f);
+        for (int64_t i = 0; i < count; i++)
+            values[i] = values[i] == 0.0f ? 0.25f : values[i];
+    } else if (strcmp(name, "labels") == 0) {
+        for (int64_t i = 0; i < count; i++) {
+            int64_t label = (int64_t)harness_uniform(&state, 0, (float)n_classes) % n_classes;
+            if (ct_tensor_dtype(t) == CT_I64)
+                ((int64_t *)data)[i] = label;
+            else
+                ((int32_t *)data)[i] = (int32_t)label;
+        }
+    } else if (ct_tensor_dtype(t) == CT_I64) {
+        for (int64_t i = 0; i < count; i++)
+            ((int64_t *)data)[i] = 3; /* num_batches_tracked */
+    }
+    CHECK_OK(ct_plan_write(plan, t, data, bytes));
+    free(data);
+}
+
+static ct_plan *plan_with_data(ct_backend *backend, ct_graph *g, const tracked *t)
+{
+    ct_plan *plan = NULL;
+    CHECK_OK(ct_plan_new(g, backend, PLAN_SEED, &plan));
+    for (int i = 0; plan && i < t->n_inputs; i++)
+        write_random(plan, t->inputs[i], t->n_classes, 100 + (uint64_t)i);
+    for (int i = 0; plan && i < ct_graph_n_state(g); i++)
+        write_random(plan, ct_graph_state(g, i), 0, 200 + (uint64_t)i);
+    return plan;
+}
+
+static void run_mode(ct_plan *plan, ct_mode mode)
+{
+    for (int step = 0; step < (mode == CT_TRAIN ? TRAIN_STEPS : 1); step++)
+        CHECK_OK(ct_plan_run(plan, mode));
+}
+
+/* What a run is checked on, with the reference's bytes. */
+typedef struct target {
+    const ct_tensor *tensor;
+    const char *what;
+    void *want;
+} target;
+
+static void add_target(target *targets, int *n, const ct_tensor *tensor, const char *what)
+{
+    CHECK(*n < MAX_TARGETS, "more than %d tensors to compare", MAX_TARGETS);
+    if (*n < MAX_TARGETS)
+        targets[(*n)++] = (target){tensor, what, NULL};
+}
+
+/* Outputs and state; in training also input and parameter gradients. */
+static int collect_targets(ct_graph *g, const tracked *t, ct_mode mode, target *targets)
+{
+    int n = 0;
+    for (int i = 0; i < t->n_outputs; i++)
+        add_target(targets, &n, t->outputs[i], "output");
+    for (int i = 0; mode == CT_TRAIN && i < t->n_inputs; i++)
+        if (ct_tensor_grad(t->inputs[i]))
+            add_target(targets, &n, ct_tensor_grad(t->inputs[i]), "input gradient");
+    for (int i = 0; i < ct_graph_n_state(g); i++) {
+        ct_tensor *s = ct_graph_state(g, i);
+        if (mode == CT_TRAIN && ct_tensor_grad(s))
+            add_target(targets, &n, ct_tensor_grad(s), "parameter gradient");
+        add_target(targets, &n, s, "state after the run");
+    }
+    return n;
+}
+
+static void compare(ct_plan *plan, const char *label, const target *target, double tol)
+{
+    const ct_tensor *t = target->tensor;
+    size_t bytes = ct_tensor_bytes(t);
+    void *got = calloc(1, bytes ? bytes : 1);
+    CHECK_OK(ct_plan_read(plan, t, got, bytes));
+    if (ct_tensor_dtype(t) == CT_F32) {
+        double err = harness_rel_err_f32(got, target->want, ct_tensor_numel(t));
+        CHECK(err <= tol, "%s: %s '%s': max rel error %.3g > %.3g against the reference",
+              label, target->what, ct_tensor_name(t), err, tol);
+    } else {
+        CHECK(memcmp(got, target->want, bytes) == 0, "%s: %s '%s' differs from the reference",
+              label, target->what, ct_tensor_name(t));
+    }
+    free(got);
+}
+
+/* One PASS/FAIL line for the checks since harness_case_failures was reset. */
+static void report(const char *label)
+{
+    if (harness_case_failures == 0) {
+        harness_passed++;
+        printf("PASS %s\n", label);
+    } else {
+        harness_failed++;
+        printf("FAIL %s\n", label);
+    }
+    fflush(stdout);
+    harness_case_failures = 0;
+}
+
+/* The reference run, then each column against it: one line per column. */
+static void run_entry_mode(const entry *e, ct_graph *g, const tracked *t, ct_mode mode,
+                           const column *columns, int n_columns)
+{
+    const char *mode_name = mode == CT_TRAIN ? "train" : "eval";
+    double tol = e->tol > 0 ? e->tol : TOL_F32;
+    char label[160];
+    target targets[MAX_TARGETS];
+    harness_case_failures = 0;
+    int n = collect_targets(g, t, mode, targets);
+    ct_cpu_simd_set(false);
+    ct_plan *reference = plan_with_data(reference_backend, g, t);
+    if (reference)
+        run_mode(reference, mode);
+    ct_cpu_simd_set(true);
+    for (int i = 0; i < n; i++) {
+        size_t bytes = ct_tensor_bytes(targets[i].tensor);
+        targets[i].want = calloc(1, bytes ? bytes : 1);
+        if (reference)
+            CHECK_OK(ct_plan_read(reference, targets[i].tensor, targets[i].want, bytes));
+    }
+    ct_plan_free(reference);
+    bool reference_ok = harness_case_failures == 0;
+    if (!reference_ok) {
+        snprintf(label, sizeof label, "%s/reference/%s", e->name, mode_name);
+        report(label);
+    }
+    for (int c = 0; reference_ok && c < n_columns; c++) {
+        const column *col = &columns[c];
+        if (col->kernels)
+            CHECK_OK(ct_backend_set_kernels(col->backend, col->kernels));
+        snprintf(label, sizeof label, "%s/%s/%s", e->name, col->name, mode_name);
+        ct_plan *plan = plan_with_data(col->backend, g, t);
+        if (plan)
+            run_mode(plan, mode);
+        bool ran = plan && harness_case_failures == 0;
+        for (int i = 0; ran && i < n; i++)
+            compare(plan, label, &targets[i], tol);
+        ct_plan_free(plan);
+        report(label);
+    }
+    for (int i = 0; i < n; i++)
+        free(targets[i].want);
+}
+
+/* ---- completeness --------------------------------------------------------------------- */
+
+static ct_graph *graphs[N_ENTRIES];
+static tracked tracks[N_ENTRIES];
+static uint64_t covered_by[CT_OP_COUNT]; /* bit i: entry i's graph has a node of the op */
+
+#define MAX_BACKENDS 2
+static bool supported[MAX_BACKENDS][CT_OP_COUNT];
+
+/* Build every entry once, check that it holds the ops it is for, and note
+ * which ops each backend supports, asked of the nodes of the graphs (and,
+ * for an op no graph has, of a bare node of that op). */
+static void scan_entries(ct_backend *const *backends, int n_backends)
+{
+    for (int i = 0; i < N_ENTRIES; i++) {
+        graphs[i] = ct_graph_new();
+        CHECK_OK(entries[i].build(graphs[i], &tracks[i], &entries[i]));
+        if (ct_graph_status(graphs[i]) != CT_OK)
+            continue;
+        for (int k = 0; k < graphs[i]->n_nodes; k++) {
+            const ct_tensor *node = graphs[i]->nodes[k];
+            covered_by[node->op] |= 1ull << i;
+            for (int b = 0; b < n_backends; b++)
+                supported[b][node->op] |= backends[b]->iface->supports_op(backends[b], node);
+        }
+        for (int k = 0; k < MAX_COVERS && entries[i].covers[k] != CT_OP_LEAF; k++) {
+            ct_op op = entries[i].covers[k];
+            CHECK(covered_by[op] & (1ull << i), "entry %s is for op %s, but its graph has none",
+                  entries[i].name, ct_op_info_of(op)->name);
+        }
+    }
+    ct_graph *probe = ct_graph_new();
+    for (int op = 0; probe && op < CT_OP_COUNT; op++) {
+        if (covered_by[op])
+            continue;
+        const ct_tensor *node = ct_graph_add_node(probe, (ct_op)op, CT_F32, 1, (int64_t[]){1},
+                                                  0, NULL);
+        for (int b = 0; node && b < n_backends; b++)
+            supported[b][op] = backends[b]->iface->supports_op(backends[b], node);
+    }
+    ct_graph_free(probe);
+}
+
+static const char *exception_for(int op)
+{
+    for (size_t i = 0; i < sizeof exceptions / sizeof exceptions[0]; i++)
+        if ((int)exceptions[i].op == op)
+            return exceptions[i].why;
+    return NULL;
+}
+
+static void print_coverage(void)
+{
+    for (int op = 0; op < CT_OP_COUNT; op++) {
+        const char *why = exception_for(op);
+        printf("# op %s:", ct_op_info_of((ct_op)op)->name);
+        if (why)
+            printf(" not covered: %s", why);
+        for (int i = 0; !why && i < N_ENTRIES; i++)
+            if (covered_by[op] & (1ull << i))
+                printf(" %s", entries[i].name);
+        printf("%s\n", !why && !covered_by[op] ? " no entry" : "");
+    }
+}
+
+static void check_coverage(int b, const char *backend_name)
+{
+    for (int op = 0; op < CT_OP_COUNT; op++) {
+        const char *name = ct_op_info_of((ct_op)op)->name;
+        if (exception_for(op))
+            CHECK(!supported[b][op], "op %s: the %s backend supports it, but it is in the "
+                  "exception list of test_backend_ops: cover it", name, backend_name);
+        else
+            CHECK(!supported[b][op] || covered_by[op], "op %s: the %s backend supports it "
+                  "but no case of test_backend_ops covers it", name, backend_name);
+    }
+}
+
+/* ---- main -------------------------------------------------------------------------------- */
+
+int main(void)
+{
+    ct_backend *cpu = NULL, *gpu = NULL;
+    CHECK_OK(ct_backend_new("cpu:1", &reference_backend));
+    CHECK_OK(ct_backend_new("cpu", &cpu));
+    if (!reference_backend || !cpu) {
+        report("cpu_backends");
+        return harness_finish();
+    }
+    column columns[3] = {{"cpu", cpu, NULL}};
+    int n_columns = 1;
+    ct_backend *backends[MAX_BACKENDS] = {cpu};
+    int n_backends = 1;
+    printf("# reference: %s, portable kernels\n", ct_backend_name(reference_backend));
+    if (ct_backend_new("cuda", &gpu) == CT_OK) {
+#ifdef CT_HAVE_CUDA
+        CHECK_OK(ct_cuda_backend_poison(gpu, true));
+#endif
+        columns[n_columns++] = (column){"cuda-native", gpu, "native"};
+        columns[n_columns++] = (column){"cuda-vendor", gpu, "vendor"};
+        backends[n_backends++] = gpu;
+        printf("# cuda: %s\n", ct_backend_name(gpu));
+    } else {
+        printf("# cuda: not available (%s)\n", ct_last_error());
+        if (getenv("CT_REQUIRE_GPU")) {
+            harness_case_failures++;
+            report("cuda_available (CT_REQUIRE_GPU is set)");
+        }
+    }
+    scan_entries(backends, n_backends);
+    report("entries_build_and_hold_their_ops");
+    print_coverage();
+    check_coverage(0, "cpu");
+    report("coverage/cpu");
+    if (gpu) {
+        check_coverage(1, "cuda");
+        report("coverage/cuda");
+    }
+    for (int i = 0; i < N_ENTRIES; i++) {
+        if (ct_graph_status(graphs[i]) != CT_OK)
+            continue;
+        unsigned modes = entries[i].modes ? entries[i].modes : TRAIN;
+        for (int mode = CT_TRAIN; mode <= CT_EVAL; mode++)
+            if (modes & (1u << mode))
+                run_entry_mode(&entries[i], graphs[i], &tracks[i], (ct_mode)mode, columns,
+                               n_columns);
+    }
+    for (int i = 0; i < N_ENTRIES; i++)
+        ct_graph_free(graphs[i]);
+    ct_backend_free(gpu);
+    ct_backend_free(cpu);
+    ct_backend_free(reference_backend);
+    return harness_finish();
+}
