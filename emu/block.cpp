@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -92,8 +93,14 @@ struct worker {
     block_run *block;
     gpu_thread *running;
     uint64_t random;
+    char *dynamic_shared; /* this launch's, exactly its size; null for none */
 };
 static thread_local worker *this_worker;
+
+void *dynamic_shared()
+{
+    return this_worker->dynamic_shared;
+}
 
 static const char *const collective_names[] = {
     "__shfl_sync",   "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
@@ -396,6 +403,8 @@ static std::string run_block(worker *w, const kernel_launch &l, uint3 block_idx)
     if (!grow_threads(w, n))
         return "out of host memory for the stacks of the block's threads";
     poison_shared();
+    if (w->dynamic_shared)
+        memset(w->dynamic_shared, POISON_BYTE, l.shared_bytes);
     block_run b;
     b.launch = &l;
     b.n_threads = n;
@@ -457,6 +466,9 @@ static void run_blocks(grid_job *job, uint64_t seed)
     this_worker = &w;
     w.random = seed;
     const kernel_launch &l = *job->launch;
+    /* operator new[] aligns to 16 bytes, as CUDA aligns dynamic shared memory */
+    std::unique_ptr<char[]> shared(l.shared_bytes ? new char[l.shared_bytes] : nullptr);
+    w.dynamic_shared = shared.get();
     size_t i;
     while (!job->failed.load() && (i = job->next.fetch_add(1)) < job->order.size()) {
         uint32_t block = job->order[i];
@@ -469,6 +481,7 @@ static void run_blocks(grid_job *job, uint64_t seed)
         if (!job->failed.exchange(true))
             job->error = format("block (%u,%u,%u), ", idx.x, idx.y, idx.z) + error;
     }
+    w.dynamic_shared = nullptr;
 }
 
 /* Host threads that help the calling thread run blocks, made once per

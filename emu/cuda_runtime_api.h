@@ -138,6 +138,14 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 
+/* Per kernel: the most dynamic shared memory a launch may ask for (default
+ * sharedMemPerBlock, 48 KiB; at most sharedMemPerBlockOptin, 227 KiB).
+ * Process-wide here; a context property (so per device) on a GPU. */
+typedef enum cudaFuncAttribute {
+    cudaFuncAttributeMaxDynamicSharedMemorySize = 8
+} cudaFuncAttribute;
+cudaError_t cudaFuncSetAttribute(const void *kernel, cudaFuncAttribute attribute, int value);
+
 /* Resident blocks per SM for a kernel of `block_size` threads, from the
  * device's limits on threads, blocks and shared memory per SM (the emulator
  * cannot know a kernel's registers and static shared memory: it assumes

@@ -98,6 +98,11 @@ void syncthreads(const char *file, int line);
 uint64_t warp_collective(const char *file, int line, collective_kind kind, unsigned mask,
                          uint64_t value, int arg, int width);
 unsigned active_mask();
+/* The block's dynamic shared memory: the launch's shared_bytes, 16-byte
+ * aligned, a heap block of exactly that size (so ASan sees an access past
+ * it), NaN-filled at each block's start; null when the launch asked for
+ * none. */
+void *dynamic_shared();
 /* A failure inside a kernel (trap, failed assert): ends the kernel. */
 [[noreturn]] void kernel_trap(const char *file, int line, const char *what);
 
@@ -119,8 +124,9 @@ inline T shuffle(const char *file, int line, collective_kind kind, unsigned mask
 struct kernel_launch {
     const char *name, *file;
     int line;
+    const void *kernel; /* its attributes (cudaFuncSetAttribute) */
     dim3 grid, block;
-    size_t shared_bytes;
+    size_t shared_bytes; /* dynamic shared memory per block */
     std::function<void()> thread_body; /* runs one GPU thread: kernel(args...) */
 };
 cudaError_t launch_kernel(kernel_launch &&launch, cudaStream_t stream);
@@ -134,7 +140,7 @@ cudaError_t launch(const char *name, const char *file, int line, void (*kernel)(
 {
     static_assert(sizeof...(Params) == sizeof...(Args), "wrong number of kernel arguments");
     std::tuple<std::decay_t<Params>...> params(std::forward<Args>(args)...);
-    kernel_launch l{name, file, line, grid, block, shared_bytes,
+    kernel_launch l{name, file, line, (const void *)kernel, grid, block, shared_bytes,
                     [kernel, params]() { std::apply(kernel, params); }};
     return launch_kernel(std::move(l), stream);
 }
@@ -167,6 +173,19 @@ constexpr int warpSize = 32;
     ((int)emu::warp_collective(__FILE__, __LINE__, emu::COLLECTIVE_ALL, mask, (predicate) != 0, 0, 32))
 #define __activemask() emu::active_mask()
 #define __trap() emu::kernel_trap(__FILE__, __LINE__, "__trap()")
+
+/* `extern __shared__ type name[]` cannot be spelled in C++ (a __shared__
+ * variable here is a static thread_local), so kernels declare their dynamic
+ * shared memory with this, which src/cuda/common.cuh spells as the extern
+ * array under nvcc. */
+#define CT_EMU_DYNAMIC_SHARED(type, name) type *const name = static_cast<type *>(emu::dynamic_shared())
+
+/* The C++ overload of cuda_runtime.h: any kernel's pointer. */
+template <class T>
+inline cudaError_t cudaFuncSetAttribute(T *kernel, cudaFuncAttribute attribute, int value)
+{
+    return cudaFuncSetAttribute((const void *)kernel, attribute, value);
+}
 
 /* ---- memory access helpers and atomics ---------------------------------------------- */
 

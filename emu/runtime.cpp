@@ -353,6 +353,26 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const voi
     return cudaSuccess;
 }
 
+cudaError_t cudaFuncSetAttribute(const void *kernel, cudaFuncAttribute attribute, int value)
+{
+    if (ready() != cudaSuccess)
+        return last_error;
+    if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize)
+        return set_error(cudaErrorInvalidValue,
+                         "cudaFuncSetAttribute: attribute " + std::to_string((int)attribute) +
+                             " is not emulated");
+    cudaDeviceProp p;
+    cudaGetDeviceProperties(&p, this_device);
+    if (!kernel || value < 0 || (size_t)value > p.sharedMemPerBlockOptin)
+        return set_error(cudaErrorInvalidValue,
+                         "cudaFuncSetAttribute: " + std::to_string(value) +
+                             " bytes of dynamic shared memory (the device allows 0 to " +
+                             std::to_string(p.sharedMemPerBlockOptin) + ")");
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    rt().max_dynamic_shared[kernel] = value;
+    return cudaSuccess;
+}
+
 /* ---- memory ------------------------------------------------------------------------------- */
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes)

@@ -65,6 +65,7 @@ struct runtime {
     std::map<uint64_t, stream_state *> streams; /* by id, the legacy streams included */
     uint64_t next_seq = 1, next_stream_id = 1, launches = 0, random = 0;
     std::string config_error; /* a bad CUDA_EMU_* setting */
+    std::map<const void *, int> max_dynamic_shared; /* cudaFuncSetAttribute, by kernel */
 };
 
 /* The runtime, created (and the settings read) at the first call. */

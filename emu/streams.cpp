@@ -239,9 +239,17 @@ cudaError_t launch_kernel(kernel_launch &&l, cudaStream_t stream)
         return set_error(cudaErrorInvalidConfiguration,
                          where + ": grid " + dims(l.grid) + ", block " + dims(l.block) +
                              " is outside the device's limits");
-    if (l.shared_bytes > 0)
-        return set_error(cudaErrorInvalidConfiguration,
-                         where + ": dynamic shared memory is not emulated yet");
+    size_t most_shared = 48 << 10; /* sharedMemPerBlock, unless the kernel opted in */
+    auto opted = rt().max_dynamic_shared.find(l.kernel);
+    if (opted != rt().max_dynamic_shared.end())
+        most_shared = (size_t)opted->second;
+    if (l.shared_bytes > most_shared)
+        return set_error(cudaErrorInvalidValue,
+                         where + ": " + std::to_string(l.shared_bytes) +
+                             " bytes of dynamic shared memory, the kernel may ask for " +
+                             std::to_string(most_shared) +
+                             " (cudaFuncSetAttribute(kernel, "
+                             "cudaFuncAttributeMaxDynamicSharedMemorySize, n) raises it)");
     if (s->device != current_device())
         return set_error(cudaErrorInvalidResourceHandle,
                          where + ": the stream belongs to device " + std::to_string(s->device) +

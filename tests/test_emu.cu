@@ -4,8 +4,8 @@
  * streams, events, copies), and that it refuses what a GPU would do wrong
  * or leave undefined, naming kernel, block, thread and line: barriers not
  * every thread reaches, collectives whose mask names a lane that is not
- * there, shared memory read before it is written, launches outside the
- * limits, copies past an allocation, memory over the cap.
+ * there, shared memory (static and dynamic) read before it is written,
+ * launches outside the limits (dynamic shared memory without the opt-in), copies past an allocation, memory over the cap.
  *
  * Some results depend on CUDA_EMU_ORDER (a racy kernel is right in forward
  * order and caught in reverse); make test-gpu-emu runs all three orders.
@@ -323,6 +323,59 @@ static void shared_memory_starts_poisoned(void)
     cudaFree(out);
 }
 
+/* Each block reverses its stretch of `in` through dynamic shared memory;
+ * `first` gets what each thread read from it before any write. */
+__global__ void reverse_dynamic(const float *in, float *out, float *first, int n)
+{
+    CT_CUDA_DYNAMIC_SHARED(float, stage);
+    int i = blockIdx.x * n + threadIdx.x;
+    first[i] = stage[threadIdx.x];
+    __syncthreads();
+    stage[threadIdx.x] = in[i];
+    __syncthreads();
+    out[i] = stage[n - 1 - threadIdx.x];
+}
+
+static void dynamic_shared_memory(void)
+{
+    enum { N = 100, BLOCKS = 3 }; /* N: not a power of two */
+    float host[BLOCKS * N];
+    for (int i = 0; i < BLOCKS * N; i++)
+        host[i] = (float)i;
+    float *in = device_buffer<float>(BLOCKS * N, 0.0f), *out = device_buffer<float>(BLOCKS * N, 0.0f);
+    float *first = device_buffer<float>(BLOCKS * N, 0.0f);
+    cudaMemcpy(in, host, sizeof host, cudaMemcpyHostToDevice);
+    CT_EMU_LAUNCH(reverse_dynamic, BLOCKS, N, N * sizeof(float), 0, in, out, first, (int)N);
+    CHECK(cudaGetLastError() == cudaSuccess, "launch");
+    download(host, out, BLOCKS * N);
+    for (int i = 0; i < BLOCKS * N; i++)
+        CHECK(host[i] == (float)(i / N * N + N - 1 - i % N), "out[%d] = %g", i, host[i]);
+    /* Fresh for every block: even after other blocks wrote theirs. */
+    download(host, first, BLOCKS * N);
+    for (int i = 0; i < BLOCKS * N; i++)
+        CHECK(isnan(host[i]), "block %d read %g from fresh dynamic shared memory", i / N, host[i]);
+
+    /* More than 48 KiB needs the kernel's opt-in, up to the device's 227 KiB. */
+    size_t big = 64 << 10;
+    CT_EMU_LAUNCH(reverse_dynamic, 1, N, big, 0, in, out, first, (int)N);
+    cudaError_t error = cudaGetLastError();
+    CHECK(error == cudaErrorInvalidValue, "64 KiB without opting in: %s", cudaGetErrorName(error));
+    CHECK(strstr(cudaGetErrorString(error), "cudaFuncAttributeMaxDynamicSharedMemorySize"), "%s",
+          cudaGetErrorString(error));
+    CHECK(cudaFuncSetAttribute(reverse_dynamic, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               228 << 10) == cudaErrorInvalidValue,
+          "opting in to more than the device has");
+    cudaGetLastError();
+    CHECK(cudaFuncSetAttribute(reverse_dynamic, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)big) == cudaSuccess, "opting in to 64 KiB");
+    CT_EMU_LAUNCH(reverse_dynamic, 1, N, big, 0, in, out, first, (int)N);
+    CHECK(cudaGetLastError() == cudaSuccess, "64 KiB after opting in");
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "sync");
+    cudaFree(in);
+    cudaFree(out);
+    cudaFree(first);
+}
+
 static void launch_outside_limits_fails(void)
 {
     float *out = device_buffer<float>(1, 0.0f);
@@ -444,6 +497,7 @@ int main(void)
     RUN(mask_naming_exited_lane_fails);
     RUN(mask_without_own_lane_fails);
     RUN(shared_memory_starts_poisoned);
+    RUN(dynamic_shared_memory);
     RUN(launch_outside_limits_fails);
     RUN(memory_errors);
     RUN(copies_follow_the_runtime_rules);

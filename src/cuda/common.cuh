@@ -51,6 +51,16 @@ unsigned ct_cuda_grid_for(const void *kernel, int64_t count);
     } while (0)
 #endif
 
+/* A kernel's dynamic shared memory (the launch's shared_bytes), as a
+ * `type *` called `name`: `extern __shared__ type name[]` under nvcc; the
+ * emulator's block buffer otherwise (C++ cannot spell the extern form for
+ * it; docs/emulator.md). */
+#ifdef CUDA_EMU
+#define CT_CUDA_DYNAMIC_SHARED(type, name) CT_EMU_DYNAMIC_SHARED(type, name)
+#else
+#define CT_CUDA_DYNAMIC_SHARED(type, name) extern __shared__ __align__(16) type name[]
+#endif
+
 /* A grid-stride kernel over `count` items: the grid from ct_cuda_grid_for. */
 #define CT_CUDA_LAUNCH_ITEMS(kernel, count, stream, ...)                                 \
     CT_CUDA_LAUNCH(kernel, ct_cuda_grid_for((const void *)kernel, count), CT_CUDA_BLOCK, 0, \
