@@ -4,7 +4,8 @@
 # in each thread order (CUDA_EMU_ORDER), then once more in the ASan + UBSan
 # build.  Ends with "N passed, N failed" like tests/run.sh.  The forward
 # order trains 300 SimpleCNN steps on the command line; the other orders
-# and the sanitized build (about 40 times slower) train fewer.
+# train 40 (they look for races, which show in any step), the sanitized
+# build (about 40 times slower) 10, on fewer test images.
 #   EMU_BUILD=build-emu EMU_SAN_BUILD=build-emu-san (either may be empty to skip)
 #   EMU_ORDERS="forward reverse shuffle"
 EMU_BUILD=${EMU_BUILD-build-emu}
@@ -29,15 +30,15 @@ run() {
 
 if [ -n "$EMU_BUILD" ]; then
     for order in $EMU_ORDERS; do
-        images=2560
-        [ "$order" = forward ] && images=6400
+        images=1280 epochs=2
+        [ "$order" = forward ] && images=6400 epochs=3
         CUDA_EMU_ORDER=$order CUDA_EMU_SEED=7 CUDA_EMU_DEVICES=2 \
-            GPU_CLI_TRAIN=$images GPU_CLI_EPOCHS=3 run "emu $order" "$EMU_BUILD"
+            GPU_CLI_TRAIN=$images GPU_CLI_EPOCHS=$epochs run "emu $order" "$EMU_BUILD"
     done
 fi
 if [ -n "$EMU_SAN_BUILD" ]; then
     CUDA_EMU_ORDER=shuffle CUDA_EMU_SEED=11 CUDA_EMU_DEVICES=2 \
-        GPU_CLI_TRAIN=640 GPU_CLI_EPOCHS=1 \
+        GPU_CLI_TRAIN=640 GPU_CLI_EPOCHS=1 GPU_CLI_TEST=256 \
         ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
         run "emu asan+ubsan" "$EMU_SAN_BUILD"
 fi

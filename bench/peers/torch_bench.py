@@ -232,6 +232,7 @@ def report(torch, args, model, device, times):
         "params": sum(p.numel() for p in model.parameters()),
         "threads": torch.get_num_threads(),
         "arena_bytes": None, "state_bytes": None,
+        "emulated": False,  # cuttle's field: timings from its emulated GPU are not GPU speed
     }
     if args.json:
         print(json.dumps(result))
