@@ -12,9 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int harness_case_failures;
-static int harness_passed;
-static int harness_failed;
+/* One count per binary, shared by every file linked into it (weak
+ * definitions merge), so a CHECK in a shared fixture such as
+ * tests/gradcheck.c fails the case that is running. */
+__attribute__((weak)) int harness_case_failures;
+__attribute__((weak)) int harness_passed;
+__attribute__((weak)) int harness_failed;
 
 #define CHECK(cond, ...)                                                      \
     do {                                                                      \
