@@ -34,8 +34,13 @@ BUILD    ?= build
 OPTFLAGS ?= -O3 -g
 endif
 
+# -fvisibility=hidden: libcuttle.so exports only what include/ marks CT_API.
 CFLAGS_BASE := -std=c11 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -fPIC -pthread \
-               -Iinclude -Isrc $(OPTFLAGS)
+               -fvisibility=hidden $(OPTFLAGS)
+# The library, tests and benchmarks see its private headers; the command
+# line and the examples see the public ones only (tools/lib_internal.h
+# names the one exception).
+INCLUDES := -Iinclude -Isrc
 LDLIBS_BASE := -lm -pthread
 LDFLAGS_BASE := $(filter -fsanitize=%,$(OPTFLAGS))
 
@@ -188,7 +193,8 @@ endif
 # the sanitized build all the same).
 NVCCFLAGS ?= -O3 -lineinfo
 NVCCFLAGS_BASE := -std=c++17 -Iinclude -Isrc $(CUDA_DEFS) $(NVCC_GENCODE) \
-                  -Xcompiler -fPIC$(comma)-Wall$(comma)-Wextra -Werror all-warnings
+                  -Xcompiler -fPIC$(comma)-fvisibility=hidden$(comma)-Wall$(comma)-Wextra \
+                  -Werror all-warnings
 
 # ---- sources ------------------------------------------------------------------
 
@@ -245,7 +251,9 @@ config:
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+	@$(CC) $(CFLAGS_BASE) $(INCLUDES) $(CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/obj/tools/%.o: INCLUDES := -Iinclude -Itools
+$(BUILD)/obj/examples/%.o: INCLUDES := -Iinclude
 
 $(BUILD)/gen/models.c: $(MODEL_FILES) models scripts/embed-models.sh
 	@mkdir -p $(dir $@)
@@ -254,12 +262,13 @@ $(BUILD)/gen/models.c: $(MODEL_FILES) models scripts/embed-models.sh
 $(BUILD)/obj/gen/models.o: $(BUILD)/gen/models.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
+	@$(CC) $(CFLAGS_BASE) $(INCLUDES) $(CFLAGS) -c $< -o $@
 ifeq ($(CUDA),emu)
 # fmaf (every kernel's multiply-add) inline where the host has FMA: the
 # emulated build runs where it is built.
 EMU_FMA := $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo -mfma)
-EMU_CXXFLAGS := -std=c++17 -Wall -Wextra -Werror -fPIC -pthread -Iemu -Iinclude -Isrc \
+EMU_CXXFLAGS := -std=c++17 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -pthread -Iemu \
+                -Iinclude -Isrc \
                 $(CUDA_DEFS) $(OPTFLAGS) $(EMU_FMA)
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
@@ -298,8 +307,11 @@ $(LIB_A): $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(LIB_SO): $(LIB_OBJS)
-	$(CC) -shared $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $^ $(LDLIBS_BASE)
+# Exported: only the CT_API functions (src/exports.map; nothing of a static
+# archive linked in, such as cudart).
+$(LIB_SO): $(LIB_OBJS) src/exports.map
+	$(CC) -shared -Wl,--exclude-libs,ALL -Wl,--version-script=src/exports.map $(LDFLAGS_BASE) \
+	      $(LDFLAGS) -o $@ $(LIB_OBJS) $(LDLIBS_BASE)
 
 $(CLI): $(TOOL_OBJS) $(LIB_A)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(LIB_A) $(LDLIBS_BASE)
@@ -369,7 +381,7 @@ install: $(LIB_A) $(LIB_SO) $(CLI)
 	           $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 include/cuttle.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/cuttle.h include/cuttle_cuda.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/.*CT_VERSION_STRING "\(.*\)"/\1/p' include/cuttle.h)|' \
 	    -e 's|@LIBS_PRIVATE@|$(strip $(filter -fopenmp,$(LDFLAGS_BASE)) $(LDLIBS_BASE))|' \
@@ -377,7 +389,8 @@ install: $(LIB_A) $(LIB_SO) $(CLI)
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libcuttle.a $(DESTDIR)$(PREFIX)/lib/libcuttle.so \
-	      $(DESTDIR)$(PREFIX)/include/cuttle.h $(DESTDIR)$(PREFIX)/bin/cuttle \
+	      $(DESTDIR)$(PREFIX)/include/cuttle.h $(DESTDIR)$(PREFIX)/include/cuttle_cuda.h \
+	      $(DESTDIR)$(PREFIX)/bin/cuttle \
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/cuttle.pc
 
 clean:

@@ -31,6 +31,10 @@
 extern "C" {
 #endif
 
+/* What the shared library exports: exactly the functions marked CT_API
+ * (the library is built with -fvisibility=hidden; docs/architecture.md). */
+#define CT_API __attribute__((visibility("default")))
+
 #define CT_VERSION_MAJOR 0
 #define CT_VERSION_MINOR 1
 #define CT_VERSION_PATCH 0
@@ -54,10 +58,10 @@ typedef enum ct_status {
 
 /* The message of the last error on this thread ("" if none).  Borrowed:
  * valid until the next failing call on this thread. */
-const char *ct_last_error(void);
+CT_API const char *ct_last_error(void);
 /* "CT_ERR_SHAPE", ... */
-const char *ct_status_name(ct_status status);
-const char *ct_version(void);
+CT_API const char *ct_status_name(ct_status status);
+CT_API const char *ct_version(void);
 
 /* ---- dtypes ------------------------------------------------------------ */
 
@@ -72,8 +76,8 @@ typedef enum ct_dtype {
     CT_DTYPE_COUNT
 } ct_dtype;
 
-size_t ct_dtype_size(ct_dtype dtype);
-const char *ct_dtype_name(ct_dtype dtype); /* "f32", ... */
+CT_API size_t ct_dtype_size(ct_dtype dtype);
+CT_API const char *ct_dtype_name(ct_dtype dtype); /* "f32", ... */
 
 #define CT_MAX_DIMS 6
 
@@ -83,10 +87,10 @@ typedef struct ct_graph ct_graph;
 typedef struct ct_tensor ct_tensor;
 
 /* NULL when memory runs out (ct_last_error says so). */
-ct_graph *ct_graph_new(void);
-void ct_graph_free(ct_graph *graph);
+CT_API ct_graph *ct_graph_new(void);
+CT_API void ct_graph_free(ct_graph *graph);
 /* CT_OK, or the status of the first error met while building the graph. */
-ct_status ct_graph_status(const ct_graph *graph);
+CT_API ct_status ct_graph_status(const ct_graph *graph);
 
 /* How a parameter or buffer is filled when a plan is created. */
 typedef enum ct_init {
@@ -96,35 +100,35 @@ typedef enum ct_init {
 } ct_init;
 
 /* A value the caller writes before each run (images, labels). */
-ct_tensor *ct_input(ct_graph *graph, const char *name, ct_dtype dtype, int ndim,
-                    const int64_t *shape);
+CT_API ct_tensor *ct_input(ct_graph *graph, const char *name, ct_dtype dtype, int ndim,
+                           const int64_t *shape);
 /* A trainable f32 parameter.  Names follow PyTorch's state_dict
  * ("conv1.weight", "layer1.0.bn1.bias"); they must be unique. */
-ct_tensor *ct_param(ct_graph *graph, const char *name, int ndim, const int64_t *shape,
-                    ct_init init, float scale);
+CT_API ct_tensor *ct_param(ct_graph *graph, const char *name, int ndim, const int64_t *shape,
+                           ct_init init, float scale);
 /* Persistent state that is not trained (running mean/var); f32 or i64. */
-ct_tensor *ct_buffer(ct_graph *graph, const char *name, ct_dtype dtype, int ndim,
-                     const int64_t *shape, ct_init init, float scale);
+CT_API ct_tensor *ct_buffer(ct_graph *graph, const char *name, ct_dtype dtype, int ndim,
+                            const int64_t *shape, ct_init init, float scale);
 
-const char *ct_tensor_name(const ct_tensor *t); /* borrowed; "%12 (relu)" if unnamed */
-ct_dtype ct_tensor_dtype(const ct_tensor *t);
-int ct_tensor_ndim(const ct_tensor *t);
-int64_t ct_tensor_dim(const ct_tensor *t, int axis); /* negative axes count from the end */
-int64_t ct_tensor_numel(const ct_tensor *t);
-size_t ct_tensor_bytes(const ct_tensor *t);
-bool ct_tensor_is_param(const ct_tensor *t);
+CT_API const char *ct_tensor_name(const ct_tensor *t); /* borrowed; "%12 (relu)" if unnamed */
+CT_API ct_dtype ct_tensor_dtype(const ct_tensor *t);
+CT_API int ct_tensor_ndim(const ct_tensor *t);
+CT_API int64_t ct_tensor_dim(const ct_tensor *t, int axis); /* negative axes count from the end */
+CT_API int64_t ct_tensor_numel(const ct_tensor *t);
+CT_API size_t ct_tensor_bytes(const ct_tensor *t);
+CT_API bool ct_tensor_is_param(const ct_tensor *t);
 /* The gradient of a parameter (or of an input that requires it) after
  * ct_graph_backward, else NULL.  Borrowed. */
-ct_tensor *ct_tensor_grad(const ct_tensor *t);
+CT_API ct_tensor *ct_tensor_grad(const ct_tensor *t);
 /* Keep a tensor readable after a run (its memory is not reused). */
-void ct_tensor_keep(ct_tensor *t);
+CT_API void ct_tensor_keep(ct_tensor *t);
 /* Ask backward for the gradient of an input too (tests, saliency). */
-void ct_tensor_requires_grad(ct_tensor *input);
+CT_API void ct_tensor_requires_grad(ct_tensor *input);
 
 /* Parameters and buffers in creation order: the "state_dict". */
-int ct_graph_n_state(const ct_graph *graph);
-ct_tensor *ct_graph_state(const ct_graph *graph, int index); /* borrowed */
-ct_tensor *ct_graph_find(const ct_graph *graph, const char *name); /* NULL if none */
+CT_API int ct_graph_n_state(const ct_graph *graph);
+CT_API ct_tensor *ct_graph_state(const ct_graph *graph, int index); /* borrowed */
+CT_API ct_tensor *ct_graph_find(const ct_graph *graph, const char *name); /* NULL if none */
 
 /* ---- ops --------------------------------------------------------------- */
 /* Each returns the new tensor, or NULL with ct_last_error() naming the op,
@@ -141,11 +145,11 @@ typedef struct ct_conv_args {
 
 /* y[n,o,h,w] = b[o] + sum_{c,i,j} x[n,g*C/G+c, h*s-p+i*d, w*s-p+j*d] * w[o,c,i,j]
  * x: [N,C,H,W]  w: [O,C/groups,KH,KW]  bias: [O] or NULL  y: [N,O,OH,OW] */
-ct_tensor *ct_conv2d(ct_graph *graph, ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
-                     ct_conv_args args);
+CT_API ct_tensor *ct_conv2d(ct_graph *graph, ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
+                            ct_conv_args args);
 
 /* y = x w^T + b.  x: [N,IN]  w: [OUT,IN]  bias: [OUT] or NULL  y: [N,OUT] */
-ct_tensor *ct_linear(ct_graph *graph, ct_tensor *x, ct_tensor *weight, ct_tensor *bias);
+CT_API ct_tensor *ct_linear(ct_graph *graph, ct_tensor *x, ct_tensor *weight, ct_tensor *bias);
 
 /* kernel is required; stride 0 means stride = kernel (PyTorch's default). */
 typedef struct ct_pool_args {
@@ -155,70 +159,70 @@ typedef struct ct_pool_args {
     bool exclude_pad; /* avgpool: count_include_pad=False */
 } ct_pool_args;
 
-ct_tensor *ct_maxpool2d(ct_graph *graph, ct_tensor *x, ct_pool_args args);
-ct_tensor *ct_avgpool2d(ct_graph *graph, ct_tensor *x, ct_pool_args args);
+CT_API ct_tensor *ct_maxpool2d(ct_graph *graph, ct_tensor *x, ct_pool_args args);
+CT_API ct_tensor *ct_avgpool2d(ct_graph *graph, ct_tensor *x, ct_pool_args args);
 /* [N,C,H,W] -> [N,C,1,1], like nn.AdaptiveAvgPool2d(1). */
-ct_tensor *ct_global_avgpool(ct_graph *graph, ct_tensor *x);
+CT_API ct_tensor *ct_global_avgpool(ct_graph *graph, ct_tensor *x);
 
-ct_tensor *ct_relu(ct_graph *graph, ct_tensor *x);
-ct_tensor *ct_sigmoid(ct_graph *graph, ct_tensor *x);
-ct_tensor *ct_tanh(ct_graph *graph, ct_tensor *x);
+CT_API ct_tensor *ct_relu(ct_graph *graph, ct_tensor *x);
+CT_API ct_tensor *ct_sigmoid(ct_graph *graph, ct_tensor *x);
+CT_API ct_tensor *ct_tanh(ct_graph *graph, ct_tensor *x);
 
 /* Training: normalize with batch statistics and update the running ones
  * (running = (1-momentum)*running + momentum*batch, unbiased variance).
  * Evaluation: normalize with the running statistics.
  * x: [N,C,H,W] (or [N,C])  gamma, beta, running_mean, running_var: [C] */
-ct_tensor *ct_batchnorm2d(ct_graph *graph, ct_tensor *x, ct_tensor *gamma, ct_tensor *beta,
-                          ct_tensor *running_mean, ct_tensor *running_var, float eps,
-                          float momentum);
+CT_API ct_tensor *ct_batchnorm2d(ct_graph *graph, ct_tensor *x, ct_tensor *gamma, ct_tensor *beta,
+                                 ct_tensor *running_mean, ct_tensor *running_var, float eps,
+                                 float momentum);
 
 /* Training: zero each element with probability p and scale the rest by
  * 1/(1-p), from the plan's seed and step.  Evaluation: identity. */
-ct_tensor *ct_dropout(ct_graph *graph, ct_tensor *x, float p);
+CT_API ct_tensor *ct_dropout(ct_graph *graph, ct_tensor *x, float p);
 
 /* Same shapes, elementwise (residual connections). */
-ct_tensor *ct_add(ct_graph *graph, ct_tensor *a, ct_tensor *b);
+CT_API ct_tensor *ct_add(ct_graph *graph, ct_tensor *a, ct_tensor *b);
 /* [N,...] -> [N, prod(...)], a view. */
-ct_tensor *ct_flatten(ct_graph *graph, ct_tensor *x);
+CT_API ct_tensor *ct_flatten(ct_graph *graph, ct_tensor *x);
 /* A view with a new shape; one dimension may be -1. */
-ct_tensor *ct_reshape(ct_graph *graph, ct_tensor *x, int ndim, const int64_t *shape);
+CT_API ct_tensor *ct_reshape(ct_graph *graph, ct_tensor *x, int ndim, const int64_t *shape);
 /* Concatenate along dim 1 (channels).  All other dims equal. */
-ct_tensor *ct_concat(ct_graph *graph, int n, ct_tensor *const *xs);
+CT_API ct_tensor *ct_concat(ct_graph *graph, int n, ct_tensor *const *xs);
 /* Softmax over dim 1 of a [N,C] tensor. */
-ct_tensor *ct_softmax(ct_graph *graph, ct_tensor *x);
+CT_API ct_tensor *ct_softmax(ct_graph *graph, ct_tensor *x);
 /* Mean cross-entropy of logits [N,C] against class indices [N] (i32 or
  * i64), with PyTorch's label smoothing.  Returns a scalar (0-dim). */
-ct_tensor *ct_cross_entropy(ct_graph *graph, ct_tensor *logits, ct_tensor *labels,
-                            float label_smoothing);
+CT_API ct_tensor *ct_cross_entropy(ct_graph *graph, ct_tensor *logits, ct_tensor *labels,
+                                   float label_smoothing);
 
 /* ---- layers: ops plus parameters with PyTorch's names and default init -- */
 
 /* Creates "<name>.weight" ([O,C/groups,KH,KW], kaiming-uniform like
  * nn.Conv2d) and "<name>.bias" when bias is true. */
-ct_tensor *ct_layer_conv2d(ct_graph *graph, const char *name, ct_tensor *x, int out_channels,
-                           int kernel_h, int kernel_w, ct_conv_args args, bool bias);
-ct_tensor *ct_layer_linear(ct_graph *graph, const char *name, ct_tensor *x, int out_features,
-                           bool bias);
+CT_API ct_tensor *ct_layer_conv2d(ct_graph *graph, const char *name, ct_tensor *x, int out_channels,
+                                  int kernel_h, int kernel_w, ct_conv_args args, bool bias);
+CT_API ct_tensor *ct_layer_linear(ct_graph *graph, const char *name, ct_tensor *x, int out_features,
+                                  bool bias);
 /* "<name>.weight", ".bias", ".running_mean", ".running_var",
  * ".num_batches_tracked"; eps 1e-5, momentum 0.1. */
-ct_tensor *ct_layer_batchnorm2d(ct_graph *graph, const char *name, ct_tensor *x);
+CT_API ct_tensor *ct_layer_batchnorm2d(ct_graph *graph, const char *name, ct_tensor *x);
 
 /* ---- built-in models ------------------------------------------------------ */
 
 /* SimpleCNN: conv1 (6, 5x5) relu maxpool2, conv2 (16, 5x5) relu maxpool2,
  * flatten, fc1 (120) relu, fc2 (84) relu, fc3 (n_classes).  x: [N,C,H,W];
  * returns the logits [N, n_classes]. */
-ct_tensor *ct_model_simplecnn(ct_graph *graph, ct_tensor *x, int n_classes);
+CT_API ct_tensor *ct_model_simplecnn(ct_graph *graph, ct_tensor *x, int n_classes);
 
 /* ---- training ----------------------------------------------------------- */
 
 /* Append the backward graph of a scalar loss.  Every parameter that the
  * loss depends on gets a gradient (ct_tensor_grad), kept after a run. */
-ct_status ct_graph_backward(ct_graph *graph, ct_tensor *loss);
+CT_API ct_status ct_graph_backward(ct_graph *graph, ct_tensor *loss);
 /* The same from any tensor y, given the gradient dy of some scalar with
  * respect to y (an input of y's shape that the caller writes): the
  * vector-Jacobian product.  Either backward may be called once per graph. */
-ct_status ct_graph_backward_vjp(ct_graph *graph, ct_tensor *y, ct_tensor *dy);
+CT_API ct_status ct_graph_backward_vjp(ct_graph *graph, ct_tensor *y, ct_tensor *dy);
 
 typedef struct ct_sgd_args {
     float lr;
@@ -237,13 +241,13 @@ typedef struct ct_adam_args {
 } ct_adam_args;
 
 /* PyTorch's defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, no decay. */
-ct_adam_args ct_adam_defaults(void);
+CT_API ct_adam_args ct_adam_defaults(void);
 
 /* Append one update node per parameter (after ct_graph_backward).  The
  * optimizer's state ("<param>.momentum_buffer", "<param>.exp_avg",
  * "<param>.exp_avg_sq") lives in buffers that checkpoints can save. */
-ct_status ct_graph_sgd(ct_graph *graph, ct_sgd_args args);
-ct_status ct_graph_adam(ct_graph *graph, ct_adam_args args);
+CT_API ct_status ct_graph_sgd(ct_graph *graph, ct_sgd_args args);
+CT_API ct_status ct_graph_adam(ct_graph *graph, ct_adam_args args);
 
 /* ---- backends and plans -------------------------------------------------- */
 
@@ -253,17 +257,17 @@ typedef struct ct_plan ct_plan;
 /* "cpu" (all cores), "cpu:N" (N threads), "cuda" (GPU 0), "cuda:N" (GPU N).
  * CUDA: CT_ERR_UNSUPPORTED in a build without it, CT_ERR_DEVICE when there
  * is no such GPU or no usable driver (the message says which). */
-ct_status ct_backend_new(const char *device, ct_backend **out);
-void ct_backend_free(ct_backend *backend);
-const char *ct_backend_name(const ct_backend *backend); /* borrowed */
+CT_API ct_status ct_backend_new(const char *device, ct_backend **out);
+CT_API void ct_backend_free(ct_backend *backend);
+CT_API const char *ct_backend_name(const ct_backend *backend); /* borrowed */
 /* Whether the backend runs on an emulated device (a CUDA backend built with
  * `make CUDA=emu`): its results are real, its timings are the CPU time of
  * the emulation and say nothing about GPU speed. */
-bool ct_backend_emulated(const ct_backend *backend);
+CT_API bool ct_backend_emulated(const ct_backend *backend);
 /* Wait until the backend has finished the work queued so far (a CUDA run
  * returns once its kernels are queued and a read waits for them; timings
  * need this).  Returns the status of any failure it met. */
-ct_status ct_backend_synchronize(ct_backend *backend);
+CT_API ct_status ct_backend_synchronize(ct_backend *backend);
 
 /* Device memory of a backend's caching allocator (CUDA).  Freed blocks stay
  * cached for reuse; "cached" counts them. */
@@ -277,20 +281,20 @@ typedef struct ct_memory_stats {
 } ct_memory_stats;
 
 /* CT_ERR_UNSUPPORTED on the CPU backend, which uses plain host memory. */
-ct_status ct_backend_memory_stats(const ct_backend *backend, ct_memory_stats *out);
+CT_API ct_status ct_backend_memory_stats(const ct_backend *backend, ct_memory_stats *out);
 /* Give the cached free blocks back to the device. */
-ct_status ct_backend_release_cache(ct_backend *backend);
+CT_API ct_status ct_backend_release_cache(ct_backend *backend);
 /* Refuse allocations that would take in_use + cached past `bytes` (0: no
  * cap) with CT_ERR_MEMORY, as if the device were that small. */
-ct_status ct_backend_set_memory_limit(ct_backend *backend, size_t bytes);
+CT_API ct_status ct_backend_set_memory_limit(ct_backend *backend, size_t bytes);
 /* Which kernels run the ops that have two implementations (convolution,
  * linear, pooling forward): "native" (cuttle's own), "vendor" (cuDNN and
  * cuBLAS where the build has them) or "auto" (the default: the first run of
  * each node shape times both and keeps the faster).  Set before ct_plan_new. */
-ct_status ct_backend_set_kernels(ct_backend *backend, const char *kernels);
+CT_API ct_status ct_backend_set_kernels(ct_backend *backend, const char *kernels);
 /* Let vendor kernels use TF32 tensor cores for f32 (faster, ~1e-3 relative
  * error).  Off by default, so that f32 results match the CPU's. */
-ct_status ct_backend_set_tf32(ct_backend *backend, bool enabled);
+CT_API ct_status ct_backend_set_tf32(ct_backend *backend, bool enabled);
 
 typedef enum ct_mode {
     CT_TRAIN = 0, /* forward, backward and update; batch statistics, dropout on */
@@ -301,33 +305,33 @@ typedef enum ct_mode {
  * tensor in one arena by liveness, allocate the state (parameters, buffers,
  * inputs) and fill parameters from `seed`.  The graph must stay alive and
  * unchanged while the plan exists. */
-ct_status ct_plan_new(ct_graph *graph, ct_backend *backend, uint64_t seed, ct_plan **out);
-void ct_plan_free(ct_plan *plan);
+CT_API ct_status ct_plan_new(ct_graph *graph, ct_backend *backend, uint64_t seed, ct_plan **out);
+CT_API void ct_plan_free(ct_plan *plan);
 
 /* One step.  Nothing is allocated. */
-ct_status ct_plan_run(ct_plan *plan, ct_mode mode);
+CT_API ct_status ct_plan_run(ct_plan *plan, ct_mode mode);
 
 /* Copy between host memory and a tensor of the plan.  `bytes` must equal
  * ct_tensor_bytes(t).  Readable: state, inputs, kept tensors. */
-ct_status ct_plan_write(ct_plan *plan, ct_tensor *t, const void *host, size_t bytes);
-ct_status ct_plan_read(ct_plan *plan, const ct_tensor *t, void *host, size_t bytes);
+CT_API ct_status ct_plan_write(ct_plan *plan, ct_tensor *t, const void *host, size_t bytes);
+CT_API ct_status ct_plan_read(ct_plan *plan, const ct_tensor *t, void *host, size_t bytes);
 
 /* Learning rate for the next runs (schedules change it between steps). */
-void ct_plan_set_lr(ct_plan *plan, float lr);
-float ct_plan_lr(const ct_plan *plan);
+CT_API void ct_plan_set_lr(ct_plan *plan, float lr);
+CT_API float ct_plan_lr(const ct_plan *plan);
 /* Training steps run so far (it drives dropout masks and Adam's bias
  * correction); settable so that a resumed run continues exactly. */
-int64_t ct_plan_step(const ct_plan *plan);
-void ct_plan_set_step(ct_plan *plan, int64_t step);
+CT_API int64_t ct_plan_step(const ct_plan *plan);
+CT_API void ct_plan_set_step(ct_plan *plan, int64_t step);
 
 /* The graph a plan runs.  Borrowed. */
-ct_graph *ct_plan_graph(const ct_plan *plan);
+CT_API ct_graph *ct_plan_graph(const ct_plan *plan);
 
 /* Bytes of the activation arena (its planned peak) and of the state. */
-size_t ct_plan_arena_bytes(const ct_plan *plan);
-size_t ct_plan_state_bytes(const ct_plan *plan);
+CT_API size_t ct_plan_arena_bytes(const ct_plan *plan);
+CT_API size_t ct_plan_state_bytes(const ct_plan *plan);
 /* Nodes run by one step in a mode. */
-int ct_plan_n_nodes(const ct_plan *plan, ct_mode mode);
+CT_API int ct_plan_n_nodes(const ct_plan *plan, ct_mode mode);
 
 /* ---- checkpoints ----------------------------------------------------------- */
 
@@ -349,30 +353,30 @@ typedef struct ct_meta {
  * metadata pairs to path, atomically: a temporary file beside it is
  * written, flushed to disk and renamed over it, so a crash or a failure
  * leaves the previous file intact. */
-ct_status ct_plan_save(ct_plan *plan, const char *path, unsigned what, int n_meta,
-                       const ct_meta *meta);
+CT_API ct_status ct_plan_save(ct_plan *plan, const char *path, unsigned what, int n_meta,
+                              const ct_meta *meta);
 
 /* An opened checkpoint file, fully read and checked. */
 typedef struct ct_checkpoint ct_checkpoint;
 
 /* CT_ERR_IO: missing or unreadable; CT_ERR_FORMAT: truncated, corrupt or
  * not safetensors.  On error *out is NULL. */
-ct_status ct_checkpoint_open(const char *path, ct_checkpoint **out);
-void ct_checkpoint_close(ct_checkpoint *checkpoint);
+CT_API ct_status ct_checkpoint_open(const char *path, ct_checkpoint **out);
+CT_API void ct_checkpoint_close(ct_checkpoint *checkpoint);
 /* A metadata value, borrowed until close; NULL if the key is absent. */
-const char *ct_checkpoint_meta(const ct_checkpoint *checkpoint, const char *key);
+CT_API const char *ct_checkpoint_meta(const ct_checkpoint *checkpoint, const char *key);
 
 /* Copy the checkpoint's tensors into the plan's state selected by `what`.
  * Every selected state tensor must be in the file with the same shape and
  * dtype, and (for CT_SAVE_MODEL) the file must hold nothing else of the
  * model's kind; otherwise nothing is changed and CT_ERR_FORMAT lists what is
  * missing, unexpected or mismatched. */
-ct_status ct_plan_load_checkpoint(ct_plan *plan, const ct_checkpoint *checkpoint,
-                                  unsigned what);
+CT_API ct_status ct_plan_load_checkpoint(ct_plan *plan, const ct_checkpoint *checkpoint,
+                                         unsigned what);
 /* ct_checkpoint_open + ct_plan_load_checkpoint + close. */
-ct_status ct_plan_load(ct_plan *plan, const char *path, unsigned what);
+CT_API ct_status ct_plan_load(ct_plan *plan, const char *path, unsigned what);
 /* Host threads that a backend's kernels use (the CPU's thread count). */
-int ct_backend_threads(const ct_backend *backend);
+CT_API int ct_backend_threads(const ct_backend *backend);
 
 /* ---- profiling ---------------------------------------------------------------- */
 
@@ -389,7 +393,7 @@ typedef enum ct_prof_phase {
     CT_PROF_PHASE_COUNT
 } ct_prof_phase;
 
-const char *ct_prof_phase_name(ct_prof_phase phase); /* "forward", ... */
+CT_API const char *ct_prof_phase_name(ct_prof_phase phase); /* "forward", ... */
 
 /* One node of one step.  Times are on the host's monotonic clock
  * (CLOCK_MONOTONIC), in nanoseconds. */
@@ -419,22 +423,22 @@ typedef struct ct_profile {
 
 /* Turn per-node timing on (allocating the records once: CT_ERR_MEMORY) or
  * off (freeing them). */
-ct_status ct_plan_set_profiling(ct_plan *plan, bool on);
+CT_API ct_status ct_plan_set_profiling(ct_plan *plan, bool on);
 /* CT_ERR_STATE when profiling is off or no step has run since it was on. */
-ct_status ct_plan_profile(const ct_plan *plan, ct_profile *out);
+CT_API ct_status ct_plan_profile(const ct_plan *plan, ct_profile *out);
 
 /* A Chrome trace file (the JSON Object Format with "X" events, which
  * Perfetto and chrome://tracing open): a track of host times and, when the
  * records have device times, a device track. */
 typedef struct ct_trace ct_trace;
 /* Create or truncate the file (CT_ERR_IO). */
-ct_status ct_trace_open(const char *path, ct_trace **out);
+CT_API ct_status ct_trace_open(const char *path, ct_trace **out);
 /* Append the events of one profiled step: the step, its phases and nodes,
  * with shapes, FLOPs and bytes as arguments. */
-ct_status ct_trace_add(ct_trace *trace, const ct_profile *profile);
+CT_API ct_status ct_trace_add(ct_trace *trace, const ct_profile *profile);
 /* Finish the JSON, close the file and free the trace (NULL is fine);
  * CT_ERR_IO if anything failed to be written. */
-ct_status ct_trace_close(ct_trace *trace);
+CT_API ct_status ct_trace_close(ct_trace *trace);
 
 /* ---- datasets ------------------------------------------------------------ */
 
@@ -449,8 +453,8 @@ typedef struct ct_dataset ct_dataset;
  * class names are the label numbers.  CT_ERR_IO: a file is missing or
  * unreadable; CT_ERR_FORMAT: corrupt, truncated, wrong magic, counts that
  * differ, a label out of range; CT_ERR_MEMORY.  On error *out is NULL. */
-ct_status ct_dataset_load_idx(const char *images_path, const char *labels_path, int n_classes,
-                              ct_dataset **out);
+CT_API ct_status ct_dataset_load_idx(const char *images_path, const char *labels_path,
+                                     int n_classes, ct_dataset **out);
 /* Load a split ("train" | "test") of a known dataset from dir:
  *   "fashion-mnist", "mnist": the four IDX files under their usual names
  *     (train-images-idx3-ubyte, t10k-labels-idx1-ubyte, ... each raw or
@@ -462,29 +466,29 @@ ct_status ct_dataset_load_idx(const char *images_path, const char *labels_path, 
  *   "folder": ct_dataset_load_folder(dir, split, defaults).
  * Pixels are normalized with the dataset's per-channel mean and std:
  * (x/255 - mean[c]) / std[c].  An unknown name: CT_ERR_ARG listing these. */
-ct_status ct_dataset_load(const char *name, const char *dir, const char *split,
-                          ct_dataset **out);
-void ct_dataset_free(ct_dataset *dataset);
+CT_API ct_status ct_dataset_load(const char *name, const char *dir, const char *split,
+                                 ct_dataset **out);
+CT_API void ct_dataset_free(ct_dataset *dataset);
 
-int64_t ct_dataset_size(const ct_dataset *dataset); /* items */
-int ct_dataset_channels(const ct_dataset *dataset);
-int ct_dataset_height(const ct_dataset *dataset);
-int ct_dataset_width(const ct_dataset *dataset);
-int ct_dataset_classes(const ct_dataset *dataset);
+CT_API int64_t ct_dataset_size(const ct_dataset *dataset); /* items */
+CT_API int ct_dataset_channels(const ct_dataset *dataset);
+CT_API int ct_dataset_height(const ct_dataset *dataset);
+CT_API int ct_dataset_width(const ct_dataset *dataset);
+CT_API int ct_dataset_classes(const ct_dataset *dataset);
 /* "T-shirt/top", ... or "0", "1", ...  Borrowed, valid until the dataset is
  * freed; NULL if label is out of range. */
-const char *ct_dataset_class_name(const ct_dataset *dataset, int label);
+CT_API const char *ct_dataset_class_name(const ct_dataset *dataset, int label);
 
 /* Gather items indices[0..n) into images [n, C, H, W] (normalized f32) and
  * labels [n] (may be NULL).  CT_ERR_ARG if an index is out of range. */
-ct_status ct_dataset_batch(const ct_dataset *dataset, const int64_t *indices, int n,
-                           float *images, int64_t *labels);
+CT_API ct_status ct_dataset_batch(const ct_dataset *dataset, const int64_t *indices, int n,
+                                  float *images, int64_t *labels);
 
 /* Per-channel normalization of a dataset (x/255 - mean[c]) / std[c]:
  * channel c's mean and std (0 and 1 for a raw IDX load); NaN for a channel
  * out of range. */
-float ct_dataset_mean(const ct_dataset *dataset, int channel);
-float ct_dataset_std(const ct_dataset *dataset, int channel);
+CT_API float ct_dataset_mean(const ct_dataset *dataset, int channel);
+CT_API float ct_dataset_std(const ct_dataset *dataset, int channel);
 
 /* An image folder: dir/<class>/<image>.png|.jpg|.jpeg, one subfolder per
  * class (sorted by name: label 0 is the first).  If dir has "train" and
@@ -499,8 +503,8 @@ typedef struct ct_folder_args {
     double test_fraction; /* 0: 0.2 */
     uint64_t seed;
 } ct_folder_args;
-ct_status ct_dataset_load_folder(const char *dir, const char *split, const ct_folder_args *args,
-                                 ct_dataset **out);
+CT_API ct_status ct_dataset_load_folder(const char *dir, const char *split,
+                                        const ct_folder_args *args, ct_dataset **out);
 
 /* Training augmentation, applied per item with randomness keyed by (seed,
  * epoch, item), so a run is the same for any number of loader threads. */
@@ -523,19 +527,20 @@ typedef struct ct_loader_args {
     int n_threads;    /* worker threads (0: 1) */
     int prefetch;     /* batches prepared ahead (0: 2) */
 } ct_loader_args;
-ct_status ct_loader_new(const ct_dataset *dataset, const ct_loader_args *args, ct_loader **out);
-void ct_loader_free(ct_loader *loader);
+CT_API ct_status ct_loader_new(const ct_dataset *dataset, const ct_loader_args *args,
+                              ct_loader **out);
+CT_API void ct_loader_free(ct_loader *loader);
 /* Batches in one epoch. */
-int64_t ct_loader_batches(const ct_loader *loader);
+CT_API int64_t ct_loader_batches(const ct_loader *loader);
 /* Begin epoch `epoch` (numbered from 1) at batch `first_batch` (0, or
  * where a resumed run left off). */
-ct_status ct_loader_start(ct_loader *loader, int64_t epoch, int64_t first_batch);
+CT_API ct_status ct_loader_start(ct_loader *loader, int64_t epoch, int64_t first_batch);
 /* The next batch of the epoch: images [n,C,H,W] and labels [n], borrowed
  * until the next ct_loader_next or ct_loader_start; *n is 0 after the last
  * batch.  A worker's error comes back here with its message (and again on
  * each call until the next ct_loader_start).  Nothing is allocated. */
-ct_status ct_loader_next(ct_loader *loader, const float **images, const int64_t **labels,
-                         int *n);
+CT_API ct_status ct_loader_next(ct_loader *loader, const float **images, const int64_t **labels,
+                                int *n);
 
 /* Decode a PNG or JPEG file, convert it to `channels` (1 or 3), resize it to
  * height x width (bilinear) and normalize it like a dataset:
@@ -543,8 +548,8 @@ ct_status ct_loader_next(ct_loader *loader, const float **images, const int64_t 
  * same bytes as an image folder dataset stores.  Files are told by their
  * content, not their name.  CT_ERR_IO, CT_ERR_FORMAT (not a PNG/JPEG,
  * corrupt), CT_ERR_UNSUPPORTED (built without libpng/libjpeg). */
-ct_status ct_image_load(const char *path, int channels, int height, int width,
-                        const float *mean, const float *std, float *out);
+CT_API ct_status ct_image_load(const char *path, int channels, int height, int width,
+                               const float *mean, const float *std, float *out);
 
 /* ---- model definitions ------------------------------------------------------ */
 
@@ -554,15 +559,15 @@ ct_status ct_image_load(const char *path, int channels, int height, int width,
 /* The text of a built-in model ("simplecnn", "lenet5", "vgg11", "vgg11_bn",
  * "vgg16", "vgg16_bn", "resnet18", "resnet34", "resnet50"), or NULL.
  * Static: never freed. */
-const char *ct_model_builtin(const char *name);
+CT_API const char *ct_model_builtin(const char *name);
 /* The built-in names, NULL-terminated.  Static. */
-const char *const *ct_model_builtin_names(void);
+CT_API const char *const *ct_model_builtin_names(void);
 /* The text of a built-in name, or else of the file at that path, in
  * *text (malloc'ed: free() it). */
-ct_status ct_model_source(const char *name_or_path, char **text);
+CT_API ct_status ct_model_source(const char *name_or_path, char **text);
 /* Build a model from its text on input x [N,C,H,W]; returns the logits
  * [N, n_classes], or NULL with a graph error that gives the line. */
-ct_tensor *ct_model_build(ct_graph *graph, const char *text, ct_tensor *x, int n_classes);
+CT_API ct_tensor *ct_model_build(ct_graph *graph, const char *text, ct_tensor *x, int n_classes);
 
 #ifdef __cplusplus
 }

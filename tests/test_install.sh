@@ -25,3 +25,26 @@ else
     echo "FAIL installed_library_builds_and_trains"
     exit 1
 fi
+
+# The shared library exports exactly the functions include/ marks CT_API:
+# nothing internal (the build hides the rest), nothing public missing.
+exported=$(nm -D --defined-only "$prefix/lib/libcuttle.so" | awk '$2 ~ /[TDBRVW]/ {print $3}' | sort)
+declared=$(grep -ho '^CT_API [^(]*(' include/*.h | sed 's/($//; s/.*[ *]//' | sort)
+if [ -n "$declared" ] && [ "$exported" = "$declared" ]; then
+    echo "PASS library_exports_only_the_public_api"
+else
+    echo "FAIL library_exports_only_the_public_api"
+    printf '%s\n' "$exported" > "$prefix/exported.txt"
+    printf '%s\n' "$declared" | diff "$prefix/exported.txt" - | sed 's/^/    /' >&2
+    exit 1
+fi
+
+# The command line and the examples compile against the public headers
+# alone (tools/lib_internal.h names its one exception): a private include
+# there fails the build, since their include path is include/ (and tools/).
+if grep -n '#include "\(core\|cpu\|cuda\|data\|graph\|io\|nn\|ops\|prof\)/' tools/*.[ch] examples/*.c \
+    >&2; then
+    echo "FAIL cli_uses_public_headers_only"
+    exit 1
+fi
+echo "PASS cli_uses_public_headers_only"

@@ -15,9 +15,7 @@
 #include <string.h>
 
 #include "cli.h"
-#ifdef CT_HAVE_CUDA
-#include "cuda/cuda.h"
-#endif
+#include "cuttle_cuda.h"
 
 enum { DOCTOR_EXIT_NO_GPU = 3, DEFAULT_GEMM_SIZE = 10000, EMULATED_GEMM_SIZE = 256 };
 #define SMOKE_TOLERANCE 1e-4
@@ -35,8 +33,6 @@ static int no_gpu(const doctor_options *opts, const char *why)
         printf("No usable GPU: %s.\ncuttle runs on the CPU only here.\n", why);
     return DOCTOR_EXIT_NO_GPU;
 }
-
-#ifdef CT_HAVE_CUDA
 
 /* "13.0" from 13000 (CUDA), "9.19.0" from 91900 (cuDNN), ... */
 static const char *version_text(int version, int major_div, int minor_div, char *buf,
@@ -227,8 +223,9 @@ static int doctor_cuda(doctor_options *opts)
         opts->gemm_size = EMULATED_GEMM_SIZE;
     const char *why = NULL;
     int count = ct_cuda_probe_device_count(&why);
+    bool built_with_cuda = ct_cuda_probe_archs()[0] != '\0';
     if (count == 0) {
-        if (!opts->json)
+        if (!opts->json && built_with_cuda)
             print_versions(opts, &versions);
         return no_gpu(opts, versions.driver_error ? versions.driver_error : why);
     }
@@ -271,8 +268,6 @@ static int doctor_cuda(doctor_options *opts)
     return smoke_ok ? CLI_EXIT_OK : CLI_EXIT_FAILED;
 }
 
-#endif
-
 int cmd_doctor(int argc, char **argv)
 {
     doctor_options opts = {.gemm_size = DEFAULT_GEMM_SIZE};
@@ -287,10 +282,5 @@ int cmd_doctor(int argc, char **argv)
                                   argv, options, (int)(sizeof options / sizeof options[0]));
     if (parsed != CLI_PARSED_RUN)
         return parsed == CLI_PARSED_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-#ifdef CT_HAVE_CUDA
     return doctor_cuda(&opts);
-#else
-    return no_gpu(&opts, "this build of cuttle has no CUDA backend (nvcc was not found when it "
-                         "was built, or CUDA=0; see `make config`)");
-#endif
 }

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/json.h"
+#include "lib_internal.h"
 
 #define PATH_CAPACITY 1024
 #define ARGS_JSON_DEPTH 4

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/json.h"
+#include "lib_internal.h"
 
 #define META_JSON_DEPTH 4
 
