@@ -157,20 +157,20 @@ NVCC_GENCODE := $(foreach a,$(CUDA_ARCH_LIST),-gencode arch=compute_$(a)$(comma)
                 -gencode arch=compute_$(CUDA_PTX_ARCH)$(comma)code=compute_$(CUDA_PTX_ARCH)
 CUDA_DEFS := -DCT_HAVE_CUDA -DCT_CUDA_ARCHS='"$(CUDA_ARCH_LIST)"' -DCT_CUDA_PTX_ARCH=$(CUDA_PTX_ARCH)
 CUDA_LIBS := $(CUDART_LIB) -ldl -lrt -lpthread
-HAVE_CUBLAS := $(and $(call cuda_find,cublas_v2.h,$(CUDA_INC_DIRS)),$(call cuda_find,libcublas.so,$(CUDA_LIB_DIRS)))
-HAVE_CUDNN := $(and $(call cuda_find,cudnn.h,$(CUDA_INC_DIRS)),$(call cuda_find,libcudnn.so,$(CUDA_LIB_DIRS)))
+# cuBLAS and cuDNN are loaded when first used (src/cuda/vendor_api.c), not
+# linked: the build needs their headers only.
+HAVE_CUBLAS := $(call cuda_find,cublas_v2.h,$(CUDA_INC_DIRS))
+HAVE_CUDNN := $(call cuda_find,cudnn.h,$(CUDA_INC_DIRS))
 HAVE_NCCL_H := $(call cuda_find,nccl.h,$(CUDA_INC_DIRS))
 ifneq ($(HAVE_CUBLAS),)
 CUDA_DEFS += -DCT_HAVE_CUBLAS
-CUDA_LIBS += -lcublas
-FOUND_CUBLAS := found
+FOUND_CUBLAS := found (loaded at first use)
 else
 FOUND_CUBLAS := not found (linear runs native kernels)
 endif
 ifneq ($(HAVE_CUDNN),)
 CUDA_DEFS += -DCT_HAVE_CUDNN
-CUDA_LIBS += -lcudnn
-FOUND_CUDNN := found
+FOUND_CUDNN := found (loaded at first use)
 else
 FOUND_CUDNN := not found (convolution and pooling run native kernels)
 endif

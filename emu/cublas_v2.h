@@ -64,6 +64,13 @@ typedef enum libraryPropertyType_t {
 } libraryPropertyType;
 #endif
 
+/* As the toolkit's header: the v2 API under the plain names. */
+#define cublasCreate cublasCreate_v2
+#define cublasDestroy cublasDestroy_v2
+#define cublasSetStream cublasSetStream_v2
+#define cublasGetStream cublasGetStream_v2
+#define cublasSgemm cublasSgemm_v2
+
 cublasStatus_t cublasCreate(cublasHandle_t *handle);
 /* Waits for the device (cudaDeviceSynchronize), as NVIDIA documents. */
 cublasStatus_t cublasDestroy(cublasHandle_t handle);

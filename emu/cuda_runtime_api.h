@@ -162,6 +162,14 @@ void cuda_emu_fail(const char *calls);
 int cuda_emu_failures(const char *call);
 int cuda_emu_calls(const char *call);
 
+/* Emulator only: dlopen, dlsym and dlerror for the vendor libraries, whose
+ * shims are linked in (src/cuda/vendor_api.c loads through these).  Only
+ * the sonames cuttle asks for open ("libcublas.so.13", "libcudnn.so.9");
+ * only the functions it calls resolve. */
+void *cuda_emu_dlopen(const char *path);
+void *cuda_emu_dlsym(void *library, const char *name);
+const char *cuda_emu_dlerror(void);
+
 #ifdef __cplusplus
 }
 #endif

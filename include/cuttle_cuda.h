@@ -28,6 +28,8 @@ typedef struct ct_cuda_versions {
     int runtime_loaded;   /* cudaRuntimeGetVersion (static cudart: the same) */
     int cublas_built, cublas_loaded;
     int cudnn_built, cudnn_loaded;
+    const char *cublas_error;    /* why cuBLAS is not loaded (absent, no such file), or NULL */
+    const char *cudnn_error;     /* the same for cuDNN */
     int nccl_built, nccl_loaded; /* loaded: dlopen("libnccl.so.2") + ncclGetVersion */
     const char *driver_error;    /* why the driver could not be asked, or NULL */
     bool emulated;               /* the emulated device (make CUDA=emu): no driver, shims */

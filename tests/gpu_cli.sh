@@ -123,6 +123,15 @@ else
     fail bench_and_profile_say_emulated "$tmp/bench.txt" "$tmp/bench.json" "$tmp/profile.txt"
 fi
 
+# Without cuBLAS and cuDNN the GPU still runs, on cuttle's own kernels.
+CUTTLE_CUBLAS=/nonexistent CUTTLE_CUDNN=/nonexistent "$cuttle" bench --device cuda --batch 8 \
+    --steps 1 --warmup 0 > "$tmp/novendor.txt" 2>&1
+if [ $? -eq 0 ]; then
+    pass runs_without_vendor_libraries
+else
+    fail runs_without_vendor_libraries "$tmp/novendor.txt"
+fi
+
 # Out of GPU memory: the allocator's message with its statistics, exit 1.
 if [ "$emulated" = true ]; then
     CUDA_EMU_MEMORY=4M "$cuttle" bench --model vgg11 --input 3x32x32 --device cuda --steps 1 \

@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "cuttle_cuda.h"
+#include "run_info.h"
 
 enum { DOCTOR_EXIT_NO_GPU = 3, DEFAULT_GEMM_SIZE = 10000, EMULATED_GEMM_SIZE = 256 };
 #define SMOKE_TOLERANCE 1e-4
@@ -141,6 +142,29 @@ static void print_gemm(const doctor_options *opts, const char *label, const char
     fflush(stdout);
 }
 
+/* , "key": "why" (or null). */
+static void print_json_error(const char *key, const char *why)
+{
+    char *literal = why ? run_json_string(why) : NULL;
+    printf(", \"%s\": %s", key, literal ? literal : "null");
+    free(literal);
+}
+
+/* A vendor library: the version built with and the one loaded (at first
+ * use, by dlopen), or why it is not loaded. */
+static void print_library(const char *label, int built, int loaded, const char *why)
+{
+    char a[32], b[32];
+    if (why) {
+        printf("%s built with %s, not loaded: %s\n", label,
+               version_text(built, 10000, 100, a, 32), why);
+        return;
+    }
+    printf("%s built with %s, loaded %s%s\n", label, version_text(built, 10000, 100, a, 32),
+           version_text(loaded, 10000, 100, b, 32),
+           built / 10000 != loaded / 10000 ? "  (major versions differ)" : "");
+}
+
 static void print_versions(const doctor_options *opts, const ct_cuda_versions *v)
 {
     char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32], i[32];
@@ -159,6 +183,8 @@ static void print_versions(const doctor_options *opts, const ct_cuda_versions *v
                version_text(v->nccl_built, 10000, 100, h, 32),
                version_text(v->nccl_loaded, 10000, 100, i, 32), ct_cuda_probe_archs(),
                ct_cuda_probe_ptx_arch(), v->emulated ? "true" : "false");
+        print_json_error("cublas_error", v->cublas_error);
+        print_json_error("cudnn_error", v->cudnn_error);
         return;
     }
     if (v->emulated) {
@@ -170,6 +196,10 @@ static void print_versions(const doctor_options *opts, const ct_cuda_versions *v
                version_text(v->runtime_built, 1000, 0, b, 32),
                version_text(v->cublas_built, 10000, 100, d, 32),
                version_text(v->cudnn_built, 10000, 100, f, 32));
+        if (v->cublas_error)
+            printf("cuBLAS:        %s\n", v->cublas_error);
+        if (v->cudnn_error)
+            printf("cuDNN:         %s\n", v->cudnn_error);
         return;
     }
     printf("driver:        supports CUDA %s%s%s\n", version_text(v->driver, 1000, 0, a, 32),
@@ -178,16 +208,8 @@ static void print_versions(const doctor_options *opts, const ct_cuda_versions *v
            version_text(v->runtime_built, 1000, 0, b, 32),
            version_text(v->runtime_loaded, 1000, 0, c, 32),
            v->driver && v->driver < v->runtime_built ? "  INCOMPATIBLE: update the driver" : "");
-    printf("cuBLAS:        built with %s, loaded %s%s\n",
-           version_text(v->cublas_built, 10000, 100, d, 32),
-           version_text(v->cublas_loaded, 10000, 100, e, 32),
-           v->cublas_built / 10000 != v->cublas_loaded / 10000 ? "  (major versions differ)"
-                                                               : "");
-    printf("cuDNN:         built with %s, loaded %s%s\n",
-           version_text(v->cudnn_built, 10000, 100, f, 32),
-           version_text(v->cudnn_loaded, 10000, 100, g, 32),
-           v->cudnn_built / 10000 != v->cudnn_loaded / 10000 ? "  (major versions differ)"
-                                                             : "");
+    print_library("cuBLAS:       ", v->cublas_built, v->cublas_loaded, v->cublas_error);
+    print_library("cuDNN:        ", v->cudnn_built, v->cudnn_loaded, v->cudnn_error);
     printf("NCCL:          header %s, libnccl.so.2 %s (not used by cuttle yet)\n",
            version_text(v->nccl_built, 10000, 100, h, 32),
            version_text(v->nccl_loaded, 10000, 100, i, 32));
@@ -256,7 +278,11 @@ static int doctor_cuda(doctor_options *opts)
     }
     bool first = true;
     print_gemm(opts, "native", "cuda", "native", &first);
-    print_gemm(opts, "cublas", "cuda", "vendor", &first);
+    /* Without cuBLAS, "vendor" would time cuttle's kernel again under its name. */
+    if (!versions.cublas_error)
+        print_gemm(opts, "cublas", "cuda", "vendor", &first);
+    else if (!opts->json)
+        printf("  cublas   not loaded (above)\n");
     if (!opts->no_cpu_gemm) {
         if (!opts->json)
             printf("  (the CPU run may take a while; --no-cpu-gemm or --gemm-size N skip or "

@@ -28,6 +28,7 @@
 #include "cuda/backend_impl.h"
 #include "cuda/check.h"
 #include "cuda/cuda.h"
+#include "cuda/vendor_api.h"
 #include "cuda/kernels.h"
 #include "ops/ops.h"
 
@@ -418,6 +419,11 @@ static ct_status cuda_set_kernels(ct_backend *backend, const char *kernels)
     cuda_backend *b = impl_of(backend);
     for (int mode = KERNELS_NATIVE; mode <= KERNELS_AUTO; mode++) {
         if (strcmp(kernels, kernels_names[mode]) == 0) {
+            if (mode == KERNELS_VENDOR && !b->blas && !b->dnn)
+                return ct_set_error(CT_ERR_UNSUPPORTED,
+                                    "kernels 'vendor' on cuda:%d: neither vendor library is "
+                                    "here: %s; %s",
+                                    b->device, ct_cublas_why(), ct_cudnn_why());
             b->kernels = (kernels_mode)mode;
             update_name(backend);
             return CT_OK;

@@ -12,9 +12,9 @@
 #include "core/error.h"
 #include "cuda/check.h"
 #include "cuda/kernels.h"
+#include "cuda/vendor_api.h"
 
 #ifdef CT_HAVE_CUBLAS
-#include <cublas_v2.h>
 
 struct ct_cuda_blas {
     cublasHandle_t handle;
@@ -24,6 +24,7 @@ struct ct_cuda_blas {
 ct_status ct_cuda_blas_new(cudaStream_t stream, bool tf32, ct_cuda_blas **out)
 {
     *out = NULL;
+    CT_TRY(ct_cublas_load());
     ct_cuda_blas *blas = calloc(1, sizeof *blas);
     if (!blas)
         return ct_set_error(CT_ERR_MEMORY, "out of host memory");

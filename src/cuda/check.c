@@ -3,12 +3,7 @@
 
 #include "core/error.h"
 
-#ifdef CT_HAVE_CUBLAS
-#include <cublas_v2.h>
-#endif
-#ifdef CT_HAVE_CUDNN
-#include <cudnn.h>
-#endif
+#include "cuda/vendor_api.h"
 
 ct_status ct_cuda_fail(cudaError_t error, const char *file, int line, const char *call)
 {

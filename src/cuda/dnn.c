@@ -24,9 +24,9 @@
 #include "core/error.h"
 #include "cuda/check.h"
 #include "cuda/kernels.h"
+#include "cuda/vendor_api.h"
 
 #ifdef CT_HAVE_CUDNN
-#include <cudnn.h>
 
 #define WORKSPACE_CAP ((size_t)256 << 20)
 #define KEY_INTS 20
@@ -57,6 +57,7 @@ static bool is_conv(ct_op op)
 ct_status ct_cuda_dnn_new(cudaStream_t stream, bool tf32, ct_cuda_dnn **out)
 {
     *out = NULL;
+    CT_TRY(ct_cudnn_load());
     ct_cuda_dnn *dnn = calloc(1, sizeof *dnn);
     if (!dnn)
         return ct_set_error(CT_ERR_MEMORY, "out of host memory");

@@ -19,12 +19,7 @@
 #include "core/error.h"
 #include "cuda/check.h"
 
-#ifdef CT_HAVE_CUBLAS
-#include <cublas_v2.h>
-#endif
-#ifdef CT_HAVE_CUDNN
-#include <cudnn.h>
-#endif
+#include "cuda/vendor_api.h"
 #ifdef CT_HAVE_NCCL_H
 #include <nccl.h>
 #endif
@@ -67,17 +62,19 @@ void ct_cuda_probe_versions(ct_cuda_versions *out)
     if (cudaRuntimeGetVersion(&out->runtime_loaded) != cudaSuccess)
         out->runtime_loaded = 0;
     (void)cudaGetLastError();
+    out->cublas_error = ct_cublas_why();
+    out->cudnn_error = ct_cudnn_why();
 #ifdef CT_HAVE_CUBLAS
     out->cublas_built = CUBLAS_VERSION;
     int major = 0, minor = 0, patch = 0;
-    if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+    if (!out->cublas_error && cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
         cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
         cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
         out->cublas_loaded = major * 10000 + minor * 100 + patch;
 #endif
 #ifdef CT_HAVE_CUDNN
     out->cudnn_built = CUDNN_VERSION;
-    out->cudnn_loaded = (int)cudnnGetVersion();
+    out->cudnn_loaded = out->cudnn_error ? 0 : (int)cudnnGetVersion();
 #endif
 #ifdef CT_HAVE_NCCL_H
     out->nccl_built = NCCL_VERSION_CODE;

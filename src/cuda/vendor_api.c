@@ -1,0 +1,154 @@
+/* Loading cuBLAS and cuDNN at first use (vendor_api.h). */
+#define CT_VENDOR_API_TABLES
+#include "cuda/vendor_api.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/error.h"
+
+#define CT_STR_(x) #x
+#define CT_STR(x) CT_STR_(x)
+
+/* The emulated build resolves the same names in its shims. */
+#ifdef CUDA_EMU
+#define open_library(path) cuda_emu_dlopen(path)
+#define find_symbol(library, name) cuda_emu_dlsym(library, name)
+#define loader_error() cuda_emu_dlerror()
+#else
+#define open_library(path) dlopen(path, RTLD_NOW | RTLD_LOCAL)
+#define find_symbol(library, name) dlsym(library, name)
+#define loader_error() dlerror()
+#endif
+
+#if defined(CT_HAVE_CUBLAS) || defined(CT_HAVE_CUDNN)
+typedef struct vendor_library {
+    const char *name;     /* "cuBLAS" */
+    const char *variable; /* names another file */
+    const char *soname;
+    const char *uses;     /* what runs without it */
+    pthread_once_t once;
+    void *handle;
+    bool loaded;
+    char why[640];
+} vendor_library;
+
+/* Opens the library's file, or says why not (false). */
+static bool open_vendor(vendor_library *lib)
+{
+    const char *path = getenv(lib->variable);
+    if (!path || !*path)
+        path = lib->soname;
+    lib->handle = open_library(path);
+    if (!lib->handle)
+        snprintf(lib->why, sizeof lib->why,
+                 "%s could not be loaded (%s); %s (set %s to the library's path if it is "
+                 "installed elsewhere)",
+                 lib->name, loader_error(), lib->uses, lib->variable);
+    return lib->handle != NULL;
+}
+
+/* *slot = the symbol, or false with why. */
+static bool find_vendor(vendor_library *lib, const char *name, void **slot)
+{
+    *slot = find_symbol(lib->handle, name);
+    if (!*slot)
+        snprintf(lib->why, sizeof lib->why,
+                 "%s was loaded but lacks %s (%s): not the major version %s was built "
+                 "for?; %s",
+                 lib->name, name, loader_error(), lib->soname, lib->uses);
+    return *slot != NULL;
+}
+
+static ct_status answer(const vendor_library *lib)
+{
+    return lib->loaded ? CT_OK : ct_set_error(CT_ERR_UNSUPPORTED, "%s", lib->why);
+}
+
+#define CT_VENDOR_FIND(name)                                                                 \
+    if (!find_vendor(lib, #name, (void **)&table->name))                                     \
+        return;
+#endif
+
+#ifdef CT_HAVE_CUBLAS
+ct_cublas_api ct_cublas;
+static vendor_library cublas_library = {
+    "cuBLAS", "CUTTLE_CUBLAS", "libcublas.so." CT_STR(CUBLAS_VER_MAJOR),
+    "the linear layers run cuttle's own kernels", PTHREAD_ONCE_INIT, NULL, false, {0}};
+
+static void load_cublas(void)
+{
+    vendor_library *lib = &cublas_library;
+    ct_cublas_api *table = &ct_cublas;
+    if (!open_vendor(lib))
+        return;
+    CT_CUBLAS_FUNCTIONS(CT_VENDOR_FIND)
+    lib->loaded = true;
+}
+
+ct_status ct_cublas_load(void)
+{
+    pthread_once(&cublas_library.once, load_cublas);
+    return answer(&cublas_library);
+}
+
+const char *ct_cublas_why(void)
+{
+    pthread_once(&cublas_library.once, load_cublas);
+    return cublas_library.loaded ? NULL : cublas_library.why;
+}
+#else
+ct_status ct_cublas_load(void)
+{
+    return ct_set_error(CT_ERR_UNSUPPORTED, "%s", ct_cublas_why());
+}
+
+const char *ct_cublas_why(void)
+{
+    return "this build has no cuBLAS (cublas_v2.h was not found); the linear layers run "
+           "cuttle's own kernels";
+}
+#endif
+
+#ifdef CT_HAVE_CUDNN
+ct_cudnn_api ct_cudnn;
+static vendor_library cudnn_library = {
+    "cuDNN", "CUTTLE_CUDNN", "libcudnn.so." CT_STR(CUDNN_MAJOR),
+    "convolution and pooling run cuttle's own kernels", PTHREAD_ONCE_INIT, NULL, false, {0}};
+
+static void load_cudnn(void)
+{
+    vendor_library *lib = &cudnn_library;
+    ct_cudnn_api *table = &ct_cudnn;
+    if (!open_vendor(lib))
+        return;
+    CT_CUDNN_FUNCTIONS(CT_VENDOR_FIND)
+    lib->loaded = true;
+}
+
+ct_status ct_cudnn_load(void)
+{
+    pthread_once(&cudnn_library.once, load_cudnn);
+    return answer(&cudnn_library);
+}
+
+const char *ct_cudnn_why(void)
+{
+    pthread_once(&cudnn_library.once, load_cudnn);
+    return cudnn_library.loaded ? NULL : cudnn_library.why;
+}
+#else
+ct_status ct_cudnn_load(void)
+{
+    return ct_set_error(CT_ERR_UNSUPPORTED, "%s", ct_cudnn_why());
+}
+
+const char *ct_cudnn_why(void)
+{
+    return "this build has no cuDNN (cudnn.h was not found); convolution and pooling run "
+           "cuttle's own kernels";
+}
+#endif
