@@ -12,6 +12,7 @@
 #endif
 
 #include "core/error.h"
+#include "cpu/backend.h"
 #include "cpu/kernels.h"
 #include "cpu/threads.h"
 #include "graph/backend.h"

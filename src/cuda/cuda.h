@@ -12,6 +12,10 @@
 #include "cuttle.h"
 #include "cuttle_cuda.h"
 
+/* The CUDA backend on GPU `device` (cuda/backend.c), for the device list
+ * (src/devices/). */
+ct_status ct_cuda_backend_new(int device, ct_backend **out);
+
 /* Fill every block the backend's allocator hands out with 0xff bytes (NaN
  * floats), so a kernel that leaves an output element unwritten shows up. */
 ct_status ct_cuda_backend_poison(ct_backend *backend, bool enabled);

@@ -101,9 +101,4 @@ struct ct_backend {
     void *impl;
 };
 
-/* The CPU backend with n_threads threads (0: all cores). */
-ct_status ct_cpu_backend_new(int n_threads, ct_backend **out);
-/* The CUDA backend on GPU `device` (src/cuda/backend.c; CUDA builds only). */
-ct_status ct_cuda_backend_new(int device, ct_backend **out);
-
 #endif
