@@ -18,7 +18,7 @@
 #include "graph/backend.h"
 #include "graph/fuse.h"
 #include "graph/memplan.h"
-#include "prof/profiler.h"
+#include "graph/plan.h"
 
 #define CT_MODE_COUNT 2
 
@@ -43,7 +43,7 @@ struct ct_plan {
     uint64_t seed;
     int64_t step;
     float lr;
-    ct_profiler *profiler; /* NULL unless profiling is on */
+    ct_run_hook *hook; /* the profiler, when profiling is on */
 };
 
 static bool is_root(const ct_tensor *t, ct_mode mode)
@@ -342,7 +342,7 @@ void ct_plan_free(ct_plan *plan)
         backend->iface->release(backend, plan->state);
     if (plan->workspace)
         backend->iface->release(backend, plan->workspace);
-    ct_profiler_free(plan->profiler);
+    ct_plan_set_hook(plan, NULL);
     for (int mode = 0; mode < CT_MODE_COUNT; mode++) {
         free(plan->schedule[mode]);
         free(plan->runs[mode]);
@@ -374,13 +374,23 @@ static ct_exec exec_of(const ct_plan *plan, ct_mode mode)
     return exec;
 }
 
+/* The one run loop: every step, profiled or not, goes through it. */
 static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
 {
     ct_backend *backend = plan->backend;
+    ct_run_hook *hook = plan->hook;
     backend->iface->begin_step(backend);
-    for (int i = 0; i < plan->n_runs[mode]; i++)
+    if (hook)
+        hook->step_begin(hook, mode);
+    for (int i = 0; i < plan->n_runs[mode]; i++) {
+        if (hook)
+            hook->node_begin(hook, mode, i);
         CT_TRY(backend->iface->run_node(backend, exec, plan->runs[mode][i]));
-    return backend->iface->synchronize(backend);
+        if (hook)
+            hook->node_end(hook, mode, i);
+    }
+    CT_TRY(backend->iface->synchronize(backend));
+    return hook ? hook->step_end(hook, mode, plan->step) : CT_OK;
 }
 
 ct_status ct_plan_run(ct_plan *plan, ct_mode mode)
@@ -395,11 +405,7 @@ ct_status ct_plan_run(ct_plan *plan, ct_mode mode)
                             "ct_plan_run: the graph grew after the plan was made; make a new "
                             "plan");
     ct_exec exec = exec_of(plan, mode);
-    if (plan->profiler)
-        CT_TRY(ct_profiler_run(plan->profiler, &exec, mode, plan->runs[mode],
-                               plan->n_runs[mode], plan->step));
-    else
-        CT_TRY(run_schedule(plan, mode, &exec));
+    CT_TRY(run_schedule(plan, mode, &exec));
     if (mode == CT_TRAIN)
         plan->step++;
     return CT_OK;
@@ -500,25 +506,25 @@ int ct_plan_n_nodes(const ct_plan *plan, ct_mode mode)
     return plan->n_schedule[mode];
 }
 
-ct_status ct_plan_set_profiling(ct_plan *plan, bool on)
+void ct_plan_set_hook(ct_plan *plan, ct_run_hook *hook)
 {
-    if (!plan)
-        return ct_set_error(CT_ERR_ARG, "ct_plan_set_profiling: plan is NULL");
-    if (!on) {
-        ct_profiler_free(plan->profiler);
-        plan->profiler = NULL;
-        return CT_OK;
-    }
-    if (plan->profiler)
-        return CT_OK;
-    const ct_tensor **const schedules[CT_MODE_COUNT] = {plan->runs[CT_TRAIN],
-                                                        plan->runs[CT_EVAL]};
-    return ct_profiler_new(plan->backend, schedules, plan->n_runs, &plan->profiler);
+    if (plan->hook && plan->hook != hook)
+        plan->hook->destroy(plan->hook);
+    plan->hook = hook;
 }
 
-ct_status ct_plan_profile(const ct_plan *plan, ct_profile *out)
+ct_run_hook *ct_plan_hook(const ct_plan *plan)
 {
-    if (!plan || !out)
-        return ct_set_error(CT_ERR_ARG, "ct_plan_profile: plan and out are required");
-    return ct_profiler_last(plan->profiler, out);
+    return plan->hook;
+}
+
+ct_backend *ct_plan_backend(const ct_plan *plan)
+{
+    return plan->backend;
+}
+
+const ct_tensor *const *ct_plan_runs(const ct_plan *plan, ct_mode mode, int *count)
+{
+    *count = plan->n_runs[mode];
+    return plan->runs[mode];
 }

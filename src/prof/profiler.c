@@ -15,11 +15,18 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "graph/plan.h"
 #include "ops/cost.h"
 
 #define SHAPES_CAPACITY 128
+#define CT_PROF_MODE_COUNT 2
 
-struct ct_profiler {
+/* A hook on the plan's run loop (graph/plan.h): records made once for the
+ * nodes of both modes, with what does not change between steps (op, label,
+ * shapes, phase, estimated cost) filled in then; a step only writes times
+ * into them. */
+typedef struct ct_profiler {
+    ct_run_hook hook; /* first: the plan holds the profiler by it */
     ct_backend *backend;
     ct_prof_record *records[CT_PROF_MODE_COUNT];
     int n_records[CT_PROF_MODE_COUNT];
@@ -27,7 +34,8 @@ struct ct_profiler {
     void *timer;  /* the backend's device timer, or NULL */
     bool has_last;
     ct_profile last;
-};
+    int64_t step_start;
+} ct_profiler;
 
 int64_t ct_prof_now_ns(void)
 {
@@ -105,10 +113,9 @@ static void describe(const ct_tensor *node, char *shapes, ct_prof_record *record
     };
 }
 
-void ct_profiler_free(ct_profiler *prof)
+static void profiler_destroy(ct_run_hook *hook)
 {
-    if (!prof)
-        return;
+    ct_profiler *prof = (ct_profiler *)hook;
     if (prof->timer)
         prof->backend->iface->timer_free(prof->backend, prof->timer);
     for (int mode = 0; mode < CT_PROF_MODE_COUNT; mode++)
@@ -117,60 +124,32 @@ void ct_profiler_free(ct_profiler *prof)
     free(prof);
 }
 
-static int count_runnable(const ct_tensor **schedule, int n)
+static void profiler_step_begin(ct_run_hook *hook, ct_mode mode)
 {
-    int count = 0;
-    for (int i = 0; i < n; i++)
-        count += schedule[i]->op != CT_OP_VIEW;
-    return count;
+    ct_profiler *prof = (ct_profiler *)hook;
+    (void)mode;
+    prof->has_last = false;
+    prof->step_start = ct_prof_now_ns();
+    if (prof->timer)
+        prof->backend->iface->timer_mark(prof->backend, prof->timer, 0);
 }
 
-ct_status ct_profiler_new(ct_backend *backend, const ct_tensor **const schedules[],
-                          const int n_schedule[], ct_profiler **out)
+static void profiler_node_begin(ct_run_hook *hook, ct_mode mode, int index)
 {
-    *out = NULL;
-    ct_profiler *prof = calloc(1, sizeof *prof);
-    if (!prof)
-        return ct_set_error(CT_ERR_MEMORY, "ct_plan_set_profiling: out of host memory");
-    prof->backend = backend;
-    int total = 0, most = 0;
-    for (int mode = 0; mode < CT_PROF_MODE_COUNT; mode++) {
-        prof->n_records[mode] = count_runnable(schedules[mode], n_schedule[mode]);
-        prof->records[mode] = calloc((size_t)prof->n_records[mode] + 1, sizeof(ct_prof_record));
-        total += prof->n_records[mode];
-        most = prof->n_records[mode] > most ? prof->n_records[mode] : most;
-    }
-    prof->shapes = malloc((size_t)(total + 1) * SHAPES_CAPACITY);
-    if (!prof->records[0] || !prof->records[1] || !prof->shapes) {
-        ct_profiler_free(prof);
-        return ct_set_error(CT_ERR_MEMORY, "ct_plan_set_profiling: out of host memory");
-    }
-    char *shapes = prof->shapes;
-    for (int mode = 0; mode < CT_PROF_MODE_COUNT; mode++) {
-        int r = 0;
-        for (int i = 0; i < n_schedule[mode]; i++) {
-            if (schedules[mode][i]->op == CT_OP_VIEW)
-                continue;
-            describe(schedules[mode][i], shapes, &prof->records[mode][r++]);
-            shapes += SHAPES_CAPACITY;
-        }
-    }
-    const ct_backend_i *iface = backend->iface;
-    if (iface->timer_new && iface->timer_mark && iface->timer_elapsed_ns && iface->timer_free) {
-        ct_status status = iface->timer_new(backend, most + 1, &prof->timer);
-        if (status != CT_OK) {
-            prof->timer = NULL;
-            ct_profiler_free(prof);
-            return status;
-        }
-    }
-    *out = prof;
-    return CT_OK;
+    ct_profiler *prof = (ct_profiler *)hook;
+    prof->records[mode][index].start_ns = ct_prof_now_ns();
+}
+
+static void profiler_node_end(ct_run_hook *hook, ct_mode mode, int index)
+{
+    ct_profiler *prof = (ct_profiler *)hook;
+    prof->records[mode][index].end_ns = ct_prof_now_ns();
+    if (prof->timer)
+        prof->backend->iface->timer_mark(prof->backend, prof->timer, index + 1);
 }
 
 /* Device times of the step's records, from the marks around each node. */
-static ct_status read_device_times(ct_profiler *prof, ct_prof_record *records, int n,
-                                   int64_t step_start_ns)
+static ct_status read_device_times(ct_profiler *prof, ct_prof_record *records, int n)
 {
     ct_backend *backend = prof->backend;
     int64_t before = 0;
@@ -178,55 +157,92 @@ static ct_status read_device_times(ct_profiler *prof, ct_prof_record *records, i
     for (int r = 0; r < n; r++) {
         int64_t after = 0;
         CT_TRY(backend->iface->timer_elapsed_ns(backend, prof->timer, r + 1, &after));
-        records[r].device_start_ns = step_start_ns + before;
-        records[r].device_end_ns = step_start_ns + after;
+        records[r].device_start_ns = prof->step_start + before;
+        records[r].device_end_ns = prof->step_start + after;
         before = after;
     }
     return CT_OK;
 }
 
-ct_status ct_profiler_run(ct_profiler *prof, const ct_exec *exec, ct_mode mode,
-                          const ct_tensor *const *schedule, int n_schedule, int64_t step)
+static ct_status profiler_step_end(ct_run_hook *hook, ct_mode mode, int64_t step)
 {
-    ct_backend *backend = prof->backend;
-    ct_prof_record *records = prof->records[mode];
-    const ct_backend_i *iface = backend->iface;
-    prof->has_last = false;
-    int64_t step_start = ct_prof_now_ns();
-    iface->begin_step(backend);
+    ct_profiler *prof = (ct_profiler *)hook;
+    int n = prof->n_records[mode];
     if (prof->timer)
-        iface->timer_mark(backend, prof->timer, 0);
-    int r = 0;
-    for (int i = 0; i < n_schedule; i++) {
-        const ct_tensor *node = schedule[i];
-        if (node->op == CT_OP_VIEW)
-            continue;
-        CT_ASSERT(r < prof->n_records[mode]);
-        records[r].start_ns = ct_prof_now_ns();
-        CT_TRY(iface->run_node(backend, exec, node));
-        records[r].end_ns = ct_prof_now_ns();
-        r++;
-        if (prof->timer)
-            iface->timer_mark(backend, prof->timer, r);
-    }
-    CT_ASSERT(r == prof->n_records[mode]);
-    CT_TRY(iface->synchronize(backend));
-    if (prof->timer)
-        CT_TRY(read_device_times(prof, records, r, step_start));
+        CT_TRY(read_device_times(prof, prof->records[mode], n));
     prof->last = (ct_profile){
         .mode = mode,
         .step = step,
-        .start_ns = step_start,
+        .start_ns = prof->step_start,
         .end_ns = ct_prof_now_ns(),
-        .n_records = r,
-        .records = records,
+        .n_records = n,
+        .records = prof->records[mode],
     };
     prof->has_last = true;
     return CT_OK;
 }
 
-ct_status ct_profiler_last(const ct_profiler *prof, ct_profile *out)
+/* Records for every node the plan runs, described once. */
+static ct_status profiler_new(ct_plan *plan, ct_profiler **out)
 {
+    *out = NULL;
+    ct_profiler *prof = calloc(1, sizeof *prof);
+    if (!prof)
+        return ct_set_error(CT_ERR_MEMORY, "ct_plan_set_profiling: out of host memory");
+    prof->hook = (ct_run_hook){profiler_step_begin, profiler_node_begin, profiler_node_end,
+                               profiler_step_end, profiler_destroy};
+    prof->backend = ct_plan_backend(plan);
+    const ct_tensor *const *runs[CT_PROF_MODE_COUNT];
+    int total = 0, most = 0;
+    for (int mode = 0; mode < CT_PROF_MODE_COUNT; mode++) {
+        runs[mode] = ct_plan_runs(plan, (ct_mode)mode, &prof->n_records[mode]);
+        prof->records[mode] = calloc((size_t)prof->n_records[mode] + 1, sizeof(ct_prof_record));
+        total += prof->n_records[mode];
+        most = prof->n_records[mode] > most ? prof->n_records[mode] : most;
+    }
+    prof->shapes = malloc((size_t)(total + 1) * SHAPES_CAPACITY);
+    if (!prof->records[0] || !prof->records[1] || !prof->shapes) {
+        profiler_destroy(&prof->hook);
+        return ct_set_error(CT_ERR_MEMORY, "ct_plan_set_profiling: out of host memory");
+    }
+    char *shapes = prof->shapes;
+    for (int mode = 0; mode < CT_PROF_MODE_COUNT; mode++)
+        for (int i = 0; i < prof->n_records[mode]; i++, shapes += SHAPES_CAPACITY)
+            describe(runs[mode][i], shapes, &prof->records[mode][i]);
+    const ct_backend_i *iface = prof->backend->iface;
+    if (iface->timer_new && iface->timer_mark && iface->timer_elapsed_ns && iface->timer_free) {
+        ct_status status = iface->timer_new(prof->backend, most + 1, &prof->timer);
+        if (status != CT_OK) {
+            prof->timer = NULL;
+            profiler_destroy(&prof->hook);
+            return status;
+        }
+    }
+    *out = prof;
+    return CT_OK;
+}
+
+ct_status ct_plan_set_profiling(ct_plan *plan, bool on)
+{
+    if (!plan)
+        return ct_set_error(CT_ERR_ARG, "ct_plan_set_profiling: plan is NULL");
+    if (!on) {
+        ct_plan_set_hook(plan, NULL);
+        return CT_OK;
+    }
+    if (ct_plan_hook(plan))
+        return CT_OK;
+    ct_profiler *prof = NULL;
+    CT_TRY(profiler_new(plan, &prof));
+    ct_plan_set_hook(plan, &prof->hook);
+    return CT_OK;
+}
+
+ct_status ct_plan_profile(const ct_plan *plan, ct_profile *out)
+{
+    if (!plan || !out)
+        return ct_set_error(CT_ERR_ARG, "ct_plan_profile: plan and out are required");
+    const ct_profiler *prof = (const ct_profiler *)ct_plan_hook(plan);
     if (!prof || !prof->has_last)
         return ct_set_error(CT_ERR_STATE,
                             "ct_plan_profile: no step has run with profiling on; call "

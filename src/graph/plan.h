@@ -1,0 +1,38 @@
+/*
+ * What the layers above the graph may ask of a plan (the plan itself is
+ * private to plan.c): its backend, the nodes each mode runs, and one hook
+ * around ct_plan_run's single run loop.  The profiler (src/prof/) is such a
+ * hook, so the graph never calls up into it and there is one loop to keep
+ * right.
+ */
+#ifndef CT_GRAPH_PLAN_H
+#define CT_GRAPH_PLAN_H
+
+#include "graph/backend.h"
+
+typedef struct ct_run_hook ct_run_hook;
+
+/* Called by ct_plan_run around the step.  A hook is embedded first in its
+ * owner's struct; destroy frees the owner. */
+struct ct_run_hook {
+    /* After the backend's begin_step, before the first node. */
+    void (*step_begin)(ct_run_hook *hook, ct_mode mode);
+    /* Around node `index` of ct_plan_runs(plan, mode). */
+    void (*node_begin)(ct_run_hook *hook, ct_mode mode, int index);
+    void (*node_end)(ct_run_hook *hook, ct_mode mode, int index);
+    /* After the backend's synchronize; `step` is the plan's step count
+     * before this step.  An error fails the step. */
+    ct_status (*step_end)(ct_run_hook *hook, ct_mode mode, int64_t step);
+    void (*destroy)(ct_run_hook *hook);
+};
+
+/* Installs `hook` (NULL: none), destroying the one before; the plan owns
+ * it from then on and destroys it with itself. */
+void ct_plan_set_hook(ct_plan *plan, ct_run_hook *hook);
+ct_run_hook *ct_plan_hook(const ct_plan *plan);
+
+ct_backend *ct_plan_backend(const ct_plan *plan);
+/* The nodes a mode runs, in order (no views, no fused nodes). */
+const ct_tensor *const *ct_plan_runs(const ct_plan *plan, ct_mode mode, int *count);
+
+#endif
