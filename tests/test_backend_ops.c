@@ -34,6 +34,7 @@
 #include "cuttle.h"
 #include "graph/backend.h"
 #include "harness.h"
+#include "ops/ops.h"
 #ifdef CT_HAVE_CUDA
 #include "cuda/cuda.h"
 #endif
@@ -551,7 +552,7 @@ static void scan_entries(ct_backend *const *backends, int n_backends)
         for (int k = 0; k < MAX_COVERS && entries[i].covers[k] != CT_OP_LEAF; k++) {
             ct_op op = entries[i].covers[k];
             CHECK(covered_by[op] & (1ull << i), "entry %s is for op %s, but its graph has none",
-                  entries[i].name, ct_op_info_of(op)->name);
+                  entries[i].name, ct_op_name(op));
         }
     }
     ct_graph *probe = ct_graph_new();
@@ -578,7 +579,7 @@ static void print_coverage(void)
 {
     for (int op = 0; op < CT_OP_COUNT; op++) {
         const char *why = exception_for(op);
-        printf("# op %s:", ct_op_info_of((ct_op)op)->name);
+        printf("# op %s:", ct_op_name((ct_op)op));
         if (why)
             printf(" not covered: %s", why);
         for (int i = 0; !why && i < N_ENTRIES; i++)
@@ -591,7 +592,7 @@ static void print_coverage(void)
 static void check_coverage(int b, const char *backend_name)
 {
     for (int op = 0; op < CT_OP_COUNT; op++) {
-        const char *name = ct_op_info_of((ct_op)op)->name;
+        const char *name = ct_op_name((ct_op)op);
         if (exception_for(op))
             CHECK(!supported[b][op], "op %s: the %s backend supports it, but it is in the "
                   "exception list of test_backend_ops: cover it", name, backend_name);

@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "cpu/simd.h"
-#include "ops/shapes.h"
+#include "core/shapes.h"
 
 /* Beyond these sizes im2col + GEMM wins (the GEMM blocks for the cache) and
  * the per-thread 8-lane weight-gradient sums would grow too large:

@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #include "cpu/simd.h"
-#include "ops/shapes.h"
+#include "core/shapes.h"
 
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
 /* The shape rule only; the caller also asks ct_cpu_simd_avx2(). */

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ops/shapes.h"
+#include "core/shapes.h"
 
 /* ---- gemm.c ------------------------------------------------------------ */
 

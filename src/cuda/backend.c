@@ -123,7 +123,7 @@ static ct_status run_vendor(cuda_backend *b, const ct_exec *e, const ct_tensor *
     b->vendor_fallbacks++;
     if (status != CT_ERR_UNSUPPORTED) /* "unsupported" is a shape limit, not news */
         fprintf(stderr, "cuttle: cuda:%d: %s; this %s shape runs cuttle's own kernel from now on\n",
-                b->device, ct_last_error(), ct_op_info_of(node->op)->name);
+                b->device, ct_last_error(), ct_op_name(node->op));
     return ct_cuda_run_native(b, e, node);
 }
 
@@ -261,7 +261,7 @@ static ct_status cuda_run_node(ct_backend *backend, const ct_exec *exec, const c
         CT_CUDA_CALL(cudaMemsetAsync(b->bad_row, 0x7f, sizeof *b->bad_row, b->stream));
     bool vendor = false;
     CT_TRY(choose(b, exec, node, &vendor));
-    nvtxRangePushA(ct_op_info_of(node->op)->name);
+    nvtxRangePushA(ct_op_name(node->op));
     ct_status status = run_variant(b, exec, node, vendor);
     nvtxRangePop();
     return status;

@@ -101,7 +101,7 @@ ct_status ct_cuda_blas_run(ct_cuda_blas *blas, const ct_exec *exec, const ct_ten
     }
     default:
         return ct_set_error(CT_ERR_INTERNAL, "cuBLAS path asked to run %s",
-                            ct_op_info_of(node->op)->name);
+                            ct_op_name(node->op));
     }
 }
 
@@ -136,7 +136,7 @@ ct_status ct_cuda_blas_run(ct_cuda_blas *blas, const ct_exec *exec, const ct_ten
     (void)blas;
     (void)exec;
     return ct_set_error(CT_ERR_INTERNAL, "cuBLAS path asked to run %s in a build without it",
-                        ct_op_info_of(node->op)->name);
+                        ct_op_name(node->op));
 }
 
 #endif

@@ -224,7 +224,7 @@ static ct_status choose_conv_algo(const ct_cuda_dnn *dnn, ct_op op, dnn_entry *e
     return ct_set_error(CT_ERR_UNSUPPORTED,
                         "cuDNN offers no deterministic %s algorithm within %zu bytes of "
                         "workspace for this shape",
-                        ct_op_info_of(op)->name, cap);
+                        ct_op_name(op), cap);
 }
 
 static ct_status make_pool_descriptors(const ct_pool2d_shape *s, ct_op op, dnn_entry *e)
@@ -326,7 +326,7 @@ ct_status ct_cuda_dnn_run(ct_cuda_dnn *dnn, const ct_exec *exec, const ct_tensor
         return CT_OK;
     default:
         return ct_set_error(CT_ERR_INTERNAL, "cuDNN path asked to run %s",
-                            ct_op_info_of(node->op)->name);
+                            ct_op_name(node->op));
     }
 }
 
@@ -368,7 +368,7 @@ ct_status ct_cuda_dnn_run(ct_cuda_dnn *dnn, const ct_exec *exec, const ct_tensor
     (void)dnn;
     (void)exec;
     return ct_set_error(CT_ERR_INTERNAL, "cuDNN path asked to run %s in a build without it",
-                        ct_op_info_of(node->op)->name);
+                        ct_op_name(node->op));
 }
 
 #endif

@@ -25,7 +25,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuttle.h"
-#include "ops/shapes.h"
+#include "core/shapes.h"
 
 #ifdef __cplusplus
 extern "C" {

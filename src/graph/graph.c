@@ -91,7 +91,7 @@ static ct_tensor *append(ct_graph *graph, ct_op op, ct_dtype dtype, int ndim,
         return NULL;
     if (ndim < 0 || ndim > CT_MAX_DIMS)
         return ct_graph_fail(graph, CT_ERR_SHAPE, "%s: %d dimensions (at most %d)",
-                             ct_op_info_of(op)->name, ndim, CT_MAX_DIMS);
+                             ct_op_name(op), ndim, CT_MAX_DIMS);
     ct_tensor *t = calloc(1, sizeof *t);
     if (!t || !grow((void **)&graph->nodes, &graph->nodes_capacity, graph->n_nodes + 1,
                     sizeof *graph->nodes)) {
@@ -110,7 +110,7 @@ static ct_tensor *append(ct_graph *graph, ct_op op, ct_dtype dtype, int ndim,
     t->phase = graph->has_optimizer ? CT_PHASE_OPTIMIZER
                : graph->has_backward ? CT_PHASE_BACKWARD
                                      : CT_PHASE_FORWARD;
-    snprintf(t->label, sizeof t->label, "%%%d (%s)", t->id, ct_op_info_of(op)->name);
+    snprintf(t->label, sizeof t->label, "%%%d (%s)", t->id, ct_op_name(op));
     graph->nodes[graph->n_nodes++] = t;
     return t;
 }

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "cuttle.h"
-#include "ops/ops.h"
+#include "core/op_kinds.h"
 
 typedef enum ct_role {
     CT_ROLE_NODE = 0, /* computed by an op */

@@ -233,7 +233,7 @@ static ct_status check_support(ct_plan *plan)
             if (!backend->iface->supports_op(backend, t))
                 return ct_set_error(CT_ERR_UNSUPPORTED, "backend %s cannot run %s (%s)",
                                     backend->name, ct_tensor_name(t),
-                                    ct_op_info_of(t->op)->name);
+                                    ct_op_name(t->op));
             size_t bytes = backend->iface->workspace_bytes(backend, t);
             if (bytes > plan->workspace_bytes)
                 plan->workspace_bytes = bytes;

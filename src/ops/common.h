@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "graph/graph.h"
+#include "ops/ops.h"
 
 /* Declares `char <t>_desc[]` holding "'name' [shape]" for error messages. */
 #define CT_DESCRIBE(t)                     \

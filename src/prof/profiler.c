@@ -102,7 +102,7 @@ static void describe(const ct_tensor *node, char *shapes, ct_prof_record *record
     append_shape(shapes, &used, node, "");
     ct_cost cost = ct_op_cost(node);
     *record = (ct_prof_record){
-        .op = ct_op_info_of(node->op)->name,
+        .op = ct_op_name(node->op),
         .label = ct_tensor_name(node),
         .shapes = shapes,
         .phase = phase_of(node),

@@ -21,7 +21,7 @@ static bool *mark_needs_grad(const ct_graph *graph, int n_nodes)
         const ct_tensor *t = graph->nodes[i];
         if (t->op == CT_OP_LEAF) {
             needs[i] = t->role == CT_ROLE_PARAM || t->requires_grad;
-        } else if (ct_op_info_of(t->op)->backward) {
+        } else if (ct_op_backward(t->op)) {
             for (int s = 0; s < t->n_src; s++)
                 needs[i] = needs[i] || needs[t->src[s]->id];
         }
@@ -33,7 +33,7 @@ static ct_status propagate(ct_graph *graph, ct_tensor *y, const bool *needs, ct_
 {
     for (int i = y->id; i >= 0; i--) {
         ct_tensor *t = graph->nodes[i];
-        ct_backward_fn backward = ct_op_info_of(t->op)->backward;
+        ct_backward_fn backward = ct_op_backward(t->op);
         if (!grads[i] || !backward)
             continue;
         bool src_needs[CT_MAX_SRC] = {false};

@@ -3,8 +3,8 @@
  * a node's tensors and attributes; kernels take them with plain pointers, so
  * a kernel never needs to know about graphs.
  */
-#ifndef CT_OPS_SHAPES_H
-#define CT_OPS_SHAPES_H
+#ifndef CT_CORE_SHAPES_H
+#define CT_CORE_SHAPES_H
 
 #include <stdbool.h>
 
