@@ -1,5 +1,5 @@
 /*
- * Model definitions: building (ct_mtext + an input -> graph nodes).
+ * Model descriptions: building (ct_mtext + an input -> graph nodes).
  *
  * Statements run on a "current" tensor, which each layer replaces with its
  * result.  A scope holds the named tensors and values: the model has one,
@@ -14,36 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/model.h"
+#include "nn/model_build.h"
 #include "ops/common.h"
 
 #define CT_M_MAX_LOCALS 64
+#define CT_M_MAX_REPEAT 1000    /* a repeat's count */
 #define CT_M_BUDGET 100000      /* statements run per build */
 #define CT_M_MAX_SIZE (1 << 24) /* channels, kernels, ... */
-
-/* name, has parameters, n args, args in positional order, n required, may be a pair */
-static const ct_mlayer_info layer_table[CT_ML_COUNT] = {
-    [CT_ML_CONV] = {"conv", true, 7,
-                    {"out", "kernel", "stride", "pad", "dilation", "groups", "bias"}, 2,
-                    {false, true, true, true, true, false, false}},
-    [CT_ML_LINEAR] = {"linear", true, 2, {"out", "bias"}, 1, {false}},
-    [CT_ML_BN] = {"bn", true, 0, {NULL}, 0, {false}},
-    [CT_ML_RELU] = {"relu", false, 0, {NULL}, 0, {false}},
-    [CT_ML_SIGMOID] = {"sigmoid", false, 0, {NULL}, 0, {false}},
-    [CT_ML_TANH] = {"tanh", false, 0, {NULL}, 0, {false}},
-    [CT_ML_MAXPOOL] = {"maxpool", false, 3, {"kernel", "stride", "pad"}, 1, {true, true, true}},
-    [CT_ML_AVGPOOL] = {"avgpool", false, 4, {"kernel", "stride", "pad", "count_include_pad"}, 1,
-                       {true, true, true, false}},
-    [CT_ML_GLOBAL_AVGPOOL] = {"global_avgpool", false, 0, {NULL}, 0, {false}},
-    [CT_ML_DROPOUT] = {"dropout", false, 1, {"p"}, 0, {false}},
-    [CT_ML_FLATTEN] = {"flatten", false, 0, {NULL}, 0, {false}},
-    [CT_ML_SOFTMAX] = {"softmax", false, 0, {NULL}, 0, {false}},
-};
-
-const ct_mlayer_info *ct_mlayer_table(void)
-{
-    return layer_table;
-}
 
 typedef struct scope {
     const char *value_names[CT_M_MAX_LOCALS];
@@ -482,24 +459,11 @@ static bool run_body(builder *b, place at, const ct_mbody *body)
     return ok(b);
 }
 
-ct_tensor *ct_model_build(ct_graph *graph, const char *text, ct_tensor *x, int n_classes)
+ct_tensor *ct_mtext_build(ct_graph *graph, const ct_mtext *text, ct_tensor *x, int n_classes)
 {
-    if (!graph || !ct_graph_check_srcs(graph, "model", 1, &x))
-        return NULL;
-    if (!text)
-        return ct_graph_fail(graph, CT_ERR_ARG, "model: the text is NULL");
-    if (x->ndim != 4 || n_classes < 1) {
-        CT_DESCRIBE(x);
-        return ct_graph_fail(graph, CT_ERR_SHAPE,
-                             "model: the input %s must be [N,C,H,W] and "
-                             "the classes (%d) at least 1",
-                             x_desc, n_classes);
-    }
-    ct_mtext parsed;
-    if (!ct_mtext_parse(graph, text, &parsed))
-        return NULL;
+    CT_ASSERT(x && x->graph == graph && x->ndim == 4 && n_classes >= 1);
     builder b = {.graph = graph,
-                 .text = &parsed,
+                 .text = text,
                  .input = x,
                  .n_classes = n_classes,
                  .line = 1,
@@ -510,12 +474,12 @@ ct_tensor *ct_model_build(ct_graph *graph, const char *text, ct_tensor *x, int n
         fail(&b, CT_ERR_MEMORY, "out of memory");
     } else {
         top->current = x;
-        if (run_body(&b, (place){top, "", NULL}, &parsed.body))
+        if (run_body(&b, (place){top, "", NULL}, &text->body))
             y = top->current;
     }
     if (y && (y->ndim != 2 || y->shape[1] != n_classes)) {
         CT_DESCRIBE(y);
-        b.line = parsed.body.count ? parsed.body.items[parsed.body.count - 1]->line : 1;
+        b.line = text->body.count ? text->body.items[text->body.count - 1]->line : 1;
         fail(&b, CT_ERR_SHAPE,
              "the model ends with %s, but logits are [N, %d] (end with "
              "'fc: linear classes')",
@@ -523,6 +487,5 @@ ct_tensor *ct_model_build(ct_graph *graph, const char *text, ct_tensor *x, int n
         y = NULL;
     }
     free(top);
-    ct_mtext_free(&parsed);
     return y;
 }

@@ -1,10 +1,10 @@
 /*
- * Model definitions: the arena that holds a parse, and the lexer.
+ * Model texts: the lexer, and the parser's cursor over its tokens.
  *
  * Tokens: names ([A-Za-z_][A-Za-z0-9_.]*, so "layer1.0.conv1" and
  * "x.height" are one token), numbers, "strings", punctuation, and line
  * ends (a newline or ';').  '#' starts a comment that runs to the end of
- * the line.  Then the parser's cursor over the tokens (model.h).
+ * the line.  Then the parser's cursor over the tokens (model_lex.h).
  */
 #include <ctype.h>
 #include <stdarg.h>
@@ -12,53 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/model.h"
-#include "ops/common.h"
-
-#define CT_MARENA_CHUNK 16384
-
-struct ct_marena {
-    struct ct_marena *next;
-    size_t used, capacity;
-    _Alignas(max_align_t) unsigned char data[];
-};
-
-void *ct_marena_alloc(struct ct_marena **arena, size_t bytes)
-{
-    bytes = (bytes + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
-    struct ct_marena *head = *arena;
-    if (!head || head->capacity - head->used < bytes) {
-        size_t capacity = bytes > CT_MARENA_CHUNK ? bytes : CT_MARENA_CHUNK;
-        struct ct_marena *chunk = malloc(sizeof *chunk + capacity);
-        if (!chunk)
-            return NULL;
-        chunk->next = head;
-        chunk->used = 0;
-        chunk->capacity = capacity;
-        *arena = head = chunk;
-    }
-    void *at = head->data + head->used;
-    head->used += bytes;
-    memset(at, 0, bytes);
-    return at;
-}
-
-char *ct_marena_strndup(struct ct_marena **arena, const char *s, size_t n)
-{
-    char *copy = ct_marena_alloc(arena, n + 1);
-    if (copy)
-        memcpy(copy, s, n);
-    return copy;
-}
-
-void ct_marena_free(struct ct_marena *arena)
-{
-    while (arena) {
-        struct ct_marena *next = arena->next;
-        free(arena);
-        arena = next;
-    }
-}
+#include "core/error.h"
+#include "nn/model_lex.h"
 
 static const char *const punctuation[] = {"->", "<=", ">=", "==", "!=", ":", ",", "(",
                                           ")",  "=",  "+",  "-",  "*",  "/", "<", ">"};
@@ -94,7 +49,14 @@ static size_t number_length(const char *s)
     return n;
 }
 
-bool ct_mlex(ct_graph *graph, const char *model_name, const char *text, ct_mlexer *lex)
+/* Frees what was lexed so far and passes the error on. */
+static ct_status lex_fail(ct_mlexer *lex, ct_status status)
+{
+    ct_mlex_free(lex);
+    return status;
+}
+
+ct_status ct_mlex(const char *model_name, const char *text, ct_mlexer *lex)
 {
     memset(lex, 0, sizeof *lex);
     int line = 1;
@@ -128,12 +90,10 @@ bool ct_mlex(ct_graph *graph, const char *model_name, const char *text, ct_mlexe
             const char *close = s + 1;
             while (*close && *close != '"' && *close != '\n')
                 close++;
-            if (*close != '"') {
-                ct_graph_fail(graph, CT_ERR_FORMAT, "%s:%d: a string that does not end on its line",
-                              model_name, line);
-                ct_mlex_free(lex);
-                return false;
-            }
+            if (*close != '"')
+                return lex_fail(lex, ct_set_error(CT_ERR_FORMAT,
+                                                  "%s:%d: a string that does not end on its line",
+                                                  model_name, line));
             token.kind = CT_MT_STRING;
             token.len = (size_t)(close - s) + 1;
         } else {
@@ -146,34 +106,25 @@ bool ct_mlex(ct_graph *graph, const char *model_name, const char *text, ct_mlexe
                     break;
                 }
             }
-            if (!token.len) {
-                if (isprint(c))
-                    ct_graph_fail(graph, CT_ERR_FORMAT, "%s:%d: unexpected character '%c'",
-                                  model_name, line, c);
-                else
-                    ct_graph_fail(graph, CT_ERR_FORMAT,
-                                  "%s:%d: unexpected byte 0x%02x (model texts are ASCII outside "
-                                  "comments and strings)",
-                                  model_name, line, c);
-                ct_mlex_free(lex);
-                return false;
-            }
+            if (!token.len && isprint(c))
+                return lex_fail(lex, ct_set_error(CT_ERR_FORMAT,
+                                                  "%s:%d: unexpected character '%c'", model_name,
+                                                  line, c));
+            if (!token.len)
+                return lex_fail(lex, ct_set_error(CT_ERR_FORMAT,
+                                                  "%s:%d: unexpected byte 0x%02x (model texts are "
+                                                  "ASCII outside comments and strings)",
+                                                  model_name, line, c));
         }
-        if (!push(lex, token)) {
-            ct_graph_fail(graph, CT_ERR_MEMORY, "model text: out of memory");
-            ct_mlex_free(lex);
-            return false;
-        }
+        if (!push(lex, token))
+            return lex_fail(lex, ct_set_error(CT_ERR_MEMORY, "model text: out of memory"));
         s += token.len;
     }
     ct_mtoken end = {.kind = CT_MT_END, .line = line, .start = s};
     ct_mtoken eof = {.kind = CT_MT_EOF, .line = line, .start = s};
-    if (!push(lex, end) || !push(lex, eof)) {
-        ct_graph_fail(graph, CT_ERR_MEMORY, "model text: out of memory");
-        ct_mlex_free(lex);
-        return false;
-    }
-    return true;
+    if (!push(lex, end) || !push(lex, eof))
+        return lex_fail(lex, ct_set_error(CT_ERR_MEMORY, "model text: out of memory"));
+    return CT_OK;
 }
 
 void ct_mlex_free(ct_mlexer *lex)
@@ -197,7 +148,7 @@ bool ct_mp_fail(ct_mparser *p, int line, const char *fmt, ...)
     va_start(args, fmt);
     vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
-    ct_graph_fail(p->graph, CT_ERR_FORMAT, "%s:%d: %s", p->text->model_name, line, message);
+    ct_set_error(CT_ERR_FORMAT, "%s:%d: %s", p->text->model_name, line, message);
     p->failed = true;
     return false;
 }
@@ -269,12 +220,17 @@ bool ct_mp_expect_end(ct_mparser *p, const char *after)
                       ct_mp_describe(ct_mp_peek(p), got, sizeof got), after);
 }
 
+const char *ct_mp_copy(ct_mparser *p, const char *s, size_t n, int line)
+{
+    const char *copy = ct_marena_strndup(&p->text->arena, s, n);
+    if (!copy)
+        ct_mp_fail(p, line, "out of memory");
+    return copy;
+}
+
 const char *ct_mp_copy_token(ct_mparser *p, const ct_mtoken *t)
 {
-    const char *copy = ct_marena_strndup(&p->text->arena, t->start, t->len);
-    if (!copy)
-        ct_mp_fail(p, t->line, "out of memory");
-    return copy;
+    return ct_mp_copy(p, t->start, t->len, t->line);
 }
 
 /* A tensor or value name (not a keyword). */

@@ -1,5 +1,5 @@
 /*
- * Model definitions: the ct_mparser (tokens -> ct_mtext).  The grammar is in
+ * Model texts: the parser (tokens -> ct_mtext).  The grammar is in
  * docs/model-format.md; in short:
  *
  *   text      := ["model" NAME END] { block | statement }
@@ -16,8 +16,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "nn/model.h"
-#include "ops/common.h"
+#include "core/error.h"
+#include "nn/model_lex.h"
+#include "nn/model_parse.h"
 
 /* Names that always mean a tensor: the current one and the model's input. */
 static bool reserved_tensor(const char *name)
@@ -417,8 +418,7 @@ static ct_mstmt *parse_statement(ct_mparser *p, bool in_seq)
         if (message->kind != CT_MT_STRING)
             ok = ct_mp_fail(p, t->line, "fail needs a message in quotes");
         else
-            ok = (s->message =
-                      ct_marena_strndup(&p->text->arena, message->start + 1, message->len - 2)) &&
+            ok = (s->message = ct_mp_copy(p, message->start + 1, message->len - 2, t->line)) &&
                  ct_mp_expect_end(p, "fail");
     } else if (ct_mp_is_word(t, "end") || ct_mp_is_word(t, "else")) {
         ok = ct_mp_fail(p, t->line, "'%.*s' without an open if, repeat, seq or block", (int)t->len,
@@ -569,15 +569,16 @@ static void parse_text(ct_mparser *p, int n_blocks)
     }
 }
 
-bool ct_mtext_parse(ct_graph *graph, const char *text, ct_mtext *out)
+ct_status ct_mtext_parse(const char *text, ct_mtext *out)
 {
     memset(out, 0, sizeof *out);
     char name[CT_M_NAME_CAPACITY];
     const char *model_name = scan_model_name(text, name, sizeof name);
     ct_mlexer lex;
-    if (!ct_mlex(graph, model_name, text, &lex))
-        return false;
-    ct_mparser p = {.graph = graph, .text = out, .tokens = lex.tokens};
+    ct_status status = ct_mlex(model_name, text, &lex);
+    if (status != CT_OK)
+        return status;
+    ct_mparser p = {.text = out, .tokens = lex.tokens};
     out->model_name = ct_marena_strndup(&out->arena, model_name, strlen(model_name));
     if (!out->model_name) {
         out->model_name = "model";
@@ -591,13 +592,7 @@ bool ct_mtext_parse(ct_graph *graph, const char *text, ct_mtext *out)
     ct_mlex_free(&lex);
     if (p.failed) {
         ct_mtext_free(out);
-        return false;
+        return CT_ERR_FORMAT;
     }
-    return true;
-}
-
-void ct_mtext_free(ct_mtext *text)
-{
-    ct_marena_free(text->arena);
-    memset(text, 0, sizeof *text);
+    return CT_OK;
 }
