@@ -556,9 +556,9 @@ CT_API ct_status ct_image_load(const char *path, int channels, int height, int w
 /* Models are written in a small text format (docs/model-format.md); the
  * built-in ones are the same texts as the files in models/. */
 
-/* The text of a built-in model ("simplecnn", "lenet5", "vgg11", "vgg11_bn",
- * "vgg16", "vgg16_bn", "resnet18", "resnet34", "resnet50"), or NULL.
- * Static: never freed. */
+/* The text of a built-in model (one of ct_model_builtin_names(): each file
+ * of models/ is compiled in under its name, so the list cannot go stale
+ * here), or NULL.  Static: never freed. */
 CT_API const char *ct_model_builtin(const char *name);
 /* The built-in names, NULL-terminated.  Static. */
 CT_API const char *const *ct_model_builtin_names(void);
