@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "data/cifar.h"
 #include "data/dataset.h"
 
 #define CIFAR_CHANNELS 3
@@ -237,9 +238,10 @@ static ct_status set_class_names(const cifar_info *info, const char *dir, ct_dat
     return status;
 }
 
-ct_status ct_cifar_load(int n_classes, const char *dir, const char *split, ct_dataset **out)
+/* The split of one CIFAR dataset from dir (required: it has no default). */
+static ct_status load_cifar(const cifar_info *info, const char *dir, const char *split,
+                            ct_dataset **out)
 {
-    const cifar_info *info = n_classes == 10 ? &cifar10 : &cifar100;
     *out = NULL;
     if (!dir)
         return ct_set_error(CT_ERR_ARG,
@@ -276,3 +278,16 @@ ct_status ct_cifar_load(int n_classes, const char *dir, const char *split, ct_da
     *out = ds;
     return CT_OK;
 }
+
+static ct_status load_cifar10(const char *dir, const char *split, ct_dataset **out)
+{
+    return load_cifar(&cifar10, dir, split, out);
+}
+
+static ct_status load_cifar100(const char *dir, const char *split, ct_dataset **out)
+{
+    return load_cifar(&cifar100, dir, split, out);
+}
+
+const ct_dataset_format ct_cifar10_format = {"cifar10", load_cifar10};
+const ct_dataset_format ct_cifar100_format = {"cifar100", load_cifar100};

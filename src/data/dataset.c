@@ -1,10 +1,10 @@
 /*
  * The dataset object: items as bytes, labels, class names and per-channel
  * normalization (see dataset.h), its accessors, ct_dataset_batch, and
- * ct_dataset_load, which picks the reader by the dataset's name.
+ * ct_dataset_load_from, which picks a format by name from a list it is
+ * given (formats.c holds the list), so this file names no reader.
  */
 #include <math.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 #include "data/dataset.h"
 
 #define NUMBER_NAME_BYTES 12 /* "-2147483648" and its NUL */
+#define FORMAT_NAMES_BYTES 256 /* "fashion-mnist, mnist, ... or folder" */
 
 static void set_channel_normalization(ct_dataset *ds, int c, float mean, float std)
 {
@@ -110,6 +111,44 @@ void ct_data_permutation(uint64_t seed, uint32_t stream, uint32_t step, int64_t 
     }
 }
 
+/* "a, b or c": the names of the formats, for a message (cut short at capacity). */
+static void list_format_names(const ct_dataset_format *const *formats, size_t n_formats,
+                              char *text, size_t capacity)
+{
+    size_t used = 0;
+    text[0] = '\0';
+    for (size_t i = 0; i < n_formats && used < capacity; i++) {
+        const char *separator = i == 0 ? "" : i + 1 == n_formats ? " or " : ", ";
+        int length = snprintf(text + used, capacity - used, "%s%s", separator, formats[i]->name);
+        if (length < 0)
+            return;
+        used += (size_t)length;
+    }
+}
+
+ct_status ct_dataset_load_from(const ct_dataset_format *const *formats, size_t n_formats,
+                               const char *name, const char *dir, const char *split,
+                               ct_dataset **out)
+{
+    if (!out)
+        return ct_set_error(CT_ERR_ARG, "ct_dataset_load: out is NULL");
+    *out = NULL;
+    const ct_dataset_format *format = NULL;
+    for (size_t i = 0; name && i < n_formats && !format; i++)
+        if (strcmp(name, formats[i]->name) == 0)
+            format = formats[i];
+    if (!format) {
+        char known[FORMAT_NAMES_BYTES];
+        list_format_names(formats, n_formats, known, sizeof known);
+        return ct_set_error(CT_ERR_ARG, "unknown dataset '%s': use %s", name ? name : "(null)",
+                            known);
+    }
+    if (!split || (strcmp(split, "train") != 0 && strcmp(split, "test") != 0))
+        return ct_set_error(CT_ERR_ARG, "unknown split '%s' of %s: use train or test",
+                            split ? split : "(null)", name);
+    return format->load(dir, split, out);
+}
+
 /* ---- public API ---------------------------------------------------------------- */
 
 void ct_dataset_free(ct_dataset *ds)
@@ -195,33 +234,4 @@ ct_status ct_dataset_batch(const ct_dataset *ds, const int64_t *indices, int n, 
             labels[b] = ds->labels[indices[b]];
     }
     return CT_OK;
-}
-
-ct_status ct_dataset_load(const char *name, const char *dir, const char *split,
-                          ct_dataset **out)
-{
-    if (!out)
-        return ct_set_error(CT_ERR_ARG, "ct_dataset_load: out is NULL");
-    *out = NULL;
-    static const char known[] = "fashion-mnist, mnist, cifar10, cifar100 or folder";
-    bool is_idx = name && (strcmp(name, "fashion-mnist") == 0 || strcmp(name, "mnist") == 0);
-    bool is_cifar10 = name && strcmp(name, "cifar10") == 0;
-    bool is_cifar100 = name && strcmp(name, "cifar100") == 0;
-    bool is_folder = name && strcmp(name, "folder") == 0;
-    if (!is_idx && !is_cifar10 && !is_cifar100 && !is_folder)
-        return ct_set_error(CT_ERR_ARG, "unknown dataset '%s': use %s", name ? name : "(null)",
-                            known);
-    if (!split || (strcmp(split, "train") != 0 && strcmp(split, "test") != 0))
-        return ct_set_error(CT_ERR_ARG, "unknown split '%s' of %s: use train or test",
-                            split ? split : "(null)", name);
-    if (is_idx)
-        return ct_idx_load_named(name, dir, split, out);
-    if (is_cifar10 || is_cifar100)
-        return ct_cifar_load(is_cifar10 ? 10 : 100, dir, split, out);
-    if (!dir)
-        return ct_set_error(CT_ERR_ARG,
-                            "the folder dataset needs a directory: one subfolder of .png/.jpg "
-                            "images per class, optionally under train/ and test/ "
-                            "(--data-dir DIR)");
-    return ct_dataset_load_folder(dir, split, NULL, out);
 }

@@ -1,6 +1,7 @@
 /*
  * The in-memory dataset shared by the readers (idx.c, cifar.c, folder.c),
- * the augmentation (augment.c) and the loader (loader.c).
+ * the augmentation (augment.c) and the loader (loader.c), and the format
+ * descriptor through which the readers plug into ct_dataset_load.
  *
  * Every dataset keeps its pixels as bytes, [n, channels, height, width],
  * and normalizes them only when a batch is made, through one 256-entry
@@ -10,6 +11,7 @@
 #ifndef CT_DATA_DATASET_H
 #define CT_DATA_DATASET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cuttle.h"
@@ -50,10 +52,22 @@ static inline size_t ct_dataset_item_bytes(const ct_dataset *ds)
 void ct_data_permutation(uint64_t seed, uint32_t stream, uint32_t step, int64_t n,
                          int64_t *order);
 
-/* The readers behind ct_dataset_load (split already checked: "train" or "test"). */
-ct_status ct_idx_load_named(const char *name, const char *dir, const char *split,
-                            ct_dataset **out);
-ct_status ct_cifar_load(int n_classes, const char *dir, const char *split, ct_dataset **out);
+/* One dataset that ct_dataset_load can name.  Each reader (idx.c, cifar.c,
+ * folder.c) exports its own descriptors and formats.c lists them, so this
+ * layer never names a reader and every dependency points down to it. */
+typedef struct ct_dataset_format {
+    const char *name; /* as ct_dataset_load takes it: "mnist" */
+    /* Load split ("train" or "test", already checked) from dir; dir NULL
+     * means the format's default location, or an error that asks for one. */
+    ct_status (*load)(const char *dir, const char *split, ct_dataset **out);
+} ct_dataset_format;
+
+/* ct_dataset_load over a list of formats: the one called `name` loads
+ * `split` from dir.  CT_ERR_ARG for out NULL, an unknown name (the message
+ * lists the formats' names) or a split other than "train" or "test". */
+ct_status ct_dataset_load_from(const ct_dataset_format *const *formats, size_t n_formats,
+                               const char *name, const char *dir, const char *split,
+                               ct_dataset **out);
 
 /* Item `item` of the dataset, augmented for `epoch` with draws keyed by
  * (seed, epoch, item) (augment.c), normalized into out [C, H, W]. */

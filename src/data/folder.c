@@ -35,6 +35,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "data/dataset.h"
+#include "data/folder.h"
 #include "data/image.h"
 
 #define FOLDER_DEFAULT_TEST_FRACTION 0.2
@@ -415,3 +416,16 @@ ct_status ct_dataset_load_folder(const char *dir, const char *split, const ct_fo
     *out = ds;
     return CT_OK;
 }
+
+/* "folder" by name has no default location and takes the default args. */
+static ct_status load_folder(const char *dir, const char *split, ct_dataset **out)
+{
+    if (!dir)
+        return ct_set_error(CT_ERR_ARG,
+                            "the folder dataset needs a directory: one subfolder of .png/.jpg "
+                            "images per class, optionally under train/ and test/ "
+                            "(--data-dir DIR)");
+    return ct_dataset_load_folder(dir, split, NULL, out);
+}
+
+const ct_dataset_format ct_folder_format = {"folder", load_folder};

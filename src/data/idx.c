@@ -29,6 +29,7 @@
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/idx.h"
 
 #define IDX_MAGIC_IMAGES 0x00000803u
 #define IDX_MAGIC_LABELS 0x00000801u
@@ -346,11 +347,12 @@ typedef struct dataset_info {
     const char *const *class_names; /* NULL: the digits */
 } dataset_info;
 
-static const dataset_info known_datasets[] = {
-    {"fashion-mnist", "/usr/share/datasets/fashion-mnist", "dataset-fashion-mnist", 0.2860f,
-     0.3530f, 10, fashion_mnist_classes},
-    {"mnist", NULL, NULL, 0.1307f, 0.3081f, 10, NULL},
+static const dataset_info fashion_mnist = {
+    "fashion-mnist", "/usr/share/datasets/fashion-mnist", "dataset-fashion-mnist", 0.2860f,
+    0.3530f, 10, fashion_mnist_classes,
 };
+
+static const dataset_info mnist = {"mnist", NULL, NULL, 0.1307f, 0.3081f, 10, NULL};
 
 static bool file_exists(const char *path)
 {
@@ -383,14 +385,10 @@ static ct_status find_file(const dataset_info *info, const char *dir, bool defau
                         info->name, dir, stem, dir, stem, info->name, dir);
 }
 
-ct_status ct_idx_load_named(const char *name, const char *dir, const char *split,
+/* The split of a known IDX dataset, from dir or its default location. */
+static ct_status load_known(const dataset_info *info, const char *dir, const char *split,
                             ct_dataset **out)
 {
-    const dataset_info *info = NULL;
-    for (size_t i = 0; i < sizeof known_datasets / sizeof known_datasets[0]; i++)
-        if (strcmp(name, known_datasets[i].name) == 0)
-            info = &known_datasets[i];
-    CT_ASSERT(info);
     const char *prefix = strcmp(split, "train") == 0 ? "train" : "t10k";
     bool default_dir = dir == NULL;
     if (default_dir)
@@ -418,3 +416,16 @@ ct_status ct_idx_load_named(const char *name, const char *dir, const char *split
     *out = ds;
     return CT_OK;
 }
+
+static ct_status load_fashion_mnist(const char *dir, const char *split, ct_dataset **out)
+{
+    return load_known(&fashion_mnist, dir, split, out);
+}
+
+static ct_status load_mnist(const char *dir, const char *split, ct_dataset **out)
+{
+    return load_known(&mnist, dir, split, out);
+}
+
+const ct_dataset_format ct_idx_fashion_mnist_format = {"fashion-mnist", load_fashion_mnist};
+const ct_dataset_format ct_idx_mnist_format = {"mnist", load_mnist};
