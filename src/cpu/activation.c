@@ -3,56 +3,48 @@
  * Each loop is one flat pass with restrict pointers so gcc vectorizes it.
  * Running in place (y == x) works because each element is read before it is
  * written; a partly overlapping output does not.
- * Backward rules take the forward output y, as the header says.
+ * The formulas are core/math_shared.h's, shared with the CUDA kernels;
+ * backward rules take the forward output y.
  */
 #include <math.h>
 
+#include "core/math_shared.h"
 #include "cpu/activation_avx2.h"
 #include "cpu/kernels.h"
 
 /* Below this many elements a parallel region costs more than it saves. */
 #define PARALLEL_MIN_ELEMENTS 32768
 
-/* y = max(x, 0), NaN passes through as in torch.relu */
 void ct_cpu_relu_forward(int64_t count, const float *restrict x, float *restrict y)
 {
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
-        y[i] = x[i] < 0.0f ? 0.0f : x[i];
+        y[i] = ct_relu(x[i]);
 }
 
-/* dx = y <= 0 ? 0 : dy  (PyTorch's threshold_backward on the output).
- * dy is read unconditionally so that gcc turns the choice into a vector
- * blend: with a conditional load it keeps a branch, which mispredicts on
- * every other element of a real network's activations (10x slower). */
+/* The blend of ct_relu_grad, not a branch: a branch mispredicts on every
+ * other element of a real network's activations (10x slower). */
 void ct_cpu_relu_backward(int64_t count, const float *restrict y, const float *restrict dy,
                           float *restrict dx)
 {
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
-    for (int64_t i = 0; i < count; i++) {
-        float grad = dy[i];
-        dx[i] = y[i] <= 0.0f ? 0.0f : grad;
-    }
+    for (int64_t i = 0; i < count; i++)
+        dx[i] = ct_relu_grad(y[i], dy[i]);
 }
 
-/* y = 1 / (1 + exp(-x)), from e = exp(-|x|) <= 1 so nothing overflows:
- * x >= 0: 1/(1+e);  x < 0: e/(1+e). */
 void ct_cpu_sigmoid_forward(int64_t count, const float *restrict x, float *restrict y)
 {
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
-    for (int64_t i = 0; i < count; i++) {
-        float e = expf(-fabsf(x[i]));
-        y[i] = (x[i] >= 0.0f ? 1.0f : e) / (1.0f + e);
-    }
+    for (int64_t i = 0; i < count; i++)
+        y[i] = ct_sigmoid(x[i]);
 }
 
-/* dx = dy * y * (1 - y) */
 void ct_cpu_sigmoid_backward(int64_t count, const float *restrict y, const float *restrict dy,
                              float *restrict dx)
 {
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
-        dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+        dx[i] = ct_sigmoid_grad(y[i], dy[i]);
 }
 
 /* y = tanh(x): libm's tanhf, or 8 at a time with AVX2 (activation_avx2.c,
@@ -81,12 +73,10 @@ void ct_cpu_tanh_forward(int64_t count, const float *restrict x, float *restrict
         y[i] = tanhf(x[i]);
 }
 
-/* dx = dy * (1 - y^2), as (1-y)(1+y): 1-y is exact near |y| = 1, where
- * 1 - y*y would lose most of its bits to the rounding of y*y. */
 void ct_cpu_tanh_backward(int64_t count, const float *restrict y, const float *restrict dy,
                           float *restrict dx)
 {
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
-        dx[i] = dy[i] * ((1.0f - y[i]) * (1.0f + y[i]));
+        dx[i] = ct_tanh_grad(y[i], dy[i]);
 }

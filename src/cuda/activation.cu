@@ -1,51 +1,42 @@
 /*
- * Elementwise activations on the GPU, the formulas of src/cpu/activation.c
- * (backward rules take the forward output y).  Outputs are written with =;
+ * Elementwise activations on the GPU, with the CPU's formulas
+ * (core/math_shared.h; backward rules take the forward output y).  Outputs are written with =;
  * in place (y == x) works.
  */
 #include <math.h>
 
+#include "core/math_shared.h"
 #include "cuda/common.cuh"
 
-/* y = max(x, 0), NaN passes through */
 __global__ void relu_forward_kernel(int64_t count, const float *x, float *y)
 {
-    CT_CUDA_GRID_STRIDE(i, count) { y[i] = x[i] < 0.0f ? 0.0f : x[i]; }
+    CT_CUDA_GRID_STRIDE(i, count) { y[i] = ct_relu(x[i]); }
 }
 
-/* dx = y <= 0 ? 0 : dy */
 __global__ void relu_backward_kernel(int64_t count, const float *y, const float *dy, float *dx)
 {
-    CT_CUDA_GRID_STRIDE(i, count) { dx[i] = y[i] <= 0.0f ? 0.0f : dy[i]; }
+    CT_CUDA_GRID_STRIDE(i, count) { dx[i] = ct_relu_grad(y[i], dy[i]); }
 }
 
-/* y = 1 / (1 + exp(-x)), from e = exp(-|x|) so nothing overflows */
 __global__ void sigmoid_forward_kernel(int64_t count, const float *x, float *y)
 {
-    CT_CUDA_GRID_STRIDE(i, count)
-    {
-        float e = expf(-fabsf(x[i]));
-        y[i] = (x[i] >= 0.0f ? 1.0f : e) / (1.0f + e);
-    }
+    CT_CUDA_GRID_STRIDE(i, count) { y[i] = ct_sigmoid(x[i]); }
 }
 
-/* dx = dy * y * (1 - y) */
 __global__ void sigmoid_backward_kernel(int64_t count, const float *y, const float *dy,
                                         float *dx)
 {
-    CT_CUDA_GRID_STRIDE(i, count) { dx[i] = dy[i] * y[i] * (1.0f - y[i]); }
+    CT_CUDA_GRID_STRIDE(i, count) { dx[i] = ct_sigmoid_grad(y[i], dy[i]); }
 }
 
-/* y = tanh(x) */
 __global__ void tanh_forward_kernel(int64_t count, const float *x, float *y)
 {
     CT_CUDA_GRID_STRIDE(i, count) { y[i] = tanhf(x[i]); }
 }
 
-/* dx = dy * (1 - y)(1 + y) */
 __global__ void tanh_backward_kernel(int64_t count, const float *y, const float *dy, float *dx)
 {
-    CT_CUDA_GRID_STRIDE(i, count) { dx[i] = dy[i] * ((1.0f - y[i]) * (1.0f + y[i])); }
+    CT_CUDA_GRID_STRIDE(i, count) { dx[i] = ct_tanh_grad(y[i], dy[i]); }
 }
 
 #define CT_CUDA_UNARY(name, kernel)                                                      \

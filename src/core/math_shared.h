@@ -1,0 +1,126 @@
+/*
+ * The per-element math that the CPU kernels and the CUDA kernels share, in
+ * one place so the two cannot drift apart: the optimizer updates (PyTorch's
+ * torch.optim.SGD and Adam/AdamW, element by element) and the activations.
+ * Plain C that nvcc compiles for the device too (CT_HD); the emulated build
+ * compiles it as host C++ like every kernel.
+ *
+ * The tests' references (tests/ref.c) are deliberately not built on these:
+ * they derive the same math again in double precision, an independent
+ * oracle, so a wrong formula here fails the tests instead of passing on
+ * both backends at once.
+ */
+#ifndef CT_CORE_MATH_SHARED_H
+#define CT_CORE_MATH_SHARED_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define CT_HD __host__ __device__
+#else
+#define CT_HD
+#endif
+
+/* ---- activations (backward rules take the forward output y) ------------------------ */
+
+/* max(x, 0); NaN passes through, as in torch.relu. */
+static inline CT_HD float ct_relu(float x)
+{
+    return x < 0.0f ? 0.0f : x;
+}
+
+/* PyTorch's threshold_backward on the output.  dy is a value, read whatever
+ * y is, so a loop over this compiles to a vector blend, not a branch. */
+static inline CT_HD float ct_relu_grad(float y, float dy)
+{
+    return y <= 0.0f ? 0.0f : dy;
+}
+
+/* 1 / (1 + exp(-x)) from e = exp(-|x|) <= 1, so nothing overflows:
+ * x >= 0: 1/(1+e);  x < 0: e/(1+e). */
+static inline CT_HD float ct_sigmoid(float x)
+{
+    float e = expf(-fabsf(x));
+    return (x >= 0.0f ? 1.0f : e) / (1.0f + e);
+}
+
+static inline CT_HD float ct_sigmoid_grad(float y, float dy)
+{
+    return dy * y * (1.0f - y);
+}
+
+/* dy * (1 - y^2), as (1-y)(1+y): 1-y is exact near |y| = 1, where 1 - y*y
+ * would lose most of its bits to the rounding of y*y. */
+static inline CT_HD float ct_tanh_grad(float y, float dy)
+{
+    return dy * ((1.0f - y) * (1.0f + y));
+}
+
+/* ---- optimizers -------------------------------------------------------------- */
+
+/* SGD without momentum: p -= lr * (grad + wd*p).  Returns the new p. */
+static inline CT_HD float ct_sgd_element(float p, float grad, float lr, float weight_decay)
+{
+    return p - lr * (grad + weight_decay * p);
+}
+
+/* SGD with momentum (PyTorch's order of operations):
+ *   g = grad + wd*p;  buf = first ? g : momentum*buf + take*g  (take = 1 - dampening);
+ *   p -= lr * (nesterov ? g + momentum*buf : buf).
+ * On the first step buf starts as g, as PyTorch's does.  Returns the new p. */
+static inline CT_HD float ct_sgd_momentum_element(float p, float grad, float *buf, float lr,
+                                                  float momentum, float take,
+                                                  float weight_decay, bool nesterov,
+                                                  bool first_step)
+{
+    float g = grad + weight_decay * p;
+    float b = first_step ? g : momentum * *buf + take * g;
+    *buf = b;
+    return p - lr * (nesterov ? g + momentum * b : b);
+}
+
+/* What Adam's element update needs that does not change within a step,
+ * computed once per step on the host, in double where PyTorch does. */
+typedef struct ct_adam_step {
+    float beta1, beta2, take1, take2, eps;
+    float step_size;             /* lr / (1 - beta1^t) */
+    float bias_correction2_sqrt; /* sqrt(1 - beta2^t) */
+    float param_scale;           /* AdamW: 1 - lr*wd (decoupled decay); Adam: 1 */
+    float coupled_wd;            /* Adam: wd (added to the gradient); AdamW: 0 */
+} ct_adam_step;
+
+static inline ct_adam_step ct_adam_step_of(float lr, float beta1, float beta2, float eps,
+                                           float weight_decay, bool decoupled, int64_t step)
+{
+    ct_adam_step s;
+    s.beta1 = beta1;
+    s.beta2 = beta2;
+    s.take1 = (float)(1.0 - beta1);
+    s.take2 = (float)(1.0 - beta2);
+    s.eps = eps;
+    s.step_size = (float)(lr / (1.0 - pow(beta1, (double)step)));
+    s.bias_correction2_sqrt = (float)sqrt(1.0 - pow(beta2, (double)step));
+    s.param_scale = decoupled ? (float)(1.0 - (double)lr * weight_decay) : 1.0f;
+    s.coupled_wd = decoupled ? 0.0f : weight_decay;
+    return s;
+}
+
+/* Adam/AdamW, one element:  p' = p*param_scale;  g = grad + coupled_wd*p';
+ * m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+ * p = p' - step_size * m / (sqrt(v) / bias_correction2_sqrt + eps)
+ * (addcdiv's order: (value * m) / denom).  Returns the new p. */
+static inline CT_HD float ct_adam_element(float p, float grad, float *exp_avg,
+                                          float *exp_avg_sq, const ct_adam_step *s)
+{
+    p *= s->param_scale;
+    float g = grad + s->coupled_wd * p;
+    float m = s->beta1 * *exp_avg + s->take1 * g;
+    float v = s->beta2 * *exp_avg_sq + s->take2 * g * g;
+    *exp_avg = m;
+    *exp_avg_sq = v;
+    return p - s->step_size * m / (sqrtf(v) / s->bias_correction2_sqrt + s->eps);
+}
+
+#endif
