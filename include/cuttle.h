@@ -268,6 +268,11 @@ CT_API bool ct_backend_emulated(const ct_backend *backend);
  * returns once its kernels are queued and a read waits for them; timings
  * need this).  Returns the status of any failure it met. */
 CT_API ct_status ct_backend_synchronize(ct_backend *backend);
+/* A node that a GPU backend cannot run (an op without a GPU kernel) runs on
+ * the CPU, with copies between the two and one line on stderr when the plan
+ * is made.  Strict: ct_plan_new refuses such a graph instead
+ * (CT_ERR_UNSUPPORTED naming the node).  Off by default. */
+CT_API ct_status ct_backend_set_strict(ct_backend *backend, bool strict);
 
 /* Device memory of a backend's caching allocator (CUDA).  Freed blocks stay
  * cached for reuse; "cached" counts them. */

@@ -679,6 +679,36 @@ static void two_gpus_in_one_process(const void *arg)
     }
 }
 
+/* Ops a GPU backend lacks run on the CPU with copies in between (shared/
+ * DESIGN.md): a forward op in the arena (max pooling) and an in-place
+ * update of state (SGD with momentum) give the all-GPU results; a strict
+ * backend refuses the graph instead. */
+static void missing_ops_run_on_the_cpu(const void *arg)
+{
+    (void)arg;
+    ct_backend *first = gpu_backend, *picky = NULL;
+    CHECK_OK(ct_backend_new("cuda", &picky));
+    CHECK_OK(poison_gpu_memory(picky));
+    CHECK_OK(ct_backend_set_kernels(picky, "native"));
+    CHECK_OK(ct_cuda_backend_refuse(picky, CT_OP_MAXPOOL2D));
+    CHECK_OK(ct_cuda_backend_refuse(picky, CT_OP_SGD_UPDATE));
+    gpu_backend = picky;
+    compare_on_backends(build_simplecnn, 2, TOL_TRAINING);
+    CHECK_OK(ct_backend_set_strict(picky, true));
+    tracked t = {0};
+    ct_graph *g = ct_graph_new();
+    ct_plan *plan = NULL;
+    CHECK_OK(build_simplecnn(g, &t));
+    ct_status status = ct_plan_new(g, picky, 1, &plan);
+    CHECK(status == CT_ERR_UNSUPPORTED && strstr(ct_last_error(), "maxpool2d") &&
+              strstr(ct_last_error(), "strict"),
+          "a strict backend planned a graph it cannot run: %s", ct_last_error());
+    ct_plan_free(plan);
+    ct_graph_free(g);
+    gpu_backend = first;
+    ct_backend_free(picky);
+}
+
 #ifdef CUDA_EMU
 /* A vendor call that fails (here: made to, by the emulator) leaves its shape
  * to the native kernels, with the same results, and is not called again. */
@@ -718,8 +748,9 @@ static void vendor_mode_calls_the_libraries(const void *arg)
 /* ---- main ---------------------------------------------------------------------------- */
 
 static const char *const kernel_modes[] = {"native", "vendor"};
-/* simplecnn native and vendor, allocator, profile, cap, bad label, determinism x2 */
-#define N_EXTRA_CASES 8
+/* simplecnn native and vendor, allocator, profile, cap, bad label, determinism x2,
+ * missing ops */
+#define N_EXTRA_CASES 9
 
 static bool is_tf32_case(const gpu_case *c)
 {
@@ -792,6 +823,7 @@ int main(void)
     run_labelled("bad_label_is_arg_error", bad_label_is_arg_error, NULL);
     run_labelled("steps_are_deterministic/native", steps_are_deterministic, "native");
     run_labelled("steps_are_deterministic/vendor", steps_are_deterministic, "vendor");
+    run_labelled("missing_ops_run_on_the_cpu", missing_ops_run_on_the_cpu, NULL);
     ct_backend *probe = NULL;
     if (ct_backend_new("cuda:1", &probe) == CT_OK) {
         ct_backend_free(probe);

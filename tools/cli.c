@@ -173,8 +173,8 @@ void cli_model_name(const char *model, char *out, size_t capacity)
     snprintf(out, capacity, "%.*s", (int)len, base);
 }
 
-int cli_backend(const char *command, const char *device, long threads, FILE *log,
-                ct_backend **out)
+static int open_backend(const char *command, const char *device, long threads, FILE *log,
+                        ct_backend **out)
 {
     char name[64];
     bool is_auto = strcmp(device, "auto") == 0;
@@ -198,6 +198,15 @@ int cli_backend(const char *command, const char *device, long threads, FILE *log
     if (ct_backend_new(name, out) != CT_OK)
         return cli_fail(command);
     return CLI_EXIT_OK;
+}
+
+int cli_backend(const char *command, const char *device, long threads, bool strict, FILE *log,
+                ct_backend **out)
+{
+    int exit_status = open_backend(command, device, threads, log, out);
+    if (exit_status == CLI_EXIT_OK)
+        ct_backend_set_strict(*out, strict);
+    return exit_status;
 }
 
 int cli_load_dataset(const char *command, const char *name, const char *dir, const char *split,

@@ -76,8 +76,9 @@ void cli_model_name(const char *model, char *out, size_t capacity);
 
 /* The backend for --device (auto, cpu, cpu:N, cuda, cuda:N); --threads > 0
  * sets the CPU threads.  "auto" takes the GPU when there is one and says in
- * one line on `log` which it took. */
-int cli_backend(const char *command, const char *device, long threads, FILE *log,
+ * one line on `log` which it took.  strict: --strict-device
+ * (ct_backend_set_strict). */
+int cli_backend(const char *command, const char *device, long threads, bool strict, FILE *log,
                 ct_backend **out);
 
 extern const char *const cli_datasets[]; /* NULL-terminated */

@@ -19,7 +19,7 @@
 typedef struct predict_options {
     const char *weights, *model, *data_dir, *device;
     long top, threads;
-    bool json;
+    bool json, strict_device;
 } predict_options;
 
 /* One image to classify; label is -1 when unknown (image files). */
@@ -213,7 +213,7 @@ static int predict(const predict_options *o, char **args, int n_args)
         exit_status = add_input(&in, &info, args[i], o->data_dir);
     int batch = (int)(in.n < PREDICT_BATCH ? in.n : PREDICT_BATCH);
     if (exit_status == CLI_EXIT_OK)
-        exit_status = cli_backend("predict", o->device, o->threads, log, &backend);
+        exit_status = cli_backend("predict", o->device, o->threads, o->strict_device, log, &backend);
     if (exit_status == CLI_EXIT_OK)
         exit_status = cli_evaluator_new("predict", info.text, info.input, info.classes, batch,
                                         backend, &ev);
@@ -262,6 +262,8 @@ int cmd_predict(int argc, char **argv)
          "auto, cpu, cpu:N, cuda or cuda:N (default cpu)"},
         {"--threads", "T", CLI_INT, &o.threads, 0, 4096, NULL,
          "CPU threads, 0 for all cores (default 0)"},
+        {"--strict-device", NULL, CLI_FLAG, &o.strict_device, 0, 0, NULL,
+         "refuse a model with ops the device cannot run (default: they run on the CPU)"},
         {"--json", NULL, CLI_FLAG, &o.json, 0, 0, NULL,
          "print one JSON object: per input the top classes, probabilities and logits"},
     };

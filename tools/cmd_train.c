@@ -49,7 +49,7 @@ typedef struct train_options {
     const char *recipe, *model, *data, *data_dir, *optim, *schedule, *augment, *device, *out, *resume;
     long epochs, batch, seed, threads, workers, stop_after;
     double lr, weight_decay, momentum, label_smoothing;
-    bool json;
+    bool json, strict_device;
 } train_options;
 
 static const train_options default_options = {
@@ -103,6 +103,8 @@ static cli_parsed parse_table(train_options *opts, int argc, char **argv)
          "auto, cpu, cpu:N, cuda or cuda:N (default cpu)"},
         {"--threads", "T", CLI_INT, &opts->threads, 0, 4096, NULL,
          "CPU threads, 0 for all cores (default 0)"},
+        {"--strict-device", NULL, CLI_FLAG, &opts->strict_device, 0, 0, NULL,
+         "refuse a model with ops the device cannot run (default: they run on the CPU)"},
         {"--workers", "N", CLI_INT, &opts->workers, 1, 64, NULL,
          "loader threads preparing batches ahead (default 1)"},
         {"--out", "DIR", CLI_TEXT, &opts->out, 0, 0, NULL,
@@ -395,7 +397,8 @@ static int setup(run *r)
         run_info_from_dataset("train", name, text, opts->data, r->train_data, &r->info);
     free(text);
     CLI_TRY(exit_status);
-    CLI_TRY(cli_backend("train", opts->device, opts->threads, r->log, &r->backend));
+    CLI_TRY(cli_backend("train", opts->device, opts->threads, opts->strict_device, r->log,
+                        &r->backend));
     CLI_TRY(trainer_init(&r->t, opts, &r->info, r->train_data, r->backend));
     int64_t test_size = ct_dataset_size(r->test_data);
     int eval_batch = (int)(test_size < EVAL_BATCH ? test_size : EVAL_BATCH);

@@ -109,6 +109,8 @@ void workload_option_table(workload_options *opts, cli_option *out)
          "cpu, cpu:N (N threads) or cuda[:N] (default cpu)"},
         {"--threads", "T", CLI_INT, &opts->threads, 0, 4096, NULL,
          "CPU threads, 0 for all cores (default 0)"},
+        {"--strict-device", NULL, CLI_FLAG, &opts->strict_device, 0, 0, NULL,
+         "refuse a model with ops the device cannot run (default: they run on the CPU)"},
         {"--mode", "MODE", CLI_TEXT, &opts->mode, 0, 0, workload_modes,
          "train (forward, backward, SGD step) or infer (forward) (default train)"},
         {"--seed", "S", CLI_INT, &opts->seed, 0, 2147483647, NULL,
@@ -154,6 +156,7 @@ int workload_init(const char *command, const workload_options *opts, workload *w
         cli_fail(command);
         return status == CT_ERR_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
     }
+    ct_backend_set_strict(w->backend, opts->strict_device);
     if (ct_plan_new(w->graph, w->backend, (uint64_t)opts->seed, &w->plan) != CT_OK)
         return cli_fail(command);
     return write_batch(command, opts, w);

@@ -21,15 +21,16 @@ extern const char *const workload_modes[]; /* "train", "infer", NULL */
 typedef struct workload_options {
     const char *model, *input, *device, *mode;
     long batch, classes, threads, seed;
+    bool strict_device;
 } workload_options;
 
 /* simplecnn, 1x28x28, cpu, train, batch 64, 10 classes, seed 1. */
 extern const workload_options workload_defaults;
 
 /* The options bench and profile share (--model, --batch, --input,
- * --classes, --device, --threads, --mode, --seed), bound to opts, written
- * to out[0..WORKLOAD_N_OPTIONS). */
-#define WORKLOAD_N_OPTIONS 8
+ * --classes, --device, --threads, --strict-device, --mode, --seed), bound to
+ * opts, written to out[0..WORKLOAD_N_OPTIONS). */
+#define WORKLOAD_N_OPTIONS 9
 void workload_option_table(workload_options *opts, cli_option *out);
 
 typedef struct workload {

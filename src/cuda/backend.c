@@ -216,7 +216,8 @@ static ct_status cuda_read(ct_backend *backend, void *host, const void *src, siz
 
 static bool cuda_supports_op(const ct_backend *backend, const ct_tensor *node)
 {
-    (void)backend;
+    if (impl_of((ct_backend *)backend)->refused_ops >> node->op & 1)
+        return false;
     return node->op == CT_OP_VIEW || ct_cuda_native_has(node->op);
 }
 
@@ -537,6 +538,14 @@ ct_status ct_cuda_backend_poison(ct_backend *backend, bool enabled)
     if (!backend || backend->iface != &cuda_backend_i)
         return ct_set_error(CT_ERR_ARG, "ct_cuda_backend_poison: not a CUDA backend");
     impl_of(backend)->allocator.poison = enabled;
+    return CT_OK;
+}
+
+ct_status ct_cuda_backend_refuse(ct_backend *backend, ct_op op)
+{
+    if (!backend || backend->iface != &cuda_backend_i || op >= 64)
+        return ct_set_error(CT_ERR_ARG, "ct_cuda_backend_refuse: not a CUDA backend or op");
+    impl_of(backend)->refused_ops |= (uint64_t)1 << op;
     return CT_OK;
 }
 

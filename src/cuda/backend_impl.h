@@ -37,6 +37,7 @@ typedef struct cuda_backend {
     bool tf32;
     bool device_current;           /* cudaSetDevice done for this step */
     int vendor_fallbacks;          /* vendor calls that failed and ran native instead */
+    uint64_t refused_ops;          /* test hook: ops (bit per ct_op) it claims not to run */
     tuned *choices;
     int n_choices, choices_capacity;
     int *bad_row;                  /* device: first row with a bad label (cross-entropy) */

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/op_kinds.h"
 #include "cuttle.h"
 #include "cuttle_cuda.h"
 
@@ -19,6 +20,10 @@ ct_status ct_cuda_backend_new(int device, ct_backend **out);
 /* Fill every block the backend's allocator hands out with 0xff bytes (NaN
  * floats), so a kernel that leaves an output element unwritten shows up. */
 ct_status ct_cuda_backend_poison(ct_backend *backend, bool enabled);
+
+/* Test hook: the backend claims not to run `op`, so that plans run it on
+ * the CPU fallback (graph/plan.c). */
+ct_status ct_cuda_backend_refuse(ct_backend *backend, ct_op op);
 
 /* How many vendor-library calls (cuBLAS/cuDNN) failed, for any reason
  * (including "no algorithm for this shape"), so that the native kernel ran

@@ -14,6 +14,19 @@
 #include "cuda/cuda.h"
 #endif
 
+/* A GPU backend runs the ops it lacks on a CPU backend (graph/plan.c). */
+static ct_status with_cpu_fallback(ct_status status, ct_backend **out)
+{
+    if (status != CT_OK)
+        return status;
+    status = ct_cpu_backend_new(0, &(*out)->fallback);
+    if (status != CT_OK) {
+        ct_backend_free(*out);
+        *out = NULL;
+    }
+    return status;
+}
+
 static bool parse_thread_count(const char *text, int *out)
 {
     char *end = NULL;
@@ -54,7 +67,7 @@ ct_status ct_backend_new(const char *device, ct_backend **out)
             gpu = (int)value;
         }
 #ifdef CT_HAVE_CUDA
-        return ct_cuda_backend_new(gpu, out);
+        return with_cpu_fallback(ct_cuda_backend_new(gpu, out), out);
 #else
         (void)gpu;
         return ct_set_error(CT_ERR_UNSUPPORTED,

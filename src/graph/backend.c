@@ -8,8 +8,18 @@
 
 void ct_backend_free(ct_backend *backend)
 {
-    if (backend)
-        backend->iface->destroy(backend);
+    if (!backend)
+        return;
+    ct_backend_free(backend->fallback);
+    backend->iface->destroy(backend);
+}
+
+ct_status ct_backend_set_strict(ct_backend *backend, bool strict)
+{
+    if (!backend)
+        return ct_set_error(CT_ERR_ARG, "ct_backend_set_strict: backend is NULL");
+    backend->strict = strict;
+    return CT_OK;
 }
 
 const char *ct_backend_name(const ct_backend *backend)

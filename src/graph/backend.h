@@ -99,6 +99,10 @@ struct ct_backend {
     int n_threads;
     bool emulated; /* see ct_backend_emulated */
     void *impl;
+    /* Runs the ops this backend does not (a CPU backend, owned; NULL for
+     * none), unless strict (ct_backend_set_strict).  See graph/plan.c. */
+    ct_backend *fallback;
+    bool strict;
 };
 
 #endif

@@ -10,8 +10,8 @@ static bool produces_for_relu(const ct_tensor *t)
            !t->keep && !t->view_of;
 }
 
-int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const ct_tensor **alias_of,
-                 uint8_t *epilogue)
+int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
+                 const ct_tensor **alias_of, uint8_t *epilogue)
 {
     if (!backend->iface->fuses_relu)
         return 0;
@@ -33,7 +33,7 @@ int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const ct_tens
             continue;
         const ct_tensor *producer = relu->src[0];
         if (!produces_for_relu(producer) || readers[producer->id] != 1 ||
-            !backend->iface->fuses_relu(backend, producer))
+            (on_host && on_host[producer->id]) || !backend->iface->fuses_relu(backend, producer))
             continue;
         CT_ASSERT(producer->dtype == relu->dtype && ct_same_shape(producer, relu));
         alias_of[relu->id] = producer;
@@ -44,7 +44,7 @@ int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const ct_tens
     return fused;
 }
 
-int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend,
+int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
                          const ct_tensor *const *schedule, int n_schedule,
                          const ct_tensor **alias_of, const uint8_t *epilogue,
                          const ct_tensor **pool_into)
@@ -69,7 +69,7 @@ int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend,
         const ct_tensor *relu = pool->src[0];
         const ct_tensor *conv = alias_of[relu->id];
         if (!conv || conv->op != CT_OP_CONV2D || epilogue[conv->id] != CT_EPILOGUE_RELU ||
-            readers[relu->id] != 1 || relu->keep ||
+            readers[relu->id] != 1 || relu->keep || (on_host && on_host[pool->id]) ||
             !backend->iface->fuses_relu_maxpool(backend, conv, pool))
             continue;
         pool_into[conv->id] = pool;

@@ -16,10 +16,11 @@
  * CT_EPILOGUE_RELU and alias_of[relu id] = producer, meaning the producer's
  * kernel writes relu(y) and the relu node owns no memory and runs nothing:
  * its readers (relu_bwd, maxpool, the next layer) read the producer's bytes.
- * Both arrays are indexed by node id and zeroed by the caller.  Returns how
- * many were fused. */
-int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const ct_tensor **alias_of,
-                 uint8_t *epilogue);
+ * Both arrays are indexed by node id and zeroed by the caller.  A producer
+ * with on_host set (by node id; NULL: none) runs on the fallback backend and
+ * is never fused.  Returns how many were fused. */
+int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
+                 const ct_tensor **alias_of, uint8_t *epilogue);
 
 /* For the evaluation schedule only (after ct_fuse_relu): a max pool whose
  * input is a fused conv+relu that nothing else in `schedule` reads (in
@@ -28,7 +29,7 @@ int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const ct_tens
  * = the pool node; the pool node then runs nothing in that schedule.  The
  * conv's own output keeps its place in the arena (the training layout is
  * shared) but goes unwritten or serves as scratch.  Returns how many. */
-int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend,
+int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
                          const ct_tensor *const *schedule, int n_schedule,
                          const ct_tensor **alias_of, const uint8_t *epilogue,
                          const ct_tensor **pool_into);

@@ -10,6 +10,7 @@
  */
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,11 @@ struct ct_plan {
     int64_t step;
     float lr;
     ct_run_hook *hook; /* the profiler, when profiling is on */
+    /* Nodes the backend cannot run, run by its fallback (the CPU) on host
+     * copies of the arena and state (NULL when there are none). */
+    bool *on_host;
+    void *host_arena, *host_state, *host_workspace;
+    size_t host_workspace_bytes;
 };
 
 static bool is_root(const ct_tensor *t, ct_mode mode)
@@ -222,24 +228,54 @@ static ct_status init_state(ct_plan *plan)
     return status;
 }
 
-static ct_status check_support(ct_plan *plan)
+/* An op the backend cannot run goes to its fallback (shared/DESIGN.md: "an
+ * unsupported op falls back to the CPU with a clear log line"), unless the
+ * backend is strict or has none.  Marks plan->on_host and says so once. */
+static ct_status find_host_nodes(ct_plan *plan)
 {
-    const ct_backend *backend = plan->backend;
+    const ct_backend *backend = plan->backend, *fallback = backend->fallback;
+    char names[256] = "";
+    bool named[CT_OP_COUNT] = {false};
+    int count = 0, n_named = 0;
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const ct_tensor *t = plan->graph->nodes[i];
+        if (t->op == CT_OP_LEAF || t->op == CT_OP_VIEW || backend->iface->supports_op(backend, t))
+            continue;
+        if (backend->strict || !fallback || !fallback->iface->supports_op(fallback, t))
+            return ct_set_error(CT_ERR_UNSUPPORTED, "backend %s cannot run %s (%s)%s",
+                                backend->name, ct_tensor_name(t), ct_op_name(t->op),
+                                backend->strict ? " and is strict (ct_backend_set_strict)" : "");
+        if (!plan->on_host && !(plan->on_host = calloc((size_t)plan->n_nodes, sizeof(bool))))
+            return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
+        plan->on_host[i] = true;
+        count++;
+        if (!named[t->op] && n_named++ < 6)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                     n_named > 1 ? ", " : "", ct_op_name(t->op));
+        named[t->op] = true;
+    }
+    if (count > 0)
+        fprintf(stderr,
+                "cuttle: %s cannot run %d node(s) of this graph (%s%s); they run on %s, with "
+                "copies between them (a strict backend refuses instead)\n",
+                backend->name, count, names, n_named > 6 ? ", ..." : "", fallback->name);
+    return CT_OK;
+}
+
+/* The workspace each side needs: the largest of its nodes'. */
+static void size_workspaces(ct_plan *plan)
+{
     for (int mode = 0; mode < CT_MODE_COUNT; mode++) {
-        for (int i = 0; i < plan->n_schedule[mode]; i++) {
-            const ct_tensor *t = plan->schedule[mode][i];
-            if (t->op == CT_OP_VIEW)
-                continue;
-            if (!backend->iface->supports_op(backend, t))
-                return ct_set_error(CT_ERR_UNSUPPORTED, "backend %s cannot run %s (%s)",
-                                    backend->name, ct_tensor_name(t),
-                                    ct_op_name(t->op));
-            size_t bytes = backend->iface->workspace_bytes(backend, t);
-            if (bytes > plan->workspace_bytes)
-                plan->workspace_bytes = bytes;
+        for (int i = 0; i < plan->n_runs[mode]; i++) {
+            const ct_tensor *t = plan->runs[mode][i];
+            bool host = plan->on_host && plan->on_host[t->id];
+            const ct_backend *runner = host ? plan->backend->fallback : plan->backend;
+            size_t bytes = runner->iface->workspace_bytes(runner, t);
+            size_t *most = host ? &plan->host_workspace_bytes : &plan->workspace_bytes;
+            if (bytes > *most)
+                *most = bytes;
         }
     }
-    return CT_OK;
 }
 
 static ct_status allocate(ct_plan *plan, size_t bytes, void **out, const char *what)
@@ -251,6 +287,24 @@ static ct_status allocate(ct_plan *plan, size_t bytes, void **out, const char *w
     if (status != CT_OK)
         return ct_set_error(status, "ct_plan_new: cannot allocate the %s (%zu bytes) on %s: %s",
                             what, bytes, plan->backend->name, ct_last_error());
+    return CT_OK;
+}
+
+/* The fallback's memory: host copies of the arena and the state, at the
+ * same offsets, so its kernels find every tensor where the plan put it. */
+static ct_status allocate_host_copies(ct_plan *plan)
+{
+    if (!plan->on_host)
+        return CT_OK;
+    ct_backend *host = plan->backend->fallback;
+    const size_t bytes[3] = {plan->arena_bytes, plan->state_bytes, plan->host_workspace_bytes};
+    void **where[3] = {&plan->host_arena, &plan->host_state, &plan->host_workspace};
+    for (int i = 0; i < 3; i++)
+        if (bytes[i] > 0 && host->iface->alloc(host, bytes[i], where[i]) != CT_OK)
+            return ct_set_error(CT_ERR_MEMORY,
+                                "ct_plan_new: no host memory (%zu bytes) for the nodes that "
+                                "run on %s",
+                                bytes[i], host->name);
     return CT_OK;
 }
 
@@ -285,8 +339,9 @@ static ct_status plan_build(ct_plan *plan)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
     CT_TRY(build_schedule(plan, CT_TRAIN));
     CT_TRY(build_schedule(plan, CT_EVAL));
-    ct_fuse_relu(plan->graph, plan->backend, plan->alias_of, plan->epilogue);
-    ct_fuse_eval_maxpool(plan->graph, plan->backend, plan->schedule[CT_EVAL],
+    CT_TRY(find_host_nodes(plan));
+    ct_fuse_relu(plan->graph, plan->backend, plan->on_host, plan->alias_of, plan->epilogue);
+    ct_fuse_eval_maxpool(plan->graph, plan->backend, plan->on_host, plan->schedule[CT_EVAL],
                          plan->n_schedule[CT_EVAL], plan->alias_of, plan->epilogue,
                          plan->eval_pool_into);
     for (int i = 0; i < plan->n_nodes; i++)
@@ -296,10 +351,11 @@ static ct_status plan_build(ct_plan *plan)
     CT_TRY(build_runs(plan, CT_EVAL));
     layout_state(plan);
     CT_TRY(layout_arena(plan));
-    CT_TRY(check_support(plan));
+    size_workspaces(plan);
     CT_TRY(allocate(plan, plan->arena_bytes, &plan->arena, "activation arena"));
     CT_TRY(allocate(plan, plan->state_bytes, &plan->state, "parameters and inputs"));
     CT_TRY(allocate(plan, plan->workspace_bytes, &plan->workspace, "kernel workspace"));
+    CT_TRY(allocate_host_copies(plan));
     return init_state(plan);
 }
 
@@ -342,6 +398,11 @@ void ct_plan_free(ct_plan *plan)
         backend->iface->release(backend, plan->state);
     if (plan->workspace)
         backend->iface->release(backend, plan->workspace);
+    void *host_copies[3] = {plan->host_arena, plan->host_state, plan->host_workspace};
+    for (int i = 0; i < 3; i++)
+        if (host_copies[i])
+            backend->fallback->iface->release(backend->fallback, host_copies[i]);
+    free(plan->on_host);
     ct_plan_set_hook(plan, NULL);
     for (int mode = 0; mode < CT_MODE_COUNT; mode++) {
         free(plan->schedule[mode]);
@@ -374,6 +435,43 @@ static ct_exec exec_of(const ct_plan *plan, ct_mode mode)
     return exec;
 }
 
+/* Copies a tensor's bytes between the backend's memory and the host copy. */
+static ct_status copy_tensor(ct_plan *plan, const ct_exec *exec, const ct_exec *host,
+                             const ct_tensor *t, bool to_host)
+{
+    ct_backend *backend = plan->backend;
+    size_t bytes = ct_tensor_bytes(t);
+    void *there = ct_exec_data(exec, t), *here = ct_exec_data(host, t);
+    return to_host ? backend->iface->read(backend, here, there, bytes)
+                   : backend->iface->write(backend, there, here, bytes);
+}
+
+/* A node the backend cannot run, on its fallback: its inputs copied to the
+ * host, the fallback's kernel, then its output and every state tensor it
+ * reads copied back (optimizer updates and batchnorm statistics change
+ * their state sources in place).  read() waits for the backend's queued
+ * work; the copies back are queued before the next kernel. */
+static ct_status run_on_host(ct_plan *plan, const ct_exec *exec, const ct_tensor *node)
+{
+    ct_backend *host = plan->backend->fallback;
+    ct_exec host_exec = *exec;
+    host_exec.arena = plan->host_arena;
+    host_exec.state = plan->host_state;
+    host_exec.workspace = plan->host_workspace;
+    for (int s = 0; s < node->n_src; s++)
+        CT_TRY(copy_tensor(plan, exec, &host_exec, node->src[s], true));
+    host->iface->begin_step(host);
+    CT_TRY(host->iface->run_node(host, &host_exec, node));
+    CT_TRY(host->iface->synchronize(host));
+    CT_TRY(copy_tensor(plan, exec, &host_exec, node, false));
+    for (int s = 0; s < node->n_src; s++) {
+        const ct_tensor *src = node->src[s]->view_of ? node->src[s]->view_of : node->src[s];
+        if (exec->storage[src->id] == CT_STORAGE_STATE)
+            CT_TRY(copy_tensor(plan, exec, &host_exec, node->src[s], false));
+    }
+    return CT_OK;
+}
+
 /* The one run loop: every step, profiled or not, goes through it. */
 static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
 {
@@ -383,9 +481,13 @@ static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
     if (hook)
         hook->step_begin(hook, mode);
     for (int i = 0; i < plan->n_runs[mode]; i++) {
+        const ct_tensor *node = plan->runs[mode][i];
         if (hook)
             hook->node_begin(hook, mode, i);
-        CT_TRY(backend->iface->run_node(backend, exec, plan->runs[mode][i]));
+        if (plan->on_host && plan->on_host[node->id])
+            CT_TRY(run_on_host(plan, exec, node));
+        else
+            CT_TRY(backend->iface->run_node(backend, exec, node));
         if (hook)
             hook->node_end(hook, mode, i);
     }
