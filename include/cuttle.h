@@ -556,6 +556,60 @@ CT_API ct_status ct_loader_next(ct_loader *loader, const float **images, const i
 CT_API ct_status ct_image_load(const char *path, int channels, int height, int width,
                                const float *mean, const float *std, float *out);
 
+/* ---- custom ops ---------------------------------------------------------------- */
+
+/* An op defined outside the library: registered once by name, then used
+ * like any other with ct_custom() and in model files (`custom NAME`).  Its
+ * inputs and output are f32.  It may have CUDA kernels; where it has none,
+ * a GPU backend runs it on the CPU (see ct_backend_set_strict).
+ * examples/custom_op/ adds Mish this way. */
+#define CT_CUSTOM_MAX_INPUTS 4
+#define CT_CUSTOM_MAX_ATTRS 8
+
+/* What a kernel of a custom op gets.  Pointers are host memory for the CPU
+ * kernels and device memory for the CUDA ones; tensors are contiguous,
+ * row-major. */
+typedef struct ct_custom_call {
+    int n_inputs;
+    const float *inputs[CT_CUSTOM_MAX_INPUTS];
+    const int64_t *input_shapes[CT_CUSTOM_MAX_INPUTS];
+    int input_ndims[CT_CUSTOM_MAX_INPUTS];
+    int64_t input_numels[CT_CUSTOM_MAX_INPUTS];
+    float *out;          /* forward: y; backward: the gradient of input `wrt` */
+    int64_t out_numel;
+    const float *y, *dy; /* backward: the forward output and its gradient */
+    int wrt;             /* backward: which input */
+    const float *attrs;
+    int n_attrs;
+    void *stream;        /* CUDA kernels: the backend's cudaStream_t; NULL on the CPU */
+    void *user;          /* ct_custom_op.user */
+} ct_custom_call;
+
+typedef ct_status (*ct_custom_kernel)(const ct_custom_call *call);
+
+typedef struct ct_custom_op {
+    const char *name;    /* copied; [a-z0-9_], unique */
+    int n_inputs;        /* 1 .. CT_CUSTOM_MAX_INPUTS */
+    /* The output shape from the inputs' shapes and the attributes (the
+     * call's pointers are NULL); NULL: the shape of input 0.  An error is
+     * the graph's error. */
+    ct_status (*shape)(const ct_custom_call *call, int *ndim, int64_t shape[CT_MAX_DIMS]);
+    ct_custom_kernel forward;       /* CPU, required */
+    ct_custom_kernel backward;      /* CPU; NULL: no gradient flows through the op */
+    ct_custom_kernel cuda_forward;  /* optional */
+    ct_custom_kernel cuda_backward; /* optional */
+    void *user;
+} ct_custom_op;
+
+/* CT_ERR_ARG for a bad description or a name already taken (the message
+ * says which); at most 64 ops per process.  Thread-safe. */
+CT_API ct_status ct_custom_op_register(const ct_custom_op *op);
+/* A node of the registered op `name` on inputs[0..n_inputs) with
+ * attrs[0..n_attrs); NULL with a graph error for an unknown name, a wrong
+ * input count or a shape its rule refuses. */
+CT_API ct_tensor *ct_custom(ct_graph *graph, const char *name, int n_inputs,
+                            ct_tensor *const *inputs, const float *attrs, int n_attrs);
+
 /* ---- model definitions ------------------------------------------------------ */
 
 /* Models are written in a small text format (docs/model-format.md); the

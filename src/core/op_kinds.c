@@ -40,6 +40,8 @@ static const char *const op_names[CT_OP_COUNT] = {
     [CT_OP_FILL] = "fill",
     [CT_OP_SGD_UPDATE] = "sgd_update",
     [CT_OP_ADAM_UPDATE] = "adam_update",
+    [CT_OP_CUSTOM] = "custom",
+    [CT_OP_CUSTOM_BWD] = "custom_bwd",
 };
 
 const char *ct_op_name(ct_op op)

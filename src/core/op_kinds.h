@@ -49,6 +49,8 @@ typedef enum ct_op {
     CT_OP_FILL,                  /* () -> constant */
     CT_OP_SGD_UPDATE,            /* (param, grad[, momentum_buf]), in place on param */
     CT_OP_ADAM_UPDATE,           /* (param, grad, exp_avg, exp_avg_sq), in place */
+    CT_OP_CUSTOM,                /* (x0, x1, ...): an op registered by the user (ops/custom.c) */
+    CT_OP_CUSTOM_BWD,            /* (x0, x1, ..., y, dy) -> d(x_wrt) */
     CT_OP_COUNT
 } ct_op;
 
@@ -75,6 +77,11 @@ typedef union ct_op_attr {
     } slice;
     ct_sgd_args sgd;
     ct_adam_args adam;
+    struct {
+        int id, wrt; /* the registered op; CUSTOM_BWD: the input differentiated */
+        int n_attrs;
+        float attrs[CT_CUSTOM_MAX_ATTRS];
+    } custom;
 } ct_op_attr;
 
 /* "conv2d", "relu_bwd", ... */

@@ -16,6 +16,7 @@
 #include "cpu/kernels.h"
 #include "cpu/threads.h"
 #include "graph/backend.h"
+#include "ops/ops.h"
 
 #define CT_CPU_ALIGNMENT 64
 
@@ -351,6 +352,16 @@ static ct_status run_adam_update(const ct_exec *exec, const ct_tensor *node)
     return CT_OK;
 }
 
+static void *exec_data(const void *exec, const ct_tensor *t)
+{
+    return ct_exec_data(exec, t);
+}
+
+static ct_status run_custom(const ct_exec *exec, const ct_tensor *node)
+{
+    return ct_custom_run(node, exec_data, exec, false, NULL);
+}
+
 static const cpu_run_fn cpu_kernels[CT_OP_COUNT] = {
     [CT_OP_CONV2D] = run_conv2d,
     [CT_OP_CONV2D_BWD_DATA] = run_conv2d_bwd_data,
@@ -386,6 +397,8 @@ static const cpu_run_fn cpu_kernels[CT_OP_COUNT] = {
     [CT_OP_FILL] = run_fill,
     [CT_OP_SGD_UPDATE] = run_sgd_update,
     [CT_OP_ADAM_UPDATE] = run_adam_update,
+    [CT_OP_CUSTOM] = run_custom,
+    [CT_OP_CUSTOM_BWD] = run_custom,
 };
 
 static ct_status cpu_alloc(ct_backend *backend, size_t bytes, void **out)

@@ -218,6 +218,8 @@ static bool cuda_supports_op(const ct_backend *backend, const ct_tensor *node)
 {
     if (impl_of((ct_backend *)backend)->refused_ops >> node->op & 1)
         return false;
+    if (node->op == CT_OP_CUSTOM || node->op == CT_OP_CUSTOM_BWD)
+        return ct_custom_has_cuda(node);
     return node->op == CT_OP_VIEW || ct_cuda_native_has(node->op);
 }
 

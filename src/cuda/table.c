@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "cuda/backend_impl.h"
 #include "cuda/kernels.h"
+#include "ops/ops.h"
 
 typedef ct_status (*cuda_run_fn)(cuda_backend *b, const ct_exec *exec, const ct_tensor *node);
 
@@ -260,6 +261,18 @@ static ct_status run_adam_update(cuda_backend *b, const ct_exec *e, const ct_ten
                                e->step + 1, b->stream);
 }
 
+static void *exec_data(const void *exec, const ct_tensor *t)
+{
+    return ct_exec_data(exec, t);
+}
+
+/* The op's own CUDA kernel, on the backend's stream (cuda_supports_op
+ * sends a custom op without one to the CPU fallback). */
+static ct_status run_custom(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
+{
+    return ct_custom_run(n, exec_data, e, true, b->stream);
+}
+
 static const cuda_run_fn cuda_kernels[CT_OP_COUNT] = {
     [CT_OP_CONV2D] = run_conv2d,
     [CT_OP_CONV2D_BWD_DATA] = run_conv2d_bwd_data,
@@ -295,6 +308,8 @@ static const cuda_run_fn cuda_kernels[CT_OP_COUNT] = {
     [CT_OP_FILL] = run_fill,
     [CT_OP_SGD_UPDATE] = run_sgd_update,
     [CT_OP_ADAM_UPDATE] = run_adam_update,
+    [CT_OP_CUSTOM] = run_custom,
+    [CT_OP_CUSTOM_BWD] = run_custom,
 };
 
 bool ct_cuda_native_has(ct_op op)

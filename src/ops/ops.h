@@ -55,5 +55,17 @@ ct_status ct_concat_backward(ct_graph *, ct_tensor *, ct_tensor *, const bool *,
 ct_status ct_softmax_backward(ct_graph *, ct_tensor *, ct_tensor *, const bool *, ct_tensor **);
 ct_status ct_cross_entropy_backward(ct_graph *, ct_tensor *, ct_tensor *, const bool *,
                                     ct_tensor **);
+ct_status ct_custom_backward(ct_graph *, ct_tensor *, ct_tensor *, const bool *, ct_tensor **);
+
+/* The registered op a CT_OP_CUSTOM or CT_OP_CUSTOM_BWD node runs (ops/custom.c). */
+const ct_custom_op *ct_custom_op_of(const ct_tensor *node);
+/* Whether such a node has a CUDA kernel (else a GPU backend leaves it to
+ * its CPU fallback). */
+bool ct_custom_has_cuda(const ct_tensor *node);
+/* Runs such a node's CPU kernel or (cuda) its CUDA kernel on `stream`, its
+ * tensors resolved by `data` (ct_exec_data on the backend that runs it); a
+ * kernel's failure becomes an error naming the op. */
+ct_status ct_custom_run(const ct_tensor *node, void *(*data)(const void *ctx, const ct_tensor *t),
+                        const void *ctx, bool cuda, void *stream);
 
 #endif
