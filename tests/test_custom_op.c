@@ -166,6 +166,36 @@ static void test_bad_uses(void)
     ct_graph_free(g);
 }
 
+/* ---- model files --------------------------------------------------------------------- */
+
+/* `custom NAME [numbers]` in a model file: the registered op on the current
+ * tensor, the numbers its attributes. */
+static void test_in_a_model_file(void)
+{
+    static const char text[] = "model with_mish\n"
+                               "flatten\n"
+                               "fc1: linear 8\n"
+                               "custom mish\n"
+                               "fc2: linear classes\n";
+    ct_graph *g = ct_graph_new();
+    ct_tensor *x = ct_input(g, "x", CT_F32, 4, (int64_t[]){4, 1, 2, 3});
+    ct_tensor *y = ct_model_build(g, text, x, 3);
+    CHECK(y && ct_tensor_ndim(y) == 2 && ct_tensor_dim(y, 1) == 3, "%s", ct_last_error());
+    ct_graph_free(g);
+    g = ct_graph_new();
+    x = ct_input(g, "x", CT_F32, 4, (int64_t[]){4, 1, 2, 3});
+    CHECK(!ct_model_build(g, "model m\ncustom gelu 1.5\n", x, 3) &&
+              strstr(ct_last_error(), "no op 'gelu' is registered"),
+          "an unregistered op: %s", ct_last_error());
+    ct_graph_free(g);
+    g = ct_graph_new();
+    x = ct_input(g, "x", CT_F32, 4, (int64_t[]){4, 1, 2, 3});
+    CHECK(!ct_model_build(g, "model m\ncustom\n", x, 3) &&
+              strstr(ct_last_error(), "the name of a custom op"),
+          "no op name: %s", ct_last_error());
+    ct_graph_free(g);
+}
+
 /* ---- training ------------------------------------------------------------------------ */
 
 enum { BATCH = 16, FEATURES = 12, HIDDEN = 24, CLASSES = 3, STEPS = 30 };
@@ -236,6 +266,7 @@ int main(void)
     RUN(test_two_inputs_and_attributes);
     RUN(test_bad_registrations);
     RUN(test_bad_uses);
+    RUN(test_in_a_model_file);
     RUN(test_trains_on_the_cpu);
     RUN(test_trains_on_the_gpu_through_the_fallback);
     return harness_finish();

@@ -266,6 +266,20 @@ static bool eval_pair(builder *b, const scope *sc, const ct_marg *arg, const cha
 
 static bool run_body(builder *b, place at, const ct_mbody *body);
 
+/* custom NAME a0 a1 ...: the given numbers, in order, are the attributes. */
+static ct_tensor *apply_custom(builder *b, const scope *sc, const ct_mstmt *s, ct_tensor *x)
+{
+    float attrs[CT_M_MAX_ARGS];
+    int n_attrs = 0;
+    while (n_attrs < CT_M_MAX_ARGS && s->args[n_attrs].value[0]) {
+        double value = 0;
+        if (!eval(b, sc, s->args[n_attrs].value[0], &value))
+            return NULL;
+        attrs[n_attrs++] = (float)value;
+    }
+    return ct_custom(b->graph, s->op, 1, &x, attrs, n_attrs);
+}
+
 static ct_tensor *apply_layer(builder *b, const place *at, const ct_mstmt *s, const char *name,
                               ct_tensor *x)
 {
@@ -321,6 +335,7 @@ static ct_tensor *apply_layer(builder *b, const place *at, const ct_mstmt *s, co
         return ct_dropout(b->graph, x, (float)p);
     case CT_ML_FLATTEN: return ct_flatten(b->graph, x);
     case CT_ML_SOFTMAX: return ct_softmax(b->graph, x);
+    case CT_ML_CUSTOM: return apply_custom(b, sc, s, x);
     case CT_ML_COUNT: break;
     }
     CT_ASSERT(!"unknown layer");

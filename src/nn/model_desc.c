@@ -25,6 +25,9 @@ static const ct_mlayer_info layer_table[CT_ML_COUNT] = {
     [CT_ML_DROPOUT] = {"dropout", false, 1, {"p"}, 0, {false}},
     [CT_ML_FLATTEN] = {"flatten", false, 0, {NULL}, 0, {false}},
     [CT_ML_SOFTMAX] = {"softmax", false, 0, {NULL}, 0, {false}},
+    /* after its op's name, up to 8 numbers: the op's attributes */
+    [CT_ML_CUSTOM] = {"custom", false, 8, {"a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7"}, 0,
+                      {false}},
 };
 
 const ct_mlayer_info *ct_mlayer_table(void)

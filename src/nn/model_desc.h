@@ -40,6 +40,7 @@ typedef enum ct_mlayer {
     CT_ML_DROPOUT,
     CT_ML_FLATTEN,
     CT_ML_SOFTMAX,
+    CT_ML_CUSTOM, /* custom NAME [attributes]: an op registered with ct_custom_op_register */
     CT_ML_COUNT
 } ct_mlayer;
 
@@ -117,6 +118,7 @@ struct ct_mstmt {
     const char *from;  /* "on NAME": input instead of the current tensor */
     const char *to;    /* "-> NAME": output kept under NAME, the current one unchanged */
     ct_mlayer layer;   /* CT_MS_LAYER */
+    const char *op;    /* CT_ML_CUSTOM: the registered op's name */
     int block;         /* CT_MS_CALL: index into the text's blocks */
     ct_marg args[CT_M_MAX_ARGS]; /* bound to the layer's or block's parameters */
     const char *names[CT_M_MAX_NAMES]; /* add/concat */

@@ -359,6 +359,8 @@ static bool parse_module(ct_mparser *p, ct_mstmt *s, bool in_seq)
                               "%s has parameters, so it needs a name here (they are "
                               "'<name>.weight', ...): write 'conv1: %s ...', or put it in a seq",
                               info->name, info->name);
+        if (layer == CT_ML_CUSTOM && !(s->op = ct_mp_expect_name(p, "the name of a custom op")))
+            return false;
         if (!parse_args(p, what, info->n_args, info->args, info->n_required, info->pair_ok,
                         s->args))
             return false;
