@@ -324,7 +324,11 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TEST_SUPPORT_OBJS) $(LIB_A)
 ifeq ($(CUDA),emu)
 $(TEST_CU_SRCS:tests/%.cu=$(BUILD)/tests/%): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.group.o $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(LIB_A) $(LDLIBS_BASE)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(LDLIBS_BASE)
+# The custom-op example's CPU half, with its CUDA kernels registered (the
+# test compiles those for the emulator).
+$(BUILD)/tests/test_custom_cuda: $(BUILD)/obj/examples/custom_op/mish.o
+$(BUILD)/obj/examples/custom_op/mish.o: CFLAGS += -DMISH_CUDA
 endif
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB_A)

@@ -61,4 +61,24 @@ CT_API int ct_cuda_probe_ptx_arch(void);
 }
 #endif
 
+/* For the CUDA kernels of a custom op (ct_custom_op, cuttle.h), in a .cu
+ * file: CT_LAUNCH(kernel, grid, block, shared_bytes, call->stream, args...)
+ * is kernel<<<grid, block, shared_bytes, stream>>>(args...) under nvcc, and
+ * the emulator's launcher when the file is compiled for cuttle's emulated
+ * device (make CUDA=emu), so the same source runs in both.  It returns
+ * CT_OK, or CT_ERR_DEVICE when the launch failed. */
+#ifdef __cplusplus
+#ifdef CUDA_EMU
+#define CT_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                           \
+    (CT_EMU_LAUNCH(kernel, grid, block, shared_bytes, (cudaStream_t)(stream), __VA_ARGS__) ==  \
+             cudaSuccess                                                                    \
+         ? CT_OK                                                                            \
+         : CT_ERR_DEVICE)
+#elif defined(__CUDACC__)
+#define CT_LAUNCH(kernel, grid, block, shared_bytes, stream, ...)                           \
+    (kernel<<<grid, block, shared_bytes, (cudaStream_t)(stream)>>>(__VA_ARGS__),             \
+     cudaPeekAtLastError() == cudaSuccess ? CT_OK : CT_ERR_DEVICE)
+#endif
+#endif
+
 #endif

@@ -48,3 +48,15 @@ if grep -n '#include "\(core\|cpu\|cuda\|data\|graph\|io\|nn\|ops\|prof\)/' tool
     exit 1
 fi
 echo "PASS cli_uses_public_headers_only"
+
+# A custom op from outside the library (examples/custom_op), built with its
+# own Makefile against the installed header and library, trains on the CPU.
+cp -r examples/custom_op "$prefix/custom_op"
+if PKG_CONFIG_PATH="$prefix/lib/pkgconfig" make -s -C "$prefix/custom_op" > "$prefix/mish.log" 2>&1 &&
+    LD_LIBRARY_PATH="$prefix/lib" "$prefix/custom_op/mish_demo" cpu >> "$prefix/mish.log" 2>&1; then
+    echo "PASS custom_op_example_builds_and_trains"
+else
+    echo "FAIL custom_op_example_builds_and_trains"
+    sed 's/^/    /' "$prefix/mish.log" >&2
+    exit 1
+fi
