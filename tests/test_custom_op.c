@@ -200,6 +200,20 @@ static void test_in_a_model_file(void)
 
 enum { BATCH = 16, FEATURES = 12, HIDDEN = 24, CLASSES = 3, STEPS = 30 };
 
+/* A profile names the op as registered, forward and backward. */
+static void check_profile_names(const ct_plan *plan)
+{
+    ct_profile profile;
+    CHECK_OK(ct_plan_profile(plan, &profile));
+    int forward = 0, backward = 0;
+    for (int i = 0; i < profile.n_records; i++) {
+        forward += strcmp(profile.records[i].op, "mish") == 0;
+        backward += strcmp(profile.records[i].op, "mish_bwd") == 0;
+    }
+    CHECK(forward == 1 && backward == 1, "%d 'mish' and %d 'mish_bwd' records", forward,
+          backward);
+}
+
 /* linear -> mish -> linear -> cross-entropy, SGD; the losses of each step. */
 static bool train(const char *device, float *losses)
 {
@@ -219,6 +233,7 @@ static bool train(const char *device, float *losses)
     bool ran = ct_backend_new(device, &backend) == CT_OK;
     if (ran) {
         CHECK_OK(ct_plan_new(g, backend, 3, &plan));
+        CHECK_OK(ct_plan_set_profiling(plan, true));
         float xs[BATCH * FEATURES];
         int64_t ys[BATCH];
         harness_fill(xs, BATCH * FEATURES, 5, -1.0f, 1.0f);
@@ -230,6 +245,7 @@ static bool train(const char *device, float *losses)
             CHECK_OK(ct_plan_run(plan, CT_TRAIN));
             CHECK_OK(ct_plan_read(plan, loss, &losses[s], sizeof(float)));
         }
+        check_profile_names(plan);
     }
     ct_plan_free(plan);
     ct_backend_free(backend);

@@ -7,6 +7,7 @@
  */
 #include <ctype.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,8 @@ static struct {
     int count;
     ct_custom_op ops[MAX_CUSTOM_OPS];
     char names[MAX_CUSTOM_OPS][NAME_CAPACITY];
-} registry = {PTHREAD_MUTEX_INITIALIZER, 0, {{0}}, {{0}}};
+    char backward_names[MAX_CUSTOM_OPS][NAME_CAPACITY + 4]; /* "<name>_bwd" */
+} registry = {PTHREAD_MUTEX_INITIALIZER, 0, {{0}}, {{0}}, {{0}}};
 
 static bool valid_name(const char *name)
 {
@@ -65,6 +67,8 @@ ct_status ct_custom_op_register(const ct_custom_op *op)
     else {
         int id = registry.count;
         strcpy(registry.names[id], op->name);
+        snprintf(registry.backward_names[id], sizeof registry.backward_names[id], "%s_bwd",
+                 op->name);
         registry.ops[id] = *op;
         registry.ops[id].name = registry.names[id];
         registry.count = id + 1; /* last: readers see complete entries only */
@@ -77,6 +81,21 @@ const ct_custom_op *ct_custom_op_of(const ct_tensor *node)
 {
     CT_ASSERT(node->op == CT_OP_CUSTOM || node->op == CT_OP_CUSTOM_BWD);
     return &registry.ops[node->attr.custom.id];
+}
+
+const char *ct_node_op_name(const ct_tensor *node)
+{
+    if (node->op == CT_OP_CUSTOM)
+        return registry.names[node->attr.custom.id];
+    if (node->op == CT_OP_CUSTOM_BWD)
+        return registry.backward_names[node->attr.custom.id];
+    return ct_op_name(node->op);
+}
+
+/* "%12 (mish)": the label a node would have had if its op were built in. */
+static void label(ct_tensor *node)
+{
+    snprintf(node->label, sizeof node->label, "%%%d (%s)", node->id, ct_node_op_name(node));
 }
 
 /* The call's shapes and attributes (the pointers stay NULL). */
@@ -132,6 +151,7 @@ ct_tensor *ct_custom(ct_graph *graph, const char *name, int n_inputs, ct_tensor 
         y->attr.custom.n_attrs = n_attrs;
         if (n_attrs > 0)
             memcpy(y->attr.custom.attrs, attrs, sizeof(float) * (size_t)n_attrs);
+        label(y);
     }
     return y;
 }
@@ -159,6 +179,7 @@ ct_status ct_custom_backward(ct_graph *graph, ct_tensor *node, ct_tensor *dy,
             return ct_graph_status(graph);
         dsrc[i]->attr.custom = node->attr.custom;
         dsrc[i]->attr.custom.wrt = i;
+        label(dsrc[i]);
     }
     return CT_OK;
 }

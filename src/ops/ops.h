@@ -57,6 +57,10 @@ ct_status ct_cross_entropy_backward(ct_graph *, ct_tensor *, ct_tensor *, const 
                                     ct_tensor **);
 ct_status ct_custom_backward(ct_graph *, ct_tensor *, ct_tensor *, const bool *, ct_tensor **);
 
+/* The node's op name: ct_op_name, but a custom op's registered name ("mish",
+ * "mish_bwd") for its nodes. */
+const char *ct_node_op_name(const ct_tensor *node);
+
 /* The registered op a CT_OP_CUSTOM or CT_OP_CUSTOM_BWD node runs (ops/custom.c). */
 const ct_custom_op *ct_custom_op_of(const ct_tensor *node);
 /* Whether such a node has a CUDA kernel (else a GPU backend leaves it to

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "graph/plan.h"
 #include "ops/cost.h"
+#include "ops/ops.h"
 
 #define SHAPES_CAPACITY 128
 #define CT_PROF_MODE_COUNT 2
@@ -102,7 +103,7 @@ static void describe(const ct_tensor *node, char *shapes, ct_prof_record *record
     append_shape(shapes, &used, node, "");
     ct_cost cost = ct_op_cost(node);
     *record = (ct_prof_record){
-        .op = ct_op_name(node->op),
+        .op = ct_node_op_name(node),
         .label = ct_tensor_name(node),
         .shapes = shapes,
         .phase = phase_of(node),
