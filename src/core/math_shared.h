@@ -58,6 +58,60 @@ static inline CT_HD float ct_tanh_grad(float y, float dy)
     return dy * ((1.0f - y) * (1.0f + y));
 }
 
+/* ---- batch normalization (stats: [2, c] = (mean, invstd)) ------------------------ */
+
+/* 1/sqrt(var + eps), in double as PyTorch's evaluation path rounds it. */
+static inline CT_HD float ct_bn_invstd(double var, float eps)
+{
+    return (float)(1.0 / sqrt(var + eps));
+}
+
+/* A channel's training statistics from its mean and its sum of squared
+ * deviations over m elements (biased variance), and its running statistics
+ * moved by momentum toward the mean and the unbiased variance (PyTorch's
+ * BatchNorm2d). */
+static inline CT_HD void ct_bn_channel_stats(double mean, double sq_dev, int64_t m, float eps,
+                                             float momentum, float *stat_mean,
+                                             float *stat_invstd, float *running_mean,
+                                             float *running_var)
+{
+    double var_unbiased = m > 1 ? sq_dev / (double)(m - 1) : sq_dev;
+    *stat_mean = (float)mean;
+    *stat_invstd = ct_bn_invstd(sq_dev / (double)m, eps);
+    *running_mean = (float)((1.0 - momentum) * *running_mean + (double)momentum * mean);
+    *running_var = (float)((1.0 - momentum) * *running_var + (double)momentum * var_unbiased);
+}
+
+/* y = x*scale + shift for a channel: scale = invstd*gamma, shift = beta - mean*scale. */
+static inline CT_HD void ct_bn_scale_shift(float mean, float invstd, float gamma, float beta,
+                                           float *scale, float *shift)
+{
+    *scale = invstd * gamma;
+    *shift = beta - mean * *scale;
+}
+
+/* dx = (dy - dy_mean - (x - mean) * projection) * scale for a channel, with
+ * dy_mean = dbeta/M, projection = invstd*dgamma/M, scale = invstd*gamma. */
+typedef struct ct_bn_grad {
+    float mean, dy_mean, projection, scale;
+} ct_bn_grad;
+
+static inline CT_HD ct_bn_grad ct_bn_grad_of(float mean, float invstd, float gamma,
+                                             float dgamma, float dbeta, double m)
+{
+    ct_bn_grad g;
+    g.mean = mean;
+    g.dy_mean = (float)(dbeta / m);
+    g.projection = (float)((double)dgamma * invstd / m);
+    g.scale = invstd * gamma;
+    return g;
+}
+
+static inline CT_HD float ct_bn_dx(const ct_bn_grad *g, float x, float dy)
+{
+    return (dy - g->dy_mean - (x - g->mean) * g->projection) * g->scale;
+}
+
 /* ---- optimizers -------------------------------------------------------------- */
 
 /* SGD without momentum: p -= lr * (grad + wd*p).  Returns the new p. */

@@ -11,6 +11,7 @@
  */
 #include <math.h>
 
+#include "core/math_shared.h"
 #include "cpu/kernels.h"
 #include "cpu/lanes.h"
 
@@ -47,17 +48,13 @@ void ct_cpu_batchnorm_stats(int n, int c, int inner, const float *x, bool traini
     for (int ch = 0; ch < c; ch++) {
         if (!training) {
             stats[ch] = running_mean[ch];
-            stats[c + ch] = (float)(1.0 / sqrt((double)running_var[ch] + eps));
+            stats[c + ch] = ct_bn_invstd(running_var[ch], eps);
             continue;
         }
         double mean = channel_sum(n, c, inner, x, ch) / (double)m;
         double sq_dev = channel_sq_dev(n, c, inner, x, ch, (float)mean);
-        double var_unbiased = m > 1 ? sq_dev / (double)(m - 1) : sq_dev;
-        stats[ch] = (float)mean;
-        stats[c + ch] = (float)(1.0 / sqrt(sq_dev / (double)m + eps));
-        running_mean[ch] = (float)((1.0 - momentum) * running_mean[ch] + (double)momentum * mean);
-        running_var[ch] =
-            (float)((1.0 - momentum) * running_var[ch] + (double)momentum * var_unbiased);
+        ct_bn_channel_stats(mean, sq_dev, m, eps, momentum, &stats[ch], &stats[c + ch],
+                            &running_mean[ch], &running_var[ch]);
     }
 }
 
@@ -69,8 +66,8 @@ void ct_cpu_batchnorm_apply(int n, int c, int inner, const float *x, const float
 #pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         int ch = (int)(p % c);
-        float scale = stats[c + ch] * gamma[ch];
-        float shift = beta[ch] - stats[ch] * scale;
+        float scale, shift;
+        ct_bn_scale_shift(stats[ch], stats[c + ch], gamma[ch], beta[ch], &scale, &shift);
         const float *restrict xp = x + p * inner;
         float *restrict yp = y + p * inner;
         for (int i = 0; i < inner; i++)
@@ -104,14 +101,12 @@ void ct_cpu_batchnorm_backward_data(int n, int c, int inner, const float *x, con
 #pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         int ch = (int)(p % c);
-        float mean = stats[ch], invstd = stats[c + ch];
-        float dy_mean = (float)(dparams[c + ch] / m);
-        float projection = (float)((double)dparams[ch] * invstd / m);
-        float scale = invstd * gamma[ch];
+        ct_bn_grad g = ct_bn_grad_of(stats[ch], stats[c + ch], gamma[ch], dparams[ch],
+                                     dparams[c + ch], m);
         const float *restrict xp = x + p * inner;
         const float *restrict dyp = dy + p * inner;
         float *restrict dxp = dx + p * inner;
         for (int i = 0; i < inner; i++)
-            dxp[i] = (dyp[i] - dy_mean - (xp[i] - mean) * projection) * scale;
+            dxp[i] = ct_bn_dx(&g, xp[i], dyp[i]);
     }
 }

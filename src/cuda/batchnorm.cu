@@ -15,6 +15,7 @@
  */
 #include <math.h>
 
+#include "core/math_shared.h"
 #include "cuda/channel_reduce.cuh"
 
 /* The workspace of the statistics and of the parameter gradients: two
@@ -28,7 +29,7 @@ __global__ void bn_stats_eval_kernel(int c, float eps, const float *running_mean
     CT_CUDA_GRID_STRIDE(ch, c)
     {
         stats[ch] = running_mean[ch];
-        stats[c + ch] = (float)(1.0 / sqrt((double)running_var[ch] + eps));
+        stats[c + ch] = ct_bn_invstd(running_var[ch], eps);
     }
 }
 
@@ -79,12 +80,8 @@ __global__ void bn_stats_finish_kernel(int n, int c, int inner, ct_channel_chunk
     double sq_dev = ct_warp_sum(spread);
     if (threadIdx.x % CT_CUDA_WARP != 0)
         return;
-    double var_unbiased = m > 1 ? sq_dev / (double)(m - 1) : sq_dev;
-    stats[ch] = (float)mean;
-    stats[c + ch] = (float)(1.0 / sqrt(sq_dev / (double)m + eps));
-    running_mean[ch] = (float)((1.0 - momentum) * running_mean[ch] + (double)momentum * mean);
-    running_var[ch] =
-        (float)((1.0 - momentum) * running_var[ch] + (double)momentum * var_unbiased);
+    ct_bn_channel_stats(mean, sq_dev, m, eps, momentum, &stats[ch], &stats[c + ch],
+                        &running_mean[ch], &running_var[ch]);
     if (ch == 0 && num_batches)
         num_batches[0] += 1;
 }
@@ -97,8 +94,8 @@ __global__ void bn_apply_kernel(int64_t count, int c, int inner, const float *x,
     CT_CUDA_GRID_STRIDE(i, count)
     {
         int ch = (int)(i / inner % c);
-        float scale = stats[c + ch] * gamma[ch];
-        float shift = beta[ch] - stats[ch] * scale;
+        float scale, shift;
+        ct_bn_scale_shift(stats[ch], stats[c + ch], gamma[ch], beta[ch], &scale, &shift);
         y[i] = x[i] * scale + shift;
     }
 }
@@ -151,11 +148,9 @@ __global__ void bn_backward_data_kernel(int64_t count, int c, int inner, double 
     CT_CUDA_GRID_STRIDE(i, count)
     {
         int ch = (int)(i / inner % c);
-        float mean = stats[ch], invstd = stats[c + ch];
-        float dy_mean = (float)(dparams[c + ch] / m);
-        float projection = (float)((double)dparams[ch] * invstd / m);
-        float scale = invstd * gamma[ch];
-        dx[i] = (dy[i] - dy_mean - (x[i] - mean) * projection) * scale;
+        ct_bn_grad g = ct_bn_grad_of(stats[ch], stats[c + ch], gamma[ch], dparams[ch],
+                                     dparams[c + ch], m);
+        dx[i] = ct_bn_dx(&g, x[i], dy[i]);
     }
 }
 
