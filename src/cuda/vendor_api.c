@@ -63,11 +63,6 @@ static bool find_vendor(vendor_library *lib, const char *name, void **slot)
     return *slot != NULL;
 }
 
-static ct_status answer(const vendor_library *lib)
-{
-    return lib->loaded ? CT_OK : ct_set_error(CT_ERR_UNSUPPORTED, "%s", lib->why);
-}
-
 #define CT_VENDOR_FIND(name)                                                                 \
     if (!find_vendor(lib, #name, (void **)&table->name))                                     \
         return;
@@ -89,23 +84,12 @@ static void load_cublas(void)
     lib->loaded = true;
 }
 
-ct_status ct_cublas_load(void)
-{
-    pthread_once(&cublas_library.once, load_cublas);
-    return answer(&cublas_library);
-}
-
 const char *ct_cublas_why(void)
 {
     pthread_once(&cublas_library.once, load_cublas);
     return cublas_library.loaded ? NULL : cublas_library.why;
 }
 #else
-ct_status ct_cublas_load(void)
-{
-    return ct_set_error(CT_ERR_UNSUPPORTED, "%s", ct_cublas_why());
-}
-
 const char *ct_cublas_why(void)
 {
     return "this build has no cuBLAS (cublas_v2.h was not found); the linear layers run "
@@ -129,26 +113,28 @@ static void load_cudnn(void)
     lib->loaded = true;
 }
 
-ct_status ct_cudnn_load(void)
-{
-    pthread_once(&cudnn_library.once, load_cudnn);
-    return answer(&cudnn_library);
-}
-
 const char *ct_cudnn_why(void)
 {
     pthread_once(&cudnn_library.once, load_cudnn);
     return cudnn_library.loaded ? NULL : cudnn_library.why;
 }
 #else
-ct_status ct_cudnn_load(void)
-{
-    return ct_set_error(CT_ERR_UNSUPPORTED, "%s", ct_cudnn_why());
-}
-
 const char *ct_cudnn_why(void)
 {
     return "this build has no cuDNN (cudnn.h was not found); convolution and pooling run "
            "cuttle's own kernels";
 }
 #endif
+
+/* Both answer from the reason, which the first call finds out. */
+ct_status ct_cublas_load(void)
+{
+    const char *why = ct_cublas_why();
+    return why ? ct_set_error(CT_ERR_UNSUPPORTED, "%s", why) : CT_OK;
+}
+
+ct_status ct_cudnn_load(void)
+{
+    const char *why = ct_cudnn_why();
+    return why ? ct_set_error(CT_ERR_UNSUPPORTED, "%s", why) : CT_OK;
+}

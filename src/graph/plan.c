@@ -237,8 +237,9 @@ static ct_status find_host_nodes(ct_plan *plan)
     char names[256] = "";
     bool named[CT_OP_COUNT] = {false};
     int count = 0, n_named = 0;
-    for (int i = 0; i < plan->n_nodes; i++) {
-        const ct_tensor *t = plan->graph->nodes[i];
+    /* The training schedule holds the evaluation one (see the top). */
+    for (int i = 0; i < plan->n_schedule[CT_TRAIN]; i++) {
+        const ct_tensor *t = plan->schedule[CT_TRAIN][i];
         if (t->op == CT_OP_LEAF || t->op == CT_OP_VIEW || backend->iface->supports_op(backend, t))
             continue;
         if (backend->strict || !fallback || !fallback->iface->supports_op(fallback, t))
@@ -247,7 +248,7 @@ static ct_status find_host_nodes(ct_plan *plan)
                                 backend->strict ? " and is strict (ct_backend_set_strict)" : "");
         if (!plan->on_host && !(plan->on_host = calloc((size_t)plan->n_nodes, sizeof(bool))))
             return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
-        plan->on_host[i] = true;
+        plan->on_host[t->id] = true;
         count++;
         if (!named[t->op] && n_named++ < 6)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
