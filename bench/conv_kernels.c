@@ -1,10 +1,11 @@
 /*
- * Times the three CPU conv kernels on one shape: one JSON line per kernel.
+ * Times the CPU's convolution paths on one shape: one JSON line per path
+ * and kernel (forward, backward data, backward weight, forward with relu
+ * and 2x2 max pool), for each path that fits the shape: "direct" and
+ * "winograd" (AVX2; not with CT_CPU_SIMD=0) and "im2col" (any shape), so
+ * they stay comparable (docs/perf.md).
  *   conv_kernels [--batch N] [--in C] [--out O] [--size S] [--kernel K]
  *                [--pad P] [--stride T] [--reps R] [--threads T]
- * CT_CPU_SIMD=0 in the environment times the portable im2col + GEMM path
- * instead of the AVX2 direct or Winograd kernels, so both stay comparable (docs/perf.md).
- * "path" says which one ran: "direct-avx2", "winograd-avx2" or "im2col-gemm".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,56 @@ static float *random_floats(size_t count, unsigned seed)
         p[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
     }
     return p;
+}
+
+static const char *const PATHS[3] = {"direct", "winograd", "im2col"};
+
+/* direct (0) and Winograd (1) need AVX2 and their shapes; im2col runs any. */
+static int path_fits(int path, const ct_conv2d_shape *s)
+{
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (!ct_cpu_simd_avx2())
+        return 0;
+    return path == 0 ? ct_cpu_conv2d_direct_fits(s) : ct_cpu_conv2d_winograd_fits(s);
+#else
+    (void)path;
+    (void)s;
+    return 0;
+#endif
+}
+
+/* Kernel k (forward, backward data, backward weight, relu+maxpool) of a path. */
+static void run_kernel(int path, int k, const ct_conv2d_shape *s, const float *x, const float *w,
+                       const float *bias, const float *dy, float *y, float *dx, float *dw,
+                       float *pooled, void *workspace)
+{
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (path == 0) {
+        if (k == 0) ct_cpu_conv2d_direct_forward(s, x, w, bias, false, y, workspace);
+        else if (k == 1) ct_cpu_conv2d_direct_backward_data(s, dy, w, dx, workspace);
+        else if (k == 2) ct_cpu_conv2d_direct_backward_weight(s, x, dy, dw, workspace);
+        else ct_cpu_conv2d_direct_forward_relu_maxpool(s, x, w, bias, pooled, workspace);
+        return;
+    }
+    if (path == 1 && k < 3) {
+        if (k == 0) ct_cpu_conv2d_winograd_forward(s, x, w, bias, false, y, workspace);
+        else if (k == 1) ct_cpu_conv2d_winograd_backward_data(s, dy, w, dx, workspace);
+        else ct_cpu_conv2d_winograd_backward_weight(s, x, dy, dw, workspace);
+        return;
+    }
+    if (path == 1) { /* Winograd's fused pool is its relu forward, then the pool */
+        ct_pool2d_shape pool = {s->n_batch, s->out_channels, s->out_h, s->out_w, s->out_h / 2,
+                                s->out_w / 2, 2, 2, 2, 2, 0, 0, false};
+        ct_cpu_conv2d_winograd_forward(s, x, w, bias, true, y, workspace);
+        ct_cpu_maxpool2d_forward(&pool, y, pooled);
+        return;
+    }
+#endif
+    (void)path;
+    if (k == 0) ct_cpu_conv2d_forward(s, x, w, bias, y, workspace);
+    else if (k == 1) ct_cpu_conv2d_backward_data(s, dy, w, dx, workspace);
+    else if (k == 2) ct_cpu_conv2d_backward_weight(s, x, dy, dw, workspace);
+    else ct_cpu_conv2d_forward_relu_maxpool(s, x, w, bias, y, pooled, workspace);
 }
 
 int main(int argc, char **argv)
@@ -75,36 +126,25 @@ int main(int argc, char **argv)
     void *workspace = malloc(ct_cpu_conv2d_workspace(&s, ct_cpu_max_threads()) + 64);
     double *times = malloc(sizeof(double) * (size_t)reps);
     double flop = 2.0 * ny * in_c * kernel * kernel;
-    const char *path = "im2col-gemm";
-#ifdef CT_CPU_HAVE_AVX2_KERNELS
-    if (ct_cpu_simd_avx2() && ct_cpu_conv2d_direct_fits(&s))
-        path = "direct-avx2";
-    else if (ct_cpu_simd_avx2() && ct_cpu_conv2d_winograd_fits(&s))
-        path = "winograd-avx2";
-#endif
     const char *names[4] = {"forward", "backward_data", "backward_weight",
                             "forward_relu_maxpool"};
-    for (int k = 0; k < 4; k++) {
-        for (int rep = -reps / 10 - 1; rep < reps; rep++) {
-            double start = now_seconds();
-            if (k == 0)
-                ct_cpu_conv2d_forward(&s, x, w, bias, y, workspace);
-            else if (k == 1)
-                ct_cpu_conv2d_backward_data(&s, dy, w, dx, workspace);
-            else if (k == 2)
-                ct_cpu_conv2d_backward_weight(&s, x, dy, dw, workspace);
-            else
-                ct_cpu_conv2d_forward_relu_maxpool(&s, x, w, bias, y, pooled, workspace);
-            if (rep >= 0)
-                times[rep] = now_seconds() - start;
+    for (int path = 0; path < 3; path++) {
+        if (path < 2 && !path_fits(path, &s))
+            continue;
+        for (int k = 0; k < 4; k++) {
+            for (int rep = -reps / 10 - 1; rep < reps; rep++) {
+                double start = now_seconds();
+                run_kernel(path, k, &s, x, w, bias, dy, y, dx, dw, pooled, workspace);
+                if (rep >= 0)
+                    times[rep] = now_seconds() - start;
+            }
+            qsort(times, (size_t)reps, sizeof *times, compare_doubles);
+            double median = times[reps / 2];
+            printf("{\"kernel\": \"conv2d_%s\", \"path\": \"%s\", \"shape\": \"%dx%dx%dx%d -> "
+                   "%d k%d p%d s%d\", \"threads\": %d, \"median_us\": %.1f, \"gflops\": %.1f}\n",
+                   names[k], PATHS[path], batch, in_c, size, size, out_c, kernel, pad, stride,
+                   ct_cpu_max_threads(), 1e6 * median, flop / median * 1e-9);
         }
-        qsort(times, (size_t)reps, sizeof *times, compare_doubles);
-        double median = times[reps / 2];
-        printf("{\"kernel\": \"conv2d_%s\", \"path\": \"%s\", \"shape\": \"%dx%dx%dx%d -> %d k%d p%d "
-               "s%d\", \"threads\": %d, \"median_us\": %.1f, \"gflops\": %.1f}\n",
-               names[k], path, batch, in_c, size, size,
-               out_c, kernel, pad, stride, ct_cpu_max_threads(), 1e6 * median,
-               flop / median * 1e-9);
     }
     free(x); free(w); free(bias); free(dy); free(y); free(dx); free(dw); free(pooled);
     free(workspace);

@@ -292,10 +292,14 @@ CT_API ct_status ct_backend_release_cache(ct_backend *backend);
 /* Refuse allocations that would take in_use + cached past `bytes` (0: no
  * cap) with CT_ERR_MEMORY, as if the device were that small. */
 CT_API ct_status ct_backend_set_memory_limit(ct_backend *backend, size_t bytes);
-/* Which kernels run the ops that have two implementations (convolution,
- * linear, pooling forward): "native" (cuttle's own), "vendor" (cuDNN and
- * cuBLAS where the build has them) or "auto" (the default: the first run of
- * each node shape times both and keeps the faster).  Set before ct_plan_new. */
+/* Which implementation runs the ops that have several (convolution, linear,
+ * pooling forward): "native" (cuttle's own kernels, in the backend's order
+ * of preference: the CPU's default), "vendor" (cuDNN and cuBLAS where the
+ * build has them), "auto" (the CUDA default: the first run of each node
+ * shape times each and keeps the fastest), or the name of one
+ * implementation ("im2col", "winograd", "direct", "implicit_gemm", "cudnn",
+ * "cublas", ...), used wherever it can run the node.  A profile names what
+ * ran each node (ct_prof_record.kernel).  Set before ct_plan_new. */
 CT_API ct_status ct_backend_set_kernels(ct_backend *backend, const char *kernels);
 /* Let vendor kernels use TF32 tensor cores for f32 (faster, ~1e-3 relative
  * error).  Off by default, so that f32 results match the CPU's. */
@@ -404,6 +408,8 @@ CT_API const char *ct_prof_phase_name(ct_prof_phase phase); /* "forward", ... */
  * (CLOCK_MONOTONIC), in nanoseconds. */
 typedef struct ct_prof_record {
     const char *op;     /* "conv2d", "relu_bwd", ...: static */
+    const char *kernel; /* the implementation that ran it: "native", "winograd",
+                         * "cudnn", ... (ct_backend_set_kernels): static */
     const char *label;  /* the node: its name, or "%12 (relu)" */
     const char *shapes; /* "[64,1,28,28] [6,1,5,5] [6] -> [64,6,24,24]" */
     ct_prof_phase phase;

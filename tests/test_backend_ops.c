@@ -33,6 +33,7 @@
 #include "cpu/simd.h"
 #include "cuttle.h"
 #include "graph/backend.h"
+#include "graph/impl.h"
 #include "harness.h"
 #include "ops/ops.h"
 #ifdef CT_HAVE_CUDA
@@ -365,9 +366,10 @@ static const struct {
 /* ---- running an entry --------------------------------------------------------------- */
 
 typedef struct column {
-    const char *name;
+    char name[48];
     ct_backend *backend;
-    const char *kernels; /* NULL: the backend has no kernel choice */
+    const char *kernels; /* ct_backend_set_kernels: a mode or one implementation's name */
+    bool forced;         /* kernels names one implementation: run only where it applies */
 } column;
 
 static ct_backend *reference_backend;
@@ -483,13 +485,29 @@ static void report(const char *label)
     harness_case_failures = 0;
 }
 
+/* Whether some node of g is one that implementation `name` of the backend
+ * runs (a forced column elsewhere would repeat another column's run). */
+static bool graph_runs_impl(const ct_graph *g, const ct_backend *backend, const char *name)
+{
+    for (int k = 0; k < g->n_nodes; k++) {
+        const ct_tensor *node = g->nodes[k];
+        const ct_impl *const *list = NULL;
+        int count = ct_impl_list(backend, node->op, &list);
+        for (int i = 0; i < count; i++)
+            if (strcmp(list[i]->name, name) == 0 &&
+                (!list[i]->supports || list[i]->supports(backend, node)))
+                return true;
+    }
+    return false;
+}
+
 /* The reference run, then each column against it: one line per column. */
 static void run_entry_mode(const entry *e, ct_graph *g, const tracked *t, ct_mode mode,
                            const column *columns, int n_columns)
 {
     const char *mode_name = mode == CT_TRAIN ? "train" : "eval";
     double tol = e->tol > 0 ? e->tol : TOL_F32;
-    char label[160];
+    char label[1024];
     target targets[MAX_TARGETS];
     harness_case_failures = 0;
     int n = collect_targets(g, t, mode, targets);
@@ -512,8 +530,9 @@ static void run_entry_mode(const entry *e, ct_graph *g, const tracked *t, ct_mod
     }
     for (int c = 0; reference_ok && c < n_columns; c++) {
         const column *col = &columns[c];
-        if (col->kernels)
-            CHECK_OK(ct_backend_set_kernels(col->backend, col->kernels));
+        if (col->forced && !graph_runs_impl(g, col->backend, col->kernels))
+            continue;
+        CHECK_OK(ct_backend_set_kernels(col->backend, col->kernels));
         snprintf(label, sizeof label, "%s/%s/%s", e->name, col->name, mode_name);
         ct_plan *plan = plan_with_data(col->backend, g, t);
         if (plan)
@@ -535,6 +554,7 @@ static tracked tracks[N_ENTRIES];
 static uint64_t covered_by[CT_OP_COUNT]; /* bit i: entry i's graph has a node of the op */
 
 #define MAX_BACKENDS 2
+#define MAX_COLUMNS 12
 static bool supported[MAX_BACKENDS][CT_OP_COUNT];
 
 /* Build every entry once, check that it holds the ops it is for, and note
@@ -551,7 +571,7 @@ static void scan_entries(ct_backend *const *backends, int n_backends)
             const ct_tensor *node = graphs[i]->nodes[k];
             covered_by[node->op] |= 1ull << i;
             for (int b = 0; b < n_backends; b++)
-                supported[b][node->op] |= backends[b]->iface->supports_op(backends[b], node);
+                supported[b][node->op] |= ct_impl_supported(backends[b], node);
         }
         for (int k = 0; k < MAX_COVERS && entries[i].covers[k] != CT_OP_LEAF; k++) {
             ct_op op = entries[i].covers[k];
@@ -566,7 +586,7 @@ static void scan_entries(ct_backend *const *backends, int n_backends)
         const ct_tensor *node = ct_graph_add_node(probe, (ct_op)op, CT_F32, 1, (int64_t[]){1},
                                                   0, NULL);
         for (int b = 0; node && b < n_backends; b++)
-            supported[b][op] = backends[b]->iface->supports_op(backends[b], node);
+            supported[b][op] = ct_impl_supported(backends[b], node);
     }
     ct_graph_free(probe);
 }
@@ -612,6 +632,51 @@ static void check_coverage(int b, const char *backend_name)
 
 /* ---- main -------------------------------------------------------------------------------- */
 
+/* Every implementation in the backend's table ran in some column, unless
+ * it cannot run here (not ready: CT_CPU_SIMD=0, a CPU without AVX2, a
+ * vendor library missing) or its op is on the exception list. */
+static void check_impls_ran(const ct_backend *backend, const char *backend_name)
+{
+    for (int op = 0; op < CT_OP_COUNT; op++) {
+        bool elsewhere = false;
+        const ct_impl *const *list = NULL;
+        int count = ct_impl_list(backend, (ct_op)op, &list);
+        for (int i = 0; i < count && !exception_for(op, &elsewhere); i++)
+            CHECK(ct_impl_has_run(backend, (ct_op)op, i) ||
+                      (list[i]->ready && !list[i]->ready(backend)),
+                  "op %s: implementation '%s' of the %s backend never ran: give it a case",
+                  ct_op_name((ct_op)op), list[i]->name, backend_name);
+    }
+}
+
+/* One column per kernel mode, and one per implementation that no mode
+ * reaches first (forced by name: cpu-im2col, cuda-implicit_gemm, ...). */
+static int add_columns(column *columns, int n, ct_backend *backend, const char *device,
+                       const char *const *modes, int n_modes)
+{
+    bool vendor_column = false;
+    for (int m = 0; m < n_modes; m++) {
+        vendor_column |= strcmp(modes[m], "vendor") == 0;
+        columns[n] = (column){.backend = backend, .kernels = modes[m]};
+        snprintf(columns[n++].name, sizeof columns[0].name, "%s-%s", device, modes[m]);
+    }
+    for (int op = 0; op < CT_OP_COUNT; op++) {
+        const ct_impl *const *list = NULL;
+        int count = ct_impl_list(backend, (ct_op)op, &list);
+        for (int i = 1; i < count; i++) {
+            bool listed = list[i]->kind == CT_IMPL_VENDOR && vendor_column;
+            for (int c = 0; c < n && !listed; c++)
+                listed = columns[c].backend == backend && columns[c].forced &&
+                         strcmp(columns[c].kernels, list[i]->name) == 0;
+            if (listed || n == MAX_COLUMNS)
+                continue;
+            columns[n] = (column){.backend = backend, .kernels = list[i]->name, .forced = true};
+            snprintf(columns[n++].name, sizeof columns[0].name, "%s-%s", device, list[i]->name);
+        }
+    }
+    return n;
+}
+
 int main(void)
 {
     ct_backend *cpu = NULL, *gpu = NULL;
@@ -621,8 +686,10 @@ int main(void)
         report("cpu_backends");
         return harness_finish();
     }
-    column columns[3] = {{"cpu", cpu, NULL}};
-    int n_columns = 1;
+    column columns[MAX_COLUMNS];
+    static const char *const cpu_modes[] = {"native", "auto"};
+    static const char *const gpu_modes[] = {"native", "vendor"};
+    int n_columns = add_columns(columns, 0, cpu, "cpu", cpu_modes, 2);
     ct_backend *backends[MAX_BACKENDS] = {cpu};
     int n_backends = 1;
     printf("# reference: %s, portable kernels\n", ct_backend_name(reference_backend));
@@ -630,8 +697,7 @@ int main(void)
 #ifdef CT_HAVE_CUDA
         CHECK_OK(ct_cuda_backend_poison(gpu, true));
 #endif
-        columns[n_columns++] = (column){"cuda-native", gpu, "native"};
-        columns[n_columns++] = (column){"cuda-vendor", gpu, "vendor"};
+        n_columns = add_columns(columns, n_columns, gpu, "cuda", gpu_modes, 2);
         backends[n_backends++] = gpu;
         printf("# cuda: %s\n", ct_backend_name(gpu));
     } else {
@@ -641,6 +707,8 @@ int main(void)
             report("cuda_available (CT_REQUIRE_GPU is set)");
         }
     }
+    for (int c = 0; c < n_columns; c++)
+        printf("# column %s\n", columns[c].name);
     scan_entries(backends, n_backends);
     report("entries_build_and_hold_their_ops");
     print_coverage();
@@ -658,6 +726,12 @@ int main(void)
             if (modes & (1u << mode))
                 run_entry_mode(&entries[i], graphs[i], &tracks[i], (ct_mode)mode, columns,
                                n_columns);
+    }
+    check_impls_ran(cpu, "cpu");
+    report("every_implementation_ran/cpu");
+    if (gpu) {
+        check_impls_ran(gpu, "cuda");
+        report("every_implementation_ran/cuda");
     }
     for (int i = 0; i < N_ENTRIES; i++)
         ct_graph_free(graphs[i]);

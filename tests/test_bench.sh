@@ -79,7 +79,12 @@ for op in ops:
 conv = [op for op in ops if op["op"] == "conv2d"]
 # conv1 + conv2 of SimpleCNN at batch 16, weights and biases, per step
 flops = 16 * (2 * 6 * 24 * 24 * 25 + 6 * 24 * 24 + 2 * 16 * 8 * 8 * 150 + 16 * 8 * 8)
-assert conv and conv[0]["flops"] == flops * profile["steps"], (conv, flops)
+assert conv and sum(op["flops"] for op in conv) == flops * profile["steps"], (conv, flops)
+# each row names the implementation that ran it: one of the CPU's conv paths
+kernels = {"direct", "winograd", "im2col"} if "cuda" not in profile["device"] else \
+    {"direct", "implicit_gemm", "cudnn"}
+assert all(op["kernel"] in kernels for op in conv), conv
+assert all(op["kernel"] for op in ops), ops
 PY
 }
 
@@ -122,11 +127,22 @@ for s in steps:  # every node of a step lies inside it
 PY
 result profile_trace_is_chrome_json $?
 
+# --kernels NAME runs that implementation where it can: every conv2d row says im2col.
+"$cuttle" profile --kernels im2col --batch 8 --steps 1 --warmup 0 --json \
+    > "$tmp/im2col.json" 2> "$tmp/err" &&
+    "$python" - "$tmp/im2col.json" <<'PY'
+import json, sys
+ops = json.load(open(sys.argv[1]))["ops"]
+conv = [op for op in ops if op["op"].startswith("conv2d")]
+assert conv and all(op["kernel"] == "im2col" for op in conv), conv
+PY
+result profile_kernels_forces_an_implementation $?
+
 # Bad command lines: exit status 2 and a message, for both commands.
 bad=0
 for command in bench profile; do
     for options in "--batch 0" "--input 3x32" "--input 3x32x0" "--mode fly" "--model nope" \
-        "--steps -1" "--unknown" "--threads 2 --device cpu:3" "--device tpu" "--json=1"; do
+        "--steps -1" "--unknown" "--threads 2 --device cpu:3" "--device tpu" "--json=1" "--kernels magic"; do
         "$cuttle" $command $options > /dev/null 2> "$tmp/err"
         status=$?
         if [ "$status" -ne 2 ] || [ ! -s "$tmp/err" ]; then

@@ -3,7 +3,7 @@
  * and against naive double-precision loops written here: the direct
  * convolution (forward, backward data, backward weight) on random shapes
  * with odd sizes, and max pooling 2x2 backward with ties and NaNs.  Each
- * case runs twice, fast kernels allowed and forced off (ct_cpu_simd_set).
+ * case runs on its fast path and on im2col + GEMM, each called by name.
  * Tolerance: 1e-5 relative to the reference's largest magnitude (fp32 sums
  * of up to 400 products in a different order than the double reference).
  * On a CPU without AVX2 the fast cases say so and pass on the portable path.
@@ -21,6 +21,7 @@
 #include "cpu/simd.h"
 #include "cpu/threads.h"
 #include "graph/backend.h"
+#include "graph/impl.h"
 #include "harness.h"
 
 static const double TOLERANCE = 1e-5;
@@ -67,6 +68,51 @@ static ct_conv2d_shape fast_conv_shape(const fast_conv_case *c)
     return s;
 }
 
+/* The CPU's three convolution paths, called by name (the CPU's op table,
+ * cpu/table.c, is what prefers one for a shape; here each runs the cases
+ * it is for).  Without AVX2 kernels in the build every path is im2col. */
+typedef enum conv_path { PATH_IM2COL, PATH_DIRECT, PATH_WINOGRAD } conv_path;
+static const char *const PATH_NAMES[] = {"im2col", "direct", "winograd"};
+
+static void conv_forward_on(conv_path path, const ct_conv2d_shape *s, const float *x,
+                            const float *w, const float *bias, bool relu, float *y,
+                            void *workspace)
+{
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (path == PATH_DIRECT && ct_cpu_simd_avx2()) {
+        ct_cpu_conv2d_direct_forward(s, x, w, bias, relu, y, workspace);
+        return;
+    }
+    if (path == PATH_WINOGRAD && ct_cpu_simd_avx2()) {
+        ct_cpu_conv2d_winograd_forward(s, x, w, bias, relu, y, workspace);
+        return;
+    }
+#endif
+    (void)path;
+    (relu ? ct_cpu_conv2d_forward_relu : ct_cpu_conv2d_forward)(s, x, w, bias, y, workspace);
+}
+
+static void conv_backward_on(conv_path path, const ct_conv2d_shape *s, const float *x,
+                             const float *w, const float *dy, float *dx, float *dw,
+                             void *workspace)
+{
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (path == PATH_DIRECT && ct_cpu_simd_avx2()) {
+        ct_cpu_conv2d_direct_backward_data(s, dy, w, dx, workspace);
+        ct_cpu_conv2d_direct_backward_weight(s, x, dy, dw, workspace);
+        return;
+    }
+    if (path == PATH_WINOGRAD && ct_cpu_simd_avx2()) {
+        ct_cpu_conv2d_winograd_backward_data(s, dy, w, dx, workspace);
+        ct_cpu_conv2d_winograd_backward_weight(s, x, dy, dw, workspace);
+        return;
+    }
+#endif
+    (void)path;
+    ct_cpu_conv2d_backward_data(s, dy, w, dx, workspace);
+    ct_cpu_conv2d_backward_weight(s, x, dy, dw, workspace);
+}
+
 /* The double references: y = conv(x, w) + bias, dx, dw by the chain rule. */
 static void reference_conv(const ct_conv2d_shape *s, const float *x, const float *w,
                            const float *bias, const float *dy, double *y, double *dx, double *dw)
@@ -99,8 +145,9 @@ static void reference_conv(const ct_conv2d_shape *s, const float *x, const float
                 }
 }
 
-/* One case on the current path: errors of y, dx, dw against the reference. */
-static void check_conv_case(const fast_conv_case *c, int index, bool fast, double tolerance)
+/* One case on one path: errors of y, dx, dw against the reference. */
+static void check_conv_case(const fast_conv_case *c, int index, conv_path path,
+                            double tolerance)
 {
     ct_conv2d_shape s = fast_conv_shape(c);
     int64_t nx = (int64_t)s.n_batch * s.in_channels * s.in_h * s.in_w;
@@ -114,22 +161,19 @@ static void check_conv_case(const fast_conv_case *c, int index, bool fast, doubl
     size_t bytes = ct_cpu_conv2d_workspace(&s, ct_cpu_max_threads());
     float *workspace = nan_floats((int64_t)(bytes / sizeof(float)));
     reference_conv(&s, x, w, bias, dy, ref_y, ref_dx, ref_dw);
-    ct_cpu_simd_set(fast);
-    ct_cpu_conv2d_forward(&s, x, w, bias, y, workspace);
-    ct_cpu_conv2d_backward_data(&s, dy, w, dx, workspace);
-    ct_cpu_conv2d_backward_weight(&s, x, dy, dw, workspace);
-    ct_cpu_simd_set(true);
-    const char *path = fast ? "avx2" : "portable";
+    conv_forward_on(path, &s, x, w, bias, false, y, workspace);
+    conv_backward_on(path, &s, x, w, dy, dx, dw, workspace);
+    const char *path_name = PATH_NAMES[path];
     double err = harness_rel_err_f64(y, ref_y, ny);
-    CHECK(err <= tolerance, "case %d %s forward: rel err %g", index, path, err);
+    CHECK(err <= tolerance, "case %d %s forward: rel err %g", index, path_name, err);
     if (getenv("CT_TEST_VERBOSE"))
-        fprintf(stderr, "  case %d %s: forward %.2g", index, path, err);
+        fprintf(stderr, "  case %d %s: forward %.2g", index, path_name, err);
     err = harness_rel_err_f64(dx, ref_dx, nx);
-    CHECK(err <= tolerance, "case %d %s backward data: rel err %g", index, path, err);
+    CHECK(err <= tolerance, "case %d %s backward data: rel err %g", index, path_name, err);
     if (getenv("CT_TEST_VERBOSE"))
         fprintf(stderr, ", data %.2g", err);
     err = harness_rel_err_f64(dw, ref_dw, nw);
-    CHECK(err <= tolerance, "case %d %s backward weight: rel err %g", index, path, err);
+    CHECK(err <= tolerance, "case %d %s backward weight: rel err %g", index, path_name, err);
     if (getenv("CT_TEST_VERBOSE"))
         fprintf(stderr, ", weight %.2g\n", err);
     free(x); free(w); free(bias); free(dy); free(y); free(dx); free(dw);
@@ -154,14 +198,14 @@ static void direct_conv_takes_the_cases(void)
 static void direct_conv_matches_reference(void)
 {
     for (int i = 0; i < N_FAST_CONV_CASES; i++) {
-        check_conv_case(&FAST_CONV_CASES[i], i, true, TOLERANCE);
-        check_conv_case(&FAST_CONV_CASES[i], i, false, TOLERANCE);
+        check_conv_case(&FAST_CONV_CASES[i], i, PATH_DIRECT, TOLERANCE);
+        check_conv_case(&FAST_CONV_CASES[i], i, PATH_IM2COL, TOLERANCE);
     }
 }
 
 /* 1, 2 and 3 threads give the same bits (the direct kernels cut the batch
  * into fixed chunks; Winograd gives each GEMM and transform to one thread). */
-static void conv_same_bits_for_any_thread_count(const fast_conv_case *c)
+static void conv_same_bits_for_any_thread_count(const fast_conv_case *c, conv_path path)
 {
     ct_conv2d_shape s = fast_conv_shape(c);
     int64_t nx = (int64_t)s.n_batch * s.in_channels * s.in_h * s.in_w;
@@ -176,9 +220,8 @@ static void conv_same_bits_for_any_thread_count(const fast_conv_case *c)
         out[run][0] = nan_floats(ny);
         out[run][1] = nan_floats(nx);
         out[run][2] = nan_floats(nw);
-        ct_cpu_conv2d_forward(&s, x, w, NULL, out[run][0], workspace);
-        ct_cpu_conv2d_backward_data(&s, dy, w, out[run][1], workspace);
-        ct_cpu_conv2d_backward_weight(&s, x, dy, out[run][2], workspace);
+        conv_forward_on(path, &s, x, w, NULL, false, out[run][0], workspace);
+        conv_backward_on(path, &s, x, w, dy, out[run][1], out[run][2], workspace);
         free(workspace);
     }
     ct_cpu_set_threads(saved);
@@ -195,7 +238,7 @@ static void conv_same_bits_for_any_thread_count(const fast_conv_case *c)
 
 static void direct_conv_same_bits_for_any_thread_count(void)
 {
-    conv_same_bits_for_any_thread_count(&FAST_CONV_CASES[3]);
+    conv_same_bits_for_any_thread_count(&FAST_CONV_CASES[3], PATH_DIRECT);
 }
 
 /* ---- Winograd convolution ------------------------------------------------- */
@@ -242,15 +285,15 @@ static void winograd_takes_the_cases(void)
 static void winograd_matches_reference(void)
 {
     for (int i = 0; i < N_WINOGRAD_CASES; i++) {
-        check_conv_case(&WINOGRAD_CASES[i], i, true, WINOGRAD_TOLERANCE);
-        check_conv_case(&WINOGRAD_CASES[i], i, false, TOLERANCE);
+        check_conv_case(&WINOGRAD_CASES[i], i, PATH_WINOGRAD, WINOGRAD_TOLERANCE);
+        check_conv_case(&WINOGRAD_CASES[i], i, PATH_IM2COL, TOLERANCE);
     }
 }
 
 static void winograd_same_bits_for_any_thread_count(void)
 {
-    conv_same_bits_for_any_thread_count(&WINOGRAD_CASES[1]);
-    conv_same_bits_for_any_thread_count(&WINOGRAD_CASES[6]);
+    conv_same_bits_for_any_thread_count(&WINOGRAD_CASES[1], PATH_WINOGRAD);
+    conv_same_bits_for_any_thread_count(&WINOGRAD_CASES[6], PATH_WINOGRAD);
 }
 
 /* ---- average pooling 2x2 ------------------------------------------------------ */
@@ -380,21 +423,28 @@ static void fused_relu_kernels_same_bits(void)
             x[nx / 2] = NAN;
             float *y = nan_floats(ny), *y_fused = nan_floats(ny);
             void *workspace = malloc(ct_cpu_conv2d_workspace(&s, ct_cpu_max_threads()));
-            ct_cpu_conv2d_forward(&s, x, w, bias, y, workspace);
+            conv_path path = fast ? PATH_DIRECT : PATH_IM2COL;
+            conv_forward_on(path, &s, x, w, bias, false, y, workspace);
             ct_cpu_relu_forward(ny, y, y);
-            ct_cpu_conv2d_forward_relu(&s, x, w, bias, y_fused, workspace);
+            conv_forward_on(path, &s, x, w, bias, true, y_fused, workspace);
             CHECK(memcmp(y, y_fused, sizeof(float) * (size_t)ny) == 0,
-                  "conv case %d (%s): fused relu differs", index, fast ? "avx2" : "portable");
+                  "conv case %d (%s): fused relu differs", index, PATH_NAMES[path]);
             /* ... and conv+relu+maxpool 2x2 equals maxpool of that */
             ct_pool2d_shape pool = {s.n_batch, s.out_channels, s.out_h, s.out_w, s.out_h / 2,
                                     s.out_w / 2, 2, 2, 2, 2, 0, 0, false};
             int64_t np = (int64_t)s.n_batch * s.out_channels * (s.out_h / 2) * (s.out_w / 2);
             float *pooled = nan_floats(np), *pooled_fused = nan_floats(np);
             ct_cpu_maxpool2d_forward(&pool, y, pooled);
-            ct_cpu_conv2d_forward_relu_maxpool(&s, x, w, bias, y_fused, pooled_fused, workspace);
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+            if (path == PATH_DIRECT && ct_cpu_simd_avx2())
+                ct_cpu_conv2d_direct_forward_relu_maxpool(&s, x, w, bias, pooled_fused,
+                                                          workspace);
+            else
+#endif
+                ct_cpu_conv2d_forward_relu_maxpool(&s, x, w, bias, y_fused, pooled_fused,
+                                                   workspace);
             CHECK(memcmp(pooled, pooled_fused, sizeof(float) * (size_t)np) == 0,
-                  "conv case %d (%s): fused relu+maxpool differs", index,
-                  fast ? "avx2" : "portable");
+                  "conv case %d (%s): fused relu+maxpool differs", index, PATH_NAMES[path]);
             free(pooled); free(pooled_fused);
             free(x); free(w); free(bias); free(y); free(y_fused); free(workspace);
         }
@@ -527,14 +577,16 @@ static bool bytes_overlap(const ct_exec *exec, const ct_tensor *a, const ct_tens
     return pa < pb + ct_tensor_bytes((ct_tensor *)b) && pb < pa + ct_tensor_bytes((ct_tensor *)a);
 }
 
-static ct_status spy_run_node(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
+static ct_status spy_run_node(ct_backend *backend, const ct_exec *exec, const ct_tensor *node,
+                              const ct_impl *impl)
 {
     const ct_tensor *pool = exec->pool_into ? exec->pool_into[node->id] : NULL;
     if (pool) {
         spy_fused++;
         spy_overlaps += bytes_overlap(exec, node->src[0], pool) + bytes_overlap(exec, node, pool);
     }
-    return spied_iface->run_node(backend, exec, node);
+    return spied_iface->run_node ? spied_iface->run_node(backend, exec, node, impl)
+                                 : impl->run(backend, exec, node);
 }
 
 static void plan_eval_pool_fusion_keeps_input_apart(void)

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "cuttle.h"
+#include "graph/impl.h"
 #include "harness.h"
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h> /* the emulator's defines CUDA_EMU and cuda_emu_fail */
@@ -458,7 +459,7 @@ typedef struct op_run {
  * kernels, which give right answers and would hide the bug. */
 static void check_no_fallback(int before, const char *kernels)
 {
-    int after = ct_cuda_vendor_fallbacks(gpu_backend);
+    int after = gpu_backend->vendor_failures;
     CHECK(after == before, "%d vendor call(s) failed and fell back to native kernels (%s mode)",
           after - before, kernels);
 }
@@ -466,7 +467,7 @@ static void check_no_fallback(int before, const char *kernels)
 static void op_case(const void *arg)
 {
     const op_run *run = arg;
-    int fallbacks = ct_cuda_vendor_fallbacks(gpu_backend);
+    int fallbacks = gpu_backend->vendor_failures;
     CHECK_OK(ct_backend_set_kernels(gpu_backend, run->kernels));
     CHECK_OK(ct_backend_set_tf32(gpu_backend, run->tf32));
     double tol = run->tf32 ? tf32_tolerance(run->c->reduction) : TOL_F32;
@@ -478,7 +479,7 @@ static void op_case(const void *arg)
 
 static void simplecnn_step(const void *arg)
 {
-    int fallbacks = ct_cuda_vendor_fallbacks(gpu_backend);
+    int fallbacks = gpu_backend->vendor_failures;
     CHECK_OK(ct_backend_set_kernels(gpu_backend, arg));
     CHECK_OK(ct_backend_set_tf32(gpu_backend, false));
     compare_on_backends(build_simplecnn, 1, TOL_TRAINING);
@@ -690,8 +691,8 @@ static void missing_ops_run_on_the_cpu(const void *arg)
     CHECK_OK(ct_backend_new("cuda", &picky));
     CHECK_OK(poison_gpu_memory(picky));
     CHECK_OK(ct_backend_set_kernels(picky, "native"));
-    CHECK_OK(ct_cuda_backend_refuse(picky, CT_OP_MAXPOOL2D));
-    CHECK_OK(ct_cuda_backend_refuse(picky, CT_OP_SGD_UPDATE));
+    CHECK_OK(ct_backend_refuse(picky, CT_OP_MAXPOOL2D));
+    CHECK_OK(ct_backend_refuse(picky, CT_OP_SGD_UPDATE));
     gpu_backend = picky;
     compare_on_backends(build_simplecnn, 2, TOL_TRAINING);
     CHECK_OK(ct_backend_set_strict(picky, true));
@@ -715,12 +716,12 @@ static void missing_ops_run_on_the_cpu(const void *arg)
 static void vendor_failure_falls_back_once(const void *arg)
 {
     (void)arg;
-    int fallbacks = ct_cuda_vendor_fallbacks(gpu_backend);
+    int fallbacks = gpu_backend->vendor_failures;
     cuda_emu_fail("cudnnConvolutionForward");
     CHECK_OK(ct_backend_set_kernels(gpu_backend, "vendor"));
     compare_on_backends(build_conv_3x3, 3, TOL_F32);
-    CHECK(ct_cuda_vendor_fallbacks(gpu_backend) == fallbacks + 1,
-          "%d fallbacks counted for one failing shape", ct_cuda_vendor_fallbacks(gpu_backend) - fallbacks);
+    CHECK(gpu_backend->vendor_failures == fallbacks + 1,
+          "%d fallbacks counted for one failing shape", gpu_backend->vendor_failures - fallbacks);
     CHECK(cuda_emu_failures("cudnnConvolutionForward") == 1,
           "cudnnConvolutionForward failed %d times: a failing shape is retried",
           cuda_emu_failures("cudnnConvolutionForward"));

@@ -270,6 +270,47 @@ static int check_trace_events(const ct_json_value *events)
     return n_complete;
 }
 
+/* Each record names the implementation that ran its node (graph/impl.h):
+ * the CPU's preferred conv path by default, im2col when it is asked for by
+ * name; an unknown name is refused with the names there are. */
+static const char *conv_kernel(const ct_plan *plan)
+{
+    ct_profile p;
+    CHECK_OK(ct_plan_run((ct_plan *)plan, CT_TRAIN));
+    CHECK_OK(ct_plan_profile(plan, &p));
+    const char *kernel = NULL;
+    for (int i = 0; i < p.n_records; i++) {
+        CHECK(p.records[i].kernel && *p.records[i].kernel, "record %d (%s): no kernel", i,
+              p.records[i].op);
+        if (strcmp(p.records[i].op, "conv2d") == 0)
+            kernel = p.records[i].kernel;
+        else if (strcmp(p.records[i].op, "relu_bwd") == 0)
+            CHECK(strcmp(p.records[i].kernel, "native") == 0, "relu_bwd ran '%s'",
+                  p.records[i].kernel);
+    }
+    return kernel ? kernel : "(none)";
+}
+
+static void test_records_name_the_kernel(void)
+{
+    fixture f;
+    if (!fixture_new(&f, "cpu:1"))
+        return;
+    CHECK_OK(ct_plan_set_profiling(f.plan, true));
+    const char *kernel = conv_kernel(f.plan);
+    CHECK(strcmp(kernel, "direct") == 0 || strcmp(kernel, "im2col") == 0,
+          "SimpleCNN's first conv ran '%s' (direct with AVX2, else im2col)", kernel);
+    CHECK_OK(ct_backend_set_kernels(f.backend, "im2col"));
+    kernel = conv_kernel(f.plan);
+    CHECK(strcmp(kernel, "im2col") == 0, "asked for im2col, ran '%s'", kernel);
+    CHECK(ct_backend_set_kernels(f.backend, "magic") == CT_ERR_ARG, "an unknown kernel name");
+    CHECK(strstr(ct_last_error(), "'magic'") && strstr(ct_last_error(), "winograd"),
+          "message: %s", ct_last_error());
+    CHECK(ct_backend_set_kernels(f.backend, "vendor") == CT_ERR_UNSUPPORTED,
+          "vendor kernels on the CPU");
+    fixture_free(&f);
+}
+
 static void test_trace_is_chrome_json(void)
 {
     fixture f;
@@ -326,6 +367,7 @@ int main(void)
     RUN(test_records_cover_the_step);
     RUN(test_flops_follow_the_formulas);
     RUN(test_device_timer_hook);
+    RUN(test_records_name_the_kernel);
     RUN(test_trace_is_chrome_json);
     return harness_finish();
 }

@@ -1,8 +1,9 @@
 /*
  * cuttle profile: where a step's time goes.  Runs warm-up steps, then N
  * steps with the plan's profiler on (ct_plan_set_profiling), and prints per
- * phase (forward, backward, optimizer) one row per op: calls, total and
- * mean time, share of the measured step time, and the GFLOP/s and GB/s
+ * phase (forward, backward, optimizer) one row per op and implementation
+ * that ran it ("winograd", "cudnn", ...; ct_backend_set_kernels): calls,
+ * total and mean time, share of the measured step time, and the GFLOP/s and GB/s
  * that the estimated FLOPs and bytes of the op (src/ops/cost.c) give.  The
  * nodes' times must add up to the step time measured around ct_plan_run;
  * the last line says how closely they do.  --trace writes every profiled
@@ -28,6 +29,7 @@ typedef struct profile_options {
 typedef struct op_row {
     ct_prof_phase phase;
     const char *op;
+    const char *kernel;
     long calls;
     int64_t total_ns;
     double flops, bytes;
@@ -43,12 +45,13 @@ typedef struct profile_totals {
 static op_row *row_of(profile_totals *totals, const ct_prof_record *r)
 {
     for (int i = 0; i < totals->n_rows; i++)
-        if (totals->rows[i].phase == r->phase && strcmp(totals->rows[i].op, r->op) == 0)
+        if (totals->rows[i].phase == r->phase && strcmp(totals->rows[i].op, r->op) == 0 &&
+            strcmp(totals->rows[i].kernel, r->kernel) == 0)
             return &totals->rows[i];
     if (totals->n_rows == totals->capacity)
         return NULL;
     op_row *row = &totals->rows[totals->n_rows++];
-    *row = (op_row){.phase = r->phase, .op = r->op};
+    *row = (op_row){.phase = r->phase, .op = r->op, .kernel = r->kernel};
     return row;
 }
 
@@ -129,19 +132,20 @@ static void print_text(const profile_options *opts, const workload *w,
     workload_print_emulation_note(w);
     if (ct_backend_emulated(w->backend))
         printf("\n");
-    printf("%-24s %7s %10s %9s %7s %9s %8s\n", "phase / op", "calls", "total ms", "mean ms",
-           "share", "GFLOP/s", "GB/s");
+    printf("%-24s %-13s %7s %10s %9s %7s %9s %8s\n", "phase / op", "kernel", "calls",
+           "total ms", "mean ms", "share", "GFLOP/s", "GB/s");
     for (int i = 0; i < totals->n_rows; i++) {
         const op_row *row = &totals->rows[i];
         if (i == 0 || row->phase != totals->rows[i - 1].phase) {
             int64_t phase_ns = 0;
             for (int j = i; j < totals->n_rows && totals->rows[j].phase == row->phase; j++)
                 phase_ns += totals->rows[j].total_ns;
-            printf("%-24s %7s %10.3f %9s %6.1f%%\n", ct_prof_phase_name(row->phase), "",
+            printf("%-24s %-13s %7s %10.3f %9s %6.1f%%\n", ct_prof_phase_name(row->phase), "", "",
                    (double)phase_ns / NS_PER_MS, "",
                    100.0 * (double)phase_ns / (double)totals->step_ns);
         }
-        printf("  %-22s %7ld %10.3f %9.4f %6.1f%% %9.2f %8.2f\n", row->op, row->calls,
+        printf("  %-22s %-13s %7ld %10.3f %9.4f %6.1f%% %9.2f %8.2f\n", row->op, row->kernel,
+               row->calls,
                (double)row->total_ns / NS_PER_MS,
                (double)row->total_ns / NS_PER_MS / (double)row->calls,
                100.0 * (double)row->total_ns / (double)totals->step_ns,
@@ -171,10 +175,11 @@ static void print_json(const profile_options *opts, const workload *w,
            (double)totals->nodes_ns / NS_PER_MS / steps);
     for (int i = 0; i < totals->n_rows; i++) {
         const op_row *row = &totals->rows[i];
-        printf("%s{\"phase\": \"%s\", \"op\": \"%s\", \"calls\": %ld, \"total_ms\": %.4f, "
+        printf("%s{\"phase\": \"%s\", \"op\": \"%s\", \"kernel\": \"%s\", \"calls\": %ld, "
+               "\"total_ms\": %.4f, "
                "\"mean_ms\": %.5f, \"share\": %.5f, \"flops\": %.0f, \"bytes\": %.0f, "
                "\"gflops_per_s\": %.3f, \"gbytes_per_s\": %.3f}",
-               i ? ", " : "", ct_prof_phase_name(row->phase), row->op, row->calls,
+               i ? ", " : "", ct_prof_phase_name(row->phase), row->op, row->kernel, row->calls,
                (double)row->total_ns / NS_PER_MS,
                (double)row->total_ns / NS_PER_MS / (double)row->calls,
                (double)row->total_ns / (double)totals->step_ns, row->flops, row->bytes,

@@ -111,6 +111,9 @@ void workload_option_table(workload_options *opts, cli_option *out)
          "CPU threads, 0 for all cores (default 0)"},
         {"--strict-device", NULL, CLI_FLAG, &opts->strict_device, 0, 0, NULL,
          "refuse a model with ops the device cannot run (default: they run on the CPU)"},
+        {"--kernels", "K", CLI_TEXT, &opts->kernels, 0, 0, NULL,
+         "native, vendor, auto or one implementation (im2col, winograd, cudnn, ...); "
+         "default: native on the CPU, auto on CUDA"},
         {"--mode", "MODE", CLI_TEXT, &opts->mode, 0, 0, workload_modes,
          "train (forward, backward, SGD step) or infer (forward) (default train)"},
         {"--seed", "S", CLI_INT, &opts->seed, 0, 2147483647, NULL,
@@ -157,6 +160,10 @@ int workload_init(const char *command, const workload_options *opts, workload *w
         return status == CT_ERR_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
     }
     ct_backend_set_strict(w->backend, opts->strict_device);
+    if (opts->kernels && (status = ct_backend_set_kernels(w->backend, opts->kernels)) != CT_OK) {
+        cli_fail(command);
+        return status == CT_ERR_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
+    }
     if (ct_plan_new(w->graph, w->backend, (uint64_t)opts->seed, &w->plan) != CT_OK)
         return cli_fail(command);
     return write_batch(command, opts, w);

@@ -22,6 +22,7 @@ typedef struct workload_options {
     const char *model, *input, *device, *mode;
     long batch, classes, threads, seed;
     bool strict_device;
+    const char *kernels; /* NULL: the backend's default */
 } workload_options;
 
 /* simplecnn, 1x28x28, cpu, train, batch 64, 10 classes, seed 1. */
@@ -30,7 +31,7 @@ extern const workload_options workload_defaults;
 /* The options bench and profile share (--model, --batch, --input,
  * --classes, --device, --threads, --strict-device, --mode, --seed), bound to
  * opts, written to out[0..WORKLOAD_N_OPTIONS). */
-#define WORKLOAD_N_OPTIONS 9
+#define WORKLOAD_N_OPTIONS 10
 void workload_option_table(workload_options *opts, cli_option *out);
 
 typedef struct workload {

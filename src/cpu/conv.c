@@ -1,5 +1,8 @@
 /*
  * 2-D convolution on the CPU: im2col + GEMM, col2im for the data gradient.
+ * It runs any shape; the direct (conv_avx2.c) and Winograd
+ * (conv_winograd.c) kernels run the shapes they fit faster, and the CPU's
+ * op table (cpu/table.c) says which is preferred where.
  *
  * Per image and per group g (Cg = C/groups input channels, Og = O/groups
  * output channels, K = Cg*KH*KW, P = out_h*out_w):
@@ -38,6 +41,7 @@
 #include "core/error.h"
 #include "cpu/conv_direct.h"
 #include "cpu/conv_winograd.h"
+#include "cpu/simd.h"
 #include "cpu/kernels.h"
 #include "cpu/lanes.h"
 
@@ -225,37 +229,23 @@ static void conv_scatter(const ct_conv2d_shape *s, int n_images, const float *bu
     }
 }
 
-/* Which kernels run a convolution: the AVX2 direct ones (conv_avx2.c) for
- * few input channels, Winograd (conv_winograd.c) for the 3x3 layers they do
- * not take, im2col + GEMM for the rest and on CPUs without AVX2. */
-typedef enum conv_path { CONV_IM2COL, CONV_DIRECT, CONV_WINOGRAD } conv_path;
-
-static conv_path conv_choose(const ct_conv2d_shape *s)
+size_t ct_cpu_conv2d_im2col_workspace(const ct_conv2d_shape *s)
 {
-#ifdef CT_CPU_HAVE_AVX2_KERNELS
-    if (ct_cpu_simd_avx2() && ct_cpu_conv2d_direct_fits(s))
-        return CONV_DIRECT;
-    if (ct_cpu_simd_avx2() && ct_cpu_conv2d_winograd_fits(s))
-        return CONV_WINOGRAD;
-#else
-    (void)s;
-#endif
-    return CONV_IM2COL;
-}
-
-size_t ct_cpu_conv2d_workspace(const ct_conv2d_shape *s, int n_threads)
-{
-    /* im2col: one group's col matrix and [O, G*P] buffer, however many
-     * threads (see the top of the file) */
+    /* one group's col matrix and [O, G*P] buffer, however many threads
+     * (see the top of the file) */
     size_t group_columns = (size_t)conv_image_group(s) * s->out_h * s->out_w;
     size_t bytes = conv_is_pointwise(s) ? 0
                                         : sizeof(float) * (size_t)s->in_channels * s->kernel_h *
                                               s->kernel_w * group_columns;
     if (conv_image_group(s) > 1)
         bytes += sizeof(float) * (size_t)s->out_channels * group_columns;
+    return bytes;
+}
+
+size_t ct_cpu_conv2d_workspace(const ct_conv2d_shape *s, int n_threads)
+{
+    size_t bytes = ct_cpu_conv2d_im2col_workspace(s);
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
-    /* Room for the direct kernels whether or not the CPU takes them now, so
-     * that switching kernels (ct_cpu_simd_set) never outgrows a plan. */
     if (ct_cpu_conv2d_direct_fits(s)) {
         size_t direct = ct_cpu_conv2d_direct_workspace(s, n_threads);
         bytes = direct > bytes ? direct : bytes;
@@ -274,17 +264,6 @@ static void conv_forward(const ct_conv2d_shape *s, const float *x, const float *
                          const float *bias, bool relu, float *y, void *workspace)
 {
     conv_check_shape(s);
-#ifdef CT_CPU_HAVE_AVX2_KERNELS
-    conv_path path = conv_choose(s);
-    if (path == CONV_DIRECT) {
-        ct_cpu_conv2d_direct_forward(s, x, w, bias, relu, y, workspace);
-        return;
-    }
-    if (path == CONV_WINOGRAD) {
-        ct_cpu_conv2d_winograd_forward(s, x, w, bias, relu, y, workspace);
-        return;
-    }
-#endif
     int og = s->out_channels / s->groups, depth = conv_group_depth(s), group = conv_image_group(s);
     size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
     size_t out_plane = (size_t)s->out_h * s->out_w, y_image = s->out_channels * out_plane;
@@ -325,12 +304,6 @@ void ct_cpu_conv2d_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x
                                         const float *w, const float *bias, float *y,
                                         float *pooled, void *workspace)
 {
-#ifdef CT_CPU_HAVE_AVX2_KERNELS
-    if (conv_choose(s) == CONV_DIRECT) {
-        ct_cpu_conv2d_direct_forward_relu_maxpool(s, x, w, bias, pooled, workspace);
-        return;
-    }
-#endif
     conv_forward(s, x, w, bias, true, y, workspace);
     ct_pool2d_shape pool = {s->n_batch, s->out_channels, s->out_h, s->out_w, s->out_h / 2,
                             s->out_w / 2, 2, 2, 2, 2, 0, 0, false};
@@ -341,17 +314,6 @@ void ct_cpu_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy, cons
                                  float *dx, void *workspace)
 {
     conv_check_shape(s);
-#ifdef CT_CPU_HAVE_AVX2_KERNELS
-    conv_path path = conv_choose(s);
-    if (path == CONV_DIRECT) {
-        ct_cpu_conv2d_direct_backward_data(s, dy, w, dx, workspace);
-        return;
-    }
-    if (path == CONV_WINOGRAD) {
-        ct_cpu_conv2d_winograd_backward_data(s, dy, w, dx, workspace);
-        return;
-    }
-#endif
     int og = s->out_channels / s->groups, depth = conv_group_depth(s), group = conv_image_group(s);
     size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
     size_t out_plane = (size_t)s->out_h * s->out_w, y_image = s->out_channels * out_plane;
@@ -380,17 +342,6 @@ void ct_cpu_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x, con
                                    float *dw, void *workspace)
 {
     conv_check_shape(s);
-#ifdef CT_CPU_HAVE_AVX2_KERNELS
-    conv_path path = conv_choose(s);
-    if (path == CONV_DIRECT) {
-        ct_cpu_conv2d_direct_backward_weight(s, x, dy, dw, workspace);
-        return;
-    }
-    if (path == CONV_WINOGRAD) {
-        ct_cpu_conv2d_winograd_backward_weight(s, x, dy, dw, workspace);
-        return;
-    }
-#endif
     int og = s->out_channels / s->groups, depth = conv_group_depth(s), group = conv_image_group(s);
     size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
     size_t out_plane = (size_t)s->out_h * s->out_w, y_image = s->out_channels * out_plane;

@@ -34,10 +34,13 @@ void ct_cpu_gemm_native(bool trans_a, bool trans_b, int m, int n, int k, float a
 /* Names the GEMM in use: "openblas" or "native". */
 const char *ct_cpu_gemm_name(void);
 
-/* ---- conv.c ------------------------------------------------------------ */
+/* ---- conv.c: im2col + GEMM, any shape -------------------------------------- */
 
 /* y[n,o,h,w] = bias[o] + sum_{c,i,j} x[n, g*Cg+c, h*sh-ph+i*dh, w*sw-pw+j*dw] * w[o,c,i,j]
  * where g = o / (O/groups), Cg = C/groups; bias may be NULL. */
+size_t ct_cpu_conv2d_im2col_workspace(const ct_conv2d_shape *s);
+/* The most that any of the CPU's convolution paths (im2col, direct,
+ * Winograd) needs for the shape: for callers that run several. */
 size_t ct_cpu_conv2d_workspace(const ct_conv2d_shape *s, int n_threads);
 void ct_cpu_conv2d_forward(const ct_conv2d_shape *s, const float *x, const float *w,
                            const float *bias, float *y, void *workspace);
@@ -46,8 +49,9 @@ void ct_cpu_conv2d_forward_relu(const ct_conv2d_shape *s, const float *x, const 
                                 const float *bias, float *y, void *workspace);
 /* pooled = maxpool 2x2/2 (unpadded, floor) of relu(conv(x, w) + bias): the
  * inference forward of conv -> relu -> max pool in one pass.
- * pooled: [N, O, out_h/2, out_w/2].  y: [N, O, out_h, out_w] is scratch the
- * portable path computes the convolution in; the AVX2 path never touches it. */
+ * pooled: [N, O, out_h/2, out_w/2].  y: [N, O, out_h, out_w] is scratch
+ * the convolution is computed in (the direct kernel's version,
+ * ct_cpu_conv2d_direct_forward_relu_maxpool, needs none). */
 void ct_cpu_conv2d_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x,
                                         const float *w, const float *bias, float *y,
                                         float *pooled, void *workspace);

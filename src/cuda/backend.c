@@ -1,8 +1,8 @@
 /*
  * The CUDA backend: device memory from the caching allocator, one compute
- * stream that the backend owns, and one table that maps each op to its
- * native kernel (src/cuda/<family>.cu), with cuBLAS/cuDNN as the second
- * implementation of the ops that have one (vendor.h).
+ * stream that the backend owns, and its op table (table.c), which lists for
+ * each op its native kernels (src/cuda/<family>.cu) and, where there is
+ * one, the cuBLAS/cuDNN call (vendor.h).
  *
  * Synchronization: kernels are queued on the stream and run_node returns at
  * once; the host waits only where it needs results: ct_plan_read, the end
@@ -10,15 +10,13 @@
  * cross-entropy on the device) and ct_backend_synchronize.  Writes from
  * host memory are ordered on the same stream.
  *
- * Kernel choice per node (ct_backend_set_kernels):
- *   native: cuttle's kernels;  vendor: cuBLAS/cuDNN where built and able;
- *   auto:   the first run of each node shape runs both on the real data,
- *           times them with events (one warm-up, TUNE_REPS timed runs
- *           each) and remembers the faster by (op, shapes).  Tuning at the
- *           first run, not at plan time, measures real data in the real
- *           memory layout, and costs one synchronization per new shape.
- *           Every op tuned is a pure function of its inputs, so running
- *           it several times leaves the same output.
+ * Kernel choice (graph/impl.h) defaults to "auto": the first run of each
+ * node shape times its implementations on the real data with CUDA events
+ * (this backend's device clock) and keeps the fastest.  Tuning at the
+ * first run, not at plan time, measures real data in the real memory
+ * layout, and costs one synchronization per new shape.  Every op with
+ * several implementations is a pure function of its inputs, so running it
+ * several times leaves the same output.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +28,7 @@
 #include "cuda/cuda.h"
 #include "cuda/vendor_api.h"
 #include "cuda/kernels.h"
+#include "graph/impl.h"
 #include "ops/ops.h"
 
 /* NVTX v3 is header-only (it finds a profiler's injection library with
@@ -38,136 +37,10 @@
  * a few nanoseconds. */
 #include <nvtx3/nvToolsExt.h>
 
-enum { TUNE_REPS = 3, KEY_DIMS = 3 * CT_MAX_DIMS + 2 };
-
-static const char *const kernels_names[] = {"native", "vendor", "auto"};
 
 static cuda_backend *impl_of(const ct_backend *backend)
 {
     return backend->impl;
-}
-
-/* ---- vendor kernels and the auto choice --------------------------------------- */
-
-static bool vendor_can_run(const cuda_backend *b, const ct_tensor *node)
-{
-    return ct_cuda_blas_supports(b->blas, node) || ct_cuda_dnn_supports(b->dnn, node);
-}
-
-/* The node's op, TF32 setting, input/output shapes and conv/pool attributes. */
-static void node_key(const cuda_backend *b, const ct_tensor *node, int64_t *key)
-{
-    memset(key, 0, sizeof(((tuned *)0)->key));
-    key[0] = node->op;
-    key[1] = b->tf32;
-    for (int s = 0; s < 3; s++) {
-        const ct_tensor *t = s == 0 ? node : s <= node->n_src ? node->src[s - 1] : NULL;
-        for (int d = 0; t && d < t->ndim; d++)
-            key[2 + s * CT_MAX_DIMS + d] = t->shape[d];
-    }
-    key[KEY_DIMS] = node->n_src;
-    const ct_pool2d_shape *p = &node->attr.pool;
-    const ct_conv2d_shape *c = &node->attr.conv;
-    int64_t *extra = key + KEY_DIMS + 1;
-    if (node->op == CT_OP_MAXPOOL2D || node->op == CT_OP_AVGPOOL2D) {
-        int64_t fields[] = {p->kernel_h, p->kernel_w, p->stride_h, p->stride_w, p->pad_h,
-                            p->pad_w, p->exclude_pad};
-        memcpy(extra, fields, sizeof fields);
-    } else if (node->op == CT_OP_CONV2D || node->op == CT_OP_CONV2D_BWD_DATA ||
-               node->op == CT_OP_CONV2D_BWD_WEIGHT) {
-        int64_t fields[] = {c->kernel_h, c->kernel_w, c->stride_h,   c->stride_w, c->pad_h,
-                            c->pad_w,    c->dilation_h, c->dilation_w, c->groups};
-        memcpy(extra, fields, sizeof fields);
-    }
-}
-
-/* The record of the node's shape, made (zeroed) if new; NULL without memory. */
-static tuned *tuned_of(cuda_backend *b, const ct_tensor *node)
-{
-    int64_t key[CT_CUDA_KEY_INTS];
-    node_key(b, node, key);
-    for (int i = 0; i < b->n_choices; i++)
-        if (memcmp(b->choices[i].key, key, sizeof key) == 0)
-            return &b->choices[i];
-    if (b->n_choices == b->choices_capacity) {
-        int capacity = b->choices_capacity ? 2 * b->choices_capacity : 32;
-        tuned *grown = realloc(b->choices, sizeof *grown * (size_t)capacity);
-        if (!grown) {
-            ct_set_error(CT_ERR_MEMORY, "out of host memory for kernel choices");
-            return NULL;
-        }
-        b->choices = grown;
-        b->choices_capacity = capacity;
-    }
-    tuned *entry = &b->choices[b->n_choices++];
-    memset(entry, 0, sizeof *entry);
-    memcpy(entry->key, key, sizeof key);
-    return entry;
-}
-
-/* The vendor library for the node; when it fails (no algorithm for the
- * shape, or an error it returns), the native kernel runs instead, and the
- * shape keeps the native kernel from then on: a failing call is made once,
- * not every step.  An error the device reports later (a fault) is not
- * caught here: it is sticky and fails the step. */
-static ct_status run_vendor(cuda_backend *b, const ct_exec *e, const ct_tensor *node)
-{
-    ct_status status = ct_cuda_blas_supports(b->blas, node) ? ct_cuda_blas_run(b->blas, e, node)
-                                                             : ct_cuda_dnn_run(b->dnn, e, node);
-    if (status == CT_OK)
-        return CT_OK;
-    tuned *entry = tuned_of(b, node);
-    if (!entry)
-        return CT_ERR_MEMORY;
-    entry->vendor_failed = true;
-    b->vendor_fallbacks++;
-    if (status != CT_ERR_UNSUPPORTED) /* "unsupported" is a shape limit, not news */
-        fprintf(stderr, "cuttle: cuda:%d: %s; this %s shape runs cuttle's own kernel from now on\n",
-                b->device, ct_last_error(), ct_op_name(node->op));
-    return ct_cuda_run_native(b, e, node);
-}
-
-static ct_status run_variant(cuda_backend *b, const ct_exec *e, const ct_tensor *node,
-                             bool vendor)
-{
-    return vendor ? run_vendor(b, e, node) : ct_cuda_run_native(b, e, node);
-}
-
-/* Milliseconds for TUNE_REPS runs of one variant, after a warm-up run. */
-static ct_status time_variant(cuda_backend *b, const ct_exec *e, const ct_tensor *node,
-                              bool vendor, float *ms)
-{
-    CT_TRY(run_variant(b, e, node, vendor));
-    CT_CUDA_CALL(cudaEventRecord(b->tune_start, b->stream));
-    for (int rep = 0; rep < TUNE_REPS; rep++)
-        CT_TRY(run_variant(b, e, node, vendor));
-    CT_CUDA_CALL(cudaEventRecord(b->tune_stop, b->stream));
-    CT_CUDA_CALL(cudaEventSynchronize(b->tune_stop));
-    CT_CUDA_CALL(cudaEventElapsedTime(ms, b->tune_start, b->tune_stop));
-    return CT_OK;
-}
-
-/* Whether the node runs the vendor library: never where it failed; in
- * vendor mode otherwise always; in auto mode the faster of the two, timed
- * at the shape's first run. */
-static ct_status choose(cuda_backend *b, const ct_exec *e, const ct_tensor *node, bool *vendor)
-{
-    *vendor = false;
-    if (b->kernels == KERNELS_NATIVE || !vendor_can_run(b, node))
-        return CT_OK;
-    tuned *entry = tuned_of(b, node);
-    if (!entry)
-        return CT_ERR_MEMORY;
-    if (!entry->vendor_failed && b->kernels == KERNELS_AUTO && !entry->timed) {
-        float native_ms = 0, vendor_ms = 0;
-        CT_TRY(time_variant(b, e, node, false, &native_ms));
-        CT_TRY(time_variant(b, e, node, true, &vendor_ms));
-        entry = tuned_of(b, node); /* the vendor run may have grown the table */
-        entry->timed = true;
-        entry->vendor = vendor_ms < native_ms;
-    }
-    *vendor = !entry->vendor_failed && (b->kernels == KERNELS_VENDOR || entry->vendor);
-    return CT_OK;
 }
 
 /* ---- the vtable ------------------------------------------------------------------ */
@@ -214,36 +87,6 @@ static ct_status cuda_read(ct_backend *backend, void *host, const void *src, siz
     return CT_OK;
 }
 
-static bool cuda_supports_op(const ct_backend *backend, const ct_tensor *node)
-{
-    if (impl_of((ct_backend *)backend)->refused_ops >> node->op & 1)
-        return false;
-    if (node->op == CT_OP_CUSTOM || node->op == CT_OP_CUSTOM_BWD)
-        return ct_custom_has_cuda(node);
-    return node->op == CT_OP_VIEW || ct_cuda_native_has(node->op);
-}
-
-/* Enough for either implementation, so the choice can change after planning. */
-static size_t cuda_workspace_bytes(const ct_backend *backend, const ct_tensor *node)
-{
-    cuda_backend *b = impl_of(backend);
-    size_t native = 0, vendor = 0;
-    if (node->op == CT_OP_CONV2D_BWD_WEIGHT)
-        native = ct_cuda_conv2d_workspace(&node->attr.conv);
-    if (node->op == CT_OP_BN_STATS || node->op == CT_OP_BN_BWD_PARAMS ||
-        node->op == CT_OP_CHANNEL_SUM) {
-        const ct_tensor *x = node->src[0]; /* [n, c, inner...]: x, or dy of the channel sum */
-        int n = (int)x->shape[0], c = x->ndim > 1 ? (int)x->shape[1] : 1, inner = 1;
-        for (int d = 2; d < x->ndim; d++)
-            inner *= (int)x->shape[d];
-        native = node->op == CT_OP_CHANNEL_SUM ? ct_cuda_channel_sum_workspace(n, c, inner)
-                                               : ct_cuda_batchnorm_workspace(n, c, inner);
-    }
-    if (ct_cuda_dnn_supports(b->dnn, node) && ct_cuda_dnn_workspace(b->dnn, node, &vendor))
-        vendor = 0; /* no algorithm fits: the node will run natively */
-    return native > vendor ? native : vendor;
-}
-
 static void cuda_begin_step(ct_backend *backend)
 {
     cuda_backend *b = impl_of(backend);
@@ -251,7 +94,8 @@ static void cuda_begin_step(ct_backend *backend)
     b->device_current = false;
 }
 
-static ct_status cuda_run_node(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
+static ct_status cuda_run_node(ct_backend *backend, const ct_exec *exec, const ct_tensor *node,
+                               const ct_impl *impl)
 {
     cuda_backend *b = impl_of(backend);
     /* Another backend in this thread may have made its GPU current since
@@ -262,10 +106,8 @@ static ct_status cuda_run_node(ct_backend *backend, const ct_exec *exec, const c
     }
     if (node->op == CT_OP_CROSS_ENTROPY && !b->ce_node)
         CT_CUDA_CALL(cudaMemsetAsync(b->bad_row, 0x7f, sizeof *b->bad_row, b->stream));
-    bool vendor = false;
-    CT_TRY(choose(b, exec, node, &vendor));
     nvtxRangePushA(ct_op_name(node->op));
-    ct_status status = run_variant(b, exec, node, vendor);
+    ct_status status = impl->run(backend, exec, node);
     nvtxRangePop();
     return status;
 }
@@ -378,13 +220,8 @@ static void cuda_destroy(ct_backend *backend)
         ct_cuda_allocator_destroy(&b->allocator);
         if (b->bad_row)
             cudaFree(b->bad_row);
-        if (b->tune_start)
-            cudaEventDestroy(b->tune_start);
-        if (b->tune_stop)
-            cudaEventDestroy(b->tune_stop);
         if (b->stream)
             cudaStreamDestroy(b->stream);
-        free(b->choices);
         free(b);
     }
     free(backend);
@@ -410,29 +247,11 @@ static ct_status cuda_set_memory_limit(ct_backend *backend, size_t bytes)
     return CT_OK;
 }
 
-static void update_name(ct_backend *backend)
+static void cuda_rename(ct_backend *backend)
 {
     cuda_backend *b = impl_of(backend);
-    snprintf(backend->name, sizeof backend->name, "cuda:%d (%.24s, %s kernels%s)", b->device,
-             b->gpu_name, kernels_names[b->kernels], b->tf32 ? ", tf32" : "");
-}
-
-static ct_status cuda_set_kernels(ct_backend *backend, const char *kernels)
-{
-    cuda_backend *b = impl_of(backend);
-    for (int mode = KERNELS_NATIVE; mode <= KERNELS_AUTO; mode++) {
-        if (strcmp(kernels, kernels_names[mode]) == 0) {
-            if (mode == KERNELS_VENDOR && !b->blas && !b->dnn)
-                return ct_set_error(CT_ERR_UNSUPPORTED,
-                                    "kernels 'vendor' on cuda:%d: neither vendor library is "
-                                    "here: %s; %s",
-                                    b->device, ct_cublas_why(), ct_cudnn_why());
-            b->kernels = (kernels_mode)mode;
-            update_name(backend);
-            return CT_OK;
-        }
-    }
-    return ct_set_error(CT_ERR_ARG, "kernels '%s': use native, vendor or auto", kernels);
+    snprintf(backend->name, sizeof backend->name, "cuda:%d (%.24s, %.23s kernels%s)", b->device,
+             b->gpu_name, backend->kernels, b->tf32 ? ", tf32" : "");
 }
 
 static ct_status cuda_set_tf32(ct_backend *backend, bool enabled)
@@ -440,7 +259,8 @@ static ct_status cuda_set_tf32(ct_backend *backend, bool enabled)
     cuda_backend *b = impl_of(backend);
     b->tf32 = enabled;
     ct_cuda_dnn_set_tf32(b->dnn, enabled);
-    update_name(backend);
+    ct_impl_forget(backend); /* timings under the other math are void */
+    cuda_rename(backend);
     return ct_cuda_blas_set_tf32(b->blas, enabled);
 }
 
@@ -449,8 +269,6 @@ static const ct_backend_i cuda_backend_i = {
     .release = cuda_release,
     .write = cuda_write,
     .read = cuda_read,
-    .supports_op = cuda_supports_op,
-    .workspace_bytes = cuda_workspace_bytes,
     .begin_step = cuda_begin_step,
     .run_node = cuda_run_node,
     .synchronize = cuda_synchronize,
@@ -462,8 +280,8 @@ static const ct_backend_i cuda_backend_i = {
     .memory_stats = cuda_memory_stats,
     .release_cache = cuda_release_cache,
     .set_memory_limit = cuda_set_memory_limit,
-    .set_kernels = cuda_set_kernels,
     .set_tf32 = cuda_set_tf32,
+    .rename = cuda_rename,
 };
 
 /* Streams, events, the label word and the vendor handles of a new backend. */
@@ -476,8 +294,6 @@ static ct_status cuda_setup(cuda_backend *b)
     CT_CUDA_CALL(cudaSetDevice(b->device));
     CT_CUDA_CALL(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
     b->allocator.stream = b->stream;
-    CT_CUDA_CALL(cudaEventCreate(&b->tune_start));
-    CT_CUDA_CALL(cudaEventCreate(&b->tune_stop));
     CT_CUDA_CALL(cudaMalloc((void **)&b->bad_row, sizeof *b->bad_row));
     /* A vendor library that cannot start leaves its ops to the native kernels. */
     if (ct_cuda_blas_new(b->stream, b->tf32, &b->blas) != CT_OK) {
@@ -518,19 +334,20 @@ ct_status ct_cuda_backend_new(int device, ct_backend **out)
     }
     backend->iface = &cuda_backend_i;
     backend->impl = b;
+    backend->impls = ct_cuda_impls;
+    snprintf(backend->kernels, sizeof backend->kernels, "auto");
     backend->n_threads = 1;
 #ifdef CUDA_EMU
     backend->emulated = true;
 #endif
     b->device = device;
-    b->kernels = KERNELS_AUTO;
     ct_cuda_allocator_init(&b->allocator, device, NULL); /* its stream: cuda_setup */
     ct_status status = cuda_setup(b);
     if (status != CT_OK) {
         cuda_destroy(backend);
         return status;
     }
-    update_name(backend);
+    cuda_rename(backend);
     *out = backend;
     return CT_OK;
 }
@@ -541,19 +358,4 @@ ct_status ct_cuda_backend_poison(ct_backend *backend, bool enabled)
         return ct_set_error(CT_ERR_ARG, "ct_cuda_backend_poison: not a CUDA backend");
     impl_of(backend)->allocator.poison = enabled;
     return CT_OK;
-}
-
-ct_status ct_cuda_backend_refuse(ct_backend *backend, ct_op op)
-{
-    if (!backend || backend->iface != &cuda_backend_i || op >= 64)
-        return ct_set_error(CT_ERR_ARG, "ct_cuda_backend_refuse: not a CUDA backend or op");
-    impl_of(backend)->refused_ops |= (uint64_t)1 << op;
-    return CT_OK;
-}
-
-int ct_cuda_vendor_fallbacks(const ct_backend *backend)
-{
-    if (!backend || backend->iface != &cuda_backend_i)
-        return 0;
-    return impl_of((ct_backend *)backend)->vendor_fallbacks;
 }

@@ -10,8 +10,9 @@
  * The weight gradient's reduction (N*P long) is split over blocks when its
  * output is small; the parts land in the workspace and one more kernel adds
  * them in split order, so the result is deterministic.
- * A forward pass with few input channels per group (the first layer) runs a
- * direct kernel, one thread per output: its GEMM would be too shallow.
+ * A forward pass with few input channels per group (the first layer) also
+ * has a direct kernel, one thread per output, as its GEMM would be too
+ * shallow; the CUDA op table (table.c) prefers it where it fits.
  * The bias gradient (channel_sum, also linear's) cuts each channel into
  * chunks over many blocks and adds the parts in order (channel_reduce.cuh).
  *
@@ -209,16 +210,25 @@ __global__ void conv_forward_direct(ct_conv2d_shape s, const float *x, const flo
     }
 }
 
+extern "C" bool ct_cuda_conv2d_direct_fits(const ct_conv2d_shape *s)
+{
+    return s->in_channels / s->groups <= CONV_DIRECT_MAX_CHANNELS;
+}
+
+extern "C" ct_status ct_cuda_conv2d_forward_direct(const ct_conv2d_shape *s, const float *x,
+                                                   const float *w, const float *bias, float *y,
+                                                   cudaStream_t stream)
+{
+    int64_t count = (int64_t)s->n_batch * s->out_channels * s->out_h * s->out_w;
+    CT_CUDA_LAUNCH_ITEMS(conv_forward_direct, count, stream, *s, x, w, bias, y);
+    return CT_OK;
+}
+
 extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const float *x,
                                             const float *w, const float *bias, float *y,
                                             void *workspace, cudaStream_t stream)
 {
     (void)workspace;
-    if (s->in_channels / s->groups <= CONV_DIRECT_MAX_CHANNELS) {
-        int64_t count = (int64_t)s->n_batch * s->out_channels * s->out_h * s->out_w;
-        CT_CUDA_LAUNCH_ITEMS(conv_forward_direct, count, stream, *s, x, w, bias, y);
-        return CT_OK;
-    }
     conv_forward_problem p;
     p.m = s->out_channels / s->groups;
     p.n = s->n_batch * s->out_h * s->out_w;

@@ -57,6 +57,12 @@ size_t ct_cuda_conv2d_workspace(const ct_conv2d_shape *s);
 ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const float *x, const float *w,
                                  const float *bias, float *y, void *workspace,
                                  cudaStream_t stream);
+/* The forward as one thread per output, for few input channels per group
+ * (ct_cuda_conv2d_direct_fits), where a GEMM's k is too short to tile. */
+bool ct_cuda_conv2d_direct_fits(const ct_conv2d_shape *s);
+ct_status ct_cuda_conv2d_forward_direct(const ct_conv2d_shape *s, const float *x,
+                                        const float *w, const float *bias, float *y,
+                                        cudaStream_t stream);
 ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy,
                                        const float *w, float *dx, void *workspace,
                                        cudaStream_t stream);

@@ -1,14 +1,18 @@
 /*
- * The CUDA backend's native op table: each op's node attributes and tensors
- * turned into a call of its kernel in src/cuda/<family>.cu, exactly as
- * src/cpu/backend.c does for the CPU kernels.
+ * The CUDA backend's op table (graph/impl.h): each op's node attributes and
+ * tensors turned into a call of its kernel in src/cuda/<family>.cu, as
+ * src/cpu/table.c does for the CPU kernels, and beside the native kernels
+ * the vendor libraries' calls (cuDNN for convolution and pooling forward,
+ * cuBLAS for linear: blas.c, dnn.c).  The native kernels come first: they
+ * are the choice of kernels "native", the vendor calls of "vendor", and
+ * "auto" times them all.  The forward convolution has two native kernels:
+ * a direct one for few input channels, implicit GEMM for every shape.
  */
 #include "core/error.h"
 #include "cuda/backend_impl.h"
 #include "cuda/kernels.h"
+#include "graph/impl.h"
 #include "ops/ops.h"
-
-typedef ct_status (*cuda_run_fn)(cuda_backend *b, const ct_exec *exec, const ct_tensor *node);
 
 static const float *in_f32(const ct_exec *exec, const ct_tensor *node, int i)
 {
@@ -37,7 +41,13 @@ static nci nci_of(const ct_tensor *t)
     return dims;
 }
 
-/* ---- the native op table (mirrors src/cpu/backend.c) ---------------------- */
+/* ---- the native kernels ---------------------------------------------------- */
+
+static ct_status run_conv2d_direct(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
+{
+    return ct_cuda_conv2d_forward_direct(&n->attr.conv, in_f32(e, n, 0), in_f32(e, n, 1),
+                                         in_opt(e, n, 2), out_f32(e, n), b->stream);
+}
 
 static ct_status run_conv2d(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
@@ -266,58 +276,172 @@ static void *exec_data(const void *exec, const ct_tensor *t)
     return ct_exec_data(exec, t);
 }
 
-/* The op's own CUDA kernel, on the backend's stream (cuda_supports_op
- * sends a custom op without one to the CPU fallback). */
+/* The op's own CUDA kernel, on the backend's stream (custom_supports sends
+ * a custom op without one to the CPU fallback). */
 static ct_status run_custom(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_custom_run(n, exec_data, e, true, b->stream);
 }
 
-static const cuda_run_fn cuda_kernels[CT_OP_COUNT] = {
-    [CT_OP_CONV2D] = run_conv2d,
-    [CT_OP_CONV2D_BWD_DATA] = run_conv2d_bwd_data,
-    [CT_OP_CONV2D_BWD_WEIGHT] = run_conv2d_bwd_weight,
-    [CT_OP_CHANNEL_SUM] = run_channel_sum,
-    [CT_OP_LINEAR] = run_linear,
-    [CT_OP_LINEAR_BWD_DATA] = run_linear_bwd_data,
-    [CT_OP_LINEAR_BWD_WEIGHT] = run_linear_bwd_weight,
-    [CT_OP_MAXPOOL2D] = run_maxpool2d,
-    [CT_OP_MAXPOOL2D_BWD] = run_maxpool2d_bwd,
-    [CT_OP_AVGPOOL2D] = run_avgpool2d,
-    [CT_OP_AVGPOOL2D_BWD] = run_avgpool2d_bwd,
-    [CT_OP_GLOBAL_AVGPOOL] = run_global_avgpool,
-    [CT_OP_GLOBAL_AVGPOOL_BWD] = run_global_avgpool_bwd,
-    [CT_OP_RELU] = run_relu,
-    [CT_OP_RELU_BWD] = run_relu_bwd,
-    [CT_OP_SIGMOID] = run_sigmoid,
-    [CT_OP_SIGMOID_BWD] = run_sigmoid_bwd,
-    [CT_OP_TANH] = run_tanh,
-    [CT_OP_TANH_BWD] = run_tanh_bwd,
-    [CT_OP_BN_STATS] = run_bn_stats,
-    [CT_OP_BN_APPLY] = run_bn_apply,
-    [CT_OP_BN_BWD_PARAMS] = run_bn_bwd_params,
-    [CT_OP_BN_BWD_DATA] = run_bn_bwd_data,
-    [CT_OP_DROPOUT] = run_dropout,
-    [CT_OP_ADD] = run_add,
-    [CT_OP_CONCAT] = run_concat,
-    [CT_OP_SLICE_CHANNELS] = run_slice_channels,
-    [CT_OP_SOFTMAX] = run_softmax,
-    [CT_OP_SOFTMAX_BWD] = run_softmax_bwd,
-    [CT_OP_CROSS_ENTROPY] = run_cross_entropy,
-    [CT_OP_CROSS_ENTROPY_BWD] = run_cross_entropy_bwd,
-    [CT_OP_FILL] = run_fill,
-    [CT_OP_SGD_UPDATE] = run_sgd_update,
-    [CT_OP_ADAM_UPDATE] = run_adam_update,
-    [CT_OP_CUSTOM] = run_custom,
-    [CT_OP_CUSTOM_BWD] = run_custom,
+/* ---- what each implementation runs, and when ------------------------------------- */
+
+static bool custom_supports(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    return ct_custom_has_cuda(node);
+}
+
+static bool direct_supports(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    return ct_cuda_conv2d_direct_fits(&node->attr.conv);
+}
+
+static size_t conv_workspace(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    return node->op == CT_OP_CONV2D_BWD_WEIGHT ? ct_cuda_conv2d_workspace(&node->attr.conv) : 0;
+}
+
+/* Batchnorm's statistics and parameter gradients and the channel sum reduce
+ * each channel over many blocks, with the parts in the workspace. */
+static size_t channel_workspace(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    nci d = nci_of(node->src[0]); /* x, or dy of the channel sum */
+    return node->op == CT_OP_CHANNEL_SUM ? ct_cuda_channel_sum_workspace(d.n, d.c, d.inner)
+                                         : ct_cuda_batchnorm_workspace(d.n, d.c, d.inner);
+}
+
+/* An implementation named `label` that runs `fn` on the backend's stream. */
+#define CUDA_IMPL(var, label, fn, ...)                                                     \
+    static ct_status var##_run(ct_backend *backend, const ct_exec *e, const ct_tensor *n) \
+    {                                                                                     \
+        return fn(backend->impl, e, n);                                                   \
+    }                                                                                     \
+    static const ct_impl var = {.name = label, .run = var##_run, __VA_ARGS__}
+#define NATIVE(var, fn, ...) CUDA_IMPL(var, "native", fn, __VA_ARGS__)
+
+CUDA_IMPL(conv2d_direct, "direct", run_conv2d_direct, .supports = direct_supports);
+CUDA_IMPL(conv2d, "implicit_gemm", run_conv2d);
+CUDA_IMPL(conv2d_bwd_data, "implicit_gemm", run_conv2d_bwd_data);
+CUDA_IMPL(conv2d_bwd_weight, "implicit_gemm", run_conv2d_bwd_weight,
+          .workspace = conv_workspace);
+NATIVE(channel_sum, run_channel_sum, .workspace = channel_workspace);
+NATIVE(linear, run_linear);
+NATIVE(linear_bwd_data, run_linear_bwd_data);
+NATIVE(linear_bwd_weight, run_linear_bwd_weight);
+NATIVE(maxpool2d, run_maxpool2d);
+NATIVE(maxpool2d_bwd, run_maxpool2d_bwd);
+NATIVE(avgpool2d, run_avgpool2d);
+NATIVE(avgpool2d_bwd, run_avgpool2d_bwd);
+NATIVE(global_avgpool, run_global_avgpool);
+NATIVE(global_avgpool_bwd, run_global_avgpool_bwd);
+NATIVE(relu, run_relu);
+NATIVE(relu_bwd, run_relu_bwd);
+NATIVE(sigmoid, run_sigmoid);
+NATIVE(sigmoid_bwd, run_sigmoid_bwd);
+NATIVE(tanh_, run_tanh);
+NATIVE(tanh_bwd, run_tanh_bwd);
+NATIVE(bn_stats, run_bn_stats, .workspace = channel_workspace);
+NATIVE(bn_apply, run_bn_apply);
+NATIVE(bn_bwd_params, run_bn_bwd_params, .workspace = channel_workspace);
+NATIVE(bn_bwd_data, run_bn_bwd_data);
+NATIVE(dropout, run_dropout);
+NATIVE(add, run_add);
+NATIVE(concat, run_concat);
+NATIVE(slice_channels, run_slice_channels);
+NATIVE(softmax, run_softmax);
+NATIVE(softmax_bwd, run_softmax_bwd);
+NATIVE(cross_entropy, run_cross_entropy);
+NATIVE(cross_entropy_bwd, run_cross_entropy_bwd);
+NATIVE(fill, run_fill);
+NATIVE(sgd_update, run_sgd_update);
+NATIVE(adam_update, run_adam_update);
+NATIVE(custom, run_custom, .supports = custom_supports);
+
+/* ---- the vendor calls (vendor.h) ------------------------------------------------------ */
+
+static bool cudnn_supports(const ct_backend *backend, const ct_tensor *node)
+{
+    return ct_cuda_dnn_supports(((cuda_backend *)backend->impl)->dnn, node);
+}
+
+static bool cudnn_ready(const ct_backend *backend)
+{
+    return ((cuda_backend *)backend->impl)->dnn != NULL;
+}
+
+/* The algorithm is chosen at plan time, here (once per shape; cached); a
+ * shape with none runs another implementation and needs no workspace. */
+static size_t cudnn_workspace(const ct_backend *backend, const ct_tensor *node)
+{
+    size_t bytes = 0;
+    return ct_cuda_dnn_workspace(((cuda_backend *)backend->impl)->dnn, node, &bytes) == CT_OK
+               ? bytes
+               : 0;
+}
+
+static ct_status run_cudnn(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
+{
+    return ct_cuda_dnn_run(b->dnn, e, n);
+}
+
+static bool cublas_supports(const ct_backend *backend, const ct_tensor *node)
+{
+    return ct_cuda_blas_supports(((cuda_backend *)backend->impl)->blas, node);
+}
+
+static bool cublas_ready(const ct_backend *backend)
+{
+    return ((cuda_backend *)backend->impl)->blas != NULL;
+}
+
+static ct_status run_cublas(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
+{
+    return ct_cuda_blas_run(b->blas, e, n);
+}
+
+CUDA_IMPL(cudnn, "cudnn", run_cudnn, .kind = CT_IMPL_VENDOR, .supports = cudnn_supports,
+          .ready = cudnn_ready, .workspace = cudnn_workspace);
+CUDA_IMPL(cublas, "cublas", run_cublas, .kind = CT_IMPL_VENDOR, .supports = cublas_supports,
+          .ready = cublas_ready);
+
+const ct_impl *const ct_cuda_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
+    [CT_OP_CONV2D] = {&conv2d_direct, &conv2d, &cudnn},
+    [CT_OP_CONV2D_BWD_DATA] = {&conv2d_bwd_data, &cudnn},
+    [CT_OP_CONV2D_BWD_WEIGHT] = {&conv2d_bwd_weight, &cudnn},
+    [CT_OP_CHANNEL_SUM] = {&channel_sum},
+    [CT_OP_LINEAR] = {&linear, &cublas},
+    [CT_OP_LINEAR_BWD_DATA] = {&linear_bwd_data, &cublas},
+    [CT_OP_LINEAR_BWD_WEIGHT] = {&linear_bwd_weight, &cublas},
+    [CT_OP_MAXPOOL2D] = {&maxpool2d, &cudnn},
+    [CT_OP_MAXPOOL2D_BWD] = {&maxpool2d_bwd},
+    [CT_OP_AVGPOOL2D] = {&avgpool2d, &cudnn},
+    [CT_OP_AVGPOOL2D_BWD] = {&avgpool2d_bwd},
+    [CT_OP_GLOBAL_AVGPOOL] = {&global_avgpool},
+    [CT_OP_GLOBAL_AVGPOOL_BWD] = {&global_avgpool_bwd},
+    [CT_OP_RELU] = {&relu},
+    [CT_OP_RELU_BWD] = {&relu_bwd},
+    [CT_OP_SIGMOID] = {&sigmoid},
+    [CT_OP_SIGMOID_BWD] = {&sigmoid_bwd},
+    [CT_OP_TANH] = {&tanh_},
+    [CT_OP_TANH_BWD] = {&tanh_bwd},
+    [CT_OP_BN_STATS] = {&bn_stats},
+    [CT_OP_BN_APPLY] = {&bn_apply},
+    [CT_OP_BN_BWD_PARAMS] = {&bn_bwd_params},
+    [CT_OP_BN_BWD_DATA] = {&bn_bwd_data},
+    [CT_OP_DROPOUT] = {&dropout},
+    [CT_OP_ADD] = {&add},
+    [CT_OP_CONCAT] = {&concat},
+    [CT_OP_SLICE_CHANNELS] = {&slice_channels},
+    [CT_OP_SOFTMAX] = {&softmax},
+    [CT_OP_SOFTMAX_BWD] = {&softmax_bwd},
+    [CT_OP_CROSS_ENTROPY] = {&cross_entropy},
+    [CT_OP_CROSS_ENTROPY_BWD] = {&cross_entropy_bwd},
+    [CT_OP_FILL] = {&fill},
+    [CT_OP_SGD_UPDATE] = {&sgd_update},
+    [CT_OP_ADAM_UPDATE] = {&adam_update},
+    [CT_OP_CUSTOM] = {&custom},
+    [CT_OP_CUSTOM_BWD] = {&custom},
 };
-
-bool ct_cuda_native_has(ct_op op)
-{
-    return op < CT_OP_COUNT && cuda_kernels[op];
-}
-
-ct_status ct_cuda_run_native(cuda_backend *b, const ct_exec *exec, const ct_tensor *node)
-{
-    return cuda_kernels[node->op](b, exec, node);
-}

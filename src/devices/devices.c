@@ -14,6 +14,7 @@
 #include "cuda/cuda.h"
 #endif
 
+#ifdef CT_HAVE_CUDA
 /* A GPU backend runs the ops it lacks on a CPU backend (graph/plan.c). */
 static ct_status with_cpu_fallback(ct_status status, ct_backend **out)
 {
@@ -26,6 +27,7 @@ static ct_status with_cpu_fallback(ct_status status, ct_backend **out)
     }
     return status;
 }
+#endif
 
 static bool parse_thread_count(const char *text, int *out)
 {

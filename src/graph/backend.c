@@ -5,12 +5,14 @@
 
 #include "core/error.h"
 #include "graph/backend.h"
+#include "graph/impl.h"
 
 void ct_backend_free(ct_backend *backend)
 {
     if (!backend)
         return;
     ct_backend_free(backend->fallback);
+    ct_impl_memo_free(backend);
     backend->iface->destroy(backend);
 }
 
@@ -49,8 +51,8 @@ static ct_status unsupported(const ct_backend *backend, const char *what)
 {
     if (!backend)
         return ct_set_error(CT_ERR_ARG, "%s: backend is NULL", what);
-    return ct_set_error(CT_ERR_UNSUPPORTED, "%s: backend %s has no device memory or kernel "
-                        "choice (a CUDA backend has)", what, backend->name);
+    return ct_set_error(CT_ERR_UNSUPPORTED, "%s: backend %s has no device memory or such "
+                        "setting (a CUDA backend has)", what, backend->name);
 }
 
 ct_status ct_backend_memory_stats(const ct_backend *backend, ct_memory_stats *out)
@@ -78,11 +80,18 @@ ct_status ct_backend_set_memory_limit(ct_backend *backend, size_t bytes)
 
 ct_status ct_backend_set_kernels(ct_backend *backend, const char *kernels)
 {
-    if (!backend || !backend->iface->set_kernels)
-        return unsupported(backend, "ct_backend_set_kernels");
-    if (!kernels)
-        return ct_set_error(CT_ERR_ARG, "ct_backend_set_kernels: kernels is NULL");
-    return backend->iface->set_kernels(backend, kernels);
+    if (!backend || !kernels)
+        return ct_set_error(CT_ERR_ARG, "ct_backend_set_kernels: backend and kernels are "
+                            "required");
+    return ct_impl_set_choice(backend, kernels);
+}
+
+ct_status ct_backend_refuse(ct_backend *backend, ct_op op)
+{
+    if (!backend || op >= 64)
+        return ct_set_error(CT_ERR_ARG, "ct_backend_refuse: no backend, or op %d", (int)op);
+    backend->refused_ops |= (uint64_t)1 << op;
+    return CT_OK;
 }
 
 ct_status ct_backend_set_tf32(ct_backend *backend, bool enabled)

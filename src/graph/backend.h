@@ -52,46 +52,46 @@ static inline void *ct_exec_data(const ct_exec *exec, const ct_tensor *t)
     return base + exec->offsets[root->id] + t->view_offset;
 }
 
+typedef struct ct_impl ct_impl; /* graph/impl.h */
+enum { CT_MAX_IMPLS = 4 };
+
 typedef struct ct_backend_i {
     ct_status (*alloc)(ct_backend *backend, size_t bytes, void **out);
     void (*release)(ct_backend *backend, void *ptr);
     ct_status (*write)(ct_backend *backend, void *dst, const void *host, size_t bytes);
     ct_status (*read)(ct_backend *backend, void *host, const void *src, size_t bytes);
-    bool (*supports_op)(const ct_backend *backend, const ct_tensor *node);
-    /* Optional: true when the kernel of `producer` can apply a relu to its
-     * output (ct_exec.epilogue); NULL means never. */
-    bool (*fuses_relu)(const ct_backend *backend, const ct_tensor *producer);
-    /* Optional: true when conv's kernel can also apply `pool` (a maxpool2d of
-     * its relu) and write the pool's output (ct_exec.pool_into). */
-    bool (*fuses_relu_maxpool)(const ct_backend *backend, const ct_tensor *conv,
-                               const ct_tensor *pool);
-    size_t (*workspace_bytes)(const ct_backend *backend, const ct_tensor *node);
     /* Called once before the nodes of a step (thread settings, streams). */
     void (*begin_step)(ct_backend *backend);
-    ct_status (*run_node)(ct_backend *backend, const ct_exec *exec, const ct_tensor *node);
+    /* Optional: runs `impl` (chosen by graph/impl.c from the backend's
+     * table) on the node, with what the backend does around every node (a
+     * GPU: its device made current, a profiler range).  NULL: impl->run. */
+    ct_status (*run_node)(ct_backend *backend, const ct_exec *exec, const ct_tensor *node,
+                          const ct_impl *impl);
     ct_status (*synchronize)(ct_backend *backend);
     void (*destroy)(ct_backend *backend);
-    /* Optional device clock for the profiler (src/prof/profiler.c); NULL
-     * where a node's time is the host clock around run_node, as on the CPU,
-     * whose kernels are synchronous.  A GPU backend makes n_marks markers
-     * once when profiling is turned on (CUDA: cudaEventCreate), records
-     * mark i on its stream after the work queued so far (cudaEventRecord;
-     * mark 0 before the first node of a step, mark i+1 after node i), and
-     * after synchronize gives the device time from mark 0 to mark i
-     * (cudaEventElapsedTime). */
+    /* Optional device clock for the profiler (src/prof/profiler.c) and the
+     * autotuner (graph/impl.c); NULL where a node's time is the host clock
+     * around it, as on the CPU, whose kernels are synchronous.  A GPU
+     * backend makes n_marks markers (CUDA: cudaEventCreate), records mark i
+     * on its stream after the work queued so far (cudaEventRecord; the
+     * profiler puts mark 0 before the first node of a step, mark i+1 after
+     * node i), and after synchronize gives the device time from mark 0 to
+     * mark i (cudaEventElapsedTime). */
     ct_status (*timer_new)(ct_backend *backend, int n_marks, void **timer);
     void (*timer_mark)(ct_backend *backend, void *timer, int mark);
     ct_status (*timer_elapsed_ns)(ct_backend *backend, void *timer, int mark, int64_t *ns);
     void (*timer_free)(ct_backend *backend, void *timer);
-    /* Optional (NULL: CT_ERR_UNSUPPORTED): memory and kernel choice. */
+    /* Optional (NULL: CT_ERR_UNSUPPORTED): memory and math settings. */
     ct_status (*memory_stats)(const ct_backend *backend, ct_memory_stats *out);
     ct_status (*release_cache)(ct_backend *backend);
     ct_status (*set_memory_limit)(ct_backend *backend, size_t bytes);
-    ct_status (*set_kernels)(ct_backend *backend, const char *kernels);
     ct_status (*set_tf32)(ct_backend *backend, bool enabled);
+    /* Optional: rewrites backend->name after the kernels setting changed. */
+    void (*rename)(ct_backend *backend);
 } ct_backend_i;
 
-#define CT_BACKEND_NAME_CAPACITY 64
+#define CT_BACKEND_NAME_CAPACITY 96
+#define CT_KERNELS_CAPACITY 24
 
 struct ct_backend {
     const ct_backend_i *iface;
@@ -103,6 +103,16 @@ struct ct_backend {
      * none), unless strict (ct_backend_set_strict).  See graph/plan.c. */
     ct_backend *fallback;
     bool strict;
+    /* The implementations of each op and the choice among them (graph/impl.h). */
+    const ct_impl *const (*impls)[CT_MAX_IMPLS]; /* [CT_OP_COUNT][CT_MAX_IMPLS] */
+    char kernels[CT_KERNELS_CAPACITY];           /* "native", "vendor", "auto" or a name */
+    struct ct_impl_memo *memo;                   /* per node shape: timed, failed */
+    uint64_t refused_ops;                        /* test hook: bit per op (ct_backend_refuse) */
+    uint8_t impl_ran[CT_OP_COUNT];               /* bit i: implementation i of the op ran */
+    /* vendor calls that failed, for any reason ("no algorithm for this
+     * shape" too), so that another implementation ran: tests tell "the
+     * vendor path is right" from "it failed quietly" by it */
+    int vendor_failures;
 };
 
 #endif

@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "graph/fuse.h"
+#include "graph/impl.h"
 
 static bool produces_for_relu(const ct_tensor *t)
 {
@@ -13,8 +14,6 @@ static bool produces_for_relu(const ct_tensor *t)
 int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
                  const ct_tensor **alias_of, uint8_t *epilogue)
 {
-    if (!backend->iface->fuses_relu)
-        return 0;
     /* Readers of each node: sources and views both count. */
     int *readers = calloc((size_t)graph->n_nodes + 1, sizeof *readers);
     if (!readers)
@@ -33,7 +32,8 @@ int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const bool *o
             continue;
         const ct_tensor *producer = relu->src[0];
         if (!produces_for_relu(producer) || readers[producer->id] != 1 ||
-            (on_host && on_host[producer->id]) || !backend->iface->fuses_relu(backend, producer))
+            (on_host && on_host[producer->id]) ||
+            !ct_impl_fuses(backend, producer, CT_FUSES_RELU, NULL))
             continue;
         CT_ASSERT(producer->dtype == relu->dtype && ct_same_shape(producer, relu));
         alias_of[relu->id] = producer;
@@ -49,8 +49,6 @@ int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend, const
                          const ct_tensor **alias_of, const uint8_t *epilogue,
                          const ct_tensor **pool_into)
 {
-    if (!backend->iface->fuses_relu_maxpool)
-        return 0;
     int *readers = calloc((size_t)graph->n_nodes + 1, sizeof *readers);
     if (!readers)
         return 0;
@@ -70,7 +68,7 @@ int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend, const
         const ct_tensor *conv = alias_of[relu->id];
         if (!conv || conv->op != CT_OP_CONV2D || epilogue[conv->id] != CT_EPILOGUE_RELU ||
             readers[relu->id] != 1 || relu->keep || (on_host && on_host[pool->id]) ||
-            !backend->iface->fuses_relu_maxpool(backend, conv, pool))
+            !ct_impl_fuses(backend, conv, CT_FUSES_RELU_MAXPOOL2X2, pool))
             continue;
         pool_into[conv->id] = pool;
         fused++;

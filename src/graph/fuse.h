@@ -12,8 +12,9 @@
 
 /* Finds every relu whose input is a conv2d or linear output that nothing
  * else reads, is not kept, and that the backend can finish with a relu
- * (ct_backend_i.fuses_relu).  For each: epilogue[producer id] =
- * CT_EPILOGUE_RELU and alias_of[relu id] = producer, meaning the producer's
+ * (each of its implementations that supports it applies CT_FUSES_RELU,
+ * graph/impl.h).  For each: epilogue[producer id] = CT_EPILOGUE_RELU and
+ * alias_of[relu id] = producer, meaning the producer's
  * kernel writes relu(y) and the relu node owns no memory and runs nothing:
  * its readers (relu_bwd, maxpool, the next layer) read the producer's bytes.
  * Both arrays are indexed by node id and zeroed by the caller.  A producer
@@ -25,8 +26,9 @@ int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const bool *o
 /* For the evaluation schedule only (after ct_fuse_relu): a max pool whose
  * input is a fused conv+relu that nothing else in `schedule` reads (in
  * training, relu_bwd and maxpool_bwd still read it) is computed by the
- * conv's kernel (ct_backend_i.fuses_relu_maxpool).  Sets pool_into[conv id]
- * = the pool node; the pool node then runs nothing in that schedule.  The
+ * conv's kernel (each implementation applies CT_FUSES_RELU_MAXPOOL2X2).
+ * Sets pool_into[conv id] = the pool node; the pool node then runs nothing
+ * in that schedule.  The
  * conv's own output keeps its place in the arena (the training layout is
  * shared) but goes unwritten or serves as scratch.  Returns how many. */
 int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend, const bool *on_host,

@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "graph/backend.h"
 #include "graph/fuse.h"
+#include "graph/impl.h"
 #include "graph/memplan.h"
 #include "graph/plan.h"
 
@@ -240,9 +241,9 @@ static ct_status find_host_nodes(ct_plan *plan)
     /* The training schedule holds the evaluation one (see the top). */
     for (int i = 0; i < plan->n_schedule[CT_TRAIN]; i++) {
         const ct_tensor *t = plan->schedule[CT_TRAIN][i];
-        if (t->op == CT_OP_LEAF || t->op == CT_OP_VIEW || backend->iface->supports_op(backend, t))
+        if (t->op == CT_OP_LEAF || t->op == CT_OP_VIEW || ct_impl_supported(backend, t))
             continue;
-        if (backend->strict || !fallback || !fallback->iface->supports_op(fallback, t))
+        if (backend->strict || !fallback || !ct_impl_supported(fallback, t))
             return ct_set_error(CT_ERR_UNSUPPORTED, "backend %s cannot run %s (%s)%s",
                                 backend->name, ct_tensor_name(t), ct_op_name(t->op),
                                 backend->strict ? " and is strict (ct_backend_set_strict)" : "");
@@ -271,7 +272,7 @@ static void size_workspaces(ct_plan *plan)
             const ct_tensor *t = plan->runs[mode][i];
             bool host = plan->on_host && plan->on_host[t->id];
             const ct_backend *runner = host ? plan->backend->fallback : plan->backend;
-            size_t bytes = runner->iface->workspace_bytes(runner, t);
+            size_t bytes = ct_impl_workspace(runner, t);
             size_t *most = host ? &plan->host_workspace_bytes : &plan->workspace_bytes;
             if (bytes > *most)
                 *most = bytes;
@@ -452,7 +453,8 @@ static ct_status copy_tensor(ct_plan *plan, const ct_exec *exec, const ct_exec *
  * reads copied back (optimizer updates and batchnorm statistics change
  * their state sources in place).  read() waits for the backend's queued
  * work; the copies back are queued before the next kernel. */
-static ct_status run_on_host(ct_plan *plan, const ct_exec *exec, const ct_tensor *node)
+static ct_status run_on_host(ct_plan *plan, const ct_exec *exec, const ct_tensor *node,
+                             const ct_impl **ran)
 {
     ct_backend *host = plan->backend->fallback;
     ct_exec host_exec = *exec;
@@ -462,7 +464,7 @@ static ct_status run_on_host(ct_plan *plan, const ct_exec *exec, const ct_tensor
     for (int s = 0; s < node->n_src; s++)
         CT_TRY(copy_tensor(plan, exec, &host_exec, node->src[s], true));
     host->iface->begin_step(host);
-    CT_TRY(host->iface->run_node(host, &host_exec, node));
+    CT_TRY(ct_impl_run(host, &host_exec, node, ran));
     CT_TRY(host->iface->synchronize(host));
     CT_TRY(copy_tensor(plan, exec, &host_exec, node, false));
     for (int s = 0; s < node->n_src; s++) {
@@ -483,14 +485,15 @@ static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
         hook->step_begin(hook, mode);
     for (int i = 0; i < plan->n_runs[mode]; i++) {
         const ct_tensor *node = plan->runs[mode][i];
+        const ct_impl *ran = NULL;
         if (hook)
             hook->node_begin(hook, mode, i);
         if (plan->on_host && plan->on_host[node->id])
-            CT_TRY(run_on_host(plan, exec, node));
+            CT_TRY(run_on_host(plan, exec, node, &ran));
         else
-            CT_TRY(backend->iface->run_node(backend, exec, node));
+            CT_TRY(ct_impl_run(backend, exec, node, &ran));
         if (hook)
-            hook->node_end(hook, mode, i);
+            hook->node_end(hook, mode, i, ran->name);
     }
     CT_TRY(backend->iface->synchronize(backend));
     return hook ? hook->step_end(hook, mode, plan->step) : CT_OK;

@@ -17,9 +17,10 @@ typedef struct ct_run_hook ct_run_hook;
 struct ct_run_hook {
     /* After the backend's begin_step, before the first node. */
     void (*step_begin)(ct_run_hook *hook, ct_mode mode);
-    /* Around node `index` of ct_plan_runs(plan, mode). */
+    /* Around node `index` of ct_plan_runs(plan, mode); `kernel` names the
+     * implementation that ran it (graph/impl.h), static. */
     void (*node_begin)(ct_run_hook *hook, ct_mode mode, int index);
-    void (*node_end)(ct_run_hook *hook, ct_mode mode, int index);
+    void (*node_end)(ct_run_hook *hook, ct_mode mode, int index, const char *kernel);
     /* After the backend's synchronize; `step` is the plan's step count
      * before this step.  An error fails the step. */
     ct_status (*step_end)(ct_run_hook *hook, ct_mode mode, int64_t step);

@@ -141,10 +141,11 @@ static void profiler_node_begin(ct_run_hook *hook, ct_mode mode, int index)
     prof->records[mode][index].start_ns = ct_prof_now_ns();
 }
 
-static void profiler_node_end(ct_run_hook *hook, ct_mode mode, int index)
+static void profiler_node_end(ct_run_hook *hook, ct_mode mode, int index, const char *kernel)
 {
     ct_profiler *prof = (ct_profiler *)hook;
     prof->records[mode][index].end_ns = ct_prof_now_ns();
+    prof->records[mode][index].kernel = kernel;
     if (prof->timer)
         prof->backend->iface->timer_mark(prof->backend, prof->timer, index + 1);
 }

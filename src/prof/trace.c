@@ -100,10 +100,12 @@ static void complete_event(ct_trace *trace, int pid, const char *name, const cha
 
 static void node_event(ct_trace *trace, const ct_prof_record *r, bool device)
 {
-    char label[NAME_CAPACITY], shapes[NAME_CAPACITY], args[3 * NAME_CAPACITY];
+    char label[NAME_CAPACITY], shapes[NAME_CAPACITY], args[4 * NAME_CAPACITY];
     snprintf(args, sizeof args,
-             "\"node\": %s, \"shapes\": %s, \"flops\": %.0f, \"bytes\": %.0f", quoted(label, r->label),
-             quoted(shapes, r->shapes), r->flops, r->bytes);
+             "\"node\": %s, \"kernel\": \"%s\", \"shapes\": %s, \"flops\": %.0f, "
+             "\"bytes\": %.0f",
+             quoted(label, r->label), r->kernel ? r->kernel : "", quoted(shapes, r->shapes),
+             r->flops, r->bytes);
     if (device)
         complete_event(trace, DEVICE_PID, r->op, ct_prof_phase_name(r->phase),
                        r->device_start_ns, r->device_end_ns, args);

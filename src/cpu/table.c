@@ -1,0 +1,560 @@
+/*
+ * The CPU backend's op table (graph/impl.h): for each op, its kernels in
+ * src/cpu/<family>.c in order of preference.  Most ops have one, "native".
+ * Convolution has three: the AVX2 direct kernels (conv_avx2.c) for few
+ * input channels, Winograd F(4x4,3x3) (conv_winograd.c) for the 3x3
+ * stride-1 layers they do not take, and im2col + GEMM (conv.c) for every
+ * shape and on CPUs without AVX2 (or with CT_CPU_SIMD=0).  All three apply
+ * a fused relu, and a fused 2x2 max pool after it, as they store.
+ */
+#include "core/error.h"
+#include "cpu/backend.h"
+#include "cpu/conv_direct.h"
+#include "cpu/conv_winograd.h"
+#include "cpu/kernels.h"
+#include "cpu/simd.h"
+#include "graph/impl.h"
+#include "ops/ops.h"
+
+static const float *in_f32(const ct_exec *exec, const ct_tensor *node, int i)
+{
+    return ct_exec_data(exec, node->src[i]);
+}
+
+static const float *in_opt(const ct_exec *exec, const ct_tensor *node, int i)
+{
+    return node->n_src > i ? in_f32(exec, node, i) : NULL;
+}
+
+static float *out_f32(const ct_exec *exec, const ct_tensor *node)
+{
+    return ct_exec_data(exec, node);
+}
+
+/* A tensor seen as [n, c, inner]: batch, channels and the rest. */
+typedef struct nci {
+    int n, c, inner;
+} nci;
+
+static nci nci_of(const ct_tensor *t)
+{
+    nci dims = {(int)t->shape[0], t->ndim > 1 ? (int)t->shape[1] : 1, 1};
+    for (int i = 2; i < t->ndim; i++)
+        dims.inner *= (int)t->shape[i];
+    return dims;
+}
+
+static bool fused_relu(const ct_exec *exec, const ct_tensor *node)
+{
+    return exec->epilogue && exec->epilogue[node->id] == CT_EPILOGUE_RELU;
+}
+
+/* ---- convolution: three paths ------------------------------------------------ */
+
+typedef void (*conv_forward_fn)(const ct_conv2d_shape *s, const float *x, const float *w,
+                                const float *bias, bool relu, float *y, void *workspace);
+typedef void (*conv_backward_fn)(const ct_conv2d_shape *s, const float *a, const float *b,
+                                 float *out, void *workspace);
+
+/* The fused 2x2 max pool of a path without its own: the convolution with
+ * its relu into y, then the pool. */
+static void pool_after(const ct_conv2d_shape *s, const float *y, float *pooled)
+{
+    ct_pool2d_shape pool = {s->n_batch, s->out_channels, s->out_h, s->out_w, s->out_h / 2,
+                            s->out_w / 2, 2, 2, 2, 2, 0, 0, false};
+    ct_cpu_maxpool2d_forward(&pool, y, pooled);
+}
+
+/* conv2d on one path: the relu epilogue, and the eval max pool it computes
+ * too (ct_exec.pool_into), as the plan fused them. */
+static ct_status run_conv_forward(const ct_exec *exec, const ct_tensor *node,
+                                  conv_forward_fn forward)
+{
+    const ct_conv2d_shape *s = &node->attr.conv;
+    const ct_tensor *pool = exec->pool_into ? exec->pool_into[node->id] : NULL;
+    forward(s, in_f32(exec, node, 0), in_f32(exec, node, 1), in_opt(exec, node, 2),
+            pool || fused_relu(exec, node), out_f32(exec, node), exec->workspace);
+    if (pool)
+        pool_after(s, out_f32(exec, node), out_f32(exec, pool));
+    return CT_OK;
+}
+
+static ct_status run_conv_backward(const ct_exec *exec, const ct_tensor *node,
+                                   conv_backward_fn backward)
+{
+    backward(&node->attr.conv, in_f32(exec, node, 0), in_f32(exec, node, 1),
+             out_f32(exec, node), exec->workspace);
+    return CT_OK;
+}
+
+static void im2col_forward(const ct_conv2d_shape *s, const float *x, const float *w,
+                           const float *bias, bool relu, float *y, void *workspace)
+{
+    (relu ? ct_cpu_conv2d_forward_relu : ct_cpu_conv2d_forward)(s, x, w, bias, y, workspace);
+}
+
+static ct_status run_im2col(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
+{
+    (void)backend;
+    if (node->op == CT_OP_CONV2D)
+        return run_conv_forward(exec, node, im2col_forward);
+    return run_conv_backward(exec, node, node->op == CT_OP_CONV2D_BWD_DATA
+                                             ? ct_cpu_conv2d_backward_data
+                                             : ct_cpu_conv2d_backward_weight);
+}
+
+static size_t im2col_workspace(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    return ct_cpu_conv2d_im2col_workspace(&node->attr.conv);
+}
+
+static const ct_impl conv_im2col = {
+    .name = "im2col",
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2,
+    .workspace = im2col_workspace,
+    .run = run_im2col,
+};
+
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+static bool avx2_ready(const ct_backend *backend)
+{
+    (void)backend;
+    return ct_cpu_simd_avx2();
+}
+
+static bool direct_supports(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    return ct_cpu_conv2d_direct_fits(&node->attr.conv);
+}
+
+static size_t direct_workspace(const ct_backend *backend, const ct_tensor *node)
+{
+    return ct_cpu_conv2d_direct_workspace(&node->attr.conv, backend->n_threads);
+}
+
+/* The direct kernel pools as it stores: y is never written. */
+static ct_status run_direct(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
+{
+    (void)backend;
+    const ct_tensor *pool = exec->pool_into ? exec->pool_into[node->id] : NULL;
+    if (node->op == CT_OP_CONV2D && pool) {
+        ct_cpu_conv2d_direct_forward_relu_maxpool(&node->attr.conv, in_f32(exec, node, 0),
+                                                  in_f32(exec, node, 1), in_opt(exec, node, 2),
+                                                  out_f32(exec, pool), exec->workspace);
+        return CT_OK;
+    }
+    if (node->op == CT_OP_CONV2D)
+        return run_conv_forward(exec, node, ct_cpu_conv2d_direct_forward);
+    return run_conv_backward(exec, node, node->op == CT_OP_CONV2D_BWD_DATA
+                                             ? ct_cpu_conv2d_direct_backward_data
+                                             : ct_cpu_conv2d_direct_backward_weight);
+}
+
+static const ct_impl conv_direct = {
+    .name = "direct",
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2,
+    .supports = direct_supports,
+    .ready = avx2_ready,
+    .workspace = direct_workspace,
+    .run = run_direct,
+};
+
+static bool winograd_supports(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    return ct_cpu_conv2d_winograd_fits(&node->attr.conv);
+}
+
+static size_t winograd_workspace(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    return ct_cpu_conv2d_winograd_workspace(&node->attr.conv);
+}
+
+static ct_status run_winograd(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
+{
+    (void)backend;
+    if (node->op == CT_OP_CONV2D)
+        return run_conv_forward(exec, node, ct_cpu_conv2d_winograd_forward);
+    return run_conv_backward(exec, node, node->op == CT_OP_CONV2D_BWD_DATA
+                                             ? ct_cpu_conv2d_winograd_backward_data
+                                             : ct_cpu_conv2d_winograd_backward_weight);
+}
+
+static const ct_impl conv_winograd = {
+    .name = "winograd",
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2,
+    .supports = winograd_supports,
+    .ready = avx2_ready,
+    .workspace = winograd_workspace,
+    .run = run_winograd,
+};
+
+#define CONV_IMPLS {&conv_direct, &conv_winograd, &conv_im2col}
+#else
+#define CONV_IMPLS {&conv_im2col}
+#endif
+
+/* ---- the other ops: one kernel each ------------------------------------------------- */
+
+static ct_status run_channel_sum(const ct_exec *exec, const ct_tensor *node)
+{
+    nci dims = nci_of(node->src[0]);
+    ct_cpu_channel_sum(dims.n, dims.c, dims.inner, in_f32(exec, node, 0), out_f32(exec, node));
+    return CT_OK;
+}
+
+/* linear applies a fused relu as it stores */
+static ct_status run_linear(const ct_exec *exec, const ct_tensor *node)
+{
+    const ct_tensor *x = node->src[0], *w = node->src[1];
+    (fused_relu(exec, node) ? ct_cpu_linear_forward_relu : ct_cpu_linear_forward)(
+        (int)x->shape[0], (int)x->shape[1], (int)w->shape[0], in_f32(exec, node, 0),
+        in_f32(exec, node, 1), in_opt(exec, node, 2), out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_linear_bwd_data(const ct_exec *exec, const ct_tensor *node)
+{
+    const ct_tensor *dy = node->src[0], *w = node->src[1];
+    ct_cpu_linear_backward_data((int)dy->shape[0], (int)w->shape[1], (int)w->shape[0],
+                                in_f32(exec, node, 0), in_f32(exec, node, 1),
+                                out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_linear_bwd_weight(const ct_exec *exec, const ct_tensor *node)
+{
+    const ct_tensor *x = node->src[0], *dy = node->src[1];
+    ct_cpu_linear_backward_weight((int)x->shape[0], (int)x->shape[1], (int)dy->shape[1],
+                                  in_f32(exec, node, 0), in_f32(exec, node, 1),
+                                  out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_maxpool2d(const ct_exec *exec, const ct_tensor *node)
+{
+    ct_cpu_maxpool2d_forward(&node->attr.pool, in_f32(exec, node, 0), out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_maxpool2d_bwd(const ct_exec *exec, const ct_tensor *node)
+{
+    ct_cpu_maxpool2d_backward(&node->attr.pool, in_f32(exec, node, 0), in_f32(exec, node, 1),
+                              out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_avgpool2d(const ct_exec *exec, const ct_tensor *node)
+{
+    ct_cpu_avgpool2d_forward(&node->attr.pool, in_f32(exec, node, 0), out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_avgpool2d_bwd(const ct_exec *exec, const ct_tensor *node)
+{
+    ct_cpu_avgpool2d_backward(&node->attr.pool, in_f32(exec, node, 0), out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_global_avgpool(const ct_exec *exec, const ct_tensor *node)
+{
+    nci dims = nci_of(node->src[0]);
+    ct_cpu_global_avgpool_forward(dims.n, dims.c, dims.inner, in_f32(exec, node, 0),
+                                  out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_global_avgpool_bwd(const ct_exec *exec, const ct_tensor *node)
+{
+    nci dims = nci_of(node);
+    ct_cpu_global_avgpool_backward(dims.n, dims.c, dims.inner, in_f32(exec, node, 0),
+                                   out_f32(exec, node));
+    return CT_OK;
+}
+
+typedef void (*unary_fn)(int64_t count, const float *x, float *y);
+typedef void (*binary_fn)(int64_t count, const float *a, const float *b, float *y);
+
+static ct_status run_unary(const ct_exec *exec, const ct_tensor *node, unary_fn kernel)
+{
+    kernel(ct_tensor_numel(node), in_f32(exec, node, 0), out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_binary(const ct_exec *exec, const ct_tensor *node, binary_fn kernel)
+{
+    kernel(ct_tensor_numel(node), in_f32(exec, node, 0), in_f32(exec, node, 1),
+           out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_relu(const ct_exec *e, const ct_tensor *n)
+{
+    return run_unary(e, n, ct_cpu_relu_forward);
+}
+
+static ct_status run_relu_bwd(const ct_exec *e, const ct_tensor *n)
+{
+    return run_binary(e, n, ct_cpu_relu_backward);
+}
+
+static ct_status run_sigmoid(const ct_exec *e, const ct_tensor *n)
+{
+    return run_unary(e, n, ct_cpu_sigmoid_forward);
+}
+
+static ct_status run_sigmoid_bwd(const ct_exec *e, const ct_tensor *n)
+{
+    return run_binary(e, n, ct_cpu_sigmoid_backward);
+}
+
+static ct_status run_tanh(const ct_exec *e, const ct_tensor *n)
+{
+    return run_unary(e, n, ct_cpu_tanh_forward);
+}
+
+static ct_status run_tanh_bwd(const ct_exec *e, const ct_tensor *n)
+{
+    return run_binary(e, n, ct_cpu_tanh_backward);
+}
+
+static ct_status run_add(const ct_exec *e, const ct_tensor *n)
+{
+    return run_binary(e, n, ct_cpu_add);
+}
+
+static ct_status run_bn_stats(const ct_exec *exec, const ct_tensor *node)
+{
+    nci dims = nci_of(node->src[0]);
+    ct_cpu_batchnorm_stats(dims.n, dims.c, dims.inner, in_f32(exec, node, 0), exec->training,
+                           node->attr.bn.momentum, node->attr.bn.eps,
+                           ct_exec_data(exec, node->src[1]), ct_exec_data(exec, node->src[2]),
+                           out_f32(exec, node));
+    if (exec->training && node->n_src > 3)
+        (*(int64_t *)ct_exec_data(exec, node->src[3]))++;
+    return CT_OK;
+}
+
+static ct_status run_bn_apply(const ct_exec *exec, const ct_tensor *node)
+{
+    nci dims = nci_of(node);
+    ct_cpu_batchnorm_apply(dims.n, dims.c, dims.inner, in_f32(exec, node, 0),
+                           in_f32(exec, node, 1), in_f32(exec, node, 2), in_f32(exec, node, 3),
+                           out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_bn_bwd_params(const ct_exec *exec, const ct_tensor *node)
+{
+    nci dims = nci_of(node->src[0]);
+    ct_cpu_batchnorm_backward_params(dims.n, dims.c, dims.inner, in_f32(exec, node, 0),
+                                     in_f32(exec, node, 1), in_f32(exec, node, 2),
+                                     out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_bn_bwd_data(const ct_exec *exec, const ct_tensor *node)
+{
+    nci dims = nci_of(node);
+    ct_cpu_batchnorm_backward_data(dims.n, dims.c, dims.inner, in_f32(exec, node, 0),
+                                   in_f32(exec, node, 1), in_f32(exec, node, 2),
+                                   in_f32(exec, node, 3), in_f32(exec, node, 4),
+                                   out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_dropout(const ct_exec *exec, const ct_tensor *node)
+{
+    int64_t count = ct_tensor_numel(node);
+    if (!exec->training) {
+        ct_cpu_copy(count, in_f32(exec, node, 0), out_f32(exec, node));
+        return CT_OK;
+    }
+    ct_cpu_dropout(count, in_f32(exec, node, 0), out_f32(exec, node), node->attr.dropout.p,
+                   exec->seed, node->attr.dropout.stream, (uint32_t)exec->step);
+    return CT_OK;
+}
+
+static ct_status run_concat(const ct_exec *exec, const ct_tensor *node)
+{
+    int channels[CT_MAX_SRC];
+    const float *xs[CT_MAX_SRC];
+    for (int i = 0; i < node->n_src; i++) {
+        channels[i] = (int)node->src[i]->shape[1];
+        xs[i] = in_f32(exec, node, i);
+    }
+    nci dims = nci_of(node);
+    ct_cpu_concat(dims.n, dims.inner, node->n_src, channels, xs, out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_slice_channels(const ct_exec *exec, const ct_tensor *node)
+{
+    nci dims = nci_of(node->src[0]);
+    ct_cpu_slice_channels(dims.n, dims.inner, dims.c, node->attr.slice.start,
+                          node->attr.slice.count, in_f32(exec, node, 0), out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_softmax(const ct_exec *exec, const ct_tensor *node)
+{
+    ct_cpu_softmax_forward((int)node->shape[0], (int)node->shape[1], in_f32(exec, node, 0),
+                           out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_softmax_bwd(const ct_exec *exec, const ct_tensor *node)
+{
+    ct_cpu_softmax_backward((int)node->shape[0], (int)node->shape[1], in_f32(exec, node, 0),
+                            in_f32(exec, node, 1), out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_cross_entropy(const ct_exec *exec, const ct_tensor *node)
+{
+    const ct_tensor *logits = node->src[0], *labels = node->src[1];
+    int n = (int)logits->shape[0], c = (int)logits->shape[1];
+    const void *label_data = ct_exec_data(exec, labels);
+    bool is_i64 = labels->dtype == CT_I64;
+    int bad = ct_cpu_cross_entropy_forward(n, c, in_f32(exec, node, 0), label_data, is_i64,
+                                           node->attr.ce.smoothing, out_f32(exec, node));
+    if (bad < 0)
+        return CT_OK;
+    long long value = is_i64 ? (long long)((const int64_t *)label_data)[bad]
+                             : (long long)((const int32_t *)label_data)[bad];
+    return ct_set_error(CT_ERR_ARG,
+                        "cross_entropy: label %lld in row %d of '%s' is not a class index in "
+                        "[0, %d)",
+                        value, bad, ct_tensor_name(labels), c);
+}
+
+static ct_status run_cross_entropy_bwd(const ct_exec *exec, const ct_tensor *node)
+{
+    const ct_tensor *logits = node->src[1], *labels = node->src[2];
+    ct_cpu_cross_entropy_backward((int)logits->shape[0], (int)logits->shape[1],
+                                  in_f32(exec, node, 1), ct_exec_data(exec, labels),
+                                  labels->dtype == CT_I64, node->attr.ce.smoothing,
+                                  in_f32(exec, node, 0), out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_fill(const ct_exec *exec, const ct_tensor *node)
+{
+    ct_cpu_fill(ct_tensor_numel(node), node->attr.fill.value, out_f32(exec, node));
+    return CT_OK;
+}
+
+static ct_status run_sgd_update(const ct_exec *exec, const ct_tensor *node)
+{
+    const ct_sgd_args *a = &node->attr.sgd;
+    float *momentum_buf = node->n_src > 2 ? ct_exec_data(exec, node->src[2]) : NULL;
+    ct_cpu_sgd_update(ct_tensor_numel(node), ct_exec_data(exec, node->src[0]),
+                      in_f32(exec, node, 1), momentum_buf, exec->lr, a->momentum, a->dampening,
+                      a->weight_decay, a->nesterov, exec->step == 0);
+    return CT_OK;
+}
+
+static ct_status run_adam_update(const ct_exec *exec, const ct_tensor *node)
+{
+    const ct_adam_args *a = &node->attr.adam;
+    ct_cpu_adam_update(ct_tensor_numel(node), ct_exec_data(exec, node->src[0]),
+                       in_f32(exec, node, 1), ct_exec_data(exec, node->src[2]),
+                       ct_exec_data(exec, node->src[3]), exec->lr, a->beta1, a->beta2, a->eps,
+                       a->weight_decay, a->decoupled, exec->step + 1);
+    return CT_OK;
+}
+
+static void *exec_data(const void *exec, const ct_tensor *t)
+{
+    return ct_exec_data(exec, t);
+}
+
+static ct_status run_custom(const ct_exec *exec, const ct_tensor *node)
+{
+    return ct_custom_run(node, exec_data, exec, false, NULL);
+}
+
+
+/* An op's one kernel, "native": `fn` run with the node's tensors. */
+#define NATIVE(impl, fn, fusions)                                                          \
+    static ct_status impl##_run(ct_backend *backend, const ct_exec *e, const ct_tensor *n) \
+    {                                                                                      \
+        (void)backend;                                                                     \
+        return fn(e, n);                                                                   \
+    }                                                                                      \
+    static const ct_impl impl = {.name = "native", .fuses = (fusions), .run = impl##_run}
+
+NATIVE(channel_sum, run_channel_sum, 0);
+NATIVE(linear, run_linear, CT_FUSES_RELU);
+NATIVE(linear_bwd_data, run_linear_bwd_data, 0);
+NATIVE(linear_bwd_weight, run_linear_bwd_weight, 0);
+NATIVE(maxpool2d, run_maxpool2d, 0);
+NATIVE(maxpool2d_bwd, run_maxpool2d_bwd, 0);
+NATIVE(avgpool2d, run_avgpool2d, 0);
+NATIVE(avgpool2d_bwd, run_avgpool2d_bwd, 0);
+NATIVE(global_avgpool, run_global_avgpool, 0);
+NATIVE(global_avgpool_bwd, run_global_avgpool_bwd, 0);
+NATIVE(relu, run_relu, 0);
+NATIVE(relu_bwd, run_relu_bwd, 0);
+NATIVE(sigmoid, run_sigmoid, 0);
+NATIVE(sigmoid_bwd, run_sigmoid_bwd, 0);
+NATIVE(tanh_, run_tanh, 0);
+NATIVE(tanh_bwd, run_tanh_bwd, 0);
+NATIVE(bn_stats, run_bn_stats, 0);
+NATIVE(bn_apply, run_bn_apply, 0);
+NATIVE(bn_bwd_params, run_bn_bwd_params, 0);
+NATIVE(bn_bwd_data, run_bn_bwd_data, 0);
+NATIVE(dropout, run_dropout, 0);
+NATIVE(add, run_add, 0);
+NATIVE(concat, run_concat, 0);
+NATIVE(slice_channels, run_slice_channels, 0);
+NATIVE(softmax, run_softmax, 0);
+NATIVE(softmax_bwd, run_softmax_bwd, 0);
+NATIVE(cross_entropy, run_cross_entropy, 0);
+NATIVE(cross_entropy_bwd, run_cross_entropy_bwd, 0);
+NATIVE(fill, run_fill, 0);
+NATIVE(sgd_update, run_sgd_update, 0);
+NATIVE(adam_update, run_adam_update, 0);
+NATIVE(custom, run_custom, 0);
+
+const ct_impl *const ct_cpu_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
+    [CT_OP_CONV2D] = CONV_IMPLS,
+    [CT_OP_CONV2D_BWD_DATA] = CONV_IMPLS,
+    [CT_OP_CONV2D_BWD_WEIGHT] = CONV_IMPLS,
+    [CT_OP_CHANNEL_SUM] = {&channel_sum},
+    [CT_OP_LINEAR] = {&linear},
+    [CT_OP_LINEAR_BWD_DATA] = {&linear_bwd_data},
+    [CT_OP_LINEAR_BWD_WEIGHT] = {&linear_bwd_weight},
+    [CT_OP_MAXPOOL2D] = {&maxpool2d},
+    [CT_OP_MAXPOOL2D_BWD] = {&maxpool2d_bwd},
+    [CT_OP_AVGPOOL2D] = {&avgpool2d},
+    [CT_OP_AVGPOOL2D_BWD] = {&avgpool2d_bwd},
+    [CT_OP_GLOBAL_AVGPOOL] = {&global_avgpool},
+    [CT_OP_GLOBAL_AVGPOOL_BWD] = {&global_avgpool_bwd},
+    [CT_OP_RELU] = {&relu},
+    [CT_OP_RELU_BWD] = {&relu_bwd},
+    [CT_OP_SIGMOID] = {&sigmoid},
+    [CT_OP_SIGMOID_BWD] = {&sigmoid_bwd},
+    [CT_OP_TANH] = {&tanh_},
+    [CT_OP_TANH_BWD] = {&tanh_bwd},
+    [CT_OP_BN_STATS] = {&bn_stats},
+    [CT_OP_BN_APPLY] = {&bn_apply},
+    [CT_OP_BN_BWD_PARAMS] = {&bn_bwd_params},
+    [CT_OP_BN_BWD_DATA] = {&bn_bwd_data},
+    [CT_OP_DROPOUT] = {&dropout},
+    [CT_OP_ADD] = {&add},
+    [CT_OP_CONCAT] = {&concat},
+    [CT_OP_SLICE_CHANNELS] = {&slice_channels},
+    [CT_OP_SOFTMAX] = {&softmax},
+    [CT_OP_SOFTMAX_BWD] = {&softmax_bwd},
+    [CT_OP_CROSS_ENTROPY] = {&cross_entropy},
+    [CT_OP_CROSS_ENTROPY_BWD] = {&cross_entropy_bwd},
+    [CT_OP_FILL] = {&fill},
+    [CT_OP_SGD_UPDATE] = {&sgd_update},
+    [CT_OP_ADAM_UPDATE] = {&adam_update},
+    [CT_OP_CUSTOM] = {&custom},
+    [CT_OP_CUSTOM_BWD] = {&custom},
+};

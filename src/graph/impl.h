@@ -1,0 +1,94 @@
+/*
+ * A backend's implementations of the ops, and the one function that chooses
+ * among them.
+ *
+ * Each backend lists, per op, the ways it can run that op (ct_impl), in its
+ * order of preference: cuttle's own kernels, special-case kernels (the CPU's
+ * direct and Winograd convolutions) and a vendor library's call (cuDNN,
+ * cuBLAS).  Every question of the form "can this backend run this node, with
+ * how much workspace, fused with what, by which kernel" is answered from
+ * that table, here: by the plan (support and the CPU fallback, fusion,
+ * workspace), by the run loop and the autotuner (ct_impl_run), by the
+ * profiler (the name of what ran) and by the tests (each implementation
+ * forced in turn, and a check that every one of them ran).
+ *
+ * The choice for a node (ct_backend_set_kernels):
+ *   "native"  the first native implementation that supports the node;
+ *   "vendor"  the first vendor one that does, else as native;
+ *   "auto"    where several could run it, each is timed at the first run
+ *             of the node's shape (a warm-up and AUTO_REPS timed runs, on
+ *             the backend's device clock where it has one) and the fastest
+ *             is kept for that shape;
+ *   a name    ("im2col", "cudnn", ...): that implementation wherever it
+ *             supports the node, the native choice elsewhere.
+ * A vendor implementation that fails on a shape (no algorithm, an error it
+ * returns) is never tried again on that shape; the next choice runs in its
+ * place at once.
+ */
+#ifndef CT_GRAPH_IMPL_H
+#define CT_GRAPH_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "graph/backend.h"
+
+typedef enum ct_impl_kind {
+    CT_IMPL_NATIVE = 0, /* cuttle's own kernel */
+    CT_IMPL_VENDOR      /* a vendor library's call (may fail per shape, see above) */
+} ct_impl_kind;
+
+/* Epilogues an implementation applies as it stores its output (graph/fuse.c):
+ * a relu (ct_exec.epilogue), and a relu then a 2x2 stride-2 unpadded max
+ * pool written to the pool's output (ct_exec.pool_into). */
+enum { CT_FUSES_RELU = 1u << 0, CT_FUSES_RELU_MAXPOOL2X2 = 1u << 1 };
+
+struct ct_impl {
+    const char *name; /* "native", "winograd", "cudnn", ...: the profile shows it */
+    ct_impl_kind kind;
+    unsigned fuses;   /* CT_FUSES_* */
+    /* Whether it can run the node, on this backend as built (the shape, the
+     * vendor library's presence).  NULL: every node of its op. */
+    bool (*supports)(const ct_backend *backend, const ct_tensor *node);
+    /* Whether it can run now (CPU features switched on); a plan sizes its
+     * workspace for the implementations that are not ready too, so that the
+     * choice may change after planning.  NULL: always. */
+    bool (*ready)(const ct_backend *backend);
+    size_t (*workspace)(const ct_backend *backend, const ct_tensor *node); /* NULL: none */
+    ct_status (*run)(ct_backend *backend, const ct_exec *exec, const ct_tensor *node);
+};
+
+/* A backend's table: for each op, up to CT_MAX_IMPLS implementations in
+ * order of preference, NULL after the last. */
+typedef const ct_impl *const ct_impl_table[CT_OP_COUNT][CT_MAX_IMPLS];
+
+/* Whether the backend runs `node` (some implementation supports it and
+ * ct_backend_refuse has not taken the op away). */
+bool ct_impl_supported(const ct_backend *backend, const ct_tensor *node);
+/* The workspace `node` needs: the most that any implementation supporting it
+ * needs, ready or not, so that whichever is chosen fits. */
+size_t ct_impl_workspace(const ct_backend *backend, const ct_tensor *node);
+/* Whether every implementation that supports `producer` applies `fusion`
+ * (CT_FUSES_*), so the fusion holds whichever one is chosen; `pool` is the
+ * max pool of CT_FUSES_RELU_MAXPOOL2X2, NULL for a relu. */
+bool ct_impl_fuses(const ct_backend *backend, const ct_tensor *producer, unsigned fusion,
+                   const ct_tensor *pool);
+/* Chooses the implementation for `node` (see the top) and runs it through
+ * the backend's run_node; *ran (may be NULL) is what ran. */
+ct_status ct_impl_run(ct_backend *backend, const ct_exec *exec, const ct_tensor *node,
+                      const ct_impl **ran);
+/* The backend's implementations of `op`, in order; returns how many. */
+int ct_impl_list(const ct_backend *backend, ct_op op, const ct_impl *const **out);
+/* Whether implementation `index` of `op` has run on this backend (tests). */
+bool ct_impl_has_run(const ct_backend *backend, ct_op op, int index);
+/* Parses and applies a kernels setting (ct_backend_set_kernels). */
+ct_status ct_impl_set_choice(ct_backend *backend, const char *kernels);
+/* Forgets what was timed and what failed (the backend's math changed: TF32). */
+void ct_impl_forget(ct_backend *backend);
+/* Test hook: the backend claims not to run `op`, so that plans run it on
+ * the CPU fallback (graph/plan.c). */
+ct_status ct_backend_refuse(ct_backend *backend, ct_op op);
+/* Frees the backend's memory of choices (ct_backend_free). */
+void ct_impl_memo_free(ct_backend *backend);
+
+#endif
