@@ -271,11 +271,25 @@ EMU_FMA := $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo -mfma)
 EMU_CXXFLAGS := -std=c++17 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -pthread -Iemu \
                 -Iinclude -Isrc \
                 $(CUDA_DEFS) $(OPTFLAGS) $(EMU_FMA)
+# The kernel counters (emu/counters.cpp) need clang's load and store hooks
+# in the kernels' objects; the sanitized build keeps one compiler (GCC's
+# ASan runtime) and does without them.
+EMU_CLANG := $(shell command -v clang++-14 2>/dev/null || command -v clang++ 2>/dev/null)
+ifeq ($(SANITIZE)$(if $(EMU_CLANG),yes,no),0yes)
+EMU_KERNEL_CXX := $(EMU_CLANG)
+EMU_KERNEL_FLAGS := -fsanitize-coverage=func,trace-loads,trace-stores
+EMU_CXXFLAGS += -DCT_EMU_COUNTERS
+FOUND_EMU_COUNTERS := kernel counters (clang hooks)
+else
+EMU_KERNEL_CXX := $(CXX)
+EMU_KERNEL_FLAGS :=
+FOUND_EMU_COUNTERS := no kernel counters (they need clang, without SANITIZE)
+endif
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
 	@echo "  CXX-EMU $<"
-	@$(CXX) $(EMU_CXXFLAGS) -Wno-unknown-pragmas -x c++ -include cuda_runtime.h -MMD -MP \
-	        -c $< -o $@
+	@$(EMU_KERNEL_CXX) $(EMU_CXXFLAGS) $(EMU_KERNEL_FLAGS) -Wno-unknown-pragmas -x c++ \
+	        -include cuda_runtime.h -MMD -MP -c $< -o $@
 $(BUILD)/obj/emu/%.o: emu/%.cpp
 	@mkdir -p $(dir $@)
 	@echo "  CXX     $<"

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "counters.h"
 #include "fiber.h"
 #include "internal.h"
 
@@ -43,13 +44,16 @@ void register_shared_group(shared_group_fn group)
     shared_groups().push_back(group);
 }
 
-/* Every __shared__ variable to 0xff bytes (NaN floats) for a new block. */
-static void poison_shared()
+/* Every __shared__ variable to 0xff bytes (NaN floats) for a new block;
+ * `sections` gets where they are. */
+static void poison_shared(std::vector<std::pair<char *, char *>> *sections)
 {
+    sections->clear();
     for (shared_group_fn group : shared_groups()) {
         char *begin = nullptr, *end = nullptr;
         group(&begin, &end);
         memset(begin, POISON_BYTE, (size_t)(end - begin));
+        sections->emplace_back(begin, end);
     }
 }
 
@@ -94,8 +98,29 @@ struct worker {
     gpu_thread *running;
     uint64_t random;
     char *dynamic_shared; /* this launch's, exactly its size; null for none */
+    size_t dynamic_shared_bytes;
+    std::vector<std::pair<char *, char *>> shared_sections; /* __shared__, as this thread sees them */
 };
 static thread_local worker *this_worker;
+
+int running_thread()
+{
+    worker *w = this_worker;
+    return w && w->running ? w->running->linear : -1;
+}
+
+bool shared_address(const void *address)
+{
+    const char *p = (const char *)address;
+    worker *w = this_worker;
+    if (w->dynamic_shared && p >= w->dynamic_shared &&
+        p < w->dynamic_shared + w->dynamic_shared_bytes)
+        return true;
+    for (const auto &section : w->shared_sections)
+        if (p >= section.first && p < section.second)
+            return true;
+    return false;
+}
 
 void *dynamic_shared()
 {
@@ -187,6 +212,8 @@ void syncthreads(const char *file, int line)
     for (gpu_thread &t : this_worker->threads)
         if (t.state == AT_BARRIER)
             t.state = READY;
+    if (counting())
+        counters_barrier();
 }
 
 static unsigned warp_lanes(const block_run *b, int warp)
@@ -290,6 +317,8 @@ uint64_t warp_collective(const char *file, int line, collective_kind kind, unsig
             warp_threads[l].state = READY;
     }
     open.erase(open.begin() + (c - open.data()));
+    if (counting())
+        counters_warp_sync(warp, mask);
     return t.result;
 }
 
@@ -402,7 +431,9 @@ static std::string run_block(worker *w, const kernel_launch &l, uint3 block_idx)
     int n = (int)(l.block.x * l.block.y * l.block.z);
     if (!grow_threads(w, n))
         return "out of host memory for the stacks of the block's threads";
-    poison_shared();
+    poison_shared(&w->shared_sections);
+    if (counting())
+        counters_block_begin(l.name, n);
     if (w->dynamic_shared)
         memset(w->dynamic_shared, POISON_BYTE, l.shared_bytes);
     block_run b;
@@ -443,6 +474,8 @@ static std::string run_block(worker *w, const kernel_launch &l, uint3 block_idx)
     for (int i = 0; i < n; i++)
         if (w->threads[(size_t)i].state != EXITED)
             fiber_abandoned(&w->threads[(size_t)i].f);
+    if (counting())
+        counters_block_end();
     w->block = nullptr;
     w->running = nullptr;
     current_view = nullptr;
@@ -469,6 +502,7 @@ static void run_blocks(grid_job *job, uint64_t seed)
     /* operator new[] aligns to 16 bytes, as CUDA aligns dynamic shared memory */
     std::unique_ptr<char[]> shared(l.shared_bytes ? new char[l.shared_bytes] : nullptr);
     w.dynamic_shared = shared.get();
+    w.dynamic_shared_bytes = l.shared_bytes;
     size_t i;
     while (!job->failed.load() && (i = job->next.fetch_add(1)) < job->order.size()) {
         uint32_t block = job->order[i];

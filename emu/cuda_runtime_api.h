@@ -170,6 +170,43 @@ void *cuda_emu_dlopen(const char *path);
 void *cuda_emu_dlsym(void *library, const char *name);
 const char *cuda_emu_dlerror(void);
 
+/* Emulator only: what kernels did, counted as a profiler would count it
+ * (emu/counters.cpp, docs/emulator.md), per kernel name over the launches
+ * made while counting was on.  Memory: each warp-level access (the lanes'
+ * n-th execution of one load or store since the warp last synchronized) is
+ * one request; a global request moves the 32-byte sectors its lanes touch
+ * (its efficiency: distinct bytes used / bytes moved), a shared one takes as
+ * many wavefronts as the most distinct 4-byte words any of the 32 banks
+ * must serve. */
+typedef struct cuda_emu_kernel_counters {
+    char name[96];
+    unsigned long long launches, blocks, threads;
+    unsigned long long global_load_requests, global_store_requests;
+    unsigned long long global_load_bytes, global_store_bytes;     /* the lanes asked for */
+    unsigned long long global_load_unique_bytes, global_store_unique_bytes; /* distinct */
+    unsigned long long global_load_sectors, global_store_sectors; /* 32-byte sectors moved */
+    unsigned long long shared_load_requests, shared_store_requests;
+    unsigned long long shared_wavefronts, shared_ideal_wavefronts; /* conflicts: the excess */
+    unsigned long long accesses_by_width[5]; /* lane accesses of 1, 2, 4, 8, 16 bytes */
+    unsigned long long barriers;             /* __syncthreads() completed, per block */
+    unsigned long long atomics;              /* atomic operations, per lane */
+} cuda_emu_kernel_counters;
+
+/* Whether this build counts (the kernels were compiled with the load and
+ * store hooks, `make CUDA=emu` with clang); 0 where it cannot. */
+int cuda_emu_counters_available(void);
+/* Counting on or off (CUDA_EMU_COUNTERS=1 turns it on at start and prints
+ * the table to stderr at exit); off costs a test per access. */
+void cuda_emu_counters_enable(int on);
+void cuda_emu_counters_reset(void);
+/* The kernels counted so far, in the order they first ran; copies kernel
+ * `index` into *out (0 on success, -1 past the last). */
+int cuda_emu_counters_count(void);
+int cuda_emu_counters_get(int index, cuda_emu_kernel_counters *out);
+/* The counters of the kernel called `name`, all launches summed; -1 if it
+ * has not run while counting. */
+int cuda_emu_counters_find(const char *name, cuda_emu_kernel_counters *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -195,11 +195,17 @@ inline T __ldg(const T *p)
     return *p;
 }
 
+/* Counts an atomic operation for the kernel counters (emu/counters.cpp). */
+namespace emu {
+void count_atomic();
+}
+
 /* Blocks run on several host threads: atomics are host atomics (relaxed,
  * like CUDA's plain atomicXxx, which order nothing). */
 template <class T>
 inline T atomicAdd(T *address, T value)
 {
+    emu::count_atomic();
     if constexpr (std::is_floating_point_v<T>) {
         T old, sum;
         __atomic_load(address, &old, __ATOMIC_RELAXED);
@@ -215,16 +221,19 @@ inline T atomicAdd(T *address, T value)
 template <class T>
 inline T atomicSub(T *address, T value)
 {
+    emu::count_atomic();
     return __atomic_fetch_sub(address, value, __ATOMIC_RELAXED);
 }
 template <class T>
 inline T atomicExch(T *address, T value)
 {
+    emu::count_atomic();
     return __atomic_exchange_n(address, value, __ATOMIC_RELAXED);
 }
 template <class T>
 inline T atomicCAS(T *address, T expected, T desired)
 {
+    emu::count_atomic();
     __atomic_compare_exchange_n(address, &expected, desired, false, __ATOMIC_RELAXED,
                                 __ATOMIC_RELAXED);
     return expected;
@@ -232,6 +241,7 @@ inline T atomicCAS(T *address, T expected, T desired)
 template <class T>
 inline T atomicMin(T *address, T value)
 {
+    emu::count_atomic();
     T old = __atomic_load_n(address, __ATOMIC_RELAXED);
     while (value < old && !__atomic_compare_exchange_n(address, &old, value, true,
                                                         __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
@@ -241,6 +251,7 @@ inline T atomicMin(T *address, T value)
 template <class T>
 inline T atomicMax(T *address, T value)
 {
+    emu::count_atomic();
     T old = __atomic_load_n(address, __ATOMIC_RELAXED);
     while (value > old && !__atomic_compare_exchange_n(address, &old, value, true,
                                                         __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {

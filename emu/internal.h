@@ -38,6 +38,12 @@ uint64_t next_random(uint64_t *state);
 typedef void (*shared_group_fn)(char **begin, char **end);
 void register_shared_group(shared_group_fn group);
 
+/* The linear index of the GPU thread running on the calling host thread,
+ * or -1 outside a kernel; and whether `address` is in the running block's
+ * shared memory (its __shared__ variables or dynamic shared memory). */
+int running_thread();
+bool shared_address(const void *address);
+
 /* Run every block of `launch`; "" or the first failure, described. */
 std::string run_grid(const kernel_launch &launch, uint64_t launch_number);
 

@@ -22,6 +22,7 @@
 #include <chrono>
 
 #include "emu.h"
+#include "counters.h"
 #include "state.h"
 
 struct CUevent_st {
@@ -106,7 +107,10 @@ static void execute(stream_state *s, op &o)
         o.work();
         break;
     case OP_KERNEL: {
-        std::string failure = run_grid(o.launch, ++r.launches);
+        const kernel_launch &l = o.launch;
+        uint64_t blocks = (uint64_t)l.grid.x * l.grid.y * l.grid.z;
+        counters_launch(l.name, blocks, blocks * l.block.x * l.block.y * l.block.z);
+        std::string failure = run_grid(l, ++r.launches);
         if (!failure.empty()) {
             work_error = cudaErrorLaunchFailure;
             work_failure = failure;

@@ -4,11 +4,13 @@
 #   --torch  also PyTorch, torchvision and PIL (python3-torch python3-torchvision
 #            python3-pil): the tests that compare cuttle with PyTorch (models,
 #            checkpoints, benchmark peers) use them and skip themselves, saying
-#            so, without them; the README's test command and CI pass --torch
+#            so, without them; the README's test command and CI pass --torch;
+#            with it also clang, which builds the emulated device's kernels
+#            with the hooks its kernel counters need (docs/emulator.md)
 set -e
 packages="gcc g++ make pkg-config python3 libopenblas-openmp-dev zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist"
 if [ "$1" = "--torch" ]; then
-    packages="$packages python3-torch python3-torchvision python3-pil"
+    packages="$packages python3-torch python3-torchvision python3-pil clang"
 fi
 missing=""
 for package in $packages; do

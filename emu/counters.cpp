@@ -1,0 +1,483 @@
+/*
+ * Kernel counters: what a profiler such as Nsight Compute counts, measured
+ * on the emulated device.
+ *
+ * The kernels are compiled with clang's load and store hooks
+ * (-fsanitize-coverage=trace-loads,trace-stores, see the Makefile): every
+ * load and store a GPU thread makes calls __sanitizer_cov_loadN/storeN with
+ * its address.  Accesses to device allocations are global memory, accesses
+ * to the block's __shared__ variables and dynamic shared memory are shared
+ * memory; the rest (kernel parameters, the thread's own stack) is not
+ * counted.
+ *
+ * A warp issues one request for the lanes' n-th execution of the same load
+ * instruction (the hook's return address) since the warp last
+ * synchronized; lanes run one after another here, so each lane counts its
+ * executions of each instruction, and the request is complete when every
+ * lane of the warp has made it, or at the next barrier, warp collective or
+ * block end.  With divergent control flow (a lane that skips a load inside
+ * a loop) lanes pair up with another iteration's addresses until the next
+ * synchronization, which makes the sector count an upper bound there.
+ *
+ * For a complete request:
+ *   global: the bytes the lanes asked for, the distinct bytes among them
+ *           (lanes reading one word share it) and the distinct 32-byte
+ *           sectors they touch (efficiency = distinct bytes / (32 x
+ *           sectors), 100% when every byte moved is used);
+ *   shared: the wavefronts = the most distinct 4-byte words that one of the
+ *           32 banks (word index mod 32) must serve; the ideal is the
+ *           distinct words / 32 rounded up, and the excess is bank
+ *           conflicts (a column of a 32x32 float tile: 32 and 1).
+ */
+#include "counters.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "state.h"
+
+namespace emu {
+
+enum {
+    WARP = 32,
+    SECTOR_SHIFT = 5, /* 32-byte sectors */
+    BANKS = 32,
+    WORD_SHIFT = 2,   /* 4-byte bank words */
+    MAX_PENDING = 1 << 14, /* open requests per warp before they are closed anyway */
+};
+
+enum space { SPACE_NONE, SPACE_GLOBAL, SPACE_SHARED };
+
+static std::atomic<bool> enabled{false};
+
+bool counting()
+{
+    return enabled.load(std::memory_order_relaxed);
+}
+
+/* ---- the kernels' totals ----------------------------------------------------------- */
+
+struct totals {
+    std::mutex lock;
+    std::vector<std::string> order; /* names, in the order they first ran */
+    std::map<std::string, cuda_emu_kernel_counters> by_name;
+};
+
+static totals &all()
+{
+    static totals t;
+    return t;
+}
+
+static cuda_emu_kernel_counters &entry(totals &t, const char *kernel)
+{
+    auto found = t.by_name.find(kernel);
+    if (found != t.by_name.end())
+        return found->second;
+    cuda_emu_kernel_counters c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.name, sizeof c.name, "%s", kernel);
+    t.order.push_back(kernel);
+    return t.by_name.emplace(kernel, c).first->second;
+}
+
+/* Device allocations as [start, end), sorted: a snapshot taken when a launch
+ * starts (the runtime's lock is held by the launching thread, and the
+ * threads that run blocks must not take it). */
+static std::vector<std::pair<uintptr_t, uintptr_t>> device_ranges;
+
+void counters_launch(const char *kernel, uint64_t blocks, uint64_t threads)
+{
+    if (!counting())
+        return;
+    device_ranges.clear();
+    for (const auto &a : rt().allocations)
+        if (a.second.device >= 0)
+            device_ranges.emplace_back(a.first, a.first + a.second.bytes);
+    totals &t = all();
+    std::lock_guard<std::mutex> lock(t.lock);
+    cuda_emu_kernel_counters &c = entry(t, kernel);
+    c.launches++;
+    c.blocks += blocks;
+    c.threads += threads;
+}
+
+static bool is_global(uintptr_t address)
+{
+    auto next = std::upper_bound(device_ranges.begin(), device_ranges.end(),
+                                 std::make_pair(address, UINTPTR_MAX));
+    return next != device_ranges.begin() && address < (next - 1)->second;
+}
+
+/* ---- one block on one host thread ---------------------------------------------------- */
+
+struct request {
+    uintptr_t address[WARP];
+    uint8_t size;
+    bool store;
+    uint8_t space;
+    unsigned lanes; /* the lanes that have made it */
+};
+
+struct request_key {
+    uintptr_t pc;
+    uint32_t occurrence;
+    bool operator==(const request_key &o) const { return pc == o.pc && occurrence == o.occurrence; }
+};
+
+struct request_hash {
+    size_t operator()(const request_key &k) const
+    {
+        return (size_t)(k.pc * 0x9e3779b97f4a7c15ull) ^ k.occurrence;
+    }
+};
+
+struct lane_counts {
+    std::vector<std::pair<uintptr_t, uint32_t>> executed; /* per instruction */
+};
+
+struct block_state {
+    const char *kernel = nullptr;
+    int n_threads = 0;
+    std::vector<lane_counts> lanes;
+    std::vector<std::unordered_map<request_key, request, request_hash>> open; /* per warp */
+    cuda_emu_kernel_counters counts;
+};
+static thread_local block_state block;
+
+static unsigned warp_mask(int warp)
+{
+    int lanes = block.n_threads - warp * WARP;
+    return lanes >= WARP ? 0xffffffffu : (1u << lanes) - 1u;
+}
+
+static int width_index(unsigned size)
+{
+    return size >= 16 ? 4 : size >= 8 ? 3 : size >= 4 ? 2 : size >= 2 ? 1 : 0;
+}
+
+/* The distinct 32-byte sectors that the lanes' bytes fall in. */
+static unsigned sectors_of(const request &r, int n_lanes)
+{
+    uintptr_t sectors[2 * WARP];
+    int n = 0;
+    for (int l = 0; l < n_lanes; l++) {
+        sectors[n++] = r.address[l] >> SECTOR_SHIFT;
+        if ((r.address[l] + r.size - 1) >> SECTOR_SHIFT != r.address[l] >> SECTOR_SHIFT)
+            sectors[n++] = (r.address[l] + r.size - 1) >> SECTOR_SHIFT;
+    }
+    std::sort(sectors, sectors + n);
+    return (unsigned)(std::unique(sectors, sectors + n) - sectors);
+}
+
+/* The distinct bytes the lanes touch (lanes reading the same word share it). */
+static unsigned unique_bytes_of(const request &r, int n_lanes)
+{
+    uintptr_t starts[WARP];
+    memcpy(starts, r.address, sizeof(uintptr_t) * (size_t)n_lanes);
+    std::sort(starts, starts + n_lanes);
+    unsigned bytes = 0;
+    uintptr_t covered = 0; /* the end of the bytes counted so far */
+    for (int l = 0; l < n_lanes; l++) {
+        uintptr_t begin = std::max(starts[l], covered), end = starts[l] + r.size;
+        if (end > begin)
+            bytes += (unsigned)(end - begin);
+        covered = std::max(covered, end);
+    }
+    return bytes;
+}
+
+/* Wavefronts: the most distinct words one bank serves; and the ideal. */
+static void wavefronts_of(const request &r, int n_lanes, unsigned *wavefronts, unsigned *ideal)
+{
+    uintptr_t words[4 * WARP];
+    int n = 0;
+    for (int l = 0; l < n_lanes; l++)
+        for (uintptr_t w = r.address[l] >> WORD_SHIFT;
+             w <= (r.address[l] + r.size - 1) >> WORD_SHIFT && n < 4 * WARP; w++)
+            words[n++] = w;
+    std::sort(words, words + n);
+    n = (int)(std::unique(words, words + n) - words);
+    unsigned per_bank[BANKS] = {0}, most = 0;
+    for (int i = 0; i < n; i++)
+        most = std::max(most, ++per_bank[words[i] % BANKS]);
+    *wavefronts = most;
+    *ideal = (unsigned)(n + BANKS - 1) / BANKS;
+}
+
+static void close_request(const request &r)
+{
+    int n_lanes = __builtin_popcount(r.lanes);
+    cuda_emu_kernel_counters &c = block.counts;
+    /* the lanes' addresses were stored in arrival order: [0, n_lanes) */
+    if (r.space == SPACE_GLOBAL) {
+        unsigned sectors = sectors_of(r, n_lanes), unique = unique_bytes_of(r, n_lanes);
+        unsigned long long bytes = (unsigned long long)n_lanes * r.size;
+        if (r.store) {
+            c.global_store_requests++;
+            c.global_store_bytes += bytes;
+            c.global_store_unique_bytes += unique;
+            c.global_store_sectors += sectors;
+        } else {
+            c.global_load_requests++;
+            c.global_load_bytes += bytes;
+            c.global_load_unique_bytes += unique;
+            c.global_load_sectors += sectors;
+        }
+    } else {
+        unsigned wavefronts = 0, ideal = 0;
+        wavefronts_of(r, n_lanes, &wavefronts, &ideal);
+        (r.store ? c.shared_store_requests : c.shared_load_requests)++;
+        c.shared_wavefronts += wavefronts;
+        c.shared_ideal_wavefronts += ideal;
+    }
+}
+
+static void close_warp(int warp, unsigned mask)
+{
+    if ((size_t)warp >= block.open.size())
+        return;
+    for (auto &item : block.open[(size_t)warp])
+        close_request(item.second);
+    block.open[(size_t)warp].clear();
+    for (int l = 0; l < WARP; l++)
+        if ((mask >> l & 1u) && (size_t)(warp * WARP + l) < block.lanes.size())
+            block.lanes[(size_t)(warp * WARP + l)].executed.clear();
+}
+
+void counters_block_begin(const char *kernel, int n_threads)
+{
+    block.kernel = kernel;
+    block.n_threads = n_threads;
+    if ((int)block.lanes.size() < n_threads)
+        block.lanes.resize((size_t)n_threads);
+    for (int i = 0; i < n_threads; i++)
+        block.lanes[(size_t)i].executed.clear();
+    block.open.resize((size_t)(n_threads + WARP - 1) / WARP);
+    memset(&block.counts, 0, sizeof block.counts);
+}
+
+void counters_barrier()
+{
+    for (int warp = 0; warp < (int)block.open.size(); warp++)
+        close_warp(warp, warp_mask(warp));
+    block.counts.barriers++;
+}
+
+void counters_warp_sync(int warp, unsigned mask)
+{
+    close_warp(warp, mask);
+}
+
+void count_atomic()
+{
+    if (counting() && running_thread() >= 0)
+        block.counts.atomics++;
+}
+
+void counters_block_end()
+{
+    if (!block.kernel)
+        return; /* counting was turned on while the block ran */
+    for (int warp = 0; warp < (int)block.open.size(); warp++)
+        close_warp(warp, warp_mask(warp));
+    totals &t = all();
+    std::lock_guard<std::mutex> lock(t.lock);
+    cuda_emu_kernel_counters &c = entry(t, block.kernel);
+    const cuda_emu_kernel_counters &b = block.counts;
+    c.global_load_requests += b.global_load_requests;
+    c.global_store_requests += b.global_store_requests;
+    c.global_load_bytes += b.global_load_bytes;
+    c.global_store_bytes += b.global_store_bytes;
+    c.global_load_unique_bytes += b.global_load_unique_bytes;
+    c.global_store_unique_bytes += b.global_store_unique_bytes;
+    c.global_load_sectors += b.global_load_sectors;
+    c.global_store_sectors += b.global_store_sectors;
+    c.shared_load_requests += b.shared_load_requests;
+    c.shared_store_requests += b.shared_store_requests;
+    c.shared_wavefronts += b.shared_wavefronts;
+    c.shared_ideal_wavefronts += b.shared_ideal_wavefronts;
+    for (int i = 0; i < 5; i++)
+        c.accesses_by_width[i] += b.accesses_by_width[i];
+    c.barriers += b.barriers;
+    c.atomics += b.atomics;
+    block.kernel = nullptr;
+}
+
+/* ---- the hooks ------------------------------------------------------------------------ */
+
+static uint32_t next_occurrence(lane_counts &lane, uintptr_t pc)
+{
+    for (auto &executed : lane.executed)
+        if (executed.first == pc)
+            return executed.second++;
+    lane.executed.emplace_back(pc, 1);
+    return 0;
+}
+
+static void access(const void *pointer, unsigned size, bool store, uintptr_t pc)
+{
+    int linear = running_thread();
+    if (linear < 0 || linear >= block.n_threads || !block.kernel)
+        return; /* host code of a .cu file, or counting began inside the block */
+    uintptr_t address = (uintptr_t)pointer;
+    uint8_t where = shared_address(pointer) ? SPACE_SHARED
+                    : is_global(address)    ? SPACE_GLOBAL
+                                            : SPACE_NONE;
+    if (where == SPACE_NONE)
+        return;
+    block.counts.accesses_by_width[width_index(size)]++;
+    int warp = linear / WARP;
+    request_key key{pc, next_occurrence(block.lanes[(size_t)linear], pc)};
+    auto &open = block.open[(size_t)warp];
+    if (open.size() >= MAX_PENDING)
+        close_warp(warp, 0);
+    request &r = open[key];
+    if (r.lanes == 0) {
+        r.size = (uint8_t)size;
+        r.store = store;
+        r.space = where;
+    }
+    r.address[__builtin_popcount(r.lanes)] = address;
+    r.lanes |= 1u << (linear % WARP);
+    if (r.lanes == warp_mask(warp)) {
+        close_request(r);
+        open.erase(key);
+    }
+}
+
+} // namespace emu
+
+/* The hooks clang calls (the kernels' object files only; see the top).
+ * __builtin_return_address(0) is the access's own place in the kernel. */
+#define CT_EMU_HOOK(kind, bytes, type, store)                                               \
+    extern "C" __attribute__((visibility("default"))) void __sanitizer_cov_##kind##bytes(   \
+        type *pointer)                                                                      \
+    {                                                                                       \
+        if (emu::counting())                                                                \
+            emu::access(pointer, bytes, store, (uintptr_t)__builtin_return_address(0));     \
+    }
+CT_EMU_HOOK(load, 1, uint8_t, false)
+CT_EMU_HOOK(load, 2, uint16_t, false)
+CT_EMU_HOOK(load, 4, uint32_t, false)
+CT_EMU_HOOK(load, 8, uint64_t, false)
+CT_EMU_HOOK(load, 16, __int128, false)
+CT_EMU_HOOK(store, 1, uint8_t, true)
+CT_EMU_HOOK(store, 2, uint16_t, true)
+CT_EMU_HOOK(store, 4, uint32_t, true)
+CT_EMU_HOOK(store, 8, uint64_t, true)
+CT_EMU_HOOK(store, 16, __int128, true)
+
+/* ---- CUDA_EMU_COUNTERS=1: on from the start, a table on stderr at exit ------------------ */
+
+namespace emu {
+
+static double percent(unsigned long long part, unsigned long long whole)
+{
+    return whole ? 100.0 * (double)part / (double)whole : 100.0;
+}
+
+static void print_table()
+{
+    totals &t = all();
+    std::lock_guard<std::mutex> lock(t.lock);
+    fprintf(stderr, "cuda-emu counters (emulated: counts, not times)\n%-40s %8s %12s %12s %7s "
+                    "%7s %10s %9s %8s\n",
+            "kernel", "launches", "load MB", "store MB", "ld eff", "st eff", "shared req",
+            "conflict", "atomics");
+    for (const std::string &name : t.order) {
+        const cuda_emu_kernel_counters &c = t.by_name[name];
+        fprintf(stderr, "%-40.40s %8llu %12.3f %12.3f %6.1f%% %6.1f%% %10llu %8.1f%% %8llu\n",
+                c.name, c.launches, 32.0 * (double)c.global_load_sectors / 1e6,
+                32.0 * (double)c.global_store_sectors / 1e6,
+                percent(c.global_load_unique_bytes, 32 * c.global_load_sectors),
+                percent(c.global_store_unique_bytes, 32 * c.global_store_sectors),
+                c.shared_load_requests + c.shared_store_requests,
+                c.shared_wavefronts ? percent(c.shared_wavefronts - c.shared_ideal_wavefronts,
+                                              c.shared_wavefronts)
+                                    : 0.0,
+                c.atomics);
+    }
+}
+
+/* Read once at start-up; the totals are made first, so that they outlive
+ * the table printed at exit. */
+static struct from_environment {
+    from_environment()
+    {
+        const char *value = getenv("CUDA_EMU_COUNTERS");
+        if (!value || !*value || strcmp(value, "0") == 0)
+            return;
+        all();
+        enabled.store(true);
+        atexit(print_table);
+    }
+} environment;
+
+} // namespace emu
+
+/* ---- the public side (cuda_runtime_api.h) ---------------------------------------------- */
+
+extern "C" {
+
+int cuda_emu_counters_available(void)
+{
+#ifdef CT_EMU_COUNTERS
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+void cuda_emu_counters_enable(int on)
+{
+    emu::enabled.store(on != 0);
+}
+
+void cuda_emu_counters_reset(void)
+{
+    emu::totals &t = emu::all();
+    std::lock_guard<std::mutex> lock(t.lock);
+    t.order.clear();
+    t.by_name.clear();
+}
+
+int cuda_emu_counters_count(void)
+{
+    emu::totals &t = emu::all();
+    std::lock_guard<std::mutex> lock(t.lock);
+    return (int)t.order.size();
+}
+
+int cuda_emu_counters_get(int index, cuda_emu_kernel_counters *out)
+{
+    emu::totals &t = emu::all();
+    std::lock_guard<std::mutex> lock(t.lock);
+    if (index < 0 || (size_t)index >= t.order.size())
+        return -1;
+    *out = t.by_name[t.order[(size_t)index]];
+    return 0;
+}
+
+int cuda_emu_counters_find(const char *name, cuda_emu_kernel_counters *out)
+{
+    emu::totals &t = emu::all();
+    std::lock_guard<std::mutex> lock(t.lock);
+    auto found = t.by_name.find(name);
+    if (found == t.by_name.end())
+        return -1;
+    *out = found->second;
+    return 0;
+}
+
+} // extern "C"

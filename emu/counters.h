@@ -1,0 +1,29 @@
+/*
+ * The emulator's kernel counters (emu/counters.cpp), as the scheduler
+ * (emu/block.cpp) and the runtime (emu/runtime.cpp) drive them.  The
+ * public side is cuda_emu_counters_* in cuda_runtime_api.h.
+ */
+#ifndef CT_EMU_COUNTERS_H
+#define CT_EMU_COUNTERS_H
+
+#include <stdint.h>
+
+namespace emu {
+
+/* Whether counting is on (a relaxed read: tested at every access). */
+bool counting();
+
+/* A launch starts running (launches, blocks and threads counted). */
+void counters_launch(const char *kernel, uint64_t blocks, uint64_t threads);
+/* A block of `n_threads` starts on this host thread, or has ended (its
+ * counts go to the kernel's totals). */
+void counters_block_begin(const char *kernel, int n_threads);
+void counters_block_end();
+/* Every thread of the block passed a barrier; the lanes of `mask` of warp
+ * `warp` met at a warp collective.  Requests open before it are complete. */
+void counters_barrier();
+void counters_warp_sync(int warp, unsigned mask);
+
+} // namespace emu
+
+#endif
