@@ -71,6 +71,7 @@ struct totals {
     std::mutex lock;
     std::vector<std::string> order; /* names, in the order they first ran */
     std::map<std::string, cuda_emu_kernel_counters> by_name;
+    cuda_emu_kernel_counters sum;   /* every kernel */
 };
 
 static totals &all()
@@ -93,8 +94,11 @@ static cuda_emu_kernel_counters &entry(totals &t, const char *kernel)
 
 /* Device allocations as [start, end), sorted: a snapshot taken when a launch
  * starts (the runtime's lock is held by the launching thread, and the
- * threads that run blocks must not take it). */
+ * threads that run blocks must not take it); and per allocation a bit per
+ * 32-byte sector, set when the launch first touches it (the sectors that
+ * come from DRAM once, if the launch's data fits in L2). */
 static std::vector<std::pair<uintptr_t, uintptr_t>> device_ranges;
+static std::vector<std::vector<uint64_t>> touched;
 
 void counters_launch(const char *kernel, uint64_t blocks, uint64_t threads)
 {
@@ -104,19 +108,45 @@ void counters_launch(const char *kernel, uint64_t blocks, uint64_t threads)
     for (const auto &a : rt().allocations)
         if (a.second.device >= 0)
             device_ranges.emplace_back(a.first, a.first + a.second.bytes);
+    touched.resize(device_ranges.size());
+    for (size_t i = 0; i < device_ranges.size(); i++) {
+        size_t sectors = (device_ranges[i].second - device_ranges[i].first + 31) / 32;
+        touched[i].assign((sectors + 63) / 64, 0);
+    }
     totals &t = all();
     std::lock_guard<std::mutex> lock(t.lock);
-    cuda_emu_kernel_counters &c = entry(t, kernel);
-    c.launches++;
-    c.blocks += blocks;
-    c.threads += threads;
+    for (cuda_emu_kernel_counters *c : {&entry(t, kernel), &t.sum}) {
+        c->launches++;
+        c->blocks += blocks;
+        c->threads += threads;
+    }
 }
 
-static bool is_global(uintptr_t address)
+/* The allocation that holds `address`, or -1. */
+static int global_range(uintptr_t address)
 {
     auto next = std::upper_bound(device_ranges.begin(), device_ranges.end(),
                                  std::make_pair(address, UINTPTR_MAX));
-    return next != device_ranges.begin() && address < (next - 1)->second;
+    if (next == device_ranges.begin() || address >= (next - 1)->second)
+        return -1;
+    return (int)(next - device_ranges.begin()) - 1;
+}
+
+/* Marks the sectors of [address, address + size) in allocation `range`
+ * touched; how many were new to this launch.  Blocks run on several host
+ * threads: the bits are set atomically. */
+static unsigned touch(int range, uintptr_t address, unsigned size)
+{
+    unsigned fresh = 0;
+    uintptr_t base = device_ranges[(size_t)range].first;
+    for (uintptr_t s = (address - base) >> SECTOR_SHIFT;
+         s <= (address + size - 1 - base) >> SECTOR_SHIFT; s++) {
+        uint64_t bit = 1ull << (s % 64);
+        uint64_t before = __atomic_fetch_or(&touched[(size_t)range][s / 64], bit,
+                                            __ATOMIC_RELAXED);
+        fresh += !(before & bit);
+    }
+    return fresh;
 }
 
 /* ---- one block on one host thread ---------------------------------------------------- */
@@ -285,6 +315,37 @@ void count_atomic()
         block.counts.atomics++;
 }
 
+/* c += b, for what blocks count (launches, blocks and threads are counted
+ * at the launch). */
+static void add_counts(cuda_emu_kernel_counters *c, const cuda_emu_kernel_counters &b)
+{
+    c->global_load_requests += b.global_load_requests;
+    c->global_store_requests += b.global_store_requests;
+    c->global_load_bytes += b.global_load_bytes;
+    c->global_store_bytes += b.global_store_bytes;
+    c->global_load_unique_bytes += b.global_load_unique_bytes;
+    c->global_store_unique_bytes += b.global_store_unique_bytes;
+    c->global_load_sectors += b.global_load_sectors;
+    c->global_store_sectors += b.global_store_sectors;
+    c->distinct_sectors += b.distinct_sectors;
+    c->shared_load_requests += b.shared_load_requests;
+    c->shared_store_requests += b.shared_store_requests;
+    c->shared_wavefronts += b.shared_wavefronts;
+    c->shared_ideal_wavefronts += b.shared_ideal_wavefronts;
+    for (int i = 0; i < 5; i++)
+        c->accesses_by_width[i] += b.accesses_by_width[i];
+    c->barriers += b.barriers;
+    c->atomics += b.atomics;
+}
+
+void counters_snapshot(cuda_emu_kernel_counters *out)
+{
+    totals &t = all();
+    std::lock_guard<std::mutex> lock(t.lock);
+    *out = t.sum;
+    snprintf(out->name, sizeof out->name, "all");
+}
+
 void counters_block_end()
 {
     if (!block.kernel)
@@ -293,24 +354,8 @@ void counters_block_end()
         close_warp(warp, warp_mask(warp));
     totals &t = all();
     std::lock_guard<std::mutex> lock(t.lock);
-    cuda_emu_kernel_counters &c = entry(t, block.kernel);
-    const cuda_emu_kernel_counters &b = block.counts;
-    c.global_load_requests += b.global_load_requests;
-    c.global_store_requests += b.global_store_requests;
-    c.global_load_bytes += b.global_load_bytes;
-    c.global_store_bytes += b.global_store_bytes;
-    c.global_load_unique_bytes += b.global_load_unique_bytes;
-    c.global_store_unique_bytes += b.global_store_unique_bytes;
-    c.global_load_sectors += b.global_load_sectors;
-    c.global_store_sectors += b.global_store_sectors;
-    c.shared_load_requests += b.shared_load_requests;
-    c.shared_store_requests += b.shared_store_requests;
-    c.shared_wavefronts += b.shared_wavefronts;
-    c.shared_ideal_wavefronts += b.shared_ideal_wavefronts;
-    for (int i = 0; i < 5; i++)
-        c.accesses_by_width[i] += b.accesses_by_width[i];
-    c.barriers += b.barriers;
-    c.atomics += b.atomics;
+    add_counts(&entry(t, block.kernel), block.counts);
+    add_counts(&t.sum, block.counts);
     block.kernel = nullptr;
 }
 
@@ -331,11 +376,13 @@ static void access(const void *pointer, unsigned size, bool store, uintptr_t pc)
     if (linear < 0 || linear >= block.n_threads || !block.kernel)
         return; /* host code of a .cu file, or counting began inside the block */
     uintptr_t address = (uintptr_t)pointer;
-    uint8_t where = shared_address(pointer) ? SPACE_SHARED
-                    : is_global(address)    ? SPACE_GLOBAL
-                                            : SPACE_NONE;
+    bool shared = shared_address(pointer);
+    int range = shared ? -1 : global_range(address);
+    uint8_t where = shared ? SPACE_SHARED : range >= 0 ? SPACE_GLOBAL : SPACE_NONE;
     if (where == SPACE_NONE)
         return;
+    if (where == SPACE_GLOBAL)
+        block.counts.distinct_sectors += touch(range, address, size);
     block.counts.accesses_by_width[width_index(size)]++;
     int warp = linear / WARP;
     request_key key{pc, next_occurrence(block.lanes[(size_t)linear], pc)};
@@ -450,6 +497,7 @@ void cuda_emu_counters_reset(void)
     std::lock_guard<std::mutex> lock(t.lock);
     t.order.clear();
     t.by_name.clear();
+    memset(&t.sum, 0, sizeof t.sum);
 }
 
 int cuda_emu_counters_count(void)

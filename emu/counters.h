@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "cuda_runtime_api.h"
+
 namespace emu {
 
 /* Whether counting is on (a relaxed read: tested at every access). */
@@ -23,6 +25,8 @@ void counters_block_end();
  * `warp` met at a warp collective.  Requests open before it are complete. */
 void counters_barrier();
 void counters_warp_sync(int warp, unsigned mask);
+/* Every kernel's counters summed so far (for an event's record). */
+void counters_snapshot(cuda_emu_kernel_counters *out);
 
 } // namespace emu
 

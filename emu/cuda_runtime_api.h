@@ -185,6 +185,7 @@ typedef struct cuda_emu_kernel_counters {
     unsigned long long global_load_bytes, global_store_bytes;     /* the lanes asked for */
     unsigned long long global_load_unique_bytes, global_store_unique_bytes; /* distinct */
     unsigned long long global_load_sectors, global_store_sectors; /* 32-byte sectors moved */
+    unsigned long long distinct_sectors; /* per launch, summed: each sector once (DRAM) */
     unsigned long long shared_load_requests, shared_store_requests;
     unsigned long long shared_wavefronts, shared_ideal_wavefronts; /* conflicts: the excess */
     unsigned long long accesses_by_width[5]; /* lane accesses of 1, 2, 4, 8, 16 bytes */
@@ -206,6 +207,10 @@ int cuda_emu_counters_get(int index, cuda_emu_kernel_counters *out);
 /* The counters of the kernel called `name`, all launches summed; -1 if it
  * has not run while counting. */
 int cuda_emu_counters_find(const char *name, cuda_emu_kernel_counters *out);
+/* Every kernel's counters summed (name "all") as they stood when `event`'s
+ * latest record ran in its stream: the difference of two events is what
+ * the kernels between them did.  -1 if that record has not run. */
+int cuda_emu_event_counters(cudaEvent_t event, cuda_emu_kernel_counters *out);
 
 #ifdef __cplusplus
 }

@@ -31,6 +31,7 @@ struct CUevent_st {
     uint64_t stream, seq; /* the latest record: 0 when never recorded */
     bool done;            /* that record has run */
     double ms;            /* when it ran */
+    cuda_emu_kernel_counters counters; /* ... and the kernel counters then */
 };
 
 namespace emu {
@@ -121,6 +122,7 @@ static void execute(stream_state *s, op &o)
         if (o.event->stream == s->id && o.event->seq == o.seq) {
             o.event->done = true;
             o.event->ms = now_ms();
+            counters_snapshot(&o.event->counters);
         }
         break;
     }
@@ -485,7 +487,7 @@ cudaError_t cudaDeviceSynchronize(void)
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags)
 {
-    *event = new CUevent_st{current_device(), flags, 0, 0, false, 0.0};
+    *event = new CUevent_st{current_device(), flags, 0, 0, false, 0.0, {}};
     return cudaSuccess;
 }
 
@@ -540,6 +542,15 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
 cudaError_t cudaEventQuery(cudaEvent_t event)
 {
     return cudaEventSynchronize(event);
+}
+
+int cuda_emu_event_counters(cudaEvent_t event, cuda_emu_kernel_counters *out)
+{
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    if (!is_event(event) || !event->done)
+        return -1;
+    *out = event->counters;
+    return 0;
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)

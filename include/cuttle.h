@@ -404,6 +404,25 @@ typedef enum ct_prof_phase {
 
 CT_API const char *ct_prof_phase_name(ct_prof_phase phase); /* "forward", ... */
 
+/* What a node's kernels did on an emulated GPU (ct_backend_emulated),
+ * counted by the emulator as a profiler counts on a GPU (docs/emulator.md),
+ * and the GPU time a roofline model of an H100 SXM predicts from that
+ * (docs/roofline.md).  A prediction, never a measurement; `counted` is
+ * false (and the rest 0) on any other backend. */
+typedef struct ct_kernel_counts {
+    bool counted;
+    int64_t launches;
+    double bytes_used;        /* global memory: distinct bytes the threads asked for */
+    double bytes_moved;       /* 32-byte sectors moved to and from L2, in bytes */
+    double dram_bytes;        /* each launch's distinct sectors, in bytes (its DRAM traffic
+                               * if its data fits in L2) */
+    double shared_wavefronts; /* shared-memory cycles; the ideal, conflict-free count: */
+    double shared_ideal_wavefronts;
+    double predicted_ns;      /* the model's time for the node's kernels */
+    double roofline_ns;       /* the op's floor: its FLOPs at peak or its least bytes at
+                               * DRAM bandwidth, whichever is longer */
+} ct_kernel_counts;
+
 /* One node of one step.  Times are on the host's monotonic clock
  * (CLOCK_MONOTONIC), in nanoseconds. */
 typedef struct ct_prof_record {
@@ -419,6 +438,7 @@ typedef struct ct_prof_record {
     int64_t device_start_ns, device_end_ns;
     double flops; /* estimated arithmetic, a multiply-add counted as 2 */
     double bytes; /* estimated least memory traffic */
+    ct_kernel_counts counts; /* an emulated GPU's counters and prediction */
 } ct_prof_record;
 
 /* The last step that ran with profiling on.  The strings and records are
@@ -430,6 +450,8 @@ typedef struct ct_profile {
     int64_t start_ns, end_ns; /* the whole ct_plan_run, synchronization included */
     int n_records;            /* nodes run, in order (views run nothing and have none) */
     const ct_prof_record *records;
+    const char *predicted_for; /* the GPU the records' predictions model ("H100 SXM"), or
+                                * NULL when nothing was counted (ct_kernel_counts) */
 } ct_profile;
 
 /* Turn per-node timing on (allocating the records once: CT_ERR_MEMORY) or

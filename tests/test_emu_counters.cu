@@ -8,7 +8,9 @@
  *     32 wavefronts (32-way conflict), the tile padded to 33 columns one;
  *     every lane reading one word is a broadcast, one wavefront;
  *   - 64-bit and 128-bit accesses counted by width; barriers per block;
- *     atomics per lane; launches, blocks and threads.
+ *     atomics per lane; launches, blocks and threads;
+ *   - the distinct sectors of a launch (what DRAM must deliver once), and
+ *     events that bracket a launch with its counts.
  * The counters need the kernels built with clang's hooks (`make CUDA=emu`
  * with clang, not the sanitized build): without them the test says so and
  * checks only that nothing is counted.
@@ -115,6 +117,8 @@ static void coalesced_copy_is_100_percent(void)
           efficiency(c.global_load_unique_bytes, c.global_load_sectors),
           efficiency(c.global_store_unique_bytes, c.global_store_sectors));
     CHECK(c.accesses_by_width[2] == 2ull * N, "%llu 32-bit accesses", c.accesses_by_width[2]);
+    CHECK(c.distinct_sectors == 2ull * N * 4 / 32, "%llu distinct sectors (x and y once)",
+          c.distinct_sectors);
     cudaFree(x);
     cudaFree(y);
 }
@@ -199,6 +203,44 @@ static void widths_and_atomics(void)
     cudaFree(counter);
 }
 
+/* Two events around a launch: their counters differ by that launch's; a
+ * sector read twice in one launch comes from DRAM once. */
+__global__ static void read_twice(const float *x, float *y)
+{
+    int i = threadIdx.x;
+    y[i] = x[i] + x[(i + 1) % 32];
+}
+
+static void events_bracket_the_counts(void)
+{
+    float *x = device_floats(TILE), *y = device_floats(TILE);
+    cudaEvent_t before = NULL, after = NULL;
+    CHECK(cudaEventCreate(&before) == cudaSuccess && cudaEventCreate(&after) == cudaSuccess,
+          "events");
+    CHECK(cudaEventRecord(before, 0) == cudaSuccess, "record");
+    CT_EMU_LAUNCH(read_twice, 1, TILE, 0, 0, x, y);
+    CHECK(cudaEventRecord(after, 0) == cudaSuccess, "record");
+    CHECK(cudaEventSynchronize(after) == cudaSuccess, "synchronize");
+    cuda_emu_kernel_counters a, b;
+    CHECK(cuda_emu_event_counters(before, &a) == 0 && cuda_emu_event_counters(after, &b) == 0,
+          "event counters");
+    CHECK(b.launches - a.launches == 1 && b.global_load_requests - a.global_load_requests == 2,
+          "%llu launches, %llu load requests between the events", b.launches - a.launches,
+          b.global_load_requests - a.global_load_requests);
+    CHECK(b.global_load_sectors - a.global_load_sectors == 8 &&
+              b.distinct_sectors - a.distinct_sectors == 8,
+          "x read twice: %llu sectors moved, %llu distinct (want 8 and 4 + 4 of y)",
+          b.global_load_sectors - a.global_load_sectors, b.distinct_sectors - a.distinct_sectors);
+    cudaEvent_t never;
+    CHECK(cudaEventCreate(&never) == cudaSuccess, "event");
+    CHECK(cuda_emu_event_counters(never, &a) == -1, "an event never recorded has no counters");
+    cudaEventDestroy(before);
+    cudaEventDestroy(after);
+    cudaEventDestroy(never);
+    cudaFree(x);
+    cudaFree(y);
+}
+
 static void counting_off_counts_nothing(void)
 {
     cuda_emu_counters_enable(0);
@@ -225,6 +267,7 @@ int main(void)
     RUN(stride_8_read_is_12_5_percent);
     RUN(shared_column_conflicts);
     RUN(widths_and_atomics);
+    RUN(events_bracket_the_counts);
     RUN(counting_off_counts_nothing);
     return harness_finish();
 }

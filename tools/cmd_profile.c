@@ -33,6 +33,8 @@ typedef struct op_row {
     long calls;
     int64_t total_ns;
     double flops, bytes;
+    long counted_calls;     /* calls an emulated GPU counted (ct_kernel_counts) */
+    ct_kernel_counts counts; /* their sums */
 } op_row;
 
 typedef struct profile_totals {
@@ -40,6 +42,7 @@ typedef struct profile_totals {
     int n_rows, capacity;
     int64_t step_ns;  /* measured around ct_plan_run */
     int64_t nodes_ns; /* the nodes' own times */
+    const char *predicted_for; /* ct_profile.predicted_for */
 } profile_totals;
 
 static op_row *row_of(profile_totals *totals, const ct_prof_record *r)
@@ -55,8 +58,24 @@ static op_row *row_of(profile_totals *totals, const ct_prof_record *r)
     return row;
 }
 
+static void add_counts(op_row *row, const ct_kernel_counts *c)
+{
+    ct_kernel_counts *sum = &row->counts;
+    row->counted_calls++;
+    sum->counted = true;
+    sum->launches += c->launches;
+    sum->bytes_used += c->bytes_used;
+    sum->bytes_moved += c->bytes_moved;
+    sum->dram_bytes += c->dram_bytes;
+    sum->shared_wavefronts += c->shared_wavefronts;
+    sum->shared_ideal_wavefronts += c->shared_ideal_wavefronts;
+    sum->predicted_ns += c->predicted_ns;
+    sum->roofline_ns += c->roofline_ns;
+}
+
 static int add_step(profile_totals *totals, const ct_profile *profile)
 {
+    totals->predicted_for = profile->predicted_for;
     for (int i = 0; i < profile->n_records; i++) {
         const ct_prof_record *r = &profile->records[i];
         op_row *row = row_of(totals, r);
@@ -74,6 +93,8 @@ static int add_step(profile_totals *totals, const ct_profile *profile)
         row->flops += r->flops;
         row->bytes += r->bytes;
         totals->nodes_ns += ns;
+        if (r->counts.counted && r->counts.launches > 0)
+            add_counts(row, &r->counts);
     }
     return CLI_EXIT_OK;
 }
@@ -120,6 +141,55 @@ static double per_second(double amount, int64_t ns)
     return ns > 0 ? amount / (double)ns : 0.0; /* amount/ns = G amount/s */
 }
 
+static double ratio(double part, double whole)
+{
+    return whole > 0 ? part / whole : 0.0;
+}
+
+/* The emulated GPU's counts per row and the roofline model's prediction
+ * (docs/roofline.md), per step; nothing when no row was counted. */
+static void print_predicted(const profile_options *opts, const profile_totals *totals)
+{
+    double steps = (double)opts->steps, predicted = 0, floor = 0, launches = 0;
+    long uncounted = 0;
+    for (int i = 0; i < totals->n_rows; i++) {
+        const op_row *row = &totals->rows[i];
+        predicted += row->counts.predicted_ns;
+        floor += row->counts.roofline_ns;
+        launches += (double)row->counts.launches;
+        uncounted += row->calls - row->counted_calls;
+    }
+    if (launches == 0 || !totals->predicted_for)
+        return;
+    printf("\npredicted for an %s from the emulator's counts (a model, not a measurement; "
+           "docs/roofline.md)\n",
+           totals->predicted_for);
+    printf("%-24s %-13s %8s %9s %9s %6s %7s %8s %10s %10s %6s\n", "phase / op", "kernel",
+           "launches", "L2 MB", "DRAM MB", "FLOP/B", "ld/st", "conflict", "pred. us",
+           "floor us", "of max");
+    for (int i = 0; i < totals->n_rows; i++) {
+        const op_row *row = &totals->rows[i];
+        const ct_kernel_counts *c = &row->counts;
+        if (!row->counted_calls)
+            continue;
+        printf("  %-22s %-13s %8.0f %9.3f %9.3f %6.1f %6.1f%% %7.1f%% %10.2f %10.2f %5.0f%%\n",
+               row->op, row->kernel, (double)c->launches / steps, c->bytes_moved / 1e6 / steps,
+               c->dram_bytes / 1e6 / steps, ratio(row->flops, c->dram_bytes),
+               100.0 * ratio(c->bytes_used, c->bytes_moved),
+               100.0 * ratio(c->shared_wavefronts - c->shared_ideal_wavefronts,
+                             c->shared_wavefronts),
+               c->predicted_ns / 1e3 / steps, c->roofline_ns / 1e3 / steps,
+               100.0 * ratio(c->roofline_ns, c->predicted_ns));
+    }
+    printf("\npredicted step %.3f ms on the model (%0.f launches); the ops' roofline floor "
+           "%.3f ms (%.0f%% of it)%s\n",
+           predicted / 1e6 / steps, launches / steps, floor / 1e6 / steps,
+           100.0 * ratio(floor, predicted),
+           uncounted ? "; nodes without kernels of cuttle's (vendor calls, the CPU) are "
+                       "not in it"
+                     : "");
+}
+
 static void print_text(const profile_options *opts, const workload *w,
                        const profile_totals *totals)
 {
@@ -155,6 +225,7 @@ static void print_text(const profile_options *opts, const workload *w,
     double nodes_ms = (double)totals->nodes_ns / NS_PER_MS / steps;
     printf("\nper step: nodes %.3f ms, measured step %.3f ms (the nodes are %.1f%% of it)\n",
            nodes_ms, step_ms, 100.0 * nodes_ms / step_ms);
+    print_predicted(opts, totals);
 }
 
 static void print_json(const profile_options *opts, const workload *w,
@@ -178,12 +249,22 @@ static void print_json(const profile_options *opts, const workload *w,
         printf("%s{\"phase\": \"%s\", \"op\": \"%s\", \"kernel\": \"%s\", \"calls\": %ld, "
                "\"total_ms\": %.4f, "
                "\"mean_ms\": %.5f, \"share\": %.5f, \"flops\": %.0f, \"bytes\": %.0f, "
-               "\"gflops_per_s\": %.3f, \"gbytes_per_s\": %.3f}",
+               "\"gflops_per_s\": %.3f, \"gbytes_per_s\": %.3f",
                i ? ", " : "", ct_prof_phase_name(row->phase), row->op, row->kernel, row->calls,
                (double)row->total_ns / NS_PER_MS,
                (double)row->total_ns / NS_PER_MS / (double)row->calls,
                (double)row->total_ns / (double)totals->step_ns, row->flops, row->bytes,
                per_second(row->flops, row->total_ns), per_second(row->bytes, row->total_ns));
+        const ct_kernel_counts *c = &row->counts;
+        if (row->counted_calls)
+            printf(", \"predicted\": {\"launches\": %lld, \"bytes_moved\": %.0f, "
+                   "\"dram_bytes\": %.0f, \"bytes_used\": %.0f, \"shared_wavefronts\": %.0f, "
+                   "\"shared_ideal_wavefronts\": %.0f, \"predicted_ms\": %.6f, "
+                   "\"roofline_ms\": %.6f}",
+                   (long long)c->launches, c->bytes_moved, c->dram_bytes, c->bytes_used,
+                   c->shared_wavefronts, c->shared_ideal_wavefronts, c->predicted_ns / 1e6,
+                   c->roofline_ns / 1e6);
+        printf("}");
     }
     printf("]}\n");
 }

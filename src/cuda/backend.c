@@ -124,6 +124,9 @@ static void cuda_timer_free(ct_backend *backend, void *timer)
     cuda_timer *t = timer;
     if (!t)
         return;
+#ifdef CUDA_EMU
+    cuda_emu_counters_enable(0);
+#endif
     if (cuda_set_device(impl_of(backend)) == CT_OK)
         for (int i = 0; i < t->n_marks; i++)
             cudaEventDestroy(t->events[i]);
@@ -144,6 +147,9 @@ static ct_status cuda_timer_new(ct_backend *backend, int n_marks, void **timer)
             return ct_cuda_fail(error, __FILE__, __LINE__, "cudaEventCreate (profiler)");
         }
     }
+#ifdef CUDA_EMU
+    cuda_emu_counters_enable(1); /* the profiler reads them (cuda_timer_counts) */
+#endif
     *timer = t;
     return CT_OK;
 }
@@ -167,6 +173,32 @@ static ct_status cuda_timer_elapsed_ns(ct_backend *backend, void *timer, int mar
     *ns = (int64_t)((double)ms * 1e6);
     return CT_OK;
 }
+
+#ifdef CUDA_EMU
+/* The emulator's counters when mark `mark` ran (emu/counters.cpp). */
+static ct_status cuda_timer_counts(ct_backend *backend, void *timer, int mark,
+                                   ct_kernel_counts *out)
+{
+    (void)backend;
+    cuda_timer *t = timer;
+    cuda_emu_kernel_counters c;
+    if (!cuda_emu_counters_available())
+        return ct_set_error(CT_ERR_UNSUPPORTED, "this emulated build counts nothing (it needs "
+                            "clang, without SANITIZE)");
+    if (mark < 0 || mark >= t->n_marks || cuda_emu_event_counters(t->events[mark], &c) != 0)
+        return ct_set_error(CT_ERR_STATE, "profiler: mark %d has not run", mark);
+    *out = (ct_kernel_counts){
+        .counted = true,
+        .launches = (int64_t)c.launches,
+        .bytes_used = (double)(c.global_load_unique_bytes + c.global_store_unique_bytes),
+        .bytes_moved = 32.0 * (double)(c.global_load_sectors + c.global_store_sectors),
+        .dram_bytes = 32.0 * (double)c.distinct_sectors,
+        .shared_wavefronts = (double)c.shared_wavefronts,
+        .shared_ideal_wavefronts = (double)c.shared_ideal_wavefronts,
+    };
+    return CT_OK;
+}
+#endif
 
 /* After the stream is idle: the first bad label cross-entropy met, if any.
  * Checked once: the node (and its plan) may be gone by the next synchronize. */
@@ -277,6 +309,9 @@ static const ct_backend_i cuda_backend_i = {
     .timer_mark = cuda_timer_mark,
     .timer_elapsed_ns = cuda_timer_elapsed_ns,
     .timer_free = cuda_timer_free,
+#ifdef CUDA_EMU
+    .timer_counts = cuda_timer_counts,
+#endif
     .memory_stats = cuda_memory_stats,
     .release_cache = cuda_release_cache,
     .set_memory_limit = cuda_set_memory_limit,

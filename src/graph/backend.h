@@ -81,6 +81,12 @@ typedef struct ct_backend_i {
     void (*timer_mark)(ct_backend *backend, void *timer, int mark);
     ct_status (*timer_elapsed_ns)(ct_backend *backend, void *timer, int mark, int64_t *ns);
     void (*timer_free)(ct_backend *backend, void *timer);
+    /* Optional: the kernel counters of an emulated GPU at mark i, summed
+     * since the process began (the profiler subtracts neighbours); only
+     * `counted` and the counts, no prediction.  CT_ERR_UNSUPPORTED where
+     * the device counts nothing. */
+    ct_status (*timer_counts)(ct_backend *backend, void *timer, int mark,
+                              ct_kernel_counts *out);
     /* Optional (NULL: CT_ERR_UNSUPPORTED): memory and math settings. */
     ct_status (*memory_stats)(const ct_backend *backend, ct_memory_stats *out);
     ct_status (*release_cache)(ct_backend *backend);

@@ -8,6 +8,7 @@
  * queued, the device times when it ran.
  */
 #include "prof/profiler.h"
+#include "prof/roofline.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,12 +167,48 @@ static ct_status read_device_times(ct_profiler *prof, ct_prof_record *records, i
     return CT_OK;
 }
 
+/* An emulated GPU's counters per record (the difference between the marks
+ * around it) and the roofline model's prediction from them. */
+static ct_status read_device_counts(ct_profiler *prof, ct_prof_record *records, int n,
+                                    bool *counted)
+{
+    ct_backend *backend = prof->backend;
+    *counted = false;
+    ct_kernel_counts before = {0};
+    ct_status status = backend->iface->timer_counts(backend, prof->timer, 0, &before);
+    if (status == CT_ERR_UNSUPPORTED)
+        return CT_OK;
+    CT_TRY(status);
+    for (int r = 0; r < n; r++) {
+        ct_kernel_counts after = {0};
+        CT_TRY(backend->iface->timer_counts(backend, prof->timer, r + 1, &after));
+        ct_kernel_counts *c = &records[r].counts;
+        *c = (ct_kernel_counts){
+            .counted = true,
+            .launches = after.launches - before.launches,
+            .bytes_used = after.bytes_used - before.bytes_used,
+            .bytes_moved = after.bytes_moved - before.bytes_moved,
+            .dram_bytes = after.dram_bytes - before.dram_bytes,
+            .shared_wavefronts = after.shared_wavefronts - before.shared_wavefronts,
+            .shared_ideal_wavefronts =
+                after.shared_ideal_wavefronts - before.shared_ideal_wavefronts,
+        };
+        ct_roofline_predict(&ct_gpu_h100_sxm, records[r].flops, records[r].bytes, c);
+        before = after;
+    }
+    *counted = true;
+    return CT_OK;
+}
+
 static ct_status profiler_step_end(ct_run_hook *hook, ct_mode mode, int64_t step)
 {
     ct_profiler *prof = (ct_profiler *)hook;
     int n = prof->n_records[mode];
     if (prof->timer)
         CT_TRY(read_device_times(prof, prof->records[mode], n));
+    bool counted = false;
+    if (prof->timer && prof->backend->iface->timer_counts)
+        CT_TRY(read_device_counts(prof, prof->records[mode], n, &counted));
     prof->last = (ct_profile){
         .mode = mode,
         .step = step,
@@ -179,6 +216,7 @@ static ct_status profiler_step_end(ct_run_hook *hook, ct_mode mode, int64_t step
         .end_ns = ct_prof_now_ns(),
         .n_records = n,
         .records = prof->records[mode],
+        .predicted_for = counted ? ct_gpu_h100_sxm.name : NULL,
     };
     prof->has_last = true;
     return CT_OK;

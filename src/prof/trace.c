@@ -100,12 +100,22 @@ static void complete_event(ct_trace *trace, int pid, const char *name, const cha
 
 static void node_event(ct_trace *trace, const ct_prof_record *r, bool device)
 {
-    char label[NAME_CAPACITY], shapes[NAME_CAPACITY], args[4 * NAME_CAPACITY];
-    snprintf(args, sizeof args,
-             "\"node\": %s, \"kernel\": \"%s\", \"shapes\": %s, \"flops\": %.0f, "
-             "\"bytes\": %.0f",
-             quoted(label, r->label), r->kernel ? r->kernel : "", quoted(shapes, r->shapes),
-             r->flops, r->bytes);
+    char label[NAME_CAPACITY], shapes[NAME_CAPACITY], args[6 * NAME_CAPACITY];
+    int used = snprintf(args, sizeof args,
+                        "\"node\": %s, \"kernel\": \"%s\", \"shapes\": %s, \"flops\": %.0f, "
+                        "\"bytes\": %.0f",
+                        quoted(label, r->label), r->kernel ? r->kernel : "",
+                        quoted(shapes, r->shapes), r->flops, r->bytes);
+    const ct_kernel_counts *c = &r->counts;
+    if (c->counted && used > 0 && (size_t)used < sizeof args)
+        snprintf(args + used, sizeof args - (size_t)used,
+                 ", \"launches\": %lld, \"bytes_moved\": %.0f, \"dram_bytes\": %.0f, "
+                 "\"bytes_used\": %.0f, \"shared_wavefronts\": %.0f, "
+                 "\"shared_ideal_wavefronts\": %.0f, \"predicted_us\": %.3f, "
+                 "\"roofline_us\": %.3f",
+                 (long long)c->launches, c->bytes_moved, c->dram_bytes, c->bytes_used,
+                 c->shared_wavefronts, c->shared_ideal_wavefronts, c->predicted_ns / 1e3,
+                 c->roofline_ns / 1e3);
     if (device)
         complete_event(trace, DEVICE_PID, r->op, ct_prof_phase_name(r->phase),
                        r->device_start_ns, r->device_end_ns, args);

@@ -1,0 +1,41 @@
+/* The roofline model (roofline.h; docs/roofline.md). */
+#include "prof/roofline.h"
+
+/* H100 SXM5: 132 SMs at a 1.98 GHz boost clock.  FP32: 128 lanes per SM x
+ * 2 FLOPs per FMA = 66.9 TFLOP/s; HBM3 3.35 TB/s; L2 50 MB; shared memory
+ * one wavefront (32 banks x 4 bytes) per SM per clock.  L2 bandwidth is not
+ * published: 5.5 TB/s is what public microbenchmarks measure for reads.
+ * A launch costs the host about 3 us in eager mode (cudaLaunchKernel), and
+ * a kernel about 1 us to fill and drain the GPU. */
+const ct_gpu_model ct_gpu_h100_sxm = {
+    .name = "H100 SXM",
+    .fp32_flops = 66.9e12,
+    .dram_bytes = 3.35e12,
+    .l2_bytes = 5.5e12,
+    .l2_capacity = 50e6,
+    .shared_wavefronts = 132 * 1.98e9,
+    .launch_ns = 3000.0,
+    .kernel_tail_ns = 1000.0,
+};
+
+static double larger(double a, double b)
+{
+    return a > b ? a : b;
+}
+
+void ct_roofline_predict(const ct_gpu_model *gpu, double flops, double least_bytes,
+                         ct_kernel_counts *counts)
+{
+    double s_to_ns = 1e9;
+    double compute = flops / gpu->fp32_flops * s_to_ns;
+    double dram = counts->dram_bytes / gpu->dram_bytes * s_to_ns;
+    double l2 = counts->bytes_moved / gpu->l2_bytes * s_to_ns;
+    double shared = counts->shared_wavefronts / gpu->shared_wavefronts * s_to_ns;
+    /* the busiest unit bounds the kernels; each pays its tail; in eager
+     * mode the GPU cannot run kernels faster than the host launches them */
+    double busy = larger(larger(compute, dram), larger(l2, shared));
+    double launches = (double)counts->launches;
+    counts->predicted_ns = larger(busy + launches * gpu->kernel_tail_ns,
+                                  launches * gpu->launch_ns);
+    counts->roofline_ns = larger(compute, least_bytes / gpu->dram_bytes * s_to_ns);
+}

@@ -1,0 +1,33 @@
+/*
+ * A roofline model of a GPU: the time a node's kernels would take, predicted
+ * from what the emulated device counted of them (ct_kernel_counts) and the
+ * op's arithmetic (src/ops/cost.c).  The device's constants live here, in
+ * one place; docs/roofline.md gives their sources, the model's assumptions
+ * and its known errors.  Predictions, never measurements.
+ */
+#ifndef CT_PROF_ROOFLINE_H
+#define CT_PROF_ROOFLINE_H
+
+#include "cuttle.h"
+
+typedef struct ct_gpu_model {
+    const char *name;
+    double fp32_flops;      /* FLOP/s, FMA counted as 2, CUDA cores */
+    double dram_bytes;      /* bytes/s, HBM */
+    double l2_bytes;        /* bytes/s, L2 to the SMs */
+    double l2_capacity;     /* bytes */
+    double shared_wavefronts; /* shared-memory wavefronts/s over all SMs */
+    double launch_ns;       /* host cost of one eager launch */
+    double kernel_tail_ns;  /* a kernel's ramp-up and drain on the GPU */
+} ct_gpu_model;
+
+/* The default: an H100 SXM5 (80 GB). */
+extern const ct_gpu_model ct_gpu_h100_sxm;
+
+/* Fills counts->predicted_ns and counts->roofline_ns for a node whose
+ * kernels counted `counts` and whose op does `flops` and needs at least
+ * `least_bytes` of memory traffic. */
+void ct_roofline_predict(const ct_gpu_model *gpu, double flops, double least_bytes,
+                         ct_kernel_counts *counts);
+
+#endif

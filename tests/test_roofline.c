@@ -1,0 +1,154 @@
+/*
+ * The roofline model (src/prof/roofline.c) on hand-computed cases, and the
+ * profiler's predictions from an emulated GPU's counters end to end: a
+ * SimpleCNN training step profiled on `cuda` counts every node that runs
+ * cuttle's kernels, and a relu's traffic is exactly its input and output.
+ * On the CPU nothing is counted.  Where no emulated GPU with counters is
+ * present (a CPU build, the sanitized build) the end-to-end case says so
+ * and passes on the model alone.
+ */
+#include <string.h>
+
+#include "cuttle.h"
+#include "harness.h"
+#include "prof/roofline.h"
+
+#define BATCH 16
+#define CLASSES 10
+
+static bool near(double a, double b)
+{
+    return fabs(a - b) <= 1e-9 * fabs(b) + 1e-9;
+}
+
+/* Each limit in turn: FLOPs, DRAM, L2, shared memory, launches. */
+static void model_takes_the_busiest_unit(void)
+{
+    const ct_gpu_model *gpu = &ct_gpu_h100_sxm;
+    ct_kernel_counts c = {.counted = true, .launches = 1};
+    /* 66.9 GFLOP: 1 ms of FP32 at peak, nothing moved */
+    ct_roofline_predict(gpu, 66.9e9, 0, &c);
+    CHECK(near(c.predicted_ns, 1e6 + gpu->kernel_tail_ns) && near(c.roofline_ns, 1e6),
+          "compute-bound: %g ns predicted, %g floor", c.predicted_ns, c.roofline_ns);
+    /* 3.35 GB from DRAM: 1 ms */
+    c = (ct_kernel_counts){.counted = true, .launches = 1, .dram_bytes = 3.35e9,
+                           .bytes_moved = 3.35e9};
+    ct_roofline_predict(gpu, 0, 3.35e9, &c);
+    CHECK(near(c.predicted_ns, 1e6 + gpu->kernel_tail_ns) && near(c.roofline_ns, 1e6),
+          "DRAM-bound: %g ns, %g floor", c.predicted_ns, c.roofline_ns);
+    /* 5.5 GB through L2 (sectors re-read), 1 GB from DRAM: L2 bounds it */
+    c = (ct_kernel_counts){.counted = true, .launches = 1, .dram_bytes = 1e9,
+                           .bytes_moved = 5.5e9};
+    ct_roofline_predict(gpu, 0, 1e9, &c);
+    CHECK(near(c.predicted_ns, 1e6 + gpu->kernel_tail_ns), "L2-bound: %g ns", c.predicted_ns);
+    /* 32x conflicted shared memory: wavefronts of 132 SMs at 1.98 GHz */
+    c = (ct_kernel_counts){.counted = true, .launches = 1, .shared_wavefronts = 132 * 1.98e6};
+    ct_roofline_predict(gpu, 0, 0, &c);
+    CHECK(near(c.predicted_ns, 1e6 + gpu->kernel_tail_ns), "shared-bound: %g ns",
+          c.predicted_ns);
+    /* 100 tiny launches: the host's eager launches bound it */
+    c = (ct_kernel_counts){.counted = true, .launches = 100, .dram_bytes = 800};
+    ct_roofline_predict(gpu, 100, 800, &c);
+    CHECK(near(c.predicted_ns, 100 * gpu->launch_ns), "launch-bound: %g ns", c.predicted_ns);
+}
+
+/* SimpleCNN, a loss and SGD on `device`; NULL plan when it cannot be made. */
+static ct_plan *simplecnn_plan(ct_graph *g, const char *device, const char *kernels,
+                               ct_backend **backend)
+{
+    ct_tensor *x = ct_input(g, "x", CT_F32, 4, (int64_t[]){BATCH, 1, 28, 28});
+    ct_tensor *labels = ct_input(g, "labels", CT_I64, 1, (int64_t[]){BATCH});
+    ct_tensor *logits = ct_model_simplecnn(g, x, CLASSES);
+    ct_tensor *loss = ct_cross_entropy(g, logits, labels, 0);
+    CHECK_OK(ct_graph_backward(g, loss));
+    CHECK_OK(ct_graph_sgd(g, (ct_sgd_args){.lr = 0.01f, .momentum = 0.9f}));
+    ct_plan *plan = NULL;
+    if (ct_backend_new(device, backend) != CT_OK)
+        return NULL;
+    if (kernels)
+        CHECK_OK(ct_backend_set_kernels(*backend, kernels));
+    CHECK_OK(ct_plan_new(g, *backend, 3, &plan));
+    return plan;
+}
+
+static void cpu_counts_nothing(void)
+{
+    ct_graph *g = ct_graph_new();
+    ct_backend *backend = NULL;
+    ct_plan *plan = simplecnn_plan(g, "cpu:1", NULL, &backend);
+    ct_profile p;
+    CHECK_OK(ct_plan_set_profiling(plan, true));
+    CHECK_OK(ct_plan_run(plan, CT_TRAIN));
+    CHECK_OK(ct_plan_profile(plan, &p));
+    CHECK(p.predicted_for == NULL, "the CPU predicted for %s", p.predicted_for);
+    for (int i = 0; i < p.n_records; i++)
+        CHECK(!p.records[i].counts.counted, "record %d (%s) counted on the CPU", i,
+              p.records[i].op);
+    ct_plan_free(plan);
+    ct_backend_free(backend);
+    ct_graph_free(g);
+}
+
+/* Every node that ran cuttle's kernels was counted and predicted; a relu
+ * reads its input and writes its output once, every byte used. */
+static void check_counted_step(const ct_profile *p)
+{
+    int relus = 0;
+    for (int i = 0; i < p->n_records; i++) {
+        const ct_prof_record *r = &p->records[i];
+        const ct_kernel_counts *c = &r->counts;
+        CHECK(c->counted && c->launches >= 1, "record %d (%s): %lld launches", i, r->op,
+              (long long)c->launches);
+        CHECK(c->predicted_ns >= c->launches * ct_gpu_h100_sxm.launch_ns &&
+                  c->predicted_ns >= c->roofline_ns,
+              "record %d (%s): predicted %g ns, floor %g ns", i, r->op, c->predicted_ns,
+              c->roofline_ns);
+        CHECK(c->bytes_moved >= c->bytes_used && c->bytes_used > 0 && c->dram_bytes > 0,
+              "record %d (%s): %g bytes used, %g moved, %g DRAM", i, r->op, c->bytes_used,
+              c->bytes_moved, c->dram_bytes);
+        if (strcmp(r->op, "relu") != 0)
+            continue;
+        relus++;
+        /* r->bytes, the cost model's least traffic, is input + output */
+        CHECK(c->dram_bytes == r->bytes && c->bytes_used == r->bytes &&
+                  c->bytes_moved == r->bytes,
+              "relu %d: %g DRAM, %g used, %g moved bytes (want %g each)", i, c->dram_bytes,
+              c->bytes_used, c->bytes_moved, r->bytes);
+    }
+    CHECK(relus >= 2, "%d relu records", relus);
+}
+
+static void emulated_gpu_counts_each_node(void)
+{
+    ct_graph *g = ct_graph_new();
+    ct_backend *backend = NULL;
+    ct_plan *plan = simplecnn_plan(g, "cuda", "native", &backend);
+    if (!plan || !ct_backend_emulated(backend)) {
+        printf("# no emulated GPU here (%s): the model's cases only\n",
+               backend ? ct_backend_name(backend) : "no CUDA backend");
+        goto done;
+    }
+    ct_profile p;
+    CHECK_OK(ct_plan_set_profiling(plan, true));
+    CHECK_OK(ct_plan_run(plan, CT_TRAIN));
+    CHECK_OK(ct_plan_profile(plan, &p));
+    if (!p.predicted_for) {
+        printf("# this emulated build counts nothing (no clang hooks): skipped\n");
+        goto done;
+    }
+    CHECK(strcmp(p.predicted_for, ct_gpu_h100_sxm.name) == 0, "predicted for %s",
+          p.predicted_for);
+    check_counted_step(&p);
+done:
+    ct_plan_free(plan);
+    ct_backend_free(backend);
+    ct_graph_free(g);
+}
+
+int main(void)
+{
+    RUN(model_takes_the_busiest_unit);
+    RUN(cpu_counts_nothing);
+    RUN(emulated_gpu_counts_each_node);
+    return harness_finish();
+}
