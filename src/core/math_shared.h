@@ -3,8 +3,9 @@
  * the two cannot drift apart: the activations, batch normalization's
  * per-channel math, softmax's and cross-entropy's per-element and per-row
  * formulas (the callers keep their loops: a CUDA kernel reduces a row across
- * threads), and the optimizer updates (PyTorch's torch.optim.SGD and
- * Adam/AdamW, element by element).
+ * threads), max pooling's rule, and the optimizer updates (PyTorch's
+ * torch.optim.SGD and Adam/AdamW, element by element).  The windows of
+ * convolution and pooling are core/window_math.h's.
  * Plain C that nvcc compiles for the device too (CT_HD); the emulated build
  * compiles it as host C++ like every kernel.
  *
@@ -20,11 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define CT_HD __host__ __device__
-#else
-#define CT_HD
-#endif
+#include "core/hd.h"
 
 /* ---- activations (backward rules take the forward output y) ------------------------ */
 
@@ -182,6 +179,15 @@ static inline CT_HD float ct_ce_dlogit(const ct_ce_grad *g, float x, double lse,
 {
     float p = (float)exp(x - lse);
     return g->scale * (p - (is_label ? g->on_target : g->off_target));
+}
+
+/* ---- pooling ------------------------------------------------------------------ */
+
+/* Max pooling's step, PyTorch's: NaN always replaces the running maximum,
+ * otherwise only a strictly larger value, so the first maximum wins a tie. */
+static inline CT_HD bool ct_max_replaces(float candidate, float current)
+{
+    return (candidate > current) | (bool)isnan(candidate); /* | : no branch */
 }
 
 /* ---- optimizers -------------------------------------------------------------- */
