@@ -1,7 +1,11 @@
 /*
- * The per-element math that the CPU kernels and the CUDA kernels share, in
- * one place so the two cannot drift apart: the optimizer updates (PyTorch's
- * torch.optim.SGD and Adam/AdamW, element by element) and the activations.
+ * The math that the CPU kernels and the CUDA kernels share, in one place so
+ * the two cannot drift apart: the activations, batch normalization's
+ * per-channel math, softmax's and cross-entropy's per-element and per-row
+ * formulas (the callers keep their loops: a CUDA kernel reduces a row across
+ * threads), max pooling's rule, and the optimizer updates (PyTorch's
+ * torch.optim.SGD and Adam/AdamW, element by element).  The windows of
+ * convolution and pooling are core/window_math.h's.
  * Plain C that nvcc compiles for the device too (CT_HD); the emulated build
  * compiles it as host C++ like every kernel.
  *
@@ -17,11 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define CT_HD __host__ __device__
-#else
-#define CT_HD
-#endif
+#include "core/hd.h"
 
 /* ---- activations (backward rules take the forward output y) ------------------------ */
 
@@ -110,6 +110,84 @@ static inline CT_HD ct_bn_grad ct_bn_grad_of(float mean, float invstd, float gam
 static inline CT_HD float ct_bn_dx(const ct_bn_grad *g, float x, float dy)
 {
     return (dy - g->dy_mean - (x - g->mean) * g->projection) * g->scale;
+}
+
+/* ---- softmax and cross-entropy (one row of logits x; the callers reduce) ---- */
+
+/* A softmax numerator exp(x - max_j x_j): subtracting the row's maximum
+ * keeps exp from overflowing and leaves the ratio unchanged. */
+static inline CT_HD float ct_softmax_exp(float x, float row_max)
+{
+    return expf(x - row_max);
+}
+
+/* y_j = e_j / sum_k e_k, the sum (taken in double) rounded to float once. */
+static inline CT_HD float ct_softmax_normalize(float e, double row_sum)
+{
+    return e / (float)row_sum;
+}
+
+/* dx_j = y_j * (dy_j - sum_k dy_k y_k), the sum (taken in double) rounded to float. */
+static inline CT_HD float ct_softmax_grad(float y, float dy, double dot)
+{
+    return y * (dy - (float)dot);
+}
+
+/* A term exp(x - max) of the log-sum-exp, in double. */
+static inline CT_HD double ct_lse_term(float x, double row_max)
+{
+    return exp(x - row_max);
+}
+
+/* log sum_j exp(x_j) = max + log sum_j exp(x_j - max). */
+static inline CT_HD double ct_logsumexp(double row_max, double sum_terms)
+{
+    return row_max + log(sum_terms);
+}
+
+/* log softmax: log p_j = x_j - lse, in double. */
+static inline CT_HD double ct_log_softmax(float x, double lse)
+{
+    return x - lse;
+}
+
+/* A row's label-smoothed loss, PyTorch's CrossEntropyLoss(label_smoothing=s):
+ * -(1-s) log p[label] - (s/c) sum_j log p[j]. */
+static inline CT_HD double ct_cross_entropy_row(double log_p_label, double sum_log_p,
+                                                double smoothing, int c)
+{
+    return -(1.0 - smoothing) * log_p_label - smoothing / c * sum_log_p;
+}
+
+/* dlogits_j = scale * (p_j - target_j) over a batch of n rows of c classes:
+ * scale = dloss/n (the loss is a mean), target_j = (1-s)[j == label] + s/c. */
+typedef struct ct_ce_grad {
+    float scale, on_target, off_target;
+} ct_ce_grad;
+
+static inline CT_HD ct_ce_grad ct_ce_grad_of(float dloss, int n, float smoothing, int c)
+{
+    ct_ce_grad g;
+    g.scale = dloss / (float)n;
+    g.off_target = smoothing / (float)c;
+    g.on_target = (1.0f - smoothing) + g.off_target;
+    return g;
+}
+
+/* p_j = exp(x_j - lse) in double, rounded to float before the subtraction. */
+static inline CT_HD float ct_ce_dlogit(const ct_ce_grad *g, float x, double lse, bool is_label)
+{
+    float p = (float)exp(x - lse);
+    return g->scale * (p - (is_label ? g->on_target : g->off_target));
+}
+
+/* ---- pooling ------------------------------------------------------------------ */
+
+/* Max pooling's step, PyTorch's: NaN always replaces the running maximum,
+ * otherwise only a strictly larger value, so the first maximum wins a tie. */
+static inline CT_HD bool ct_max_replaces(float candidate, float current)
+{
+    return (candidate > current) | (bool)isnan(candidate); /* | : no branch */
 }
 
 /* ---- optimizers -------------------------------------------------------------- */

@@ -11,7 +11,8 @@
 /* x: [n_batch, in_channels, in_h, in_w]
  * w: [out_channels, in_channels/groups, kernel_h, kernel_w]
  * y: [n_batch, out_channels, out_h, out_w]
- * out_h = (in_h + 2*pad_h - dilation_h*(kernel_h-1) - 1)/stride_h + 1 */
+ * out_h = (in_h + 2*pad_h - dilation_h*(kernel_h-1) - 1)/stride_h + 1, as
+ * ct_window_count (core/window_math.h) computes it, and out_w alike */
 typedef struct ct_conv2d_shape {
     int n_batch, in_channels, in_h, in_w;
     int out_channels, out_h, out_w;

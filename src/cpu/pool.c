@@ -7,28 +7,17 @@
  * written with =; a backward pass zeroes its own dx plane first and then adds
  * each window's share into it in output order, so overlapping windows sum in
  * a fixed order whatever the thread count.
+ *
+ * The window arithmetic and the divisor are core/window_math.h's, the max
+ * rule core/math_shared.h's, shared with the CUDA kernels.
  */
 #include <math.h>
 #include <string.h>
 
+#include "core/math_shared.h"
+#include "core/window_math.h"
 #include "cpu/kernels.h"
 #include "cpu/pool_avx2.h"
-
-/* An input window clipped to the plane: rows [h0, h1), columns [w0, w1). */
-typedef struct window {
-    int h0, h1, w0, w1;
-} window;
-
-static int min_int(int a, int b) { return a < b ? a : b; }
-static int max_int(int a, int b) { return a > b ? a : b; }
-
-static window clipped_window(const ct_pool2d_shape *s, int oh, int ow)
-{
-    int h0 = oh * s->stride_h - s->pad_h, w0 = ow * s->stride_w - s->pad_w;
-    window win = {max_int(h0, 0), min_int(h0 + s->kernel_h, s->in_h), max_int(w0, 0),
-                  min_int(w0 + s->kernel_w, s->in_w)};
-    return win;
-}
 
 /* Below this many input elements a parallel region costs more than it saves. */
 #define PARALLEL_MIN_ELEMENTS 32768
@@ -43,23 +32,18 @@ static int64_t plane_count(const ct_pool2d_shape *s)
     return (int64_t)s->n_batch * s->channels;
 }
 
-/* PyTorch's max step: NaN always replaces, otherwise only a strictly larger value. */
-static inline bool max_replaces(float candidate, float current)
-{
-    return (candidate > current) | (bool)isnan(candidate); /* | : no branch */
-}
-
 /* The window's maximum and its index in the plane.  Like PyTorch, the search
  * starts from -inf at the window's first element, so an all -inf window
  * points there.  The window must not be empty. */
-static int64_t window_argmax(const float *plane, int in_w, window win, float *max_value)
+static int64_t window_argmax(const float *plane, int in_w, ct_pool_window win,
+                             float *max_value)
 {
     int64_t best = (int64_t)win.h0 * in_w + win.w0;
     float best_value = -INFINITY;
     for (int h = win.h0; h < win.h1; h++)
         for (int w = win.w0; w < win.w1; w++) {
             float v = plane[(int64_t)h * in_w + w];
-            if (max_replaces(v, best_value)) {
+            if (ct_max_replaces(v, best_value)) {
                 best_value = v;
                 best = (int64_t)h * in_w + w;
             }
@@ -67,8 +51,6 @@ static int64_t window_argmax(const float *plane, int in_w, window win, float *ma
     *max_value = best_value;
     return best;
 }
-
-static bool window_empty(window win) { return win.h0 >= win.h1 || win.w0 >= win.w1; }
 
 /* y[oh,ow] = max(x[2oh,2ow], x[2oh,2ow+1], x[2oh+1,2ow], x[2oh+1,2ow+1]): the common
  * 2x2/2 unpadded case, one plane, no bounds checks so gcc vectorizes over ow.
@@ -87,9 +69,9 @@ static void maxpool_2x2_plane(int in_w, int out_h, int out_w, const float *restr
         float *restrict out = y + (int64_t)oh * out_w;
         for (int ow = first_ow; ow < out_w; ow++) {
             float m = row0[2 * ow];
-            m = max_replaces(row0[2 * ow + 1], m) ? row0[2 * ow + 1] : m;
-            m = max_replaces(row1[2 * ow], m) ? row1[2 * ow] : m;
-            m = max_replaces(row1[2 * ow + 1], m) ? row1[2 * ow + 1] : m;
+            m = ct_max_replaces(row0[2 * ow + 1], m) ? row0[2 * ow + 1] : m;
+            m = ct_max_replaces(row1[2 * ow], m) ? row1[2 * ow] : m;
+            m = ct_max_replaces(row1[2 * ow + 1], m) ? row1[2 * ow + 1] : m;
             out[ow] = m;
         }
     }
@@ -125,8 +107,8 @@ void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y
         for (int oh = 0; oh < s->out_h; oh++)
             for (int ow = 0; ow < s->out_w; ow++) {
                 float m = -INFINITY;
-                window win = clipped_window(s, oh, ow);
-                if (!window_empty(win))
+                ct_pool_window win = ct_pool_window_at(s, oh, ow);
+                if (!ct_pool_window_empty(win))
                     window_argmax(xp, s->in_w, win, &m);
                 yp[(int64_t)oh * s->out_w + ow] = m;
             }
@@ -154,13 +136,13 @@ static void maxpool_2x2_backward_plane(int in_h, int in_w, int out_h, int out_w,
         for (int ow = first_ow; ow < out_w; ow++) {
             float m = row0[2 * ow];
             int best = 0;
-            bool take = max_replaces(row0[2 * ow + 1], m);
+            bool take = ct_max_replaces(row0[2 * ow + 1], m);
             m = take ? row0[2 * ow + 1] : m;
             best = take ? 1 : best;
-            take = max_replaces(row1[2 * ow], m);
+            take = ct_max_replaces(row1[2 * ow], m);
             m = take ? row1[2 * ow] : m;
             best = take ? 2 : best;
-            take = max_replaces(row1[2 * ow + 1], m);
+            take = ct_max_replaces(row1[2 * ow + 1], m);
             best = take ? 3 : best;
             float g = grad[ow];
             dx0[2 * ow] = best == 0 ? g : 0.0f;
@@ -192,26 +174,14 @@ void ct_cpu_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const f
         memset(dxp, 0, (size_t)in_plane * sizeof(float));
         for (int oh = 0; oh < s->out_h; oh++)
             for (int ow = 0; ow < s->out_w; ow++) {
-                window win = clipped_window(s, oh, ow);
-                if (window_empty(win))
+                ct_pool_window win = ct_pool_window_at(s, oh, ow);
+                if (ct_pool_window_empty(win))
                     continue;
                 float unused_max;
                 dxp[window_argmax(xp, s->in_w, win, &unused_max)] +=
                     dyp[(int64_t)oh * s->out_w + ow];
             }
     }
-}
-
-/* The divisor of output (oh, ow), PyTorch's rule: the window clipped to the
- * padded input, or to the input itself when padding is excluded. */
-static int avg_divisor(const ct_pool2d_shape *s, int oh, int ow, window win)
-{
-    if (s->exclude_pad)
-        return (win.h1 - win.h0) * (win.w1 - win.w0);
-    int h0 = oh * s->stride_h - s->pad_h, w0 = ow * s->stride_w - s->pad_w;
-    int h1 = min_int(h0 + s->kernel_h, s->in_h + s->pad_h);
-    int w1 = min_int(w0 + s->kernel_w, s->in_w + s->pad_w);
-    return (h1 - h0) * (w1 - w0);
 }
 
 /* The unpadded 2x2/2 average (LeNet-5's): the general loop's sums in the
@@ -261,13 +231,15 @@ void ct_cpu_avgpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y
         }
         for (int oh = 0; oh < s->out_h; oh++)
             for (int ow = 0; ow < s->out_w; ow++) {
-                window win = clipped_window(s, oh, ow);
+                ct_pool_window win = ct_pool_window_at(s, oh, ow);
                 double sum = 0;
                 for (int h = win.h0; h < win.h1; h++)
                     for (int w = win.w0; w < win.w1; w++)
                         sum += xp[(int64_t)h * s->in_w + w];
                 yp[(int64_t)oh * s->out_w + ow] =
-                    window_empty(win) ? 0.0f : (float)(sum / avg_divisor(s, oh, ow, win));
+                    ct_pool_window_empty(win)
+                        ? 0.0f
+                        : (float)(sum / ct_pool_avg_divisor(s, oh, ow, win));
             }
     }
 }
@@ -289,10 +261,11 @@ void ct_cpu_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy, float 
         memset(dxp, 0, (size_t)in_plane * sizeof(float));
         for (int oh = 0; oh < s->out_h; oh++)
             for (int ow = 0; ow < s->out_w; ow++) {
-                window win = clipped_window(s, oh, ow);
-                if (window_empty(win))
+                ct_pool_window win = ct_pool_window_at(s, oh, ow);
+                if (ct_pool_window_empty(win))
                     continue;
-                float share = dyp[(int64_t)oh * s->out_w + ow] / (float)avg_divisor(s, oh, ow, win);
+                float divisor = (float)ct_pool_avg_divisor(s, oh, ow, win);
+                float share = dyp[(int64_t)oh * s->out_w + ow] / divisor;
                 for (int h = win.h0; h < win.h1; h++)
                     for (int w = win.w0; w < win.w1; w++)
                         dxp[(int64_t)h * s->in_w + w] += share;

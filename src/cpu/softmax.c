@@ -5,9 +5,12 @@
  * overflows, and sums in double in column order.  Rows run in parallel; the
  * cross-entropy mean adds per-row losses sequentially in row order, so every
  * result is the same for any thread count.  Outputs are written with =.
+ * The per-element and per-row formulas are core/math_shared.h's, shared with
+ * the CUDA kernels.
  */
 #include <math.h>
 
+#include "core/math_shared.h"
 #include "cpu/kernels.h"
 
 /* Below this many elements (each an exp) a parallel region costs more than
@@ -35,12 +38,11 @@ void ct_cpu_softmax_forward(int n, int c, const float *x, float *y)
         float m = row_max(c, xr);
         double sum = 0;
         for (int j = 0; j < c; j++) {
-            yr[j] = expf(xr[j] - m);
+            yr[j] = ct_softmax_exp(xr[j], m);
             sum += yr[j];
         }
-        float total = (float)sum;
         for (int j = 0; j < c; j++)
-            yr[j] /= total;
+            yr[j] = ct_softmax_normalize(yr[j], sum);
     }
 }
 
@@ -55,9 +57,8 @@ void ct_cpu_softmax_backward(int n, int c, const float *y, const float *dy, floa
         double dot = 0;
         for (int j = 0; j < c; j++)
             dot += (double)dyr[j] * yr[j];
-        float dot_f = (float)dot;
         for (int j = 0; j < c; j++)
-            dxr[j] = yr[j] * (dyr[j] - dot_f);
+            dxr[j] = ct_softmax_grad(yr[j], dyr[j], dot);
     }
 }
 
@@ -82,17 +83,17 @@ static double row_logsumexp(int c, const float *x)
 {
     double m = row_max(c, x), sum = 0;
     for (int j = 0; j < c; j++)
-        sum += exp(x[j] - m);
-    return m + log(sum);
+        sum += ct_lse_term(x[j], m);
+    return ct_logsumexp(m, sum);
 }
 
-/* -(1-s) log p[label] - (s/c) sum_j log p[j] of one row, log p[j] = x[j] - lse. */
+/* -(1-s) log p[label] - (s/c) sum_j log p[j] of one row. */
 static double row_loss(int c, const float *x, int64_t label, double smoothing)
 {
     double lse = row_logsumexp(c, x), sum_log_p = 0;
     for (int j = 0; j < c; j++)
-        sum_log_p += x[j] - lse;
-    return -(1.0 - smoothing) * (x[label] - lse) - smoothing / c * sum_log_p;
+        sum_log_p += ct_log_softmax(x[j], lse);
+    return ct_cross_entropy_row(ct_log_softmax(x[label], lse), sum_log_p, smoothing, c);
 }
 
 /* loss[0] = mean_i row_loss(logits[i,:], labels[i]);  logits: [n, c], labels: [n].
@@ -127,18 +128,14 @@ void ct_cpu_cross_entropy_backward(int n, int c, const float *logits, const void
                                    bool labels_i64, float label_smoothing, const float *dloss,
                                    float *dlogits)
 {
-    float scale = dloss[0] / (float)n;
-    float off_target = label_smoothing / (float)c;
-    float on_target = (1.0f - label_smoothing) + off_target;
+    ct_ce_grad grad = ct_ce_grad_of(dloss[0], n, label_smoothing, c);
 #pragma omp parallel for if ((int64_t)n * c >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int row = 0; row < n; row++) {
         const float *restrict xr = logits + (int64_t)row * c;
         float *restrict dr = dlogits + (int64_t)row * c;
         int64_t label = label_at(labels, labels_i64, row);
         double lse = row_logsumexp(c, xr);
-        for (int j = 0; j < c; j++) {
-            float p = (float)exp(xr[j] - lse);
-            dr[j] = scale * (p - (j == label ? on_target : off_target));
-        }
+        for (int j = 0; j < c; j++)
+            dr[j] = ct_ce_dlogit(&grad, xr[j], lse, j == label);
     }
 }

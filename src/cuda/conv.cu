@@ -18,6 +18,7 @@
  *
  * Accumulation: all outputs (y, dx, dw, db) are written with =.
  */
+#include "core/window_math.h"
 #include "cuda/channel_reduce.cuh"
 #include "cuda/gemm.cuh"
 
@@ -33,8 +34,8 @@ __device__ inline float conv_col(const ct_conv2d_shape &s, const float *x, int g
 {
     int kk = s.kernel_h * s.kernel_w, cg = s.in_channels / s.groups;
     int c = cij / kk, i = cij % kk / s.kernel_w, j = cij % s.kernel_w;
-    int ih = oh * s.stride_h - s.pad_h + i * s.dilation_h;
-    int iw = ow * s.stride_w - s.pad_w + j * s.dilation_w;
+    int ih = ct_window_input(oh, i, s.stride_h, s.pad_h, s.dilation_h);
+    int iw = ct_window_input(ow, j, s.stride_w, s.pad_w, s.dilation_w);
     if (ih < 0 || ih >= s.in_h || iw < 0 || iw >= s.in_w)
         return 0.0f;
     return x[(((size_t)n * s.in_channels + g * cg + c) * s.in_h + ih) * s.in_w + iw];
@@ -89,12 +90,9 @@ struct conv_backward_data_problem {
         int kk = s.kernel_h * s.kernel_w, og = s.out_channels / s.groups;
         int o = oij / kk, i = oij % kk / s.kernel_w, j = oij % s.kernel_w;
         int plane = s.in_h * s.in_w, pix = nhw % plane, n = nhw / plane;
-        int th = pix / s.in_w + s.pad_h - i * s.dilation_h;
-        int tw = pix % s.in_w + s.pad_w - j * s.dilation_w;
-        if (th < 0 || tw < 0 || th % s.stride_h != 0 || tw % s.stride_w != 0)
-            return 0.0f;
-        int oh = th / s.stride_h, ow = tw / s.stride_w;
-        if (oh >= s.out_h || ow >= s.out_w)
+        int oh = ct_window_output(pix / s.in_w, i, s.stride_h, s.pad_h, s.dilation_h, s.out_h);
+        int ow = ct_window_output(pix % s.in_w, j, s.stride_w, s.pad_w, s.dilation_w, s.out_w);
+        if (oh < 0 || ow < 0)
             return 0.0f;
         return dy[(((size_t)n * s.out_channels + g * og + o) * s.out_h + oh) * s.out_w + ow];
     }
@@ -195,11 +193,11 @@ __global__ void conv_forward_direct(ct_conv2d_shape s, const float *x, const flo
         for (int c = 0; c < cg; c++) {
             const float *plane = x + ((size_t)n * s.in_channels + g * cg + c) * s.in_h * s.in_w;
             for (int i = 0; i < s.kernel_h; i++) {
-                int ih = oh * s.stride_h - s.pad_h + i * s.dilation_h;
+                int ih = ct_window_input(oh, i, s.stride_h, s.pad_h, s.dilation_h);
                 if (ih < 0 || ih >= s.in_h)
                     continue;
                 for (int j = 0; j < s.kernel_w; j++) {
-                    int iw = ow * s.stride_w - s.pad_w + j * s.dilation_w;
+                    int iw = ct_window_input(ow, j, s.stride_w, s.pad_w, s.dilation_w);
                     if (iw >= 0 && iw < s.in_w)
                         sum = fmaf(plane[(size_t)ih * s.in_w + iw],
                                    wo[(c * s.kernel_h + i) * s.kernel_w + j], sum);

@@ -1,7 +1,8 @@
 /*
  * Pooling on the GPU: max, average and global average, with the window
  * bounds, divisors and max rule of src/cpu/pool.c (NaN wins, the first
- * maximum in row-major order wins a tie).
+ * maximum in row-major order wins a tie): core/window_math.h's and
+ * core/math_shared.h's.
  *
  * Forward passes run one thread per output.  Backward passes run one thread
  * per input element, which gathers the windows that hold it in output order
@@ -10,27 +11,12 @@
  */
 #include <math.h>
 
+#include "core/math_shared.h"
+#include "core/window_math.h"
 #include "cuda/common.cuh"
 
-struct pool_window {
-    int h0, h1, w0, w1;
-};
-
-__device__ inline pool_window pool_clipped_window(const ct_pool2d_shape &s, int oh, int ow)
-{
-    int h0 = oh * s.stride_h - s.pad_h, w0 = ow * s.stride_w - s.pad_w;
-    pool_window win = {max(h0, 0), min(h0 + s.kernel_h, s.in_h), max(w0, 0),
-                       min(w0 + s.kernel_w, s.in_w)};
-    return win;
-}
-
-__device__ inline bool pool_window_empty(pool_window win)
-{
-    return win.h0 >= win.h1 || win.w0 >= win.w1;
-}
-
 /* The window's maximum and its index in the plane (src/cpu/pool.c's rule). */
-__device__ inline int pool_window_argmax(const float *plane, int in_w, pool_window win,
+__device__ inline int pool_window_argmax(const float *plane, int in_w, ct_pool_window win,
                                          float *max_value)
 {
     int best = win.h0 * in_w + win.w0;
@@ -38,35 +24,13 @@ __device__ inline int pool_window_argmax(const float *plane, int in_w, pool_wind
     for (int h = win.h0; h < win.h1; h++)
         for (int w = win.w0; w < win.w1; w++) {
             float v = plane[h * in_w + w];
-            if (v > best_value || isnan(v)) {
+            if (ct_max_replaces(v, best_value)) {
                 best_value = v;
                 best = h * in_w + w;
             }
         }
     *max_value = best_value;
     return best;
-}
-
-/* The outputs o in [*lo, *hi] whose windows (start o*stride - pad, size
- * kernel) hold input index i. */
-__device__ inline void pool_windows_holding(int i, int kernel, int stride, int pad, int n_out,
-                                            int *lo, int *hi)
-{
-    int first = i + pad - kernel + 1;
-    *lo = first <= 0 ? 0 : (first + stride - 1) / stride;
-    *hi = min((i + pad) / stride, n_out - 1);
-}
-
-/* PyTorch's divisor (see src/cpu/pool.c). */
-__device__ inline int pool_avg_divisor(const ct_pool2d_shape &s, int oh, int ow,
-                                       pool_window win)
-{
-    if (s.exclude_pad)
-        return (win.h1 - win.h0) * (win.w1 - win.w0);
-    int h0 = oh * s.stride_h - s.pad_h, w0 = ow * s.stride_w - s.pad_w;
-    int h1 = min(h0 + s.kernel_h, s.in_h + s.pad_h);
-    int w1 = min(w0 + s.kernel_w, s.in_w + s.pad_w);
-    return (h1 - h0) * (w1 - w0);
 }
 
 /* y[p,oh,ow] = max over the window (-inf for an empty one) */
@@ -78,9 +42,9 @@ __global__ void maxpool_forward_kernel(ct_pool2d_shape s, const float *x, float 
     {
         int64_t p = index / out_plane;
         int oh = (int)(index % out_plane / s.out_w), ow = (int)(index % s.out_w);
-        pool_window win = pool_clipped_window(s, oh, ow);
+        ct_pool_window win = ct_pool_window_at(&s, oh, ow);
         float m = -INFINITY;
-        if (!pool_window_empty(win))
+        if (!ct_pool_window_empty(win))
             pool_window_argmax(x + p * s.in_h * s.in_w, s.in_w, win, &m);
         y[index] = m;
     }
@@ -99,13 +63,13 @@ __global__ void maxpool_backward_kernel(ct_pool2d_shape s, const float *x, const
         int target = h * s.in_w + w;
         const float *xp = x + p * in_plane;
         int oh_lo, oh_hi, ow_lo, ow_hi;
-        pool_windows_holding(h, s.kernel_h, s.stride_h, s.pad_h, s.out_h, &oh_lo, &oh_hi);
-        pool_windows_holding(w, s.kernel_w, s.stride_w, s.pad_w, s.out_w, &ow_lo, &ow_hi);
+        ct_windows_holding(h, s.kernel_h, s.stride_h, s.pad_h, s.out_h, &oh_lo, &oh_hi);
+        ct_windows_holding(w, s.kernel_w, s.stride_w, s.pad_w, s.out_w, &ow_lo, &ow_hi);
         float sum = 0.0f;
         for (int oh = oh_lo; oh <= oh_hi; oh++)
             for (int ow = ow_lo; ow <= ow_hi; ow++) {
                 float unused_max;
-                pool_window win = pool_clipped_window(s, oh, ow);
+                ct_pool_window win = ct_pool_window_at(&s, oh, ow);
                 if (pool_window_argmax(xp, s.in_w, win, &unused_max) == target)
                     sum += dy[p * out_plane + (int64_t)oh * s.out_w + ow];
             }
@@ -123,13 +87,14 @@ __global__ void avgpool_forward_kernel(ct_pool2d_shape s, const float *x, float 
         int64_t p = index / out_plane;
         int oh = (int)(index % out_plane / s.out_w), ow = (int)(index % s.out_w);
         const float *xp = x + p * s.in_h * s.in_w;
-        pool_window win = pool_clipped_window(s, oh, ow);
+        ct_pool_window win = ct_pool_window_at(&s, oh, ow);
         double sum = 0.0;
         for (int h = win.h0; h < win.h1; h++)
             for (int w = win.w0; w < win.w1; w++)
                 sum += xp[h * s.in_w + w];
-        y[index] = pool_window_empty(win) ? 0.0f
-                                          : (float)(sum / pool_avg_divisor(s, oh, ow, win));
+        y[index] = ct_pool_window_empty(win)
+                       ? 0.0f
+                       : (float)(sum / ct_pool_avg_divisor(&s, oh, ow, win));
     }
 }
 
@@ -143,13 +108,13 @@ __global__ void avgpool_backward_kernel(ct_pool2d_shape s, const float *dy, floa
         int64_t p = index / in_plane;
         int h = (int)(index % in_plane / s.in_w), w = (int)(index % s.in_w);
         int oh_lo, oh_hi, ow_lo, ow_hi;
-        pool_windows_holding(h, s.kernel_h, s.stride_h, s.pad_h, s.out_h, &oh_lo, &oh_hi);
-        pool_windows_holding(w, s.kernel_w, s.stride_w, s.pad_w, s.out_w, &ow_lo, &ow_hi);
+        ct_windows_holding(h, s.kernel_h, s.stride_h, s.pad_h, s.out_h, &oh_lo, &oh_hi);
+        ct_windows_holding(w, s.kernel_w, s.stride_w, s.pad_w, s.out_w, &ow_lo, &ow_hi);
         float sum = 0.0f;
         for (int oh = oh_lo; oh <= oh_hi; oh++)
             for (int ow = ow_lo; ow <= ow_hi; ow++) {
-                pool_window win = pool_clipped_window(s, oh, ow);
-                float divisor = (float)pool_avg_divisor(s, oh, ow, win);
+                ct_pool_window win = ct_pool_window_at(&s, oh, ow);
+                float divisor = (float)ct_pool_avg_divisor(&s, oh, ow, win);
                 sum += dy[p * out_plane + (int64_t)oh * s.out_w + ow] / divisor;
             }
         dx[index] = sum;

@@ -1,12 +1,14 @@
 /*
  * Softmax and softmax cross-entropy on the GPU over the rows of [n, c], the
- * math of src/cpu/softmax.c: each row subtracts its maximum, sums in double.
+ * math of src/cpu/softmax.c: each row subtracts its maximum, sums in double,
+ * and the per-element and per-row formulas are core/math_shared.h's.
  * One warp per row; the cross-entropy mean runs in one block whose warps
  * take rows in turn and whose sum is a fixed tree, so it is deterministic.
  * Outputs are written with =.
  */
 #include <math.h>
 
+#include "core/math_shared.h"
 #include "cuda/common.cuh"
 
 enum { CE_FORWARD_THREADS = 256 };
@@ -29,9 +31,9 @@ __device__ inline double row_logsumexp(int c, const float *x, int lane)
 {
     double m = row_max(c, x, lane), sum = 0.0;
     for (int j = lane; j < c; j += CT_CUDA_WARP)
-        sum += exp(x[j] - m);
+        sum += ct_lse_term(x[j], m);
     sum = __shfl_sync(0xffffffffu, ct_warp_sum(sum), 0);
-    return m + log(sum);
+    return ct_logsumexp(m, sum);
 }
 
 #define CT_CUDA_WARP_ROWS(row, n)                                                    \
@@ -50,12 +52,12 @@ __global__ void softmax_forward_kernel(int n, int c, const float *x, float *y)
         float m = row_max(c, xr, lane);
         double sum = 0.0;
         for (int j = lane; j < c; j += CT_CUDA_WARP) {
-            yr[j] = expf(xr[j] - m);
+            yr[j] = ct_softmax_exp(xr[j], m);
             sum += yr[j];
         }
-        float total = (float)__shfl_sync(0xffffffffu, ct_warp_sum(sum), 0);
+        sum = __shfl_sync(0xffffffffu, ct_warp_sum(sum), 0);
         for (int j = lane; j < c; j += CT_CUDA_WARP)
-            yr[j] /= total;
+            yr[j] = ct_softmax_normalize(yr[j], sum);
     }
 }
 
@@ -70,9 +72,9 @@ __global__ void softmax_backward_kernel(int n, int c, const float *y, const floa
         double dot = 0.0;
         for (int j = lane; j < c; j += CT_CUDA_WARP)
             dot += (double)dyr[j] * yr[j];
-        float dot_f = (float)__shfl_sync(0xffffffffu, ct_warp_sum(dot), 0);
+        dot = __shfl_sync(0xffffffffu, ct_warp_sum(dot), 0);
         for (int j = lane; j < c; j += CT_CUDA_WARP)
-            dxr[j] = yr[j] * (dyr[j] - dot_f);
+            dxr[j] = ct_softmax_grad(yr[j], dyr[j], dot);
     }
 }
 
@@ -98,10 +100,11 @@ __global__ void cross_entropy_forward_kernel(int n, int c, const float *logits,
         }
         double lse = row_logsumexp(c, xr, lane), sum_log_p = 0.0;
         for (int j = lane; j < c; j += CT_CUDA_WARP)
-            sum_log_p += xr[j] - lse;
+            sum_log_p += ct_log_softmax(xr[j], lse);
         sum_log_p = ct_warp_sum(sum_log_p);
         if (lane == 0)
-            total += -(1.0 - smoothing) * (xr[label] - lse) - (double)smoothing / c * sum_log_p;
+            total += ct_cross_entropy_row(ct_log_softmax(xr[label], lse), sum_log_p, smoothing,
+                                          c);
     }
     total = ct_block_sum(total);
     bad = ct_block_sum(bad);
@@ -115,19 +118,15 @@ __global__ void cross_entropy_backward_kernel(int n, int c, const float *logits,
                                               float smoothing, const float *dloss,
                                               float *dlogits)
 {
-    float scale = dloss[0] / (float)n;
-    float off_target = smoothing / (float)c;
-    float on_target = (1.0f - smoothing) + off_target;
+    ct_ce_grad grad = ct_ce_grad_of(dloss[0], n, smoothing, c);
     CT_CUDA_WARP_ROWS(row, n)
     {
         const float *xr = logits + (int64_t)row * c;
         float *dr = dlogits + (int64_t)row * c;
         int64_t label = ce_label(labels, labels_i64, row);
         double lse = row_logsumexp(c, xr, lane);
-        for (int j = lane; j < c; j += CT_CUDA_WARP) {
-            float p = (float)exp(xr[j] - lse);
-            dr[j] = scale * (p - (j == label ? on_target : off_target));
-        }
+        for (int j = lane; j < c; j += CT_CUDA_WARP)
+            dr[j] = ct_ce_dlogit(&grad, xr[j], lse, j == label);
     }
 }
 

@@ -4,6 +4,7 @@
  *           db = channel_sum(dy)
  *   linear: dx = dy w,  dw = dy^T x,  db = channel_sum(dy)
  */
+#include "core/window_math.h"
 #include "ops/common.h"
 
 static int arg_or(int value, int fallback)
@@ -66,16 +67,14 @@ ct_tensor *ct_conv2d(ct_graph *graph, ct_tensor *x, ct_tensor *weight, ct_tensor
                              "conv2d: bias %s must be [%d] to match weight %s", bias_desc,
                              s.out_channels, weight_desc);
     }
-    int span_h = s.in_h + 2 * s.pad_h - s.dilation_h * (s.kernel_h - 1) - 1;
-    int span_w = s.in_w + 2 * s.pad_w - s.dilation_w * (s.kernel_w - 1) - 1;
-    if (span_h < 0 || span_w < 0)
+    s.out_h = ct_window_count(s.in_h, s.kernel_h, s.stride_h, s.pad_h, s.dilation_h);
+    s.out_w = ct_window_count(s.in_w, s.kernel_w, s.stride_w, s.pad_w, s.dilation_w);
+    if (s.out_h == 0 || s.out_w == 0)
         return ct_graph_fail(graph, CT_ERR_SHAPE,
                              "conv2d: kernel %dx%d (dilation %dx%d) is larger than input %s "
                              "padded by %dx%d",
                              s.kernel_h, s.kernel_w, s.dilation_h, s.dilation_w, x_desc,
                              s.pad_h, s.pad_w);
-    s.out_h = span_h / s.stride_h + 1;
-    s.out_w = span_w / s.stride_w + 1;
     int64_t shape[4] = {s.n_batch, s.out_channels, s.out_h, s.out_w};
     ct_tensor *y = ct_graph_add_node(graph, CT_OP_CONV2D, CT_F32, 4, shape, n_src, srcs);
     if (y)

@@ -4,6 +4,7 @@
  *   avgpool: dx = avgpool_bwd(dy)
  *   global avgpool: dx[n,c,i] = dy[n,c] / (H*W)
  */
+#include "core/window_math.h"
 #include "ops/common.h"
 
 static ct_tensor *pool2d(ct_graph *graph, ct_op op, const char *op_name, ct_tensor *x,
@@ -38,14 +39,12 @@ static ct_tensor *pool2d(ct_graph *graph, ct_op op, const char *op_name, ct_tens
     s.channels = (int)x->shape[1];
     s.in_h = (int)x->shape[2];
     s.in_w = (int)x->shape[3];
-    int span_h = s.in_h + 2 * s.pad_h - s.kernel_h;
-    int span_w = s.in_w + 2 * s.pad_w - s.kernel_w;
-    if (span_h < 0 || span_w < 0)
+    s.out_h = ct_window_count(s.in_h, s.kernel_h, s.stride_h, s.pad_h, 1);
+    s.out_w = ct_window_count(s.in_w, s.kernel_w, s.stride_w, s.pad_w, 1);
+    if (s.out_h == 0 || s.out_w == 0)
         return ct_graph_fail(graph, CT_ERR_SHAPE,
                              "%s: kernel %dx%d is larger than input %s padded by %dx%d",
                              op_name, s.kernel_h, s.kernel_w, x_desc, s.pad_h, s.pad_w);
-    s.out_h = span_h / s.stride_h + 1;
-    s.out_w = span_w / s.stride_w + 1;
     int64_t shape[4] = {s.n_batch, s.channels, s.out_h, s.out_w};
     ct_tensor *y = ct_graph_add_node(graph, op, CT_F32, 4, shape, 1, &x);
     if (y)
