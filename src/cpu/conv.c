@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/window_math.h"
 #include "cpu/conv_direct.h"
 #include "cpu/conv_winograd.h"
 #include "cpu/simd.h"
@@ -69,10 +70,10 @@ static void conv_check_shape(const ct_conv2d_shape *s)
 {
     CT_ASSERT(s->groups > 0 && s->in_channels % s->groups == 0 &&
               s->out_channels % s->groups == 0);
-    CT_ASSERT(s->out_h == (s->in_h + 2 * s->pad_h - s->dilation_h * (s->kernel_h - 1) - 1) /
-                                  s->stride_h + 1 &&
-              s->out_w == (s->in_w + 2 * s->pad_w - s->dilation_w * (s->kernel_w - 1) - 1) /
-                                  s->stride_w + 1);
+    CT_ASSERT(s->out_h == ct_window_count(s->in_h, s->kernel_h, s->stride_h, s->pad_h,
+                                          s->dilation_h) &&
+              s->out_w == ct_window_count(s->in_w, s->kernel_w, s->stride_w, s->pad_w,
+                                          s->dilation_w));
 }
 
 /* The outputs o in [lo, hi) (clamped to [0, n_out)) whose input index
@@ -92,11 +93,11 @@ static void conv_valid_range(int offset, int stride, int n_in, int n_out, int *l
 static void conv_im2col_row(const ct_conv2d_shape *s, const float *plane, int i, int j,
                             float *row)
 {
-    int w_offset = j * s->dilation_w - s->pad_w;
+    int w_offset = ct_window_input(0, j, s->stride_w, s->pad_w, s->dilation_w);
     int ow_lo, ow_hi;
     conv_valid_range(w_offset, s->stride_w, s->in_w, s->out_w, &ow_lo, &ow_hi);
     for (int oh = 0; oh < s->out_h; oh++) {
-        int ih = oh * s->stride_h - s->pad_h + i * s->dilation_h;
+        int ih = ct_window_input(oh, i, s->stride_h, s->pad_h, s->dilation_h);
         float *out = row + (size_t)oh * s->out_w;
         if (ih < 0 || ih >= s->in_h) {
             memset(out, 0, sizeof(float) * s->out_w);
@@ -149,11 +150,11 @@ static void conv_col2im(const ct_conv2d_shape *s, const float *col, size_t ld, i
             for (int j = 0; j < s->kernel_w; j++) {
                 const float *row = col + ((size_t)c * kernel_area + i * s->kernel_w + j) * ld +
                                    image * out_plane;
-                int w_offset = j * s->dilation_w - s->pad_w;
+                int w_offset = ct_window_input(0, j, s->stride_w, s->pad_w, s->dilation_w);
                 int ow_lo, ow_hi;
                 conv_valid_range(w_offset, s->stride_w, s->in_w, s->out_w, &ow_lo, &ow_hi);
                 for (int oh = 0; oh < s->out_h; oh++) {
-                    int ih = oh * s->stride_h - s->pad_h + i * s->dilation_h;
+                    int ih = ct_window_input(oh, i, s->stride_h, s->pad_h, s->dilation_h);
                     if (ih < 0 || ih >= s->in_h)
                         continue;
                     float *dx_row = dx_plane + (size_t)ih * s->in_w;
