@@ -2,38 +2,40 @@
  * Optimizer updates on the GPU, in place on the parameter and its state,
  * with the CPU's math (core/math_shared.h): the per-step scalars computed
  * on the host in double, then rounded to float once; the per-element math
- * float, one thread per element.
+ * float, four elements per thread with 128-bit accesses (elementwise.cuh).
  */
 #include "core/math_shared.h"
-#include "cuda/common.cuh"
+#include "cuda/elementwise.cuh"
 
-/* ct_sgd_element (core/math_shared.h), one thread per element. */
+/* ct_sgd_element (core/math_shared.h) on {param, grad}, 128-bit accesses. */
 __global__ void sgd_plain_kernel(int64_t count, float *param, const float *grad, float lr,
                                  float weight_decay)
 {
-    CT_CUDA_GRID_STRIDE(i, count) { param[i] = ct_sgd_element(param[i], grad[i], lr, weight_decay); }
+    float *const arrays[2] = {param, (float *)grad};
+    ct_map(count, arrays, 0x3u, 0x1u,
+           [=](float *e) { e[0] = ct_sgd_element(e[0], e[1], lr, weight_decay); });
 }
 
-/* ct_sgd_momentum_element (core/math_shared.h), one thread per element. */
+/* ct_sgd_momentum_element on {param, grad, buf}. */
 __global__ void sgd_momentum_kernel(int64_t count, float *param, const float *grad, float *buf,
                                     float lr, float momentum, float take, float weight_decay,
                                     bool nesterov, bool first_step)
 {
-    CT_CUDA_GRID_STRIDE(i, count)
-    {
-        param[i] = ct_sgd_momentum_element(param[i], grad[i], &buf[i], lr, momentum, take,
-                                           weight_decay, nesterov, first_step);
-    }
+    float *const arrays[3] = {param, (float *)grad, buf};
+    unsigned reads = first_step ? 0x3u : 0x7u; /* the first step only writes buf */
+    ct_map(count, arrays, reads, 0x5u, [=](float *e) {
+        e[0] = ct_sgd_momentum_element(e[0], e[1], &e[2], lr, momentum, take, weight_decay,
+                                       nesterov, first_step);
+    });
 }
 
-/* ct_adam_element (core/math_shared.h), one thread per element. */
+/* ct_adam_element on {param, grad, exp_avg, exp_avg_sq}. */
 __global__ void adam_kernel(int64_t count, float *param, const float *grad, float *exp_avg,
                             float *exp_avg_sq, ct_adam_step s)
 {
-    CT_CUDA_GRID_STRIDE(i, count)
-    {
-        param[i] = ct_adam_element(param[i], grad[i], &exp_avg[i], &exp_avg_sq[i], &s);
-    }
+    float *const arrays[4] = {param, (float *)grad, exp_avg, exp_avg_sq};
+    ct_map(count, arrays, 0xfu, 0xdu,
+           [&s](float *e) { e[0] = ct_adam_element(e[0], e[1], &e[2], &e[3], &s); });
 }
 
 extern "C" ct_status ct_cuda_sgd_update(int64_t count, float *param, const float *grad,
@@ -42,11 +44,11 @@ extern "C" ct_status ct_cuda_sgd_update(int64_t count, float *param, const float
                                         bool first_step, cudaStream_t stream)
 {
     if (momentum == 0.0f) {
-        CT_CUDA_LAUNCH_ITEMS(sgd_plain_kernel, count, stream, count, param, grad, lr, weight_decay);
+        CT_CUDA_LAUNCH_MAP(sgd_plain_kernel, count, stream, count, param, grad, lr, weight_decay);
         return CT_OK;
     }
     float take = (float)(1.0 - (double)dampening);
-    CT_CUDA_LAUNCH_ITEMS(sgd_momentum_kernel, count, stream, count, param, grad, momentum_buf, lr,
+    CT_CUDA_LAUNCH_MAP(sgd_momentum_kernel, count, stream, count, param, grad, momentum_buf, lr,
                          momentum, take, weight_decay, nesterov, first_step);
     return CT_OK;
 }
@@ -58,6 +60,6 @@ extern "C" ct_status ct_cuda_adam_update(int64_t count, float *param, const floa
                                          cudaStream_t stream)
 {
     ct_adam_step s = ct_adam_step_of(lr, beta1, beta2, eps, weight_decay, decoupled, step);
-    CT_CUDA_LAUNCH_ITEMS(adam_kernel, count, stream, count, param, grad, exp_avg, exp_avg_sq, s);
+    CT_CUDA_LAUNCH_MAP(adam_kernel, count, stream, count, param, grad, exp_avg, exp_avg_sq, s);
     return CT_OK;
 }

@@ -4,18 +4,20 @@
  * (cudaMemcpy2DAsync): n rows of c_i*inner floats.  Outputs are written
  * with = (add_bias adds into its output by definition); add may run in place.
  */
-#include "cuda/common.cuh"
+#include "cuda/elementwise.cuh"
 
-/* y[i] = value */
+/* y[i] = value, 128-bit stores (elementwise.cuh) */
 __global__ void fill_kernel(int64_t count, float value, float *y)
 {
-    CT_CUDA_GRID_STRIDE(i, count) { y[i] = value; }
+    float *const arrays[1] = {y};
+    ct_map(count, arrays, 0x0u, 0x1u, [value](float *e) { e[0] = value; });
 }
 
-/* y[i] = a[i] + b[i] */
+/* y[i] = a[i] + b[i], 128-bit accesses */
 __global__ void add_kernel(int64_t count, const float *a, const float *b, float *y)
 {
-    CT_CUDA_GRID_STRIDE(i, count) { y[i] = a[i] + b[i]; }
+    float *const arrays[3] = {(float *)a, (float *)b, y};
+    ct_map(count, arrays, 0x3u, 0x4u, [](float *e) { e[2] = e[0] + e[1]; });
 }
 
 /* y[r, ch, i] += bias[ch] */
@@ -26,7 +28,7 @@ __global__ void add_bias_kernel(int64_t count, int c, int inner, const float *bi
 
 extern "C" ct_status ct_cuda_fill(int64_t count, float value, float *y, cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH_ITEMS(fill_kernel, count, stream, count, value, y);
+    CT_CUDA_LAUNCH_MAP(fill_kernel, count, stream, count, value, y);
     return CT_OK;
 }
 
@@ -41,7 +43,7 @@ extern "C" ct_status ct_cuda_copy(int64_t count, const float *x, float *y, cudaS
 extern "C" ct_status ct_cuda_add(int64_t count, const float *a, const float *b, float *y,
                                  cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH_ITEMS(add_kernel, count, stream, count, a, b, y);
+    CT_CUDA_LAUNCH_MAP(add_kernel, count, stream, count, a, b, y);
     return CT_OK;
 }
 
