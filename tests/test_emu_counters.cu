@@ -157,7 +157,8 @@ static void shared_column_conflicts(void)
     /* 32 row stores (1 wavefront each) and 32 column loads */
     CHECK(plain.shared_store_requests == TILE && plain.shared_load_requests == TILE,
           "%llu stores, %llu loads", plain.shared_store_requests, plain.shared_load_requests);
-    CHECK(plain.shared_wavefronts == TILE + TILE * TILE && plain.shared_ideal_wavefronts == 2 * TILE,
+    CHECK(plain.shared_wavefronts == TILE + TILE * TILE &&
+              plain.shared_ideal_wavefronts == 2 * TILE,
           "32x32 tile: %llu wavefronts, ideal %llu (want %d and %d)", plain.shared_wavefronts,
           plain.shared_ideal_wavefronts, TILE + TILE * TILE, 2 * TILE);
     CHECK(padded.shared_wavefronts == 2 * TILE && padded.shared_ideal_wavefronts == 2 * TILE,

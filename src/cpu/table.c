@@ -14,35 +14,8 @@
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
 #include "graph/impl.h"
+#include "graph/node_args.h"
 #include "ops/ops.h"
-
-static const float *in_f32(const ct_exec *exec, const ct_tensor *node, int i)
-{
-    return ct_exec_data(exec, node->src[i]);
-}
-
-static const float *in_opt(const ct_exec *exec, const ct_tensor *node, int i)
-{
-    return node->n_src > i ? in_f32(exec, node, i) : NULL;
-}
-
-static float *out_f32(const ct_exec *exec, const ct_tensor *node)
-{
-    return ct_exec_data(exec, node);
-}
-
-/* A tensor seen as [n, c, inner]: batch, channels and the rest. */
-typedef struct nci {
-    int n, c, inner;
-} nci;
-
-static nci nci_of(const ct_tensor *t)
-{
-    nci dims = {(int)t->shape[0], t->ndim > 1 ? (int)t->shape[1] : 1, 1};
-    for (int i = 2; i < t->ndim; i++)
-        dims.inner *= (int)t->shape[i];
-    return dims;
-}
 
 static bool fused_relu(const ct_exec *exec, const ct_tensor *node)
 {
@@ -72,18 +45,18 @@ static ct_status run_conv_forward(const ct_exec *exec, const ct_tensor *node,
 {
     const ct_conv2d_shape *s = &node->attr.conv;
     const ct_tensor *pool = exec->pool_into ? exec->pool_into[node->id] : NULL;
-    forward(s, in_f32(exec, node, 0), in_f32(exec, node, 1), in_opt(exec, node, 2),
-            pool || fused_relu(exec, node), out_f32(exec, node), exec->workspace);
+    forward(s, ct_in(exec, node, 0), ct_in(exec, node, 1), ct_in_opt(exec, node, 2),
+            pool || fused_relu(exec, node), ct_out(exec, node), exec->workspace);
     if (pool)
-        pool_after(s, out_f32(exec, node), out_f32(exec, pool));
+        pool_after(s, ct_out(exec, node), ct_out(exec, pool));
     return CT_OK;
 }
 
 static ct_status run_conv_backward(const ct_exec *exec, const ct_tensor *node,
                                    conv_backward_fn backward)
 {
-    backward(&node->attr.conv, in_f32(exec, node, 0), in_f32(exec, node, 1),
-             out_f32(exec, node), exec->workspace);
+    backward(&node->attr.conv, ct_in(exec, node, 0), ct_in(exec, node, 1),
+             ct_out(exec, node), exec->workspace);
     return CT_OK;
 }
 
@@ -140,9 +113,9 @@ static ct_status run_direct(ct_backend *backend, const ct_exec *exec, const ct_t
     (void)backend;
     const ct_tensor *pool = exec->pool_into ? exec->pool_into[node->id] : NULL;
     if (node->op == CT_OP_CONV2D && pool) {
-        ct_cpu_conv2d_direct_forward_relu_maxpool(&node->attr.conv, in_f32(exec, node, 0),
-                                                  in_f32(exec, node, 1), in_opt(exec, node, 2),
-                                                  out_f32(exec, pool), exec->workspace);
+        ct_cpu_conv2d_direct_forward_relu_maxpool(&node->attr.conv, ct_in(exec, node, 0),
+                                                  ct_in(exec, node, 1), ct_in_opt(exec, node, 2),
+                                                  ct_out(exec, pool), exec->workspace);
         return CT_OK;
     }
     if (node->op == CT_OP_CONV2D)
@@ -201,8 +174,8 @@ static const ct_impl conv_winograd = {
 
 static ct_status run_channel_sum(const ct_exec *exec, const ct_tensor *node)
 {
-    nci dims = nci_of(node->src[0]);
-    ct_cpu_channel_sum(dims.n, dims.c, dims.inner, in_f32(exec, node, 0), out_f32(exec, node));
+    ct_nci dims = ct_nci_of(node->src[0]);
+    ct_cpu_channel_sum(dims.n, dims.c, dims.inner, ct_in(exec, node, 0), ct_out(exec, node));
     return CT_OK;
 }
 
@@ -211,8 +184,8 @@ static ct_status run_linear(const ct_exec *exec, const ct_tensor *node)
 {
     const ct_tensor *x = node->src[0], *w = node->src[1];
     (fused_relu(exec, node) ? ct_cpu_linear_forward_relu : ct_cpu_linear_forward)(
-        (int)x->shape[0], (int)x->shape[1], (int)w->shape[0], in_f32(exec, node, 0),
-        in_f32(exec, node, 1), in_opt(exec, node, 2), out_f32(exec, node));
+        (int)x->shape[0], (int)x->shape[1], (int)w->shape[0], ct_in(exec, node, 0),
+        ct_in(exec, node, 1), ct_in_opt(exec, node, 2), ct_out(exec, node));
     return CT_OK;
 }
 
@@ -220,8 +193,8 @@ static ct_status run_linear_bwd_data(const ct_exec *exec, const ct_tensor *node)
 {
     const ct_tensor *dy = node->src[0], *w = node->src[1];
     ct_cpu_linear_backward_data((int)dy->shape[0], (int)w->shape[1], (int)w->shape[0],
-                                in_f32(exec, node, 0), in_f32(exec, node, 1),
-                                out_f32(exec, node));
+                                ct_in(exec, node, 0), ct_in(exec, node, 1),
+                                ct_out(exec, node));
     return CT_OK;
 }
 
@@ -229,49 +202,49 @@ static ct_status run_linear_bwd_weight(const ct_exec *exec, const ct_tensor *nod
 {
     const ct_tensor *x = node->src[0], *dy = node->src[1];
     ct_cpu_linear_backward_weight((int)x->shape[0], (int)x->shape[1], (int)dy->shape[1],
-                                  in_f32(exec, node, 0), in_f32(exec, node, 1),
-                                  out_f32(exec, node));
+                                  ct_in(exec, node, 0), ct_in(exec, node, 1),
+                                  ct_out(exec, node));
     return CT_OK;
 }
 
 static ct_status run_maxpool2d(const ct_exec *exec, const ct_tensor *node)
 {
-    ct_cpu_maxpool2d_forward(&node->attr.pool, in_f32(exec, node, 0), out_f32(exec, node));
+    ct_cpu_maxpool2d_forward(&node->attr.pool, ct_in(exec, node, 0), ct_out(exec, node));
     return CT_OK;
 }
 
 static ct_status run_maxpool2d_bwd(const ct_exec *exec, const ct_tensor *node)
 {
-    ct_cpu_maxpool2d_backward(&node->attr.pool, in_f32(exec, node, 0), in_f32(exec, node, 1),
-                              out_f32(exec, node));
+    ct_cpu_maxpool2d_backward(&node->attr.pool, ct_in(exec, node, 0), ct_in(exec, node, 1),
+                              ct_out(exec, node));
     return CT_OK;
 }
 
 static ct_status run_avgpool2d(const ct_exec *exec, const ct_tensor *node)
 {
-    ct_cpu_avgpool2d_forward(&node->attr.pool, in_f32(exec, node, 0), out_f32(exec, node));
+    ct_cpu_avgpool2d_forward(&node->attr.pool, ct_in(exec, node, 0), ct_out(exec, node));
     return CT_OK;
 }
 
 static ct_status run_avgpool2d_bwd(const ct_exec *exec, const ct_tensor *node)
 {
-    ct_cpu_avgpool2d_backward(&node->attr.pool, in_f32(exec, node, 0), out_f32(exec, node));
+    ct_cpu_avgpool2d_backward(&node->attr.pool, ct_in(exec, node, 0), ct_out(exec, node));
     return CT_OK;
 }
 
 static ct_status run_global_avgpool(const ct_exec *exec, const ct_tensor *node)
 {
-    nci dims = nci_of(node->src[0]);
-    ct_cpu_global_avgpool_forward(dims.n, dims.c, dims.inner, in_f32(exec, node, 0),
-                                  out_f32(exec, node));
+    ct_nci dims = ct_nci_of(node->src[0]);
+    ct_cpu_global_avgpool_forward(dims.n, dims.c, dims.inner, ct_in(exec, node, 0),
+                                  ct_out(exec, node));
     return CT_OK;
 }
 
 static ct_status run_global_avgpool_bwd(const ct_exec *exec, const ct_tensor *node)
 {
-    nci dims = nci_of(node);
-    ct_cpu_global_avgpool_backward(dims.n, dims.c, dims.inner, in_f32(exec, node, 0),
-                                   out_f32(exec, node));
+    ct_nci dims = ct_nci_of(node);
+    ct_cpu_global_avgpool_backward(dims.n, dims.c, dims.inner, ct_in(exec, node, 0),
+                                   ct_out(exec, node));
     return CT_OK;
 }
 
@@ -280,14 +253,14 @@ typedef void (*binary_fn)(int64_t count, const float *a, const float *b, float *
 
 static ct_status run_unary(const ct_exec *exec, const ct_tensor *node, unary_fn kernel)
 {
-    kernel(ct_tensor_numel(node), in_f32(exec, node, 0), out_f32(exec, node));
+    kernel(ct_tensor_numel(node), ct_in(exec, node, 0), ct_out(exec, node));
     return CT_OK;
 }
 
 static ct_status run_binary(const ct_exec *exec, const ct_tensor *node, binary_fn kernel)
 {
-    kernel(ct_tensor_numel(node), in_f32(exec, node, 0), in_f32(exec, node, 1),
-           out_f32(exec, node));
+    kernel(ct_tensor_numel(node), ct_in(exec, node, 0), ct_in(exec, node, 1),
+           ct_out(exec, node));
     return CT_OK;
 }
 
@@ -328,11 +301,11 @@ static ct_status run_add(const ct_exec *e, const ct_tensor *n)
 
 static ct_status run_bn_stats(const ct_exec *exec, const ct_tensor *node)
 {
-    nci dims = nci_of(node->src[0]);
-    ct_cpu_batchnorm_stats(dims.n, dims.c, dims.inner, in_f32(exec, node, 0), exec->training,
+    ct_nci dims = ct_nci_of(node->src[0]);
+    ct_cpu_batchnorm_stats(dims.n, dims.c, dims.inner, ct_in(exec, node, 0), exec->training,
                            node->attr.bn.momentum, node->attr.bn.eps,
                            ct_exec_data(exec, node->src[1]), ct_exec_data(exec, node->src[2]),
-                           out_f32(exec, node));
+                           ct_out(exec, node));
     if (exec->training && node->n_src > 3)
         (*(int64_t *)ct_exec_data(exec, node->src[3]))++;
     return CT_OK;
@@ -340,29 +313,29 @@ static ct_status run_bn_stats(const ct_exec *exec, const ct_tensor *node)
 
 static ct_status run_bn_apply(const ct_exec *exec, const ct_tensor *node)
 {
-    nci dims = nci_of(node);
-    ct_cpu_batchnorm_apply(dims.n, dims.c, dims.inner, in_f32(exec, node, 0),
-                           in_f32(exec, node, 1), in_f32(exec, node, 2), in_f32(exec, node, 3),
-                           out_f32(exec, node));
+    ct_nci dims = ct_nci_of(node);
+    ct_cpu_batchnorm_apply(dims.n, dims.c, dims.inner, ct_in(exec, node, 0),
+                           ct_in(exec, node, 1), ct_in(exec, node, 2), ct_in(exec, node, 3),
+                           ct_out(exec, node));
     return CT_OK;
 }
 
 static ct_status run_bn_bwd_params(const ct_exec *exec, const ct_tensor *node)
 {
-    nci dims = nci_of(node->src[0]);
-    ct_cpu_batchnorm_backward_params(dims.n, dims.c, dims.inner, in_f32(exec, node, 0),
-                                     in_f32(exec, node, 1), in_f32(exec, node, 2),
-                                     out_f32(exec, node));
+    ct_nci dims = ct_nci_of(node->src[0]);
+    ct_cpu_batchnorm_backward_params(dims.n, dims.c, dims.inner, ct_in(exec, node, 0),
+                                     ct_in(exec, node, 1), ct_in(exec, node, 2),
+                                     ct_out(exec, node));
     return CT_OK;
 }
 
 static ct_status run_bn_bwd_data(const ct_exec *exec, const ct_tensor *node)
 {
-    nci dims = nci_of(node);
-    ct_cpu_batchnorm_backward_data(dims.n, dims.c, dims.inner, in_f32(exec, node, 0),
-                                   in_f32(exec, node, 1), in_f32(exec, node, 2),
-                                   in_f32(exec, node, 3), in_f32(exec, node, 4),
-                                   out_f32(exec, node));
+    ct_nci dims = ct_nci_of(node);
+    ct_cpu_batchnorm_backward_data(dims.n, dims.c, dims.inner, ct_in(exec, node, 0),
+                                   ct_in(exec, node, 1), ct_in(exec, node, 2),
+                                   ct_in(exec, node, 3), ct_in(exec, node, 4),
+                                   ct_out(exec, node));
     return CT_OK;
 }
 
@@ -370,10 +343,10 @@ static ct_status run_dropout(const ct_exec *exec, const ct_tensor *node)
 {
     int64_t count = ct_tensor_numel(node);
     if (!exec->training) {
-        ct_cpu_copy(count, in_f32(exec, node, 0), out_f32(exec, node));
+        ct_cpu_copy(count, ct_in(exec, node, 0), ct_out(exec, node));
         return CT_OK;
     }
-    ct_cpu_dropout(count, in_f32(exec, node, 0), out_f32(exec, node), node->attr.dropout.p,
+    ct_cpu_dropout(count, ct_in(exec, node, 0), ct_out(exec, node), node->attr.dropout.p,
                    exec->seed, node->attr.dropout.stream, (uint32_t)exec->step);
     return CT_OK;
 }
@@ -384,32 +357,32 @@ static ct_status run_concat(const ct_exec *exec, const ct_tensor *node)
     const float *xs[CT_MAX_SRC];
     for (int i = 0; i < node->n_src; i++) {
         channels[i] = (int)node->src[i]->shape[1];
-        xs[i] = in_f32(exec, node, i);
+        xs[i] = ct_in(exec, node, i);
     }
-    nci dims = nci_of(node);
-    ct_cpu_concat(dims.n, dims.inner, node->n_src, channels, xs, out_f32(exec, node));
+    ct_nci dims = ct_nci_of(node);
+    ct_cpu_concat(dims.n, dims.inner, node->n_src, channels, xs, ct_out(exec, node));
     return CT_OK;
 }
 
 static ct_status run_slice_channels(const ct_exec *exec, const ct_tensor *node)
 {
-    nci dims = nci_of(node->src[0]);
+    ct_nci dims = ct_nci_of(node->src[0]);
     ct_cpu_slice_channels(dims.n, dims.inner, dims.c, node->attr.slice.start,
-                          node->attr.slice.count, in_f32(exec, node, 0), out_f32(exec, node));
+                          node->attr.slice.count, ct_in(exec, node, 0), ct_out(exec, node));
     return CT_OK;
 }
 
 static ct_status run_softmax(const ct_exec *exec, const ct_tensor *node)
 {
-    ct_cpu_softmax_forward((int)node->shape[0], (int)node->shape[1], in_f32(exec, node, 0),
-                           out_f32(exec, node));
+    ct_cpu_softmax_forward((int)node->shape[0], (int)node->shape[1], ct_in(exec, node, 0),
+                           ct_out(exec, node));
     return CT_OK;
 }
 
 static ct_status run_softmax_bwd(const ct_exec *exec, const ct_tensor *node)
 {
-    ct_cpu_softmax_backward((int)node->shape[0], (int)node->shape[1], in_f32(exec, node, 0),
-                            in_f32(exec, node, 1), out_f32(exec, node));
+    ct_cpu_softmax_backward((int)node->shape[0], (int)node->shape[1], ct_in(exec, node, 0),
+                            ct_in(exec, node, 1), ct_out(exec, node));
     return CT_OK;
 }
 
@@ -419,8 +392,8 @@ static ct_status run_cross_entropy(const ct_exec *exec, const ct_tensor *node)
     int n = (int)logits->shape[0], c = (int)logits->shape[1];
     const void *label_data = ct_exec_data(exec, labels);
     bool is_i64 = labels->dtype == CT_I64;
-    int bad = ct_cpu_cross_entropy_forward(n, c, in_f32(exec, node, 0), label_data, is_i64,
-                                           node->attr.ce.smoothing, out_f32(exec, node));
+    int bad = ct_cpu_cross_entropy_forward(n, c, ct_in(exec, node, 0), label_data, is_i64,
+                                           node->attr.ce.smoothing, ct_out(exec, node));
     if (bad < 0)
         return CT_OK;
     long long value = is_i64 ? (long long)((const int64_t *)label_data)[bad]
@@ -435,15 +408,15 @@ static ct_status run_cross_entropy_bwd(const ct_exec *exec, const ct_tensor *nod
 {
     const ct_tensor *logits = node->src[1], *labels = node->src[2];
     ct_cpu_cross_entropy_backward((int)logits->shape[0], (int)logits->shape[1],
-                                  in_f32(exec, node, 1), ct_exec_data(exec, labels),
+                                  ct_in(exec, node, 1), ct_exec_data(exec, labels),
                                   labels->dtype == CT_I64, node->attr.ce.smoothing,
-                                  in_f32(exec, node, 0), out_f32(exec, node));
+                                  ct_in(exec, node, 0), ct_out(exec, node));
     return CT_OK;
 }
 
 static ct_status run_fill(const ct_exec *exec, const ct_tensor *node)
 {
-    ct_cpu_fill(ct_tensor_numel(node), node->attr.fill.value, out_f32(exec, node));
+    ct_cpu_fill(ct_tensor_numel(node), node->attr.fill.value, ct_out(exec, node));
     return CT_OK;
 }
 
@@ -452,7 +425,7 @@ static ct_status run_sgd_update(const ct_exec *exec, const ct_tensor *node)
     const ct_sgd_args *a = &node->attr.sgd;
     float *momentum_buf = node->n_src > 2 ? ct_exec_data(exec, node->src[2]) : NULL;
     ct_cpu_sgd_update(ct_tensor_numel(node), ct_exec_data(exec, node->src[0]),
-                      in_f32(exec, node, 1), momentum_buf, exec->lr, a->momentum, a->dampening,
+                      ct_in(exec, node, 1), momentum_buf, exec->lr, a->momentum, a->dampening,
                       a->weight_decay, a->nesterov, exec->step == 0);
     return CT_OK;
 }
@@ -461,7 +434,7 @@ static ct_status run_adam_update(const ct_exec *exec, const ct_tensor *node)
 {
     const ct_adam_args *a = &node->attr.adam;
     ct_cpu_adam_update(ct_tensor_numel(node), ct_exec_data(exec, node->src[0]),
-                       in_f32(exec, node, 1), ct_exec_data(exec, node->src[2]),
+                       ct_in(exec, node, 1), ct_exec_data(exec, node->src[2]),
                        ct_exec_data(exec, node->src[3]), exec->lr, a->beta1, a->beta2, a->eps,
                        a->weight_decay, a->decoupled, exec->step + 1);
     return CT_OK;
