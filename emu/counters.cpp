@@ -439,21 +439,23 @@ static void print_table()
     totals &t = all();
     std::lock_guard<std::mutex> lock(t.lock);
     fprintf(stderr, "cuda-emu counters (emulated: counts, not times)\n%-40s %8s %10s %9s %9s "
-                    "%7s %7s %7s %10s %9s %8s\n",
+                    "%7s %7s %7s %7s %10s %9s %8s\n",
             "kernel", "launches", "requests", "load MB", "store MB", "ld eff", "st eff",
-            "128-bit", "shared req", "conflict", "atomics");
+            "64-bit", "128-bit", "shared req", "conflict", "atomics");
     for (const std::string &name : t.order) {
         const cuda_emu_kernel_counters &c = t.by_name[name];
         unsigned long long accesses = 0;
         for (int w = 0; w < 5; w++)
             accesses += c.accesses_by_width[w];
         fprintf(stderr,
-                "%-40.40s %8llu %10llu %9.3f %9.3f %6.1f%% %6.1f%% %6.1f%% %10llu %8.1f%% %8llu\n",
+                "%-40.40s %8llu %10llu %9.3f %9.3f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %10llu %8.1f%% "
+                "%8llu\n",
                 c.name, c.launches, c.global_load_requests + c.global_store_requests,
                 32.0 * (double)c.global_load_sectors / 1e6,
                 32.0 * (double)c.global_store_sectors / 1e6,
                 percent(c.global_load_unique_bytes, 32 * c.global_load_sectors),
                 percent(c.global_store_unique_bytes, 32 * c.global_store_sectors),
+                accesses ? percent(c.accesses_by_width[3], accesses) : 0.0,
                 accesses ? percent(c.accesses_by_width[4], accesses) : 0.0,
                 c.shared_load_requests + c.shared_store_requests,
                 c.shared_wavefronts ? percent(c.shared_wavefronts - c.shared_ideal_wavefronts,

@@ -664,7 +664,8 @@ static int add_columns(column *columns, int n, ct_backend *backend, const char *
         const ct_impl *const *list = NULL;
         int count = ct_impl_list(backend, (ct_op)op, &list);
         for (int i = 1; i < count; i++) {
-            bool listed = list[i]->kind == CT_IMPL_VENDOR && vendor_column;
+            bool listed = (list[i]->kind == CT_IMPL_VENDOR && vendor_column) ||
+                          strcmp(list[i]->name, "native") == 0; /* a mode's column */
             for (int c = 0; c < n && !listed; c++)
                 listed = columns[c].backend == backend && columns[c].forced &&
                          strcmp(columns[c].kernels, list[i]->name) == 0;

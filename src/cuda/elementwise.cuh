@@ -56,6 +56,19 @@ __device__ inline void ct_store4(float *p, const float v[CT_VEC])
 #endif
 }
 
+/* Two floats at p (8-byte aligned) in one 64-bit access. */
+__device__ inline void ct_load2(const float *p, float v[2])
+{
+#ifdef CUDA_EMU
+    unsigned long long bits = *reinterpret_cast<const unsigned long long *>(p);
+    asm("" : "+r"(bits)); /* keeps the host compiler from splitting it into two loads */
+    memcpy(v, &bits, sizeof bits);
+#else
+    float2 f = *reinterpret_cast<const float2 *>(p);
+    v[0] = f.x, v[1] = f.y;
+#endif
+}
+
 /* `reads` and `writes` are bit masks over the arrays (bit k: arrays[k]);
  * an array only written is never loaded, and one not in `writes` is never
  * stored to (so a read-only input may be passed with its const cast away). */

@@ -78,6 +78,11 @@ ct_status ct_cuda_channel_sum(int n, int c, int inner, const float *dy, float *d
 
 /* ---- pool.cu -------------------------------------------------------------- */
 
+/* The 2x2 stride-2 unpadded max pool of an even-width plane, with 64-bit
+ * loads (pool.cu); the same results as ct_cuda_maxpool2d_forward. */
+bool ct_cuda_maxpool2x2_fits(const ct_pool2d_shape *s);
+ct_status ct_cuda_maxpool2x2_forward(const ct_pool2d_shape *s, const float *x, float *y,
+                                     cudaStream_t stream);
 ct_status ct_cuda_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y,
                                     cudaStream_t stream);
 ct_status ct_cuda_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const float *dy,

@@ -77,6 +77,11 @@ static ct_status run_maxpool2d(cuda_backend *b, const ct_exec *e, const ct_tenso
     return ct_cuda_maxpool2d_forward(&n->attr.pool, ct_in(e, n, 0), ct_out(e, n), b->stream);
 }
 
+static ct_status run_maxpool2x2(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
+{
+    return ct_cuda_maxpool2x2_forward(&n->attr.pool, ct_in(e, n, 0), ct_out(e, n), b->stream);
+}
+
 static ct_status run_maxpool2d_bwd(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_cuda_maxpool2d_backward(&n->attr.pool, ct_in(e, n, 0), ct_in(e, n, 1),
@@ -271,6 +276,12 @@ static bool direct_supports(const ct_backend *backend, const ct_tensor *node)
     return ct_cuda_conv2d_direct_fits(&node->attr.conv);
 }
 
+static bool maxpool2x2_supports(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    return ct_cuda_maxpool2x2_fits(&node->attr.pool);
+}
+
 static size_t conv_workspace(const ct_backend *backend, const ct_tensor *node)
 {
     (void)backend;
@@ -305,6 +316,7 @@ NATIVE(channel_sum, run_channel_sum, .workspace = channel_workspace);
 NATIVE(linear, run_linear);
 NATIVE(linear_bwd_data, run_linear_bwd_data);
 NATIVE(linear_bwd_weight, run_linear_bwd_weight);
+CUDA_IMPL(maxpool2x2, "pool2x2", run_maxpool2x2, .supports = maxpool2x2_supports);
 NATIVE(maxpool2d, run_maxpool2d);
 NATIVE(maxpool2d_bwd, run_maxpool2d_bwd);
 NATIVE(avgpool2d, run_avgpool2d);
@@ -389,7 +401,7 @@ const ct_impl *const ct_cuda_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
     [CT_OP_LINEAR] = {&linear, &cublas},
     [CT_OP_LINEAR_BWD_DATA] = {&linear_bwd_data, &cublas},
     [CT_OP_LINEAR_BWD_WEIGHT] = {&linear_bwd_weight, &cublas},
-    [CT_OP_MAXPOOL2D] = {&maxpool2d, &cudnn},
+    [CT_OP_MAXPOOL2D] = {&maxpool2x2, &maxpool2d, &cudnn},
     [CT_OP_MAXPOOL2D_BWD] = {&maxpool2d_bwd},
     [CT_OP_AVGPOOL2D] = {&avgpool2d, &cudnn},
     [CT_OP_AVGPOOL2D_BWD] = {&avgpool2d_bwd},

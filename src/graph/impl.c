@@ -193,12 +193,13 @@ static int preferred(const ct_backend *backend, const ct_impl *const *list, int 
                      const ct_tensor *node, unsigned failed)
 {
     bool vendor = kernels_are(backend, "vendor");
+    bool by_name = !vendor && !kernels_are(backend, "native") && !kernels_are(backend, "auto");
     /* pass 0: the named or a vendor implementation; 1: native; 2: any */
     for (int pass = 0; pass < 3; pass++)
         for (int i = 0; i < count; i++) {
             if ((failed >> i & 1) || !impl_usable(backend, list[i], node))
                 continue;
-            bool named = strcmp(list[i]->name, backend->kernels) == 0;
+            bool named = by_name && strcmp(list[i]->name, backend->kernels) == 0;
             if (pass == 2 || (pass == 1 && list[i]->kind == CT_IMPL_NATIVE) ||
                 (pass == 0 && (named || (vendor && list[i]->kind == CT_IMPL_VENDOR))))
                 return i;
