@@ -158,6 +158,7 @@ static void atomics_across_blocks(void)
 enum { GEMM_LOG = GEMM_TILE_K * GEMM_TILE_M / GEMM_THREADS }; /* loads per thread and operand */
 
 struct recording_problem {
+    static constexpr const char *kernel_name = "gemm<recording>";
     int m, n, k, splits, k_chunk;
     bool a_k, b_k;   /* a stored [m][k] (else [k][m]); b stored [n][k] (else [k][n]) */
     int *offsets;    /* [thread][operand][GEMM_LOG] */

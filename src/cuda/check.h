@@ -42,6 +42,14 @@ ct_status ct_cudnn_fail(int status, const char *file, int line, const char *call
             return ct_cuda_fail(ct_cuda_error_, __FILE__, __LINE__, "launch of " kernel_name); \
     } while (0)
 
+/* The same for a launch named by a string that is not a literal. */
+#define CT_CUDA_LAUNCH_CHECK_NAMED(name)                                                 \
+    do {                                                                                 \
+        cudaError_t ct_cuda_error_ = cudaGetLastError();                                 \
+        if (ct_cuda_error_ != cudaSuccess)                                               \
+            return ct_cuda_fail(ct_cuda_error_, __FILE__, __LINE__, name);               \
+    } while (0)
+
 #define CT_CUBLAS_CALL(call)                                                     \
     do {                                                                         \
         int ct_cublas_status_ = (int)(call);                                     \

@@ -51,6 +51,24 @@ unsigned ct_cuda_grid_for(const void *kernel, int64_t count);
     } while (0)
 #endif
 
+/* CT_CUDA_LAUNCH under a name of the caller's (a string): a template
+ * kernel's spelling names its parameter ("ct_tiled_gemm<Problem>"), so its
+ * launches give the type, for error messages and the emulator's counters. */
+#ifdef CUDA_EMU
+#define CT_CUDA_LAUNCH_NAMED(name, kernel, grid, block, shared_bytes, stream, ...)        \
+    do {                                                                                \
+        emu::launch(name, __FILE__, __LINE__, kernel, grid, block, shared_bytes, stream,  \
+                    __VA_ARGS__);                                                       \
+        CT_CUDA_LAUNCH_CHECK_NAMED(name);                                               \
+    } while (0)
+#else
+#define CT_CUDA_LAUNCH_NAMED(name, kernel, grid, block, shared_bytes, stream, ...)        \
+    do {                                                                                \
+        kernel<<<grid, block, shared_bytes, stream>>>(__VA_ARGS__);                     \
+        CT_CUDA_LAUNCH_CHECK_NAMED(name);                                               \
+    } while (0)
+#endif
+
 /* A kernel's dynamic shared memory (the launch's shared_bytes), as a
  * `type *` called `name`: `extern __shared__ type name[]` under nvcc; the
  * emulator's block buffer otherwise (C++ cannot spell the extern form for

@@ -42,6 +42,7 @@ __device__ inline float conv_col(const ct_conv2d_shape &s, const float *x, int g
 }
 
 struct conv_forward_problem {
+    static constexpr const char *kernel_name = "gemm<conv_forward>";
     int m, n, k, splits, k_chunk; /* m = Og, n = N*P, k = Cg*KK */
     ct_conv2d_shape s;
     const float *x, *w, *bias;
@@ -69,6 +70,7 @@ struct conv_forward_problem {
 };
 
 struct conv_backward_data_problem {
+    static constexpr const char *kernel_name = "gemm<conv_backward_data>";
     int m, n, k, splits, k_chunk; /* m = Cg, n = N*H*W, k = Og*KK */
     ct_conv2d_shape s;
     const float *dy, *w;
@@ -104,6 +106,7 @@ struct conv_backward_data_problem {
 };
 
 struct conv_backward_weight_problem {
+    static constexpr const char *kernel_name = "gemm<conv_backward_weight>";
     int m, n, k, splits, k_chunk; /* m = Og, n = Cg*KK, k = N*P */
     ct_conv2d_shape s;
     const float *x, *dy;

@@ -8,6 +8,7 @@
 
 /* c[m,n] = alpha * op(a) op(b) + beta * c (+ col_bias[n] when given) */
 struct gemm_problem {
+    static constexpr const char *kernel_name = "gemm<matrix>";
     int m, n, k, splits, k_chunk;
     bool trans_a, trans_b;
     const float *a, *b, *col_bias;

@@ -23,7 +23,8 @@
  * the same bits from run to run.  Static shared memory is 8.25 KiB, under
  * the 48 KiB that every architecture gives a block without opting in.
  *
- * A Problem has: int m, n, k, splits, k_chunk; and device methods
+ * A Problem has: int m, n, k, splits, k_chunk; a static constexpr
+ * kernel_name (its launches' name, "gemm<conv_forward>"); and device methods
  *   float load_a(int group, int m, int k), float load_b(int group, int k, int n),
  *   void store(int group, int split, int m, int n, float value),
  *   bool a_along_k(), bool b_along_k(): whether consecutive k are
@@ -112,7 +113,8 @@ static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, cudaStream_t 
         return CT_OK;
     dim3 grid((unsigned)((p.n + GEMM_TILE_N - 1) / GEMM_TILE_N),
               (unsigned)((p.m + GEMM_TILE_M - 1) / GEMM_TILE_M), (unsigned)(groups * p.splits));
-    CT_CUDA_LAUNCH(ct_tiled_gemm<Problem>, grid, GEMM_THREADS, 0, stream, p);
+    CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm<Problem>, grid, GEMM_THREADS, 0,
+                         stream, p);
     return CT_OK;
 }
 
