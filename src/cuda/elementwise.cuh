@@ -32,12 +32,18 @@ static inline int64_t ct_vec_items(int64_t count)
     return (count + CT_VEC - 1) / CT_VEC;
 }
 
+#ifdef CUDA_EMU
+/* The host's 16-byte vector: loaded and stored as one traced access. */
+typedef float ct_emu_float4 __attribute__((vector_size(16)));
+#endif
+
 /* Four floats at p (16-byte aligned) in one access.  The emulator sees one
  * 16-byte load or store, as the GPU executes one 128-bit instruction. */
 __device__ inline void ct_load4(const float *p, float v[CT_VEC])
 {
 #ifdef CUDA_EMU
-    unsigned __int128 bits = *reinterpret_cast<const unsigned __int128 *>(p);
+    ct_emu_float4 bits = *reinterpret_cast<const ct_emu_float4 *>(p);
+    asm("" : "+x"(bits)); /* keeps the host compiler from splitting the access */
     memcpy(v, &bits, sizeof bits);
 #else
     float4 f = *reinterpret_cast<const float4 *>(p);
@@ -48,9 +54,10 @@ __device__ inline void ct_load4(const float *p, float v[CT_VEC])
 __device__ inline void ct_store4(float *p, const float v[CT_VEC])
 {
 #ifdef CUDA_EMU
-    unsigned __int128 bits;
+    ct_emu_float4 bits;
     memcpy(&bits, v, sizeof bits);
-    *reinterpret_cast<unsigned __int128 *>(p) = bits;
+    asm("" : "+x"(bits));
+    *reinterpret_cast<ct_emu_float4 *>(p) = bits;
 #else
     *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
 #endif
