@@ -76,6 +76,18 @@ __device__ inline void ct_load2(const float *p, float v[2])
 #endif
 }
 
+__device__ inline void ct_store2(float *p, const float v[2])
+{
+#ifdef CUDA_EMU
+    unsigned long long bits;
+    memcpy(&bits, v, sizeof bits);
+    asm("" : "+r"(bits));
+    *reinterpret_cast<unsigned long long *>(p) = bits;
+#else
+    *reinterpret_cast<float2 *>(p) = make_float2(v[0], v[1]);
+#endif
+}
+
 /* `reads` and `writes` are bit masks over the arrays (bit k: arrays[k]);
  * an array only written is never loaded, and one not in `writes` is never
  * stored to (so a read-only input may be passed with its const cast away). */

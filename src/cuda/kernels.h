@@ -83,6 +83,10 @@ ct_status ct_cuda_channel_sum(int n, int c, int inner, const float *dy, float *d
 bool ct_cuda_maxpool2x2_fits(const ct_pool2d_shape *s);
 ct_status ct_cuda_maxpool2x2_forward(const ct_pool2d_shape *s, const float *x, float *y,
                                      cudaStream_t stream);
+/* Its backward where every input is in one window (even height too). */
+bool ct_cuda_maxpool2x2_backward_fits(const ct_pool2d_shape *s);
+ct_status ct_cuda_maxpool2x2_backward(const ct_pool2d_shape *s, const float *x,
+                                      const float *dy, float *dx, cudaStream_t stream);
 ct_status ct_cuda_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y,
                                     cudaStream_t stream);
 ct_status ct_cuda_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const float *dy,

@@ -101,6 +101,37 @@ __global__ void maxpool_backward_kernel(ct_pool2d_shape s, const float *x, const
     }
 }
 
+/* The 2x2 stride-2 window's backward where every input lies in exactly one
+ * window (even height and width): one thread per window reads its four x
+ * as two 64-bit loads and its dy once, and writes its four dx as two 64-bit
+ * stores: 0, but 0 + dy at the window's argmax (the general kernel's sum,
+ * so -0.0 becomes +0.0 there too). */
+__global__ void maxpool2x2_backward_kernel(ct_pool2d_shape s, const float *x, const float *dy,
+                                           float *dx)
+{
+    int64_t out_plane = (int64_t)s.out_h * s.out_w;
+    int64_t count = (int64_t)s.n_batch * s.channels * out_plane;
+    CT_CUDA_GRID_STRIDE(index, count)
+    {
+        int64_t p = index / out_plane;
+        int oh = (int)(index % out_plane / s.out_w), ow = (int)(index % s.out_w);
+        int64_t top = (p * s.in_h + 2 * oh) * s.in_w + 2 * ow;
+        float window[4], grad[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        ct_load2(x + top, window);
+        ct_load2(x + top + s.in_w, window + 2);
+        int best = 0;
+        float m = -INFINITY;
+        for (int i = 0; i < 4; i++)
+            if (ct_max_replaces(window[i], m)) {
+                m = window[i];
+                best = i;
+            }
+        grad[best] = 0.0f + dy[index];
+        ct_store2(dx + top, grad);
+        ct_store2(dx + top + s.in_w, grad + 2);
+    }
+}
+
 /* y[p,oh,ow] = sum_window x / divisor, summed in double; 0 for an empty window */
 __global__ void avgpool_forward_kernel(ct_pool2d_shape s, const float *x, float *y)
 {
@@ -203,6 +234,21 @@ extern "C" ct_status ct_cuda_maxpool2x2_forward(const ct_pool2d_shape *s, const 
     if ((uintptr_t)x % (2 * sizeof(float)) != 0)
         return ct_cuda_maxpool2d_forward(s, x, y, stream);
     CT_CUDA_LAUNCH_ITEMS(maxpool2x2_forward_kernel, pool_out_count(s), stream, *s, x, y);
+    return CT_OK;
+}
+
+extern "C" bool ct_cuda_maxpool2x2_backward_fits(const ct_pool2d_shape *s)
+{
+    return ct_cuda_maxpool2x2_fits(s) && s->in_h % 2 == 0;
+}
+
+extern "C" ct_status ct_cuda_maxpool2x2_backward(const ct_pool2d_shape *s, const float *x,
+                                                 const float *dy, float *dx,
+                                                 cudaStream_t stream)
+{
+    if (((uintptr_t)x | (uintptr_t)dx) % (2 * sizeof(float)) != 0)
+        return ct_cuda_maxpool2d_backward(s, x, dy, dx, stream);
+    CT_CUDA_LAUNCH_ITEMS(maxpool2x2_backward_kernel, pool_out_count(s), stream, *s, x, dy, dx);
     return CT_OK;
 }
 

@@ -82,6 +82,12 @@ static ct_status run_maxpool2x2(cuda_backend *b, const ct_exec *e, const ct_tens
     return ct_cuda_maxpool2x2_forward(&n->attr.pool, ct_in(e, n, 0), ct_out(e, n), b->stream);
 }
 
+static ct_status run_maxpool2x2_bwd(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
+{
+    return ct_cuda_maxpool2x2_backward(&n->attr.pool, ct_in(e, n, 0), ct_in(e, n, 1),
+                                       ct_out(e, n), b->stream);
+}
+
 static ct_status run_maxpool2d_bwd(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_cuda_maxpool2d_backward(&n->attr.pool, ct_in(e, n, 0), ct_in(e, n, 1),
@@ -282,6 +288,12 @@ static bool maxpool2x2_supports(const ct_backend *backend, const ct_tensor *node
     return ct_cuda_maxpool2x2_fits(&node->attr.pool);
 }
 
+static bool maxpool2x2_bwd_supports(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    return ct_cuda_maxpool2x2_backward_fits(&node->attr.pool);
+}
+
 static size_t conv_workspace(const ct_backend *backend, const ct_tensor *node)
 {
     (void)backend;
@@ -318,6 +330,7 @@ NATIVE(linear_bwd_data, run_linear_bwd_data);
 NATIVE(linear_bwd_weight, run_linear_bwd_weight);
 CUDA_IMPL(maxpool2x2, "pool2x2", run_maxpool2x2, .supports = maxpool2x2_supports);
 NATIVE(maxpool2d, run_maxpool2d);
+CUDA_IMPL(maxpool2x2_bwd, "pool2x2", run_maxpool2x2_bwd, .supports = maxpool2x2_bwd_supports);
 NATIVE(maxpool2d_bwd, run_maxpool2d_bwd);
 NATIVE(avgpool2d, run_avgpool2d);
 NATIVE(avgpool2d_bwd, run_avgpool2d_bwd);
@@ -402,7 +415,7 @@ const ct_impl *const ct_cuda_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
     [CT_OP_LINEAR_BWD_DATA] = {&linear_bwd_data, &cublas},
     [CT_OP_LINEAR_BWD_WEIGHT] = {&linear_bwd_weight, &cublas},
     [CT_OP_MAXPOOL2D] = {&maxpool2x2, &maxpool2d, &cudnn},
-    [CT_OP_MAXPOOL2D_BWD] = {&maxpool2d_bwd},
+    [CT_OP_MAXPOOL2D_BWD] = {&maxpool2x2_bwd, &maxpool2d_bwd},
     [CT_OP_AVGPOOL2D] = {&avgpool2d, &cudnn},
     [CT_OP_AVGPOOL2D_BWD] = {&avgpool2d_bwd},
     [CT_OP_GLOBAL_AVGPOOL] = {&global_avgpool},
