@@ -341,6 +341,10 @@ CT_API size_t ct_plan_arena_bytes(const ct_plan *plan);
 CT_API size_t ct_plan_state_bytes(const ct_plan *plan);
 /* Nodes run by one step in a mode. */
 CT_API int ct_plan_n_nodes(const ct_plan *plan, ct_mode mode);
+/* The arithmetic of one step in a mode, from each op's formula (a
+ * multiply-add counted as 2; what the math needs, not what a kernel does):
+ * a step's FLOPs for achieved GFLOP/s against a peak. */
+CT_API double ct_plan_flops(const ct_plan *plan, ct_mode mode);
 
 /* ---- checkpoints ----------------------------------------------------------- */
 

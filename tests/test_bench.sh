@@ -52,6 +52,22 @@ args="--model simplecnn --batch 8 --input 1x28x28 --mode train --steps 3 --warmu
     check_bench_json "$tmp/bench.json"
 result bench_json_has_every_field $?
 
+# The step's arithmetic: SimpleCNN at batch 8, forward 2 x (conv1 6x24x24x25 +
+# conv2 16x8x8x150 + fc1 120x256 + fc2 84x120 + fc3 10x84) per image; the
+# training step adds the backward's two products per layer but conv1's
+# (no gradient for the input) and the elementwise ops: 2.5 to 4 times the
+# forward; achieved = FLOPs / median; a CPU share of its assumed peak.
+"$python" - "$tmp/bench.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+forward = 8 * 2 * (6*24*24*25 + 16*8*8*150 + 120*256 + 84*120 + 10*84)
+assert 2.5 * forward < r["gflop_per_step"] * 1e9 < 4 * forward, (r["gflop_per_step"], forward)
+achieved = r["gflop_per_step"] / (r["median_ms"] / 1000)
+assert abs(r["gflops_per_second"] - achieved) <= 0.01 * achieved + 1e-3, r
+assert r["peak_gflops"] > 0 and 0 < r["share_of_peak"] < 1.5, r
+PY
+result bench_reports_gflops_and_share_of_peak $?
+
 "$cuttle" bench --batch 16 --steps 2 --warmup 0 > "$tmp/out" 2>&1 &&
     grep -q "images/s" "$tmp/out"
 result bench_text_output $?

@@ -24,7 +24,53 @@ typedef struct bench_options {
 typedef struct bench_result {
     double median_ms, p10_ms, p90_ms, min_ms, max_ms, mean_ms, images_per_second;
     int64_t peak_host_bytes;
+    double gflops_per_step;   /* the ops' arithmetic (ct_plan_flops) */
+    double gflops_per_second; /* ... over the median step */
+    double peak_gflops;       /* the CPU's assumed peak; 0 when not known or not a CPU */
+    double ghz;               /* the clock that peak assumes */
+    int flops_per_cycle;      /* per core: FMA pipes x lanes x 2 */
 } bench_result;
+
+/* The FLOPs a core can do per cycle: 2 FMA pipes x 8 float lanes x 2 with
+ * AVX2 and FMA, 2 x 4 x 2 with SSE only (x86); 0 elsewhere. */
+static int flops_per_cycle(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return 32;
+    return 16;
+#else
+    return 0;
+#endif
+}
+
+/* The clock /proc/cpuinfo reports for the first core, in GHz; 0 if none. */
+static double cpu_ghz(void)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    double mhz = 0.0;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "cpu MHz", 7) == 0 && sscanf(strchr(line, ':') + 1, "%lf", &mhz) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return mhz / 1000.0;
+}
+
+/* Achieved GFLOP/s, and on the CPU the peak it is compared with: threads x
+ * clock x FLOPs per cycle (docs/perf.md derives this machine's). */
+static void arithmetic(const workload *w, bench_result *r)
+{
+    r->gflops_per_step = ct_plan_flops(w->plan, w->mode) / 1e9;
+    r->gflops_per_second = r->gflops_per_step / (r->median_ms / MS_PER_S);
+    if (strncmp(ct_backend_name(w->backend), "cpu", 3) != 0)
+        return;
+    r->ghz = cpu_ghz();
+    r->flops_per_cycle = flops_per_cycle();
+    r->peak_gflops = ct_backend_threads(w->backend) * r->ghz * r->flops_per_cycle;
+}
 
 static int time_steps(const bench_options *opts, workload *w, double *times)
 {
@@ -74,11 +120,18 @@ static void print_json(const bench_options *opts, const workload *w, const bench
            "\"p10_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
            "\"mean_ms\": %.4f, \"images_per_second\": %.1f, \"peak_host_bytes\": %lld, "
            "\"peak_device_bytes\": null, \"params\": %lld, \"threads\": %d, "
-           "\"arena_bytes\": %zu, \"state_bytes\": %zu}\n",
+           "\"arena_bytes\": %zu, \"state_bytes\": %zu, \"gflop_per_step\": %.6f, "
+           "\"gflops_per_second\": %.3f, ",
            o->mode, opts->steps, opts->warmup, r->median_ms, r->p10_ms, r->p90_ms, r->min_ms,
            r->max_ms, r->mean_ms, r->images_per_second, (long long)r->peak_host_bytes,
            (long long)workload_params(w), ct_backend_threads(w->backend),
-           ct_plan_arena_bytes(w->plan), ct_plan_state_bytes(w->plan));
+           ct_plan_arena_bytes(w->plan), ct_plan_state_bytes(w->plan), r->gflops_per_step,
+           r->gflops_per_second);
+    if (r->peak_gflops > 0)
+        printf("\"peak_gflops\": %.1f, \"share_of_peak\": %.4f}\n", r->peak_gflops,
+               r->gflops_per_second / r->peak_gflops);
+    else
+        printf("\"peak_gflops\": null, \"share_of_peak\": null}\n");
 }
 
 static void print_text(const bench_options *opts, const workload *w, const bench_result *r)
@@ -92,6 +145,14 @@ static void print_text(const bench_options *opts, const workload *w, const bench
            "max %.3f)\n",
            opts->steps, opts->warmup, r->median_ms, r->p10_ms, r->p90_ms, r->min_ms, r->max_ms);
     printf("  %.1f images/s\n", r->images_per_second);
+    printf("  %.3f GFLOP per step (the ops' formulas): %.1f GFLOP/s", r->gflops_per_step,
+           r->gflops_per_second);
+    if (r->peak_gflops > 0)
+        printf(", %.0f%% of an assumed peak of %.0f GFLOP/s (%d threads x %.2f GHz x %d "
+               "FLOP/cycle)",
+               100.0 * r->gflops_per_second / r->peak_gflops, r->peak_gflops,
+               ct_backend_threads(w->backend), r->ghz, r->flops_per_cycle);
+    printf("\n");
     printf("  %lld parameters; arena %.2f MiB, state %.2f MiB; peak host memory %.1f MiB\n",
            (long long)workload_params(w), (double)ct_plan_arena_bytes(w->plan) / 1048576.0,
            (double)ct_plan_state_bytes(w->plan) / 1048576.0,
@@ -113,6 +174,7 @@ static int run(const bench_options *opts, workload *w)
     if (exit_status == CLI_EXIT_OK) {
         bench_result result;
         summarize(opts, times, &result);
+        arithmetic(w, &result);
         (opts->json ? print_json : print_text)(opts, w, &result);
     }
     free(times);

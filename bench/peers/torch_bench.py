@@ -232,6 +232,9 @@ def report(torch, args, model, device, times):
         "params": sum(p.numel() for p in model.parameters()),
         "threads": torch.get_num_threads(),
         "arena_bytes": None, "state_bytes": None,
+        # cuttle's arithmetic fields (its ops' FLOP formulas): not counted here
+        "gflop_per_step": None, "gflops_per_second": None, "peak_gflops": None,
+        "share_of_peak": None,
         "emulated": False,  # cuttle's field: timings from its emulated GPU are not GPU speed
     }
     if args.json:

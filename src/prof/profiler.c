@@ -262,6 +262,18 @@ static ct_status profiler_new(ct_plan *plan, ct_profiler **out)
     return CT_OK;
 }
 
+double ct_plan_flops(const ct_plan *plan, ct_mode mode)
+{
+    if (!plan || (mode != CT_TRAIN && mode != CT_EVAL))
+        return 0.0;
+    int n = 0;
+    const ct_tensor *const *runs = ct_plan_runs(plan, mode, &n);
+    double flops = 0.0;
+    for (int i = 0; i < n; i++)
+        flops += ct_op_cost(runs[i]).flops;
+    return flops;
+}
+
 ct_status ct_plan_set_profiling(ct_plan *plan, bool on)
 {
     if (!plan)
