@@ -172,7 +172,7 @@ static int run(const bench_options *opts, workload *w)
     if (exit_status == CLI_EXIT_OK)
         exit_status = time_steps(opts, w, times);
     if (exit_status == CLI_EXIT_OK) {
-        bench_result result;
+        bench_result result = {0};
         summarize(opts, times, &result);
         arithmetic(w, &result);
         (opts->json ? print_json : print_text)(opts, w, &result);
