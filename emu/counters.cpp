@@ -58,11 +58,24 @@ enum {
 
 enum space { SPACE_NONE, SPACE_GLOBAL, SPACE_SHARED };
 
+/* Counting is on while CUDA_EMU_COUNTERS asks for it or some user (the
+ * profiler, the autotuner, a test) holds it on: enables nest, so one user's
+ * end does not stop another's counts. */
+static std::atomic<bool> from_env{false};
+static std::atomic<int> holders{0};
 static std::atomic<bool> enabled{false};
 
 bool counting()
 {
     return enabled.load(std::memory_order_relaxed);
+}
+
+static void hold(int change)
+{
+    int now = holders.load();
+    while (!holders.compare_exchange_weak(now, now + change < 0 ? 0 : now + change)) {
+    }
+    enabled.store(from_env.load() || holders.load() > 0);
 }
 
 /* ---- the kernels' totals ----------------------------------------------------------- */
@@ -474,6 +487,7 @@ static struct from_environment {
         if (!value || !*value || strcmp(value, "0") == 0)
             return;
         all();
+        from_env.store(true);
         enabled.store(true);
         atexit(print_table);
     }
@@ -496,7 +510,7 @@ int cuda_emu_counters_available(void)
 
 void cuda_emu_counters_enable(int on)
 {
-    emu::enabled.store(on != 0);
+    emu::hold(on ? 1 : -1);
 }
 
 void cuda_emu_counters_reset(void)

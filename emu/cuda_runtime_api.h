@@ -196,8 +196,9 @@ typedef struct cuda_emu_kernel_counters {
 /* Whether this build counts (the kernels were compiled with the load and
  * store hooks, `make CUDA=emu` with clang); 0 where it cannot. */
 int cuda_emu_counters_available(void);
-/* Counting on or off (CUDA_EMU_COUNTERS=1 turns it on at start and prints
- * the table to stderr at exit); off costs a test per access. */
+/* Counting on (1) or off (0).  Calls nest: counting stays on while more
+ * have turned it on than off, or while CUDA_EMU_COUNTERS=1 (which turns it
+ * on at start and prints the table to stderr at exit) asks for it. */
 void cuda_emu_counters_enable(int on);
 void cuda_emu_counters_reset(void);
 /* The kernels counted so far, in the order they first ran; copies kernel

@@ -242,6 +242,20 @@ static void events_bracket_the_counts(void)
     cudaFree(y);
 }
 
+/* Enables nest: the end of one user's counting (a profiler's timer, the
+ * autotuner's) leaves another's on. */
+static void enables_nest(void)
+{
+    float *x = device_floats(N), *y = device_floats(N);
+    cuda_emu_counters_reset();
+    cuda_emu_counters_enable(1); /* a second user beside main's */
+    cuda_emu_counters_enable(0);
+    CT_EMU_LAUNCH(copy_floats, N / THREADS, THREADS, 0, 0, x, y, N);
+    CHECK(counted("copy_floats").launches == 1, "counting stopped when one of two users ended");
+    cudaFree(x);
+    cudaFree(y);
+}
+
 static void counting_off_counts_nothing(void)
 {
     cuda_emu_counters_enable(0);
@@ -269,6 +283,7 @@ int main(void)
     RUN(shared_column_conflicts);
     RUN(widths_and_atomics);
     RUN(events_bracket_the_counts);
+    RUN(enables_nest);
     RUN(counting_off_counts_nothing);
     return harness_finish();
 }

@@ -140,6 +140,11 @@ static ct_status cuda_timer_new(ct_backend *backend, int n_marks, void **timer)
     if (!t)
         return ct_set_error(CT_ERR_MEMORY, "profiler: out of host memory for %d CUDA events",
                             n_marks);
+#ifdef CUDA_EMU
+    /* the marks' counters (cuda_timer_counts) while the timer lives; the
+     * emulator's enables nest, and cuda_timer_free gives this one back */
+    cuda_emu_counters_enable(1);
+#endif
     for (; t->n_marks < n_marks; t->n_marks++) {
         cudaError_t error = cudaEventCreate(&t->events[t->n_marks]);
         if (error != cudaSuccess) {
@@ -147,9 +152,6 @@ static ct_status cuda_timer_new(ct_backend *backend, int n_marks, void **timer)
             return ct_cuda_fail(error, __FILE__, __LINE__, "cudaEventCreate (profiler)");
         }
     }
-#ifdef CUDA_EMU
-    cuda_emu_counters_enable(1); /* the profiler reads them (cuda_timer_counts) */
-#endif
     *timer = t;
     return CT_OK;
 }

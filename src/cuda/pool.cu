@@ -15,6 +15,18 @@
 #include "core/window_math.h"
 #include "cuda/elementwise.cuh"
 
+/* Element `index` of [planes, height, width] tensor: its plane, row, column. */
+struct plane_position {
+    int64_t plane;
+    int row, col;
+};
+
+__device__ inline plane_position position_of(int64_t index, int height, int width)
+{
+    int64_t area = (int64_t)height * width;
+    return {index / area, (int)(index % area / width), (int)(index % width)};
+}
+
 /* The window's maximum and its index in the plane (src/cpu/pool.c's rule). */
 __device__ inline int pool_window_argmax(const float *plane, int in_w, ct_pool_window win,
                                          float *max_value)
@@ -40,8 +52,9 @@ __global__ void maxpool_forward_kernel(ct_pool2d_shape s, const float *x, float 
     int64_t count = (int64_t)s.n_batch * s.channels * out_plane;
     CT_CUDA_GRID_STRIDE(index, count)
     {
-        int64_t p = index / out_plane;
-        int oh = (int)(index % out_plane / s.out_w), ow = (int)(index % s.out_w);
+        plane_position at = position_of(index, s.out_h, s.out_w);
+        int64_t p = at.plane;
+        int oh = at.row, ow = at.col;
         ct_pool_window win = ct_pool_window_at(&s, oh, ow);
         float m = -INFINITY;
         if (!ct_pool_window_empty(win))
@@ -60,8 +73,9 @@ __global__ void maxpool2x2_forward_kernel(ct_pool2d_shape s, const float *x, flo
     int64_t count = (int64_t)s.n_batch * s.channels * out_plane;
     CT_CUDA_GRID_STRIDE(index, count)
     {
-        int64_t p = index / out_plane;
-        int oh = (int)(index % out_plane / s.out_w), ow = (int)(index % s.out_w);
+        plane_position at = position_of(index, s.out_h, s.out_w);
+        int64_t p = at.plane;
+        int oh = at.row, ow = at.col;
         const float *top = x + (p * s.in_h + 2 * oh) * s.in_w + 2 * ow;
         float window[4];
         ct_load2(top, window);
@@ -82,8 +96,9 @@ __global__ void maxpool_backward_kernel(ct_pool2d_shape s, const float *x, const
     int64_t count = (int64_t)s.n_batch * s.channels * in_plane;
     CT_CUDA_GRID_STRIDE(index, count)
     {
-        int64_t p = index / in_plane;
-        int h = (int)(index % in_plane / s.in_w), w = (int)(index % s.in_w);
+        plane_position at = position_of(index, s.in_h, s.in_w);
+        int64_t p = at.plane;
+        int h = at.row, w = at.col;
         int target = h * s.in_w + w;
         const float *xp = x + p * in_plane;
         int oh_lo, oh_hi, ow_lo, ow_hi;
@@ -113,8 +128,9 @@ __global__ void maxpool2x2_backward_kernel(ct_pool2d_shape s, const float *x, co
     int64_t count = (int64_t)s.n_batch * s.channels * out_plane;
     CT_CUDA_GRID_STRIDE(index, count)
     {
-        int64_t p = index / out_plane;
-        int oh = (int)(index % out_plane / s.out_w), ow = (int)(index % s.out_w);
+        plane_position at = position_of(index, s.out_h, s.out_w);
+        int64_t p = at.plane;
+        int oh = at.row, ow = at.col;
         int64_t top = (p * s.in_h + 2 * oh) * s.in_w + 2 * ow;
         float window[4], grad[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         ct_load2(x + top, window);
@@ -139,8 +155,9 @@ __global__ void avgpool_forward_kernel(ct_pool2d_shape s, const float *x, float 
     int64_t count = (int64_t)s.n_batch * s.channels * out_plane;
     CT_CUDA_GRID_STRIDE(index, count)
     {
-        int64_t p = index / out_plane;
-        int oh = (int)(index % out_plane / s.out_w), ow = (int)(index % s.out_w);
+        plane_position at = position_of(index, s.out_h, s.out_w);
+        int64_t p = at.plane;
+        int oh = at.row, ow = at.col;
         const float *xp = x + p * s.in_h * s.in_w;
         ct_pool_window win = ct_pool_window_at(&s, oh, ow);
         double sum = 0.0;
@@ -160,8 +177,9 @@ __global__ void avgpool_backward_kernel(ct_pool2d_shape s, const float *dy, floa
     int64_t count = (int64_t)s.n_batch * s.channels * in_plane;
     CT_CUDA_GRID_STRIDE(index, count)
     {
-        int64_t p = index / in_plane;
-        int h = (int)(index % in_plane / s.in_w), w = (int)(index % s.in_w);
+        plane_position at = position_of(index, s.in_h, s.in_w);
+        int64_t p = at.plane;
+        int h = at.row, w = at.col;
         int oh_lo, oh_hi, ow_lo, ow_hi;
         ct_windows_holding(h, s.kernel_h, s.stride_h, s.pad_h, s.out_h, &oh_lo, &oh_hi);
         ct_windows_holding(w, s.kernel_w, s.stride_w, s.pad_w, s.out_w, &ow_lo, &ow_hi);
