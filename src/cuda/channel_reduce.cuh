@@ -1,6 +1,6 @@
 /*
  * Reductions over each channel of x: [n, c, inner] (batchnorm statistics and
- * parameter gradients in batchnorm.cu, bias gradients in conv.cu), split
+ * parameter gradients in batchnorm.cu, bias gradients in channel_sum.cu), split
  * across blocks so that a few channels still fill the device.
  *
  * A channel's m = n*inner elements, taken in (image, offset) order, are cut

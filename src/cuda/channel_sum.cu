@@ -1,0 +1,53 @@
+/*
+ * The bias gradient of convolution and linear layers: db[ch] = sum of dy
+ * over every image and position of channel ch.  Each channel is cut into
+ * chunks over many blocks and the parts are added in order
+ * (channel_reduce.cuh), so the result is the same bits in every run.
+ */
+#include "cuda/channel_reduce.cuh"
+
+/* Pass 1, block ch*count + k: parts[ch,k] = sum dy over chunk k of channel
+ * ch, in double (channel_reduce.cuh).  parts: [c, count] */
+__global__ void channel_sum_chunk_kernel(int n, int c, int inner, ct_channel_chunks chunks,
+                                         const float *dy, double *parts)
+{
+    int ch = (int)(blockIdx.x / chunks.count), k = (int)(blockIdx.x % chunks.count);
+    int64_t start = ct_chunk_start(chunks, k), end = ct_chunk_end(chunks, k, (int64_t)n * inner);
+    double sum = 0.0;
+    ct_channel_walk(c, inner, ch, start, end, [&](int64_t at) { sum += dy[at]; });
+    sum = ct_block_sum(sum);
+    if (threadIdx.x == 0)
+        parts[blockIdx.x] = sum;
+}
+
+/* Pass 2, one warp per channel: db[ch] = sum_k parts[ch,k] */
+__global__ void channel_sum_finish_kernel(int c, ct_channel_chunks chunks, const double *parts,
+                                          float *db)
+{
+    int ch = ct_channel_of_warp();
+    if (ch >= c)
+        return; /* the whole warp */
+    double sum = ct_warp_sum_partials(parts + (int64_t)ch * chunks.count, chunks.count);
+    if (threadIdx.x % CT_CUDA_WARP == 0)
+        db[ch] = (float)sum;
+}
+
+extern "C" size_t ct_cuda_channel_sum_workspace(int n, int c, int inner)
+{
+    return sizeof(double) * (size_t)c * ct_channel_chunks_most((int64_t)n * inner);
+}
+
+/* db[ch] = sum_{n,i} dy[n,ch,i] */
+extern "C" ct_status ct_cuda_channel_sum(int n, int c, int inner, const float *dy, float *db,
+                                         void *workspace, cudaStream_t stream)
+{
+    if (c <= 0)
+        return CT_OK;
+    ct_channel_chunks chunks = ct_channel_chunks_for(n, c, inner);
+    double *parts = (double *)workspace;
+    CT_CUDA_LAUNCH(channel_sum_chunk_kernel, (unsigned)((int64_t)c * chunks.count),
+                   CT_CUDA_BLOCK, 0, stream, n, c, inner, chunks, dy, parts);
+    CT_CUDA_LAUNCH(channel_sum_finish_kernel, ct_channel_finish_blocks(c), CT_CUDA_BLOCK, 0,
+                   stream, c, chunks, parts, db);
+    return CT_OK;
+}
