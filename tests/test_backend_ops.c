@@ -313,6 +313,13 @@ static const entry entries[] = {
      .kernel = {1, 1}, .relu = true},
     {"conv_large_output", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 3, 160, 160), .out = 6,
      .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true, .tol = TOL_LONG_SUM},
+    /* few input channels per group: CUDA's direct kernel (staged rows by
+     * phase; weights in chunks of output channels, 70 = 24 + 24 + 22) */
+    {"conv_direct_stem", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 3, 37, 29), .out = 70,
+     .kernel = {7, 7}, .conv = {.stride = {2, 2}, .pad = {3, 3}}, .bias = true},
+    {"conv_direct_grouped_dilated", build_conv, OPS(CONV), X(2, 6, 15, 17), .out = 10,
+     .kernel = {3, 3}, .conv = {.stride = {1, 2}, .pad = {2, 1}, .dilation = {2, 1}, .groups = 2},
+     .bias = true},
     {"cnn_conv_relu_maxpool_flatten", build_cnn,
      OPS(CT_OP_CONV2D, CT_OP_RELU, CT_OP_MAXPOOL2D, CT_OP_VIEW, CT_OP_LINEAR, CT_OP_FILL),
      X(2, 5, 12, 14), .out = 37, BOTH_MODES},
