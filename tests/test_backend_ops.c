@@ -313,6 +313,9 @@ static const entry entries[] = {
      .kernel = {1, 1}, .relu = true},
     {"conv_large_output", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 3, 160, 160), .out = 6,
      .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true, .tol = TOL_LONG_SUM},
+    /* rows too wide for CUDA's staged forward patch: im2col reads instead */
+    {"conv_pointwise_wide_rows", build_conv, OPS(CONV), X(2, 20, 3, 300), .out = 5,
+     .kernel = {1, 1}, .bias = true},
     /* few input channels per group: CUDA's direct kernel (staged rows by
      * phase; weights in chunks of output channels, 70 = 24 + 24 + 22) */
     {"conv_direct_stem", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 3, 37, 29), .out = 70,

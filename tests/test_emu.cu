@@ -157,7 +157,7 @@ static void atomics_across_blocks(void)
  * load, per thread, in order. */
 enum { GEMM_LOG = GEMM_TILE_K * GEMM_TILE_M / GEMM_THREADS }; /* loads per thread and operand */
 
-struct recording_problem {
+struct recording_problem : ct_gemm_defaults {
     static constexpr const char *kernel_name = "gemm<recording>";
     int m, n, k, splits, k_chunk;
     bool a_k, b_k;   /* a stored [m][k] (else [k][m]); b stored [n][k] (else [k][n]) */
@@ -213,7 +213,7 @@ static void gemm_loads_coalesce(void)
 {
     int threads = GEMM_THREADS, size = threads * 2 * GEMM_LOG;
     for (int layout = 0; layout < 4; layout++) {
-        recording_problem p = {GEMM_TILE_M, GEMM_TILE_N, GEMM_TILE_K, 1, GEMM_TILE_K,
+        recording_problem p = {{}, GEMM_TILE_M, GEMM_TILE_N, GEMM_TILE_K, 1, GEMM_TILE_K,
                                (layout & 1) != 0, (layout & 2) != 0, NULL, NULL};
         p.offsets = device_buffer<int>(size, -1);
         p.counts = device_buffer<int>(threads * 2, 0);

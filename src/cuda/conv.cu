@@ -38,9 +38,74 @@ __device__ inline float conv_col(const ct_conv2d_shape &s, const float *x, int g
     return x[(((size_t)n * s.in_channels + g * cg + c) * s.in_h + ih) * s.in_w + iw];
 }
 
+/*
+ * The forward GEMM's b slices are staged through shared memory.  Read
+ * straight through the im2col map, a warp's 32 output pixels read 32
+ * inputs shifted by the tap, crossing row ends: 5 to 7 sectors for 4
+ * sectors' worth of bytes (SimpleCNN's 14x14 layer: 65%).  Instead, for
+ * each 16-deep slice of k (taps of `nc` consecutive channels), the block
+ * copies the input rows its 64 pixels read, whole rows of each channel of
+ * each image it touches: one contiguous run of x per (image, channel), read
+ * by consecutive threads.  The slice is then built from shared memory; a
+ * tap in the padding reads a clamped word (the same row or column edge,
+ * read by a neighbour too, so no bank conflict and no divergence) and takes
+ * 0 instead.
+ *
+ * The rows of image `img` in the tile: those that output pixels
+ * [max(n0, img*P), min(n_end, (img+1)*P)) read, clipped to the image; the
+ * images come one after another in the patch, each as nc blocks of
+ * rows*in_w floats.  scratch_floats bounds the patch over every tile and
+ * slice (conv_forward_patch_bound); a shape whose bound passes
+ * CONV_PATCH_MAX reads through the im2col map as before (scratch_floats 0).
+ */
+enum {
+    CONV_PATCH_MAX = 8192, /* floats: 32 KiB, with the tiles' 8.25 KiB under 48 KiB */
+};
+
+struct conv_rows {
+    int lo, count; /* input rows [lo, lo + count) */
+};
+
+/* The input rows that the outputs [n0, n_end) of image img read. */
+__device__ inline conv_rows conv_rows_of(const ct_conv2d_shape &s, int img, int n0, int n_end)
+{
+    int plane = s.out_h * s.out_w;
+    int first = max(n0 - img * plane, 0), last = min(plane - 1, n_end - 1 - img * plane);
+    int lo = max(0, first / s.out_w * s.stride_h - s.pad_h);
+    int hi = min(s.in_h,
+                 last / s.out_w * s.stride_h - s.pad_h + (s.kernel_h - 1) * s.dilation_h + 1);
+    conv_rows rows = {lo, max(hi - lo, 0)};
+    return rows;
+}
+
+/* to[c*run + j] = from[c*stride + j] for c < count, j < run, by the block:
+ * each run is read from the start of its first sector on, a warp at a time
+ * (warps never straddle two runs), so every request but a run's last covers
+ * whole sectors.  Threads before a run's start or past its end read and
+ * write its first or last word (the value a neighbour writes there too):
+ * no divergence, no extra sector. */
+__device__ inline void conv_copy_runs(float *to, const float *from, int count, int run,
+                                      int stride)
+{
+    int sector = 32 / (int)sizeof(float);
+    int lanes = (run + sector - 1 + CT_CUDA_WARP - 1) / CT_CUDA_WARP * CT_CUDA_WARP;
+    for (int e = threadIdx.x; e < count * lanes; e += blockDim.x) {
+        int c = e / lanes;
+        const float *src = from + (size_t)c * stride;
+        int j = e % lanes - (int)((uintptr_t)src / sizeof(float) % sector);
+        if (j - e % CT_CUDA_WARP >= run)
+            continue; /* the whole warp is past the run */
+        j = min(max(j, 0), run - 1);
+        to[c * run + j] = src[j];
+    }
+}
+
 struct conv_forward_problem {
     static constexpr const char *kernel_name = "gemm<conv_forward>";
+    static constexpr bool stages_b = true;
+    static constexpr bool adds_row_bias = true;
     int m, n, k, splits, k_chunk; /* m = Og, n = N*P, k = Cg*KK */
+    int scratch_floats;           /* the patch; 0: read b through load_b */
     ct_conv2d_shape s;
     const float *x, *w, *bias;
     float *y;
@@ -58,15 +123,83 @@ struct conv_forward_problem {
         int p = s.out_h * s.out_w, pix = np % p;
         return conv_col(s, x, g, cij, np / p, pix / s.out_w, pix % s.out_w);
     }
+    __device__ void stage_b(float (*tile)[GEMM_TILE_N + GEMM_PAD], int g, int k0, int k_end,
+                            int n0, float *patch) const
+    {
+        if (scratch_floats == 0) {
+            gemm_stage<GEMM_TILE_N>(tile, false, n0, n, k0, k_end,
+                                    [&](int kk, int np) { return load_b(g, kk, np); });
+            return;
+        }
+        int taps = s.kernel_h * s.kernel_w, cg = s.in_channels / s.groups;
+        int plane = s.out_h * s.out_w, n_end = min(n0 + GEMM_TILE_N, n);
+        int c_lo = k0 / taps, nc = (min(k0 + GEMM_TILE_K, k_end) - 1) / taps - c_lo + 1;
+        int img_lo = n0 / plane, img_hi = (n_end - 1) / plane;
+        conv_rows first = conv_rows_of(s, img_lo, n0, n_end);
+        conv_rows full = conv_rows_of(s, img_lo + 1, n0, n_end); /* an image wholly inside */
+        /* the patch: image img_lo, then the others from `after` on */
+        int after = nc * first.count * s.in_w;
+        for (int img = img_lo, at = 0; img <= img_hi; img++) {
+            conv_rows rows = img == img_lo ? first : conv_rows_of(s, img, n0, n_end);
+            int run = rows.count * s.in_w;
+            if (run > 0)
+                conv_copy_runs(patch + at, x + (((size_t)img * s.in_channels + g * cg + c_lo) *
+                                                     s.in_h + rows.lo) * s.in_w,
+                               nc, run, s.in_h * s.in_w);
+            at += nc * run;
+        }
+        __syncthreads();
+        for (int e = threadIdx.x; e < GEMM_TILE_K * GEMM_TILE_N; e += GEMM_THREADS) {
+            int kk = e / GEMM_TILE_N, i = e % GEMM_TILE_N;
+            int cij = k0 + kk, np = n0 + i;
+            float value = 0.0f;
+            if (cij < k_end && np < n_end) {
+                int img = np / plane, pix = np % plane;
+                conv_rows rows = img == img_lo ? first : img == img_hi ? conv_rows_of(s, img, n0, n_end) : full;
+                int at = img == img_lo ? 0 : after + (img - img_lo - 1) * nc * full.count * s.in_w;
+                int c = cij / taps - c_lo, ki = cij % taps / s.kernel_w, kj = cij % s.kernel_w;
+                int ih = ct_window_input(pix / s.out_w, ki, s.stride_h, s.pad_h, s.dilation_h);
+                int iw = ct_window_input(pix % s.out_w, kj, s.stride_w, s.pad_w, s.dilation_w);
+                bool inside = ih >= rows.lo && ih < rows.lo + rows.count && iw >= 0 && iw < s.in_w;
+                int r = min(max(ih - rows.lo, 0), max(rows.count - 1, 0));
+                int col = min(max(iw, 0), s.in_w - 1);
+                float v = patch[at + (c * rows.count + r) * s.in_w + col];
+                value = inside ? v : 0.0f;
+            }
+            tile[kk][i] = value;
+        }
+    }
+    __device__ float row_bias(int g, int o) const { return bias ? bias[g * m + o] : 0.0f; }
     __device__ void store(int g, int, int o, int np, float value) const
     {
-        int p = s.out_h * s.out_w, oc = g * m + o;
-        float b = bias ? bias[oc] : 0.0f;
-        y[((size_t)(np / p) * s.out_channels + oc) * p + np % p] = value + b;
+        int p = s.out_h * s.out_w;
+        y[((size_t)(np / p) * s.out_channels + g * m + o) * p + np % p] = value;
     }
 };
 
-struct conv_backward_data_problem {
+/* The most floats conv_forward_problem's patch holds for any tile and slice,
+ * or 0 when that passes CONV_PATCH_MAX. */
+static int conv_forward_patch_bound(const ct_conv2d_shape *s)
+{
+    int64_t plane = (int64_t)s->out_h * s->out_w, taps = (int64_t)s->kernel_h * s->kernel_w;
+    int64_t images = (GEMM_TILE_N - 1) / plane + 2;
+    if (images > s->n_batch)
+        images = s->n_batch;
+    int64_t pixels = plane < (int64_t)GEMM_TILE_N ? plane : (int64_t)GEMM_TILE_N;
+    int64_t out_rows = (pixels + s->out_w - 2) / s->out_w + 1;
+    if (out_rows > s->out_h)
+        out_rows = s->out_h;
+    int64_t in_rows = (out_rows - 1) * s->stride_h + (s->kernel_h - 1) * s->dilation_h + 1;
+    if (in_rows > s->in_h)
+        in_rows = s->in_h;
+    int64_t channels = (GEMM_TILE_K - 1 + taps - 1) / taps + 1;
+    if (channels > s->in_channels / s->groups)
+        channels = s->in_channels / s->groups;
+    int64_t floats = channels * images * in_rows * s->in_w;
+    return floats <= CONV_PATCH_MAX ? (int)(floats > 0 ? floats : 1) : 0;
+}
+
+struct conv_backward_data_problem : ct_gemm_defaults {
     static constexpr const char *kernel_name = "gemm<conv_backward_data>";
     int m, n, k, splits, k_chunk; /* m = Cg, n = N*H*W, k = Og*KK */
     ct_conv2d_shape s;
@@ -102,7 +235,7 @@ struct conv_backward_data_problem {
     }
 };
 
-struct conv_backward_weight_problem {
+struct conv_backward_weight_problem : ct_gemm_defaults {
     static constexpr const char *kernel_name = "gemm<conv_backward_weight>";
     int m, n, k, splits, k_chunk; /* m = Og, n = Cg*KK, k = N*P */
     ct_conv2d_shape s;
@@ -368,6 +501,7 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
     p.k = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
     p.splits = 1;
     p.k_chunk = p.k;
+    p.scratch_floats = conv_forward_patch_bound(s);
     p.s = *s;
     p.x = x;
     p.w = w;

@@ -7,7 +7,7 @@
 #include "cuda/gemm.cuh"
 
 /* c[m,n] = alpha * op(a) op(b) + beta * c (+ col_bias[n] when given) */
-struct gemm_problem {
+struct gemm_problem : ct_gemm_defaults {
     static constexpr const char *kernel_name = "gemm<matrix>";
     int m, n, k, splits, k_chunk;
     bool trans_a, trans_b;

@@ -28,7 +28,19 @@
  *   float load_a(int group, int m, int k), float load_b(int group, int k, int n),
  *   void store(int group, int split, int m, int n, float value),
  *   bool a_along_k(), bool b_along_k(): whether consecutive k are
- *     consecutive addresses of a (of b), rather than consecutive m (n).
+ *     consecutive addresses of a (of b), rather than consecutive m (n);
+ * and, from ct_gemm_defaults or its own, `static constexpr bool stages_b`,
+ * `static constexpr bool adds_row_bias` and `int scratch_floats`.  A
+ * problem with adds_row_bias has `float row_bias(int group, int m)`, which
+ * the block reads once per tile row into shared memory (a coalesced read,
+ * where each output reading its own would be a broadcast request per
+ * store) and adds to value before store.  A problem with stages_b fills b's slices
+ * itself, through the launch's dynamic shared memory of scratch_floats
+ * floats (a convolution stages its input rows there, conv.cu):
+ *   void stage_b(float (*tile)[GEMM_TILE_N + GEMM_PAD], int group, int k0,
+ *                int k_end, int n0, float *scratch), called by every thread,
+ *     leaving tile[kk][i] = b(k0 + kk, n0 + i) (0 outside the problem) once
+ *     the block's next barrier is passed.
  */
 #ifndef CT_CUDA_GEMM_CUH
 #define CT_CUDA_GEMM_CUH
@@ -60,6 +72,14 @@ static __device__ inline void gemm_stage(float (*tile)[width + GEMM_PAD], bool a
     }
 }
 
+/* The defaults of a Problem's optional members: b read element by element
+ * through load_b, no row bias. */
+struct ct_gemm_defaults {
+    static constexpr bool stages_b = false;
+    static constexpr bool adds_row_bias = false;
+    int scratch_floats = 0;
+};
+
 template <class Problem>
 static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
 {
@@ -70,6 +90,13 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
     int tx = threadIdx.x % GEMM_THREADS_N, ty = threadIdx.x / GEMM_THREADS_N;
     int k_begin = split * p.k_chunk;
     int k_end = min(p.k, k_begin + p.k_chunk);
+    __shared__ float row_bias[GEMM_TILE_M];
+    if constexpr (Problem::adds_row_bias) {
+        if (threadIdx.x < GEMM_TILE_M)
+            row_bias[threadIdx.x] =
+                m0 + (int)threadIdx.x < p.m ? p.row_bias(group, m0 + threadIdx.x) : 0.0f;
+        __syncthreads();
+    }
     float acc[GEMM_REG][GEMM_REG];
     for (int i = 0; i < GEMM_REG; i++)
         for (int j = 0; j < GEMM_REG; j++)
@@ -77,8 +104,13 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
     for (int k0 = k_begin; k0 < k_end; k0 += GEMM_TILE_K) {
         gemm_stage<GEMM_TILE_M>(a_tile, p.a_along_k(), m0, p.m, k0, k_end,
                                 [&](int k, int m) { return p.load_a(group, m, k); });
-        gemm_stage<GEMM_TILE_N>(b_tile, p.b_along_k(), n0, p.n, k0, k_end,
-                                [&](int k, int n) { return p.load_b(group, k, n); });
+        if constexpr (Problem::stages_b) {
+            CT_CUDA_DYNAMIC_SHARED(float, scratch);
+            p.stage_b(b_tile, group, k0, k_end, n0, scratch);
+        } else {
+            gemm_stage<GEMM_TILE_N>(b_tile, p.b_along_k(), n0, p.n, k0, k_end,
+                                    [&](int k, int n) { return p.load_b(group, k, n); });
+        }
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < GEMM_TILE_K; kk++) {
@@ -100,8 +132,11 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
     for (int i = 0; i < GEMM_REG; i++)
         for (int j = 0; j < GEMM_REG; j++) {
             int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
+            float value = acc[i][j];
+            if constexpr (Problem::adds_row_bias)
+                value += row_bias[ty + 16 * i];
             if (m < p.m && n < p.n)
-                p.store(group, split, m, n, acc[i][j]);
+                p.store(group, split, m, n, value);
         }
 }
 
@@ -113,8 +148,8 @@ static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, cudaStream_t 
         return CT_OK;
     dim3 grid((unsigned)((p.n + GEMM_TILE_N - 1) / GEMM_TILE_N),
               (unsigned)((p.m + GEMM_TILE_M - 1) / GEMM_TILE_M), (unsigned)(groups * p.splits));
-    CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm<Problem>, grid, GEMM_THREADS, 0,
-                         stream, p);
+    CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm<Problem>, grid, GEMM_THREADS,
+                         sizeof(float) * (size_t)p.scratch_floats, stream, p);
     return CT_OK;
 }
 
