@@ -313,6 +313,13 @@ static const entry entries[] = {
      .kernel = {1, 1}, .relu = true},
     {"conv_large_output", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 3, 160, 160), .out = 6,
      .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true, .tol = TOL_LONG_SUM},
+    /* CUDA's backward data at stride 1 runs as a forward convolution with
+     * the flipped weights (grouped, dilated, asymmetric here); padding
+     * beyond the kernel's reach takes the gather path */
+    {"conv_grouped_dilated_stride1", build_conv, OPS(CONV), X(2, 12, 9, 11), .out = 8,
+     .kernel = {3, 2}, .conv = {.pad = {2, 0}, .dilation = {2, 3}, .groups = 4}},
+    {"conv_pointwise_padded", build_conv, OPS(CONV), X(2, 5, 4, 4), .out = 3, .kernel = {1, 1},
+     .conv = {.pad = {1, 1}}},
     /* rows too wide for CUDA's staged forward patch: im2col reads instead */
     {"conv_pointwise_wide_rows", build_conv, OPS(CONV), X(2, 20, 3, 300), .out = 5,
      .kernel = {1, 1}, .bias = true},

@@ -78,25 +78,26 @@ __device__ inline conv_rows conv_rows_of(const ct_conv2d_shape &s, int img, int 
     return rows;
 }
 
-/* to[c*run + j] = from[c*stride + j] for c < count, j < run, by the block:
- * each run is read from the start of its first sector on, a warp at a time
- * (warps never straddle two runs), so every request but a run's last covers
- * whole sectors.  Threads before a run's start or past its end read and
- * write its first or last word (the value a neighbour writes there too):
- * no divergence, no extra sector. */
-__device__ inline void conv_copy_runs(float *to, const float *from, int count, int run,
-                                      int stride)
+/* to[c*to_stride + j] = from[c*from_stride + j] for c < count, j < run, by
+ * the block: each run is read from the start of its first sector on, a warp
+ * at a time (warps never straddle two runs), so every request but a run's
+ * last covers whole sectors and the stores to shared memory fall in
+ * consecutive banks.  Threads before a run's start or past its end read and
+ * write its first or last word (the value a neighbour writes there too): no
+ * divergence, no extra sector. */
+__device__ inline void conv_copy_runs(float *to, int to_stride, const float *from,
+                                      size_t from_stride, int count, int run)
 {
     int sector = 32 / (int)sizeof(float);
     int lanes = (run + sector - 1 + CT_CUDA_WARP - 1) / CT_CUDA_WARP * CT_CUDA_WARP;
     for (int e = threadIdx.x; e < count * lanes; e += blockDim.x) {
         int c = e / lanes;
-        const float *src = from + (size_t)c * stride;
+        const float *src = from + c * from_stride;
         int j = e % lanes - (int)((uintptr_t)src / sizeof(float) % sector);
         if (j - e % CT_CUDA_WARP >= run)
             continue; /* the whole warp is past the run */
         j = min(max(j, 0), run - 1);
-        to[c * run + j] = src[j];
+        to[c * to_stride + j] = src[j];
     }
 }
 
@@ -106,6 +107,8 @@ struct conv_forward_problem {
     static constexpr bool adds_row_bias = true;
     int m, n, k, splits, k_chunk; /* m = Og, n = N*P, k = Cg*KK */
     int scratch_floats;           /* the patch; 0: read b through load_b */
+    int a_pitch;                  /* floats between rows of w: k, or more where packed */
+    bool flip_taps;               /* k = (c, t) reads tap KK-1-t (backward data, below) */
     ct_conv2d_shape s;
     const float *x, *w, *bias;
     float *y;
@@ -116,12 +119,18 @@ struct conv_forward_problem {
 
     __device__ float load_a(int g, int o, int cij) const
     {
-        return w[((size_t)g * m + o) * k + cij];
+        return w[((size_t)g * m + o) * a_pitch + cij];
+    }
+    /* the column of col that k = cij reads */
+    __device__ int column(int cij) const
+    {
+        int taps = s.kernel_h * s.kernel_w;
+        return flip_taps ? cij + taps - 1 - 2 * (cij % taps) : cij;
     }
     __device__ float load_b(int g, int cij, int np) const
     {
         int p = s.out_h * s.out_w, pix = np % p;
-        return conv_col(s, x, g, cij, np / p, pix / s.out_w, pix % s.out_w);
+        return conv_col(s, x, g, column(cij), np / p, pix / s.out_w, pix % s.out_w);
     }
     __device__ void stage_b(float (*tile)[GEMM_TILE_N + GEMM_PAD], int g, int k0, int k_end,
                             int n0, float *patch) const
@@ -143,17 +152,18 @@ struct conv_forward_problem {
             conv_rows rows = img == img_lo ? first : conv_rows_of(s, img, n0, n_end);
             int run = rows.count * s.in_w;
             if (run > 0)
-                conv_copy_runs(patch + at, x + (((size_t)img * s.in_channels + g * cg + c_lo) *
-                                                     s.in_h + rows.lo) * s.in_w,
-                               nc, run, s.in_h * s.in_w);
+                conv_copy_runs(patch + at, run,
+                               x + (((size_t)img * s.in_channels + g * cg + c_lo) * s.in_h +
+                                    rows.lo) * s.in_w,
+                               (size_t)s.in_h * s.in_w, nc, run);
             at += nc * run;
         }
         __syncthreads();
         for (int e = threadIdx.x; e < GEMM_TILE_K * GEMM_TILE_N; e += GEMM_THREADS) {
             int kk = e / GEMM_TILE_N, i = e % GEMM_TILE_N;
-            int cij = k0 + kk, np = n0 + i;
+            int cij = column(k0 + kk), np = n0 + i;
             float value = 0.0f;
-            if (cij < k_end && np < n_end) {
+            if (k0 + kk < k_end && np < n_end) {
                 int img = np / plane, pix = np % plane;
                 conv_rows rows = img == img_lo ? first : img == img_hi ? conv_rows_of(s, img, n0, n_end) : full;
                 int at = img == img_lo ? 0 : after + (img - img_lo - 1) * nc * full.count * s.in_w;
@@ -197,6 +207,95 @@ static int conv_forward_patch_bound(const ct_conv2d_shape *s)
         channels = s->in_channels / s->groups;
     int64_t floats = channels * images * in_rows * s->in_w;
     return floats <= CONV_PATCH_MAX ? (int)(floats > 0 ? floats : 1) : 0;
+}
+
+/*
+ * Backward data at stride 1 is a forward convolution of dy with the
+ * flipped, transposed kernel: dx[n, c, ih, iw] = sum_{o,i',j'} w'[c, o, i',
+ * j'] dy[n, o, ih - p'h + i' dh, iw - p'w + j' dw], where w'[c, o, i', j'] =
+ * w[o, c, KH-1-i', KW-1-j'] and p' = (K-1) d - p.  So it runs on
+ * conv_forward_problem (dy's rows staged like x's), after one pass packs
+ * w transposed, wt[c, o, t] = w[o, c, t], with rows of Og*KK padded to whole
+ * sectors, so that each k slice of a row is a sector-aligned read; the flip
+ * is in the reading (flip_taps: k = (o, t) reads dy at tap KK-1-t).  Read in
+ * place, w's rows along that k are runs of KK with jumps of Cg*KK (about
+ * half of each sector used).  Other strides use conv_backward_data_problem
+ * below.
+ */
+struct conv_backward_data_flipped_problem : conv_forward_problem {
+    static constexpr const char *kernel_name = "gemm<conv_backward_data>";
+};
+
+static int conv_sector_pitch(int floats)
+{
+    return (floats + 7) / 8 * 8;
+}
+
+static bool conv_backward_data_flips(const ct_conv2d_shape *s)
+{
+    return s->stride_h == 1 && s->stride_w == 1 &&
+           (s->kernel_h - 1) * s->dilation_h >= s->pad_h &&
+           (s->kernel_w - 1) * s->dilation_w >= s->pad_w;
+}
+
+/*
+ * The packing: wt[(g*Cg + c)*pitch + o*KK + t] = w[((g*Og + o)*Cg + c)*KK + t],
+ * a transpose of each group's Og x Cg matrix of KK-vectors.  A
+ * block moves a T x T tile of vectors through shared memory: it reads T
+ * runs of T*KK floats of w (rows o; conv_copy_runs) and writes T runs of
+ * T*KK floats of wt (rows c), both with consecutive threads on consecutive
+ * words.  In shared
+ * memory row o_l starts every `stride` floats, stride = KK mod 32, so that
+ * the write phase's reads (KK-vectors of rows o_l, o_l+1, ... for one c) fall
+ * in consecutive banks, as if the vectors were adjacent.  T: the largest of 16, 8, 4, 2, 1 whose tile fits
+ * CONV_PACK_TILE floats.
+ */
+enum {
+    CONV_PACK_TILE = 4096, /* floats of shared memory per block */
+};
+
+struct conv_pack_tile {
+    int t;      /* vectors per tile side */
+    int stride; /* floats between the tile's rows in shared memory */
+    int tiles_o, tiles_c;
+};
+
+static conv_pack_tile conv_pack_tile_for(const ct_conv2d_shape *s)
+{
+    int taps = s->kernel_h * s->kernel_w;
+    conv_pack_tile p = {16, 0, 0, 0};
+    while (p.t > 1 && p.t * (p.t * taps + CT_CUDA_WARP) > CONV_PACK_TILE)
+        p.t /= 2;
+    p.stride = p.t * taps;
+    while (p.stride % CT_CUDA_WARP != taps % CT_CUDA_WARP)
+        p.stride++;
+    p.tiles_o = (s->out_channels / s->groups + p.t - 1) / p.t;
+    p.tiles_c = (s->in_channels / s->groups + p.t - 1) / p.t;
+    return p;
+}
+
+/* block (g * tiles_o + tile of o) * tiles_c + tile of c */
+__global__ void conv_pack_transposed(ct_conv2d_shape s, conv_pack_tile tile, int pitch,
+                                  const float *w, float *wt)
+{
+    CT_CUDA_DYNAMIC_SHARED(float, vectors);
+    int taps = s.kernel_h * s.kernel_w;
+    int cg = s.in_channels / s.groups, og = s.out_channels / s.groups;
+    int c0 = (int)(blockIdx.x % tile.tiles_c) * tile.t;
+    int o0 = (int)(blockIdx.x / tile.tiles_c % tile.tiles_o) * tile.t;
+    int g = (int)(blockIdx.x / tile.tiles_c / tile.tiles_o);
+    int runs_o = min(tile.t, og - o0), width_c = min(tile.t, cg - c0) * taps;
+    conv_copy_runs(vectors, tile.stride, w + (((size_t)g * og + o0) * cg + c0) * taps,
+                   (size_t)cg * taps, runs_o, width_c);
+    __syncthreads();
+    /* rows c of wt, a warp never straddling two (as conv_copy_runs) */
+    int runs_c = min(tile.t, cg - c0), width_o = runs_o * taps;
+    int lanes = (width_o + CT_CUDA_WARP - 1) / CT_CUDA_WARP * CT_CUDA_WARP;
+    for (int e = threadIdx.x; e < runs_c * lanes; e += blockDim.x) {
+        int c = e / lanes, at = min(e % lanes, width_o - 1), o = at / taps, t = at % taps;
+        wt[((size_t)g * cg + c0 + c) * pitch + o0 * taps + at] =
+            vectors[o * tile.stride + c * taps + t];
+    }
 }
 
 struct conv_backward_data_problem : ct_gemm_defaults {
@@ -502,6 +601,8 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
     p.splits = 1;
     p.k_chunk = p.k;
     p.scratch_floats = conv_forward_patch_bound(s);
+    p.a_pitch = p.k;
+    p.flip_taps = false;
     p.s = *s;
     p.x = x;
     p.w = w;
@@ -510,11 +611,56 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
     return ct_cuda_launch_gemm(p, s->groups, stream);
 }
 
+extern "C" size_t ct_cuda_conv2d_backward_data_workspace(const ct_conv2d_shape *s)
+{
+    if (!conv_backward_data_flips(s))
+        return 0;
+    int taps = s->kernel_h * s->kernel_w;
+    return sizeof(float) * (size_t)s->in_channels *
+           (size_t)conv_sector_pitch(s->out_channels / s->groups * taps);
+}
+
+/* dx as the forward convolution of dy with w' (conv_backward_data_flips) */
+static ct_status conv_backward_data_flipped(const ct_conv2d_shape *s, const float *dy,
+                                            const float *w, float *dx, float *packed,
+                                            cudaStream_t stream)
+{
+    ct_conv2d_shape t = *s; /* the transposed convolution: dy -> dx */
+    t.in_channels = s->out_channels;
+    t.in_h = s->out_h;
+    t.in_w = s->out_w;
+    t.out_channels = s->in_channels;
+    t.out_h = s->in_h;
+    t.out_w = s->in_w;
+    t.pad_h = (s->kernel_h - 1) * s->dilation_h - s->pad_h;
+    t.pad_w = (s->kernel_w - 1) * s->dilation_w - s->pad_w;
+    conv_backward_data_flipped_problem p;
+    p.m = s->in_channels / s->groups;
+    p.n = s->n_batch * s->in_h * s->in_w;
+    p.k = s->out_channels / s->groups * s->kernel_h * s->kernel_w;
+    p.splits = 1;
+    p.k_chunk = p.k;
+    p.scratch_floats = conv_forward_patch_bound(&t);
+    p.a_pitch = conv_sector_pitch(p.k);
+    p.flip_taps = true;
+    p.s = t;
+    p.x = dy;
+    p.w = packed;
+    p.bias = NULL;
+    p.y = dx;
+    conv_pack_tile tile = conv_pack_tile_for(s);
+    CT_CUDA_LAUNCH(conv_pack_transposed, (unsigned)(s->groups * tile.tiles_o * tile.tiles_c),
+                   CT_CUDA_BLOCK, sizeof(float) * (size_t)tile.t * tile.stride, stream, *s, tile,
+                   p.a_pitch, w, packed);
+    return ct_cuda_launch_gemm(p, s->groups, stream);
+}
+
 extern "C" ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy,
                                                   const float *w, float *dx, void *workspace,
                                                   cudaStream_t stream)
 {
-    (void)workspace;
+    if (conv_backward_data_flips(s))
+        return conv_backward_data_flipped(s, dy, w, dx, (float *)workspace, stream);
     conv_backward_data_problem p;
     p.m = s->in_channels / s->groups;
     p.n = s->n_batch * s->in_h * s->in_w;

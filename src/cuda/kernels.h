@@ -63,6 +63,8 @@ bool ct_cuda_conv2d_direct_fits(const ct_conv2d_shape *s);
 ct_status ct_cuda_conv2d_forward_direct(const ct_conv2d_shape *s, const float *x,
                                         const float *w, const float *bias, float *y,
                                         cudaStream_t stream);
+/* Backward data at stride 1 packs the flipped weights in its workspace. */
+size_t ct_cuda_conv2d_backward_data_workspace(const ct_conv2d_shape *s);
 ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy,
                                        const float *w, float *dx, void *workspace,
                                        cudaStream_t stream);

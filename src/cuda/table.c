@@ -297,6 +297,8 @@ static bool maxpool2x2_bwd_supports(const ct_backend *backend, const ct_tensor *
 static size_t conv_workspace(const ct_backend *backend, const ct_tensor *node)
 {
     (void)backend;
+    if (node->op == CT_OP_CONV2D_BWD_DATA)
+        return ct_cuda_conv2d_backward_data_workspace(&node->attr.conv);
     return node->op == CT_OP_CONV2D_BWD_WEIGHT ? ct_cuda_conv2d_workspace(&node->attr.conv) : 0;
 }
 
@@ -321,7 +323,7 @@ static size_t channel_workspace(const ct_backend *backend, const ct_tensor *node
 
 CUDA_IMPL(conv2d_direct, "direct", run_conv2d_direct, .supports = direct_supports);
 CUDA_IMPL(conv2d, "implicit_gemm", run_conv2d);
-CUDA_IMPL(conv2d_bwd_data, "implicit_gemm", run_conv2d_bwd_data);
+CUDA_IMPL(conv2d_bwd_data, "implicit_gemm", run_conv2d_bwd_data, .workspace = conv_workspace);
 CUDA_IMPL(conv2d_bwd_weight, "implicit_gemm", run_conv2d_bwd_weight,
           .workspace = conv_workspace);
 NATIVE(channel_sum, run_channel_sum, .workspace = channel_workspace);
