@@ -55,7 +55,7 @@ __device__ inline float conv_col(const ct_conv2d_shape &s, const float *x, int g
  * [max(n0, img*P), min(n_end, (img+1)*P)) read, clipped to the image; the
  * images come one after another in the patch, each as nc blocks of
  * rows*in_w floats.  scratch_floats bounds the patch over every tile and
- * slice (conv_forward_patch_bound); a shape whose bound passes
+ * slice (conv_patch_bound); a shape whose bound passes
  * CONV_PATCH_MAX reads through the im2col map as before (scratch_floats 0).
  */
 enum {
@@ -101,6 +101,68 @@ __device__ inline void conv_copy_runs(float *to, int to_stride, const float *fro
     }
 }
 
+/* The input rows that output pixels [n0, n_end) read from channels
+ * [c_lo, c_lo + nc) of one group, staged in shared memory: image img_lo's
+ * rows, then each later image's, each as nc blocks of rows*in_w floats. */
+struct conv_patch {
+    int c_lo, nc, n0, n_end, img_lo, img_hi;
+    conv_rows first, full; /* rows of image img_lo, and of an image wholly inside */
+    int after;             /* where image img_lo + 1 starts */
+};
+
+__device__ inline conv_patch conv_patch_for(const ct_conv2d_shape &s, int c_lo, int nc, int n0,
+                                            int n_end)
+{
+    int plane = s.out_h * s.out_w;
+    conv_patch p;
+    p.c_lo = c_lo;
+    p.nc = nc;
+    p.n0 = n0;
+    p.n_end = n_end;
+    p.img_lo = n0 / plane;
+    p.img_hi = (n_end - 1) / plane;
+    p.first = conv_rows_of(s, p.img_lo, n0, n_end);
+    p.full = conv_rows_of(s, p.img_lo + 1, n0, n_end);
+    p.after = nc * p.first.count * s.in_w;
+    return p;
+}
+
+/* Copies the patch from x (group g) by the block; a barrier must follow. */
+__device__ inline void conv_patch_stage(const conv_patch &p, const ct_conv2d_shape &s,
+                                        const float *x, int g, float *patch)
+{
+    int cg = s.in_channels / s.groups;
+    for (int img = p.img_lo, at = 0; img <= p.img_hi; img++) {
+        conv_rows rows = img == p.img_lo ? p.first : conv_rows_of(s, img, p.n0, p.n_end);
+        int run = rows.count * s.in_w;
+        if (run > 0)
+            conv_copy_runs(patch + at, run,
+                           x + (((size_t)img * s.in_channels + g * cg + p.c_lo) * s.in_h +
+                                rows.lo) * s.in_w,
+                           (size_t)s.in_h * s.in_w, p.nc, run);
+        at += p.nc * run;
+    }
+}
+
+/* col[(c, tap), np] from the patch: x at channel c_lo + c, tap `tap`, output
+ * pixel np (0 in the padding: a clamped read and a select, so the threads
+ * of a warp neither diverge nor read a word outside the patch). */
+__device__ inline float conv_patch_read(const conv_patch &p, const ct_conv2d_shape &s,
+                                        const float *patch, int c, int tap, int np)
+{
+    int plane = s.out_h * s.out_w, img = np / plane, pix = np % plane;
+    conv_rows rows = img == p.img_lo   ? p.first
+                     : img == p.img_hi ? conv_rows_of(s, img, p.n0, p.n_end)
+                                       : p.full;
+    int at = img == p.img_lo ? 0 : p.after + (img - p.img_lo - 1) * p.nc * p.full.count * s.in_w;
+    int ih = ct_window_input(pix / s.out_w, tap / s.kernel_w, s.stride_h, s.pad_h, s.dilation_h);
+    int iw = ct_window_input(pix % s.out_w, tap % s.kernel_w, s.stride_w, s.pad_w, s.dilation_w);
+    bool inside = ih >= rows.lo && ih < rows.lo + rows.count && iw >= 0 && iw < s.in_w;
+    int r = min(max(ih - rows.lo, 0), max(rows.count - 1, 0));
+    float v = patch[at + (c * rows.count + r) * s.in_w + min(max(iw, 0), s.in_w - 1)];
+    return inside ? v : 0.0f;
+}
+
 struct conv_forward_problem {
     static constexpr const char *kernel_name = "gemm<conv_forward>";
     static constexpr bool stages_b = true;
@@ -140,43 +202,16 @@ struct conv_forward_problem {
                                     [&](int kk, int np) { return load_b(g, kk, np); });
             return;
         }
-        int taps = s.kernel_h * s.kernel_w, cg = s.in_channels / s.groups;
-        int plane = s.out_h * s.out_w, n_end = min(n0 + GEMM_TILE_N, n);
+        int taps = s.kernel_h * s.kernel_w, n_end = min(n0 + GEMM_TILE_N, n);
         int c_lo = k0 / taps, nc = (min(k0 + GEMM_TILE_K, k_end) - 1) / taps - c_lo + 1;
-        int img_lo = n0 / plane, img_hi = (n_end - 1) / plane;
-        conv_rows first = conv_rows_of(s, img_lo, n0, n_end);
-        conv_rows full = conv_rows_of(s, img_lo + 1, n0, n_end); /* an image wholly inside */
-        /* the patch: image img_lo, then the others from `after` on */
-        int after = nc * first.count * s.in_w;
-        for (int img = img_lo, at = 0; img <= img_hi; img++) {
-            conv_rows rows = img == img_lo ? first : conv_rows_of(s, img, n0, n_end);
-            int run = rows.count * s.in_w;
-            if (run > 0)
-                conv_copy_runs(patch + at, run,
-                               x + (((size_t)img * s.in_channels + g * cg + c_lo) * s.in_h +
-                                    rows.lo) * s.in_w,
-                               (size_t)s.in_h * s.in_w, nc, run);
-            at += nc * run;
-        }
+        conv_patch at = conv_patch_for(s, c_lo, nc, n0, n_end);
+        conv_patch_stage(at, s, x, g, patch);
         __syncthreads();
         for (int e = threadIdx.x; e < GEMM_TILE_K * GEMM_TILE_N; e += GEMM_THREADS) {
-            int kk = e / GEMM_TILE_N, i = e % GEMM_TILE_N;
-            int cij = column(k0 + kk), np = n0 + i;
-            float value = 0.0f;
-            if (k0 + kk < k_end && np < n_end) {
-                int img = np / plane, pix = np % plane;
-                conv_rows rows = img == img_lo ? first : img == img_hi ? conv_rows_of(s, img, n0, n_end) : full;
-                int at = img == img_lo ? 0 : after + (img - img_lo - 1) * nc * full.count * s.in_w;
-                int c = cij / taps - c_lo, ki = cij % taps / s.kernel_w, kj = cij % s.kernel_w;
-                int ih = ct_window_input(pix / s.out_w, ki, s.stride_h, s.pad_h, s.dilation_h);
-                int iw = ct_window_input(pix % s.out_w, kj, s.stride_w, s.pad_w, s.dilation_w);
-                bool inside = ih >= rows.lo && ih < rows.lo + rows.count && iw >= 0 && iw < s.in_w;
-                int r = min(max(ih - rows.lo, 0), max(rows.count - 1, 0));
-                int col = min(max(iw, 0), s.in_w - 1);
-                float v = patch[at + (c * rows.count + r) * s.in_w + col];
-                value = inside ? v : 0.0f;
-            }
-            tile[kk][i] = value;
+            int kk = e / GEMM_TILE_N, i = e % GEMM_TILE_N, cij = column(k0 + kk);
+            tile[kk][i] = k0 + kk < k_end && n0 + i < n_end
+                              ? conv_patch_read(at, s, patch, cij / taps - c_lo, cij % taps, n0 + i)
+                              : 0.0f;
         }
     }
     __device__ float row_bias(int g, int o) const { return bias ? bias[g * m + o] : 0.0f; }
@@ -187,9 +222,10 @@ struct conv_forward_problem {
     }
 };
 
-/* The most floats conv_forward_problem's patch holds for any tile and slice,
- * or 0 when that passes CONV_PATCH_MAX. */
-static int conv_forward_patch_bound(const ct_conv2d_shape *s)
+/* The most floats a conv_patch holds for 64 output pixels and the channels
+ * of `columns` consecutive columns (c, tap) — a forward slice's 16, or a
+ * weight-gradient tile's 64 — or 0 when that passes CONV_PATCH_MAX. */
+static int conv_patch_bound(const ct_conv2d_shape *s, int columns)
 {
     int64_t plane = (int64_t)s->out_h * s->out_w, taps = (int64_t)s->kernel_h * s->kernel_w;
     int64_t images = (GEMM_TILE_N - 1) / plane + 2;
@@ -202,7 +238,7 @@ static int conv_forward_patch_bound(const ct_conv2d_shape *s)
     int64_t in_rows = (out_rows - 1) * s->stride_h + (s->kernel_h - 1) * s->dilation_h + 1;
     if (in_rows > s->in_h)
         in_rows = s->in_h;
-    int64_t channels = (GEMM_TILE_K - 1 + taps - 1) / taps + 1;
+    int64_t channels = (columns - 1 + taps - 1) / taps + 1;
     if (channels > s->in_channels / s->groups)
         channels = s->in_channels / s->groups;
     int64_t floats = channels * images * in_rows * s->in_w;
@@ -334,9 +370,23 @@ struct conv_backward_data_problem : ct_gemm_defaults {
     }
 };
 
+/*
+ * The weight gradient's b (col along k = output pixels) is staged like the
+ * forward pass's, but per group of CONV_WEIGHT_PIXELS pixels (four k
+ * slices) and for the channels of the block's 64 columns (c, tap): the
+ * input rows those pixels read, copied once and used by the four slices.
+ * Read through the im2col map, each warp's 16 pixels of one column were
+ * 16 shifted inputs, 3 sectors for 2.
+ */
+enum {
+    CONV_WEIGHT_PIXELS = 4 * GEMM_TILE_K, /* pixels per staged patch */
+};
+
 struct conv_backward_weight_problem : ct_gemm_defaults {
     static constexpr const char *kernel_name = "gemm<conv_backward_weight>";
+    static constexpr bool stages_b = true;
     int m, n, k, splits, k_chunk; /* m = Og, n = Cg*KK, k = N*P */
+    int scratch_floats;           /* the patch; 0: read b through load_b */
     ct_conv2d_shape s;
     const float *x, *dy;
     float *dw, *parts; /* parts: [splits, O, Cg*KK] when splits > 1 */
@@ -354,6 +404,30 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
     {
         int p = s.out_h * s.out_w, pix = np % p;
         return conv_col(s, x, g, cij, np / p, pix / s.out_w, pix % s.out_w);
+    }
+    __device__ void stage_b(float (*tile)[GEMM_TILE_N + GEMM_PAD], int g, int k0, int k_end,
+                            int n0, float *patch) const
+    {
+        if (scratch_floats == 0) {
+            gemm_stage<GEMM_TILE_N>(tile, true, n0, n, k0, k_end,
+                                    [&](int np, int cij) { return load_b(g, np, cij); });
+            return;
+        }
+        int taps = s.kernel_h * s.kernel_w, cols_end = min(n0 + GEMM_TILE_N, n);
+        int c_lo = n0 / taps, nc = (cols_end - 1) / taps - c_lo + 1;
+        int k_begin = (int)(blockIdx.z % splits) * k_chunk;
+        int first = k_begin + (k0 - k_begin) / CONV_WEIGHT_PIXELS * CONV_WEIGHT_PIXELS;
+        conv_patch at = conv_patch_for(s, c_lo, nc, first, min(first + CONV_WEIGHT_PIXELS, k_end));
+        if (k0 == first) { /* the previous patch's readers passed the loop's last barrier */
+            conv_patch_stage(at, s, x, g, patch);
+            __syncthreads();
+        }
+        for (int e = threadIdx.x; e < GEMM_TILE_K * GEMM_TILE_N; e += GEMM_THREADS) {
+            int kk = e % GEMM_TILE_K, i = e / GEMM_TILE_K, cij = n0 + i;
+            tile[kk][i] = k0 + kk < k_end && cij < cols_end
+                              ? conv_patch_read(at, s, patch, cij / taps - c_lo, cij % taps, k0 + kk)
+                              : 0.0f;
+        }
     }
     __device__ void store(int g, int split, int o, int cij, float value) const
     {
@@ -600,7 +674,7 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
     p.k = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
     p.splits = 1;
     p.k_chunk = p.k;
-    p.scratch_floats = conv_forward_patch_bound(s);
+    p.scratch_floats = conv_patch_bound(s, GEMM_TILE_K);
     p.a_pitch = p.k;
     p.flip_taps = false;
     p.s = *s;
@@ -640,7 +714,7 @@ static ct_status conv_backward_data_flipped(const ct_conv2d_shape *s, const floa
     p.k = s->out_channels / s->groups * s->kernel_h * s->kernel_w;
     p.splits = 1;
     p.k_chunk = p.k;
-    p.scratch_floats = conv_forward_patch_bound(&t);
+    p.scratch_floats = conv_patch_bound(&t, GEMM_TILE_K);
     p.a_pitch = conv_sector_pitch(p.k);
     p.flip_taps = true;
     p.s = t;
@@ -683,6 +757,7 @@ extern "C" ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, co
     p.n = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
     p.k = s->n_batch * s->out_h * s->out_w;
     conv_weight_split(s, &p.splits, &p.k_chunk);
+    p.scratch_floats = conv_patch_bound(s, GEMM_TILE_N);
     p.s = *s;
     p.x = x;
     p.dy = dy;
