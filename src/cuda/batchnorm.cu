@@ -128,7 +128,7 @@ __device__ inline bn_segment bn_segment_of(int c, int inner)
     seg.plane = (int64_t)c * inner;
     seg.start = (int64_t)blockIdx.x * BN_SEGMENT;
     int64_t left = seg.plane - seg.start;
-    seg.length = left < BN_SEGMENT ? (int)left : BN_SEGMENT;
+    seg.length = left < BN_SEGMENT ? (int)left : (int)BN_SEGMENT;
     seg.first = (int)(seg.start / inner);
     seg.channels = (int)((seg.start + seg.length - 1) / inner) - seg.first + 1;
     return seg;
@@ -280,7 +280,7 @@ static dim3 bn_segment_grid(const void *kernel, int n, int c, int inner)
     int64_t fill = ct_cuda_grid_for(kernel, (int64_t)n * plane / CT_VEC);
     int64_t rows = (fill + segments - 1) / segments;
     rows = rows < n ? rows : n;
-    rows = rows < BN_MAX_GRID_Y ? rows : BN_MAX_GRID_Y;
+    rows = rows < (int64_t)BN_MAX_GRID_Y ? rows : (int64_t)BN_MAX_GRID_Y;
     return dim3((unsigned)segments, (unsigned)(rows > 0 ? rows : 1));
 }
 

@@ -138,7 +138,7 @@ __device__ inline int ct_channel_block_first(void)
 __device__ inline int ct_channel_block_count(int c)
 {
     int left = c - ct_channel_block_first();
-    return left < CT_CHANNEL_WARPS_PER_BLOCK ? left : CT_CHANNEL_WARPS_PER_BLOCK;
+    return left < CT_CHANNEL_WARPS_PER_BLOCK ? left : (int)CT_CHANNEL_WARPS_PER_BLOCK;
 }
 
 /* The `count` partials of this warp's channel out of parts: [c, count],

@@ -101,8 +101,8 @@ enum {
  * where c is too wide to stage. */
 static int ce_group_rows(int c)
 {
-    int rows = c > 0 ? CE_STAGE_FLOATS / c : CE_MAX_ROWS;
-    rows = rows < CE_MAX_ROWS ? rows : CE_MAX_ROWS;
+    int rows = c > 0 ? CE_STAGE_FLOATS / c : (int)CE_MAX_ROWS;
+    rows = rows < CE_MAX_ROWS ? rows : (int)CE_MAX_ROWS;
     return rows / CE_WARPS * CE_WARPS;
 }
 
