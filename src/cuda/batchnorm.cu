@@ -71,7 +71,8 @@ __global__ void bn_stats_finish_kernel(int n, int c, int inner, ct_channel_chunk
 {
     __shared__ double stage_sums[CT_CHANNEL_WARPS_PER_BLOCK * CT_CHANNEL_STAGE_CHUNKS],
         stage_sq_devs[CT_CHANNEL_WARPS_PER_BLOCK * CT_CHANNEL_STAGE_CHUNKS];
-    __shared__ double means[CT_CHANNEL_WARPS_PER_BLOCK], channel_sq_devs[CT_CHANNEL_WARPS_PER_BLOCK];
+    __shared__ double means[CT_CHANNEL_WARPS_PER_BLOCK],
+        channel_sq_devs[CT_CHANNEL_WARPS_PER_BLOCK];
     int64_t m = (int64_t)n * inner;
     const double *sums = ct_channel_partials(parts, c, chunks.count, stage_sums);
     const double *sq_devs =
@@ -226,7 +227,8 @@ __global__ void bn_params_finish_kernel(int c, ct_channel_chunks chunks, const d
 {
     __shared__ double stage_dots[CT_CHANNEL_WARPS_PER_BLOCK * CT_CHANNEL_STAGE_CHUNKS],
         stage_sums[CT_CHANNEL_WARPS_PER_BLOCK * CT_CHANNEL_STAGE_CHUNKS];
-    __shared__ double channel_dots[CT_CHANNEL_WARPS_PER_BLOCK], channel_sums[CT_CHANNEL_WARPS_PER_BLOCK];
+    __shared__ double channel_dots[CT_CHANNEL_WARPS_PER_BLOCK],
+        channel_sums[CT_CHANNEL_WARPS_PER_BLOCK];
     const double *dots = ct_channel_partials(parts, c, chunks.count, stage_dots);
     const double *sums =
         ct_channel_partials(parts + (int64_t)c * chunks.count, c, chunks.count, stage_sums);
