@@ -352,6 +352,12 @@ static const entry entries[] = {
     {"batchnorm_wide_odd", build_batchnorm, BATCHNORM, X(3, 40, 7, 9), BOTH_MODES},
     {"batchnorm_large", build_batchnorm, BATCHNORM, X(8, 3, 110, 115), BOTH_MODES,
      .tol = TOL_LONG_SUM},
+    /* inner a multiple of 4 (128-bit accesses on the GPU), planes of several
+     * segments of 1,024 elements with a partial last one, and many channels
+     * per segment (2x2 and 1x1 planes) */
+    {"batchnorm_vec_segments", build_batchnorm, BATCHNORM, X(5, 70, 4, 5), BOTH_MODES},
+    {"batchnorm_vec_2x2", build_batchnorm, BATCHNORM, X(6, 520, 2, 2), BOTH_MODES},
+    {"batchnorm_1x1_many", build_batchnorm, BATCHNORM, X(7, 1100, 1, 1), BOTH_MODES},
     /* optimizers: plain, dampened and Nesterov SGD, Adam, AdamW */
     {"sgd_plain_mlp", build_mlp, OPS(CT_OP_SGD_UPDATE), X(8, 12), .out = 5,
      .sgd = {.lr = 0.1f, .weight_decay = 1e-2f}},

@@ -117,6 +117,47 @@ __device__ inline int ct_channel_of_warp(void)
     return (int)(blockIdx.x * CT_CHANNEL_WARPS_PER_BLOCK + threadIdx.x / CT_CUDA_WARP);
 }
 
+/* Pass 2 reads the partials of its block's channels through shared memory:
+ * with the [ch, k] layout they are one contiguous run of the workspace,
+ * which the block copies in one coalesced pass, where a warp reading only
+ * its own channel's `count` doubles touched part-used sectors at both ends
+ * (20-29% load efficiency at the counts of small layers).  Runs of more
+ * than CT_CHANNEL_STAGE_CHUNKS partials per channel are long enough to be
+ * read in place.  The results go through shared memory too, so that the
+ * block's first CT_CHANNEL_WARPS_PER_BLOCK threads store them as one
+ * contiguous request instead of a 4-byte store per warp. */
+enum { CT_CHANNEL_STAGE_CHUNKS = 64 };
+
+/* Pass 2's block: its first channel, and how many it has (1 to
+ * CT_CHANNEL_WARPS_PER_BLOCK). */
+__device__ inline int ct_channel_block_first(void)
+{
+    return (int)blockIdx.x * CT_CHANNEL_WARPS_PER_BLOCK;
+}
+
+__device__ inline int ct_channel_block_count(int c)
+{
+    int left = c - ct_channel_block_first();
+    return left < CT_CHANNEL_WARPS_PER_BLOCK ? left : (int)CT_CHANNEL_WARPS_PER_BLOCK;
+}
+
+/* The `count` partials of this warp's channel out of parts: [c, count],
+ * copied by the whole block into stage (CT_CHANNEL_WARPS_PER_BLOCK x
+ * CT_CHANNEL_STAGE_CHUNKS doubles of shared memory) or, for long runs, in
+ * place.  Every thread of the block must call it (it synchronizes). */
+__device__ inline const double *ct_channel_partials(const double *parts, int c, int count,
+                                                    double *stage)
+{
+    int first = ct_channel_block_first(), warp = (int)threadIdx.x / CT_CUDA_WARP;
+    if (count > CT_CHANNEL_STAGE_CHUNKS)
+        return parts + (int64_t)(first + warp) * count;
+    const double *src = parts + (int64_t)first * count;
+    for (int i = threadIdx.x; i < ct_channel_block_count(c) * count; i += blockDim.x)
+        stage[i] = src[i];
+    __syncthreads();
+    return stage + warp * count;
+}
+
 /* sum_{k < count} partials[k] by a warp: lane l adds k = l, l+32, ... in
  * order, then the fixed shuffle tree; the total in every lane.  Every lane
  * of the warp must call it. */

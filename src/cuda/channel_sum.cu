@@ -24,12 +24,18 @@ __global__ void channel_sum_chunk_kernel(int n, int c, int inner, ct_channel_chu
 __global__ void channel_sum_finish_kernel(int c, ct_channel_chunks chunks, const double *parts,
                                           float *db)
 {
-    int ch = ct_channel_of_warp();
-    if (ch >= c)
-        return; /* the whole warp */
-    double sum = ct_warp_sum_partials(parts + (int64_t)ch * chunks.count, chunks.count);
-    if (threadIdx.x % CT_CUDA_WARP == 0)
-        db[ch] = (float)sum;
+    __shared__ double stage[CT_CHANNEL_WARPS_PER_BLOCK * CT_CHANNEL_STAGE_CHUNKS];
+    __shared__ float sums[CT_CHANNEL_WARPS_PER_BLOCK];
+    const double *mine = ct_channel_partials(parts, c, chunks.count, stage);
+    int warp = (int)threadIdx.x / CT_CUDA_WARP;
+    if (ct_channel_of_warp() < c) {
+        double sum = ct_warp_sum_partials(mine, chunks.count);
+        if (threadIdx.x % CT_CUDA_WARP == 0)
+            sums[warp] = (float)sum;
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < ct_channel_block_count(c))
+        db[ct_channel_block_first() + threadIdx.x] = sums[threadIdx.x];
 }
 
 extern "C" size_t ct_cuda_channel_sum_workspace(int n, int c, int inner)
