@@ -300,6 +300,10 @@ static const entry entries[] = {
     {"linear_odd_relu", build_linear, OPS(LINEAR, CT_OP_CHANNEL_SUM, CT_OP_RELU), X(7, 67),
      .out = 33, .bias = true, .relu = true},
     {"linear_wide_no_bias", build_linear, OPS(LINEAR), X(64, 130), .out = 100},
+    /* at least 512 rows and columns each way: CUDA's 128 x 128 tile, with
+     * partial tiles at every edge */
+    {"linear_wide_tile", build_linear, OPS(LINEAR, CT_OP_CHANNEL_SUM), X(515, 600), .out = 530,
+     .bias = true},
     {"linear_large_output", build_linear, OPS(LINEAR, CT_OP_CHANNEL_SUM), X(3001, 7),
      .out = 101, .bias = true, .tol = TOL_LONG_SUM},
     /* convolution (the CPU: im2col, direct for few channels, Winograd for 3x3) */

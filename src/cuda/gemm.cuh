@@ -46,6 +46,7 @@
 #define CT_CUDA_GEMM_CUH
 
 #include "cuda/common.cuh"
+#include "cuda/elementwise.cuh"
 
 enum {
     GEMM_TILE_M = 64,
@@ -57,16 +58,16 @@ enum {
     GEMM_PAD = 2,        /* floats after each tile row: no bank conflicts (see above) */
 };
 
-/* Stage tile[kk][i] = load(group, k0 + kk, i0 + i) for a TILE_K x `width`
+/* Stage tile[kk][i] = load(group, k0 + kk, i0 + i) for a `depth` x `width`
  * slice (0 outside [0, limit) x [.., k_end)): threads run along k when
  * `along_k`, along i otherwise.  `load` reads a or b. */
-template <int width, class Load>
-static __device__ inline void gemm_stage(float (*tile)[width + GEMM_PAD], bool along_k, int i0,
+template <int width, int depth = GEMM_TILE_K, int pad = GEMM_PAD, class Load>
+static __device__ inline void gemm_stage(float (*tile)[width + pad], bool along_k, int i0,
                                          int limit, int k0, int k_end, Load load)
 {
-    for (int e = threadIdx.x; e < GEMM_TILE_K * width; e += GEMM_THREADS) {
-        int kk = along_k ? e % GEMM_TILE_K : e / width;
-        int i = along_k ? e / GEMM_TILE_K : e % width;
+    for (int e = threadIdx.x; e < depth * width; e += GEMM_THREADS) {
+        int kk = along_k ? e % depth : e / width;
+        int i = along_k ? e / depth : e % width;
         int k = k0 + kk;
         tile[kk][i] = i0 + i < limit && k < k_end ? load(k, i0 + i) : 0.0f;
     }
@@ -140,12 +141,101 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
         }
 }
 
+/*
+ * The wide tile, for plain matrix products of at least GEMM_WIDE_MIN rows
+ * and columns (ct_cuda_launch_gemm chooses): 128 x 128 outputs per block of
+ * 256 threads, 8 x 8 per thread, k slices 8 deep.  The 64 x 64 kernel
+ * above reads 8 shared-memory words per 16 FMAs: each warp needs 8
+ * wavefronts per k step against 16 FMA instructions, and an SM serves one
+ * wavefront per clock while it issues four FMA instructions, so it can
+ * reach at most half the FP32 rate.  Here a thread's 8 rows are two float4
+ * reads (rows 4 ty .. 4 ty + 3 and 64 + 4 ty ..; the warp's two ty share a
+ * wavefront) and its 8 columns tx + 16 j are eight scalar reads of 16
+ * consecutive words (one wavefront each): 10 wavefronts per 64 FMA
+ * instructions, compute-bound with the shared pipe 62% busy.  Columns
+ * tx + 16 j keep the stores coalesced (16 lanes on 64 consecutive bytes).
+ * Staging writes are conflict-free with rows padded by 4 floats (k slices
+ * along k: lanes (kk, i) hit banks 4 kk + i), which also keeps each row's
+ * float4 reads 16-byte aligned.  Registers: 64 accumulators, near 128 per
+ * thread; two blocks per SM (25% occupancy), the usual point for SGEMM,
+ * where each warp has 64 independent FMAs per k step to hide latency.
+ * Static shared memory: 2 x 8 x 132 x 4 = 8.25 KiB.
+ *
+ * The same sums in the same order as ct_tiled_gemm: each c element adds its
+ * chunk's products in increasing k with float FMAs.
+ */
+enum {
+    GEMM_WIDE = 128,    /* tile rows and columns */
+    GEMM_WIDE_K = 8,    /* k slice */
+    GEMM_WIDE_PAD = 4,  /* floats after each tile row */
+    GEMM_WIDE_MIN = 512 /* rows and columns from which the wide tile is used */
+};
+
+template <class Problem>
+static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Problem p)
+{
+    static_assert(!Problem::stages_b && !Problem::adds_row_bias,
+                  "the wide tile runs plain matrix problems");
+    alignas(16) __shared__ float a_tile[GEMM_WIDE_K][GEMM_WIDE + GEMM_WIDE_PAD];
+    alignas(16) __shared__ float b_tile[GEMM_WIDE_K][GEMM_WIDE + GEMM_WIDE_PAD];
+    int group = blockIdx.z / p.splits, split = blockIdx.z % p.splits;
+    int m0 = blockIdx.y * GEMM_WIDE, n0 = blockIdx.x * GEMM_WIDE;
+    int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    int k_begin = split * p.k_chunk;
+    int k_end = min(p.k, k_begin + p.k_chunk);
+    float acc[8][8];
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++)
+            acc[i][j] = 0.0f;
+    for (int k0 = k_begin; k0 < k_end; k0 += GEMM_WIDE_K) {
+        gemm_stage<GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD>(
+            a_tile, p.a_along_k(), m0, p.m, k0, k_end,
+            [&](int k, int m) { return p.load_a(group, m, k); });
+        gemm_stage<GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD>(
+            b_tile, p.b_along_k(), n0, p.n, k0, k_end,
+            [&](int k, int n) { return p.load_b(group, k, n); });
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < GEMM_WIDE_K; kk++) {
+            float a_frag[8], b_frag[8];
+            ct_load4(&a_tile[kk][4 * ty], a_frag);
+            ct_load4(&a_tile[kk][GEMM_WIDE / 2 + 4 * ty], a_frag + 4);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                b_frag[j] = b_tile[kk][tx + 16 * j];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++) {
+            int m = m0 + (i < 4 ? 4 * ty + i : GEMM_WIDE / 2 + 4 * ty + i - 4);
+            int n = n0 + tx + 16 * j;
+            if (m < p.m && n < p.n)
+                p.store(group, split, m, n, acc[i][j]);
+        }
+}
+
 /* Launch p over `groups` groups (nothing to do for an empty c). */
 template <class Problem>
 static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, cudaStream_t stream)
 {
     if (p.m <= 0 || p.n <= 0 || groups <= 0)
         return CT_OK;
+    if constexpr (!Problem::stages_b && !Problem::adds_row_bias) {
+        if (p.m >= GEMM_WIDE_MIN && p.n >= GEMM_WIDE_MIN) {
+            dim3 grid((unsigned)((p.n + GEMM_WIDE - 1) / GEMM_WIDE),
+                      (unsigned)((p.m + GEMM_WIDE - 1) / GEMM_WIDE),
+                      (unsigned)(groups * p.splits));
+            CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm_wide<Problem>, grid,
+                                 GEMM_THREADS, 0, stream, p);
+            return CT_OK;
+        }
+    }
     dim3 grid((unsigned)((p.n + GEMM_TILE_N - 1) / GEMM_TILE_N),
               (unsigned)((p.m + GEMM_TILE_M - 1) / GEMM_TILE_M), (unsigned)(groups * p.splits));
     CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm<Problem>, grid, GEMM_THREADS,
