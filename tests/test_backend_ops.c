@@ -304,6 +304,10 @@ static const entry entries[] = {
      * partial tiles at every edge */
     {"linear_wide_tile", build_linear, OPS(LINEAR, CT_OP_CHANNEL_SUM), X(515, 600), .out = 530,
      .bias = true},
+    /* a bias gradient of 600 columns: CUDA's one-block column sum, with
+     * more columns than threads and rows staged 6 at a time */
+    {"linear_many_outputs", build_linear, OPS(LINEAR, CT_OP_CHANNEL_SUM), X(100, 20), .out = 600,
+     .bias = true},
     {"linear_large_output", build_linear, OPS(LINEAR, CT_OP_CHANNEL_SUM), X(3001, 7),
      .out = 101, .bias = true, .tol = TOL_LONG_SUM},
     /* convolution (the CPU: im2col, direct for few channels, Winograd for 3x3) */

@@ -38,6 +38,43 @@ __global__ void channel_sum_finish_kernel(int c, ct_channel_chunks chunks, const
         db[ct_channel_block_first() + threadIdx.x] = sums[threadIdx.x];
 }
 
+/*
+ * The linear layer's bias gradient (inner = 1, dy: [n, c]) when it is small:
+ * one block, one launch.  Walking one channel, pass 1 read every c-th
+ * float (a sector per 4 bytes); here the block copies runs of whole rows
+ * into shared memory (one contiguous, sector-aligned read: ct_copy_runs)
+ * and thread ch adds column ch row by row in double, db[ch] its sum in row
+ * order: the same bits in every run.
+ */
+enum {
+    COLUMN_STAGE = 4096, /* floats of rows staged at once */
+    COLUMN_MAX = 1024,   /* columns: the running sums in shared memory */
+    COLUMN_MAX_ELEMENTS = 1 << 16,
+};
+
+__global__ void channel_sum_columns_kernel(int n, int c, const float *dy, float *db)
+{
+    __shared__ float stage[COLUMN_STAGE];
+    __shared__ double sums[COLUMN_MAX];
+    for (int ch = threadIdx.x; ch < c; ch += blockDim.x)
+        sums[ch] = 0.0;
+    int rows = COLUMN_STAGE / c;
+    for (int r0 = 0; r0 < n; r0 += rows) {
+        int count = min(rows, n - r0);
+        __syncthreads(); /* the previous rows are added */
+        ct_copy_runs(stage, 0, dy + (size_t)r0 * c, 0, 1, count * c);
+        __syncthreads();
+        for (int ch = threadIdx.x; ch < c; ch += blockDim.x) {
+            double sum = sums[ch];
+            for (int r = 0; r < count; r++)
+                sum += stage[r * c + ch];
+            sums[ch] = sum;
+        }
+    }
+    for (int ch = threadIdx.x; ch < c; ch += blockDim.x)
+        db[ch] = (float)sums[ch];
+}
+
 extern "C" size_t ct_cuda_channel_sum_workspace(int n, int c, int inner)
 {
     return sizeof(double) * (size_t)c * ct_channel_chunks_most((int64_t)n * inner);
@@ -49,6 +86,10 @@ extern "C" ct_status ct_cuda_channel_sum(int n, int c, int inner, const float *d
 {
     if (c <= 0)
         return CT_OK;
+    if (inner == 1 && c <= COLUMN_MAX && (int64_t)n * c <= COLUMN_MAX_ELEMENTS) {
+        CT_CUDA_LAUNCH(channel_sum_columns_kernel, 1, CT_CUDA_BLOCK, 0, stream, n, c, dy, db);
+        return CT_OK;
+    }
     ct_channel_chunks chunks = ct_channel_chunks_for(n, c, inner);
     double *parts = (double *)workspace;
     CT_CUDA_LAUNCH(channel_sum_chunk_kernel, (unsigned)((int64_t)c * chunks.count),

@@ -88,6 +88,29 @@ unsigned ct_cuda_grid_for(const void *kernel, int64_t count);
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (count);  \
          i += (int64_t)gridDim.x * blockDim.x)
 
+/* to[c*to_stride + j] = from[c*from_stride + j] for c < count, j < run, by
+ * the block: each run is read from the start of its first sector on, a warp
+ * at a time (warps never straddle two runs), so every request but a run's
+ * last covers whole sectors and the stores to shared memory fall in
+ * consecutive banks.  Threads before a run's start or past its end read and
+ * write its first or last word (the value a neighbour writes there too): no
+ * divergence, no extra sector. */
+__device__ inline void ct_copy_runs(float *to, int to_stride, const float *from,
+                                      size_t from_stride, int count, int run)
+{
+    int sector = 32 / (int)sizeof(float);
+    int lanes = (run + sector - 1 + CT_CUDA_WARP - 1) / CT_CUDA_WARP * CT_CUDA_WARP;
+    for (int e = threadIdx.x; e < count * lanes; e += blockDim.x) {
+        int c = e / lanes;
+        const float *src = from + c * from_stride;
+        int j = e % lanes - (int)((uintptr_t)src / sizeof(float) % sector);
+        if (j - e % CT_CUDA_WARP >= run)
+            continue; /* the whole warp is past the run */
+        j = min(max(j, 0), run - 1);
+        to[c * to_stride + j] = src[j];
+    }
+}
+
 __device__ inline double ct_warp_sum(double value)
 {
     for (int offset = CT_CUDA_WARP / 2; offset > 0; offset /= 2)

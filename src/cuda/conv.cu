@@ -78,29 +78,6 @@ __device__ inline conv_rows conv_rows_of(const ct_conv2d_shape &s, int img, int 
     return rows;
 }
 
-/* to[c*to_stride + j] = from[c*from_stride + j] for c < count, j < run, by
- * the block: each run is read from the start of its first sector on, a warp
- * at a time (warps never straddle two runs), so every request but a run's
- * last covers whole sectors and the stores to shared memory fall in
- * consecutive banks.  Threads before a run's start or past its end read and
- * write its first or last word (the value a neighbour writes there too): no
- * divergence, no extra sector. */
-__device__ inline void conv_copy_runs(float *to, int to_stride, const float *from,
-                                      size_t from_stride, int count, int run)
-{
-    int sector = 32 / (int)sizeof(float);
-    int lanes = (run + sector - 1 + CT_CUDA_WARP - 1) / CT_CUDA_WARP * CT_CUDA_WARP;
-    for (int e = threadIdx.x; e < count * lanes; e += blockDim.x) {
-        int c = e / lanes;
-        const float *src = from + c * from_stride;
-        int j = e % lanes - (int)((uintptr_t)src / sizeof(float) % sector);
-        if (j - e % CT_CUDA_WARP >= run)
-            continue; /* the whole warp is past the run */
-        j = min(max(j, 0), run - 1);
-        to[c * to_stride + j] = src[j];
-    }
-}
-
 /* The input rows that output pixels [n0, n_end) read from channels
  * [c_lo, c_lo + nc) of one group, staged in shared memory: image img_lo's
  * rows, then each later image's, each as nc blocks of rows*in_w floats. */
@@ -136,7 +113,7 @@ __device__ inline void conv_patch_stage(const conv_patch &p, const ct_conv2d_sha
         conv_rows rows = img == p.img_lo ? p.first : conv_rows_of(s, img, p.n0, p.n_end);
         int run = rows.count * s.in_w;
         if (run > 0)
-            conv_copy_runs(patch + at, run,
+            ct_copy_runs(patch + at, run,
                            x + (((size_t)img * s.in_channels + g * cg + p.c_lo) * s.in_h +
                                 rows.lo) * s.in_w,
                            (size_t)s.in_h * s.in_w, p.nc, run);
@@ -278,7 +255,7 @@ static bool conv_backward_data_flips(const ct_conv2d_shape *s)
  * The packing: wt[(g*Cg + c)*pitch + o*KK + t] = w[((g*Og + o)*Cg + c)*KK + t],
  * a transpose of each group's Og x Cg matrix of KK-vectors.  A
  * block moves a T x T tile of vectors through shared memory: it reads T
- * runs of T*KK floats of w (rows o; conv_copy_runs) and writes T runs of
+ * runs of T*KK floats of w (rows o; ct_copy_runs) and writes T runs of
  * T*KK floats of wt (rows c), both with consecutive threads on consecutive
  * words.  In shared
  * memory row o_l starts every `stride` floats, stride = KK mod 32, so that
@@ -321,10 +298,10 @@ __global__ void conv_pack_transposed(ct_conv2d_shape s, conv_pack_tile tile, int
     int o0 = (int)(blockIdx.x / tile.tiles_c % tile.tiles_o) * tile.t;
     int g = (int)(blockIdx.x / tile.tiles_c / tile.tiles_o);
     int runs_o = min(tile.t, og - o0), width_c = min(tile.t, cg - c0) * taps;
-    conv_copy_runs(vectors, tile.stride, w + (((size_t)g * og + o0) * cg + c0) * taps,
+    ct_copy_runs(vectors, tile.stride, w + (((size_t)g * og + o0) * cg + c0) * taps,
                    (size_t)cg * taps, runs_o, width_c);
     __syncthreads();
-    /* rows c of wt, a warp never straddling two (as conv_copy_runs) */
+    /* rows c of wt, a warp never straddling two (as ct_copy_runs) */
     int runs_c = min(tile.t, cg - c0), width_o = runs_o * taps;
     int lanes = (width_o + CT_CUDA_WARP - 1) / CT_CUDA_WARP * CT_CUDA_WARP;
     for (int e = threadIdx.x; e < runs_c * lanes; e += blockDim.x) {
