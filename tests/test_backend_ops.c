@@ -328,9 +328,10 @@ static const entry entries[] = {
      .kernel = {3, 2}, .conv = {.pad = {2, 0}, .dilation = {2, 3}, .groups = 4}},
     {"conv_pointwise_padded", build_conv, OPS(CONV), X(2, 5, 4, 4), .out = 3, .kernel = {1, 1},
      .conv = {.pad = {1, 1}}},
-    /* rows too wide for CUDA's staged forward patch: im2col reads instead */
-    {"conv_pointwise_wide_rows", build_conv, OPS(CONV), X(2, 20, 3, 300), .out = 5,
-     .kernel = {1, 1}, .bias = true},
+    /* rows too wide for CUDA's staged patches (forward and backward data):
+     * reads through the index maps instead */
+    {"conv_pointwise_wide_rows", build_conv, OPS(CONV), X(2, 20, 5, 300), .out = 20,
+     .kernel = {1, 1}, .conv = {.stride = {2, 1}, .pad = {1, 0}}, .bias = true},
     /* few input channels per group: CUDA's direct kernel (staged rows by
      * phase; weights in chunks of output channels, 70 = 24 + 24 + 22) */
     {"conv_direct_stem", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 3, 37, 29), .out = 70,

@@ -1,0 +1,205 @@
+/*
+ * What the convolution GEMMs (conv.cu) read as b: a gather from a source
+ * tensor through the convolution's index map, staged through shared memory.
+ *
+ *   col[(c, tap), pixel] = src[img, c, row, column]
+ *
+ * where (row, column) is where tap (i, j) of destination pixel (img, r, q)
+ * lands in the source, or 0 where it lands in the padding:
+ *   forward and weight gradient: src = x, destination = the output plane,
+ *     row = r*sh - ph + i*dh (one source position per tap);
+ *   backward data ("transposed"): src = dy, destination = the input plane,
+ *     row = (r + ph - i*dh) / sh where sh divides it (else no source).
+ *
+ * Read straight through the map, a warp's 32 destination pixels read 32
+ * sources shifted by the tap, crossing row ends: 5 to 7 sectors for 4
+ * sectors' worth of bytes (65% on SimpleCNN's 14x14 layer).  Instead a
+ * block copies the source rows its pixels read, whole rows of each channel
+ * of each image it touches: one contiguous run per (image, channel), read
+ * from a sector boundary by consecutive threads (ct_copy_runs), and builds
+ * its slices from shared memory.  A tap in the padding reads a clamped word
+ * (the same row or column edge, read by a neighbour too: no bank conflict,
+ * no divergence) and takes 0 instead.
+ *
+ * The patch: image img_lo's rows, then each later image's, each image as nc
+ * blocks (one per channel) of rows*src_w floats.  conv_patch_bound bounds it
+ * over every tile; a shape whose bound passes CONV_PATCH_MAX reads through
+ * the map instead (conv_gather).
+ */
+#ifndef CT_CUDA_CONV_PATCH_CUH
+#define CT_CUDA_CONV_PATCH_CUH
+
+#include "core/window_math.h"
+#include "cuda/gemm.cuh"
+
+enum {
+    CONV_PATCH_MAX = 8192,   /* floats: 32 KiB, with the tiles' 8.25 KiB under 48 KiB */
+    CONV_PATCH_PIXELS = 64,  /* destination pixels a patch serves (a tile's n, or k) */
+};
+
+/* A convolution seen from its destination plane. */
+struct conv_geometry {
+    int n_batch;
+    int src_c, src_h, src_w; /* x, or dy when transposed */
+    int dst_c, dst_h, dst_w; /* y, or dx when transposed */
+    int groups, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+    bool transposed;
+};
+
+static inline conv_geometry conv_geometry_of(const ct_conv2d_shape *s, bool transposed)
+{
+    conv_geometry g;
+    g.n_batch = s->n_batch;
+    g.src_c = transposed ? s->out_channels : s->in_channels;
+    g.src_h = transposed ? s->out_h : s->in_h;
+    g.src_w = transposed ? s->out_w : s->in_w;
+    g.dst_c = transposed ? s->in_channels : s->out_channels;
+    g.dst_h = transposed ? s->in_h : s->out_h;
+    g.dst_w = transposed ? s->in_w : s->out_w;
+    g.groups = s->groups;
+    g.kernel_h = s->kernel_h;
+    g.kernel_w = s->kernel_w;
+    g.stride_h = s->stride_h;
+    g.stride_w = s->stride_w;
+    g.pad_h = s->pad_h;
+    g.pad_w = s->pad_w;
+    g.dilation_h = s->dilation_h;
+    g.dilation_w = s->dilation_w;
+    g.transposed = transposed;
+    return g;
+}
+
+/* The source row (column) that tap i of destination row (column) r reads,
+ * or -1 where there is none (padding, or a stride that does not divide). */
+__device__ inline int conv_source(const conv_geometry &g, int r, int i, bool across)
+{
+    int stride = across ? g.stride_w : g.stride_h, pad = across ? g.pad_w : g.pad_h;
+    int dilation = across ? g.dilation_w : g.dilation_h, size = across ? g.src_w : g.src_h;
+    if (g.transposed)
+        return ct_window_output(r, i, stride, pad, dilation, size);
+    int at = ct_window_input(r, i, stride, pad, dilation);
+    return at >= 0 && at < size ? at : -1;
+}
+
+/* col[(c, tap), pixel] straight from src (channel c of group grp). */
+__device__ inline float conv_gather(const conv_geometry &g, const float *src, int grp, int c,
+                                    int tap, int pixel)
+{
+    int plane = g.dst_h * g.dst_w, img = pixel / plane, at = pixel % plane;
+    int row = conv_source(g, at / g.dst_w, tap / g.kernel_w, false);
+    int column = conv_source(g, at % g.dst_w, tap % g.kernel_w, true);
+    if (row < 0 || column < 0)
+        return 0.0f;
+    int cg = g.src_c / g.groups;
+    return src[(((size_t)img * g.src_c + grp * cg + c) * g.src_h + row) * g.src_w + column];
+}
+
+struct conv_rows {
+    int lo, count; /* source rows [lo, lo + count) */
+};
+
+/* The source rows that destination pixels [n0, n_end) of image img read. */
+__device__ inline conv_rows conv_rows_of(const conv_geometry &g, int img, int n0, int n_end)
+{
+    int plane = g.dst_h * g.dst_w, reach = (g.kernel_h - 1) * g.dilation_h;
+    int first = max(n0 - img * plane, 0) / g.dst_w;
+    int last = min(plane - 1, n_end - 1 - img * plane) / g.dst_w;
+    int lo, hi;
+    if (g.transposed) {
+        int low = first + g.pad_h - reach;
+        lo = low > 0 ? (low + g.stride_h - 1) / g.stride_h : 0;
+        hi = min(g.src_h, (last + g.pad_h) / g.stride_h + 1);
+    } else {
+        lo = max(0, first * g.stride_h - g.pad_h);
+        hi = min(g.src_h, last * g.stride_h - g.pad_h + reach + 1);
+    }
+    conv_rows rows = {lo, max(hi - lo, 0)};
+    return rows;
+}
+
+/* Source rows of channels [c_lo, c_lo + nc) for destination pixels
+ * [n0, n_end), as laid out in shared memory (above). */
+struct conv_patch {
+    int c_lo, nc, n0, n_end, img_lo, img_hi;
+    conv_rows first, full; /* rows of image img_lo, and of an image wholly inside */
+    int after;             /* where image img_lo + 1 starts */
+};
+
+__device__ inline conv_patch conv_patch_for(const conv_geometry &g, int c_lo, int nc, int n0,
+                                            int n_end)
+{
+    int plane = g.dst_h * g.dst_w;
+    conv_patch p;
+    p.c_lo = c_lo;
+    p.nc = nc;
+    p.n0 = n0;
+    p.n_end = n_end;
+    p.img_lo = n0 / plane;
+    p.img_hi = (n_end - 1) / plane;
+    p.first = conv_rows_of(g, p.img_lo, n0, n_end);
+    p.full = conv_rows_of(g, p.img_lo + 1, n0, n_end);
+    p.after = nc * p.first.count * g.src_w;
+    return p;
+}
+
+/* Copies the patch from src (group grp) by the block; a barrier must follow. */
+__device__ inline void conv_patch_stage(const conv_patch &p, const conv_geometry &g,
+                                        const float *src, int grp, float *patch)
+{
+    int cg = g.src_c / g.groups;
+    for (int img = p.img_lo, at = 0; img <= p.img_hi; img++) {
+        conv_rows rows = img == p.img_lo ? p.first : conv_rows_of(g, img, p.n0, p.n_end);
+        int run = rows.count * g.src_w;
+        if (run > 0)
+            ct_copy_runs(patch + at, run,
+                         src + (((size_t)img * g.src_c + grp * cg + p.c_lo) * g.src_h +
+                                rows.lo) * g.src_w,
+                         (size_t)g.src_h * g.src_w, p.nc, run);
+        at += p.nc * run;
+    }
+}
+
+/* col[(c_lo + c, tap), pixel] from the patch. */
+__device__ inline float conv_patch_read(const conv_patch &p, const conv_geometry &g,
+                                        const float *patch, int c, int tap, int pixel)
+{
+    int plane = g.dst_h * g.dst_w, img = pixel / plane, at_pixel = pixel % plane;
+    conv_rows rows = img == p.img_lo   ? p.first
+                     : img == p.img_hi ? conv_rows_of(g, img, p.n0, p.n_end)
+                                       : p.full;
+    int at = img == p.img_lo ? 0 : p.after + (img - p.img_lo - 1) * p.nc * p.full.count * g.src_w;
+    int row = conv_source(g, at_pixel / g.dst_w, tap / g.kernel_w, false);
+    int column = conv_source(g, at_pixel % g.dst_w, tap % g.kernel_w, true);
+    bool inside = row >= rows.lo && row < rows.lo + rows.count && column >= 0;
+    int r = min(max(row - rows.lo, 0), max(rows.count - 1, 0));
+    float v = patch[at + (c * rows.count + r) * g.src_w + max(column, 0)];
+    return inside ? v : 0.0f;
+}
+
+/* The most floats a conv_patch holds for CONV_PATCH_PIXELS destination
+ * pixels and the channels of `columns` consecutive columns (c, tap) — a
+ * GEMM slice's 16, or a weight-gradient tile's 64 — or 0 when that passes
+ * CONV_PATCH_MAX. */
+static inline int conv_patch_bound(const conv_geometry &g, int columns)
+{
+    int64_t plane = (int64_t)g.dst_h * g.dst_w, taps = (int64_t)g.kernel_h * g.kernel_w;
+    int64_t images = (CONV_PATCH_PIXELS - 1) / plane + 2;
+    if (images > g.n_batch)
+        images = g.n_batch;
+    int64_t pixels = plane < (int64_t)CONV_PATCH_PIXELS ? plane : (int64_t)CONV_PATCH_PIXELS;
+    int64_t dst_rows = (pixels + g.dst_w - 2) / g.dst_w + 1;
+    if (dst_rows > g.dst_h)
+        dst_rows = g.dst_h;
+    int64_t reach = (int64_t)(g.kernel_h - 1) * g.dilation_h;
+    int64_t src_rows = g.transposed ? (dst_rows - 1 + reach) / g.stride_h + 1
+                                    : (dst_rows - 1) * g.stride_h + reach + 1;
+    if (src_rows > g.src_h)
+        src_rows = g.src_h;
+    int64_t channels = (columns - 1 + taps - 1) / taps + 1;
+    if (channels > g.src_c / g.groups)
+        channels = g.src_c / g.groups;
+    int64_t floats = channels * images * src_rows * g.src_w;
+    return floats <= CONV_PATCH_MAX ? (int)(floats > 0 ? floats : 1) : 0;
+}
+
+#endif
