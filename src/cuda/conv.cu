@@ -60,21 +60,23 @@ struct conv_gemm_problem {
         int taps = g.kernel_h * g.kernel_w;
         return conv_gather(g, src, grp, depth / taps, depth % taps, pixel);
     }
-    __device__ void stage_b(float (*tile)[GEMM_TILE_N + GEMM_PAD], int grp, int k0, int k_end,
+    template <class Tile>
+    __device__ void stage_b(float (*tile)[Tile::n + Tile::pad], int grp, int k0, int k_end,
                             int n0, float *patch) const
     {
         if (scratch_floats == 0) {
-            gemm_stage<GEMM_TILE_N>(tile, false, n0, n, k0, k_end,
-                                    [&](int depth, int pixel) { return load_b(grp, depth, pixel); });
+            gemm_stage<Tile::n, Tile::depth, Tile::pad>(
+                tile, false, n0, n, k0, k_end,
+                [&](int depth, int pixel) { return load_b(grp, depth, pixel); });
             return;
         }
-        int taps = g.kernel_h * g.kernel_w, n_end = min(n0 + GEMM_TILE_N, n);
-        int c_lo = k0 / taps, nc = (min(k0 + GEMM_TILE_K, k_end) - 1) / taps - c_lo + 1;
+        int taps = g.kernel_h * g.kernel_w, n_end = min(n0 + Tile::n, n);
+        int c_lo = k0 / taps, nc = (min(k0 + Tile::depth, k_end) - 1) / taps - c_lo + 1;
         conv_patch at = conv_patch_for(g, c_lo, nc, n0, n_end);
         conv_patch_stage(at, g, src, grp, patch);
         __syncthreads();
-        for (int e = threadIdx.x; e < GEMM_TILE_K * GEMM_TILE_N; e += GEMM_THREADS) {
-            int kk = e / GEMM_TILE_N, i = e % GEMM_TILE_N, depth = k0 + kk;
+        for (int e = threadIdx.x; e < Tile::depth * Tile::n; e += GEMM_THREADS) {
+            int kk = e / Tile::n, i = e % Tile::n, depth = k0 + kk;
             tile[kk][i] = depth < k_end && n0 + i < n_end
                               ? conv_patch_read(at, g, patch, depth / taps - c_lo, depth % taps,
                                                 n0 + i)
@@ -167,7 +169,7 @@ __global__ void conv_pack_transposed(ct_conv2d_shape s, conv_pack_tile tile, int
  * 16 shifted inputs, 3 sectors for 2.
  */
 enum {
-    CONV_WEIGHT_PIXELS = 4 * GEMM_TILE_K, /* pixels per staged patch */
+    CONV_WEIGHT_PIXELS = 64, /* pixels per staged patch: whole k slices of either tile */
 };
 
 struct conv_backward_weight_problem : ct_gemm_defaults {
@@ -193,15 +195,17 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
         int taps = g.kernel_h * g.kernel_w;
         return conv_gather(g, x, grp, cij / taps, cij % taps, np);
     }
-    __device__ void stage_b(float (*tile)[GEMM_TILE_N + GEMM_PAD], int grp, int k0, int k_end,
+    template <class Tile>
+    __device__ void stage_b(float (*tile)[Tile::n + Tile::pad], int grp, int k0, int k_end,
                             int n0, float *patch) const
     {
         if (scratch_floats == 0) {
-            gemm_stage<GEMM_TILE_N>(tile, true, n0, n, k0, k_end,
-                                    [&](int np, int cij) { return load_b(grp, np, cij); });
+            gemm_stage<Tile::n, Tile::depth, Tile::pad>(
+                tile, true, n0, n, k0, k_end,
+                [&](int np, int cij) { return load_b(grp, np, cij); });
             return;
         }
-        int taps = g.kernel_h * g.kernel_w, cols_end = min(n0 + GEMM_TILE_N, n);
+        int taps = g.kernel_h * g.kernel_w, cols_end = min(n0 + Tile::n, n);
         int c_lo = n0 / taps, nc = (cols_end - 1) / taps - c_lo + 1;
         int k_begin = (int)(blockIdx.z % splits) * k_chunk;
         int first = k_begin + (k0 - k_begin) / CONV_WEIGHT_PIXELS * CONV_WEIGHT_PIXELS;
@@ -210,8 +214,8 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
             conv_patch_stage(at, g, x, grp, patch);
             __syncthreads();
         }
-        for (int e = threadIdx.x; e < GEMM_TILE_K * GEMM_TILE_N; e += GEMM_THREADS) {
-            int kk = e % GEMM_TILE_K, i = e / GEMM_TILE_K, cij = n0 + i;
+        for (int e = threadIdx.x; e < Tile::depth * Tile::n; e += GEMM_THREADS) {
+            int kk = e % Tile::depth, i = e / Tile::depth, cij = n0 + i;
             tile[kk][i] = k0 + kk < k_end && cij < cols_end
                               ? conv_patch_read(at, g, patch, cij / taps - c_lo, cij % taps, k0 + kk)
                               : 0.0f;
@@ -239,6 +243,30 @@ __global__ void conv_sum_parts(int64_t count, int splits, const float *parts, fl
     }
 }
 
+/* The tile of an m x n convolution GEMM: the 128 x 128 one where both
+ * sides fill it (twice the FMAs per shared-memory read, gemm.cuh), else
+ * 64 x 64. */
+static bool conv_wide(int m, int n)
+{
+    return m >= GEMM_WIDE && n >= GEMM_WIDE;
+}
+
+/* Launches p on its tile, the patch sized for that tile: `columns` are
+ * the channels' columns a patch serves (a k slice, or the tile's n), and
+ * `pixels` its destination pixels (the tile's n, or a group of k). */
+template <class Problem>
+static ct_status conv_launch(Problem &p, int groups, bool k_patch, cudaStream_t stream)
+{
+    if (conv_wide(p.m, p.n)) {
+        p.scratch_floats = k_patch ? conv_patch_bound(p.g, ct_gemm_wide::depth, ct_gemm_wide::n)
+                                   : conv_patch_bound(p.g, ct_gemm_wide::n, CONV_WEIGHT_PIXELS);
+        return ct_cuda_launch_gemm_wide(p, groups, stream);
+    }
+    p.scratch_floats = k_patch ? conv_patch_bound(p.g, ct_gemm_small::depth, ct_gemm_small::n)
+                               : conv_patch_bound(p.g, ct_gemm_small::n, CONV_WEIGHT_PIXELS);
+    return ct_cuda_launch_gemm(p, groups, stream);
+}
+
 /* The weight gradient's split of its reduction: enough blocks to fill the
  * device twice over, chunks no shorter than CONV_SPLIT_MIN_DEPTH. */
 static void conv_weight_split(const ct_conv2d_shape *s, int *splits, int *k_chunk)
@@ -246,8 +274,8 @@ static void conv_weight_split(const ct_conv2d_shape *s, int *splits, int *k_chun
     int og = s->out_channels / s->groups;
     int cols = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
     int64_t depth = (int64_t)s->n_batch * s->out_h * s->out_w;
-    int64_t tiles = (int64_t)((og + GEMM_TILE_M - 1) / GEMM_TILE_M) *
-                    ((cols + GEMM_TILE_N - 1) / GEMM_TILE_N) * s->groups;
+    int side = conv_wide(og, cols) ? (int)GEMM_WIDE : (int)GEMM_TILE_M;
+    int64_t tiles = (int64_t)((og + side - 1) / side) * ((cols + side - 1) / side) * s->groups;
     int64_t wanted = (2 * (int64_t)ct_cuda_sm_count() + tiles - 1) / tiles;
     int64_t most = depth / CONV_SPLIT_MIN_DEPTH;
     int64_t count = wanted < most ? wanted : most;
@@ -282,13 +310,12 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
     p.splits = 1;
     p.k_chunk = p.k;
     p.g = conv_geometry_of(s, false);
-    p.scratch_floats = conv_patch_bound(p.g, GEMM_TILE_K);
     p.a_pitch = p.k;
     p.a = w;
     p.src = x;
     p.bias = bias;
     p.dst = y;
-    return ct_cuda_launch_gemm(p, s->groups, stream);
+    return conv_launch(p, s->groups, true, stream);
 }
 
 extern "C" size_t ct_cuda_conv2d_backward_data_workspace(const ct_conv2d_shape *s)
@@ -310,7 +337,6 @@ extern "C" ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, cons
     p.splits = 1;
     p.k_chunk = p.k;
     p.g = conv_geometry_of(s, true);
-    p.scratch_floats = conv_patch_bound(p.g, GEMM_TILE_K);
     p.a_pitch = conv_sector_pitch(p.k);
     p.a = (const float *)workspace;
     p.src = dy;
@@ -322,7 +348,7 @@ extern "C" ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, cons
     CT_CUDA_LAUNCH(conv_pack_transposed, (unsigned)(s->groups * tile.tiles_o * tile.tiles_c),
                    CT_CUDA_BLOCK, sizeof(float) * (size_t)tile.t * tile.stride, stream, *s, tile,
                    p.a_pitch, w, (float *)workspace);
-    return ct_cuda_launch_gemm(p, s->groups, stream);
+    return conv_launch(p, s->groups, true, stream);
 }
 
 extern "C" ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x,
@@ -335,12 +361,11 @@ extern "C" ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, co
     p.k = s->n_batch * s->out_h * s->out_w;
     conv_weight_split(s, &p.splits, &p.k_chunk);
     p.g = conv_geometry_of(s, false);
-    p.scratch_floats = conv_patch_bound(p.g, GEMM_TILE_N);
     p.x = x;
     p.dy = dy;
     p.dw = dw;
     p.parts = (float *)workspace;
-    CT_TRY(ct_cuda_launch_gemm(p, s->groups, stream));
+    CT_TRY(conv_launch(p, s->groups, false, stream));
     if (p.splits == 1)
         return CT_OK;
     int64_t count = (int64_t)s->out_channels * p.n;

@@ -33,8 +33,7 @@
 #include "cuda/gemm.cuh"
 
 enum {
-    CONV_PATCH_MAX = 8192,   /* floats: 32 KiB, with the tiles' 8.25 KiB under 48 KiB */
-    CONV_PATCH_PIXELS = 64,  /* destination pixels a patch serves (a tile's n, or k) */
+    CONV_PATCH_MAX = 8192, /* floats: 32 KiB, with the tiles' 8.25 KiB under 48 KiB */
 };
 
 /* A convolution seen from its destination plane. */
@@ -176,17 +175,18 @@ __device__ inline float conv_patch_read(const conv_patch &p, const conv_geometry
     return inside ? v : 0.0f;
 }
 
-/* The most floats a conv_patch holds for CONV_PATCH_PIXELS destination
- * pixels and the channels of `columns` consecutive columns (c, tap) — a
- * GEMM slice's 16, or a weight-gradient tile's 64 — or 0 when that passes
- * CONV_PATCH_MAX. */
-static inline int conv_patch_bound(const conv_geometry &g, int columns)
+/* The most floats a conv_patch holds for `pixels` consecutive destination
+ * pixels (a tile's columns, or the weight gradient's group of k) and the
+ * channels of `columns` consecutive columns (c, tap) (a k slice, or a
+ * weight-gradient tile's columns), or 0 when that passes CONV_PATCH_MAX. */
+static inline int conv_patch_bound(const conv_geometry &g, int columns, int pixels)
 {
     int64_t plane = (int64_t)g.dst_h * g.dst_w, taps = (int64_t)g.kernel_h * g.kernel_w;
-    int64_t images = (CONV_PATCH_PIXELS - 1) / plane + 2;
+    int64_t images = (pixels - 1) / plane + 2;
     if (images > g.n_batch)
         images = g.n_batch;
-    int64_t pixels = plane < (int64_t)CONV_PATCH_PIXELS ? plane : (int64_t)CONV_PATCH_PIXELS;
+    if (plane < pixels)
+        pixels = (int)plane;
     int64_t dst_rows = (pixels + g.dst_w - 2) / g.dst_w + 1;
     if (dst_rows > g.dst_h)
         dst_rows = g.dst_h;

@@ -37,10 +37,11 @@
  * store) and adds to value before store.  A problem with stages_b fills b's slices
  * itself, through the launch's dynamic shared memory of scratch_floats
  * floats (a convolution stages its input rows there, conv.cu):
- *   void stage_b(float (*tile)[GEMM_TILE_N + GEMM_PAD], int group, int k0,
- *                int k_end, int n0, float *scratch), called by every thread,
- *     leaving tile[kk][i] = b(k0 + kk, n0 + i) (0 outside the problem) once
- *     the block's next barrier is passed.
+ *   template <class Tile> void stage_b(float (*tile)[Tile::n + Tile::pad],
+ *                int group, int k0, int k_end, int n0, float *scratch),
+ *     called by every thread, leaving tile[kk][i] = b(k0 + kk, n0 + i) for
+ *     kk < Tile::depth, i < Tile::n (0 outside the problem) once the
+ *     block's next barrier is passed.
  */
 #ifndef CT_CUDA_GEMM_CUH
 #define CT_CUDA_GEMM_CUH
@@ -57,6 +58,15 @@ enum {
     GEMM_REG = 4,        /* register block: GEMM_REG x GEMM_REG outputs per thread */
     GEMM_PAD = 2,        /* floats after each tile row: no bank conflicts (see above) */
 };
+
+/* The two tile shapes, for a problem's stage_b<Tile> (below): the 64 x 64
+ * tile of ct_tiled_gemm and the 128 x 128 tile of ct_tiled_gemm_wide. */
+template <int rows, int cols, int depth_, int pad_>
+struct ct_gemm_tile {
+    static constexpr int m = rows, n = cols, depth = depth_, pad = pad_;
+};
+typedef ct_gemm_tile<64, 64, 16, 2> ct_gemm_small;
+typedef ct_gemm_tile<128, 128, 8, 4> ct_gemm_wide;
 
 /* Stage tile[kk][i] = load(group, k0 + kk, i0 + i) for a `depth` x `width`
  * slice (0 outside [0, limit) x [.., k_end)): threads run along k when
@@ -107,7 +117,7 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
                                 [&](int k, int m) { return p.load_a(group, m, k); });
         if constexpr (Problem::stages_b) {
             CT_CUDA_DYNAMIC_SHARED(float, scratch);
-            p.stage_b(b_tile, group, k0, k_end, n0, scratch);
+            p.template stage_b<ct_gemm_small>(b_tile, group, k0, k_end, n0, scratch);
         } else {
             gemm_stage<GEMM_TILE_N>(b_tile, p.b_along_k(), n0, p.n, k0, k_end,
                                     [&](int k, int n) { return p.load_b(group, k, n); });
@@ -142,8 +152,9 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
 }
 
 /*
- * The wide tile, for plain matrix products of at least GEMM_WIDE_MIN rows
- * and columns (ct_cuda_launch_gemm chooses): 128 x 128 outputs per block of
+ * The wide tile, for products of at least 128 rows and columns (matrix
+ * products from GEMM_WIDE_MIN; the convolutions choose for themselves,
+ * ct_cuda_launch_gemm_wide): 128 x 128 outputs per block of
  * 256 threads, 8 x 8 per thread, k slices 8 deep.  The 64 x 64 kernel
  * above reads 8 shared-memory words per 16 FMAs: each warp needs 8
  * wavefronts per k step against 16 FMA instructions, and an SM serves one
@@ -174,8 +185,6 @@ enum {
 template <class Problem>
 static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Problem p)
 {
-    static_assert(!Problem::stages_b && !Problem::adds_row_bias,
-                  "the wide tile runs plain matrix problems");
     alignas(16) __shared__ float a_tile[GEMM_WIDE_K][GEMM_WIDE + GEMM_WIDE_PAD];
     alignas(16) __shared__ float b_tile[GEMM_WIDE_K][GEMM_WIDE + GEMM_WIDE_PAD];
     int group = blockIdx.z / p.splits, split = blockIdx.z % p.splits;
@@ -183,6 +192,13 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
     int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     int k_begin = split * p.k_chunk;
     int k_end = min(p.k, k_begin + p.k_chunk);
+    __shared__ float row_bias[GEMM_WIDE];
+    if constexpr (Problem::adds_row_bias) {
+        if (threadIdx.x < GEMM_WIDE)
+            row_bias[threadIdx.x] =
+                m0 + (int)threadIdx.x < p.m ? p.row_bias(group, m0 + threadIdx.x) : 0.0f;
+        __syncthreads();
+    }
     float acc[8][8];
     for (int i = 0; i < 8; i++)
         for (int j = 0; j < 8; j++)
@@ -191,9 +207,14 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
         gemm_stage<GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD>(
             a_tile, p.a_along_k(), m0, p.m, k0, k_end,
             [&](int k, int m) { return p.load_a(group, m, k); });
-        gemm_stage<GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD>(
-            b_tile, p.b_along_k(), n0, p.n, k0, k_end,
-            [&](int k, int n) { return p.load_b(group, k, n); });
+        if constexpr (Problem::stages_b) {
+            CT_CUDA_DYNAMIC_SHARED(float, scratch);
+            p.template stage_b<ct_gemm_wide>(b_tile, group, k0, k_end, n0, scratch);
+        } else {
+            gemm_stage<GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD>(
+                b_tile, p.b_along_k(), n0, p.n, k0, k_end,
+                [&](int k, int n) { return p.load_b(group, k, n); });
+        }
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < GEMM_WIDE_K; kk++) {
@@ -213,32 +234,39 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
     }
     for (int i = 0; i < 8; i++)
         for (int j = 0; j < 8; j++) {
-            int m = m0 + (i < 4 ? 4 * ty + i : GEMM_WIDE / 2 + 4 * ty + i - 4);
-            int n = n0 + tx + 16 * j;
+            int row = i < 4 ? 4 * ty + i : GEMM_WIDE / 2 + 4 * ty + i - 4;
+            int m = m0 + row, n = n0 + tx + 16 * j;
+            float value = acc[i][j];
+            if constexpr (Problem::adds_row_bias)
+                value += row_bias[row];
             if (m < p.m && n < p.n)
-                p.store(group, split, m, n, acc[i][j]);
+                p.store(group, split, m, n, value);
         }
 }
 
-/* Launch p over `groups` groups (nothing to do for an empty c). */
+/* Launch p over `groups` groups on the 64 x 64 tile (nothing to do for an
+ * empty c). */
 template <class Problem>
 static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, cudaStream_t stream)
 {
     if (p.m <= 0 || p.n <= 0 || groups <= 0)
         return CT_OK;
-    if constexpr (!Problem::stages_b && !Problem::adds_row_bias) {
-        if (p.m >= GEMM_WIDE_MIN && p.n >= GEMM_WIDE_MIN) {
-            dim3 grid((unsigned)((p.n + GEMM_WIDE - 1) / GEMM_WIDE),
-                      (unsigned)((p.m + GEMM_WIDE - 1) / GEMM_WIDE),
-                      (unsigned)(groups * p.splits));
-            CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm_wide<Problem>, grid,
-                                 GEMM_THREADS, 0, stream, p);
-            return CT_OK;
-        }
-    }
     dim3 grid((unsigned)((p.n + GEMM_TILE_N - 1) / GEMM_TILE_N),
               (unsigned)((p.m + GEMM_TILE_M - 1) / GEMM_TILE_M), (unsigned)(groups * p.splits));
     CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm<Problem>, grid, GEMM_THREADS,
+                         sizeof(float) * (size_t)p.scratch_floats, stream, p);
+    return CT_OK;
+}
+
+/* The same on the 128 x 128 tile. */
+template <class Problem>
+static ct_status ct_cuda_launch_gemm_wide(const Problem &p, int groups, cudaStream_t stream)
+{
+    if (p.m <= 0 || p.n <= 0 || groups <= 0)
+        return CT_OK;
+    dim3 grid((unsigned)((p.n + GEMM_WIDE - 1) / GEMM_WIDE),
+              (unsigned)((p.m + GEMM_WIDE - 1) / GEMM_WIDE), (unsigned)(groups * p.splits));
+    CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm_wide<Problem>, grid, GEMM_THREADS,
                          sizeof(float) * (size_t)p.scratch_floats, stream, p);
     return CT_OK;
 }
