@@ -20,8 +20,8 @@ PyTorch's TF32 defaults are kept (cuDNN convolutions may use TF32, matmuls
 do not); the "backend" field says both.
 
 --serve (with --json) is for bench/compare on a GPU: the model, the batch
-and the step (compiled or captured) are made once; then each line read on
-stdin runs --warmup untimed and --steps timed steps and prints one JSON
+and the step (compiled or captured) are made once and {"ready": true} is
+printed; then each line read on stdin runs --warmup untimed and --steps timed steps and prints one JSON
 line, until stdin ends.  A run ends with torch.cuda.empty_cache(), so that
 an idle peer does not hold the memory that the next program needs; the
 peak (torch.cuda.max_memory_allocated) is the process's.
@@ -224,6 +224,7 @@ def main():
     if not args.serve:
         report(torch, args, model, device, guarded(time_steps, torch, args, step, device))
         return
+    print(json.dumps({"ready": True}), flush=True)  # set up: the caller may time others now
     while sys.stdin.readline():
         report(torch, args, model, device, guarded(time_steps, torch, args, step, device))
         sys.stdout.flush()
