@@ -475,7 +475,6 @@ def header(args, raw, rows, machine):
 
 def main(args, machine):
     args.variants = parse_variants(args)
-    args.reps = args.reps or (2 if args.quick else 5)
     wanted = {m.strip() for m in args.models.split(",") if m.strip()}
     configs = [config_of(args, c) for c in CONFIGS if not wanted or c[0] in wanted]
     if not configs:
