@@ -147,22 +147,37 @@ class Peer:
             self.lines.put(line)
         self.lines.put(None)  # the peer ended
 
+    def _next_object(self, timeout, waiting_for):
+        """The next JSON object the peer prints (lines that are not one,
+        such as a library's chatter, are skipped), or None with self.error
+        set: the peer ended (its reason), or was killed at the timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                self.process.kill()
+                self.error = f"stopped after {timeout:.0f} s {waiting_for}: over the time budget"
+                return None
+            if line is None:
+                self.error = self._reason()
+                return None
+            if line.startswith("{"):
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    pass
+            print(f"  peer: {line.rstrip()}", file=sys.stderr)
+
     def wait_ready(self, timeout):
         """Until the peer has set up (PyTorch imported, the step made), so
         that its start does not share the machine with a timed run."""
         if self.error:
             return
-        try:
-            line = self.lines.get(timeout=max(timeout, 0))
-        except queue.Empty:
+        ready = self._next_object(timeout, "setting up")
+        if ready is not None and ready != {"ready": True}:
             self.process.kill()
-            self.error = f"stopped after {timeout:.0f} s setting up: over the time budget"
-            return
-        if line is None:
-            self.error = self._reason()
-        elif line.strip() != json.dumps({"ready": True}):
-            self.close()
-            self.error = f"failed: expected its ready line, got {line[:200]!r}"
+            self.error = f"failed: expected its ready line, got {json.dumps(ready)[:200]}"
 
     def _reason(self):
         status = self.process.wait()
@@ -171,8 +186,8 @@ class Peer:
         return ("unavailable: " if status == 2 else "failed: ") + reason
 
     def run(self, timeout):
-        """(the run's JSON, None) or (None, why not); after a failure the
-        peer is closed and every later run says the same."""
+        """(the run's JSON, None) or (None, why not); after a failure every
+        later run says the same."""
         if self.error:
             return None, self.error
         if timeout <= 0:
@@ -180,22 +195,13 @@ class Peer:
         try:
             self.process.stdin.write("run\n")
             self.process.stdin.flush()
-            line = self.lines.get(timeout=timeout)
-        except (BrokenPipeError, OSError):
-            line = None
-        except queue.Empty:
+        except OSError:  # it ended: its reason comes with the end of its output
+            pass
+        result = self._next_object(timeout, "running")
+        if result is not None and "images_per_second" not in result:
             self.process.kill()
-            self.error = f"stopped after {timeout:.0f} s: over the time budget"
-            return None, self.error
-        if line is None:
-            self.error = self._reason()
-            return None, self.error
-        try:
-            return json.loads(line), None
-        except ValueError:
-            self.close()
-            self.error = f"failed: no JSON in its output: {line[:200]!r}"
-            return None, self.error
+            self.error = f"failed: not a bench result: {json.dumps(result)[:200]}"
+        return (None, self.error) if self.error else (result, None)
 
     def close(self):
         if not self.process:

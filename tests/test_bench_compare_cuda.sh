@@ -5,9 +5,10 @@
 # answer fixed times and memory, fail in their second run (amp) or are
 # unavailable (compile).  Checks the speed and memory table and its ratios,
 # the goals, the predicted-vs-measured join per kernel, the notes, the
-# "unavailable" and "failed" reports, the budget's cut, the message when
-# the emulated build is missing, that the Markdown tables are well formed,
-# and that every JSON line parses; then the real peer's reasons where
+# "unavailable" and "failed" reports, the budget's cut, a peer that hangs,
+# the message when the emulated build is missing, that the Markdown tables
+# are well formed, and that every JSON line parses; then the real peer's
+# reasons where
 # PyTorch has no GPU, and that the CPU path still writes its table.  Runs
 # no GPU; every time in it is the emulator's.  Prints PASS/FAIL lines.
 EMU_BUILD=${EMU_BUILD:-build-emu}
@@ -27,7 +28,8 @@ fi
 
 # The fake peer: torch_bench.py's command line and --serve protocol.
 # eager: 4 ms a step, 4 MiB; graphs: 1 ms, 2 MiB; amp: one run, then a
-# failure; compile: unavailable (exit status 2).
+# failure; compile: unavailable (exit status 2).  Each says one line on
+# stdout that is not JSON, as a library may.
 cat > "$tmp/peer.py" <<'PY'
 import argparse, json, sys
 parser = argparse.ArgumentParser()
@@ -44,6 +46,7 @@ if args.compile:
     print("fake: torch.compile is not in this PyTorch", file=sys.stderr)
     sys.exit(2)
 ms, mib = (1.0, 2) if args.cuda_graphs else (2.0, 3) if args.amp else (4.0, 4)
+print("a library's chatter on stdout", flush=True)
 print(json.dumps({"ready": True}), flush=True)
 runs = 0
 while sys.stdin.readline():
@@ -202,6 +205,32 @@ header, rows = tables(sys.argv[1] + "/compare-cuda.md")["model"]
 assert len(rows) == 1 and rows[0]["PyTorch variant"] == "eager fp32", rows
 PY
 result budget_cut_and_missing_emulated_build $?
+
+# A peer that stops answering is killed at its timeout, and its cells say
+# "over budget".
+cat > "$tmp/hang.py" <<'PY'
+import json, sys, time
+print(json.dumps({"ready": True}), flush=True)
+sys.stdin.readline()
+time.sleep(60)
+PY
+PYTHONDONTWRITEBYTECODE=1 "$python" - "$tmp/hang.py" <<'PY'
+import argparse, sys, time
+sys.path.insert(0, "bench")
+import compare_gpu
+args = argparse.Namespace(python=sys.executable, peer=sys.argv[1])
+peer = compare_gpu.Peer(args, [], [])
+peer.wait_ready(30)
+start = time.monotonic()
+result, error = peer.run(1.0)
+assert result is None and error == "stopped after 1 s running: over the time budget", error
+assert time.monotonic() - start < 5 and peer.process.wait(timeout=5) != 0
+assert peer.run(30) == (None, error)
+row = {"errors": {"eager": error}}
+assert compare_gpu.side_cell(row, "eager", None, ".1f") == "over budget"
+peer.close()
+PY
+result hung_peer_is_stopped $?
 
 # The real peer where PyTorch sees no GPU (or is not there): every variant is
 # reported with its reason, nothing crashes.
