@@ -233,11 +233,11 @@ def run_config(args, config, clock, configs_left, raw):
            "results": {}, "errors": {}, "cut": None}
     cuttle = [args.cuttle, "bench"] + common + (["--kernels", args.kernels] if args.kernels
                                                 else [])
+    share = clock.soft_left() / configs_left
+    begun = clock.elapsed()
     peers = {name: Peer(args, common, options) for name, _, options in args.variants}
     for peer in peers.values():
         peer.wait_ready(clock.hard_left())
-    share = clock.soft_left() / configs_left
-    begun = clock.elapsed()
     last_rep_s = 0.0
     for rep in range(args.reps):
         used = clock.elapsed() - begun
@@ -276,6 +276,10 @@ def peak_of(row, side):
     return max(values) if values else None
 
 
+def mib(size):
+    return None if size is None else size / MIB
+
+
 def ratio(a, b):
     return a / b if a is not None and b else None
 
@@ -307,8 +311,8 @@ def speed_table(args, rows):
                 f"{side_cell(row, 'cuttle', ours, ',.1f')} | "
                 f"{side_cell(row, name, theirs, ',.1f')} | "
                 f"{fmt(speed, '.2f') + 'x' if speed else '-'} | "
-                f"{side_cell(row, 'cuttle', None if our_peak is None else our_peak / MIB, ',.1f')} | "
-                f"{side_cell(row, name, None if their_peak is None else their_peak / MIB, ',.1f')} | "
+                f"{side_cell(row, 'cuttle', mib(our_peak), ',.1f')} | "
+                f"{side_cell(row, name, mib(their_peak), ',.1f')} | "
                 f"{fmt(memory, '.2f') + 'x' if memory else '-'} |")
     return lines
 

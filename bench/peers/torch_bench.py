@@ -22,9 +22,10 @@ do not); the "backend" field says both.
 --serve (with --json) is for bench/compare on a GPU: the model, the batch
 and the step (compiled or captured) are made once and {"ready": true} is
 printed; then each line read on stdin runs --warmup untimed and --steps
-timed steps and prints one JSON line, until stdin ends.  A run ends with torch.cuda.empty_cache(), so that
-an idle peer does not hold the memory that the next program needs; the
-peak (torch.cuda.max_memory_allocated) is the process's.
+timed steps and prints one JSON line, until stdin ends.  A run ends with
+torch.cuda.empty_cache(), so that an idle peer does not hold the memory
+that the next program needs; the peak (torch.cuda.max_memory_allocated) is
+the process's.
 
 Exit status: 0 success, 1 failure (PyTorch or the model missing, a step
 that failed), 2 a bad command line or an option that this PyTorch cannot do.
