@@ -123,6 +123,15 @@ else
     fail bench_and_profile_say_emulated "$tmp/bench.txt" "$tmp/bench.json" "$tmp/profile.txt"
 fi
 
+# The device allocator's peak is in bench's JSON (bench/compare sets it
+# beside PyTorch's torch.cuda.max_memory_allocated).
+peak=$(field "$tmp/bench.json" peak_device_bytes 2> /dev/null)
+if [ "${peak:-None}" != None ] && [ "$peak" -gt 0 ] && grep -q "peak device memory" "$tmp/bench.txt"; then
+    pass bench_reports_peak_device_memory
+else
+    fail bench_reports_peak_device_memory "$tmp/bench.txt" "$tmp/bench.json"
+fi
+
 # Without cuBLAS and cuDNN the GPU still runs, on cuttle's own kernels.
 CUTTLE_CUBLAS=/nonexistent CUTTLE_CUDNN=/nonexistent "$cuttle" bench --device cuda --batch 8 \
     --steps 1 --warmup 0 > "$tmp/novendor.txt" 2>&1

@@ -24,6 +24,7 @@ typedef struct bench_options {
 typedef struct bench_result {
     double median_ms, p10_ms, p90_ms, min_ms, max_ms, mean_ms, images_per_second;
     int64_t peak_host_bytes;
+    int64_t peak_device_bytes; /* the device allocator's peak in use; -1: no such allocator */
     double gflops_per_step;   /* the ops' arithmetic (ct_plan_flops) */
     double gflops_per_second; /* ... over the median step */
     double peak_gflops;       /* the CPU's assumed peak; 0 when not known or not a CPU */
@@ -103,8 +104,18 @@ static void summarize(const bench_options *opts, double *times, bench_result *r)
     r->peak_host_bytes = workload_peak_host_bytes();
 }
 
-/* peak_device_bytes is null until a backend reports its allocator's
- * statistics (the CUDA backend's, when it lands). */
+/* The most bytes the backend's device allocator has had handed out
+ * (ct_memory_stats.peak_in_use: arena, state, workspaces), as PyTorch's
+ * torch.cuda.max_memory_allocated counts; -1 on a backend without one. */
+static int64_t peak_device_bytes(const workload *w)
+{
+    ct_memory_stats stats;
+    if (ct_backend_memory_stats(w->backend, &stats) != CT_OK)
+        return -1;
+    return (int64_t)stats.peak_in_use;
+}
+
+/* peak_device_bytes is null on a backend without a device allocator. */
 static void print_json(const bench_options *opts, const workload *w, const bench_result *r)
 {
     const workload_options *o = &opts->work;
@@ -119,11 +130,16 @@ static void print_json(const bench_options *opts, const workload *w, const bench
     printf(", \"mode\": \"%s\", \"steps\": %ld, \"warmup\": %ld, \"median_ms\": %.4f, "
            "\"p10_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
            "\"mean_ms\": %.4f, \"images_per_second\": %.1f, \"peak_host_bytes\": %lld, "
-           "\"peak_device_bytes\": null, \"params\": %lld, \"threads\": %d, "
+           "\"peak_device_bytes\": ",
+           o->mode, opts->steps, opts->warmup, r->median_ms, r->p10_ms, r->p90_ms, r->min_ms,
+           r->max_ms, r->mean_ms, r->images_per_second, (long long)r->peak_host_bytes);
+    if (r->peak_device_bytes >= 0)
+        printf("%lld", (long long)r->peak_device_bytes);
+    else
+        printf("null");
+    printf(", \"params\": %lld, \"threads\": %d, "
            "\"arena_bytes\": %zu, \"state_bytes\": %zu, \"gflop_per_step\": %.6f, "
            "\"gflops_per_second\": %.3f, ",
-           o->mode, opts->steps, opts->warmup, r->median_ms, r->p10_ms, r->p90_ms, r->min_ms,
-           r->max_ms, r->mean_ms, r->images_per_second, (long long)r->peak_host_bytes,
            (long long)workload_params(w), ct_backend_threads(w->backend),
            ct_plan_arena_bytes(w->plan), ct_plan_state_bytes(w->plan), r->gflops_per_step,
            r->gflops_per_second);
@@ -157,6 +173,9 @@ static void print_text(const bench_options *opts, const workload *w, const bench
            (long long)workload_params(w), (double)ct_plan_arena_bytes(w->plan) / 1048576.0,
            (double)ct_plan_state_bytes(w->plan) / 1048576.0,
            (double)r->peak_host_bytes / 1048576.0);
+    if (r->peak_device_bytes >= 0)
+        printf("  peak device memory %.1f MiB (the allocator's most in use)\n",
+               (double)r->peak_device_bytes / 1048576.0);
 }
 
 static int run(const bench_options *opts, workload *w)
@@ -174,6 +193,7 @@ static int run(const bench_options *opts, workload *w)
     if (exit_status == CLI_EXIT_OK) {
         bench_result result = {0};
         summarize(opts, times, &result);
+        result.peak_device_bytes = peak_device_bytes(w);
         arithmetic(w, &result);
         (opts->json ? print_json : print_text)(opts, w, &result);
     }

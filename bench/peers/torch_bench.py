@@ -14,8 +14,21 @@ time statistics use the same quantile rule as cuttle (linear interpolation
 between order statistics).  Models come from torch_models.build(name,
 channels, height, width, classes) beside this file.
 
-Exit status: 0 success, 1 failure (PyTorch or the model missing), 2 a bad
-command line or an option that this PyTorch cannot do.
+On CUDA, cudnn.benchmark is on (each convolution shape's algorithm is
+timed at its first run, as cuttle's default `auto` kernel choice does) and
+PyTorch's TF32 defaults are kept (cuDNN convolutions may use TF32, matmuls
+do not); the "backend" field says both.
+
+--serve (with --json) is for bench/compare on a GPU: the model, the batch
+and the step (compiled or captured) are made once and {"ready": true} is
+printed; then each line read on stdin runs --warmup untimed and --steps
+timed steps and prints one JSON line, until stdin ends.  A run ends with
+torch.cuda.empty_cache(), so that an idle peer does not hold the memory
+that the next program needs; the peak (torch.cuda.max_memory_allocated) is
+the process's.
+
+Exit status: 0 success, 1 failure (PyTorch or the model missing, a step
+that failed), 2 a bad command line or an option that this PyTorch cannot do.
 """
 import argparse
 import json
@@ -94,10 +107,17 @@ def parse_args():
     parser.add_argument("--compile", action="store_true", help="torch.compile the model")
     parser.add_argument("--channels-last", action="store_true", help="NHWC memory format")
     parser.add_argument("--amp", action="store_true",
-                        help="autocast: float16 on CUDA, bfloat16 on the CPU")
+                        help="autocast: float16 on CUDA (with a GradScaler), bfloat16 on the "
+                             "CPU, unless --amp-dtype says")
+    parser.add_argument("--amp-dtype", choices=["float16", "bfloat16"],
+                        help="the autocast type of --amp (bfloat16 needs no GradScaler)")
     parser.add_argument("--cuda-graphs", action="store_true",
                         help="capture the step in a CUDA graph and replay it")
+    parser.add_argument("--serve", action="store_true",
+                        help="set up once, then one run per line read on stdin (needs --json)")
     args = parser.parse_args()  # exits 2 on a bad option
+    if args.serve and not args.json:
+        fail("--serve prints JSON lines: give --json too", 2)
     if args.batch < 1 or args.steps < 1 or args.warmup < 0 or args.classes < 2 or \
             args.threads < 0:
         fail("--batch and --steps must be at least 1, --warmup and --threads at least 0, "
@@ -121,7 +141,8 @@ def check_features(torch, args, device):
 def make_step(torch, args, model, images, labels, device):
     """The function that runs one step (without synchronizing)."""
     F = torch.nn.functional
-    amp_dtype = torch.float16 if device != "cpu" else torch.bfloat16
+    amp_dtype = getattr(torch, args.amp_dtype) if args.amp_dtype else \
+        torch.float16 if device != "cpu" else torch.bfloat16
     autocast_device = "cuda" if device != "cpu" else "cpu"
 
     def forward():
@@ -139,7 +160,8 @@ def make_step(torch, args, model, images, labels, device):
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM,
                                 weight_decay=WEIGHT_DECAY, nesterov=True)
-    scaler = torch.cuda.amp.GradScaler(enabled=args.amp and device != "cpu")
+    scaler = torch.cuda.amp.GradScaler(
+        enabled=args.amp and device != "cpu" and amp_dtype == torch.float16)
 
     def train_step():
         optimizer.zero_grad(set_to_none=not args.cuda_graphs)
@@ -182,6 +204,8 @@ def main():
     check_features(torch, args, device)
     if device == "cpu":  # 0 means every core, as in cuttle
         torch.set_num_threads(threads or len(os.sched_getaffinity(0)))
+    else:  # as cuttle's `auto`: each shape's fastest algorithm, timed at its first run
+        torch.backends.cudnn.benchmark = True
     torch.manual_seed(args.seed)
     try:
         model = torch_models.build(args.model, channels, height, width, args.classes)
@@ -197,7 +221,30 @@ def main():
     images = (torch.rand(args.batch, channels, height, width) * 2 - 1)
     images = images.to(device=device, memory_format=memory_format)
     labels = torch.randint(0, args.classes, (args.batch,)).to(device)
-    step = make_step(torch, args, model, images, labels, device)
+    step = guarded(make_step, torch, args, model, images, labels, device)
+    if not args.serve:
+        report(torch, args, model, device, guarded(time_steps, torch, args, step, device))
+        return
+    print(json.dumps({"ready": True}), flush=True)  # set up: the caller may time others now
+    while sys.stdin.readline():
+        report(torch, args, model, device, guarded(time_steps, torch, args, step, device))
+        sys.stdout.flush()
+        if device != "cpu":
+            torch.cuda.empty_cache()
+
+
+def guarded(function, *arguments):
+    """function(*arguments), with a failure (torch.compile without a compiler,
+    out of memory, ...) turned into one line on stderr and exit status 1."""
+    try:
+        return function(*arguments)
+    except Exception as error:  # the reason is what the caller reports
+        text = " ".join(str(error).split())
+        fail(f"{type(error).__name__}: {text[:300]}")
+
+
+def time_steps(torch, args, step, device):
+    """--warmup untimed then --steps timed steps, in ms, each synchronized."""
     synchronize = torch.cuda.synchronize if device != "cpu" else (lambda: None)
     times = []
     for i in range(args.warmup + args.steps):
@@ -206,7 +253,17 @@ def main():
         synchronize()
         if i >= args.warmup:
             times.append(1e3 * (time.perf_counter() - start))
-    report(torch, args, model, device, times)
+    return times
+
+
+def tf32_flags(torch):
+    """Where this PyTorch lets float32 use TF32 tensor cores (its defaults)."""
+    try:
+        return [name for name, allowed in
+                (("tf32 convolutions", torch.backends.cudnn.allow_tf32),
+                 ("tf32 matmuls", torch.backends.cuda.matmul.allow_tf32)) if allowed]
+    except (AttributeError, RuntimeError):  # a PyTorch without the old switches
+        return ["tf32 settings unknown"]
 
 
 def report(torch, args, model, device, times):
@@ -217,6 +274,10 @@ def report(torch, args, model, device, times):
         torch.cuda.get_device_name(torch.device(device))
     flags = [name for name in ("compile", "channels_last", "amp", "cuda_graphs")
              if getattr(args, name)]
+    if args.amp and args.amp_dtype:
+        flags[flags.index("amp")] = f"amp {args.amp_dtype}"
+    if device != "cpu":
+        flags += ["cudnn.benchmark"] + tf32_flags(torch)
     result = {
         "framework": f"pytorch {torch.__version__}", "model": args.model,
         "batch": args.batch, "input": args.input, "classes": args.classes,
