@@ -257,14 +257,12 @@ static bool conv_wide(int m, int n)
 template <class Problem>
 static ct_status conv_launch(Problem &p, int groups, bool k_patch, cudaStream_t stream)
 {
-    if (conv_wide(p.m, p.n)) {
-        p.scratch_floats = k_patch ? conv_patch_bound(p.g, ct_gemm_wide::depth, ct_gemm_wide::n)
-                                   : conv_patch_bound(p.g, ct_gemm_wide::n, CONV_WEIGHT_PIXELS);
-        return ct_cuda_launch_gemm_wide(p, groups, stream);
-    }
-    p.scratch_floats = k_patch ? conv_patch_bound(p.g, ct_gemm_small::depth, ct_gemm_small::n)
-                               : conv_patch_bound(p.g, ct_gemm_small::n, CONV_WEIGHT_PIXELS);
-    return ct_cuda_launch_gemm(p, groups, stream);
+    bool wide = conv_wide(p.m, p.n);
+    int depth = wide ? ct_gemm_wide::depth : ct_gemm_small::depth;
+    int width = wide ? ct_gemm_wide::n : ct_gemm_small::n;
+    p.scratch_floats = k_patch ? conv_patch_bound(p.g, depth, width)
+                               : conv_patch_bound(p.g, width, CONV_WEIGHT_PIXELS);
+    return ct_cuda_launch_gemm(p, groups, wide, stream);
 }
 
 /* The weight gradient's split of its reduction: enough blocks to fill the

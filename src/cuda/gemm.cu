@@ -59,9 +59,7 @@ static ct_status gemm_run(bool trans_a, bool trans_b, int m, int n, int k, float
     p.ldc = ldc;
     p.alpha = alpha;
     p.beta = beta;
-    if (m >= GEMM_WIDE_MIN && n >= GEMM_WIDE_MIN)
-        return ct_cuda_launch_gemm_wide(p, 1, stream);
-    return ct_cuda_launch_gemm(p, 1, stream);
+    return ct_cuda_launch_gemm(p, 1, m >= GEMM_WIDE_MIN && n >= GEMM_WIDE_MIN, stream);
 }
 
 extern "C" ct_status ct_cuda_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,

@@ -154,7 +154,7 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
 /*
  * The wide tile, for products of at least 128 rows and columns (matrix
  * products from GEMM_WIDE_MIN; the convolutions choose for themselves,
- * ct_cuda_launch_gemm_wide): 128 x 128 outputs per block of
+ * ct_cuda_launch_gemm): 128 x 128 outputs per block of
  * 256 threads, 8 x 8 per thread, k slices 8 deep.  The 64 x 64 kernel
  * above reads 8 shared-memory words per 16 FMAs: each warp needs 8
  * wavefronts per k step against 16 FMA instructions, and an SM serves one
@@ -244,30 +244,25 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
         }
 }
 
-/* Launch p over `groups` groups on the 64 x 64 tile (nothing to do for an
- * empty c). */
+/* Launch p over `groups` groups on the 128 x 128 tile when `wide`, else
+ * the 64 x 64 one (nothing to do for an empty c). */
 template <class Problem>
-static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, cudaStream_t stream)
+static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, bool wide,
+                                     cudaStream_t stream)
 {
     if (p.m <= 0 || p.n <= 0 || groups <= 0)
         return CT_OK;
-    dim3 grid((unsigned)((p.n + GEMM_TILE_N - 1) / GEMM_TILE_N),
-              (unsigned)((p.m + GEMM_TILE_M - 1) / GEMM_TILE_M), (unsigned)(groups * p.splits));
-    CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm<Problem>, grid, GEMM_THREADS,
-                         sizeof(float) * (size_t)p.scratch_floats, stream, p);
-    return CT_OK;
-}
-
-/* The same on the 128 x 128 tile. */
-template <class Problem>
-static ct_status ct_cuda_launch_gemm_wide(const Problem &p, int groups, cudaStream_t stream)
-{
-    if (p.m <= 0 || p.n <= 0 || groups <= 0)
-        return CT_OK;
-    dim3 grid((unsigned)((p.n + GEMM_WIDE - 1) / GEMM_WIDE),
-              (unsigned)((p.m + GEMM_WIDE - 1) / GEMM_WIDE), (unsigned)(groups * p.splits));
-    CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm_wide<Problem>, grid, GEMM_THREADS,
-                         sizeof(float) * (size_t)p.scratch_floats, stream, p);
+    int side_m = wide ? ct_gemm_wide::m : ct_gemm_small::m;
+    int side_n = wide ? ct_gemm_wide::n : ct_gemm_small::n;
+    dim3 grid((unsigned)((p.n + side_n - 1) / side_n), (unsigned)((p.m + side_m - 1) / side_m),
+              (unsigned)(groups * p.splits));
+    size_t shared = sizeof(float) * (size_t)p.scratch_floats;
+    if (wide)
+        CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm_wide<Problem>, grid,
+                             GEMM_THREADS, shared, stream, p);
+    else
+        CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm<Problem>, grid, GEMM_THREADS,
+                             shared, stream, p);
     return CT_OK;
 }
 
