@@ -331,6 +331,8 @@ static const entry entries[] = {
     /* 128+ rows and columns in every pass: CUDA's 128 x 128 tile, staged */
     {"conv_wide_tile", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 130, 9, 11), .out = 136,
      .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true},
+    {"conv_wide_tile_64_rows", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 66, 9, 9),
+     .out = 70, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true},
     {"conv_wide_tile_strided", build_conv, OPS(CONV), X(4, 129, 12, 12), .out = 131,
      .kernel = {1, 1}, .conv = {.stride = {2, 2}}},
     /* rows too wide for CUDA's staged patches (forward and backward data):

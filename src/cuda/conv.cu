@@ -243,12 +243,15 @@ __global__ void conv_sum_parts(int64_t count, int splits, const float *parts, fl
     }
 }
 
-/* The tile of an m x n convolution GEMM: the 128 x 128 one where both
- * sides fill it (twice the FMAs per shared-memory read, gemm.cuh), else
- * 64 x 64. */
-static bool conv_wide(int m, int n)
+/* The tile of an m x n convolution GEMM, as ct_cuda_launch_gemm's
+ * wide_rows: the wide tile (twice the FMAs per shared-memory read or more,
+ * gemm.cuh) with 128 rows, or 64 for 64 to 127 rows, where n fills its 128
+ * columns; else 0, the 64 x 64 tile. */
+static int conv_wide(int m, int n)
 {
-    return m >= GEMM_WIDE && n >= GEMM_WIDE;
+    if (n < ct_gemm_wide::n || m < ct_gemm_wide_64::m)
+        return 0;
+    return m >= ct_gemm_wide::m ? ct_gemm_wide::m : ct_gemm_wide_64::m;
 }
 
 /* Launches p on its tile, the patch sized for that tile: `columns` are
@@ -257,7 +260,7 @@ static bool conv_wide(int m, int n)
 template <class Problem>
 static ct_status conv_launch(Problem &p, int groups, bool k_patch, cudaStream_t stream)
 {
-    bool wide = conv_wide(p.m, p.n);
+    int wide = conv_wide(p.m, p.n);
     int depth = wide ? ct_gemm_wide::depth : ct_gemm_small::depth;
     int width = wide ? ct_gemm_wide::n : ct_gemm_small::n;
     p.scratch_floats = k_patch ? conv_patch_bound(p.g, depth, width)
@@ -272,8 +275,10 @@ static void conv_weight_split(const ct_conv2d_shape *s, int *splits, int *k_chun
     int og = s->out_channels / s->groups;
     int cols = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
     int64_t depth = (int64_t)s->n_batch * s->out_h * s->out_w;
-    int side = conv_wide(og, cols) ? (int)GEMM_WIDE : (int)GEMM_TILE_M;
-    int64_t tiles = (int64_t)((og + side - 1) / side) * ((cols + side - 1) / side) * s->groups;
+    int wide = conv_wide(og, cols);
+    int side_m = wide ? wide : ct_gemm_small::m, side_n = wide ? ct_gemm_wide::n : ct_gemm_small::n;
+    int64_t tiles =
+        (int64_t)((og + side_m - 1) / side_m) * ((cols + side_n - 1) / side_n) * s->groups;
     int64_t wanted = (2 * (int64_t)ct_cuda_sm_count() + tiles - 1) / tiles;
     int64_t most = depth / CONV_SPLIT_MIN_DEPTH;
     int64_t count = wanted < most ? wanted : most;

@@ -67,6 +67,7 @@ struct ct_gemm_tile {
 };
 typedef ct_gemm_tile<64, 64, 16, 2> ct_gemm_small;
 typedef ct_gemm_tile<128, 128, 8, 4> ct_gemm_wide;
+typedef ct_gemm_tile<64, 128, 8, 4> ct_gemm_wide_64; /* the wide tile for 64 to 127 rows */
 
 /* Stage tile[kk][i] = load(group, k0 + kk, i0 + i) for a `depth` x `width`
  * slice (0 outside [0, limit) x [.., k_end)): threads run along k when
@@ -155,7 +156,10 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
  * The wide tile, for products of at least 128 rows and columns (matrix
  * products from GEMM_WIDE_MIN; the convolutions choose for themselves,
  * ct_cuda_launch_gemm): 128 x 128 outputs per block of
- * 256 threads, 8 x 8 per thread, k slices 8 deep.  The 64 x 64 kernel
+ * 256 threads, 8 x 8 per thread, k slices 8 deep.  With `halves` = 1 it
+ * is 64 x 128 (4 x 8 per thread: 9 wavefronts per 32 FMA instructions,
+ * 89% of the FP32 rate), for convolutions of 64 to 127 channels, where
+ * the 128-row tile would idle half its rows.  The 64 x 64 kernel
  * above reads 8 shared-memory words per 16 FMAs: each warp needs 8
  * wavefronts per k step against 16 FMA instructions, and an SM serves one
  * wavefront per clock while it issues four FMA instructions, so it can
@@ -182,34 +186,35 @@ enum {
     GEMM_WIDE_MIN = 512 /* rows and columns from which the wide tile is used */
 };
 
-template <class Problem>
+template <class Problem, int halves>
 static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Problem p)
 {
-    alignas(16) __shared__ float a_tile[GEMM_WIDE_K][GEMM_WIDE + GEMM_WIDE_PAD];
+    typedef ct_gemm_tile<64 * halves, GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD> tile;
+    alignas(16) __shared__ float a_tile[GEMM_WIDE_K][tile::m + GEMM_WIDE_PAD];
     alignas(16) __shared__ float b_tile[GEMM_WIDE_K][GEMM_WIDE + GEMM_WIDE_PAD];
     int group = blockIdx.z / p.splits, split = blockIdx.z % p.splits;
-    int m0 = blockIdx.y * GEMM_WIDE, n0 = blockIdx.x * GEMM_WIDE;
+    int m0 = blockIdx.y * tile::m, n0 = blockIdx.x * GEMM_WIDE;
     int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     int k_begin = split * p.k_chunk;
     int k_end = min(p.k, k_begin + p.k_chunk);
-    __shared__ float row_bias[GEMM_WIDE];
+    __shared__ float row_bias[tile::m];
     if constexpr (Problem::adds_row_bias) {
-        if (threadIdx.x < GEMM_WIDE)
+        if (threadIdx.x < tile::m)
             row_bias[threadIdx.x] =
                 m0 + (int)threadIdx.x < p.m ? p.row_bias(group, m0 + threadIdx.x) : 0.0f;
         __syncthreads();
     }
-    float acc[8][8];
-    for (int i = 0; i < 8; i++)
+    float acc[4 * halves][8];
+    for (int i = 0; i < 4 * halves; i++)
         for (int j = 0; j < 8; j++)
             acc[i][j] = 0.0f;
     for (int k0 = k_begin; k0 < k_end; k0 += GEMM_WIDE_K) {
-        gemm_stage<GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD>(
+        gemm_stage<tile::m, GEMM_WIDE_K, GEMM_WIDE_PAD>(
             a_tile, p.a_along_k(), m0, p.m, k0, k_end,
             [&](int k, int m) { return p.load_a(group, m, k); });
         if constexpr (Problem::stages_b) {
             CT_CUDA_DYNAMIC_SHARED(float, scratch);
-            p.template stage_b<ct_gemm_wide>(b_tile, group, k0, k_end, n0, scratch);
+            p.template stage_b<tile>(b_tile, group, k0, k_end, n0, scratch);
         } else {
             gemm_stage<GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD>(
                 b_tile, p.b_along_k(), n0, p.n, k0, k_end,
@@ -218,23 +223,24 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < GEMM_WIDE_K; kk++) {
-            float a_frag[8], b_frag[8];
-            ct_load4(&a_tile[kk][4 * ty], a_frag);
-            ct_load4(&a_tile[kk][GEMM_WIDE / 2 + 4 * ty], a_frag + 4);
+            float a_frag[4 * halves], b_frag[8];
+#pragma unroll
+            for (int h = 0; h < halves; h++)
+                ct_load4(&a_tile[kk][64 * h + 4 * ty], a_frag + 4 * h);
 #pragma unroll
             for (int j = 0; j < 8; j++)
                 b_frag[j] = b_tile[kk][tx + 16 * j];
 #pragma unroll
-            for (int i = 0; i < 8; i++)
+            for (int i = 0; i < 4 * halves; i++)
 #pragma unroll
                 for (int j = 0; j < 8; j++)
                     acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
         }
         __syncthreads();
     }
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 4 * halves; i++)
         for (int j = 0; j < 8; j++) {
-            int row = i < 4 ? 4 * ty + i : GEMM_WIDE / 2 + 4 * ty + i - 4;
+            int row = 64 * (i / 4) + 4 * ty + i % 4;
             int m = m0 + row, n = n0 + tx + 16 * j;
             float value = acc[i][j];
             if constexpr (Problem::adds_row_bias)
@@ -244,21 +250,24 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
         }
 }
 
-/* Launch p over `groups` groups on the 128 x 128 tile when `wide`, else
- * the 64 x 64 one (nothing to do for an empty c). */
+/* Launch p over `groups` groups on the wide tile of `wide_rows` rows (128
+ * or 64), or the 64 x 64 tile for 0 (nothing to do for an empty c). */
 template <class Problem>
-static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, bool wide,
+static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, int wide_rows,
                                      cudaStream_t stream)
 {
     if (p.m <= 0 || p.n <= 0 || groups <= 0)
         return CT_OK;
-    int side_m = wide ? ct_gemm_wide::m : ct_gemm_small::m;
-    int side_n = wide ? ct_gemm_wide::n : ct_gemm_small::n;
+    int side_m = wide_rows ? wide_rows : ct_gemm_small::m;
+    int side_n = wide_rows ? ct_gemm_wide::n : ct_gemm_small::n;
     dim3 grid((unsigned)((p.n + side_n - 1) / side_n), (unsigned)((p.m + side_m - 1) / side_m),
               (unsigned)(groups * p.splits));
     size_t shared = sizeof(float) * (size_t)p.scratch_floats;
-    if (wide)
-        CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm_wide<Problem>, grid,
+    if (wide_rows == ct_gemm_wide::m)
+        CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, (ct_tiled_gemm_wide<Problem, 2>), grid,
+                             GEMM_THREADS, shared, stream, p);
+    else if (wide_rows)
+        CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, (ct_tiled_gemm_wide<Problem, 1>), grid,
                              GEMM_THREADS, shared, stream, p);
     else
         CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm<Problem>, grid, GEMM_THREADS,
