@@ -8,9 +8,9 @@
 # "unavailable" and "failed" reports, the budget's cut, a peer that hangs,
 # the message when the emulated build is missing, that the Markdown tables
 # are well formed, and that every JSON line parses; then the real peer's
-# reasons where
-# PyTorch has no GPU, and that the CPU path still writes its table.  Runs
-# no GPU; every time in it is the emulator's.  Prints PASS/FAIL lines.
+# reasons where PyTorch has no GPU, and that the CPU path still writes its
+# table.  Runs no GPU; every time in it is the emulator's.  Prints PASS/FAIL
+# lines.
 EMU_BUILD=${EMU_BUILD:-build-emu}
 python=/usr/bin/python3
 tmp=$(mktemp -d)
