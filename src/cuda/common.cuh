@@ -96,7 +96,7 @@ unsigned ct_cuda_grid_for(const void *kernel, int64_t count);
  * write its first or last word (the value a neighbour writes there too): no
  * divergence, no extra sector. */
 __device__ inline void ct_copy_runs(float *to, int to_stride, const float *from,
-                                      size_t from_stride, int count, int run)
+                                    size_t from_stride, int count, int run)
 {
     int sector = 32 / (int)sizeof(float);
     int lanes = (run + sector - 1 + CT_CUDA_WARP - 1) / CT_CUDA_WARP * CT_CUDA_WARP;

@@ -102,15 +102,14 @@ static int conv_sector_pitch(int floats)
 
 /*
  * The packing: wt[(g*Cg + c)*pitch + o*KK + t] = w[((g*Og + o)*Cg + c)*KK + t],
- * a transpose of each group's Og x Cg matrix of KK-vectors.  A
- * block moves a T x T tile of vectors through shared memory: it reads T
- * runs of T*KK floats of w (rows o; ct_copy_runs) and writes T runs of
- * T*KK floats of wt (rows c), both with consecutive threads on consecutive
- * words.  In shared
+ * a transpose of each group's Og x Cg matrix of KK-vectors.  A block moves
+ * a T x T tile of vectors through shared memory: it reads T runs of T*KK
+ * floats of w (rows o; ct_copy_runs) and writes T runs of T*KK floats of wt
+ * (rows c), both with consecutive threads on consecutive words.  In shared
  * memory row o_l starts every `stride` floats, stride = KK mod 32, so that
- * the write phase's reads (KK-vectors of rows o_l, o_l+1, ... for one c) fall
- * in consecutive banks, as if the vectors were adjacent.  T: the largest of 16, 8, 4, 2, 1 whose tile fits
- * CONV_PACK_TILE floats.
+ * the write phase's reads (KK-vectors of rows o_l, o_l+1, ... for one c)
+ * fall in consecutive banks, as if the vectors were adjacent.  T: the
+ * largest of 16, 8, 4, 2, 1 whose tile fits CONV_PACK_TILE floats.
  */
 enum {
     CONV_PACK_TILE = 4096, /* floats of shared memory per block */
@@ -138,7 +137,7 @@ static conv_pack_tile conv_pack_tile_for(const ct_conv2d_shape *s)
 
 /* block (g * tiles_o + tile of o) * tiles_c + tile of c */
 __global__ void conv_pack_transposed(ct_conv2d_shape s, conv_pack_tile tile, int pitch,
-                                  const float *w, float *wt)
+                                     const float *w, float *wt)
 {
     CT_CUDA_DYNAMIC_SHARED(float, vectors);
     int taps = s.kernel_h * s.kernel_w;
@@ -148,7 +147,7 @@ __global__ void conv_pack_transposed(ct_conv2d_shape s, conv_pack_tile tile, int
     int g = (int)(blockIdx.x / tile.tiles_c / tile.tiles_o);
     int runs_o = min(tile.t, og - o0), width_c = min(tile.t, cg - c0) * taps;
     ct_copy_runs(vectors, tile.stride, w + (((size_t)g * og + o0) * cg + c0) * taps,
-                   (size_t)cg * taps, runs_o, width_c);
+                 (size_t)cg * taps, runs_o, width_c);
     __syncthreads();
     /* rows c of wt, a warp never straddling two (as ct_copy_runs) */
     int runs_c = min(tile.t, cg - c0), width_o = runs_o * taps;
@@ -162,9 +161,9 @@ __global__ void conv_pack_transposed(ct_conv2d_shape s, conv_pack_tile tile, int
 
 /*
  * The weight gradient's b (col along k = output pixels) is staged like the
- * forward pass's, but per group of CONV_WEIGHT_PIXELS pixels (four k
- * slices) and for the channels of the block's 64 columns (c, tap): the
- * input rows those pixels read, copied once and used by the four slices.
+ * forward pass's, but per group of CONV_WEIGHT_PIXELS pixels (four or eight
+ * k slices, by tile) and for the channels of the block's columns (c, tap):
+ * the input rows those pixels read, copied once and used by its slices.
  * Read through the im2col map, each warp's 16 pixels of one column were
  * 16 shifted inputs, 3 sectors for 2.
  */
@@ -254,9 +253,10 @@ static int conv_wide(int m, int n)
     return m >= ct_gemm_wide::m ? ct_gemm_wide::m : ct_gemm_wide_64::m;
 }
 
-/* Launches p on its tile, the patch sized for that tile: `columns` are
- * the channels' columns a patch serves (a k slice, or the tile's n), and
- * `pixels` its destination pixels (the tile's n, or a group of k). */
+/* Launches p on its tile, the patch sized for that tile: a k patch (the
+ * forward pass, backward data) serves a k slice's columns and the tile's n
+ * pixels; the weight gradient's, the tile's n columns and
+ * CONV_WEIGHT_PIXELS pixels of k. */
 template <class Problem>
 static ct_status conv_launch(Problem &p, int groups, bool k_patch, cudaStream_t stream)
 {
@@ -276,7 +276,8 @@ static void conv_weight_split(const ct_conv2d_shape *s, int *splits, int *k_chun
     int cols = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
     int64_t depth = (int64_t)s->n_batch * s->out_h * s->out_w;
     int wide = conv_wide(og, cols);
-    int side_m = wide ? wide : ct_gemm_small::m, side_n = wide ? ct_gemm_wide::n : ct_gemm_small::n;
+    int side_m = wide ? wide : ct_gemm_small::m;
+    int side_n = wide ? ct_gemm_wide::n : ct_gemm_small::n;
     int64_t tiles =
         (int64_t)((og + side_m - 1) / side_m) * ((cols + side_n - 1) / side_n) * s->groups;
     int64_t wanted = (2 * (int64_t)ct_cuda_sm_count() + tiles - 1) / tiles;

@@ -120,7 +120,7 @@ __device__ inline conv_rows conv_rows_of(const conv_geometry &g, int img, int n0
  * [n0, n_end), as laid out in shared memory (above). */
 struct conv_patch {
     int c_lo, nc, n0, n_end, img_lo, img_hi;
-    conv_rows first, full; /* rows of image img_lo, and of an image wholly inside */
+    conv_rows first, full, last; /* rows of images img_lo, wholly inside, img_hi */
     int after;             /* where image img_lo + 1 starts */
 };
 
@@ -137,6 +137,7 @@ __device__ inline conv_patch conv_patch_for(const conv_geometry &g, int c_lo, in
     p.img_hi = (n_end - 1) / plane;
     p.first = conv_rows_of(g, p.img_lo, n0, n_end);
     p.full = conv_rows_of(g, p.img_lo + 1, n0, n_end);
+    p.last = conv_rows_of(g, p.img_hi, n0, n_end);
     p.after = nc * p.first.count * g.src_w;
     return p;
 }
@@ -147,7 +148,7 @@ __device__ inline void conv_patch_stage(const conv_patch &p, const conv_geometry
 {
     int cg = g.src_c / g.groups;
     for (int img = p.img_lo, at = 0; img <= p.img_hi; img++) {
-        conv_rows rows = img == p.img_lo ? p.first : conv_rows_of(g, img, p.n0, p.n_end);
+        conv_rows rows = img == p.img_lo ? p.first : img == p.img_hi ? p.last : p.full;
         int run = rows.count * g.src_w;
         if (run > 0)
             ct_copy_runs(patch + at, run,
@@ -163,9 +164,7 @@ __device__ inline float conv_patch_read(const conv_patch &p, const conv_geometry
                                         const float *patch, int c, int tap, int pixel)
 {
     int plane = g.dst_h * g.dst_w, img = pixel / plane, at_pixel = pixel % plane;
-    conv_rows rows = img == p.img_lo   ? p.first
-                     : img == p.img_hi ? conv_rows_of(g, img, p.n0, p.n_end)
-                                       : p.full;
+    conv_rows rows = img == p.img_lo ? p.first : img == p.img_hi ? p.last : p.full;
     int at = img == p.img_lo ? 0 : p.after + (img - p.img_lo - 1) * p.nc * p.full.count * g.src_w;
     int row = conv_source(g, at_pixel / g.dst_w, tap / g.kernel_w, false);
     int column = conv_source(g, at_pixel % g.dst_w, tap % g.kernel_w, true);

@@ -34,9 +34,10 @@
  * problem with adds_row_bias has `float row_bias(int group, int m)`, which
  * the block reads once per tile row into shared memory (a coalesced read,
  * where each output reading its own would be a broadcast request per
- * store) and adds to value before store.  A problem with stages_b fills b's slices
- * itself, through the launch's dynamic shared memory of scratch_floats
- * floats (a convolution stages its input rows there, conv.cu):
+ * store) and adds to value before store.  A problem with stages_b fills
+ * b's slices itself, through the launch's dynamic shared memory of
+ * scratch_floats floats (a convolution stages its input rows there,
+ * conv.cu):
  *   template <class Tile> void stage_b(float (*tile)[Tile::n + Tile::pad],
  *                int group, int k0, int k_end, int n0, float *scratch),
  *     called by every thread, leaving tile[kk][i] = b(k0 + kk, n0 + i) for
@@ -59,15 +60,24 @@ enum {
     GEMM_PAD = 2,        /* floats after each tile row: no bank conflicts (see above) */
 };
 
-/* The two tile shapes, for a problem's stage_b<Tile> (below): the 64 x 64
- * tile of ct_tiled_gemm and the 128 x 128 tile of ct_tiled_gemm_wide. */
+/* The wide tiles (ct_tiled_gemm_wide, below). */
+enum {
+    GEMM_WIDE = 128,    /* tile columns, and rows of the full-height tile */
+    GEMM_WIDE_K = 8,    /* k slice */
+    GEMM_WIDE_PAD = 4,  /* floats after each tile row */
+    GEMM_WIDE_MIN = 512 /* rows and columns from which matrix products use it */
+};
+
+/* The tile shapes, for a problem's stage_b<Tile> (below): the 64 x 64 tile
+ * of ct_tiled_gemm and the 128 x 128 and 64 x 128 tiles of
+ * ct_tiled_gemm_wide. */
 template <int rows, int cols, int depth_, int pad_>
 struct ct_gemm_tile {
     static constexpr int m = rows, n = cols, depth = depth_, pad = pad_;
 };
-typedef ct_gemm_tile<64, 64, 16, 2> ct_gemm_small;
-typedef ct_gemm_tile<128, 128, 8, 4> ct_gemm_wide;
-typedef ct_gemm_tile<64, 128, 8, 4> ct_gemm_wide_64; /* the wide tile for 64 to 127 rows */
+typedef ct_gemm_tile<GEMM_TILE_M, GEMM_TILE_N, GEMM_TILE_K, GEMM_PAD> ct_gemm_small;
+typedef ct_gemm_tile<GEMM_WIDE, GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD> ct_gemm_wide;
+typedef ct_gemm_tile<GEMM_WIDE / 2, GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD> ct_gemm_wide_64;
 
 /* Stage tile[kk][i] = load(group, k0 + kk, i0 + i) for a `depth` x `width`
  * slice (0 outside [0, limit) x [.., k_end)): threads run along k when
@@ -92,6 +102,20 @@ struct ct_gemm_defaults {
     int scratch_floats = 0;
 };
 
+/* row_bias[i] = p.row_bias(group, m0 + i) for the tile's `rows` rows (0
+ * past p.m), where the problem adds one; visible after return. */
+template <int rows, class Problem>
+static __device__ inline void gemm_stage_row_bias(const Problem &p, float *row_bias, int group,
+                                                  int m0)
+{
+    if constexpr (Problem::adds_row_bias) {
+        if (threadIdx.x < rows)
+            row_bias[threadIdx.x] =
+                m0 + (int)threadIdx.x < p.m ? p.row_bias(group, m0 + threadIdx.x) : 0.0f;
+        __syncthreads();
+    }
+}
+
 template <class Problem>
 static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
 {
@@ -103,12 +127,7 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
     int k_begin = split * p.k_chunk;
     int k_end = min(p.k, k_begin + p.k_chunk);
     __shared__ float row_bias[GEMM_TILE_M];
-    if constexpr (Problem::adds_row_bias) {
-        if (threadIdx.x < GEMM_TILE_M)
-            row_bias[threadIdx.x] =
-                m0 + (int)threadIdx.x < p.m ? p.row_bias(group, m0 + threadIdx.x) : 0.0f;
-        __syncthreads();
-    }
+    gemm_stage_row_bias<GEMM_TILE_M>(p, row_bias, group, m0);
     float acc[GEMM_REG][GEMM_REG];
     for (int i = 0; i < GEMM_REG; i++)
         for (int j = 0; j < GEMM_REG; j++)
@@ -179,17 +198,10 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
  * The same sums in the same order as ct_tiled_gemm: each c element adds its
  * chunk's products in increasing k with float FMAs.
  */
-enum {
-    GEMM_WIDE = 128,    /* tile rows and columns */
-    GEMM_WIDE_K = 8,    /* k slice */
-    GEMM_WIDE_PAD = 4,  /* floats after each tile row */
-    GEMM_WIDE_MIN = 512 /* rows and columns from which the wide tile is used */
-};
-
 template <class Problem, int halves>
 static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Problem p)
 {
-    typedef ct_gemm_tile<64 * halves, GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD> tile;
+    typedef ct_gemm_tile<GEMM_WIDE / 2 * halves, GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD> tile;
     alignas(16) __shared__ float a_tile[GEMM_WIDE_K][tile::m + GEMM_WIDE_PAD];
     alignas(16) __shared__ float b_tile[GEMM_WIDE_K][GEMM_WIDE + GEMM_WIDE_PAD];
     int group = blockIdx.z / p.splits, split = blockIdx.z % p.splits;
@@ -198,12 +210,7 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
     int k_begin = split * p.k_chunk;
     int k_end = min(p.k, k_begin + p.k_chunk);
     __shared__ float row_bias[tile::m];
-    if constexpr (Problem::adds_row_bias) {
-        if (threadIdx.x < tile::m)
-            row_bias[threadIdx.x] =
-                m0 + (int)threadIdx.x < p.m ? p.row_bias(group, m0 + threadIdx.x) : 0.0f;
-        __syncthreads();
-    }
+    gemm_stage_row_bias<tile::m>(p, row_bias, group, m0);
     float acc[4 * halves][8];
     for (int i = 0; i < 4 * halves; i++)
         for (int j = 0; j < 8; j++)
@@ -226,7 +233,7 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
             float a_frag[4 * halves], b_frag[8];
 #pragma unroll
             for (int h = 0; h < halves; h++)
-                ct_load4(&a_tile[kk][64 * h + 4 * ty], a_frag + 4 * h);
+                ct_load4(&a_tile[kk][GEMM_WIDE / 2 * h + 4 * ty], a_frag + 4 * h);
 #pragma unroll
             for (int j = 0; j < 8; j++)
                 b_frag[j] = b_tile[kk][tx + 16 * j];
@@ -240,7 +247,7 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
     }
     for (int i = 0; i < 4 * halves; i++)
         for (int j = 0; j < 8; j++) {
-            int row = 64 * (i / 4) + 4 * ty + i % 4;
+            int row = GEMM_WIDE / 2 * (i / 4) + 4 * ty + i % 4;
             int m = m0 + row, n = n0 + tx + 16 * j;
             float value = acc[i][j];
             if constexpr (Problem::adds_row_bias)
