@@ -56,7 +56,7 @@ result bench_json_has_every_field $?
 # conv2 16x8x8x150 + fc1 120x256 + fc2 84x120 + fc3 10x84) per image; the
 # training step adds the backward's two products per layer but conv1's
 # (no gradient for the input) and the elementwise ops: 2.5 to 4 times the
-# forward; achieved = FLOPs / median; a CPU share of its assumed peak.
+# forward; achieved = FLOPs / median; a CPU share of its measured peak.
 "$python" - "$tmp/bench.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -65,6 +65,9 @@ assert 2.5 * forward < r["gflop_per_step"] * 1e9 < 4 * forward, (r["gflop_per_st
 achieved = r["gflop_per_step"] / (r["median_ms"] / 1000)
 assert abs(r["gflops_per_second"] - achieved) <= 0.01 * achieved + 1e-3, r
 assert r["peak_gflops"] > 0 and 0 < r["share_of_peak"] < 1.5, r
+# the peak is measured: FMAs on the widest vectors, at least the AVX2 ones
+assert r["peak_isa"] in ("AVX-512", "AVX2", "SSE"), r
+assert r["peak_gflops"] >= r["avx2_peak_gflops"] >= 0, r
 PY
 result bench_reports_gflops_and_share_of_peak $?
 

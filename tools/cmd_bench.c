@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_peak.h"
 #include "workload.h"
 
 #define DEFAULT_STEPS 50
@@ -27,50 +28,16 @@ typedef struct bench_result {
     int64_t peak_device_bytes; /* the device allocator's peak in use; -1: no such allocator */
     double gflops_per_step;   /* the ops' arithmetic (ct_plan_flops) */
     double gflops_per_second; /* ... over the median step */
-    double peak_gflops;       /* the CPU's assumed peak; 0 when not known or not a CPU */
-    double ghz;               /* the clock that peak assumes */
-    int flops_per_cycle;      /* per core: FMA pipes x lanes x 2 */
+    cpu_peak peak;            /* the CPU's FMA peak, measured; zeros when not a CPU */
 } bench_result;
 
-/* The FLOPs a core can do per cycle: 2 FMA pipes x 8 float lanes x 2 with
- * AVX2 and FMA, 2 x 4 x 2 with SSE only (x86); 0 elsewhere. */
-static int flops_per_cycle(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return 32;
-    return 16;
-#else
-    return 0;
-#endif
-}
-
-/* The clock /proc/cpuinfo reports for the first core, in GHz; 0 if none. */
-static double cpu_ghz(void)
-{
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[256];
-    double mhz = 0.0;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "cpu MHz", 7) == 0 && sscanf(strchr(line, ':') + 1, "%lf", &mhz) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return mhz / 1000.0;
-}
-
-/* Achieved GFLOP/s, and on the CPU the peak it is compared with: threads x
- * clock x FLOPs per cycle (docs/perf.md derives this machine's). */
 static void arithmetic(const workload *w, bench_result *r)
 {
     r->gflops_per_step = ct_plan_flops(w->plan, w->mode) / 1e9;
     r->gflops_per_second = r->gflops_per_step / (r->median_ms / MS_PER_S);
     if (strncmp(ct_backend_name(w->backend), "cpu", 3) != 0)
         return;
-    r->ghz = cpu_ghz();
-    r->flops_per_cycle = flops_per_cycle();
-    r->peak_gflops = ct_backend_threads(w->backend) * r->ghz * r->flops_per_cycle;
+    cpu_peak_measure(ct_backend_threads(w->backend), &r->peak);
 }
 
 static int time_steps(const bench_options *opts, workload *w, double *times)
@@ -143,11 +110,14 @@ static void print_json(const bench_options *opts, const workload *w, const bench
            (long long)workload_params(w), ct_backend_threads(w->backend),
            ct_plan_arena_bytes(w->plan), ct_plan_state_bytes(w->plan), r->gflops_per_step,
            r->gflops_per_second);
-    if (r->peak_gflops > 0)
-        printf("\"peak_gflops\": %.1f, \"share_of_peak\": %.4f}\n", r->peak_gflops,
-               r->gflops_per_second / r->peak_gflops);
+    if (r->peak.gflops > 0)
+        printf("\"peak_gflops\": %.1f, \"share_of_peak\": %.4f, \"peak_isa\": \"%s\", "
+               "\"avx2_peak_gflops\": %.1f}\n",
+               r->peak.gflops, r->gflops_per_second / r->peak.gflops, r->peak.isa,
+               r->peak.avx2_gflops);
     else
-        printf("\"peak_gflops\": null, \"share_of_peak\": null}\n");
+        printf("\"peak_gflops\": null, \"share_of_peak\": null, \"peak_isa\": null, "
+               "\"avx2_peak_gflops\": null}\n");
 }
 
 static void print_text(const bench_options *opts, const workload *w, const bench_result *r)
@@ -163,11 +133,13 @@ static void print_text(const bench_options *opts, const workload *w, const bench
     printf("  %.1f images/s\n", r->images_per_second);
     printf("  %.3f GFLOP per step (the ops' formulas): %.1f GFLOP/s", r->gflops_per_step,
            r->gflops_per_second);
-    if (r->peak_gflops > 0)
-        printf(", %.0f%% of an assumed peak of %.0f GFLOP/s (%d threads x %.2f GHz x %d "
-               "FLOP/cycle)",
-               100.0 * r->gflops_per_second / r->peak_gflops, r->peak_gflops,
-               ct_backend_threads(w->backend), r->ghz, r->flops_per_cycle);
+    if (r->peak.gflops > 0)
+        printf(", %.0f%% of the measured FMA peak of %.0f GFLOP/s (%d threads, %s)",
+               100.0 * r->gflops_per_second / r->peak.gflops, r->peak.gflops,
+               ct_backend_threads(w->backend), r->peak.isa);
+    if (r->peak.gflops > r->peak.avx2_gflops && r->peak.avx2_gflops > 0)
+        printf(";\n  %.0f%% of the AVX2 peak of %.0f GFLOP/s (the vectors cuttle's CPU kernels use)",
+               100.0 * r->gflops_per_second / r->peak.avx2_gflops, r->peak.avx2_gflops);
     printf("\n");
     printf("  %lld parameters; arena %.2f MiB, state %.2f MiB; peak host memory %.1f MiB\n",
            (long long)workload_params(w), (double)ct_plan_arena_bytes(w->plan) / 1048576.0,
