@@ -563,9 +563,15 @@ static void print_table()
         unsigned long long accesses = 0;
         for (int w = 0; w < 5; w++)
             accesses += c.accesses_by_width[w];
+        char gflop[32] = "-", divergent[32] = "-"; /* "-": a build that does not count them */
+        if (cuda_emu_counters_fp_and_branches()) {
+            snprintf(gflop, sizeof gflop, "%.4f", (double)c.flops / 1e9);
+            snprintf(divergent, sizeof divergent, "%.1f%%",
+                     c.branches ? percent(c.divergent_branches, c.branches) : 0.0);
+        }
         fprintf(stderr,
                 "%-40.40s %8llu %10llu %9.3f %9.3f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %10llu %8.1f%% "
-                "%8llu %9.4f %8.1f%%\n",
+                "%8llu %9s %9s\n",
                 c.name, c.launches, c.global_load_requests + c.global_store_requests,
                 32.0 * (double)c.global_load_sectors / 1e6,
                 32.0 * (double)c.global_store_sectors / 1e6,
@@ -577,8 +583,7 @@ static void print_table()
                 c.shared_wavefronts ? percent(c.shared_wavefronts - c.shared_ideal_wavefronts,
                                               c.shared_wavefronts)
                                     : 0.0,
-                c.atomics, (double)c.flops / 1e9,
-                c.branches ? percent(c.divergent_branches, c.branches) : 0.0);
+                c.atomics, gflop, divergent);
     }
 }
 
