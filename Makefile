@@ -138,7 +138,9 @@ CUDA_DEFS := -DCT_HAVE_CUDA -DCT_HAVE_CUBLAS -DCT_HAVE_CUDNN -DCT_CUDA_ARCHS='"9
              -DCT_CUDA_PTX_ARCH=90
 CUDA_SRCS := $(sort $(wildcard src/cuda/*.cu))
 CUDA_C_SRCS := $(sort $(wildcard src/cuda/*.c))
-EMU_SRCS := $(filter-out emu/shared_begin.cpp emu/shared_end.cpp,$(sort $(wildcard emu/*.cpp)))
+# emu/count_pass.cpp is a compiler plugin, not part of the library.
+EMU_SRCS := $(filter-out emu/shared_begin.cpp emu/shared_end.cpp emu/count_pass.cpp,\
+                         $(sort $(wildcard emu/*.cpp)))
 CFLAGS_BASE += $(CUDA_DEFS) -Iemu
 LDLIBS_BASE += -lstdc++
 else ifeq ($(NVCC),)
@@ -248,6 +250,9 @@ config:
 	@echo "  cuBLAS:   $(if $(CUDA_SRCS),$(FOUND_CUBLAS),-)"
 	@echo "  cuDNN:    $(if $(CUDA_SRCS),$(FOUND_CUDNN),-)"
 	@echo "  sanitize: $(if $(filter 1,$(SANITIZE)),address+undefined,off)"
+ifeq ($(CUDA),emu)
+	@echo "  counters: $(FOUND_EMU_COUNTERS)"
+endif
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -275,21 +280,46 @@ EMU_CXXFLAGS := -std=c++17 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -pthr
 # in the kernels' objects; the sanitized build keeps one compiler (GCC's
 # ASan runtime) and does without them.
 EMU_CLANG := $(shell command -v clang++-14 2>/dev/null || command -v clang++ 2>/dev/null)
+# Floating-point work and branches: a pass plugin (emu/count_pass.cpp) that
+# the kernels' clang loads, built against LLVM's headers of clang's version
+# (apt-get install llvm-14-dev).  It tells the emulator's code from the
+# kernels' by the debug line tables: -gline-tables-only comes first, so
+# that a -g in OPTFLAGS still gives full debug information.
+LLVM_CONFIG ?= llvm-config-14
+EMU_LLVM_MAJOR := $(shell $(LLVM_CONFIG) --version 2>/dev/null | cut -d. -f1)
+EMU_LLVM_PLUGIN_H := $(shell $(LLVM_CONFIG) --includedir 2>/dev/null)/llvm/Passes/PassPlugin.h
+EMU_CLANG_MAJOR := $(if $(EMU_CLANG),$(shell $(EMU_CLANG) -dumpversion | cut -d. -f1))
+# The LLVM version when the plugin can be built and loaded; empty if not.
+EMU_COUNT_PASS := $(if $(wildcard $(EMU_LLVM_PLUGIN_H)),$(filter $(EMU_CLANG_MAJOR),$(EMU_LLVM_MAJOR)))
 ifeq ($(SANITIZE)$(if $(EMU_CLANG),yes,no),0yes)
 EMU_KERNEL_CXX := $(EMU_CLANG)
-EMU_KERNEL_FLAGS := -fsanitize-coverage=func,trace-loads,trace-stores
 EMU_CXXFLAGS += -DCT_EMU_COUNTERS
-FOUND_EMU_COUNTERS := kernel counters (clang hooks)
+ifneq ($(EMU_COUNT_PASS),)
+EMU_PLUGIN := $(BUILD)/count_pass.so
+EMU_KERNEL_FLAGS := -gline-tables-only -fsanitize-coverage=func,trace-loads,trace-stores \
+                    -fpass-plugin=$(EMU_PLUGIN)
+EMU_CXXFLAGS += -DCT_EMU_COUNT_PASS
+FOUND_EMU_COUNTERS := memory, fp work and branches (clang hooks, emu/count_pass.cpp)
+else
+EMU_KERNEL_FLAGS := -fsanitize-coverage=func,trace-loads,trace-stores
+FOUND_EMU_COUNTERS := memory only (fp work and branches need $(LLVM_CONFIG): apt-get install llvm-14-dev)
+endif
 else
 EMU_KERNEL_CXX := $(CXX)
 EMU_KERNEL_FLAGS :=
-FOUND_EMU_COUNTERS := no kernel counters (they need clang, without SANITIZE)
+FOUND_EMU_COUNTERS := none (they need clang, without SANITIZE)
 endif
-$(BUILD)/obj/%.o: %.cu
+$(BUILD)/obj/%.o: %.cu $(EMU_PLUGIN)
 	@mkdir -p $(dir $@)
 	@echo "  CXX-EMU $<"
-	@$(EMU_KERNEL_CXX) $(EMU_CXXFLAGS) $(EMU_KERNEL_FLAGS) -Wno-unknown-pragmas -x c++ \
+	@$(EMU_KERNEL_CXX) $(EMU_KERNEL_FLAGS) $(EMU_CXXFLAGS) -Wno-unknown-pragmas -x c++ \
 	        -include cuda_runtime.h -MMD -MP -c $< -o $@
+# LLVM's headers are not -Wextra clean: they come in as system headers.
+$(BUILD)/count_pass.so: emu/count_pass.cpp emu/count_hooks.h
+	@mkdir -p $(dir $@)
+	@echo "  CXX     $<"
+	@$(EMU_CLANG) $(patsubst -I%,-isystem %,$(shell $(LLVM_CONFIG) --cxxflags)) -Wall -Wextra \
+	        -Werror -fPIC -shared -O2 $< -o $@
 $(BUILD)/obj/emu/%.o: emu/%.cpp
 	@mkdir -p $(dir $@)
 	@echo "  CXX     $<"

@@ -28,6 +28,13 @@
  *           32 banks (word index mod 32) must serve; the ideal is the
  *           distinct words / 32 rounded up, and the excess is bank
  *           conflicts (a column of a 32x32 float tile: 32 and 1).
+ *
+ * Floating-point work and branches come from calls that an LLVM pass
+ * (emu/count_pass.cpp) puts into the kernels: a block's fp operations,
+ * added per thread; and before each conditional branch the way the lane
+ * goes.  A branch pairs its lanes as a request does (its return address,
+ * the lanes' n-th execution since the warp last synchronized): one
+ * warp-level branch, divergent when the lanes did not all go one way.
  */
 #include "counters.h"
 
@@ -44,6 +51,7 @@
 #include <utility>
 #include <vector>
 
+#include "count_hooks.h"
 #include "state.h"
 
 namespace emu {
@@ -53,7 +61,7 @@ enum {
     SECTOR_SHIFT = 5, /* 32-byte sectors */
     BANKS = 32,
     WORD_SHIFT = 2,   /* 4-byte bank words */
-    MAX_PENDING = 1 << 14, /* open requests per warp before they are closed anyway */
+    MAX_PENDING = 1 << 14, /* open requests (branches) per warp before they are closed anyway */
 };
 
 enum space { SPACE_NONE, SPACE_GLOBAL, SPACE_SHARED };
@@ -185,6 +193,13 @@ struct request_hash {
     }
 };
 
+/* A warp-level branch, keyed as a request is (its place, the occurrence). */
+struct branch {
+    unsigned lanes;     /* the lanes that have taken it */
+    uint32_t successor; /* the way the first of them went */
+    bool divergent;     /* another lane went another way */
+};
+
 struct lane_counts {
     std::vector<std::pair<uintptr_t, uint32_t>> executed; /* per instruction */
 };
@@ -194,6 +209,7 @@ struct block_state {
     int n_threads = 0;
     std::vector<lane_counts> lanes;
     std::vector<std::unordered_map<request_key, request, request_hash>> open; /* per warp */
+    std::vector<std::unordered_map<request_key, branch, request_hash>> branches; /* per warp */
     cuda_emu_kernel_counters counts;
 };
 static thread_local block_state block;
@@ -286,13 +302,32 @@ static void close_request(const request &r)
     }
 }
 
+static void close_branch(const branch &b)
+{
+    block.counts.branches++;
+    block.counts.divergent_branches += b.divergent;
+}
+
+static void close_requests(int warp)
+{
+    for (auto &item : block.open[(size_t)warp])
+        close_request(item.second);
+    block.open[(size_t)warp].clear();
+}
+
+static void close_branches(int warp)
+{
+    for (auto &item : block.branches[(size_t)warp])
+        close_branch(item.second);
+    block.branches[(size_t)warp].clear();
+}
+
 static void close_warp(int warp, unsigned mask)
 {
     if ((size_t)warp >= block.open.size())
         return;
-    for (auto &item : block.open[(size_t)warp])
-        close_request(item.second);
-    block.open[(size_t)warp].clear();
+    close_requests(warp);
+    close_branches(warp);
     for (int l = 0; l < WARP; l++)
         if ((mask >> l & 1u) && (size_t)(warp * WARP + l) < block.lanes.size())
             block.lanes[(size_t)(warp * WARP + l)].executed.clear();
@@ -307,6 +342,7 @@ void counters_block_begin(const char *kernel, int n_threads)
     for (int i = 0; i < n_threads; i++)
         block.lanes[(size_t)i].executed.clear();
     block.open.resize((size_t)(n_threads + WARP - 1) / WARP);
+    block.branches.resize(block.open.size());
     memset(&block.counts, 0, sizeof block.counts);
 }
 
@@ -349,6 +385,16 @@ static void add_counts(cuda_emu_kernel_counters *c, const cuda_emu_kernel_counte
         c->accesses_by_width[i] += b.accesses_by_width[i];
     c->barriers += b.barriers;
     c->atomics += b.atomics;
+    c->fp32_adds += b.fp32_adds;
+    c->fp32_muls += b.fp32_muls;
+    c->fp32_fmas += b.fp32_fmas;
+    c->fp32_other += b.fp32_other;
+    c->fp64_ops += b.fp64_ops;
+    c->fp16_ops += b.fp16_ops;
+    c->mma_ops += b.mma_ops;
+    c->flops += b.flops;
+    c->branches += b.branches;
+    c->divergent_branches += b.divergent_branches;
 }
 
 void counters_snapshot(cuda_emu_kernel_counters *out)
@@ -383,11 +429,19 @@ static uint32_t next_occurrence(lane_counts &lane, uintptr_t pc)
     return 0;
 }
 
-static void access(const void *pointer, unsigned size, bool store, uintptr_t pc)
+/* The running GPU thread's index in its block, or -1 for host code of a .cu
+ * file and for a block that began before counting did. */
+static int counted_thread()
 {
     int linear = running_thread();
-    if (linear < 0 || linear >= block.n_threads || !block.kernel)
-        return; /* host code of a .cu file, or counting began inside the block */
+    return linear < block.n_threads && block.kernel ? linear : -1;
+}
+
+static void access(const void *pointer, unsigned size, bool store, uintptr_t pc)
+{
+    int linear = counted_thread();
+    if (linear < 0)
+        return;
     uintptr_t address = (uintptr_t)pointer;
     bool shared = shared_address(pointer);
     int range = shared ? -1 : global_range(address);
@@ -401,7 +455,7 @@ static void access(const void *pointer, unsigned size, bool store, uintptr_t pc)
     request_key key{pc, next_occurrence(block.lanes[(size_t)linear], pc)};
     auto &open = block.open[(size_t)warp];
     if (open.size() >= MAX_PENDING)
-        close_warp(warp, 0);
+        close_requests(warp);
     request &r = open[key];
     if (r.lanes == 0) {
         r.size = (uint8_t)size;
@@ -412,6 +466,42 @@ static void access(const void *pointer, unsigned size, bool store, uintptr_t pc)
     r.lanes |= 1u << (linear % WARP);
     if (r.lanes == warp_mask(warp)) {
         close_request(r);
+        open.erase(key);
+    }
+}
+
+static void count_fp(const uint32_t *counts)
+{
+    if (counted_thread() < 0)
+        return;
+    cuda_emu_kernel_counters &c = block.counts;
+    c.fp32_adds += counts[CUDA_EMU_FP32_ADDS];
+    c.fp32_muls += counts[CUDA_EMU_FP32_MULS];
+    c.fp32_fmas += counts[CUDA_EMU_FP32_FMAS];
+    c.fp32_other += counts[CUDA_EMU_FP32_OTHER];
+    c.fp64_ops += counts[CUDA_EMU_FP64_OPS];
+    c.fp16_ops += counts[CUDA_EMU_FP16_OPS];
+    c.flops += counts[CUDA_EMU_FLOPS];
+}
+
+static void take_branch(uint32_t successor, uintptr_t pc)
+{
+    int linear = counted_thread();
+    if (linear < 0)
+        return;
+    int warp = linear / WARP;
+    request_key key{pc, next_occurrence(block.lanes[(size_t)linear], pc)};
+    auto &open = block.branches[(size_t)warp];
+    if (open.size() >= MAX_PENDING)
+        close_branches(warp);
+    branch &b = open[key];
+    if (b.lanes == 0)
+        b.successor = successor;
+    else if (successor != b.successor)
+        b.divergent = true;
+    b.lanes |= 1u << (linear % WARP);
+    if (b.lanes == warp_mask(warp)) {
+        close_branch(b);
         open.erase(key);
     }
 }
@@ -438,6 +528,19 @@ CT_EMU_HOOK(store, 4, uint32_t, true)
 CT_EMU_HOOK(store, 8, uint64_t, true)
 CT_EMU_HOOK(store, 16, __int128, true)
 
+/* The calls emu/count_pass.cpp inserts (emu/count_hooks.h). */
+extern "C" __attribute__((visibility("default"))) void __cuda_emu_count_fp(const uint32_t *counts)
+{
+    if (emu::counting())
+        emu::count_fp(counts);
+}
+
+extern "C" __attribute__((visibility("default"))) void __cuda_emu_branch(uint32_t successor)
+{
+    if (emu::counting())
+        emu::take_branch(successor, (uintptr_t)__builtin_return_address(0));
+}
+
 /* ---- CUDA_EMU_COUNTERS=1: on from the start, a table on stderr at exit ------------------ */
 
 namespace emu {
@@ -452,17 +555,23 @@ static void print_table()
     totals &t = all();
     std::lock_guard<std::mutex> lock(t.lock);
     fprintf(stderr, "cuda-emu counters (emulated: counts, not times)\n%-40s %8s %10s %9s %9s "
-                    "%7s %7s %7s %7s %10s %9s %8s\n",
+                    "%7s %7s %7s %7s %10s %9s %8s %9s %9s\n",
             "kernel", "launches", "requests", "load MB", "store MB", "ld eff", "st eff",
-            "64-bit", "128-bit", "shared req", "conflict", "atomics");
+            "64-bit", "128-bit", "shared req", "conflict", "atomics", "GFLOP", "divergent");
     for (const std::string &name : t.order) {
         const cuda_emu_kernel_counters &c = t.by_name[name];
         unsigned long long accesses = 0;
         for (int w = 0; w < 5; w++)
             accesses += c.accesses_by_width[w];
+        char gflop[32] = "-", divergent[32] = "-"; /* "-": a build that does not count them */
+        if (cuda_emu_counters_fp_and_branches()) {
+            snprintf(gflop, sizeof gflop, "%.4f", (double)c.flops / 1e9);
+            snprintf(divergent, sizeof divergent, "%.1f%%",
+                     c.branches ? percent(c.divergent_branches, c.branches) : 0.0);
+        }
         fprintf(stderr,
                 "%-40.40s %8llu %10llu %9.3f %9.3f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %10llu %8.1f%% "
-                "%8llu\n",
+                "%8llu %9s %9s\n",
                 c.name, c.launches, c.global_load_requests + c.global_store_requests,
                 32.0 * (double)c.global_load_sectors / 1e6,
                 32.0 * (double)c.global_store_sectors / 1e6,
@@ -474,7 +583,7 @@ static void print_table()
                 c.shared_wavefronts ? percent(c.shared_wavefronts - c.shared_ideal_wavefronts,
                                               c.shared_wavefronts)
                                     : 0.0,
-                c.atomics);
+                c.atomics, gflop, divergent);
     }
 }
 
@@ -502,6 +611,15 @@ extern "C" {
 int cuda_emu_counters_available(void)
 {
 #ifdef CT_EMU_COUNTERS
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int cuda_emu_counters_fp_and_branches(void)
+{
+#ifdef CT_EMU_COUNT_PASS
     return 1;
 #else
     return 0;

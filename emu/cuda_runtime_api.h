@@ -191,11 +191,28 @@ typedef struct cuda_emu_kernel_counters {
     unsigned long long accesses_by_width[5]; /* lane accesses of 1, 2, 4, 8, 16 bytes */
     unsigned long long barriers;             /* __syncthreads() completed, per block */
     unsigned long long atomics;              /* atomic operations, per lane */
+    /* Floating-point operations the threads executed (emu/count_pass.cpp
+     * counts them in the compiled code): one per element of a vector
+     * operation; an FMA is one operation and two FLOPs.  fp32_other:
+     * divide, remainder, sqrt, a math library call (expf: one).  mma_ops,
+     * tensor-core matrix multiply-adds, stays 0: no kernel uses tensor
+     * cores yet. */
+    unsigned long long fp32_adds, fp32_muls, fp32_fmas, fp32_other;
+    unsigned long long fp64_ops, fp16_ops, mma_ops;
+    unsigned long long flops; /* adds + muls + 2 x FMAs + others, every precision */
+    /* Warp-level executions of conditional branches and switches (a
+     * branch's n-th execution by the lanes of a warp, paired as requests
+     * are), and those whose lanes went different ways. */
+    unsigned long long branches, divergent_branches;
 } cuda_emu_kernel_counters;
 
 /* Whether this build counts (the kernels were compiled with the load and
  * store hooks, `make CUDA=emu` with clang); 0 where it cannot. */
 int cuda_emu_counters_available(void);
+/* Whether the counters include floating-point work and branches (the
+ * kernels were also compiled with emu/count_pass.cpp, which needs LLVM 14's
+ * headers); 0 where they are left at 0. */
+int cuda_emu_counters_fp_and_branches(void);
 /* Counting on (1) or off (0).  Calls nest: counting stays on while more
  * have turned it on than off, or while CUDA_EMU_COUNTERS=1 (which turns it
  * on at start and prints the table to stderr at exit) asks for it. */

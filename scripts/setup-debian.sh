@@ -6,11 +6,13 @@
 #            checkpoints, benchmark peers) use them and skip themselves, saying
 #            so, without them; the README's test command and CI pass --torch;
 #            with it also clang, which builds the emulated device's kernels
-#            with the hooks its kernel counters need (docs/emulator.md)
+#            with the hooks its kernel counters need, and llvm-14-dev, the
+#            headers of the pass that counts their fp work and branches
+#            (emu/count_pass.cpp; docs/emulator.md)
 set -e
 packages="gcc g++ make pkg-config python3 libopenblas-openmp-dev zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist"
 if [ "$1" = "--torch" ]; then
-    packages="$packages python3-torch python3-torchvision python3-pil clang"
+    packages="$packages python3-torch python3-torchvision python3-pil clang llvm-14-dev"
 fi
 missing=""
 for package in $packages; do

@@ -10,10 +10,20 @@
  *   - 64-bit and 128-bit accesses counted by width; barriers per block;
  *     atomics per lane; launches, blocks and threads;
  *   - the distinct sectors of a launch (what DRAM must deliver once), and
- *     events that bracket a launch with its counts.
+ *     events that bracket a launch with its counts;
+ *   - floating-point work: K fmaf per thread are K FMAs and 2K FLOPs per
+ *     thread, a multiply and an add kept apart are one of each, double
+ *     arithmetic is fp64;
+ *   - branches: one a warp takes one way is not divergent, one on the
+ *     lane's parity is, once per warp; a loop whose trip count differs by
+ *     lane diverges at its exit until the last lane leaves; the emulator's
+ *     own loops (atomics, shuffles) inlined into a kernel count nothing;
+ *     host code in a .cu file counts nothing.
  * The counters need the kernels built with clang's hooks (`make CUDA=emu`
  * with clang, not the sanitized build): without them the test says so and
- * checks only that nothing is counted.
+ * checks only that nothing is counted.  Floating-point work and branches
+ * also need emu/count_pass.cpp (LLVM 14's headers): without it the test
+ * says so and skips their cases.
  */
 #include <string.h>
 
@@ -22,6 +32,8 @@ extern "C" {
 }
 
 enum { N = 1 << 14, THREADS = 256, TILE = 32 };
+/* The launches of the fp and branch cases: 4 blocks of 4 full warps. */
+enum { BLOCKS = 4, BLOCK_THREADS = 128, WARPS = BLOCKS * BLOCK_THREADS / 32, FMAS = 8 };
 
 static __global__ void copy_floats(const float *x, float *y, int n)
 {
@@ -73,6 +85,100 @@ static __global__ void wide_copy(const double *x, double *y, const unsigned __in
 static __global__ void count_up(int *counter)
 {
     atomicAdd(counter, 1);
+}
+
+/* a = fmaf(a, b, 1) FMAS times over: FMAS dependent FMAs a thread. */
+static __global__ void fma_chain(const float *x, float *y)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float a = x[i], b = x[i + 1];
+    for (int j = 0; j < FMAS; j++)
+        a = fmaf(a, b, 1.0f);
+    y[i] = a;
+}
+
+/* The same with a trip count known only at run time: however the loop is
+ * unrolled, each thread executes `count` FMAs. */
+static __global__ void fma_loop(const float *x, float *y, int count)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float a = x[i], b = x[i + 1];
+    for (int j = 0; j < count; j++)
+        a = fmaf(a, b, 1.0f);
+    y[i] = a;
+}
+
+/* FMAS independent FMAs a thread, which clang turns into vector FMAs: each
+ * counts once per element. */
+static __global__ void fma_lanes(const float *x, float *y)
+{
+    int i = (blockIdx.x * blockDim.x + threadIdx.x) * FMAS;
+    float a[FMAS], b = x[0];
+    for (int j = 0; j < FMAS; j++)
+        a[j] = x[i + j];
+    for (int j = 0; j < FMAS; j++)
+        a[j] = fmaf(a[j], b, 1.0f);
+    for (int j = 0; j < FMAS; j++)
+        y[i + j] = a[j];
+}
+
+/* One multiply and one add that the compiler may not contract into an FMA:
+ * the product goes through a volatile variable. */
+static __global__ void mul_then_add(const float *x, float *y)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    volatile float product = x[i] * x[i + 1];
+    y[i] = product + 1.0f;
+}
+
+/* One fp64 FMA and one fp64 divide a thread. */
+static __global__ void double_work(const double *x, double *y)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    y[i] = fma(x[i], x[i], 1.0) / x[i + 1];
+}
+
+/* A store under a condition cannot become a select: each is one branch
+ * per warp, taken one way by a whole warp (odd warps, odd blocks) or by
+ * half of it (odd lanes). */
+static __global__ void odd_warps_store(float *y)
+{
+    if (threadIdx.x / 32 % 2)
+        y[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f;
+}
+
+static __global__ void odd_blocks_store(float *y)
+{
+    if (blockIdx.x % 2)
+        y[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f;
+}
+
+static __global__ void odd_lanes_store(float *y)
+{
+    if (threadIdx.x % 2)
+        y[blockIdx.x * blockDim.x + threadIdx.x] = 1.0f;
+}
+
+/* Lane l adds trips[l] = 1 + l % 4 values. */
+static __global__ void lane_trip_counts(const float *x, const int *trips, float *y)
+{
+    float sum = 0.0f;
+    for (int j = 0; j < trips[threadIdx.x]; j++)
+        sum += x[j];
+    y[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+}
+
+/* A warp sum by shuffles, added up with atomics: no branch of its own; the
+ * atomics' compare-and-swap loops are the emulator's (atomicMax's loop
+ * ends at once for a lane whose value is not larger: divergent, if it
+ * were counted). */
+static __global__ void shuffle_and_atomics(const float *x, float *total, int *largest)
+{
+    float v = x[blockIdx.x * blockDim.x + threadIdx.x];
+    for (int offset = 16; offset > 0; offset /= 2)
+        v += __shfl_down_sync(0xffffffffu, v, offset);
+    atomicAdd(total, v);
+    atomicMax(largest, (int)(threadIdx.x % 7));
 }
 
 static float *device_floats(size_t n)
@@ -242,6 +348,156 @@ static void events_bracket_the_counts(void)
     cudaFree(y);
 }
 
+static void fmas_are_two_flops(void)
+{
+    float *x = device_floats(N), *y = device_floats(N);
+    const unsigned long long threads = BLOCKS * BLOCK_THREADS;
+    cuda_emu_counters_reset();
+    CT_EMU_LAUNCH(fma_chain, BLOCKS, BLOCK_THREADS, 0, 0, x, y);
+    cuda_emu_kernel_counters c = counted("fma_chain");
+    CHECK(c.fp32_fmas == threads * FMAS && c.flops == threads * 2 * FMAS,
+          "%llu FMAs, %llu FLOPs (want %llu and %llu)", c.fp32_fmas, c.flops, threads * FMAS,
+          threads * 2 * FMAS);
+    CHECK(c.fp32_adds == 0 && c.fp32_muls == 0 && c.fp32_other == 0 && c.fp64_ops == 0 &&
+              c.fp16_ops == 0 && c.mma_ops == 0,
+          "only FMAs: %llu adds, %llu muls, %llu other, %llu fp64, %llu fp16, %llu mma",
+          c.fp32_adds, c.fp32_muls, c.fp32_other, c.fp64_ops, c.fp16_ops, c.mma_ops);
+    CT_EMU_LAUNCH(fma_lanes, BLOCKS, BLOCK_THREADS, 0, 0, x, y);
+    c = counted("fma_lanes");
+    CHECK(c.fp32_fmas == threads * FMAS && c.flops == threads * 2 * FMAS,
+          "vector FMAs: %llu FMAs, %llu FLOPs (want %llu and %llu)", c.fp32_fmas, c.flops,
+          threads * FMAS, threads * 2 * FMAS);
+    CT_EMU_LAUNCH(fma_loop, BLOCKS, BLOCK_THREADS, 0, 0, x, y, 37);
+    c = counted("fma_loop");
+    CHECK(c.fp32_fmas == threads * 37 && c.flops == threads * 2 * 37,
+          "a 37-trip loop: %llu FMAs, %llu FLOPs (want %llu and %llu)", c.fp32_fmas, c.flops,
+          threads * 37, threads * 2 * 37);
+    cudaFree(x);
+    cudaFree(y);
+}
+
+static void mul_and_add_apart(void)
+{
+    float *x = device_floats(N), *y = device_floats(N);
+    const unsigned long long threads = BLOCKS * BLOCK_THREADS;
+    CT_EMU_LAUNCH(mul_then_add, BLOCKS, BLOCK_THREADS, 0, 0, x, y);
+    cuda_emu_kernel_counters c = counted("mul_then_add");
+    CHECK(c.fp32_muls == threads && c.fp32_adds == threads && c.fp32_fmas == 0 &&
+              c.flops == 2 * threads,
+          "%llu muls, %llu adds, %llu FMAs, %llu FLOPs (want %llu, %llu, 0, %llu)",
+          c.fp32_muls, c.fp32_adds, c.fp32_fmas, c.flops, threads, threads, 2 * threads);
+    double *dx = NULL, *dy = NULL;
+    CHECK(cudaMalloc((void **)&dx, sizeof(double) * N) == cudaSuccess &&
+              cudaMalloc((void **)&dy, sizeof(double) * N) == cudaSuccess,
+          "cudaMalloc");
+    CHECK(cudaMemset(dx, 0, sizeof(double) * N) == cudaSuccess, "cudaMemset");
+    CT_EMU_LAUNCH(double_work, BLOCKS, BLOCK_THREADS, 0, 0, dx, dy);
+    c = counted("double_work");
+    CHECK(c.fp64_ops == 2 * threads && c.flops == 3 * threads && c.fp32_fmas == 0 &&
+              c.fp32_other == 0,
+          "fp64: %llu ops, %llu FLOPs, %llu fp32 FMAs, %llu fp32 other (want %llu, %llu, 0, 0)",
+          c.fp64_ops, c.flops, c.fp32_fmas, c.fp32_other, 2 * threads, 3 * threads);
+    cudaFree(x);
+    cudaFree(y);
+    cudaFree(dx);
+    cudaFree(dy);
+}
+
+static void uniform_and_divergent_branches(void)
+{
+    float *y = device_floats(N);
+    CT_EMU_LAUNCH(odd_warps_store, BLOCKS, BLOCK_THREADS, 0, 0, y);
+    CT_EMU_LAUNCH(odd_blocks_store, BLOCKS, BLOCK_THREADS, 0, 0, y);
+    CT_EMU_LAUNCH(odd_lanes_store, BLOCKS, BLOCK_THREADS, 0, 0, y);
+    cuda_emu_kernel_counters warps = counted("odd_warps_store");
+    cuda_emu_kernel_counters blocks = counted("odd_blocks_store");
+    cuda_emu_kernel_counters lanes = counted("odd_lanes_store");
+    CHECK(warps.branches == WARPS && warps.divergent_branches == 0,
+          "a branch on the warp: %llu branches, %llu divergent (want %d and 0)", warps.branches,
+          warps.divergent_branches, WARPS);
+    CHECK(blocks.branches == WARPS && blocks.divergent_branches == 0,
+          "a branch on the block: %llu branches, %llu divergent (want %d and 0)",
+          blocks.branches, blocks.divergent_branches, WARPS);
+    CHECK(lanes.branches == WARPS && lanes.divergent_branches == WARPS,
+          "a branch on the lane: %llu branches, %llu divergent (want %d and %d)",
+          lanes.branches, lanes.divergent_branches, WARPS, WARPS);
+    cudaFree(y);
+}
+
+/* Lanes run 1 to 4 trips: the loop's exit branch diverges at the first,
+ * second and third trip (some lanes leave, some stay) and not at the
+ * fourth, where only the lanes of 4 trips are left. */
+static void loop_exit_diverges(void)
+{
+    float *x = device_floats(N), *y = device_floats(N);
+    int host_trips[BLOCK_THREADS], *trips = NULL;
+    for (int l = 0; l < BLOCK_THREADS; l++)
+        host_trips[l] = 1 + l % 4;
+    CHECK(cudaMalloc((void **)&trips, sizeof host_trips) == cudaSuccess &&
+              cudaMemcpy(trips, host_trips, sizeof host_trips, cudaMemcpyHostToDevice) ==
+                  cudaSuccess,
+          "trips");
+    CT_EMU_LAUNCH(lane_trip_counts, BLOCKS, BLOCK_THREADS, 0, 0, x, trips, y);
+    cuda_emu_kernel_counters c = counted("lane_trip_counts");
+    CHECK(c.divergent_branches == 3 * WARPS, "%llu divergent branches (want %d: 3 a warp)",
+          c.divergent_branches, 3 * WARPS);
+    CHECK(c.fp32_adds == BLOCKS * BLOCK_THREADS / 4 * (1 + 2 + 3 + 4),
+          "%llu adds (want the lanes' trips summed, %d)", c.fp32_adds,
+          BLOCKS * BLOCK_THREADS / 4 * (1 + 2 + 3 + 4));
+    cudaFree(x);
+    cudaFree(y);
+    cudaFree(trips);
+}
+
+static void emulator_code_counts_nothing(void)
+{
+    float *x = device_floats(N), *total = device_floats(1);
+    int *largest = NULL;
+    CHECK(cudaMalloc((void **)&largest, sizeof(int)) == cudaSuccess &&
+              cudaMemset(largest, 0, sizeof(int)) == cudaSuccess,
+          "cudaMalloc");
+    CT_EMU_LAUNCH(shuffle_and_atomics, BLOCKS, BLOCK_THREADS, 0, 0, x, total, largest);
+    cuda_emu_kernel_counters c = counted("shuffle_and_atomics");
+    CHECK(c.branches == 0 && c.divergent_branches == 0,
+          "%llu branches, %llu divergent (the kernel has none; the emulator's loops must not "
+          "count)",
+          c.branches, c.divergent_branches);
+    CHECK(c.fp32_adds == 5ull * BLOCKS * BLOCK_THREADS,
+          "%llu adds (want the shuffle sum's 5 a thread; atomicAdd's is the emulator's)",
+          c.fp32_adds);
+    CHECK(c.atomics == 2ull * BLOCKS * BLOCK_THREADS, "%llu atomics", c.atomics);
+    cudaFree(x);
+    cudaFree(total);
+    cudaFree(largest);
+}
+
+/* Host code of a .cu file has the same calls as its kernels: outside a GPU
+ * thread they count nothing (and must not fail). */
+static __attribute__((noinline)) float host_arithmetic(int n)
+{
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++)
+        sum = i % 3 ? fmaf(sum, 0.5f, (float)i) : sum * 0.25f;
+    return sum;
+}
+
+static void host_code_counts_nothing(void)
+{
+    cuda_emu_counters_reset();
+    volatile float sum = host_arithmetic(1000);
+    (void)sum;
+    cuda_emu_kernel_counters all;
+    memset(&all, 0xff, sizeof all);
+    cudaEvent_t event = NULL;
+    CHECK(cudaEventCreate(&event) == cudaSuccess && cudaEventRecord(event, 0) == cudaSuccess &&
+              cudaEventSynchronize(event) == cudaSuccess,
+          "event");
+    CHECK(cuda_emu_event_counters(event, &all) == 0, "event counters");
+    CHECK(all.flops == 0 && all.branches == 0, "host code counted %llu FLOPs, %llu branches",
+          all.flops, all.branches);
+    cudaEventDestroy(event);
+}
+
 /* Enables nest: the end of one user's counting (a profiler's timer, the
  * autotuner's) leaves another's on. */
 static void enables_nest(void)
@@ -283,6 +539,17 @@ int main(void)
     RUN(shared_column_conflicts);
     RUN(widths_and_atomics);
     RUN(events_bracket_the_counts);
+    if (cuda_emu_counters_fp_and_branches()) {
+        RUN(fmas_are_two_flops);
+        RUN(mul_and_add_apart);
+        RUN(uniform_and_divergent_branches);
+        RUN(loop_exit_diverges);
+        RUN(emulator_code_counts_nothing);
+        RUN(host_code_counts_nothing);
+    } else {
+        printf("# floating-point work and branches: not in this build (they need "
+               "emu/count_pass.cpp, built with LLVM 14's headers)\n");
+    }
     RUN(enables_nest);
     RUN(counting_off_counts_nothing);
     return harness_finish();

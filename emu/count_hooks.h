@@ -1,0 +1,33 @@
+/*
+ * The calls that emu/count_pass.cpp (an LLVM pass, run by clang on the
+ * kernels' objects) puts into the kernels' code, and emu/counters.cpp
+ * answers: what both sides must agree on.
+ *
+ *   void __cuda_emu_count_fp(const uint32_t *counts);
+ *       once per basic block with floating-point work, before its end:
+ *       `counts` is a constant table of the block's static counts, indexed
+ *       by enum cuda_emu_fp_field;
+ *   void __cuda_emu_branch(uint32_t successor);
+ *       before each conditional branch and switch: the successor the lane
+ *       takes (0 for a true condition or a switch's default).
+ */
+#ifndef CT_EMU_COUNT_HOOKS_H
+#define CT_EMU_COUNT_HOOKS_H
+
+#define CUDA_EMU_COUNT_FP_HOOK "__cuda_emu_count_fp"
+#define CUDA_EMU_BRANCH_HOOK "__cuda_emu_branch"
+
+/* One basic block's floating-point work, per thread that runs it, each
+ * operation on a vector counted once per element. */
+enum cuda_emu_fp_field {
+    CUDA_EMU_FP32_ADDS,  /* fp32 add and subtract */
+    CUDA_EMU_FP32_MULS,  /* fp32 multiply */
+    CUDA_EMU_FP32_FMAS,  /* fp32 fused multiply-add (llvm.fma, llvm.fmuladd) */
+    CUDA_EMU_FP32_OTHER, /* fp32 divide, remainder, sqrt, a libm call: one each */
+    CUDA_EMU_FP64_OPS,   /* fp64, every kind above, an FMA once */
+    CUDA_EMU_FP16_OPS,   /* half and bfloat, every kind, an FMA once */
+    CUDA_EMU_FLOPS,      /* adds + muls + 2 x FMAs + others, every precision */
+    CUDA_EMU_FP_FIELDS
+};
+
+#endif
