@@ -1,8 +1,8 @@
 /*
  * The emulated runtime's state (emu/runtime.cpp, emu/streams.cpp,
- * emu/graphs.cpp): devices, allocations, streams with their queued work or
- * their capture, events, graphs, and the errors the API reports.  One lock
- * guards all of it; queued work runs under it.
+ * emu/events.cpp, emu/graphs.cpp): devices, allocations, streams with
+ * their queued work or their capture, events, graphs, and the errors the
+ * API reports.  One lock guards all of it; queued work runs under it.
  */
 #ifndef CT_EMU_STATE_H
 #define CT_EMU_STATE_H
