@@ -178,7 +178,14 @@ cudaError_t capture_wait_event(stream_state *s, CUevent_st *event, unsigned flag
         invalidate(recorder, why);
         return set_error(cudaErrorStreamCaptureMerge, why);
     }
-    if (event->capture != 0 || !(flags & cudaEventWaitExternal)) {
+    if (event->capture != 0) {
+        std::string why = "cudaStreamWaitEvent: " + stream_name(s) +
+                          " waits for an event last recorded in a capture that has ended: it "
+                          "stands for no work that runs";
+        invalidate(s, why);
+        return set_error(cudaErrorCapturedEvent, why);
+    }
+    if (!(flags & cudaEventWaitExternal)) {
         std::string why = "cudaStreamWaitEvent: " + stream_name(s) +
                           ", which is capturing, waits for an event recorded outside the "
                           "capture: a graph cannot depend on work outside it; record the event "
