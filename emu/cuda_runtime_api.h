@@ -40,6 +40,16 @@ typedef enum cudaError {
     cudaErrorAssert = 710,
     cudaErrorLaunchFailure = 719,
     cudaErrorNotSupported = 801,
+    /* Stream capture (cudaStreamBeginCapture): what the rules refuse. */
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureMerge = 902,
+    cudaErrorStreamCaptureUnmatched = 903,
+    cudaErrorStreamCaptureUnjoined = 904,
+    cudaErrorStreamCaptureIsolation = 905,
+    cudaErrorStreamCaptureImplicit = 906,
+    cudaErrorCapturedEvent = 907,
+    cudaErrorStreamCaptureWrongThread = 908,
     cudaErrorUnknown = 999
 } cudaError_t;
 
@@ -62,6 +72,15 @@ typedef struct CUevent_st *cudaEvent_t;
 #define cudaEventDefault 0x0u
 #define cudaEventBlockingSync 0x1u
 #define cudaEventDisableTiming 0x2u
+
+/* During stream capture, cudaEventRecordWithFlags and cudaStreamWaitEvent
+ * with these flags add an event record or wait node to the graph; without
+ * them a record only marks a point of the capture, and a wait for an event
+ * recorded outside it is refused. */
+#define cudaEventRecordDefault 0x0u
+#define cudaEventRecordExternal 0x1u
+#define cudaEventWaitDefault 0x0u
+#define cudaEventWaitExternal 0x1u
 
 #define cudaHostAllocDefault 0x0u
 
@@ -134,9 +153,47 @@ cudaError_t cudaEventCreate(cudaEvent_t *event);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned flags);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+
+/* CUDA Graphs by stream capture (docs/emulator.md, "CUDA Graphs"): between
+ * cudaStreamBeginCapture and cudaStreamEndCapture the work queued on a
+ * stream is recorded into a graph, not run; cudaGraphLaunch runs the
+ * instantiated graph on a stream as one piece of work.  As in NVIDIA's
+ * headers the enums have no typedef: C code writes `enum ...`. */
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphNode_st *cudaGraphNode_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+
+enum cudaStreamCaptureStatus {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1,
+    cudaStreamCaptureStatusInvalidated = 2 /* a refused call: EndCapture fails */
+};
+
+/* Which other calls a capture forbids: Global, those of every thread;
+ * ThreadLocal, those of the thread that began it; Relaxed, none (the calls
+ * that contradict capture itself are refused in every mode). */
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2
+};
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status);
+/* flags: 0 only (the instantiation flags concern nodes not emulated). */
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+/* nodes NULL: *count = how many; else fills up to *count of them (NULL
+ * past the last) and sets *count to how many it filled. */
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *count);
 
 /* Per kernel: the most dynamic shared memory a launch may ask for (default
  * sharedMemPerBlock, 48 KiB; at most sharedMemPerBlockOptin, 227 KiB).
@@ -161,6 +218,11 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, const voi
 void cuda_emu_fail(const char *calls);
 int cuda_emu_failures(const char *call);
 int cuda_emu_calls(const char *call);
+
+/* Emulator only: the kernel launches that have run so far (a graph's
+ * kernel nodes count at every replay), and the graph launches that have. */
+unsigned long long cuda_emu_kernel_launches(void);
+unsigned long long cuda_emu_graph_launches(void);
 
 /* Emulator only: dlopen, dlsym and dlerror for the vendor libraries, whose
  * shims are linked in (src/cuda/vendor_api.c loads through these).  Only

@@ -124,7 +124,7 @@ runtime &rt()
         made->random = config().seed;
         made->devices.resize((size_t)config().devices);
         for (int d = 0; d < config().devices; d++) {
-            stream_state *legacy = new stream_state{made->next_stream_id++, d, true, true, {}};
+            stream_state *legacy = new stream_state{made->next_stream_id++, d, true, true, {}, {}};
             made->streams[legacy->id] = legacy;
             made->devices[(size_t)d] = device_state{legacy, 0, cudaSuccess, ""};
         }
@@ -223,6 +223,24 @@ static const error_text error_texts[] = {
     {cudaErrorAssert, "cudaErrorAssert", "device-side assert triggered"},
     {cudaErrorLaunchFailure, "cudaErrorLaunchFailure", "unspecified launch failure"},
     {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+    {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+     "operation not permitted when stream is capturing"},
+    {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
+     "operation failed due to a previous error during capture"},
+    {cudaErrorStreamCaptureMerge, "cudaErrorStreamCaptureMerge",
+     "operation would result in a merge of separate capture sequences"},
+    {cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched",
+     "capture was not ended in the same stream as it began"},
+    {cudaErrorStreamCaptureUnjoined, "cudaErrorStreamCaptureUnjoined",
+     "capturing stream has unjoined work"},
+    {cudaErrorStreamCaptureIsolation, "cudaErrorStreamCaptureIsolation",
+     "dependency created on uncaptured work in another stream"},
+    {cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
+    {cudaErrorCapturedEvent, "cudaErrorCapturedEvent",
+     "operation not permitted on an event last recorded in a capturing stream"},
+    {cudaErrorStreamCaptureWrongThread, "cudaErrorStreamCaptureWrongThread",
+     "attempt to terminate a thread-local capture sequence from another thread"},
     {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
 };
 
@@ -382,6 +400,8 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
         return last_error;
     runtime &r = rt();
     std::lock_guard<std::recursive_mutex> lock(r.lock);
+    if (check_unsafe_call("cudaMalloc") != cudaSuccess)
+        return last_error;
     device_state &d = r.devices[(size_t)this_device];
     if (bytes > config().memory_bytes - d.in_use)
         return set_error(cudaErrorMemoryAllocation,
@@ -417,40 +437,53 @@ static cudaError_t free_allocation(void *ptr, bool pinned)
     return cudaSuccess;
 }
 
+/* Even cudaFree(NULL) is refused during a capture that forbids unsafe
+ * calls (the idiom that initializes a context is one). */
 cudaError_t cudaFree(void *ptr)
 {
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    if (check_unsafe_call("cudaFree") != cudaSuccess)
+        return last_error;
     if (!ptr)
         return cudaSuccess;
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
     run_until([] { return false; }); /* cudaFree waits for the whole device */
     return free_allocation(ptr, false);
 }
 
-cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags)
+static cudaError_t host_alloc(const char *call, void **ptr, size_t bytes)
 {
-    (void)flags;
     *ptr = nullptr;
     if (ready() != cudaSuccess)
+        return last_error;
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    if (check_unsafe_call(call) != cudaSuccess)
         return last_error;
     void *memory = nullptr;
     if (posix_memalign(&memory, ALIGNMENT, bytes ? bytes : 1) != 0)
         return set_error(cudaErrorMemoryAllocation, "the host is out of memory");
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
     rt().allocations[(uintptr_t)memory] = allocation{bytes, -1};
     *ptr = memory;
     return cudaSuccess;
 }
 
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags)
+{
+    (void)flags;
+    return host_alloc("cudaHostAlloc", ptr, bytes);
+}
+
 cudaError_t cudaMallocHost(void **ptr, size_t bytes)
 {
-    return cudaHostAlloc(ptr, bytes, cudaHostAllocDefault);
+    return host_alloc("cudaMallocHost", ptr, bytes);
 }
 
 cudaError_t cudaFreeHost(void *ptr)
 {
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    if (check_unsafe_call("cudaFreeHost") != cudaSuccess)
+        return last_error;
     if (!ptr)
         return cudaSuccess;
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
     run_until([] { return false; });
     return free_allocation(ptr, true);
 }
@@ -521,6 +554,12 @@ int cuda_emu_calls(const char *call)
     std::lock_guard<std::recursive_mutex> lock(rt().lock);
     auto found = calls_made.find(call);
     return found == calls_made.end() ? 0 : found->second;
+}
+
+unsigned long long cuda_emu_kernel_launches(void)
+{
+    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    return rt().launches;
 }
 
 } /* extern "C" */

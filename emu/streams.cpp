@@ -1,5 +1,7 @@
 /*
- * The emulated runtime, part two: streams, events, copies and launches.
+ * The emulated runtime, part two: streams, copies and launches, and the
+ * running of queued work: kernels, copies, event records (emu/events.cpp
+ * queues them) and graph launches (emu/graphs.cpp), each one op.
  *
  * A stream is a queue.  Work runs when the host waits for it (a
  * synchronize, a synchronous copy, an event wait, cudaFree), not when it is
@@ -25,15 +27,6 @@
 #include "counters.h"
 #include "state.h"
 
-struct CUevent_st {
-    int device;
-    unsigned flags;
-    uint64_t stream, seq; /* the latest record: 0 when never recorded */
-    bool done;            /* that record has run */
-    double ms;            /* when it ran */
-    cuda_emu_kernel_counters counters; /* ... and the kernel counters then */
-};
-
 namespace emu {
 
 static double now_ms()
@@ -55,6 +48,15 @@ stream_state *stream_of(cudaStream_t stream)
     return nullptr;
 }
 
+std::string stream_name(const stream_state *s)
+{
+    if (s->legacy)
+        return "the legacy stream of device " + std::to_string(s->device);
+    char text[48];
+    snprintf(text, sizeof text, "stream %p", (void *)s);
+    return text;
+}
+
 static bool ran_before(const runtime &r, const dependency &d)
 {
     auto found = r.streams.find(d.stream);
@@ -70,10 +72,17 @@ bool has_run(const stream_state *s, uint64_t seq)
 }
 
 /* The legacy stream waits for the blocking streams of its device, and they
- * for it (cudaStreamNonBlocking streams for neither). */
+ * for it (cudaStreamNonBlocking streams for neither).  A capture records
+ * the op alone: the legacy stream cannot be used while a blocking stream
+ * captures (check_stream_use), and beginning a capture severs the order
+ * with the work queued before it. */
 uint64_t queue(stream_state *s, op &&o)
 {
     runtime &r = rt();
+    if (s->capture.status == cudaStreamCaptureStatusActive) {
+        s->capture.nodes.push_back(std::move(o));
+        return 0;
+    }
     o.seq = r.next_seq++;
     for (auto &entry : r.streams) {
         stream_state *other = entry.second;
@@ -95,14 +104,11 @@ void fail_current_work(cudaError_t error, const char *message)
     work_failure = message;
 }
 
-/* Run one queued op; a failure makes its device's error sticky. */
-static void execute(stream_state *s, op &o)
+/* Run the work of op `o`, which is (or belongs to the graph launched as)
+ * op `seq` of stream `s`; a failure is left in work_error and work_failure. */
+static void perform(stream_state *s, const op &o, uint64_t seq)
 {
     runtime &r = rt();
-    device_state &d = r.devices[(size_t)s->device];
-    if (d.sticky != cudaSuccess)
-        return; /* a failed device runs nothing more */
-    work_error = cudaSuccess;
     switch (o.kind) {
     case OP_WORK:
         o.work();
@@ -118,14 +124,39 @@ static void execute(stream_state *s, op &o)
         }
         break;
     }
-    case OP_RECORD:
-        if (o.event->stream == s->id && o.event->seq == o.seq) {
+    case OP_RECORD: /* unless the event is gone, or a later record replaced this one */
+        if (is_event(o.event) && o.event->stream == s->id && o.event->seq == seq) {
             o.event->done = true;
             o.event->ms = now_ms();
             counters_snapshot(&o.event->counters);
         }
         break;
+    case OP_GRAPH: {
+        r.graph_launches++;
+        const std::vector<op> &nodes = o.graph->nodes;
+        for (size_t i = 0; i < nodes.size() && work_error == cudaSuccess; i++) {
+            perform(s, nodes[i], seq);
+            if (work_error != cudaSuccess)
+                work_failure = "node " + std::to_string(i + 1) + " of " +
+                               std::to_string(nodes.size()) + ", " + nodes[i].what + ": " +
+                               work_failure;
+        }
+        break;
     }
+    case OP_WAIT:
+        break;
+    }
+}
+
+/* Run one queued op; a failure makes its device's error sticky. */
+static void execute(stream_state *s, op &o)
+{
+    runtime &r = rt();
+    device_state &d = r.devices[(size_t)s->device];
+    if (d.sticky != cudaSuccess)
+        return; /* a failed device runs nothing more */
+    work_error = cudaSuccess;
+    perform(s, o, o.seq);
     if (work_error == cudaSuccess)
         return;
     d.sticky = work_error;
@@ -191,23 +222,25 @@ void run_device(int device)
     });
 }
 
-/* The common start of a call that queues work: settings, handle, sticky error. */
-static cudaError_t open_stream(cudaStream_t stream, stream_state **out)
+cudaError_t open_stream(cudaStream_t stream, const std::string &call, stream_use use,
+                        stream_state **out)
 {
     runtime &r = rt();
     if (!r.config_error.empty())
         return set_error(cudaErrorInitializationError, r.config_error);
     *out = stream_of(stream);
     if (!*out)
-        return set_error(cudaErrorInvalidResourceHandle, "not a live stream");
-    return sticky((*out)->device);
+        return set_error(cudaErrorInvalidResourceHandle, call + ": not a live stream");
+    if (sticky((*out)->device) != cudaSuccess)
+        return cudaPeekAtLastError();
+    return check_stream_use(*out, call, use);
 }
 
 cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<void()> work)
 {
     std::lock_guard<std::recursive_mutex> lock(rt().lock);
     stream_state *s = nullptr;
-    if (open_stream(stream, &s) != cudaSuccess)
+    if (open_stream(stream, what, USE_QUEUE, &s) != cudaSuccess)
         return cudaPeekAtLastError();
     op o{};
     o.kind = OP_WORK;
@@ -233,11 +266,11 @@ static const char *base_name(const char *path)
 cudaError_t launch_kernel(kernel_launch &&l, cudaStream_t stream)
 {
     std::lock_guard<std::recursive_mutex> lock(rt().lock);
-    stream_state *s = nullptr;
-    if (open_stream(stream, &s) != cudaSuccess)
-        return cudaPeekAtLastError();
     std::string where = std::string("kernel ") + l.name + " (launched at " + base_name(l.file) +
                         ":" + std::to_string(l.line) + ")";
+    stream_state *s = nullptr;
+    if (open_stream(stream, where, USE_QUEUE, &s) != cudaSuccess)
+        return cudaPeekAtLastError();
     uint64_t threads = (uint64_t)l.block.x * l.block.y * l.block.z;
     if (threads == 0 || threads > 1024 || l.block.x > 1024 || l.block.y > 1024 ||
         l.block.z > 64 || l.grid.x == 0 || l.grid.y == 0 || l.grid.z == 0 ||
@@ -324,7 +357,7 @@ static cudaError_t copy_2d(const char *call, void *dst, size_t dpitch, const voi
     runtime &r = rt();
     std::lock_guard<std::recursive_mutex> lock(r.lock);
     stream_state *s = nullptr;
-    if (open_stream(stream, &s) != cudaSuccess)
+    if (open_stream(stream, call, USE_QUEUE, &s) != cudaSuccess)
         return cudaPeekAtLastError();
     if (width == 0 || height == 0)
         return cudaSuccess;
@@ -333,10 +366,20 @@ static cudaError_t copy_2d(const char *call, void *dst, size_t dpitch, const voi
     size_t span_dst = dpitch * (height - 1) + width, span_src = spitch * (height - 1) + width;
     if (check_copy(call, dst, src, span_dst, span_src, kind) != cudaSuccess)
         return cudaPeekAtLastError();
+    bool pageable_src = kind_of(src, span_src) == HOST_PAGEABLE;
+    bool pageable_dst = kind_of(dst, span_dst) == HOST_PAGEABLE;
+    if (s->capture.status == cudaStreamCaptureStatusActive && (pageable_src || pageable_dst)) {
+        std::string why = std::string(call) + " on " + stream_name(s) + ", which is capturing, " +
+                          (pageable_src ? "from" : "to") +
+                          " pageable host memory: such a copy is made at the call, which a "
+                          "launch of the graph cannot repeat; use pinned memory (cudaMallocHost)";
+        invalidate(s, why);
+        return set_error(cudaErrorStreamCaptureUnsupported, why);
+    }
     op o{};
     o.kind = OP_WORK;
     o.what = call;
-    if (kind_of(src, span_src) == HOST_PAGEABLE) {
+    if (pageable_src) {
         /* Staged now: the caller may reuse its buffer when the call returns. */
         std::vector<char> staged(span_src);
         memcpy(staged.data(), src, span_src);
@@ -351,7 +394,7 @@ static cudaError_t copy_2d(const char *call, void *dst, size_t dpitch, const voi
         };
     }
     uint64_t seq = queue(s, std::move(o));
-    if (wait || kind_of(dst, span_dst) == HOST_PAGEABLE) {
+    if (wait || pageable_dst) {
         run_until([s, seq] { return has_run(s, seq); });
         return sticky(s->device);
     }
@@ -363,7 +406,7 @@ static cudaError_t fill(const char *call, void *ptr, int value, size_t bytes,
 {
     std::lock_guard<std::recursive_mutex> lock(rt().lock);
     stream_state *s = nullptr;
-    if (open_stream(stream, &s) != cudaSuccess)
+    if (open_stream(stream, call, USE_QUEUE, &s) != cudaSuccess)
         return cudaPeekAtLastError();
     if (bytes == 0)
         return cudaSuccess;
@@ -433,7 +476,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)
         return set_error(cudaErrorInitializationError, r.config_error);
     std::lock_guard<std::recursive_mutex> lock(r.lock);
     stream_state *s = new stream_state{r.next_stream_id++, current_device(),
-                                       !(flags & cudaStreamNonBlocking), false, {}};
+                                       !(flags & cudaStreamNonBlocking), false, {}, {}};
     r.streams[s->id] = s;
     *stream = (cudaStream_t)s;
     return cudaSuccess;
@@ -451,140 +494,48 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
     stream_state *s = stream ? stream_of(stream) : nullptr;
     if (!s || s->legacy)
         return set_error(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: not a live stream");
+    if (s->capture.status != cudaStreamCaptureStatusNone) {
+        std::string why = "cudaStreamDestroy of " + stream_name(s) +
+                          ", which is capturing: end the capture (cudaStreamEndCapture) first";
+        invalidate(s, why);
+        return set_error(cudaErrorStreamCaptureUnsupported, why);
+    }
     run_stream(s); /* its work still runs, as the documentation promises */
     r.streams.erase(s->id);
     delete s;
     return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+static cudaError_t wait_stream(cudaStream_t stream, const char *call)
 {
     std::lock_guard<std::recursive_mutex> lock(rt().lock);
     stream_state *s = nullptr;
-    if (open_stream(stream, &s) != cudaSuccess)
+    if (open_stream(stream, call, USE_WAIT, &s) != cudaSuccess)
         return cudaPeekAtLastError();
     run_stream(s);
     return sticky(s->device);
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    return wait_stream(stream, "cudaStreamSynchronize");
 }
 
 /* Nothing runs by itself here, so a query finishes the stream's work:
  * a polling loop ends, as it would on a GPU. */
 cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
-    return cudaStreamSynchronize(stream);
+    return wait_stream(stream, "cudaStreamQuery");
 }
 
 cudaError_t cudaDeviceSynchronize(void)
 {
     std::lock_guard<std::recursive_mutex> lock(rt().lock);
-    if (sticky(current_device()) != cudaSuccess)
+    if (sticky(current_device()) != cudaSuccess ||
+        check_device_wait(current_device(), "cudaDeviceSynchronize") != cudaSuccess)
         return cudaPeekAtLastError();
     run_device(current_device());
     return sticky(current_device());
-}
-
-/* ---- events ------------------------------------------------------------------------------- */
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags)
-{
-    *event = new CUevent_st{current_device(), flags, 0, 0, false, 0.0, {}};
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t *event)
-{
-    return cudaEventCreateWithFlags(event, cudaEventDefault);
-}
-
-/* Events are plain heap objects; a null handle is the only one we can refuse. */
-static bool is_event(cudaEvent_t event)
-{
-    return event != nullptr;
-}
-
-cudaError_t cudaEventDestroy(cudaEvent_t event)
-{
-    if (!is_event(event))
-        return set_error(cudaErrorInvalidResourceHandle, "cudaEventDestroy: a null event");
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
-    run_until([event] { return event->seq == 0 || event->done; });
-    delete event;
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
-{
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
-    stream_state *s = nullptr;
-    if (!is_event(event))
-        return set_error(cudaErrorInvalidResourceHandle, "cudaEventRecord: a null event");
-    if (open_stream(stream, &s) != cudaSuccess)
-        return cudaPeekAtLastError();
-    op o{};
-    o.kind = OP_RECORD;
-    o.what = "cudaEventRecord";
-    o.event = event;
-    event->stream = s->id;
-    event->done = false;
-    event->seq = queue(s, std::move(o));
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventSynchronize(cudaEvent_t event)
-{
-    if (!is_event(event))
-        return set_error(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: a null event");
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
-    run_until([event] { return event->seq == 0 || event->done; });
-    return sticky(event->device);
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t event)
-{
-    return cudaEventSynchronize(event);
-}
-
-int cuda_emu_event_counters(cudaEvent_t event, cuda_emu_kernel_counters *out)
-{
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
-    if (!is_event(event) || !event->done)
-        return -1;
-    *out = event->counters;
-    return 0;
-}
-
-cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
-{
-    if (!is_event(start) || !is_event(end))
-        return set_error(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: a null event");
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
-    if ((start->flags | end->flags) & cudaEventDisableTiming)
-        return set_error(cudaErrorInvalidResourceHandle,
-                         "cudaEventElapsedTime: an event made with cudaEventDisableTiming");
-    if (!start->done || !end->done)
-        return set_error(cudaErrorNotReady, "cudaEventElapsedTime: an event has not run yet");
-    *ms = (float)(end->ms - start->ms);
-    return sticky(start->device);
-}
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags)
-{
-    (void)flags;
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
-    stream_state *s = nullptr;
-    if (!is_event(event))
-        return set_error(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: a null event");
-    if (open_stream(stream, &s) != cudaSuccess)
-        return cudaPeekAtLastError();
-    if (event->seq == 0 || event->done)
-        return cudaSuccess; /* nothing recorded, or it ran: nothing to wait for */
-    op o{};
-    o.kind = OP_WORK;
-    o.what = "cudaStreamWaitEvent";
-    o.work = [] {};
-    o.after.push_back(dependency{event->stream, event->seq + 1});
-    queue(s, std::move(o));
-    return cudaSuccess;
 }
 
 } /* extern "C" */

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The GPU suite on the emulated device (make test-gpu-emu): the emulator's
-# own test, the GPU-vs-CPU test and the command line on `--device cuda`,
+# own tests, the GPU-vs-CPU test and the command line on `--device cuda`,
 # in each thread order (CUDA_EMU_ORDER), then once more in the ASan + UBSan
 # build.  Ends with "N passed, N failed" like tests/run.sh.  The forward
 # order trains 300 SimpleCNN steps on the command line; the other orders
@@ -18,7 +18,7 @@ failed=0
 run() {
     label=$1
     log=$(mktemp)
-    CT_REQUIRE_GPU=1 BUILD=$2 TESTS="$2/tests/test_emu $2/tests/test_emu_counters $2/tests/test_roofline $2/tests/test_gpu $2/tests/test_backend_ops $2/tests/test_custom_op $2/tests/test_custom_cuda tests/gpu_cli.sh" \
+    CT_REQUIRE_GPU=1 BUILD=$2 TESTS="$2/tests/test_emu $2/tests/test_emu_graphs $2/tests/test_emu_counters $2/tests/test_roofline $2/tests/test_gpu $2/tests/test_backend_ops $2/tests/test_custom_op $2/tests/test_custom_cuda tests/gpu_cli.sh" \
         sh tests/run.sh > "$log" 2>&1
     sed "s/^/[$label] /" "$log"
     p=$(tail -n 1 "$log" | awk '/passed/ {print $1}')
