@@ -422,7 +422,11 @@ typedef struct ct_kernel_counts {
                                * if its data fits in L2) */
     double shared_wavefronts; /* shared-memory cycles; the ideal, conflict-free count: */
     double shared_ideal_wavefronts;
-    double predicted_ns;      /* the model's time for the node's kernels */
+    double flops_executed;    /* floating-point work the kernels did (an FMA is 2), padding
+                               * and recomputation included; 0: not counted by this build */
+    double branches, divergent_branches; /* warp-level branches; those whose lanes split */
+    double predicted_ns;      /* the model's time for the node's kernels, launched one by one */
+    double predicted_graph_ns; /* ... replayed from a CUDA Graph: no host cost per launch */
     double roofline_ns;       /* the op's floor: its FLOPs at peak or its least bytes at
                                * DRAM bandwidth, whichever is longer */
 } ct_kernel_counts;
@@ -456,6 +460,9 @@ typedef struct ct_profile {
     const ct_prof_record *records;
     const char *predicted_for; /* the GPU the records' predictions model ("H100 SXM"), or
                                 * NULL when nothing was counted (ct_kernel_counts) */
+    double graph_launch_ns;    /* the model's cost of launching a step replayed from a CUDA
+                                * Graph, once per step (beside the records'
+                                * predicted_graph_ns) */
 } ct_profile;
 
 /* Turn per-node timing on (allocating the records once: CT_ERR_MEMORY) or

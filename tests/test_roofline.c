@@ -50,6 +50,9 @@ static void model_takes_the_busiest_unit(void)
     c = (ct_kernel_counts){.counted = true, .launches = 100, .dram_bytes = 800};
     ct_roofline_predict(gpu, 100, 800, &c);
     CHECK(near(c.predicted_ns, 100 * gpu->launch_ns), "launch-bound: %g ns", c.predicted_ns);
+    /* ... replayed from a CUDA Graph, only the GPU's cost per kernel is left */
+    CHECK(near(c.predicted_graph_ns, 800 / gpu->dram_bytes * 1e9 + 100 * gpu->kernel_tail_ns),
+          "replayed: %g ns", c.predicted_graph_ns);
 }
 
 /* SimpleCNN, a loss and SGD on `device`; NULL plan when it cannot be made. */

@@ -43,6 +43,7 @@ typedef struct profile_totals {
     int64_t step_ns;  /* measured around ct_plan_run */
     int64_t nodes_ns; /* the nodes' own times */
     const char *predicted_for; /* ct_profile.predicted_for */
+    double graph_launch_ns;    /* ct_profile.graph_launch_ns */
 } profile_totals;
 
 static op_row *row_of(profile_totals *totals, const ct_prof_record *r)
@@ -69,13 +70,18 @@ static void add_counts(op_row *row, const ct_kernel_counts *c)
     sum->dram_bytes += c->dram_bytes;
     sum->shared_wavefronts += c->shared_wavefronts;
     sum->shared_ideal_wavefronts += c->shared_ideal_wavefronts;
+    sum->flops_executed += c->flops_executed;
+    sum->branches += c->branches;
+    sum->divergent_branches += c->divergent_branches;
     sum->predicted_ns += c->predicted_ns;
+    sum->predicted_graph_ns += c->predicted_graph_ns;
     sum->roofline_ns += c->roofline_ns;
 }
 
 static int add_step(profile_totals *totals, const ct_profile *profile)
 {
     totals->predicted_for = profile->predicted_for;
+    totals->graph_launch_ns = profile->graph_launch_ns;
     for (int i = 0; i < profile->n_records; i++) {
         const ct_prof_record *r = &profile->records[i];
         op_row *row = row_of(totals, r);
@@ -150,11 +156,12 @@ static double ratio(double part, double whole)
  * (docs/roofline.md), per step; nothing when no row was counted. */
 static void print_predicted(const profile_options *opts, const profile_totals *totals)
 {
-    double steps = (double)opts->steps, predicted = 0, floor = 0, launches = 0;
+    double steps = (double)opts->steps, predicted = 0, replayed = 0, floor = 0, launches = 0;
     long uncounted = 0;
     for (int i = 0; i < totals->n_rows; i++) {
         const op_row *row = &totals->rows[i];
         predicted += row->counts.predicted_ns;
+        replayed += row->counts.predicted_graph_ns;
         floor += row->counts.roofline_ns;
         launches += (double)row->counts.launches;
         uncounted += row->calls - row->counted_calls;
@@ -164,20 +171,23 @@ static void print_predicted(const profile_options *opts, const profile_totals *t
     printf("\npredicted for an %s from the emulator's counts (a model, not a measurement; "
            "docs/roofline.md)\n",
            totals->predicted_for);
-    printf("%-24s %-13s %8s %9s %9s %6s %7s %8s %10s %10s %6s\n", "phase / op", "kernel",
-           "launches", "L2 MB", "DRAM MB", "FLOP/B", "ld/st", "conflict", "pred. us",
-           "floor us", "of max");
+    printf("%-24s %-13s %8s %9s %9s %6s %7s %8s %6s %7s %10s %10s %6s\n", "phase / op",
+           "kernel", "launches", "L2 MB", "DRAM MB", "FLOP/B", "ld/st", "conflict", "FLOP x",
+           "diverg", "pred. us", "floor us", "of max");
     for (int i = 0; i < totals->n_rows; i++) {
         const op_row *row = &totals->rows[i];
         const ct_kernel_counts *c = &row->counts;
         if (!row->counted_calls)
             continue;
-        printf("  %-22s %-13s %8.0f %9.3f %9.3f %6.1f %6.1f%% %7.1f%% %10.2f %10.2f %5.0f%%\n",
+        printf("  %-22s %-13s %8.0f %9.3f %9.3f %6.1f %6.1f%% %7.1f%% %6.1f %6.1f%% %10.2f "
+               "%10.2f %5.0f%%\n",
                row->op, row->kernel, (double)c->launches / steps, c->bytes_moved / 1e6 / steps,
                c->dram_bytes / 1e6 / steps, ratio(row->flops, c->dram_bytes),
                100.0 * ratio(c->bytes_used, c->bytes_moved),
                100.0 * ratio(c->shared_wavefronts - c->shared_ideal_wavefronts,
                              c->shared_wavefronts),
+               ratio(c->flops_executed, row->flops), 100.0 * ratio(c->divergent_branches,
+                                                                   c->branches),
                c->predicted_ns / 1e3 / steps, c->roofline_ns / 1e3 / steps,
                100.0 * ratio(c->roofline_ns, c->predicted_ns));
     }
@@ -188,6 +198,10 @@ static void print_predicted(const profile_options *opts, const profile_totals *t
            uncounted ? "; nodes without kernels of cuttle's (vendor calls, the CPU) are "
                        "not in it"
                      : "");
+    double graph_step = replayed / steps + totals->graph_launch_ns;
+    printf("replayed as one CUDA Graph (--cuda-graph on; the profiler's own steps run node "
+           "by node): %.3f ms (%.0f%% of the floor)\n",
+           graph_step / 1e6, 100.0 * ratio(floor / steps, graph_step));
 }
 
 static void print_text(const profile_options *opts, const workload *w,
@@ -259,11 +273,14 @@ static void print_json(const profile_options *opts, const workload *w,
         if (row->counted_calls)
             printf(", \"predicted\": {\"launches\": %lld, \"bytes_moved\": %.0f, "
                    "\"dram_bytes\": %.0f, \"bytes_used\": %.0f, \"shared_wavefronts\": %.0f, "
-                   "\"shared_ideal_wavefronts\": %.0f, \"predicted_ms\": %.6f, "
+                   "\"shared_ideal_wavefronts\": %.0f, \"flops_executed\": %.0f, "
+                   "\"branches\": %.0f, \"divergent_branches\": %.0f, "
+                   "\"predicted_ms\": %.6f, \"predicted_graph_ms\": %.6f, "
                    "\"roofline_ms\": %.6f}",
                    (long long)c->launches, c->bytes_moved, c->dram_bytes, c->bytes_used,
-                   c->shared_wavefronts, c->shared_ideal_wavefronts, c->predicted_ns / 1e6,
-                   c->roofline_ns / 1e6);
+                   c->shared_wavefronts, c->shared_ideal_wavefronts, c->flops_executed,
+                   c->branches, c->divergent_branches, c->predicted_ns / 1e6,
+                   c->predicted_graph_ns / 1e6, c->roofline_ns / 1e6);
         printf("}");
     }
     printf("]}\n");

@@ -197,6 +197,9 @@ static ct_status cuda_timer_counts(ct_backend *backend, void *timer, int mark,
         .dram_bytes = 32.0 * (double)c.distinct_sectors,
         .shared_wavefronts = (double)c.shared_wavefronts,
         .shared_ideal_wavefronts = (double)c.shared_ideal_wavefronts,
+        .flops_executed = (double)c.flops,
+        .branches = (double)c.branches,
+        .divergent_branches = (double)c.divergent_branches,
     };
     return CT_OK;
 }

@@ -217,6 +217,7 @@ static ct_status profiler_step_end(ct_run_hook *hook, ct_mode mode, int64_t step
         .n_records = n,
         .records = prof->records[mode],
         .predicted_for = counted ? ct_gpu_h100_sxm.name : NULL,
+        .graph_launch_ns = counted ? ct_gpu_h100_sxm.launch_ns : 0.0,
     };
     prof->has_last = true;
     return CT_OK;

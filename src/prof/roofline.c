@@ -5,7 +5,8 @@
  * 2 FLOPs per FMA = 66.9 TFLOP/s; HBM3 3.35 TB/s; L2 50 MB; shared memory
  * one wavefront (32 banks x 4 bytes) per SM per clock.  L2 bandwidth is not
  * published: 5.5 TB/s is what public microbenchmarks measure for reads.
- * A launch costs the host about 3 us in eager mode (cudaLaunchKernel), and
+ * A launch costs the host about 3 us in eager mode (cudaLaunchKernel), as
+ * does a CUDA Graph's launch (cudaGraphLaunch, once per replayed step), and
  * a kernel about 1 us to fill and drain the GPU. */
 const ct_gpu_model ct_gpu_h100_sxm = {
     .name = "H100 SXM",
@@ -27,7 +28,13 @@ void ct_roofline_predict(const ct_gpu_model *gpu, double flops, double least_byt
                          ct_kernel_counts *counts)
 {
     double s_to_ns = 1e9;
-    double compute = flops / gpu->fp32_flops * s_to_ns;
+    /* the kernels' own arithmetic where the emulator counted more than the
+     * op needs (a tile padded past the matrix does FMAs for nothing); the
+     * op's where it counted nothing, or less (the formula counts products
+     * with padding zeros that a kernel may skip) */
+    double executed = counts->flops_executed > flops ? counts->flops_executed : flops;
+    double compute = executed / gpu->fp32_flops * s_to_ns;
+    double least_compute = flops / gpu->fp32_flops * s_to_ns;
     double dram = counts->dram_bytes / gpu->dram_bytes * s_to_ns;
     double l2 = counts->bytes_moved / gpu->l2_bytes * s_to_ns;
     double shared = counts->shared_wavefronts / gpu->shared_wavefronts * s_to_ns;
@@ -37,5 +44,8 @@ void ct_roofline_predict(const ct_gpu_model *gpu, double flops, double least_byt
     double launches = (double)counts->launches;
     counts->predicted_ns = larger(busy + launches * gpu->kernel_tail_ns,
                                   launches * gpu->launch_ns);
-    counts->roofline_ns = larger(compute, least_bytes / gpu->dram_bytes * s_to_ns);
+    /* replayed from a graph, the host launches the step once (the step
+     * pays that, not the node) and only the GPU's cost per kernel is left */
+    counts->predicted_graph_ns = busy + launches * gpu->kernel_tail_ns;
+    counts->roofline_ns = larger(least_compute, least_bytes / gpu->dram_bytes * s_to_ns);
 }

@@ -17,14 +17,14 @@ typedef struct ct_gpu_model {
     double l2_bytes;        /* bytes/s, L2 to the SMs */
     double l2_capacity;     /* bytes */
     double shared_wavefronts; /* shared-memory wavefronts/s over all SMs */
-    double launch_ns;       /* host cost of one eager launch */
+    double launch_ns;       /* host cost of one eager launch, or of one graph launch */
     double kernel_tail_ns;  /* a kernel's ramp-up and drain on the GPU */
 } ct_gpu_model;
 
 /* The default: an H100 SXM5 (80 GB). */
 extern const ct_gpu_model ct_gpu_h100_sxm;
 
-/* Fills counts->predicted_ns and counts->roofline_ns for a node whose
+/* Fills counts->predicted_ns, predicted_graph_ns and roofline_ns for a node whose
  * kernels counted `counts` and whose op does `flops` and needs at least
  * `least_bytes` of memory traffic. */
 void ct_roofline_predict(const ct_gpu_model *gpu, double flops, double least_bytes,
