@@ -304,6 +304,13 @@ CT_API ct_status ct_backend_set_kernels(ct_backend *backend, const char *kernels
 /* Let vendor kernels use TF32 tensor cores for f32 (faster, ~1e-3 relative
  * error).  Off by default, so that f32 results match the CPU's. */
 CT_API ct_status ct_backend_set_tf32(ct_backend *backend, bool enabled);
+/* CUDA Graphs: a plan on a CUDA backend records each mode's whole step once,
+ * after two steps of that mode have run node by node, and from then on
+ * replays it: one launch per step, no host work per node, the same bits as
+ * node by node.  On by default; off runs every step node by node (plans
+ * drop their recordings at their next step).  The profiler's steps always
+ * run node by node.  No effect on the CPU. */
+CT_API ct_status ct_backend_set_cuda_graph(ct_backend *backend, bool enabled);
 
 typedef enum ct_mode {
     CT_TRAIN = 0, /* forward, backward and update; batch statistics, dropout on */
@@ -332,6 +339,13 @@ CT_API float ct_plan_lr(const ct_plan *plan);
  * correction); settable so that a resumed run continues exactly. */
 CT_API int64_t ct_plan_step(const ct_plan *plan);
 CT_API void ct_plan_set_step(ct_plan *plan, int64_t step);
+
+/* For `mode`: 1 when the plan's steps are replayed from a CUDA Graph
+ * (ct_backend_set_cuda_graph; *nodes: the device operations one replay
+ * runs), 0 when not (yet, off, or not a CUDA backend), -1 when recording
+ * failed and its steps run node by node for good (*why: the reason, valid
+ * while the plan lives).  nodes and why may be NULL. */
+CT_API int ct_plan_cuda_graph(const ct_plan *plan, ct_mode mode, int *nodes, const char **why);
 
 /* The graph a plan runs.  Borrowed. */
 CT_API ct_graph *ct_plan_graph(const ct_plan *plan);

@@ -200,12 +200,20 @@ static int open_backend(const char *command, const char *device, long threads, F
     return CLI_EXIT_OK;
 }
 
-int cli_backend(const char *command, const char *device, long threads, bool strict, FILE *log,
-                ct_backend **out)
+const char *const cli_on_off[] = {"on", "off", NULL};
+
+bool cli_on(const char *value)
 {
-    int exit_status = open_backend(command, device, threads, log, out);
-    if (exit_status == CLI_EXIT_OK)
-        ct_backend_set_strict(*out, strict);
+    return !value || strcmp(value, "off") != 0;
+}
+
+int cli_backend(const char *command, const cli_device *device, FILE *log, ct_backend **out)
+{
+    int exit_status = open_backend(command, device->device, device->threads, log, out);
+    if (exit_status == CLI_EXIT_OK) {
+        ct_backend_set_strict(*out, device->strict);
+        ct_backend_set_cuda_graph(*out, cli_on(device->cuda_graph));
+    }
     return exit_status;
 }
 

@@ -74,12 +74,25 @@ int cli_model_text(const char *command, const char *model, char **text);
  * without directory and ".model". */
 void cli_model_name(const char *model, char *out, size_t capacity);
 
-/* The backend for --device (auto, cpu, cpu:N, cuda, cuda:N); --threads > 0
- * sets the CPU threads.  "auto" takes the GPU when there is one and says in
- * one line on `log` which it took.  strict: --strict-device
- * (ct_backend_set_strict). */
-int cli_backend(const char *command, const char *device, long threads, bool strict, FILE *log,
-                ct_backend **out);
+/* The choices of an on/off option: "on", "off", NULL; cli_on: the value
+ * is not "off" (NULL, an option not given, is on). */
+extern const char *const cli_on_off[];
+bool cli_on(const char *value);
+#define CLI_CUDA_GRAPH_HELP                                                              \
+    "on: record the step once as a CUDA Graph and replay it (one launch per step); off: " \
+    "launch node by node (default on; no effect on the CPU)"
+
+/* What --device, --threads, --strict-device and --cuda-graph say. */
+typedef struct cli_device {
+    const char *device;     /* auto, cpu, cpu:N, cuda, cuda:N */
+    long threads;           /* > 0: the CPU threads */
+    bool strict;            /* ct_backend_set_strict */
+    const char *cuda_graph; /* "on" or NULL, or "off": ct_backend_set_cuda_graph */
+} cli_device;
+
+/* The backend for a cli_device.  "auto" takes the GPU when there is one
+ * and says in one line on `log` which it took. */
+int cli_backend(const char *command, const cli_device *device, FILE *log, ct_backend **out);
 
 extern const char *const cli_datasets[]; /* NULL-terminated */
 /* Load a split of a named dataset (fashion-mnist, mnist, cifar10, cifar100,

@@ -82,6 +82,19 @@ static int64_t peak_device_bytes(const workload *w)
     return (int64_t)stats.peak_in_use;
 }
 
+/* How the plan ran its steps, for a CUDA backend (NULL otherwise):
+ * "replayed" (*nodes: the device operations per replay), "off", "not
+ * recorded" (fewer steps than recording waits for), or "failed" (*why). */
+static const char *cuda_graph_state(const workload *w, int *nodes, const char **why)
+{
+    *nodes = 0;
+    *why = NULL;
+    if (strncmp(ct_backend_name(w->backend), "cuda", 4) != 0)
+        return NULL;
+    int state = ct_plan_cuda_graph(w->plan, w->mode, nodes, why);
+    return state > 0 ? "replayed" : state < 0 ? "failed" : !w->cuda_graph ? "off" : "not recorded";
+}
+
 /* peak_device_bytes is null on a backend without a device allocator. */
 static void print_json(const bench_options *opts, const workload *w, const bench_result *r)
 {
@@ -112,12 +125,18 @@ static void print_json(const bench_options *opts, const workload *w, const bench
            r->gflops_per_second);
     if (r->peak.gflops > 0)
         printf("\"peak_gflops\": %.1f, \"share_of_peak\": %.4f, \"peak_isa\": \"%s\", "
-               "\"avx2_peak_gflops\": %.1f}\n",
+               "\"avx2_peak_gflops\": %.1f, ",
                r->peak.gflops, r->gflops_per_second / r->peak.gflops, r->peak.isa,
                r->peak.avx2_gflops);
     else
         printf("\"peak_gflops\": null, \"share_of_peak\": null, \"peak_isa\": null, "
-               "\"avx2_peak_gflops\": null}\n");
+               "\"avx2_peak_gflops\": null, ");
+    int nodes = 0;
+    const char *why = NULL, *graph = cuda_graph_state(w, &nodes, &why);
+    if (graph)
+        printf("\"cuda_graph\": \"%s\", \"graph_nodes\": %d}\n", graph, nodes);
+    else
+        printf("\"cuda_graph\": null, \"graph_nodes\": null}\n");
 }
 
 static void print_text(const bench_options *opts, const workload *w, const bench_result *r)
@@ -148,6 +167,15 @@ static void print_text(const bench_options *opts, const workload *w, const bench
     if (r->peak_device_bytes >= 0)
         printf("  peak device memory %.1f MiB (the allocator's most in use)\n",
                (double)r->peak_device_bytes / 1048576.0);
+    int nodes = 0;
+    const char *why = NULL, *graph = cuda_graph_state(w, &nodes, &why);
+    if (graph && nodes > 0)
+        printf("  CUDA Graph: %s, %d device operations per step in one launch\n", graph, nodes);
+    else if (graph && why)
+        printf("  CUDA Graph: %s (%s); steps launched node by node\n", graph, why);
+    else if (graph)
+        printf("  CUDA Graph: %s; steps launched node by node%s\n", graph,
+               w->cuda_graph ? " (recording waits for two steps)" : "");
 }
 
 static int run(const bench_options *opts, workload *w)

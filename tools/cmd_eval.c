@@ -15,7 +15,7 @@
 static const char *const splits[] = {"test", "train", NULL};
 
 typedef struct eval_options {
-    const char *weights, *model, *data, *data_dir, *split, *device;
+    const char *weights, *model, *data, *data_dir, *split, *device, *cuda_graph;
     long batch, threads;
     bool confusion, json, strict_device;
 } eval_options;
@@ -103,7 +103,9 @@ static int evaluate(eval_options *o)
     if (exit_status == CLI_EXIT_OK)
         exit_status = check_dataset(&info, data, o->data);
     if (exit_status == CLI_EXIT_OK)
-        exit_status = cli_backend("eval", o->device, o->threads, o->strict_device, log, &backend);
+        exit_status = cli_backend("eval", &(cli_device){o->device, o->threads, o->strict_device,
+                                                      o->cuda_graph},
+                                  log, &backend);
     int64_t n = data ? ct_dataset_size(data) : 0;
     int batch = (int)(o->batch < n ? o->batch : n);
     if (exit_status == CLI_EXIT_OK)
@@ -156,6 +158,8 @@ int cmd_eval(int argc, char **argv)
          "auto, cpu, cpu:N, cuda or cuda:N (default cpu)"},
         {"--threads", "T", CLI_INT, &o.threads, 0, 4096, NULL,
          "CPU threads, 0 for all cores (default 0)"},
+        {"--cuda-graph", "on|off", CLI_TEXT, &o.cuda_graph, 0, 0, cli_on_off,
+         CLI_CUDA_GRAPH_HELP},
         {"--strict-device", NULL, CLI_FLAG, &o.strict_device, 0, 0, NULL,
          "refuse a model with ops the device cannot run (default: they run on the CPU)"},
         {"--confusion", NULL, CLI_FLAG, &o.confusion, 0, 0, NULL,

@@ -17,7 +17,7 @@
 #define MAX_INPUTS 100000
 
 typedef struct predict_options {
-    const char *weights, *model, *data_dir, *device;
+    const char *weights, *model, *data_dir, *device, *cuda_graph;
     long top, threads;
     bool json, strict_device;
 } predict_options;
@@ -213,7 +213,9 @@ static int predict(const predict_options *o, char **args, int n_args)
         exit_status = add_input(&in, &info, args[i], o->data_dir);
     int batch = (int)(in.n < PREDICT_BATCH ? in.n : PREDICT_BATCH);
     if (exit_status == CLI_EXIT_OK)
-        exit_status = cli_backend("predict", o->device, o->threads, o->strict_device, log, &backend);
+        exit_status = cli_backend("predict", &(cli_device){o->device, o->threads, o->strict_device,
+                                                      o->cuda_graph},
+                                  log, &backend);
     if (exit_status == CLI_EXIT_OK)
         exit_status = cli_evaluator_new("predict", info.text, info.input, info.classes, batch,
                                         backend, &ev);
@@ -262,6 +264,8 @@ int cmd_predict(int argc, char **argv)
          "auto, cpu, cpu:N, cuda or cuda:N (default cpu)"},
         {"--threads", "T", CLI_INT, &o.threads, 0, 4096, NULL,
          "CPU threads, 0 for all cores (default 0)"},
+        {"--cuda-graph", "on|off", CLI_TEXT, &o.cuda_graph, 0, 0, cli_on_off,
+         CLI_CUDA_GRAPH_HELP},
         {"--strict-device", NULL, CLI_FLAG, &o.strict_device, 0, 0, NULL,
          "refuse a model with ops the device cannot run (default: they run on the CPU)"},
         {"--json", NULL, CLI_FLAG, &o.json, 0, 0, NULL,

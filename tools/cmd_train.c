@@ -46,7 +46,8 @@
 static const char *const optimizers[] = {"sgd", "adam", "adamw", NULL};
 
 typedef struct train_options {
-    const char *recipe, *model, *data, *data_dir, *optim, *schedule, *augment, *device, *out, *resume;
+    const char *recipe, *model, *data, *data_dir, *optim, *schedule, *augment, *device, *out, *resume,
+        *cuda_graph;
     long epochs, batch, seed, threads, workers, stop_after;
     double lr, weight_decay, momentum, label_smoothing;
     bool json, strict_device;
@@ -103,6 +104,8 @@ static cli_parsed parse_table(train_options *opts, int argc, char **argv)
          "auto, cpu, cpu:N, cuda or cuda:N (default cpu)"},
         {"--threads", "T", CLI_INT, &opts->threads, 0, 4096, NULL,
          "CPU threads, 0 for all cores (default 0)"},
+        {"--cuda-graph", "on|off", CLI_TEXT, &opts->cuda_graph, 0, 0, cli_on_off,
+         CLI_CUDA_GRAPH_HELP},
         {"--strict-device", NULL, CLI_FLAG, &opts->strict_device, 0, 0, NULL,
          "refuse a model with ops the device cannot run (default: they run on the CPU)"},
         {"--workers", "N", CLI_INT, &opts->workers, 1, 64, NULL,
@@ -397,8 +400,9 @@ static int setup(run *r)
         run_info_from_dataset("train", name, text, opts->data, r->train_data, &r->info);
     free(text);
     CLI_TRY(exit_status);
-    CLI_TRY(cli_backend("train", opts->device, opts->threads, opts->strict_device, r->log,
-                        &r->backend));
+    CLI_TRY(cli_backend("train", &(cli_device){opts->device, opts->threads, opts->strict_device,
+                                               opts->cuda_graph},
+                        r->log, &r->backend));
     CLI_TRY(trainer_init(&r->t, opts, &r->info, r->train_data, r->backend));
     int64_t test_size = ct_dataset_size(r->test_data);
     int eval_batch = (int)(test_size < EVAL_BATCH ? test_size : EVAL_BATCH);

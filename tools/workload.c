@@ -114,6 +114,8 @@ void workload_option_table(workload_options *opts, cli_option *out)
         {"--kernels", "K", CLI_TEXT, &opts->kernels, 0, 0, NULL,
          "native, vendor, auto or one implementation (im2col, winograd, cudnn, ...); "
          "default: native on the CPU, auto on CUDA"},
+        {"--cuda-graph", "on|off", CLI_TEXT, &opts->cuda_graph, 0, 0, cli_on_off,
+         CLI_CUDA_GRAPH_HELP},
         {"--mode", "MODE", CLI_TEXT, &opts->mode, 0, 0, workload_modes,
          "train (forward, backward, SGD step) or infer (forward) (default train)"},
         {"--seed", "S", CLI_INT, &opts->seed, 0, 2147483647, NULL,
@@ -160,6 +162,8 @@ int workload_init(const char *command, const workload_options *opts, workload *w
         return status == CT_ERR_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
     }
     ct_backend_set_strict(w->backend, opts->strict_device);
+    w->cuda_graph = cli_on(opts->cuda_graph);
+    ct_backend_set_cuda_graph(w->backend, w->cuda_graph);
     if (opts->kernels && (status = ct_backend_set_kernels(w->backend, opts->kernels)) != CT_OK) {
         cli_fail(command);
         return status == CT_ERR_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;

@@ -22,16 +22,17 @@ typedef struct workload_options {
     const char *model, *input, *device, *mode;
     long batch, classes, threads, seed;
     bool strict_device;
-    const char *kernels; /* NULL: the backend's default */
+    const char *kernels;    /* NULL: the backend's default */
+    const char *cuda_graph; /* NULL or "on", or "off" */
 } workload_options;
 
 /* simplecnn, 1x28x28, cpu, train, batch 64, 10 classes, seed 1. */
 extern const workload_options workload_defaults;
 
 /* The options bench and profile share (--model, --batch, --input,
- * --classes, --device, --threads, --strict-device, --mode, --seed), bound to
- * opts, written to out[0..WORKLOAD_N_OPTIONS). */
-#define WORKLOAD_N_OPTIONS 10
+ * --classes, --device, --threads, --strict-device, --kernels, --cuda-graph,
+ * --mode, --seed), bound to opts, written to out[0..WORKLOAD_N_OPTIONS). */
+#define WORKLOAD_N_OPTIONS 11
 void workload_option_table(workload_options *opts, cli_option *out);
 
 typedef struct workload {
@@ -42,6 +43,7 @@ typedef struct workload {
     ct_mode mode;
     int channels, height, width;
     char device[64]; /* what was passed to ct_backend_new */
+    bool cuda_graph; /* --cuda-graph on (the default) */
 } workload;
 
 /* Each returns an exit status, after printing what went wrong. */

@@ -296,6 +296,7 @@ def report(torch, args, model, device, times):
         # cuttle's arithmetic fields (its ops' FLOP formulas): not counted here
         "gflop_per_step": None, "gflops_per_second": None, "peak_gflops": None,
         "share_of_peak": None, "peak_isa": None, "avx2_peak_gflops": None,
+        "cuda_graph": None, "graph_nodes": None,
         "emulated": False,  # cuttle's field: timings from its emulated GPU are not GPU speed
     }
     if args.json:

@@ -213,8 +213,9 @@ static inline CT_HD float ct_sgd_momentum_element(float p, float grad, float *bu
     return p - lr * (nesterov ? g + momentum * b : b);
 }
 
-/* What Adam's element update needs that does not change within a step,
- * computed once per step on the host, in double where PyTorch does. */
+/* What Adam's element update needs that does not change within a step, in
+ * double where PyTorch does: once per step on the CPU, by every thread on a
+ * GPU (which reads the step from device memory). */
 typedef struct ct_adam_step {
     float beta1, beta2, take1, take2, eps;
     float step_size;             /* lr / (1 - beta1^t) */
@@ -223,8 +224,9 @@ typedef struct ct_adam_step {
     float coupled_wd;            /* Adam: wd (added to the gradient); AdamW: 0 */
 } ct_adam_step;
 
-static inline ct_adam_step ct_adam_step_of(float lr, float beta1, float beta2, float eps,
-                                           float weight_decay, bool decoupled, int64_t step)
+static inline CT_HD ct_adam_step ct_adam_step_of(float lr, float beta1, float beta2,
+                                                 float eps, float weight_decay, bool decoupled,
+                                                 int64_t step)
 {
     ct_adam_step s;
     s.beta1 = beta1;

@@ -112,6 +112,90 @@ static ct_status cuda_run_node(ct_backend *backend, const ct_exec *exec, const c
     return status;
 }
 
+/* ---- a step recorded once and replayed: CUDA Graphs (graph/replay.h) ------------ */
+
+typedef struct cuda_replay {
+    cudaGraphExec_t exec;
+    int nodes;
+    /* the label check the recorded cross-entropy asks for (check_labels) */
+    const ct_tensor *ce_node;
+    const void *ce_labels;
+} cuda_replay;
+
+static ct_status cuda_capture_begin(ct_backend *backend)
+{
+    cuda_backend *b = impl_of(backend);
+    CT_TRY(cuda_set_device(b));
+    /* Thread-local: what another host thread does (a loader's pinned
+     * allocation) cannot spoil the recording; a call of this thread that
+     * would synchronize fails it, and the step then runs node by node. */
+    CT_CUDA_CALL(cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal));
+    return CT_OK;
+}
+
+/* A failed recording leaves no error behind for the next CUDA call. */
+static ct_status capture_failed(cudaError_t error, int line, const char *call)
+{
+    (void)cudaGetLastError();
+    return ct_cuda_fail(error, __FILE__, line, call);
+}
+
+static ct_status cuda_capture_end(ct_backend *backend, void **out)
+{
+    cuda_backend *b = impl_of(backend);
+    *out = NULL;
+    cudaGraph_t graph = NULL;
+    cudaError_t error = cudaStreamEndCapture(b->stream, &graph);
+    if (error != cudaSuccess)
+        return capture_failed(error, __LINE__, "cudaStreamEndCapture");
+    cuda_replay *r = calloc(1, sizeof *r);
+    size_t nodes = 0;
+    error = r ? cudaGraphGetNodes(graph, NULL, &nodes) : cudaErrorMemoryAllocation;
+    if (error == cudaSuccess)
+        error = cudaGraphInstantiate(&r->exec, graph, 0);
+    cudaGraphDestroy(graph); /* the instance keeps what it needs */
+    if (error != cudaSuccess) {
+        free(r);
+        return capture_failed(error, __LINE__, "cudaGraphInstantiate");
+    }
+    r->nodes = (int)nodes;
+    r->ce_node = b->ce_node;
+    r->ce_labels = b->ce_labels;
+    *out = r;
+    return CT_OK;
+}
+
+static ct_status cuda_replay_run(ct_backend *backend, void *replay)
+{
+    cuda_backend *b = impl_of(backend);
+    const cuda_replay *r = replay;
+    CT_TRY(cuda_set_device(b));
+    b->ce_node = r->ce_node;
+    b->ce_labels = r->ce_labels;
+    CT_CUDA_CALL(cudaGraphLaunch(r->exec, b->stream));
+    return CT_OK;
+}
+
+static void cuda_replay_free(ct_backend *backend, void *replay)
+{
+    cuda_backend *b = impl_of(backend);
+    cuda_replay *r = replay;
+    if (!r)
+        return;
+    if (cuda_set_device(b) == CT_OK) {
+        if (cudaStreamSynchronize(b->stream) != cudaSuccess) /* a replay may be queued */
+            (void)cudaGetLastError();
+        cudaGraphExecDestroy(r->exec);
+    }
+    free(r);
+}
+
+static int cuda_replay_nodes(const ct_backend *backend, const void *replay)
+{
+    (void)backend;
+    return ((const cuda_replay *)replay)->nodes;
+}
+
 /* ---- the profiler's device clock (graph/backend.h): a CUDA event per mark */
 
 typedef struct cuda_timer {
@@ -322,6 +406,11 @@ static const ct_backend_i cuda_backend_i = {
     .set_memory_limit = cuda_set_memory_limit,
     .set_tf32 = cuda_set_tf32,
     .rename = cuda_rename,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .replay = cuda_replay_run,
+    .replay_free = cuda_replay_free,
+    .replay_nodes = cuda_replay_nodes,
 };
 
 /* Streams, events, the label word and the vendor handles of a new backend. */

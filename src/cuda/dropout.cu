@@ -14,8 +14,9 @@ enum { DROPOUT_LANES = 4 }; /* elements per Philox block */
 
 /* y[i] = keep(i) ? x[i] * scale : 0,  scale = 1/(1-p) rounded to float once */
 __global__ void dropout_kernel(int64_t count, const float *x, float *y, float p, float scale,
-                               uint64_t seed, uint32_t rng_stream, uint32_t step)
+                               uint64_t seed, uint32_t rng_stream, const ct_step_values *values)
 {
+    uint32_t step = (uint32_t)values->step;
     int64_t blocks = (count + DROPOUT_LANES - 1) / DROPOUT_LANES;
     bool aligned = ((uintptr_t)x | (uintptr_t)y) % (DROPOUT_LANES * sizeof(float)) == 0;
     CT_CUDA_GRID_STRIDE(block, blocks)
@@ -37,14 +38,14 @@ __global__ void dropout_kernel(int64_t count, const float *x, float *y, float p,
 }
 
 extern "C" ct_status ct_cuda_dropout(int64_t count, const float *x, float *y, float p,
-                                     uint64_t seed, uint32_t rng_stream, uint32_t step,
-                                     cudaStream_t stream)
+                                     uint64_t seed, uint32_t rng_stream,
+                                     const ct_step_values *values, cudaStream_t stream)
 {
     if (p == 0.0f)
         return x == y ? CT_OK : ct_cuda_copy(count, x, y, stream);
     float scale = 1.0f / (1.0f - p);
     int64_t blocks = (count + DROPOUT_LANES - 1) / DROPOUT_LANES;
     CT_CUDA_LAUNCH_ITEMS(dropout_kernel, blocks, stream, count, x, y, p, scale, seed, rng_stream,
-                         step);
+                         values);
     return CT_OK;
 }

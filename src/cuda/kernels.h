@@ -26,6 +26,7 @@
 
 #include "cuttle.h"
 #include "core/shapes.h"
+#include "core/step_values.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -140,9 +141,11 @@ ct_status ct_cuda_batchnorm_backward_data(int n, int c, int inner, const float *
 
 /* ---- dropout.cu ------------------------------------------------------------------ */
 
-/* The mask of ct_cpu_dropout bit for bit (the same Philox stream). */
+/* The mask of ct_cpu_dropout bit for bit (the same Philox stream), for the
+ * step in *values (device memory, graph/backend.h). */
 ct_status ct_cuda_dropout(int64_t count, const float *x, float *y, float p, uint64_t seed,
-                          uint32_t rng_stream, uint32_t step, cudaStream_t stream);
+                          uint32_t rng_stream, const ct_step_values *values,
+                          cudaStream_t stream);
 
 /* ---- softmax.cu ---------------------------------------------------------------------- */
 
@@ -177,13 +180,15 @@ ct_status ct_cuda_add_bias(int rows, int c, int inner, const float *bias, float 
 
 /* ---- optim.cu ------------------------------------------------------------------------ */
 
+/* The learning rate and the step count come from *values (device memory,
+ * graph/backend.h), so that a replayed step updates with this step's. */
 ct_status ct_cuda_sgd_update(int64_t count, float *param, const float *grad,
-                             float *momentum_buf, float lr, float momentum, float dampening,
-                             float weight_decay, bool nesterov, bool first_step,
+                             float *momentum_buf, const ct_step_values *values, float momentum,
+                             float dampening, float weight_decay, bool nesterov,
                              cudaStream_t stream);
 ct_status ct_cuda_adam_update(int64_t count, float *param, const float *grad, float *exp_avg,
-                              float *exp_avg_sq, float lr, float beta1, float beta2, float eps,
-                              float weight_decay, bool decoupled, int64_t step,
+                              float *exp_avg_sq, const ct_step_values *values, float beta1,
+                              float beta2, float eps, float weight_decay, bool decoupled,
                               cudaStream_t stream);
 
 #ifdef __cplusplus

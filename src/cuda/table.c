@@ -178,7 +178,7 @@ static ct_status run_dropout(cuda_backend *b, const ct_exec *e, const ct_tensor 
     if (!e->training)
         return ct_cuda_copy(count, ct_in(e, n, 0), ct_out(e, n), b->stream);
     return ct_cuda_dropout(count, ct_in(e, n, 0), ct_out(e, n), n->attr.dropout.p, e->seed,
-                           n->attr.dropout.stream, (uint32_t)e->step, b->stream);
+                           n->attr.dropout.stream, e->step_values, b->stream);
 }
 
 static ct_status run_concat(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -243,17 +243,17 @@ static ct_status run_sgd_update(cuda_backend *b, const ct_exec *e, const ct_tens
     const ct_sgd_args *a = &n->attr.sgd;
     float *momentum_buf = n->n_src > 2 ? ct_exec_data(e, n->src[2]) : NULL;
     return ct_cuda_sgd_update(ct_tensor_numel(n), ct_exec_data(e, n->src[0]), ct_in(e, n, 1),
-                              momentum_buf, e->lr, a->momentum, a->dampening, a->weight_decay,
-                              a->nesterov, e->step == 0, b->stream);
+                              momentum_buf, e->step_values, a->momentum, a->dampening,
+                              a->weight_decay, a->nesterov, b->stream);
 }
 
 static ct_status run_adam_update(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     const ct_adam_args *a = &n->attr.adam;
     return ct_cuda_adam_update(ct_tensor_numel(n), ct_exec_data(e, n->src[0]), ct_in(e, n, 1),
-                               ct_exec_data(e, n->src[2]), ct_exec_data(e, n->src[3]), e->lr,
-                               a->beta1, a->beta2, a->eps, a->weight_decay, a->decoupled,
-                               e->step + 1, b->stream);
+                               ct_exec_data(e, n->src[2]), ct_exec_data(e, n->src[3]),
+                               e->step_values, a->beta1, a->beta2, a->eps, a->weight_decay,
+                               a->decoupled, b->stream);
 }
 
 static void *exec_data(const void *exec, const ct_tensor *t)

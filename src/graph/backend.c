@@ -94,6 +94,14 @@ ct_status ct_backend_refuse(ct_backend *backend, ct_op op)
     return CT_OK;
 }
 
+ct_status ct_backend_set_cuda_graph(ct_backend *backend, bool enabled)
+{
+    if (!backend)
+        return ct_set_error(CT_ERR_ARG, "ct_backend_set_cuda_graph: backend is NULL");
+    backend->replay_off = !enabled;
+    return CT_OK;
+}
+
 ct_status ct_backend_set_tf32(ct_backend *backend, bool enabled)
 {
     if (!backend || !backend->iface->set_tf32)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cuttle.h"
+#include "core/step_values.h"
 #include "graph/graph.h"
 
 /* Where a tensor's bytes live in a plan. */
@@ -43,6 +44,9 @@ typedef struct ct_exec {
     int64_t step;               /* training steps completed before this one */
     float lr;
     uint64_t seed;
+    /* lr and step again, in the backend's memory (NULL in eval): what the
+     * kernels of a backend that replays steps read instead of the two above */
+    const ct_step_values *step_values;
 } ct_exec;
 
 static inline void *ct_exec_data(const ct_exec *exec, const ct_tensor *t)
@@ -94,6 +98,17 @@ typedef struct ct_backend_i {
     ct_status (*set_tf32)(ct_backend *backend, bool enabled);
     /* Optional: rewrites backend->name after the kernels setting changed. */
     void (*rename)(ct_backend *backend);
+    /* Optional (NULL: steps always run node by node): recording a step once
+     * and replaying it (CUDA Graphs).  Between capture_begin and
+     * capture_end the nodes' work is recorded, not run; capture_end gives
+     * the replayable step (or an error, having recorded nothing usable);
+     * replay queues it like the nodes it recorded; replay_free frees it.
+     * replay_nodes: the device operations it holds. */
+    ct_status (*capture_begin)(ct_backend *backend);
+    ct_status (*capture_end)(ct_backend *backend, void **replay);
+    ct_status (*replay)(ct_backend *backend, void *replay);
+    void (*replay_free)(ct_backend *backend, void *replay);
+    int (*replay_nodes)(const ct_backend *backend, const void *replay);
 } ct_backend_i;
 
 #define CT_BACKEND_NAME_CAPACITY 96
@@ -119,6 +134,14 @@ struct ct_backend {
      * shape" too), so that another implementation ran: tests tell "the
      * vendor path is right" from "it failed quietly" by it */
     int vendor_failures;
+    /* a step is being recorded (capture_begin): nothing may synchronize, so
+     * the autotuner does not time and a failed vendor call is not
+     * remembered (graph/impl.c); the plan then runs the step node by node */
+    bool capturing;
+    /* changes whenever the kernel choices may have (ct_impl_forget,
+     * ct_impl_set_choice): a recorded step made before is stale */
+    unsigned choices;
+    bool replay_off; /* ct_backend_set_cuda_graph(backend, false) */
 };
 
 #endif

@@ -170,6 +170,8 @@ void ct_impl_forget(ct_backend *backend)
 {
     if (backend && backend->memo)
         backend->memo->n = 0;
+    if (backend)
+        backend->choices++;
 }
 
 void ct_impl_memo_free(ct_backend *backend)
@@ -282,6 +284,10 @@ static ct_status choose_fastest(ct_backend *backend, const ct_exec *exec, const 
     int fastest = entry->fastest;
     if (fastest == NOT_TIMED || (entry->failed >> fastest & 1) ||
         !impl_usable(backend, list[fastest], node)) {
+        if (backend->capturing) /* timing synchronizes, which a recording cannot */
+            return ct_set_error(CT_ERR_STATE, "%s: %s on '%s' is not timed yet, so the step "
+                                "cannot be recorded", backend->name, ct_op_name(node->op),
+                                ct_tensor_name(node));
         int64_t best = -1;
         fastest = -1;
         for (int i = 0; i < count; i++) {
@@ -338,7 +344,9 @@ ct_status ct_impl_run(ct_backend *backend, const ct_exec *exec, const ct_tensor 
         int index = -1;
         CT_TRY(choose(backend, exec, node, &index));
         ct_status status = run_one(backend, exec, node, list[index]);
-        if (status == CT_OK || list[index]->kind != CT_IMPL_VENDOR) {
+        /* while recording, a vendor call may fail because it is being
+         * recorded: the step is run node by node instead, and nothing learned */
+        if (status == CT_OK || list[index]->kind != CT_IMPL_VENDOR || backend->capturing) {
             backend->impl_ran[node->op] |= (uint8_t)(1u << index);
             if (ran)
                 *ran = list[index];
@@ -411,6 +419,7 @@ ct_status ct_impl_set_choice(ct_backend *backend, const char *kernels)
                             kernels, backend->name, names + 1);
     }
     snprintf(backend->kernels, sizeof backend->kernels, "%s", kernels);
+    backend->choices++;
     if (backend->iface->rename)
         backend->iface->rename(backend);
     return CT_OK;

@@ -21,6 +21,7 @@
 #include "graph/impl.h"
 #include "graph/memplan.h"
 #include "graph/plan.h"
+#include "graph/replay.h"
 
 #define CT_MODE_COUNT 2
 
@@ -42,6 +43,8 @@ struct ct_plan {
     bool *eval_skip;                  /* by node id: computed by another kernel in eval */
     void *arena, *state, *workspace;
     size_t arena_bytes, state_bytes, workspace_bytes;
+    ct_step_values *step_values; /* in the backend's memory: see ct_exec */
+    ct_replay replay;
     uint64_t seed;
     int64_t step;
     float lr;
@@ -357,6 +360,8 @@ static ct_status plan_build(ct_plan *plan)
     CT_TRY(allocate(plan, plan->arena_bytes, &plan->arena, "activation arena"));
     CT_TRY(allocate(plan, plan->state_bytes, &plan->state, "parameters and inputs"));
     CT_TRY(allocate(plan, plan->workspace_bytes, &plan->workspace, "kernel workspace"));
+    CT_TRY(allocate(plan, sizeof(ct_step_values), (void **)&plan->step_values,
+                    "per-step values"));
     CT_TRY(allocate_host_copies(plan));
     return init_state(plan);
 }
@@ -394,6 +399,9 @@ void ct_plan_free(ct_plan *plan)
     if (!plan)
         return;
     ct_backend *backend = plan->backend;
+    ct_replay_free(&plan->replay, backend);
+    if (plan->step_values)
+        backend->iface->release(backend, plan->step_values);
     if (plan->arena)
         backend->iface->release(backend, plan->arena);
     if (plan->state)
@@ -433,6 +441,7 @@ static ct_exec exec_of(const ct_plan *plan, ct_mode mode)
         .step = plan->step,
         .lr = plan->lr,
         .seed = plan->seed,
+        .step_values = mode == CT_TRAIN ? plan->step_values : NULL,
     };
     return exec;
 }
@@ -475,11 +484,18 @@ static ct_status run_on_host(ct_plan *plan, const ct_exec *exec, const ct_tensor
     return CT_OK;
 }
 
-/* The one run loop: every step, profiled or not, goes through it. */
+/* The one run loop: every step, profiled or not, replayed or not, goes
+ * through it. */
 static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
 {
     ct_backend *backend = plan->backend;
     ct_run_hook *hook = plan->hook;
+    bool replayed = false;
+    CT_TRY(ct_replay_run(&plan->replay, backend, mode, exec, plan->runs[mode],
+                         plan->n_runs[mode], !hook && !plan->on_host, &replayed));
+    if (replayed)
+        return backend->iface->synchronize(backend);
+    ct_replay_count_eager(&plan->replay, mode);
     backend->iface->begin_step(backend);
     if (hook)
         hook->step_begin(hook, mode);
@@ -511,6 +527,11 @@ ct_status ct_plan_run(ct_plan *plan, ct_mode mode)
                             "ct_plan_run: the graph grew after the plan was made; make a new "
                             "plan");
     ct_exec exec = exec_of(plan, mode);
+    if (mode == CT_TRAIN) {
+        ct_step_values values = {.lr = plan->lr, .step = plan->step};
+        CT_TRY(plan->backend->iface->write(plan->backend, plan->step_values, &values,
+                                           sizeof values));
+    }
     CT_TRY(run_schedule(plan, mode, &exec));
     if (mode == CT_TRAIN)
         plan->step++;
@@ -566,6 +587,25 @@ ct_status ct_plan_read(ct_plan *plan, const ct_tensor *t, void *host, size_t byt
     if (!host)
         return ct_set_error(CT_ERR_ARG, "ct_plan_read: host buffer is NULL");
     return plan->backend->iface->read(plan->backend, host, src, bytes);
+}
+
+int ct_plan_cuda_graph(const ct_plan *plan, ct_mode mode, int *nodes, const char **why)
+{
+    if (nodes)
+        *nodes = 0;
+    if (why)
+        *why = NULL;
+    if (!plan || (mode != CT_TRAIN && mode != CT_EVAL))
+        return 0;
+    const ct_replay *r = &plan->replay;
+    if (r->recorded[mode]) {
+        if (nodes)
+            *nodes = plan->backend->iface->replay_nodes(plan->backend, r->recorded[mode]);
+        return 1;
+    }
+    if (r->failed && why)
+        *why = r->why;
+    return r->failed ? -1 : 0;
 }
 
 void ct_plan_set_lr(ct_plan *plan, float lr)
