@@ -12,6 +12,9 @@
 #include "cuttle.h"
 #include "harness.h"
 #include "prof/roofline.h"
+#ifdef CT_HAVE_CUDA
+#include <cuda_runtime_api.h> /* the emulator's: CUDA_EMU and what it counts */
+#endif
 
 #define BATCH 16
 #define CLASSES 10
@@ -92,11 +95,22 @@ static void cpu_counts_nothing(void)
     ct_graph_free(g);
 }
 
+/* Whether this build counts the kernels' arithmetic (the LLVM pass). */
+static bool counts_flops(void)
+{
+#ifdef CUDA_EMU
+    return cuda_emu_counters_fp_and_branches() != 0;
+#else
+    return false;
+#endif
+}
+
 /* Every node that ran cuttle's kernels was counted and predicted; a relu
- * reads its input and writes its output once, every byte used. */
+ * reads its input and writes its output once, every byte used, and does no
+ * arithmetic; a convolution does at least its formula's. */
 static void check_counted_step(const ct_profile *p)
 {
-    int relus = 0;
+    int relus = 0, convs = 0;
     for (int i = 0; i < p->n_records; i++) {
         const ct_prof_record *r = &p->records[i];
         const ct_kernel_counts *c = &r->counts;
@@ -109,6 +123,12 @@ static void check_counted_step(const ct_profile *p)
         CHECK(c->bytes_moved >= c->bytes_used && c->bytes_used > 0 && c->dram_bytes > 0,
               "record %d (%s): %g bytes used, %g moved, %g DRAM", i, r->op, c->bytes_used,
               c->bytes_moved, c->dram_bytes);
+        if (counts_flops() && strcmp(r->op, "conv2d") == 0) {
+            convs++;
+            CHECK(c->flops_executed >= r->flops && c->predicted_graph_ns <= c->predicted_ns,
+                  "conv %d: %g FLOPs executed for %g needed; %g ns replayed, %g eager", i,
+                  c->flops_executed, r->flops, c->predicted_graph_ns, c->predicted_ns);
+        }
         if (strcmp(r->op, "relu") != 0)
             continue;
         relus++;
@@ -117,8 +137,10 @@ static void check_counted_step(const ct_profile *p)
                   c->bytes_moved == r->bytes,
               "relu %d: %g DRAM, %g used, %g moved bytes (want %g each)", i, c->dram_bytes,
               c->bytes_used, c->bytes_moved, r->bytes);
+        CHECK(c->flops_executed == 0, "relu %d: %g FLOPs executed", i, c->flops_executed);
     }
     CHECK(relus >= 2, "%d relu records", relus);
+    CHECK(!counts_flops() || convs == 2, "%d conv records with executed FLOPs", convs);
 }
 
 /* One profiled step in `kernels` mode: with "auto" the autotuner times the

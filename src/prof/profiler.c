@@ -192,6 +192,9 @@ static ct_status read_device_counts(ct_profiler *prof, ct_prof_record *records, 
             .shared_wavefronts = after.shared_wavefronts - before.shared_wavefronts,
             .shared_ideal_wavefronts =
                 after.shared_ideal_wavefronts - before.shared_ideal_wavefronts,
+            .flops_executed = after.flops_executed - before.flops_executed,
+            .branches = after.branches - before.branches,
+            .divergent_branches = after.divergent_branches - before.divergent_branches,
         };
         ct_roofline_predict(&ct_gpu_h100_sxm, records[r].flops, records[r].bytes, c);
         before = after;
