@@ -65,6 +65,9 @@ CT_EMU_VECTOR2(double2, double)
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
+/* A kernel parameter read in place in the parameter space, never copied to
+ * the thread's local memory: a parameter is a bound copy here anyway. */
+#define __grid_constant__
 #define __constant__ static
 /* Per host worker (one block runs on a worker at a time), in a section the
  * runtime poisons at each block's start (emu/shared_begin.cpp). */

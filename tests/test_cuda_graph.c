@@ -14,6 +14,7 @@
  * Without a GPU (or without CUDA) it prints "test_cuda_graph: skipped ..."
  * and exits 0, unless CT_REQUIRE_GPU is set.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -198,7 +199,28 @@ static void replay_matches(void (*build)(model *), const char *kernels)
     ct_graph_free(m.graph);
 }
 
+/* 26 linear layers: 52 parameters, more than one grouped update launch
+ * takes (CT_CUDA_GROUP_MAX), so the update runs as two. */
+static void build_deep_mlp(model *m)
+{
+    m->graph = ct_graph_new();
+    m->classes = 4;
+    m->x = ct_input(m->graph, "x", CT_F32, 2, (int64_t[]){8, 12});
+    m->labels = ct_input(m->graph, "labels", CT_I64, 1, (int64_t[]){8});
+    ct_tensor *h = m->x;
+    char name[32];
+    for (int layer = 0; layer < 25; layer++) {
+        snprintf(name, sizeof name, "fc%d", layer);
+        h = ct_relu(m->graph, ct_layer_linear(m->graph, name, h, 12, true));
+    }
+    m->loss = ct_cross_entropy(m->graph, ct_layer_linear(m->graph, "out", h, 4, true),
+                               m->labels, 0.0f);
+    CHECK_OK(ct_graph_backward(m->graph, m->loss));
+    CHECK_OK(ct_graph_sgd(m->graph, (ct_sgd_args){.lr = 0.05f, .momentum = 0.9f}));
+}
+
 static void simplecnn_native(void) { replay_matches(build_simplecnn, "native"); }
+static void deep_mlp_native(void) { replay_matches(build_deep_mlp, "native"); }
 static void simplecnn_vendor(void) { replay_matches(build_simplecnn, "vendor"); }
 static void dropout_adamw_native(void) { replay_matches(build_dropout_adamw, "native"); }
 
@@ -378,6 +400,7 @@ int main(void)
     RUN(simplecnn_native);
     RUN(simplecnn_vendor);
     RUN(dropout_adamw_native);
+    RUN(deep_mlp_native);
     RUN(replay_allocates_nothing);
     RUN(replay_reports_bad_label);
     RUN(eval_steps_replay);

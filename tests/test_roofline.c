@@ -107,13 +107,22 @@ static bool counts_flops(void)
 
 /* Every node that ran cuttle's kernels was counted and predicted; a relu
  * reads its input and writes its output once, every byte used, and does no
- * arithmetic; a convolution does at least its formula's. */
+ * arithmetic; a convolution does at least its formula's; the ten parameter
+ * updates are one launch, counted on the first. */
 static void check_counted_step(const ct_profile *p)
 {
-    int relus = 0, convs = 0;
+    int relus = 0, convs = 0, updates = 0;
+    int64_t update_launches = 0;
     for (int i = 0; i < p->n_records; i++) {
         const ct_prof_record *r = &p->records[i];
         const ct_kernel_counts *c = &r->counts;
+        if (strcmp(r->op, "sgd_update") == 0) { /* one launch for them all: the first's */
+            updates++;
+            update_launches += c->launches;
+            CHECK(c->launches == (updates == 1), "update %d: %lld launches", updates,
+                  (long long)c->launches);
+            continue;
+        }
         CHECK(c->counted && c->launches >= 1, "record %d (%s): %lld launches", i, r->op,
               (long long)c->launches);
         CHECK(c->predicted_ns >= c->launches * ct_gpu_h100_sxm.launch_ns &&
@@ -140,6 +149,8 @@ static void check_counted_step(const ct_profile *p)
         CHECK(c->flops_executed == 0, "relu %d: %g FLOPs executed", i, c->flops_executed);
     }
     CHECK(relus >= 2, "%d relu records", relus);
+    CHECK(updates == 10 && update_launches == 1, "%d updates in %lld launches", updates,
+          (long long)update_launches);
     CHECK(!counts_flops() || convs == 2, "%d conv records with executed FLOPs", convs);
 }
 

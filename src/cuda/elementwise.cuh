@@ -90,17 +90,21 @@ __device__ inline void ct_store2(float *p, const float v[2])
 
 /* `reads` and `writes` are bit masks over the arrays (bit k: arrays[k]);
  * an array only written is never loaded, and one not in `writes` is never
- * stored to (so a read-only input may be passed with its const cast away). */
+ * stored to (so a read-only input may be passed with its const cast away).
+ * ct_map_blocks: the same over blocks [block, ...) of `blocks` (a kernel
+ * whose grid several maps share, one range of blocks each); ct_map: over
+ * the whole grid. */
 template <int N, class Body>
-__device__ void ct_map(int64_t count, float *const (&arrays)[N], unsigned reads,
-                       unsigned writes, Body body)
+__device__ void ct_map_blocks(int64_t count, float *const (&arrays)[N], unsigned reads,
+                              unsigned writes, unsigned block, unsigned blocks, Body body)
 {
     uintptr_t address_bits = 0;
     for (int k = 0; k < N; k++)
         address_bits |= (uintptr_t)arrays[k];
     int64_t vectors = address_bits % (CT_VEC * sizeof(float)) == 0 ? count / CT_VEC : 0;
-    CT_CUDA_GRID_STRIDE(v, vectors)
-    {
+    int64_t first = (int64_t)block * blockDim.x + threadIdx.x;
+    int64_t stride = (int64_t)blocks * blockDim.x;
+    for (int64_t v = first; v < vectors; v += stride) {
         float values[N][CT_VEC] = {};
         for (int k = 0; k < N; k++)
             if (reads >> k & 1u)
@@ -118,8 +122,7 @@ __device__ void ct_map(int64_t count, float *const (&arrays)[N], unsigned reads,
                 ct_store4(arrays[k] + v * CT_VEC, values[k]);
     }
     int64_t done = vectors * CT_VEC;
-    CT_CUDA_GRID_STRIDE(t, count - done)
-    {
+    for (int64_t t = first; t < count - done; t += stride) {
         float e[N];
         for (int k = 0; k < N; k++)
             e[k] = (reads >> k & 1u) ? arrays[k][done + t] : 0.0f;
@@ -128,6 +131,13 @@ __device__ void ct_map(int64_t count, float *const (&arrays)[N], unsigned reads,
             if (writes >> k & 1u)
                 arrays[k][done + t] = e[k];
     }
+}
+
+template <int N, class Body>
+__device__ void ct_map(int64_t count, float *const (&arrays)[N], unsigned reads,
+                       unsigned writes, Body body)
+{
+    ct_map_blocks(count, arrays, reads, writes, blockIdx.x, gridDim.x, body);
 }
 
 /* ct_map's launch: a grid for one thread per group of four. */

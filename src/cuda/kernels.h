@@ -180,8 +180,21 @@ ct_status ct_cuda_add_bias(int rows, int c, int inner, const float *bias, float 
 
 /* ---- optim.cu ------------------------------------------------------------------------ */
 
+/* Up to CT_CUDA_GROUP_MAX tensors that one optimizer update runs on in one
+ * launch, passed to the kernel by value (about 2 KB of the 4 KB a kernel's
+ * parameters may take): arrays[t] are tensor t's param, grad and state
+ * buffers (momentum; exp_avg, exp_avg_sq), count[t] its elements. */
+enum { CT_CUDA_GROUP_MAX = 48 };
+typedef struct ct_cuda_group {
+    int n;
+    float *arrays[CT_CUDA_GROUP_MAX][4];
+    int64_t count[CT_CUDA_GROUP_MAX];
+} ct_cuda_group;
+
 /* The learning rate and the step count come from *values (device memory,
- * graph/backend.h), so that a replayed step updates with this step's. */
+ * graph/backend.h), so that a replayed step updates with this step's.  The
+ * _group forms update every tensor of `group` in one launch, each exactly
+ * as the single form would. */
 ct_status ct_cuda_sgd_update(int64_t count, float *param, const float *grad,
                              float *momentum_buf, const ct_step_values *values, float momentum,
                              float dampening, float weight_decay, bool nesterov,
@@ -190,6 +203,12 @@ ct_status ct_cuda_adam_update(int64_t count, float *param, const float *grad, fl
                               float *exp_avg_sq, const ct_step_values *values, float beta1,
                               float beta2, float eps, float weight_decay, bool decoupled,
                               cudaStream_t stream);
+ct_status ct_cuda_sgd_update_group(const ct_cuda_group *group, const ct_step_values *values,
+                                   float momentum, float dampening, float weight_decay,
+                                   bool nesterov, cudaStream_t stream);
+ct_status ct_cuda_adam_update_group(const ct_cuda_group *group, const ct_step_values *values,
+                                    float beta1, float beta2, float eps, float weight_decay,
+                                    bool decoupled, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

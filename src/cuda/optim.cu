@@ -5,6 +5,13 @@
  * elements per thread with 128-bit accesses (elementwise.cuh).  The
  * learning rate and step count are read from device memory (a replayed
  * step's kernels take this step's, core/step_values.h).
+ *
+ * The update of every parameter in one launch (the _group kernels, what
+ * PyTorch calls multi-tensor apply): the tensors' pointers travel in the
+ * kernel's parameters (ct_cuda_group), each tensor gets the blocks a launch
+ * of its own would have, and each block finds its tensor from the running
+ * sum of blocks (group_blocks, also a parameter).  The elements go through
+ * the same code as the single kernels', so the results are the same bits.
  */
 #include "core/math_shared.h"
 #include "cuda/elementwise.cuh"
@@ -47,6 +54,110 @@ __global__ void adam_kernel(int64_t count, float *param, const float *grad, floa
     ct_map(count, arrays, 0xfu, 0xdu,
            [&s](float *e) { e[0] = ct_adam_element(e[0], e[1], &e[2], &e[3], &s); });
 }
+
+/* ---- every tensor of a group in one launch ------------------------------------------ */
+
+/* Blocks [first[t], first[t+1]) of the grid are tensor t's. */
+typedef struct group_blocks {
+    unsigned first[CT_CUDA_GROUP_MAX + 1];
+} group_blocks;
+
+/* The tensor of this block, and the block's place among the tensor's. */
+__device__ inline int group_tensor(const ct_cuda_group &g, const group_blocks &b,
+                                   unsigned *block, unsigned *blocks)
+{
+    int t = 0;
+    while (t + 1 < g.n && blockIdx.x >= b.first[t + 1])
+        t++;
+    *block = blockIdx.x - b.first[t];
+    *blocks = b.first[t + 1] - b.first[t];
+    return t;
+}
+
+__global__ void sgd_plain_group_kernel(const __grid_constant__ ct_cuda_group g,
+                                       const __grid_constant__ group_blocks b,
+                                       const ct_step_values *values, float weight_decay)
+{
+    unsigned block, blocks;
+    int t = group_tensor(g, b, &block, &blocks);
+    float lr = values->lr;
+    float *const arrays[2] = {g.arrays[t][0], g.arrays[t][1]};
+    ct_map_blocks(g.count[t], arrays, 0x3u, 0x1u, block, blocks,
+                  [=](float *e) { e[0] = ct_sgd_element(e[0], e[1], lr, weight_decay); });
+}
+
+__global__ void sgd_momentum_group_kernel(const __grid_constant__ ct_cuda_group g,
+                                          const __grid_constant__ group_blocks b,
+                                          const ct_step_values *values, float momentum,
+                                          float take, float weight_decay, bool nesterov)
+{
+    unsigned block, blocks;
+    int t = group_tensor(g, b, &block, &blocks);
+    float lr = values->lr;
+    bool first_step = values->step == 0;
+    float *const arrays[3] = {g.arrays[t][0], g.arrays[t][1], g.arrays[t][2]};
+    ct_map_blocks(g.count[t], arrays, first_step ? 0x3u : 0x7u, 0x5u, block, blocks,
+                  [=](float *e) {
+                      e[0] = ct_sgd_momentum_element(e[0], e[1], &e[2], lr, momentum, take,
+                                                     weight_decay, nesterov, first_step);
+                  });
+}
+
+__global__ void adam_group_kernel(const __grid_constant__ ct_cuda_group g,
+                                  const __grid_constant__ group_blocks b,
+                                  const ct_step_values *values, float beta1, float beta2,
+                                  float eps, float weight_decay, bool decoupled)
+{
+    unsigned block, blocks;
+    int t = group_tensor(g, b, &block, &blocks);
+    ct_adam_step s = ct_adam_step_of(values->lr, beta1, beta2, eps, weight_decay, decoupled,
+                                     values->step + 1);
+    float *const arrays[4] = {g.arrays[t][0], g.arrays[t][1], g.arrays[t][2], g.arrays[t][3]};
+    ct_map_blocks(g.count[t], arrays, 0xfu, 0xdu, block, blocks,
+                  [&s](float *e) { e[0] = ct_adam_element(e[0], e[1], &e[2], &e[3], &s); });
+}
+
+/* Each tensor gets the grid a launch of `kernel` on it alone would get. */
+static unsigned plan_group_blocks(const void *kernel, const ct_cuda_group *g, group_blocks *b)
+{
+    b->first[0] = 0;
+    for (int t = 0; t < g->n; t++)
+        b->first[t + 1] = b->first[t] + ct_cuda_grid_for(kernel, ct_vec_items(g->count[t]));
+    return b->first[g->n];
+}
+
+extern "C" ct_status ct_cuda_sgd_update_group(const ct_cuda_group *group,
+                                              const ct_step_values *values, float momentum,
+                                              float dampening, float weight_decay,
+                                              bool nesterov, cudaStream_t stream)
+{
+    group_blocks b;
+    if (momentum == 0.0f) {
+        unsigned grid = plan_group_blocks((const void *)sgd_plain_group_kernel, group, &b);
+        CT_CUDA_LAUNCH(sgd_plain_group_kernel, grid, CT_CUDA_BLOCK, 0, stream, *group, b,
+                       values, weight_decay);
+        return CT_OK;
+    }
+    float take = (float)(1.0 - (double)dampening);
+    unsigned grid = plan_group_blocks((const void *)sgd_momentum_group_kernel, group, &b);
+    CT_CUDA_LAUNCH(sgd_momentum_group_kernel, grid, CT_CUDA_BLOCK, 0, stream, *group, b, values,
+                   momentum, take, weight_decay, nesterov);
+    return CT_OK;
+}
+
+extern "C" ct_status ct_cuda_adam_update_group(const ct_cuda_group *group,
+                                               const ct_step_values *values, float beta1,
+                                               float beta2, float eps, float weight_decay,
+                                               bool decoupled, cudaStream_t stream)
+{
+    group_blocks b;
+    unsigned grid = plan_group_blocks((const void *)adam_group_kernel, group, &b);
+    CT_CUDA_LAUNCH(adam_group_kernel, grid, CT_CUDA_BLOCK, 0, stream, *group, b, values, beta1,
+                   beta2, eps, weight_decay, decoupled);
+    return CT_OK;
+}
+
+/* ---- one tensor ------------------------------------------------------------------------- */
 
 extern "C" ct_status ct_cuda_sgd_update(int64_t count, float *param, const float *grad,
                                         float *momentum_buf, const ct_step_values *values,

@@ -10,6 +10,7 @@
  */
 #include "core/error.h"
 #include "cuda/backend_impl.h"
+#include "cuda/check.h"
 #include "cuda/kernels.h"
 #include "graph/impl.h"
 #include "graph/node_args.h"
@@ -256,6 +257,69 @@ static ct_status run_adam_update(cuda_backend *b, const ct_exec *e, const ct_ten
                                a->decoupled, b->stream);
 }
 
+/* ---- the optimizer's updates, every parameter in one launch ------------------------- */
+
+static bool same_sgd(const ct_tensor *a, const ct_tensor *b)
+{
+    const ct_sgd_args *x = &a->attr.sgd, *y = &b->attr.sgd;
+    return a->n_src == b->n_src && x->momentum == y->momentum &&
+           x->dampening == y->dampening && x->weight_decay == y->weight_decay &&
+           x->nesterov == y->nesterov;
+}
+
+static bool same_adam(const ct_tensor *a, const ct_tensor *b)
+{
+    const ct_adam_args *x = &a->attr.adam, *y = &b->attr.adam;
+    return x->beta1 == y->beta1 && x->beta2 == y->beta2 && x->eps == y->eps &&
+           x->weight_decay == y->weight_decay && x->decoupled == y->decoupled;
+}
+
+/* nodes[first, first + group->n) as a group: the parameter (the update is
+ * in place on src[0]), its gradient and state buffers. */
+static void fill_group(const ct_exec *e, const ct_tensor *const *nodes, int first, int n,
+                       ct_cuda_group *group)
+{
+    group->n = n;
+    for (int t = 0; t < n; t++) {
+        const ct_tensor *node = nodes[first + t];
+        group->count[t] = ct_tensor_numel(node);
+        for (int s = 0; s < 4; s++)
+            group->arrays[t][s] = s < node->n_src ? ct_exec_data(e, node->src[s]) : NULL;
+    }
+}
+
+static ct_status run_sgd_group(ct_backend *backend, const ct_exec *e,
+                               const ct_tensor *const *nodes, int n)
+{
+    cuda_backend *b = backend->impl;
+    const ct_sgd_args *a = &nodes[0]->attr.sgd;
+    CT_CUDA_CALL(cudaSetDevice(b->device)); /* as cuda_run_node does for a node */
+    for (int first = 0; first < n; first += CT_CUDA_GROUP_MAX) {
+        ct_cuda_group group;
+        fill_group(e, nodes, first, n - first < CT_CUDA_GROUP_MAX ? n - first : CT_CUDA_GROUP_MAX,
+                   &group);
+        CT_TRY(ct_cuda_sgd_update_group(&group, e->step_values, a->momentum, a->dampening,
+                                        a->weight_decay, a->nesterov, b->stream));
+    }
+    return CT_OK;
+}
+
+static ct_status run_adam_group(ct_backend *backend, const ct_exec *e,
+                                const ct_tensor *const *nodes, int n)
+{
+    cuda_backend *b = backend->impl;
+    const ct_adam_args *a = &nodes[0]->attr.adam;
+    CT_CUDA_CALL(cudaSetDevice(b->device)); /* as cuda_run_node does for a node */
+    for (int first = 0; first < n; first += CT_CUDA_GROUP_MAX) {
+        ct_cuda_group group;
+        fill_group(e, nodes, first, n - first < CT_CUDA_GROUP_MAX ? n - first : CT_CUDA_GROUP_MAX,
+                   &group);
+        CT_TRY(ct_cuda_adam_update_group(&group, e->step_values, a->beta1, a->beta2, a->eps,
+                                         a->weight_decay, a->decoupled, b->stream));
+    }
+    return CT_OK;
+}
+
 static void *exec_data(const void *exec, const ct_tensor *t)
 {
     return ct_exec_data(exec, t);
@@ -357,8 +421,8 @@ NATIVE(softmax_bwd, run_softmax_bwd);
 NATIVE(cross_entropy, run_cross_entropy);
 NATIVE(cross_entropy_bwd, run_cross_entropy_bwd);
 NATIVE(fill, run_fill);
-NATIVE(sgd_update, run_sgd_update);
-NATIVE(adam_update, run_adam_update);
+NATIVE(sgd_update, run_sgd_update, .groups = same_sgd, .run_group = run_sgd_group);
+NATIVE(adam_update, run_adam_update, .groups = same_adam, .run_group = run_adam_group);
 NATIVE(custom, run_custom, .supports = custom_supports);
 
 /* ---- the vendor calls (vendor.h) ------------------------------------------------------ */

@@ -356,6 +356,34 @@ ct_status ct_impl_run(ct_backend *backend, const ct_exec *exec, const ct_tensor 
     }
 }
 
+/* How many of nodes[0..n) the op's only implementation runs as one group
+ * with nodes[0]: 1 where it has no group run or there is a choice to make. */
+static int group_size(const ct_backend *backend, const ct_tensor *const *nodes, int n)
+{
+    const ct_impl *const *list = NULL;
+    if (ct_impl_list(backend, nodes[0]->op, &list) != 1 || !list[0]->run_group ||
+        !impl_usable(backend, list[0], nodes[0]))
+        return 1;
+    int size = 1;
+    while (size < n && nodes[size]->op == nodes[0]->op && list[0]->groups(nodes[0], nodes[size]))
+        size++;
+    return size;
+}
+
+ct_status ct_impl_run_next(ct_backend *backend, const ct_exec *exec,
+                           const ct_tensor *const *nodes, int n, int *done,
+                           const ct_impl **ran)
+{
+    *done = group_size(backend, nodes, n);
+    if (*done == 1)
+        return ct_impl_run(backend, exec, nodes[0], ran);
+    const ct_impl *impl = list_of(backend, nodes[0]->op)[0];
+    backend->impl_ran[nodes[0]->op] |= 1u;
+    if (ran)
+        *ran = impl;
+    return impl->run_group(backend, exec, nodes, *done);
+}
+
 bool ct_impl_has_run(const ct_backend *backend, ct_op op, int index)
 {
     return op < CT_OP_COUNT && (backend->impl_ran[op] >> index & 1);

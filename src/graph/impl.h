@@ -56,6 +56,13 @@ struct ct_impl {
     bool (*ready)(const ct_backend *backend);
     size_t (*workspace)(const ct_backend *backend, const ct_tensor *node); /* NULL: none */
     ct_status (*run)(ct_backend *backend, const ct_exec *exec, const ct_tensor *node);
+    /* Optional, for an op's only implementation: runs n >= 2 nodes of the
+     * op that follow each other in the plan in one go (the optimizer's
+     * update of every parameter in one launch), where groups(a, b) says
+     * that two nodes may share it (the same settings).  NULL: one by one. */
+    bool (*groups)(const ct_tensor *a, const ct_tensor *b);
+    ct_status (*run_group)(ct_backend *backend, const ct_exec *exec,
+                           const ct_tensor *const *nodes, int n);
 };
 
 /* A backend's table: for each op, up to CT_MAX_IMPLS implementations in
@@ -77,6 +84,13 @@ bool ct_impl_fuses(const ct_backend *backend, const ct_tensor *producer, unsigne
  * the backend's run_node; *ran (may be NULL) is what ran. */
 ct_status ct_impl_run(ct_backend *backend, const ct_exec *exec, const ct_tensor *node,
                       const ct_impl **ran);
+/* Runs nodes[0], and with it as one group the nodes after it (of n) that
+ * its implementation runs in one go (ct_impl.run_group); *done: how many
+ * ran (1 or more), *ran (may be NULL): what ran them.  The run loops of the
+ * plan and of a recorded step (graph/replay.c) go through it. */
+ct_status ct_impl_run_next(ct_backend *backend, const ct_exec *exec,
+                           const ct_tensor *const *nodes, int n, int *done,
+                           const ct_impl **ran);
 /* The backend's implementations of `op`, in order; returns how many. */
 int ct_impl_list(const ct_backend *backend, ct_op op, const ct_impl *const **out);
 /* Whether implementation `index` of `op` has run on this backend (tests). */

@@ -499,17 +499,23 @@ static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
     backend->iface->begin_step(backend);
     if (hook)
         hook->step_begin(hook, mode);
-    for (int i = 0; i < plan->n_runs[mode]; i++) {
+    for (int i = 0, done = 1; i < plan->n_runs[mode]; i += done) {
         const ct_tensor *node = plan->runs[mode][i];
         const ct_impl *ran = NULL;
         if (hook)
             hook->node_begin(hook, mode, i);
+        done = 1;
         if (plan->on_host && plan->on_host[node->id])
             CT_TRY(run_on_host(plan, exec, node, &ran));
         else
-            CT_TRY(ct_impl_run(backend, exec, node, &ran));
-        if (hook)
-            hook->node_end(hook, mode, i, ran->name);
+            CT_TRY(ct_impl_run_next(backend, exec, plan->runs[mode] + i,
+                                    plan->n_runs[mode] - i, &done, &ran));
+        if (hook) /* a group's time and counts are its first node's */
+            for (int k = 0; k < done; k++) {
+                if (k > 0)
+                    hook->node_begin(hook, mode, i + k);
+                hook->node_end(hook, mode, i + k, ran->name);
+            }
     }
     CT_TRY(backend->iface->synchronize(backend));
     return hook ? hook->step_end(hook, mode, plan->step) : CT_OK;

@@ -24,8 +24,8 @@ static void record(ct_replay *r, ct_backend *backend, ct_mode mode, const ct_exe
     if (status == CT_OK) {
         backend->capturing = true;
         backend->iface->begin_step(backend);
-        for (int i = 0; i < n_runs && status == CT_OK; i++)
-            status = ct_impl_run(backend, exec, runs[i], NULL);
+        for (int i = 0, done = 1; i < n_runs && status == CT_OK; i += done)
+            status = ct_impl_run_next(backend, exec, runs + i, n_runs - i, &done, NULL);
         backend->capturing = false;
         char failure[CT_REPLAY_WHY_CAPACITY] = "";
         if (status != CT_OK)
