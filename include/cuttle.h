@@ -460,6 +460,10 @@ typedef struct ct_prof_record {
     int64_t device_start_ns, device_end_ns;
     double flops; /* estimated arithmetic, a multiply-add counted as 2 */
     double bytes; /* estimated least memory traffic */
+    /* 1; or n when this node's kernels did the work of the n - 1 records
+     * after it too (the optimizer's updates in one launch: their time,
+     * counts and prediction are all here), and 0 for those n - 1 */
+    int group;
     ct_kernel_counts counts; /* an emulated GPU's counters and prediction */
 } ct_prof_record;
 

@@ -119,8 +119,16 @@ static void check_counted_step(const ct_profile *p)
         if (strcmp(r->op, "sgd_update") == 0) { /* one launch for them all: the first's */
             updates++;
             update_launches += c->launches;
-            CHECK(c->launches == (updates == 1), "update %d: %lld launches", updates,
-                  (long long)c->launches);
+            CHECK(c->launches == (updates == 1) && r->group == (updates == 1 ? 10 : 0),
+                  "update %d: %lld launches, group %d", updates, (long long)c->launches,
+                  r->group);
+            double flops = 0, bytes = 0; /* the group's floor is all ten updates' */
+            for (int g = i; updates == 1 && g < i + 10 && g < p->n_records; g++)
+                flops += p->records[g].flops, bytes += p->records[g].bytes;
+            double floor = fmax(flops / ct_gpu_h100_sxm.fp32_flops,
+                                bytes / ct_gpu_h100_sxm.dram_bytes) * 1e9;
+            CHECK(updates > 1 || near(c->roofline_ns, floor),
+                  "the updates' floor %g ns, %g for all ten", c->roofline_ns, floor);
             continue;
         }
         CHECK(c->counted && c->launches >= 1, "record %d (%s): %lld launches", i, r->op,

@@ -99,7 +99,9 @@ static int add_step(profile_totals *totals, const ct_profile *profile)
         row->flops += r->flops;
         row->bytes += r->bytes;
         totals->nodes_ns += ns;
-        if (r->counts.counted && r->counts.launches > 0)
+        if (r->counts.counted && r->group == 0)
+            row->counted_calls++; /* its kernels are counted in its group's first record */
+        else if (r->counts.counted && r->counts.launches > 0)
             add_counts(row, &r->counts);
     }
     return CLI_EXIT_OK;

@@ -514,7 +514,7 @@ static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
             for (int k = 0; k < done; k++) {
                 if (k > 0)
                     hook->node_begin(hook, mode, i + k);
-                hook->node_end(hook, mode, i + k, ran->name);
+                hook->node_end(hook, mode, i + k, ran->name, k == 0 ? done : 0);
             }
     }
     CT_TRY(backend->iface->synchronize(backend));

@@ -18,9 +18,11 @@ struct ct_run_hook {
     /* After the backend's begin_step, before the first node. */
     void (*step_begin)(ct_run_hook *hook, ct_mode mode);
     /* Around node `index` of ct_plan_runs(plan, mode); `kernel` names the
-     * implementation that ran it (graph/impl.h), static. */
+     * implementation that ran it (graph/impl.h), static; `group`: 1, or n
+     * when the node's work ran for it and the n - 1 nodes after it in one
+     * go (ct_impl.run_group), 0 for those n - 1, which did nothing. */
     void (*node_begin)(ct_run_hook *hook, ct_mode mode, int index);
-    void (*node_end)(ct_run_hook *hook, ct_mode mode, int index, const char *kernel);
+    void (*node_end)(ct_run_hook *hook, ct_mode mode, int index, const char *kernel, int group);
     /* After the backend's synchronize; `step` is the plan's step count
      * before this step.  An error fails the step. */
     ct_status (*step_end)(ct_run_hook *hook, ct_mode mode, int64_t step);

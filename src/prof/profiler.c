@@ -142,11 +142,13 @@ static void profiler_node_begin(ct_run_hook *hook, ct_mode mode, int index)
     prof->records[mode][index].start_ns = ct_prof_now_ns();
 }
 
-static void profiler_node_end(ct_run_hook *hook, ct_mode mode, int index, const char *kernel)
+static void profiler_node_end(ct_run_hook *hook, ct_mode mode, int index, const char *kernel,
+                              int group)
 {
     ct_profiler *prof = (ct_profiler *)hook;
     prof->records[mode][index].end_ns = ct_prof_now_ns();
     prof->records[mode][index].kernel = kernel;
+    prof->records[mode][index].group = group;
     if (prof->timer)
         prof->backend->iface->timer_mark(prof->backend, prof->timer, index + 1);
 }
@@ -196,7 +198,12 @@ static ct_status read_device_counts(ct_profiler *prof, ct_prof_record *records, 
             .branches = after.branches - before.branches,
             .divergent_branches = after.divergent_branches - before.divergent_branches,
         };
-        ct_roofline_predict(&ct_gpu_h100_sxm, records[r].flops, records[r].bytes, c);
+        /* a group's kernels did its members' work: their arithmetic and
+         * least traffic are the floor of its first record */
+        double flops = 0, bytes = 0;
+        for (int g = r; g < r + (records[r].group > 1 ? records[r].group : 1) && g < n; g++)
+            flops += records[g].flops, bytes += records[g].bytes;
+        ct_roofline_predict(&ct_gpu_h100_sxm, flops, bytes, c);
         before = after;
     }
     *counted = true;
