@@ -128,6 +128,31 @@ static ct_status build_conv_long_channel(ct_graph *g, tracked *t)
     return conv_case(g, t, 32, 2, 40, 40, 3, 3, 3, (ct_conv_args){.pad = {1, 1}}, true);
 }
 
+/* A relu after the layer is fused into its kernel (graph/fuse.c): the
+ * layer stores max(y, 0), the relu's backward reads it.  Inputs and weights
+ * are drawn from [-1, 1.5): these layers' outputs are about a third
+ * negative, so the epilogue is exercised (SimpleCNN's second convolution,
+ * fed by relu'd inputs, is almost all positive). */
+static ct_status build_conv_gemm_relu(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(2, 2, 9, 7), true);
+    ct_conv_args args = {.pad = {1, 1}};
+    return finish_vjp(g, t, ct_relu(g, ct_layer_conv2d(g, "conv", x, 12, 3, 3, args, true)));
+}
+
+static ct_status build_conv_direct_relu(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(4, 1, 12, 12), true);
+    return finish_vjp(g, t,
+                      ct_relu(g, ct_layer_conv2d(g, "conv", x, 6, 3, 3, (ct_conv_args){0}, true)));
+}
+
+static ct_status build_linear_relu(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 2, (int64_t[]){7, 12}, true);
+    return finish_vjp(g, t, ct_relu(g, ct_layer_linear(g, "fc", x, 33, true)));
+}
+
 static ct_status build_linear(ct_graph *g, tracked *t)
 {
     ct_tensor *x = input(g, t, "x", CT_F32, 2, (int64_t[]){7, 67}, true);
@@ -314,6 +339,11 @@ static const gpu_case op_cases[] = {
     {"conv_pointwise", build_conv_pointwise, 70},
     {"conv_long_reduction", build_conv_long_reduction, 9216},
     {"conv_bias_long_channel", build_conv_long_channel, 51200},
+    /* not TF32 cases (is_tf32_case: "conv..."): a relu of a value near 0
+     * flips with the rounding, and its backward passes dy or 0 */
+    {"relu_fused_conv_gemm", build_conv_gemm_relu, 0},
+    {"relu_fused_conv_direct", build_conv_direct_relu, 0},
+    {"relu_fused_linear", build_linear_relu, 0},
     {"linear", build_linear, 67},
     {"linear_no_bias", build_linear_nobias, 0},
     {"linear_bias_long_batch", build_linear_long_batch, 0},

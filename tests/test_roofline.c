@@ -2,7 +2,8 @@
  * The roofline model (src/prof/roofline.c) on hand-computed cases, and the
  * profiler's predictions from an emulated GPU's counters end to end: a
  * SimpleCNN training step profiled on `cuda` counts every node that runs
- * cuttle's kernels, and a relu's traffic is exactly its input and output.
+ * cuttle's kernels, and a relu backward's traffic is exactly its inputs and
+ * output.
  * On the CPU nothing is counted.  Where no emulated GPU with counters is
  * present (a CPU build, the sanitized build) the end-to-end case says so
  * and passes on the model alone.
@@ -105,8 +106,9 @@ static bool counts_flops(void)
 #endif
 }
 
-/* Every node that ran cuttle's kernels was counted and predicted; a relu
- * reads its input and writes its output once, every byte used, and does no
+/* Every node that ran cuttle's kernels was counted and predicted; the
+ * relus ran inside the convolutions and linear layers (fused), and a relu
+ * backward reads y and dy and writes dx once, every byte used, and does no
  * arithmetic; a convolution does at least its formula's; the ten parameter
  * updates are one launch, counted on the first. */
 static void check_counted_step(const ct_profile *p)
@@ -146,17 +148,18 @@ static void check_counted_step(const ct_profile *p)
                   "conv %d: %g FLOPs executed for %g needed; %g ns replayed, %g eager", i,
                   c->flops_executed, r->flops, c->predicted_graph_ns, c->predicted_ns);
         }
-        if (strcmp(r->op, "relu") != 0)
+        CHECK(strcmp(r->op, "relu") != 0, "record %d: a relu ran on its own", i);
+        if (strcmp(r->op, "relu_bwd") != 0)
             continue;
         relus++;
         /* r->bytes, the cost model's least traffic, is input + output */
         CHECK(c->dram_bytes == r->bytes && c->bytes_used == r->bytes &&
                   c->bytes_moved == r->bytes,
-              "relu %d: %g DRAM, %g used, %g moved bytes (want %g each)", i, c->dram_bytes,
+              "relu_bwd %d: %g DRAM, %g used, %g moved bytes (want %g each)", i, c->dram_bytes,
               c->bytes_used, c->bytes_moved, r->bytes);
-        CHECK(c->flops_executed == 0, "relu %d: %g FLOPs executed", i, c->flops_executed);
+        CHECK(c->flops_executed == 0, "relu_bwd %d: %g FLOPs executed", i, c->flops_executed);
     }
-    CHECK(relus >= 2, "%d relu records", relus);
+    CHECK(relus >= 2, "%d relu_bwd records", relus);
     CHECK(updates == 10 && update_launches == 1, "%d updates in %lld launches", updates,
           (long long)update_launches);
     CHECK(!counts_flops() || convs == 2, "%d conv records with executed FLOPs", convs);

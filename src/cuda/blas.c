@@ -84,10 +84,10 @@ ct_status ct_cuda_blas_run(ct_cuda_blas *blas, const ct_exec *exec, const ct_ten
         int n = (int)node->src[0]->shape[0], in = (int)node->src[0]->shape[1];
         int o = (int)node->src[1]->shape[0];
         CT_TRY(row_major_gemm(blas, false, true, n, o, in, a, in, b, in, out, o));
-        if (node->n_src > 2)
-            return ct_cuda_add_bias(n, o, 1, ct_exec_data(exec, node->src[2]), out,
-                                    blas->stream);
-        return CT_OK;
+        return ct_cuda_add_bias(n, o, 1,
+                                node->n_src > 2 ? ct_exec_data(exec, node->src[2]) : NULL,
+                                exec->epilogue[node->id] == CT_EPILOGUE_RELU, out,
+                                blas->stream);
     }
     case CT_OP_LINEAR_BWD_DATA: { /* dx[n,i] = dy . w */
         int n = (int)node->src[0]->shape[0], o = (int)node->src[1]->shape[0];

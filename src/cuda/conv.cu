@@ -46,6 +46,7 @@ struct conv_gemm_problem {
     conv_geometry g;
     const float *a, *src, *bias;
     float *dst;
+    bool relu; /* forward: store max(y, 0) (a fused relu; NaN stays NaN) */
 
     /* a[m, k] runs along k; col along n (destination pixels). */
     __device__ bool a_along_k() const { return true; }
@@ -87,7 +88,8 @@ struct conv_gemm_problem {
     __device__ void store(int grp, int, int row, int pixel, float value) const
     {
         int plane = g.dst_h * g.dst_w;
-        dst[((size_t)(pixel / plane) * g.dst_c + grp * m + row) * plane + pixel % plane] = value;
+        dst[((size_t)(pixel / plane) * g.dst_c + grp * m + row) * plane + pixel % plane] =
+            relu && value < 0.0f ? 0.0f : value;
     }
 };
 
@@ -303,8 +305,8 @@ extern "C" size_t ct_cuda_conv2d_workspace(const ct_conv2d_shape *s)
 }
 
 extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const float *x,
-                                            const float *w, const float *bias, float *y,
-                                            void *workspace, cudaStream_t stream)
+                                            const float *w, const float *bias, bool relu,
+                                            float *y, void *workspace, cudaStream_t stream)
 {
     (void)workspace;
     conv_gemm_problem p;
@@ -319,6 +321,7 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
     p.src = x;
     p.bias = bias;
     p.dst = y;
+    p.relu = relu;
     return conv_launch(p, s->groups, true, stream);
 }
 
@@ -346,6 +349,7 @@ extern "C" ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, cons
     p.src = dy;
     p.bias = NULL;
     p.dst = dx;
+    p.relu = false;
     if (p.m <= 0 || p.n <= 0)
         return CT_OK;
     conv_pack_tile tile = conv_pack_tile_for(s);

@@ -88,7 +88,7 @@ static conv_direct_tile conv_direct_tile_for(const ct_conv2d_shape *s)
 }
 
 __global__ void conv_forward_direct(ct_conv2d_shape s, conv_direct_tile t, const float *x,
-                                    const float *w, const float *bias, float *y)
+                                    const float *w, const float *bias, bool relu, float *y)
 {
     CT_CUDA_DYNAMIC_SHARED(float, staged);
     int cg = s.in_channels / s.groups, og = s.out_channels / s.groups;
@@ -145,8 +145,9 @@ __global__ void conv_forward_direct(ct_conv2d_shape s, conv_direct_tile t, const
                     }
                 for (int q = 0; q < DIRECT_OUTS && q < chunk - q0; q++) {
                     size_t o = (size_t)g * og + o0 + q0 + q;
+                    float v = acc[q] + biases[q0 + q];
                     y[(((size_t)n * s.out_channels + o) * s.out_h + oh0 + oh) * s.out_w + ow] =
-                        acc[q] + biases[q0 + q];
+                        relu && v < 0.0f ? 0.0f : v;
                 }
             }
         }
@@ -171,14 +172,14 @@ extern "C" bool ct_cuda_conv2d_direct_fits(const ct_conv2d_shape *s)
 }
 
 extern "C" ct_status ct_cuda_conv2d_forward_direct(const ct_conv2d_shape *s, const float *x,
-                                                   const float *w, const float *bias, float *y,
-                                                   cudaStream_t stream)
+                                                   const float *w, const float *bias, bool relu,
+                                                   float *y, cudaStream_t stream)
 {
     if ((int64_t)s->n_batch * s->out_channels * s->out_h * s->out_w == 0)
         return CT_OK;
     conv_direct_tile t = conv_direct_tile_for(s);
     dim3 grid((unsigned)(s->n_batch * t.tiles), (unsigned)s->groups);
     CT_CUDA_LAUNCH(conv_forward_direct, grid, CT_CUDA_BLOCK, conv_direct_shared_bytes(s, t),
-                   stream, *s, t, x, w, bias, y);
+                   stream, *s, t, x, w, bias, relu, y);
     return CT_OK;
 }

@@ -304,10 +304,9 @@ ct_status ct_cuda_dnn_run(ct_cuda_dnn *dnn, const ct_exec *exec, const ct_tensor
         CT_CUDNN_CALL(cudnnConvolutionForward(h, &one, e->x_desc, a, e->w_desc, b,
                                               e->conv_desc, e->algo, exec->workspace,
                                               e->workspace, &zero, e->y_desc, out));
-        if (node->n_src > 2)
-            return ct_cuda_add_bias(s->n_batch, s->out_channels, s->out_h * s->out_w,
-                                    ct_exec_data(exec, node->src[2]), out, dnn->stream);
-        return CT_OK;
+        return ct_cuda_add_bias(s->n_batch, s->out_channels, s->out_h * s->out_w,
+                                node->n_src > 2 ? ct_exec_data(exec, node->src[2]) : NULL,
+                                exec->epilogue[node->id] == CT_EPILOGUE_RELU, out, dnn->stream);
     }
     case CT_OP_CONV2D_BWD_DATA: /* (dy, w) */
         CT_CUDNN_CALL(cudnnConvolutionBackwardData(h, &one, e->w_desc, b, e->y_desc, a,

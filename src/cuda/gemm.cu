@@ -15,6 +15,7 @@ struct gemm_problem : ct_gemm_defaults {
     float *c;
     int lda, ldb, ldc;
     float alpha, beta;
+    bool relu; /* store max(result, 0) (a fused relu; NaN stays NaN) */
 
     __device__ bool a_along_k() const { return !trans_a; }
     __device__ bool b_along_k() const { return trans_b; }
@@ -34,13 +35,13 @@ struct gemm_problem : ct_gemm_defaults {
             result += beta * *out;
         if (col_bias)
             result += col_bias[col];
-        *out = result;
+        *out = relu && result < 0.0f ? 0.0f : result;
     }
 };
 
 static ct_status gemm_run(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                           const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                          int ldc, const float *col_bias, cudaStream_t stream)
+                          int ldc, const float *col_bias, bool relu, cudaStream_t stream)
 {
     gemm_problem p;
     p.m = m;
@@ -59,6 +60,7 @@ static ct_status gemm_run(bool trans_a, bool trans_b, int m, int n, int k, float
     p.ldc = ldc;
     p.alpha = alpha;
     p.beta = beta;
+    p.relu = relu;
     bool wide = m >= GEMM_WIDE_MIN && n >= GEMM_WIDE_MIN;
     return ct_cuda_launch_gemm(p, 1, wide ? (int)ct_gemm_wide::m : 0, stream);
 }
@@ -68,15 +70,16 @@ extern "C" ct_status ct_cuda_gemm(bool trans_a, bool trans_b, int m, int n, int 
                                   float *c, int ldc, cudaStream_t stream)
 {
     return gemm_run(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL,
-                    stream);
+                    false, stream);
 }
 
-/* y[n,o] = bias[o] + sum_i x[n,i] w[o,i]:  y = x . w^T */
+/* y[n,o] = relu?(bias[o] + sum_i x[n,i] w[o,i]):  y = x . w^T */
 extern "C" ct_status ct_cuda_linear_forward(int n, int in, int out, const float *x,
-                                            const float *w, const float *bias, float *y,
-                                            cudaStream_t stream)
+                                            const float *w, const float *bias, bool relu,
+                                            float *y, cudaStream_t stream)
 {
-    return gemm_run(false, true, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, bias, stream);
+    return gemm_run(false, true, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, bias, relu,
+                    stream);
 }
 
 /* dx[n,i] = sum_o dy[n,o] w[o,i]:  dx = dy . w */
@@ -84,7 +87,8 @@ extern "C" ct_status ct_cuda_linear_backward_data(int n, int in, int out, const 
                                                   const float *w, float *dx,
                                                   cudaStream_t stream)
 {
-    return gemm_run(false, false, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, NULL, stream);
+    return gemm_run(false, false, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, NULL, false,
+                    stream);
 }
 
 /* dw[o,i] = sum_n dy[n,o] x[n,i]:  dw = dy^T . x */
@@ -92,5 +96,6 @@ extern "C" ct_status ct_cuda_linear_backward_weight(int n, int in, int out, cons
                                                     const float *dy, float *dw,
                                                     cudaStream_t stream)
 {
-    return gemm_run(true, false, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in, NULL, stream);
+    return gemm_run(true, false, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in, NULL, false,
+                    stream);
 }

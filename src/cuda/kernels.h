@@ -43,8 +43,9 @@ void ct_cuda_set_device_info(int device, int sm_count);
 ct_status ct_cuda_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, float beta, float *c,
                        int ldc, cudaStream_t stream);
+/* relu: store max(y, 0) (a relu fused into the layer, graph/fuse.c) */
 ct_status ct_cuda_linear_forward(int n, int in, int out, const float *x, const float *w,
-                                 const float *bias, float *y, cudaStream_t stream);
+                                 const float *bias, bool relu, float *y, cudaStream_t stream);
 ct_status ct_cuda_linear_backward_data(int n, int in, int out, const float *dy, const float *w,
                                        float *dx, cudaStream_t stream);
 ct_status ct_cuda_linear_backward_weight(int n, int in, int out, const float *x,
@@ -55,14 +56,15 @@ ct_status ct_cuda_linear_backward_weight(int n, int in, int out, const float *x,
 /* Implicit GEMM (no im2col buffer); the weight gradient splits its long
  * reduction over blocks and sums the parts in order in the workspace. */
 size_t ct_cuda_conv2d_workspace(const ct_conv2d_shape *s);
+/* relu: store max(y, 0) (a relu fused into the convolution, graph/fuse.c) */
 ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const float *x, const float *w,
-                                 const float *bias, float *y, void *workspace,
+                                 const float *bias, bool relu, float *y, void *workspace,
                                  cudaStream_t stream);
 /* The forward as one thread per output, for few input channels per group
  * (ct_cuda_conv2d_direct_fits), where a GEMM's k is too short to tile. */
 bool ct_cuda_conv2d_direct_fits(const ct_conv2d_shape *s);
 ct_status ct_cuda_conv2d_forward_direct(const ct_conv2d_shape *s, const float *x,
-                                        const float *w, const float *bias, float *y,
+                                        const float *w, const float *bias, bool relu, float *y,
                                         cudaStream_t stream);
 /* Backward data at stride 1 packs the flipped weights in its workspace. */
 size_t ct_cuda_conv2d_backward_data_workspace(const ct_conv2d_shape *s);
@@ -174,8 +176,10 @@ ct_status ct_cuda_concat(int n, int inner, int n_inputs, const int *channels,
                          const float *const *xs, float *y, cudaStream_t stream);
 ct_status ct_cuda_slice_channels(int n, int inner, int c_total, int start, int count,
                                  const float *x, float *y, cudaStream_t stream);
-/* y[r, ch, i] += bias[ch],  y: [rows, c, inner] (vendor GEMMs and convolutions). */
-ct_status ct_cuda_add_bias(int rows, int c, int inner, const float *bias, float *y,
+/* y[r, ch, i] += bias[ch] (bias NULL: none), then y = max(y, 0) if relu,
+ * y: [rows, c, inner]: the epilogue of the vendor GEMMs and convolutions;
+ * nothing to do, no launch. */
+ct_status ct_cuda_add_bias(int rows, int c, int inner, const float *bias, bool relu, float *y,
                            cudaStream_t stream);
 
 /* ---- optim.cu ------------------------------------------------------------------------ */

@@ -18,16 +18,24 @@
 
 /* ---- the native kernels ---------------------------------------------------- */
 
+/* A relu fused into the node (graph/fuse.c): its kernel stores max(y, 0). */
+static bool fused_relu(const ct_exec *e, const ct_tensor *n)
+{
+    return e->epilogue[n->id] == CT_EPILOGUE_RELU;
+}
+
 static ct_status run_conv2d_direct(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_cuda_conv2d_forward_direct(&n->attr.conv, ct_in(e, n, 0), ct_in(e, n, 1),
-                                         ct_in_opt(e, n, 2), ct_out(e, n), b->stream);
+                                         ct_in_opt(e, n, 2), fused_relu(e, n), ct_out(e, n),
+                                         b->stream);
 }
 
 static ct_status run_conv2d(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_cuda_conv2d_forward(&n->attr.conv, ct_in(e, n, 0), ct_in(e, n, 1),
-                                  ct_in_opt(e, n, 2), ct_out(e, n), e->workspace, b->stream);
+                                  ct_in_opt(e, n, 2), fused_relu(e, n), ct_out(e, n),
+                                  e->workspace, b->stream);
 }
 
 static ct_status run_conv2d_bwd_data(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -54,7 +62,7 @@ static ct_status run_linear(cuda_backend *b, const ct_exec *e, const ct_tensor *
     const ct_tensor *x = n->src[0], *w = n->src[1];
     return ct_cuda_linear_forward((int)x->shape[0], (int)x->shape[1], (int)w->shape[0],
                                   ct_in(e, n, 0), ct_in(e, n, 1), ct_in_opt(e, n, 2),
-                                  ct_out(e, n), b->stream);
+                                  fused_relu(e, n), ct_out(e, n), b->stream);
 }
 
 static ct_status run_linear_bwd_data(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -385,13 +393,14 @@ static size_t channel_workspace(const ct_backend *backend, const ct_tensor *node
     static const ct_impl var = {.name = label, .run = var##_run, __VA_ARGS__}
 #define NATIVE(var, fn, ...) CUDA_IMPL(var, "native", fn, __VA_ARGS__)
 
-CUDA_IMPL(conv2d_direct, "direct", run_conv2d_direct, .supports = direct_supports);
-CUDA_IMPL(conv2d, "implicit_gemm", run_conv2d);
+CUDA_IMPL(conv2d_direct, "direct", run_conv2d_direct, .supports = direct_supports,
+          .fuses = CT_FUSES_RELU);
+CUDA_IMPL(conv2d, "implicit_gemm", run_conv2d, .fuses = CT_FUSES_RELU);
 CUDA_IMPL(conv2d_bwd_data, "implicit_gemm", run_conv2d_bwd_data, .workspace = conv_workspace);
 CUDA_IMPL(conv2d_bwd_weight, "implicit_gemm", run_conv2d_bwd_weight,
           .workspace = conv_workspace);
 NATIVE(channel_sum, run_channel_sum, .workspace = channel_workspace);
-NATIVE(linear, run_linear);
+NATIVE(linear, run_linear, .fuses = CT_FUSES_RELU);
 NATIVE(linear_bwd_data, run_linear_bwd_data);
 NATIVE(linear_bwd_weight, run_linear_bwd_weight);
 CUDA_IMPL(maxpool2x2, "pool2x2", run_maxpool2x2, .supports = maxpool2x2_supports);
@@ -467,10 +476,11 @@ static ct_status run_cublas(cuda_backend *b, const ct_exec *e, const ct_tensor *
     return ct_cuda_blas_run(b->blas, e, n);
 }
 
+/* The vendor calls apply a fused relu with the bias (ct_cuda_add_bias). */
 CUDA_IMPL(cudnn, "cudnn", run_cudnn, .kind = CT_IMPL_VENDOR, .supports = cudnn_supports,
-          .ready = cudnn_ready, .workspace = cudnn_workspace);
+          .ready = cudnn_ready, .workspace = cudnn_workspace, .fuses = CT_FUSES_RELU);
 CUDA_IMPL(cublas, "cublas", run_cublas, .kind = CT_IMPL_VENDOR, .supports = cublas_supports,
-          .ready = cublas_ready);
+          .ready = cublas_ready, .fuses = CT_FUSES_RELU);
 
 const ct_impl *const ct_cuda_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
     [CT_OP_CONV2D] = {&conv2d_direct, &conv2d, &cudnn},

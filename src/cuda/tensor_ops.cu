@@ -20,10 +20,16 @@ __global__ void add_kernel(int64_t count, const float *a, const float *b, float 
     ct_map(count, arrays, 0x3u, 0x4u, [](float *e) { e[2] = e[0] + e[1]; });
 }
 
-/* y[r, ch, i] += bias[ch] */
-__global__ void add_bias_kernel(int64_t count, int c, int inner, const float *bias, float *y)
+/* y[r, ch, i] += bias[ch] (bias may be NULL), then max(y, 0) when relu
+ * (a NaN stays NaN, as the relu kernel's) */
+__global__ void add_bias_kernel(int64_t count, int c, int inner, const float *bias, bool relu,
+                                float *y)
 {
-    CT_CUDA_GRID_STRIDE(i, count) { y[i] += bias[i / inner % c]; }
+    CT_CUDA_GRID_STRIDE(i, count)
+    {
+        float v = bias ? y[i] + bias[i / inner % c] : y[i];
+        y[i] = relu && v < 0.0f ? 0.0f : v;
+    }
 }
 
 extern "C" ct_status ct_cuda_fill(int64_t count, float value, float *y, cudaStream_t stream)
@@ -47,11 +53,12 @@ extern "C" ct_status ct_cuda_add(int64_t count, const float *a, const float *b, 
     return CT_OK;
 }
 
-extern "C" ct_status ct_cuda_add_bias(int rows, int c, int inner, const float *bias, float *y,
-                                      cudaStream_t stream)
+extern "C" ct_status ct_cuda_add_bias(int rows, int c, int inner, const float *bias, bool relu,
+                                      float *y, cudaStream_t stream)
 {
     int64_t count = (int64_t)rows * c * inner;
-    CT_CUDA_LAUNCH_ITEMS(add_bias_kernel, count, stream, count, c, inner, bias, y);
+    if (bias || relu)
+        CT_CUDA_LAUNCH_ITEMS(add_bias_kernel, count, stream, count, c, inner, bias, relu, y);
     return CT_OK;
 }
 
