@@ -115,9 +115,10 @@ static cuda_emu_kernel_counters &entry(totals &t, const char *kernel)
 
 /* Device allocations as [start, end), sorted: a snapshot taken when a launch
  * starts (the runtime's lock is held by the launching thread, and the
- * threads that run blocks must not take it); and per allocation a bit per
- * 32-byte sector, set when the launch first touches it (the sectors that
- * come from DRAM once, if the launch's data fits in L2). */
+ * threads that run blocks must not take it); and per allocation two bits
+ * per 32-byte sector, set when the launch first loads from it and first
+ * stores to it (the sectors that come from DRAM once and go back once, if
+ * the launch's data fits in L2: an update in place moves a sector twice). */
 static std::vector<std::pair<uintptr_t, uintptr_t>> device_ranges;
 static std::vector<std::vector<uint64_t>> touched;
 
@@ -132,7 +133,7 @@ void counters_launch(const char *kernel, uint64_t blocks, uint64_t threads)
     touched.resize(device_ranges.size());
     for (size_t i = 0; i < device_ranges.size(); i++) {
         size_t sectors = (device_ranges[i].second - device_ranges[i].first + 31) / 32;
-        touched[i].assign((sectors + 63) / 64, 0);
+        touched[i].assign((2 * sectors + 63) / 64, 0);
     }
     totals &t = all();
     std::lock_guard<std::mutex> lock(t.lock);
@@ -154,16 +155,17 @@ static int global_range(uintptr_t address)
 }
 
 /* Marks the sectors of [address, address + size) in allocation `range`
- * touched; how many were new to this launch.  Blocks run on several host
- * threads: the bits are set atomically. */
-static unsigned touch(int range, uintptr_t address, unsigned size)
+ * loaded (or stored); how many were new to this launch in that direction.
+ * Blocks run on several host threads: the bits are set atomically. */
+static unsigned touch(int range, uintptr_t address, unsigned size, bool store)
 {
     unsigned fresh = 0;
     uintptr_t base = device_ranges[(size_t)range].first;
     for (uintptr_t s = (address - base) >> SECTOR_SHIFT;
          s <= (address + size - 1 - base) >> SECTOR_SHIFT; s++) {
-        uint64_t bit = 1ull << (s % 64);
-        uint64_t before = __atomic_fetch_or(&touched[(size_t)range][s / 64], bit,
+        uintptr_t index = 2 * s + store;
+        uint64_t bit = 1ull << (index % 64);
+        uint64_t before = __atomic_fetch_or(&touched[(size_t)range][index / 64], bit,
                                             __ATOMIC_RELAXED);
         fresh += !(before & bit);
     }
@@ -449,7 +451,7 @@ static void access(const void *pointer, unsigned size, bool store, uintptr_t pc)
     if (where == SPACE_NONE)
         return;
     if (where == SPACE_GLOBAL)
-        block.counts.distinct_sectors += touch(range, address, size);
+        block.counts.distinct_sectors += touch(range, address, size, store);
     block.counts.accesses_by_width[width_index(size)]++;
     int warp = linear / WARP;
     request_key key{pc, next_occurrence(block.lanes[(size_t)linear], pc)};

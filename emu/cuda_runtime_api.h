@@ -247,7 +247,8 @@ typedef struct cuda_emu_kernel_counters {
     unsigned long long global_load_bytes, global_store_bytes;     /* the lanes asked for */
     unsigned long long global_load_unique_bytes, global_store_unique_bytes; /* distinct */
     unsigned long long global_load_sectors, global_store_sectors; /* 32-byte sectors moved */
-    unsigned long long distinct_sectors; /* per launch, summed: each sector once (DRAM) */
+    unsigned long long distinct_sectors; /* per launch, summed: each sector once per direction,
+                                          * loaded and stored (DRAM) */
     unsigned long long shared_load_requests, shared_store_requests;
     unsigned long long shared_wavefronts, shared_ideal_wavefronts; /* conflicts: the excess */
     unsigned long long accesses_by_width[5]; /* lane accesses of 1, 2, 4, 8, 16 bytes */

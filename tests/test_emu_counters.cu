@@ -42,6 +42,14 @@ static __global__ void copy_floats(const float *x, float *y, int n)
         y[i] = x[i];
 }
 
+/* x[i] += 1: every sector read from DRAM and written back */
+static __global__ void increment_floats(float *x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] += 1.0f;
+}
+
 static __global__ void strided_read(const float *x, float *y, int n, int stride)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -227,6 +235,17 @@ static void coalesced_copy_is_100_percent(void)
           c.distinct_sectors);
     cudaFree(x);
     cudaFree(y);
+}
+
+/* An update in place moves each sector twice: in from DRAM and back. */
+static void in_place_moves_sectors_twice(void)
+{
+    float *x = device_floats(N);
+    CT_EMU_LAUNCH(increment_floats, N / THREADS, THREADS, 0, 0, x, N);
+    cuda_emu_kernel_counters c = counted("increment_floats");
+    CHECK(c.distinct_sectors == 2ull * N * 4 / 32, "%llu distinct sectors (x in and out)",
+          c.distinct_sectors);
+    cudaFree(x);
 }
 
 static void stride_8_read_is_12_5_percent(void)
@@ -535,6 +554,7 @@ int main(void)
     }
     cuda_emu_counters_enable(1);
     RUN(coalesced_copy_is_100_percent);
+    RUN(in_place_moves_sectors_twice);
     RUN(stride_8_read_is_12_5_percent);
     RUN(shared_column_conflicts);
     RUN(widths_and_atomics);
