@@ -296,36 +296,52 @@ static void fill_group(const ct_exec *e, const ct_tensor *const *nodes, int firs
     }
 }
 
-static ct_status run_sgd_group(ct_backend *backend, const ct_exec *e,
-                               const ct_tensor *const *nodes, int n)
+/* The update of one group of up to CT_CUDA_GROUP_MAX tensors, with the
+ * settings of `node` (the group's first). */
+typedef ct_status (*group_update)(const ct_cuda_group *group, const ct_exec *e,
+                                  const ct_tensor *node, cudaStream_t stream);
+
+static ct_status sgd_group_update(const ct_cuda_group *group, const ct_exec *e,
+                                  const ct_tensor *node, cudaStream_t stream)
+{
+    const ct_sgd_args *a = &node->attr.sgd;
+    return ct_cuda_sgd_update_group(group, e->step_values, a->momentum, a->dampening,
+                                    a->weight_decay, a->nesterov, stream);
+}
+
+static ct_status adam_group_update(const ct_cuda_group *group, const ct_exec *e,
+                                   const ct_tensor *node, cudaStream_t stream)
+{
+    const ct_adam_args *a = &node->attr.adam;
+    return ct_cuda_adam_update_group(group, e->step_values, a->beta1, a->beta2, a->eps,
+                                     a->weight_decay, a->decoupled, stream);
+}
+
+/* nodes[0..n) in launches of up to CT_CUDA_GROUP_MAX tensors. */
+static ct_status run_groups(ct_backend *backend, const ct_exec *e, const ct_tensor *const *nodes,
+                            int n, group_update update)
 {
     cuda_backend *b = backend->impl;
-    const ct_sgd_args *a = &nodes[0]->attr.sgd;
     CT_CUDA_CALL(cudaSetDevice(b->device)); /* as cuda_run_node does for a node */
     for (int first = 0; first < n; first += CT_CUDA_GROUP_MAX) {
         ct_cuda_group group;
         fill_group(e, nodes, first, n - first < CT_CUDA_GROUP_MAX ? n - first : CT_CUDA_GROUP_MAX,
                    &group);
-        CT_TRY(ct_cuda_sgd_update_group(&group, e->step_values, a->momentum, a->dampening,
-                                        a->weight_decay, a->nesterov, b->stream));
+        CT_TRY(update(&group, e, nodes[0], b->stream));
     }
     return CT_OK;
+}
+
+static ct_status run_sgd_group(ct_backend *backend, const ct_exec *e,
+                               const ct_tensor *const *nodes, int n)
+{
+    return run_groups(backend, e, nodes, n, sgd_group_update);
 }
 
 static ct_status run_adam_group(ct_backend *backend, const ct_exec *e,
                                 const ct_tensor *const *nodes, int n)
 {
-    cuda_backend *b = backend->impl;
-    const ct_adam_args *a = &nodes[0]->attr.adam;
-    CT_CUDA_CALL(cudaSetDevice(b->device)); /* as cuda_run_node does for a node */
-    for (int first = 0; first < n; first += CT_CUDA_GROUP_MAX) {
-        ct_cuda_group group;
-        fill_group(e, nodes, first, n - first < CT_CUDA_GROUP_MAX ? n - first : CT_CUDA_GROUP_MAX,
-                   &group);
-        CT_TRY(ct_cuda_adam_update_group(&group, e->step_values, a->beta1, a->beta2, a->eps,
-                                         a->weight_decay, a->decoupled, b->stream));
-    }
-    return CT_OK;
+    return run_groups(backend, e, nodes, n, adam_group_update);
 }
 
 static void *exec_data(const void *exec, const ct_tensor *t)
