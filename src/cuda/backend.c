@@ -150,13 +150,16 @@ static ct_status cuda_capture_end(ct_backend *backend, void **out)
         return capture_failed(error, __LINE__, "cudaStreamEndCapture");
     cuda_replay *r = calloc(1, sizeof *r);
     size_t nodes = 0;
+    const char *call = "cudaGraphGetNodes";
     error = r ? cudaGraphGetNodes(graph, NULL, &nodes) : cudaErrorMemoryAllocation;
-    if (error == cudaSuccess)
+    if (error == cudaSuccess) {
+        call = "cudaGraphInstantiate";
         error = cudaGraphInstantiate(&r->exec, graph, 0);
+    }
     cudaGraphDestroy(graph); /* the instance keeps what it needs */
     if (error != cudaSuccess) {
         free(r);
-        return capture_failed(error, __LINE__, "cudaGraphInstantiate");
+        return capture_failed(error, __LINE__, call);
     }
     r->nodes = (int)nodes;
     r->ce_node = b->ce_node;
