@@ -175,6 +175,7 @@ static unsigned touch(int range, uintptr_t address, unsigned size, bool store)
 /* ---- one block on one host thread ---------------------------------------------------- */
 
 struct request {
+    uintptr_t pc; /* the instruction (the hook's return address) */
     uintptr_t address[WARP];
     uint8_t size;
     bool store;
@@ -284,6 +285,8 @@ static void close_request(const request &r)
     if (r.space == SPACE_GLOBAL) {
         unsigned sectors = sectors_of(r, n_lanes), unique = unique_bytes_of(r, n_lanes);
         unsigned long long bytes = (unsigned long long)n_lanes * r.size;
+        if (counting_lines())
+            lines_request(r.pc, false, 32ull * sectors, unique, 0, 0);
         if (r.store) {
             c.global_store_requests++;
             c.global_store_bytes += bytes;
@@ -298,6 +301,8 @@ static void close_request(const request &r)
     } else {
         unsigned wavefronts = 0, ideal = 0;
         wavefronts_of(r, n_lanes, &wavefronts, &ideal);
+        if (counting_lines())
+            lines_request(r.pc, true, 0, 0, wavefronts, ideal);
         (r.store ? c.shared_store_requests : c.shared_load_requests)++;
         c.shared_wavefronts += wavefronts;
         c.shared_ideal_wavefronts += ideal;
@@ -413,6 +418,7 @@ void counters_block_end()
         return; /* counting was turned on while the block ran */
     for (int warp = 0; warp < (int)block.open.size(); warp++)
         close_warp(warp, warp_mask(warp));
+    lines_block_end(block.kernel);
     totals &t = all();
     std::lock_guard<std::mutex> lock(t.lock);
     add_counts(&entry(t, block.kernel), block.counts);
@@ -460,6 +466,7 @@ static void access(const void *pointer, unsigned size, bool store, uintptr_t pc)
         close_requests(warp);
     request &r = open[key];
     if (r.lanes == 0) {
+        r.pc = pc;
         r.size = (uint8_t)size;
         r.store = store;
         r.space = where;
@@ -589,6 +596,13 @@ static void print_table()
     }
 }
 
+enum { PRINTED_LINES = 25 };
+
+static void print_lines()
+{
+    lines_print(PRINTED_LINES);
+}
+
 /* Read once at start-up; the totals are made first, so that they outlive
  * the table printed at exit. */
 static struct from_environment {
@@ -600,7 +614,11 @@ static struct from_environment {
         all();
         from_env.store(true);
         enabled.store(true);
-        atexit(print_table);
+        if (strcmp(value, "lines") == 0) {
+            lines_set(true);
+            atexit(print_lines);
+        }
+        atexit(print_table); /* runs first: handlers run in reverse */
     }
 } environment;
 
@@ -640,6 +658,7 @@ void cuda_emu_counters_reset(void)
     t.order.clear();
     t.by_name.clear();
     memset(&t.sum, 0, sizeof t.sum);
+    emu::lines_reset();
 }
 
 int cuda_emu_counters_count(void)

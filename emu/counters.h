@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include <vector>
+
 #include "cuda_runtime_api.h"
 
 namespace emu {
@@ -27,6 +29,21 @@ void counters_barrier();
 void counters_warp_sync(int warp, unsigned mask);
 /* Every kernel's counters summed so far (for an event's record). */
 void counters_snapshot(cuda_emu_kernel_counters *out);
+
+/* Per source line (emu/lines.cpp): whether it is on; a closed request of
+ * the instruction at `pc` (global: bytes moved and used; shared:
+ * wavefronts and the conflict-free count); a block's end (its lines go to
+ * the totals); the totals per kernel and line, costliest first; on or off;
+ * cleared. */
+bool counting_lines();
+void lines_request(uintptr_t pc, bool shared, unsigned long long moved, unsigned long long used,
+                   unsigned wavefronts, unsigned ideal);
+void lines_block_end(const char *kernel);
+std::vector<cuda_emu_line_counters> lines_summed();
+void lines_set(bool on);
+void lines_reset();
+/* The `top` costliest lines as a table on stderr (CUDA_EMU_COUNTERS=lines). */
+void lines_print(int top);
 
 } // namespace emu
 

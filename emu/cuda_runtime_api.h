@@ -272,6 +272,24 @@ typedef struct cuda_emu_kernel_counters {
 /* Whether this build counts (the kernels were compiled with the load and
  * store hooks, `make CUDA=emu` with clang); 0 where it cannot. */
 int cuda_emu_counters_available(void);
+/* Counters per kernel and source line ("file:line" from the kernels' line
+ * tables through addr2line; "?" where none is known): where the sectors and
+ * the bank conflicts come from. */
+typedef struct cuda_emu_line_counters {
+    char kernel[96];
+    char where[160];
+    unsigned long long requests;                 /* warp requests, global and shared */
+    unsigned long long bytes_moved, bytes_used;  /* global: 32 x sectors; distinct bytes */
+    unsigned long long shared_wavefronts, shared_ideal_wavefronts;
+} cuda_emu_line_counters;
+/* Keep counters per line while counting (1), or stop (0); off by default
+ * (a map update per request); CUDA_EMU_COUNTERS=lines turns it on and
+ * prints the costliest lines at exit.  cuda_emu_counters_reset clears them. */
+void cuda_emu_counters_lines(int on);
+/* The lines counted so far, costliest first (bytes moved, plus 128 bytes per
+ * wavefront above the conflict-free count): copies up to `capacity` into
+ * out, returns how many there are. */
+int cuda_emu_counters_lines_get(cuda_emu_line_counters *out, int capacity);
 /* Whether the counters include floating-point work and branches (the
  * kernels were also compiled with emu/count_pass.cpp, which needs LLVM 14's
  * headers); 0 where they are left at 0. */

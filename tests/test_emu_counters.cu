@@ -248,6 +248,51 @@ static void in_place_moves_sectors_twice(void)
     cudaFree(x);
 }
 
+/* Per source line: the 32x32 tile's conflicts all come from its column
+ * read, one line of this file (the padded tile has none), and the stride-8
+ * read's line is one line with its load's waste. */
+static void lines_name_the_conflicting_read(void)
+{
+    cuda_emu_counters_reset();
+    cuda_emu_counters_lines(1);
+    float *out = device_floats(TILE), *x = device_floats(8 * N), *y = device_floats(N);
+    CT_EMU_LAUNCH(tile_columns<TILE>, 1, TILE, 0, 0, out);
+    CT_EMU_LAUNCH(tile_columns<TILE + 1>, 1, TILE, 0, 0, out);
+    CT_EMU_LAUNCH(strided_read, N / THREADS, THREADS, 0, 0, x, y, N, 8);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "synchronize");
+    cuda_emu_counters_lines(0);
+    cuda_emu_line_counters lines[64];
+    int n = cuda_emu_counters_lines_get(lines, 64);
+    int conflicting = 0, padded_conflicting = 0, strided = 0;
+    for (int i = 0; i < n && i < 64; i++) {
+        const cuda_emu_line_counters *c = &lines[i];
+        bool here = strncmp(c->where, "test_emu_counters.cu:", 21) == 0;
+        unsigned long long excess = c->shared_wavefronts - c->shared_ideal_wavefronts;
+        if (strcmp(c->kernel, "tile_columns<TILE>") == 0 && excess > 0) {
+            conflicting++;
+            CHECK(here && excess == TILE * TILE - TILE && c->requests == TILE,
+                  "%s: %llu requests, %llu wavefronts above %llu", c->where, c->requests,
+                  c->shared_wavefronts, c->shared_ideal_wavefronts);
+        }
+        if (strcmp(c->kernel, "tile_columns<TILE + 1>") == 0 && excess > 0)
+            padded_conflicting++;
+        if (strcmp(c->kernel, "strided_read") == 0 && c->bytes_moved > 0) {
+            /* y[i] = x[i * 8]: the load moves a sector for every 4 bytes,
+             * the store every byte it moves */
+            strided++;
+            CHECK(here && c->bytes_used == 8ull * N && c->bytes_moved == 36ull * N,
+                  "%s: %llu of %llu bytes used", c->where, c->bytes_used, c->bytes_moved);
+        }
+    }
+    CHECK(conflicting == 1 && padded_conflicting == 0 && strided == 1,
+          "%d conflicting lines in the 32x32 tile, %d in the padded one, %d strided reads "
+          "(of %d lines)",
+          conflicting, padded_conflicting, strided, n);
+    cudaFree(out);
+    cudaFree(x);
+    cudaFree(y);
+}
+
 static void stride_8_read_is_12_5_percent(void)
 {
     float *x = device_floats((size_t)N * 8), *y = device_floats(N);
@@ -557,6 +602,7 @@ int main(void)
     RUN(in_place_moves_sectors_twice);
     RUN(stride_8_read_is_12_5_percent);
     RUN(shared_column_conflicts);
+    RUN(lines_name_the_conflicting_read);
     RUN(widths_and_atomics);
     RUN(events_bracket_the_counts);
     if (cuda_emu_counters_fp_and_branches()) {
