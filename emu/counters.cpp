@@ -309,10 +309,12 @@ static void close_request(const request &r)
     }
 }
 
-static void close_branch(const branch &b)
+static void close_branch(const branch &b, uintptr_t pc)
 {
     block.counts.branches++;
     block.counts.divergent_branches += b.divergent;
+    if (counting_lines())
+        lines_branch(pc, b.divergent);
 }
 
 static void close_requests(int warp)
@@ -325,7 +327,7 @@ static void close_requests(int warp)
 static void close_branches(int warp)
 {
     for (auto &item : block.branches[(size_t)warp])
-        close_branch(item.second);
+        close_branch(item.second, item.first.pc);
     block.branches[(size_t)warp].clear();
 }
 
@@ -479,10 +481,12 @@ static void access(const void *pointer, unsigned size, bool store, uintptr_t pc)
     }
 }
 
-static void count_fp(const uint32_t *counts)
+static void count_fp(const uint32_t *counts, uintptr_t pc)
 {
     if (counted_thread() < 0)
         return;
+    if (counting_lines())
+        lines_fp(pc, counts[CUDA_EMU_FLOPS]);
     cuda_emu_kernel_counters &c = block.counts;
     c.fp32_adds += counts[CUDA_EMU_FP32_ADDS];
     c.fp32_muls += counts[CUDA_EMU_FP32_MULS];
@@ -510,7 +514,7 @@ static void take_branch(uint32_t successor, uintptr_t pc)
         b.divergent = true;
     b.lanes |= 1u << (linear % WARP);
     if (b.lanes == warp_mask(warp)) {
-        close_branch(b);
+        close_branch(b, pc);
         open.erase(key);
     }
 }
@@ -541,7 +545,7 @@ CT_EMU_HOOK(store, 16, __int128, true)
 extern "C" __attribute__((visibility("default"))) void __cuda_emu_count_fp(const uint32_t *counts)
 {
     if (emu::counting())
-        emu::count_fp(counts);
+        emu::count_fp(counts, (uintptr_t)__builtin_return_address(0));
 }
 
 extern "C" __attribute__((visibility("default"))) void __cuda_emu_branch(uint32_t successor)

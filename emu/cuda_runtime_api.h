@@ -281,6 +281,10 @@ typedef struct cuda_emu_line_counters {
     unsigned long long requests;                 /* warp requests, global and shared */
     unsigned long long bytes_moved, bytes_used;  /* global: 32 x sectors; distinct bytes */
     unsigned long long shared_wavefronts, shared_ideal_wavefronts;
+    /* floating-point work, counted per basic block and given to the line of
+     * the block's branch (a loop body's FLOPs go to its loop test); warp
+     * branches at the line and those whose lanes split */
+    unsigned long long flops, branches, divergent_branches;
 } cuda_emu_line_counters;
 /* Keep counters per line while counting (1), or stop (0); off by default
  * (a map update per request); CUDA_EMU_COUNTERS=lines turns it on and

@@ -55,6 +55,9 @@ void add(cuda_emu_line_counters *to, const cuda_emu_line_counters &from)
     to->bytes_used += from.bytes_used;
     to->shared_wavefronts += from.shared_wavefronts;
     to->shared_ideal_wavefronts += from.shared_ideal_wavefronts;
+    to->flops += from.flops;
+    to->branches += from.branches;
+    to->divergent_branches += from.divergent_branches;
 }
 
 /* addr2line's "file:line" for instructions of one object file; "?" where
@@ -135,6 +138,18 @@ void lines_request(uintptr_t pc, bool shared, unsigned long long moved, unsigned
     }
 }
 
+void lines_fp(uintptr_t pc, unsigned flops)
+{
+    block_lines[pc].flops += flops;
+}
+
+void lines_branch(uintptr_t pc, bool divergent)
+{
+    cuda_emu_line_counters &c = block_lines[pc];
+    c.branches++;
+    c.divergent_branches += divergent;
+}
+
 void lines_block_end(const char *kernel)
 {
     if (block_lines.empty())
@@ -198,19 +213,22 @@ void lines_print(int top)
 {
     std::vector<cuda_emu_line_counters> lines = lines_summed();
     fprintf(stderr, "\ncuda-emu counters per source line, costliest %d of %zu (bytes moved, "
-                    "plus 128 per conflict wavefront)\n%-36s %-28s %9s %10s %7s %10s %9s\n",
+                    "plus 128 per conflict wavefront)\n%-36s %-28s %9s %10s %7s %10s %9s %9s %7s\n",
             top, lines.size(), "kernel", "line", "requests", "L2 MB", "ld/st", "wavefronts",
-            "conflict");
+            "conflict", "MFLOP", "diverg");
     for (size_t i = 0; i < lines.size() && (int)i < top; i++) {
         const cuda_emu_line_counters &c = lines[i];
-        fprintf(stderr, "%-36.36s %-28.28s %9llu %10.3f %6.1f%% %10llu %8.1f%%\n", c.kernel,
+        fprintf(stderr, "%-36.36s %-28.28s %9llu %10.3f %6.1f%% %10llu %8.1f%% %9.3f %6.1f%%\n",
+                c.kernel,
                 c.where, c.requests, (double)c.bytes_moved / 1e6,
                 c.bytes_moved ? 100.0 * (double)c.bytes_used / (double)c.bytes_moved : 100.0,
                 c.shared_wavefronts,
                 c.shared_wavefronts ? 100.0 * (double)(c.shared_wavefronts -
                                                        c.shared_ideal_wavefronts) /
                                           (double)c.shared_wavefronts
-                                    : 0.0);
+                                    : 0.0,
+                (double)c.flops / 1e6,
+                c.branches ? 100.0 * (double)c.divergent_branches / (double)c.branches : 0.0);
     }
 }
 

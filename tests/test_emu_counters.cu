@@ -249,21 +249,28 @@ static void in_place_moves_sectors_twice(void)
 }
 
 /* Per source line: the 32x32 tile's conflicts all come from its column
- * read, one line of this file (the padded tile has none), and the stride-8
- * read's line is one line with its load's waste. */
+ * read, one line of this file (the padded tile has none), the stride-8
+ * read's line is one line with its load's waste, a branch on the lane is
+ * one divergent line, and a loop's FLOPs add up over its lines. */
 static void lines_name_the_conflicting_read(void)
 {
+    bool fp_and_branches = cuda_emu_counters_fp_and_branches() != 0;
     cuda_emu_counters_reset();
     cuda_emu_counters_lines(1);
     float *out = device_floats(TILE), *x = device_floats(8 * N), *y = device_floats(N);
     CT_EMU_LAUNCH(tile_columns<TILE>, 1, TILE, 0, 0, out);
     CT_EMU_LAUNCH(tile_columns<TILE + 1>, 1, TILE, 0, 0, out);
     CT_EMU_LAUNCH(strided_read, N / THREADS, THREADS, 0, 0, x, y, N, 8);
+    if (fp_and_branches) {
+        CT_EMU_LAUNCH(fma_loop, BLOCKS, BLOCK_THREADS, 0, 0, x, y, 37);
+        CT_EMU_LAUNCH(odd_lanes_store, BLOCKS, BLOCK_THREADS, 0, 0, y);
+    }
     CHECK(cudaDeviceSynchronize() == cudaSuccess, "synchronize");
     cuda_emu_counters_lines(0);
     cuda_emu_line_counters lines[64];
     int n = cuda_emu_counters_lines_get(lines, 64);
-    int conflicting = 0, padded_conflicting = 0, strided = 0;
+    int conflicting = 0, padded_conflicting = 0, strided = 0, divergent_lines = 0;
+    unsigned long long loop_flops = 0;
     for (int i = 0; i < n && i < 64; i++) {
         const cuda_emu_line_counters *c = &lines[i];
         bool here = strncmp(c->where, "test_emu_counters.cu:", 21) == 0;
@@ -276,6 +283,14 @@ static void lines_name_the_conflicting_read(void)
         }
         if (strcmp(c->kernel, "tile_columns<TILE + 1>") == 0 && excess > 0)
             padded_conflicting++;
+        if (strcmp(c->kernel, "fma_loop") == 0)
+            loop_flops += c->flops;
+        if (strcmp(c->kernel, "odd_lanes_store") == 0 && c->divergent_branches > 0) {
+            divergent_lines++;
+            CHECK(here && c->divergent_branches == WARPS && c->branches == WARPS,
+                  "%s: %llu of %llu branches divergent", c->where, c->divergent_branches,
+                  c->branches);
+        }
         if (strcmp(c->kernel, "strided_read") == 0 && c->bytes_moved > 0) {
             /* y[i] = x[i * 8]: the load moves a sector for every 4 bytes,
              * the store every byte it moves */
@@ -288,6 +303,10 @@ static void lines_name_the_conflicting_read(void)
           "%d conflicting lines in the 32x32 tile, %d in the padded one, %d strided reads "
           "(of %d lines)",
           conflicting, padded_conflicting, strided, n);
+    /* the loop's FLOPs, wherever its blocks' lines are, add up to the kernel's */
+    CHECK(!fp_and_branches || (divergent_lines == 1 &&
+                               loop_flops == 2ull * 37 * BLOCKS * BLOCK_THREADS),
+          "%d divergent lines, %llu FLOPs in fma_loop's lines", divergent_lines, loop_flops);
     cudaFree(out);
     cudaFree(x);
     cudaFree(y);
