@@ -26,6 +26,7 @@ struct settings {
     int devices;          /* CUDA_EMU_DEVICES */
     size_t memory_bytes;  /* CUDA_EMU_MEMORY: per device */
     int sm_count;         /* CUDA_EMU_SMS */
+    int compute_capability; /* CUDA_EMU_CC, major * 10 + minor */
     bool abort_on_error;  /* CUDA_EMU_ABORT=1: abort() at a kernel error (for a debugger) */
 };
 const settings &config();

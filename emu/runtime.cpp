@@ -95,6 +95,18 @@ static settings read_settings()
     s.devices = (int)size_setting("CUDA_EMU_DEVICES", 1, MAX_DEVICES);
     s.memory_bytes = size_setting("CUDA_EMU_MEMORY", DEFAULT_MEMORY, (uint64_t)1 << 50);
     s.sm_count = (int)size_setting("CUDA_EMU_SMS", DEFAULT_SMS, 1024);
+    s.compute_capability = 90;
+    const char *cc = getenv("CUDA_EMU_CC");
+    if (cc && *cc) {
+        int major = 0, minor = 0;
+        char end = 0;
+        if (sscanf(cc, "%d.%d%c", &major, &minor, &end) == 2 && major >= 1 && major <= 20 &&
+            minor >= 0 && minor <= 9)
+            s.compute_capability = major * 10 + minor;
+        else
+            settings_error = std::string("CUDA_EMU_CC='") + cc +
+                             "': expected a compute capability such as 8.0 or 9.0";
+    }
     const char *abort_setting = getenv("CUDA_EMU_ABORT");
     s.abort_on_error = abort_setting && strcmp(abort_setting, "1") == 0;
     return s;
@@ -321,8 +333,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
     p->maxGridSize[0] = 0x7fffffff;
     p->maxGridSize[1] = p->maxGridSize[2] = 65535;
     p->totalConstMem = 64 << 10;
-    p->major = 9;
-    p->minor = 0;
+    p->major = config().compute_capability / 10;
+    p->minor = config().compute_capability % 10;
     p->multiProcessorCount = config().sm_count;
     p->l2CacheSize = 50 << 20;
     p->maxThreadsPerMultiProcessor = 2048;

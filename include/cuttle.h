@@ -92,6 +92,35 @@ CT_API void ct_graph_free(ct_graph *graph);
 /* CT_OK, or the status of the first error met while building the graph. */
 CT_API ct_status ct_graph_status(const ct_graph *graph);
 
+/* How the ops compute (PyTorch's autocast, decided as the graph is built).
+ *   fp32  every tensor f32 (the default);
+ *   tf32  f32 tensors; on a GPU the vendor GEMMs and convolutions round
+ *         their inputs to TF32 (10-bit mantissa) on tensor cores (set on
+ *         the backend by ct_plan_new; the CPU has no TF32 and refuses it);
+ *   bf16, fp16  convolutions and linear layers take 16-bit copies of their
+ *         input and weight and store a 16-bit output, accumulating in f32;
+ *         the ops after them keep 16-bit activations (relu, pooling,
+ *         dropout, add), batchnorm keeps f32 statistics, softmax and the
+ *         loss compute in f32.  Parameters, their gradients and the
+ *         optimizer state stay f32, so checkpoints are unchanged.
+ * On the CPU, 16-bit values are computed in f32 and rounded to nearest
+ * even wherever a GPU stores them: the reduced-precision reference. */
+typedef enum ct_precision {
+    CT_PRECISION_FP32 = 0,
+    CT_PRECISION_TF32,
+    CT_PRECISION_BF16,
+    CT_PRECISION_FP16,
+    CT_PRECISION_COUNT
+} ct_precision;
+
+/* "fp32", "tf32", "bf16" or "fp16" into *out; anything else is CT_ERR_ARG
+ * with a message that lists them. */
+CT_API ct_status ct_precision_parse(const char *name, ct_precision *out);
+CT_API const char *ct_precision_name(ct_precision precision);
+/* The precision of the ops built from now on (the model: set it first). */
+CT_API ct_status ct_graph_set_precision(ct_graph *graph, ct_precision precision);
+CT_API ct_precision ct_graph_precision(const ct_graph *graph);
+
 /* How a parameter or buffer is filled when a plan is created. */
 typedef enum ct_init {
     CT_INIT_CONST = 0, /* every element = scale */
@@ -180,6 +209,10 @@ CT_API ct_tensor *ct_batchnorm2d(ct_graph *graph, ct_tensor *x, ct_tensor *gamma
  * 1/(1-p), from the plan's seed and step.  Evaluation: identity. */
 CT_API ct_tensor *ct_dropout(ct_graph *graph, ct_tensor *x, float p);
 
+/* x converted to `dtype` (f32, f16 or bf16; to 16 bits: round to nearest
+ * even); x itself when it has that dtype already.  Its gradient converts
+ * back. */
+CT_API ct_tensor *ct_cast(ct_graph *graph, ct_tensor *x, ct_dtype dtype);
 /* Same shapes, elementwise (residual connections). */
 CT_API ct_tensor *ct_add(ct_graph *graph, ct_tensor *a, ct_tensor *b);
 /* [N,...] -> [N, prod(...)], a view. */
@@ -331,6 +364,11 @@ CT_API ct_status ct_plan_run(ct_plan *plan, ct_mode mode);
  * ct_tensor_bytes(t).  Readable: state, inputs, kept tensors. */
 CT_API ct_status ct_plan_write(ct_plan *plan, ct_tensor *t, const void *host, size_t bytes);
 CT_API ct_status ct_plan_read(ct_plan *plan, const ct_tensor *t, void *host, size_t bytes);
+/* Reads a float tensor (f32, f16 or bf16) as `count` floats, converting;
+ * count must equal ct_tensor_numel(t).  (Model outputs under bf16 or fp16
+ * precision are 16-bit.) */
+CT_API ct_status ct_plan_read_f32(ct_plan *plan, const ct_tensor *t, float *host,
+                                  int64_t count);
 
 /* Learning rate for the next runs (schedules change it between steps). */
 CT_API void ct_plan_set_lr(ct_plan *plan, float lr);

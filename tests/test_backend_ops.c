@@ -156,6 +156,14 @@ static ct_status build_activations(ct_graph *g, tracked *t, const entry *e)
     return finish_vjp(g, t, e, ct_add(g, sum, ct_tanh(g, x)));
 }
 
+/* f32 -> bf16 -> f16 -> f32: the conversions autocast inserts, and in
+ * backward the same casts back (the gradient rounds through both). */
+static ct_status build_casts(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *x = main_input(g, t, e, true);
+    return finish_vjp(g, t, e, ct_cast(g, ct_cast(g, ct_cast(g, x, CT_BF16), CT_F16), CT_F32));
+}
+
 /* A constant node (ops.h: it seeds the gradient of a loss), kept. */
 static ct_status build_fill(ct_graph *g, tracked *t, const entry *e)
 {
@@ -281,6 +289,8 @@ static const entry entries[] = {
     {"activations_odd", build_activations, ACTIVATIONS, X(3, 7, 5, 11)},
     {"activations_large", build_activations, ACTIVATIONS, X(3, 100003)},
     {"fill_large", build_fill, OPS(CT_OP_FILL), X(3, 100003)},
+    {"casts_odd", build_casts, OPS(CT_OP_CAST), X(3, 7, 5, 11)},
+    {"casts_large", build_casts, OPS(CT_OP_CAST), X(3, 100003)},
     {"dropout_one", build_dropout, OPS(CT_OP_DROPOUT), X(1, 1), .p = 0.5f, BOTH_MODES},
     {"dropout_large", build_dropout, OPS(CT_OP_DROPOUT), X(7, 43001), .p = 0.3f, BOTH_MODES},
     {"concat_odd", build_concat, CONCAT, X(2, 1, 4, 5), .parts = {3, 1, 4}},

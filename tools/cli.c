@@ -202,6 +202,16 @@ static int open_backend(const char *command, const char *device, long threads, F
 
 const char *const cli_on_off[] = {"on", "off", NULL};
 
+const char *const cli_precisions[] = {"fp32", "tf32", "bf16", "fp16", NULL};
+
+ct_precision cli_precision(const char *value)
+{
+    ct_precision precision = CT_PRECISION_FP32;
+    if (value && ct_precision_parse(value, &precision) != CT_OK)
+        return CT_PRECISION_FP32; /* the option table checked it against cli_precisions */
+    return precision;
+}
+
 bool cli_on(const char *value)
 {
     return !value || strcmp(value, "off") != 0;
@@ -255,7 +265,8 @@ void cli_evaluator_free(cli_evaluator *ev)
 #define EVALUATOR_SEED 1
 
 int cli_evaluator_new(const char *command, const char *model_text, const int input[3],
-                      int classes, int batch, ct_backend *backend, cli_evaluator **out)
+                      int classes, int batch, ct_precision precision, ct_backend *backend,
+                      cli_evaluator **out)
 {
     *out = NULL;
     cli_evaluator *ev = calloc(1, sizeof *ev);
@@ -271,6 +282,7 @@ int cli_evaluator_new(const char *command, const char *model_text, const int inp
     ev->classes = classes;
     int64_t shape[4] = {batch, input[0], input[1], input[2]};
     ev->x = ct_input(ev->graph, "x", CT_F32, 4, shape);
+    ct_graph_set_precision(ev->graph, precision);
     ev->logits = ct_model_build(ev->graph, model_text, ev->x, classes);
     ct_status status = ct_graph_status(ev->graph);
     if (status == CT_OK) {
@@ -336,10 +348,10 @@ int cli_evaluator_logits(const char *command, cli_evaluator *ev, const float *im
     for (int b = 0; b < ev->batch; b++)
         memcpy(ev->images + (size_t)b * item, images + (size_t)(b < n ? b : 0) * item,
                sizeof *images * item);
-    size_t score_bytes = sizeof *ev->scores * (size_t)ev->batch * (size_t)ev->classes;
+    int64_t scores = (int64_t)ev->batch * ev->classes;
     if (ct_plan_write(ev->plan, ev->x, ev->images, ct_tensor_bytes(ev->x)) != CT_OK ||
         ct_plan_run(ev->plan, CT_EVAL) != CT_OK ||
-        ct_plan_read(ev->plan, ev->logits, ev->scores, score_bytes) != CT_OK)
+        ct_plan_read_f32(ev->plan, ev->logits, ev->scores, scores) != CT_OK)
         return cli_fail(command);
     memcpy(logits, ev->scores, sizeof *logits * (size_t)n * (size_t)ev->classes);
     return CLI_EXIT_OK;
@@ -388,13 +400,13 @@ int cli_evaluate(const char *command, cli_evaluator *ev, const ct_dataset *data,
             ev->indices[b] = b < valid ? start + b : start; /* padding: repeat an item */
         ct_status status = ct_dataset_batch(data, ev->indices, ev->batch, ev->images, ev->labels);
         size_t image_bytes = ct_tensor_bytes(ev->x);
-        size_t score_bytes = sizeof *ev->scores * (size_t)ev->batch * (size_t)ev->classes;
         if (status == CT_OK)
             status = ct_plan_write(ev->plan, ev->x, ev->images, image_bytes);
         if (status == CT_OK)
             status = ct_plan_run(ev->plan, CT_EVAL);
         if (status == CT_OK)
-            status = ct_plan_read(ev->plan, ev->logits, ev->scores, score_bytes);
+            status = ct_plan_read_f32(ev->plan, ev->logits, ev->scores,
+                                      (int64_t)ev->batch * ev->classes);
         if (status != CT_OK)
             return cli_fail(command);
         for (int b = 0; b < valid; b++) {

@@ -82,6 +82,14 @@ bool cli_on(const char *value);
     "on: record the step once as a CUDA Graph and replay it (one launch per step); off: " \
     "launch node by node (default on; no effect on the CPU)"
 
+/* --precision: its choices (NULL-terminated) and the ct_precision of a
+ * value (NULL, the option not given: fp32). */
+extern const char *const cli_precisions[];
+ct_precision cli_precision(const char *value);
+#define CLI_PRECISION_HELP                                                                 \
+    "fp32 (default); tf32 (a GPU's TF32 tensor-core math for f32); bf16 or fp16 (16-bit " \
+    "activations, f32 weights, statistics and loss; on the CPU a slow rounding reference)"
+
 /* What --device, --threads, --strict-device and --cuda-graph say. */
 typedef struct cli_device {
     const char *device;     /* auto, cpu, cpu:N, cuda, cuda:N */
@@ -108,7 +116,8 @@ typedef struct cli_evaluator cli_evaluator;
  * printing what went wrong, prefixed with "cuttle <command>:").  The model
  * takes images [batch, channels, height, width]. */
 int cli_evaluator_new(const char *command, const char *model_text, const int input[3],
-                      int classes, int batch, ct_backend *backend, cli_evaluator **out);
+                      int classes, int batch, ct_precision precision, ct_backend *backend,
+                      cli_evaluator **out);
 void cli_evaluator_free(cli_evaluator *ev);
 /* The evaluator's plan (to load weights into) and graph.  Borrowed. */
 ct_plan *cli_evaluator_plan(cli_evaluator *ev);

@@ -15,7 +15,7 @@
 static const char *const splits[] = {"test", "train", NULL};
 
 typedef struct eval_options {
-    const char *weights, *model, *data, *data_dir, *split, *device, *cuda_graph;
+    const char *weights, *model, *data, *data_dir, *split, *device, *cuda_graph, *precision;
     long batch, threads;
     bool confusion, json, strict_device;
 } eval_options;
@@ -110,7 +110,7 @@ static int evaluate(eval_options *o)
     int batch = (int)(o->batch < n ? o->batch : n);
     if (exit_status == CLI_EXIT_OK)
         exit_status = cli_evaluator_new("eval", info.text, info.input, info.classes, batch,
-                                        backend, &ev);
+                                        cli_precision(o->precision), backend, &ev);
     if (exit_status == CLI_EXIT_OK &&
         ct_plan_load_checkpoint(cli_evaluator_plan(ev), checkpoint, CT_SAVE_MODEL) != CT_OK)
         exit_status = cli_fail("eval");
@@ -160,6 +160,8 @@ int cmd_eval(int argc, char **argv)
          "CPU threads, 0 for all cores (default 0)"},
         {"--cuda-graph", "on|off", CLI_TEXT, &o.cuda_graph, 0, 0, cli_on_off,
          CLI_CUDA_GRAPH_HELP},
+        {"--precision", "P", CLI_TEXT, &o.precision, 0, 0, cli_precisions,
+         CLI_PRECISION_HELP},
         {"--strict-device", NULL, CLI_FLAG, &o.strict_device, 0, 0, NULL,
          "refuse a model with ops the device cannot run (default: they run on the CPU)"},
         {"--confusion", NULL, CLI_FLAG, &o.confusion, 0, 0, NULL,

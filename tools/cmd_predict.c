@@ -17,7 +17,7 @@
 #define MAX_INPUTS 100000
 
 typedef struct predict_options {
-    const char *weights, *model, *data_dir, *device, *cuda_graph;
+    const char *weights, *model, *data_dir, *device, *cuda_graph, *precision;
     long top, threads;
     bool json, strict_device;
 } predict_options;
@@ -218,7 +218,7 @@ static int predict(const predict_options *o, char **args, int n_args)
                                   log, &backend);
     if (exit_status == CLI_EXIT_OK)
         exit_status = cli_evaluator_new("predict", info.text, info.input, info.classes, batch,
-                                        backend, &ev);
+                                        cli_precision(o->precision), backend, &ev);
     if (exit_status == CLI_EXIT_OK &&
         ct_plan_load_checkpoint(cli_evaluator_plan(ev), checkpoint, CT_SAVE_MODEL) != CT_OK)
         exit_status = cli_fail("predict");
@@ -266,6 +266,8 @@ int cmd_predict(int argc, char **argv)
          "CPU threads, 0 for all cores (default 0)"},
         {"--cuda-graph", "on|off", CLI_TEXT, &o.cuda_graph, 0, 0, cli_on_off,
          CLI_CUDA_GRAPH_HELP},
+        {"--precision", "P", CLI_TEXT, &o.precision, 0, 0, cli_precisions,
+         CLI_PRECISION_HELP},
         {"--strict-device", NULL, CLI_FLAG, &o.strict_device, 0, 0, NULL,
          "refuse a model with ops the device cannot run (default: they run on the CPU)"},
         {"--json", NULL, CLI_FLAG, &o.json, 0, 0, NULL,

@@ -47,7 +47,7 @@ static const char *const optimizers[] = {"sgd", "adam", "adamw", NULL};
 
 typedef struct train_options {
     const char *recipe, *model, *data, *data_dir, *optim, *schedule, *augment, *device, *out, *resume,
-        *cuda_graph;
+        *cuda_graph, *precision;
     long epochs, batch, seed, threads, workers, stop_after;
     double lr, weight_decay, momentum, label_smoothing;
     bool json, strict_device;
@@ -106,6 +106,8 @@ static cli_parsed parse_table(train_options *opts, int argc, char **argv)
          "CPU threads, 0 for all cores (default 0)"},
         {"--cuda-graph", "on|off", CLI_TEXT, &opts->cuda_graph, 0, 0, cli_on_off,
          CLI_CUDA_GRAPH_HELP},
+        {"--precision", "P", CLI_TEXT, &opts->precision, 0, 0, cli_precisions,
+         CLI_PRECISION_HELP},
         {"--strict-device", NULL, CLI_FLAG, &opts->strict_device, 0, 0, NULL,
          "refuse a model with ops the device cannot run (default: they run on the CPU)"},
         {"--workers", "N", CLI_INT, &opts->workers, 1, 64, NULL,
@@ -219,6 +221,7 @@ static int trainer_init(trainer *t, const train_options *opts, const run_info *i
     int64_t shape[4] = {opts->batch, info->input[0], info->input[1], info->input[2]};
     t->x = ct_input(t->graph, "x", CT_F32, 4, shape);
     t->labels = ct_input(t->graph, "labels", CT_I64, 1, shape);
+    ct_graph_set_precision(t->graph, cli_precision(opts->precision));
     t->logits = ct_model_build(t->graph, info->text, t->x, t->classes);
     t->loss = ct_cross_entropy(t->graph, t->logits, t->labels, (float)opts->label_smoothing);
     if (ct_graph_status(t->graph) != CT_OK)
@@ -253,7 +256,7 @@ static int train_step(trainer *t, const float *images, const int64_t *labels, ep
         ct_plan_write(t->plan, t->labels, labels, ct_tensor_bytes(t->labels)) != CT_OK ||
         ct_plan_run(t->plan, CT_TRAIN) != CT_OK ||
         ct_plan_read(t->plan, t->loss, &loss, sizeof loss) != CT_OK ||
-        ct_plan_read(t->plan, t->logits, t->scores, ct_tensor_bytes(t->logits)) != CT_OK)
+        ct_plan_read_f32(t->plan, t->logits, t->scores, ct_tensor_numel(t->logits)) != CT_OK)
         return cli_fail("train");
     if (!isfinite(loss)) {
         fprintf(stderr,
@@ -407,7 +410,7 @@ static int setup(run *r)
     int64_t test_size = ct_dataset_size(r->test_data);
     int eval_batch = (int)(test_size < EVAL_BATCH ? test_size : EVAL_BATCH);
     CLI_TRY(cli_evaluator_new("train", r->info.text, r->info.input, r->info.classes, eval_batch,
-                              r->backend, &r->ev));
+                              cli_precision(opts->precision), r->backend, &r->ev));
     CLI_TRY(run_prepare_dir("train", opts->out));
     r->first_epoch = 1;
     if (!opts->resume)

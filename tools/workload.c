@@ -116,6 +116,8 @@ void workload_option_table(workload_options *opts, cli_option *out)
          "default: native on the CPU, auto on CUDA"},
         {"--cuda-graph", "on|off", CLI_TEXT, &opts->cuda_graph, 0, 0, cli_on_off,
          CLI_CUDA_GRAPH_HELP},
+        {"--precision", "P", CLI_TEXT, &opts->precision, 0, 0, cli_precisions,
+         CLI_PRECISION_HELP},
         {"--mode", "MODE", CLI_TEXT, &opts->mode, 0, 0, workload_modes,
          "train (forward, backward, SGD step) or infer (forward) (default train)"},
         {"--seed", "S", CLI_INT, &opts->seed, 0, 2147483647, NULL,
@@ -132,6 +134,7 @@ static int build_graph(const char *command, const workload_options *opts, worklo
         return cli_fail(command);
     int64_t shape[4] = {opts->batch, w->channels, w->height, w->width};
     w->x = ct_input(w->graph, "x", CT_F32, 4, shape);
+    ct_graph_set_precision(w->graph, cli_precision(opts->precision));
     char *text = NULL;
     CLI_TRY(cli_model_text(command, opts->model, &text));
     w->logits = ct_model_build(w->graph, text, w->x, (int)opts->classes);

@@ -24,15 +24,16 @@ typedef struct workload_options {
     bool strict_device;
     const char *kernels;    /* NULL: the backend's default */
     const char *cuda_graph; /* NULL or "on", or "off" */
+    const char *precision;  /* NULL (fp32) or one of cli_precisions */
 } workload_options;
 
 /* simplecnn, 1x28x28, cpu, train, batch 64, 10 classes, seed 1. */
 extern const workload_options workload_defaults;
 
 /* The options bench and profile share (--model, --batch, --input,
- * --classes, --device, --threads, --strict-device, --kernels, --cuda-graph,
+ * --classes, --device, --threads, --strict-device, --kernels, --cuda-graph, --precision,
  * --mode, --seed), bound to opts, written to out[0..WORKLOAD_N_OPTIONS). */
-#define WORKLOAD_N_OPTIONS 11
+#define WORKLOAD_N_OPTIONS 12
 void workload_option_table(workload_options *opts, cli_option *out);
 
 typedef struct workload {

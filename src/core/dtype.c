@@ -1,3 +1,6 @@
+#include <string.h>
+
+#include "core/error.h"
 #include "cuttle.h"
 
 size_t ct_dtype_size(ct_dtype dtype)
@@ -28,4 +31,32 @@ const char *ct_dtype_name(ct_dtype dtype)
     case CT_DTYPE_COUNT: break;
     }
     return "?";
+}
+
+static const char *const precision_names[CT_PRECISION_COUNT] = {
+    [CT_PRECISION_FP32] = "fp32",
+    [CT_PRECISION_TF32] = "tf32",
+    [CT_PRECISION_BF16] = "bf16",
+    [CT_PRECISION_FP16] = "fp16",
+};
+
+const char *ct_precision_name(ct_precision precision)
+{
+    return (int)precision >= 0 && precision < CT_PRECISION_COUNT ? precision_names[precision]
+                                                                 : "?";
+}
+
+ct_status ct_precision_parse(const char *name, ct_precision *out)
+{
+    for (int p = 0; name && p < CT_PRECISION_COUNT; p++) {
+        if (strcmp(name, precision_names[p]) == 0) {
+            *out = (ct_precision)p;
+            return CT_OK;
+        }
+    }
+    return ct_set_error(CT_ERR_ARG,
+                        "unknown precision '%s': the choices are fp32 (the default), tf32 "
+                        "(f32 with TF32 tensor-core math on a GPU), bf16 and fp16 (16-bit "
+                        "activations, f32 weights and accumulation)",
+                        name ? name : "(null)");
 }

@@ -42,6 +42,7 @@ static const char *const op_names[CT_OP_COUNT] = {
     [CT_OP_ADAM_UPDATE] = "adam_update",
     [CT_OP_CUSTOM] = "custom",
     [CT_OP_CUSTOM_BWD] = "custom_bwd",
+    [CT_OP_CAST] = "cast",
 };
 
 const char *ct_op_name(ct_op op)

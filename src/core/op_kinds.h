@@ -51,6 +51,7 @@ typedef enum ct_op {
     CT_OP_ADAM_UPDATE,           /* (param, grad, exp_avg, exp_avg_sq), in place */
     CT_OP_CUSTOM,                /* (x0, x1, ...): an op registered by the user (ops/custom.c) */
     CT_OP_CUSTOM_BWD,            /* (x0, x1, ..., y, dy) -> d(x_wrt) */
+    CT_OP_CAST,                  /* (x) -> x in another float dtype (ops/autocast.c) */
     CT_OP_COUNT
 } ct_op;
 

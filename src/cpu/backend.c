@@ -17,6 +17,7 @@
 #include "cpu/kernels.h"
 #include "cpu/threads.h"
 #include "graph/backend.h"
+#include "graph/impl.h"
 #include "ops/ops.h"
 
 #define CT_CPU_ALIGNMENT 64
@@ -59,6 +60,15 @@ static ct_status cpu_synchronize(ct_backend *backend)
     return CT_OK;
 }
 
+/* f32 kernels; a node with 16-bit tensors runs on widened copies (widen.c). */
+static ct_status cpu_run_node(ct_backend *backend, const ct_exec *exec, const ct_tensor *node,
+                              const ct_impl *impl)
+{
+    if (ct_node_touches_half(node))
+        return ct_cpu_run_widened(backend, exec, node, impl);
+    return impl->run(backend, exec, node);
+}
+
 static void cpu_destroy(ct_backend *backend)
 {
     free(backend);
@@ -70,6 +80,7 @@ static const ct_backend_i cpu_backend_i = {
     .write = cpu_copy,
     .read = cpu_copy,
     .begin_step = cpu_begin_step,
+    .run_node = cpu_run_node,
     .synchronize = cpu_synchronize,
     .destroy = cpu_destroy,
 };
@@ -82,6 +93,7 @@ ct_status ct_cpu_backend_new(int n_threads, ct_backend **out)
         return ct_set_error(CT_ERR_MEMORY, "ct_backend_new: out of host memory");
     backend->iface = &cpu_backend_i;
     backend->impls = ct_cpu_impls;
+    backend->widens_half = true;
     snprintf(backend->kernels, sizeof backend->kernels, "native");
     backend->n_threads = n_threads > 0 ? n_threads : ct_cpu_n_procs();
 #ifndef _OPENMP

@@ -9,6 +9,10 @@
 ct_status ct_cpu_backend_new(int n_threads, ct_backend **out);
 
 /* Its op table (cpu/table.c; graph/impl.h). */
+/* Runs `impl` on f32 copies of the node's f16 and bf16 tensors, rounding
+ * its 16-bit outputs back (cpu/widen.c). */
+ct_status ct_cpu_run_widened(ct_backend *backend, const ct_exec *exec, const ct_tensor *node,
+                             const ct_impl *impl);
 extern const ct_impl *const ct_cpu_impls[CT_OP_COUNT][CT_MAX_IMPLS];
 
 #endif

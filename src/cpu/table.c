@@ -7,6 +7,8 @@
  * shape and on CPUs without AVX2 (or with CT_CPU_SIMD=0).  All three apply
  * a fused relu, and a fused 2x2 max pool after it, as they store.
  */
+#include <string.h>
+
 #include "core/error.h"
 #include "cpu/backend.h"
 #include "cpu/conv_direct.h"
@@ -420,6 +422,14 @@ static ct_status run_fill(const ct_exec *exec, const ct_tensor *node)
     return CT_OK;
 }
 
+/* A cast is a copy here: its 16-bit side is widened before it and rounded
+ * after it (cpu/widen.c). */
+static ct_status run_cast(const ct_exec *exec, const ct_tensor *node)
+{
+    memcpy(ct_out(exec, node), ct_in(exec, node, 0), (size_t)ct_tensor_numel(node) * sizeof(float));
+    return CT_OK;
+}
+
 static ct_status run_sgd_update(const ct_exec *exec, const ct_tensor *node)
 {
     const ct_sgd_args *a = &node->attr.sgd;
@@ -489,6 +499,7 @@ NATIVE(softmax_bwd, run_softmax_bwd, 0);
 NATIVE(cross_entropy, run_cross_entropy, 0);
 NATIVE(cross_entropy_bwd, run_cross_entropy_bwd, 0);
 NATIVE(fill, run_fill, 0);
+NATIVE(cast, run_cast, 0);
 NATIVE(sgd_update, run_sgd_update, 0);
 NATIVE(adam_update, run_adam_update, 0);
 NATIVE(custom, run_custom, 0);
@@ -530,4 +541,5 @@ const ct_impl *const ct_cpu_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
     [CT_OP_ADAM_UPDATE] = {&adam_update},
     [CT_OP_CUSTOM] = {&custom},
     [CT_OP_CUSTOM_BWD] = {&custom},
+    [CT_OP_CAST] = {&cast},
 };

@@ -388,6 +388,22 @@ static ct_status cuda_set_tf32(ct_backend *backend, bool enabled)
     return ct_cuda_blas_set_tf32(b->blas, enabled);
 }
 
+/* bf16 and TF32 tensor cores came with compute capability 8.0 (Ampere),
+ * fp16 ones with 7.0 (Volta). */
+static ct_status cuda_check_precision(const ct_backend *backend, int precision)
+{
+    const cuda_backend *b = impl_of(backend);
+    int needed = precision == CT_PRECISION_FP16 ? 70 : precision == CT_PRECISION_FP32 ? 0 : 80;
+    if (b->major * 10 + b->minor >= needed)
+        return CT_OK;
+    return ct_set_error(CT_ERR_DEVICE,
+                        "precision %s needs a GPU of compute capability %d.%d or later; "
+                        "cuda:%d (%s) is %d.%d: use %s",
+                        ct_precision_name((ct_precision)precision), needed / 10, needed % 10,
+                        b->device, b->gpu_name, b->major, b->minor,
+                        b->major * 10 + b->minor >= 70 ? "fp16 or fp32" : "fp32");
+}
+
 static const ct_backend_i cuda_backend_i = {
     .alloc = cuda_alloc,
     .release = cuda_release,
@@ -408,6 +424,7 @@ static const ct_backend_i cuda_backend_i = {
     .release_cache = cuda_release_cache,
     .set_memory_limit = cuda_set_memory_limit,
     .set_tf32 = cuda_set_tf32,
+    .check_precision = cuda_check_precision,
     .rename = cuda_rename,
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,
@@ -422,6 +439,8 @@ static ct_status cuda_setup(cuda_backend *b)
     struct cudaDeviceProp props;
     CT_CUDA_CALL(cudaGetDeviceProperties(&props, b->device));
     snprintf(b->gpu_name, sizeof b->gpu_name, "%s", props.name);
+    b->major = props.major;
+    b->minor = props.minor;
     ct_cuda_set_device_info(b->device, props.multiProcessorCount);
     CT_CUDA_CALL(cudaSetDevice(b->device));
     CT_CUDA_CALL(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));

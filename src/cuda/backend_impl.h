@@ -16,6 +16,7 @@
 typedef struct cuda_backend {
     int device;
     char gpu_name[256];
+    int major, minor;              /* compute capability */
     cudaStream_t stream;
     ct_cuda_allocator allocator;
     ct_cuda_blas *blas;

@@ -169,6 +169,9 @@ ct_status ct_cuda_cross_entropy_backward(int n, int c, const float *logits, cons
 /* ---- tensor_ops.cu ------------------------------------------------------------------- */
 
 ct_status ct_cuda_fill(int64_t count, float value, float *y, cudaStream_t stream);
+/* y = x converted between f32, f16 and bf16 (to 16 bits: nearest even) */
+ct_status ct_cuda_cast(int64_t count, const void *x, ct_dtype from, void *y, ct_dtype to,
+                       cudaStream_t stream);
 ct_status ct_cuda_copy(int64_t count, const float *x, float *y, cudaStream_t stream);
 ct_status ct_cuda_add(int64_t count, const float *a, const float *b, float *y,
                       cudaStream_t stream);

@@ -247,6 +247,12 @@ static ct_status run_fill(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
     return ct_cuda_fill(ct_tensor_numel(n), n->attr.fill.value, ct_out(e, n), b->stream);
 }
 
+static ct_status run_cast(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
+{
+    return ct_cuda_cast(ct_tensor_numel(n), ct_exec_data(e, n->src[0]), n->src[0]->dtype,
+                        ct_exec_data(e, n), n->dtype, b->stream);
+}
+
 static ct_status run_sgd_update(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     const ct_sgd_args *a = &n->attr.sgd;
@@ -446,6 +452,7 @@ NATIVE(softmax_bwd, run_softmax_bwd);
 NATIVE(cross_entropy, run_cross_entropy);
 NATIVE(cross_entropy_bwd, run_cross_entropy_bwd);
 NATIVE(fill, run_fill);
+NATIVE(cast, run_cast, .half = true);
 NATIVE(sgd_update, run_sgd_update, .groups = same_sgd, .run_group = run_sgd_group);
 NATIVE(adam_update, run_adam_update, .groups = same_adam, .run_group = run_adam_group);
 NATIVE(custom, run_custom, .supports = custom_supports);
@@ -535,4 +542,5 @@ const ct_impl *const ct_cuda_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
     [CT_OP_ADAM_UPDATE] = {&adam_update},
     [CT_OP_CUSTOM] = {&custom},
     [CT_OP_CUSTOM_BWD] = {&custom},
+    [CT_OP_CAST] = {&cast},
 };

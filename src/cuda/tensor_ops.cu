@@ -4,6 +4,7 @@
  * (cudaMemcpy2DAsync): n rows of c_i*inner floats.  Outputs are written
  * with = (add_bias adds into its output by definition); add may run in place.
  */
+#include "core/half.h"
 #include "cuda/elementwise.cuh"
 
 /* y[i] = value, 128-bit stores (elementwise.cuh) */
@@ -30,6 +31,40 @@ __global__ void add_bias_kernel(int64_t count, int c, int inner, const float *bi
         float v = bias ? y[i] + bias[i / inner % c] : y[i];
         y[i] = relu && v < 0.0f ? 0.0f : v;
     }
+}
+
+/* A float of dtype `dtype` (f32, f16, bf16) as f32, and back (round to
+ * nearest even into 16 bits: core/half.h's bit-exact conversions). */
+__device__ inline float load_as_f32(const void *p, int64_t i, ct_dtype dtype)
+{
+    if (dtype == CT_F32)
+        return ((const float *)p)[i];
+    uint16_t bits = ((const uint16_t *)p)[i];
+    return dtype == CT_BF16 ? ct_bf16_to_f32(bits) : ct_f16_to_f32(bits);
+}
+
+__device__ inline void store_from_f32(void *p, int64_t i, ct_dtype dtype, float v)
+{
+    if (dtype == CT_F32)
+        ((float *)p)[i] = v;
+    else
+        ((uint16_t *)p)[i] = dtype == CT_BF16 ? ct_bf16_from_f32(v) : ct_f16_from_f32(v);
+}
+
+/* y[i] = x[i] converted (the dtypes are the same for every thread: no divergence) */
+__global__ void cast_kernel(int64_t count, const void *x, ct_dtype from, void *y, ct_dtype to)
+{
+    CT_CUDA_GRID_STRIDE(i, count)
+    {
+        store_from_f32(y, i, to, load_as_f32(x, i, from));
+    }
+}
+
+extern "C" ct_status ct_cuda_cast(int64_t count, const void *x, ct_dtype from, void *y,
+                                  ct_dtype to, cudaStream_t stream)
+{
+    CT_CUDA_LAUNCH_ITEMS(cast_kernel, count, stream, count, x, from, y, to);
+    return CT_OK;
 }
 
 extern "C" ct_status ct_cuda_fill(int64_t count, float value, float *y, cudaStream_t stream)

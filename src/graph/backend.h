@@ -47,11 +47,16 @@ typedef struct ct_exec {
     /* lr and step again, in the backend's memory (NULL in eval): what the
      * kernels of a backend that replays steps read instead of the two above */
     const ct_step_values *step_values;
+    /* by node id, or NULL: storage roots held elsewhere for this node (the
+     * CPU's f32 copies of 16-bit tensors, cpu/widen.c) */
+    void *const *direct;
 } ct_exec;
 
 static inline void *ct_exec_data(const ct_exec *exec, const ct_tensor *t)
 {
     const ct_tensor *root = t->view_of ? t->view_of : t;
+    if (exec->direct && exec->direct[root->id])
+        return (uint8_t *)exec->direct[root->id] + t->view_offset;
     uint8_t *base = exec->storage[root->id] == CT_STORAGE_STATE ? exec->state : exec->arena;
     return base + exec->offsets[root->id] + t->view_offset;
 }
@@ -96,6 +101,9 @@ typedef struct ct_backend_i {
     ct_status (*release_cache)(ct_backend *backend);
     ct_status (*set_memory_limit)(ct_backend *backend, size_t bytes);
     ct_status (*set_tf32)(ct_backend *backend, bool enabled);
+    /* Optional (NULL: every precision): whether the device can compute in
+     * `precision` (ct_precision), an error naming it and the choices if not. */
+    ct_status (*check_precision)(const ct_backend *backend, int precision);
     /* Optional: rewrites backend->name after the kernels setting changed. */
     void (*rename)(ct_backend *backend);
     /* Optional (NULL: steps always run node by node): recording a step once
@@ -119,6 +127,10 @@ struct ct_backend {
     char name[CT_BACKEND_NAME_CAPACITY];
     int n_threads;
     bool emulated; /* see ct_backend_emulated */
+    /* Runs f32 kernels on 16-bit tensors: converts a node's f16 and bf16
+     * inputs to f32 before it and rounds its 16-bit outputs after it (the
+     * CPU's reduced-precision reference, cpu/backend.c). */
+    bool widens_half;
     void *impl;
     /* Runs the ops this backend does not (a CPU backend, owned; NULL for
      * none), unless strict (ct_backend_set_strict).  See graph/plan.c. */

@@ -40,6 +40,22 @@ ct_status ct_graph_status(const ct_graph *graph)
     return graph->status;
 }
 
+ct_status ct_graph_set_precision(ct_graph *graph, ct_precision precision)
+{
+    if (!graph)
+        return ct_set_error(CT_ERR_ARG, "ct_graph_set_precision: graph is NULL");
+    if ((int)precision < 0 || precision >= CT_PRECISION_COUNT)
+        return ct_set_error(CT_ERR_ARG, "ct_graph_set_precision: unknown precision %d",
+                            (int)precision);
+    graph->precision = precision;
+    return CT_OK;
+}
+
+ct_precision ct_graph_precision(const ct_graph *graph)
+{
+    return graph ? graph->precision : CT_PRECISION_FP32;
+}
+
 ct_tensor *ct_graph_fail(ct_graph *graph, ct_status status, const char *fmt, ...)
 {
     if (graph->status != CT_OK)

@@ -48,6 +48,9 @@ struct ct_tensor {
     ct_tensor *view_of;             /* storage owner for views and in-place updates */
     size_t view_offset;             /* bytes into view_of's storage */
     ct_tensor *grad;
+    /* the 16-bit copy that autocast made of this tensor (ops/autocast.c), so
+     * that a weight or input used by several ops is converted once */
+    ct_tensor *cast_cache;
     bool keep;
     bool requires_grad;
     ct_init init;
@@ -64,6 +67,7 @@ struct ct_graph {
     bool has_backward;
     bool has_optimizer;
     float optimizer_lr;
+    ct_precision precision; /* of the ops built from now on (ct_graph_set_precision) */
 };
 
 /* Record an error unless one is already recorded; returns NULL. */
@@ -92,6 +96,20 @@ const char *ct_tensor_describe(const ct_tensor *t, char *buf, size_t capacity);
 #define CT_DESCRIBE_CAPACITY 160
 
 bool ct_same_shape(const ct_tensor *a, const ct_tensor *b);
+
+static inline bool ct_dtype_is_half(ct_dtype dtype)
+{
+    return dtype == CT_F16 || dtype == CT_BF16;
+}
+
+/* Whether the node reads or writes a 16-bit float tensor (f16, bf16). */
+static inline bool ct_node_touches_half(const ct_tensor *node)
+{
+    bool half = ct_dtype_is_half(node->dtype);
+    for (int s = 0; s < node->n_src; s++)
+        half = half || ct_dtype_is_half(node->src[s]->dtype);
+    return half;
+}
 
 /* The tensor that owns the storage of t (t itself unless a view). */
 static inline const ct_tensor *ct_storage_root(const ct_tensor *t)

@@ -45,6 +45,8 @@ int ct_impl_list(const ct_backend *backend, ct_op op, const ct_impl *const **out
 
 static bool impl_supports(const ct_backend *backend, const ct_impl *impl, const ct_tensor *node)
 {
+    if (!impl->half && !backend->widens_half && ct_node_touches_half(node))
+        return false;
     return !impl->supports || impl->supports(backend, node);
 }
 
@@ -114,7 +116,8 @@ static void node_key(const ct_tensor *node, int64_t key[KEY_INTS])
 {
     memset(key, 0, sizeof(int64_t) * KEY_INTS);
     key[0] = node->op;
-    key[1] = node->n_src;
+    key[1] = node->n_src | (int64_t)node->dtype << 8 |
+             (int64_t)(node->n_src > 0 ? node->src[0]->dtype : 0) << 16;
     for (int s = 0; s < KEY_TENSORS; s++) {
         const ct_tensor *t = s == 0 ? node : s <= node->n_src ? node->src[s - 1] : NULL;
         for (int d = 0; t && d < t->ndim; d++)

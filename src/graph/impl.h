@@ -47,6 +47,10 @@ struct ct_impl {
     const char *name; /* "native", "winograd", "cudnn", ...: the profile shows it */
     ct_impl_kind kind;
     unsigned fuses;   /* CT_FUSES_* */
+    /* Takes f16 and bf16 tensors too (reading and writing 16 bits, computing
+     * in f32).  One that does not runs f32 nodes only, unless its backend
+     * widens 16-bit tensors around every kernel (ct_backend.widens_half). */
+    bool half;
     /* Whether it can run the node, on this backend as built (the shape, the
      * vendor library's presence).  NULL: every node of its op. */
     bool (*supports)(const ct_backend *backend, const ct_tensor *node);

@@ -21,6 +21,7 @@
 #include "graph/impl.h"
 #include "graph/memplan.h"
 #include "graph/plan.h"
+#include "graph/precision.h"
 #include "graph/replay.h"
 
 #define CT_MODE_COUNT 2
@@ -377,6 +378,7 @@ ct_status ct_plan_new(ct_graph *graph, ct_backend *backend, uint64_t seed, ct_pl
         return ct_set_error(graph->status,
                             "ct_plan_new: the graph has an error from building it (check "
                             "ct_graph_status after building)");
+    CT_TRY(ct_plan_precision(graph, backend));
     ct_plan *plan = calloc(1, sizeof *plan);
     if (!plan)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");

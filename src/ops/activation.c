@@ -9,7 +9,7 @@ static ct_tensor *activation(ct_graph *graph, ct_op op, ct_tensor *x)
     if (!graph)
         return NULL;
     const char *op_name = ct_op_name(op);
-    if (!ct_graph_check_srcs(graph, op_name, 1, &x) || !ct_check_f32(graph, op_name, 1, &x))
+    if (!ct_graph_check_srcs(graph, op_name, 1, &x) || !ct_check_float(graph, op_name, 1, &x))
         return NULL;
     return ct_node_like(graph, op, x, 1, &x);
 }

@@ -12,6 +12,22 @@ static int arg_or(int value, int fallback)
     return value ? value : fallback;
 }
 
+/* Autocast of the operands of conv2d and linear (ops/autocast.c): the input
+ * and the weight in the op's dtype (the graph's 16-bit type, else the
+ * input's), the bias f32.  Returns the op's dtype; CT_DTYPE_COUNT when a
+ * cast failed (the graph has the error). */
+static ct_dtype cast_operands(ct_graph *graph, ct_tensor **srcs, int n_src)
+{
+    ct_dtype dtype = ct_autocast_dtype(graph);
+    if (dtype == CT_F32)
+        dtype = srcs[0]->dtype;
+    srcs[0] = ct_autocast(graph, srcs[0], dtype);
+    srcs[1] = ct_autocast(graph, srcs[1], dtype);
+    if (n_src == 3)
+        srcs[2] = ct_autocast(graph, srcs[2], CT_F32);
+    return graph->status == CT_OK ? dtype : CT_DTYPE_COUNT;
+}
+
 ct_tensor *ct_conv2d(ct_graph *graph, ct_tensor *x, ct_tensor *weight, ct_tensor *bias,
                      ct_conv_args args)
 {
@@ -23,7 +39,7 @@ ct_tensor *ct_conv2d(ct_graph *graph, ct_tensor *x, ct_tensor *weight, ct_tensor
         return NULL;
     CT_DESCRIBE(x);
     CT_DESCRIBE(weight);
-    if (!ct_check_f32(graph, "conv2d", n_src, srcs))
+    if (!ct_check_float(graph, "conv2d", n_src, srcs))
         return NULL;
     if (x->ndim != 4 || weight->ndim != 4)
         return ct_graph_fail(graph, CT_ERR_SHAPE,
@@ -76,17 +92,21 @@ ct_tensor *ct_conv2d(ct_graph *graph, ct_tensor *x, ct_tensor *weight, ct_tensor
                              s.kernel_h, s.kernel_w, s.dilation_h, s.dilation_w, x_desc,
                              s.pad_h, s.pad_w);
     int64_t shape[4] = {s.n_batch, s.out_channels, s.out_h, s.out_w};
-    ct_tensor *y = ct_graph_add_node(graph, CT_OP_CONV2D, CT_F32, 4, shape, n_src, srcs);
+    ct_dtype dtype = cast_operands(graph, srcs, n_src);
+    if (dtype == CT_DTYPE_COUNT)
+        return NULL;
+    ct_tensor *y = ct_graph_add_node(graph, CT_OP_CONV2D, dtype, 4, shape, n_src, srcs);
     if (y)
         y->attr.conv = s;
     return y;
 }
 
-/* db for conv and linear: sum of dy over every dim but 1. */
-static ct_tensor *channel_sum(ct_graph *graph, ct_tensor *dy)
+/* db for conv and linear: sum of dy over every dim but 1, in the bias's
+ * dtype (f32). */
+static ct_tensor *channel_sum(ct_graph *graph, ct_tensor *dy, const ct_tensor *bias)
 {
     int64_t shape[1] = {dy->shape[1]};
-    return ct_graph_add_node(graph, CT_OP_CHANNEL_SUM, CT_F32, 1, shape, 1, &dy);
+    return ct_graph_add_node(graph, CT_OP_CHANNEL_SUM, bias->dtype, 1, shape, 1, &dy);
 }
 
 ct_status ct_conv2d_backward(ct_graph *graph, ct_tensor *node, ct_tensor *dy,
@@ -95,19 +115,19 @@ ct_status ct_conv2d_backward(ct_graph *graph, ct_tensor *node, ct_tensor *dy,
     ct_tensor *x = node->src[0], *weight = node->src[1];
     if (needs_grad[0]) {
         ct_tensor *in[2] = {dy, weight};
-        dsrc[0] = ct_graph_add_node(graph, CT_OP_CONV2D_BWD_DATA, CT_F32, 4, x->shape, 2, in);
+        dsrc[0] = ct_graph_add_node(graph, CT_OP_CONV2D_BWD_DATA, x->dtype, 4, x->shape, 2, in);
         if (dsrc[0])
             dsrc[0]->attr.conv = node->attr.conv;
     }
     if (needs_grad[1]) {
         ct_tensor *in[2] = {x, dy};
-        dsrc[1] = ct_graph_add_node(graph, CT_OP_CONV2D_BWD_WEIGHT, CT_F32, 4, weight->shape, 2,
-                                    in);
+        dsrc[1] = ct_graph_add_node(graph, CT_OP_CONV2D_BWD_WEIGHT, weight->dtype, 4,
+                                    weight->shape, 2, in);
         if (dsrc[1])
             dsrc[1]->attr.conv = node->attr.conv;
     }
     if (node->n_src == 3 && needs_grad[2])
-        dsrc[2] = channel_sum(graph, dy);
+        dsrc[2] = channel_sum(graph, dy, node->src[2]);
     return graph->status;
 }
 
@@ -118,7 +138,7 @@ ct_tensor *ct_linear(ct_graph *graph, ct_tensor *x, ct_tensor *weight, ct_tensor
     ct_tensor *srcs[3] = {x, weight, bias};
     int n_src = bias ? 3 : 2;
     if (!ct_graph_check_srcs(graph, "linear", n_src, srcs) ||
-        !ct_check_f32(graph, "linear", n_src, srcs))
+        !ct_check_float(graph, "linear", n_src, srcs))
         return NULL;
     CT_DESCRIBE(x);
     CT_DESCRIBE(weight);
@@ -138,7 +158,10 @@ ct_tensor *ct_linear(ct_graph *graph, ct_tensor *x, ct_tensor *weight, ct_tensor
                              bias_desc, (long long)weight->shape[0], weight_desc);
     }
     int64_t shape[2] = {x->shape[0], weight->shape[0]};
-    return ct_graph_add_node(graph, CT_OP_LINEAR, CT_F32, 2, shape, n_src, srcs);
+    ct_dtype dtype = cast_operands(graph, srcs, n_src);
+    if (dtype == CT_DTYPE_COUNT)
+        return NULL;
+    return ct_graph_add_node(graph, CT_OP_LINEAR, dtype, 2, shape, n_src, srcs);
 }
 
 ct_status ct_linear_backward(ct_graph *graph, ct_tensor *node, ct_tensor *dy,
@@ -147,14 +170,14 @@ ct_status ct_linear_backward(ct_graph *graph, ct_tensor *node, ct_tensor *dy,
     ct_tensor *x = node->src[0], *weight = node->src[1];
     if (needs_grad[0]) {
         ct_tensor *in[2] = {dy, weight};
-        dsrc[0] = ct_graph_add_node(graph, CT_OP_LINEAR_BWD_DATA, CT_F32, 2, x->shape, 2, in);
+        dsrc[0] = ct_graph_add_node(graph, CT_OP_LINEAR_BWD_DATA, x->dtype, 2, x->shape, 2, in);
     }
     if (needs_grad[1]) {
         ct_tensor *in[2] = {x, dy};
-        dsrc[1] = ct_graph_add_node(graph, CT_OP_LINEAR_BWD_WEIGHT, CT_F32, 2, weight->shape, 2,
-                                    in);
+        dsrc[1] = ct_graph_add_node(graph, CT_OP_LINEAR_BWD_WEIGHT, weight->dtype, 2,
+                                    weight->shape, 2, in);
     }
     if (node->n_src == 3 && needs_grad[2])
-        dsrc[2] = channel_sum(graph, dy);
+        dsrc[2] = channel_sum(graph, dy, node->src[2]);
     return graph->status;
 }

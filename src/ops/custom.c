@@ -133,8 +133,15 @@ ct_tensor *ct_custom(ct_graph *graph, const char *name, int n_inputs, ct_tensor 
         return ct_graph_fail(graph, CT_ERR_ARG, "%s: 0 to %d attributes, given %d", op->name,
                              CT_CUSTOM_MAX_ATTRS, n_attrs);
     if (!ct_graph_check_srcs(graph, op->name, n_inputs, inputs) ||
-        !ct_check_f32(graph, op->name, n_inputs, inputs))
+        !ct_check_float(graph, op->name, n_inputs, inputs))
         return NULL;
+    /* custom kernels take f32: 16-bit inputs (autocast) are cast up */
+    ct_tensor *as_f32[CT_MAX_SRC];
+    for (int i = 0; i < n_inputs; i++)
+        as_f32[i] = ct_autocast(graph, inputs[i], CT_F32);
+    if (graph->status != CT_OK)
+        return NULL;
+    inputs = as_f32;
     ct_custom_call call;
     describe(op, inputs, attrs, n_attrs, &call);
     int ndim = inputs[0]->ndim;

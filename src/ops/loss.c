@@ -10,13 +10,17 @@ ct_tensor *ct_softmax(ct_graph *graph, ct_tensor *x)
 {
     if (!graph)
         return NULL;
-    if (!ct_graph_check_srcs(graph, "softmax", 1, &x) || !ct_check_f32(graph, "softmax", 1, &x))
+    if (!ct_graph_check_srcs(graph, "softmax", 1, &x) ||
+        !ct_check_float(graph, "softmax", 1, &x))
         return NULL;
     if (x->ndim != 2) {
         CT_DESCRIBE(x);
         return ct_graph_fail(graph, CT_ERR_SHAPE, "softmax: input %s must be 2-D [N,C]",
                              x_desc);
     }
+    x = ct_autocast(graph, x, CT_F32); /* softmax computes in f32 (ops/autocast.c) */
+    if (!x)
+        return NULL;
     return ct_node_like(graph, CT_OP_SOFTMAX, x, 1, &x);
 }
 
@@ -36,7 +40,7 @@ ct_tensor *ct_cross_entropy(ct_graph *graph, ct_tensor *logits, ct_tensor *label
         return NULL;
     ct_tensor *srcs[2] = {logits, labels};
     if (!ct_graph_check_srcs(graph, "cross_entropy", 2, srcs) ||
-        !ct_check_f32(graph, "cross_entropy", 1, &logits))
+        !ct_check_float(graph, "cross_entropy", 1, &logits))
         return NULL;
     CT_DESCRIBE(logits);
     CT_DESCRIBE(labels);

@@ -37,7 +37,7 @@ ct_tensor *ct_batchnorm2d_tracked(ct_graph *graph, ct_tensor *x, ct_tensor *gamm
         return NULL;
     ct_tensor *srcs[5] = {x, gamma, beta, running_mean, running_var};
     if (!ct_graph_check_srcs(graph, "batchnorm2d", 5, srcs) ||
-        !ct_check_f32(graph, "batchnorm2d", 1, &x))
+        !ct_check_float(graph, "batchnorm2d", 1, &x))
         return NULL;
     CT_DESCRIBE(x);
     if (x->ndim != 4 && x->ndim != 2)
@@ -105,7 +105,7 @@ ct_tensor *ct_dropout(ct_graph *graph, ct_tensor *x, float p)
 {
     if (!graph)
         return NULL;
-    if (!ct_graph_check_srcs(graph, "dropout", 1, &x) || !ct_check_f32(graph, "dropout", 1, &x))
+    if (!ct_graph_check_srcs(graph, "dropout", 1, &x) || !ct_check_float(graph, "dropout", 1, &x))
         return NULL;
     if (!(p >= 0 && p < 1)) {
         CT_DESCRIBE(x);

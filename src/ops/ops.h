@@ -55,6 +55,7 @@ ct_status ct_concat_backward(ct_graph *, ct_tensor *, ct_tensor *, const bool *,
 ct_status ct_softmax_backward(ct_graph *, ct_tensor *, ct_tensor *, const bool *, ct_tensor **);
 ct_status ct_cross_entropy_backward(ct_graph *, ct_tensor *, ct_tensor *, const bool *,
                                     ct_tensor **);
+ct_status ct_cast_backward(ct_graph *, ct_tensor *, ct_tensor *, const bool *, ct_tensor **);
 ct_status ct_custom_backward(ct_graph *, ct_tensor *, ct_tensor *, const bool *, ct_tensor **);
 
 /* The node's op name: ct_op_name, but a custom op's registered name ("mish",

@@ -12,7 +12,7 @@ static ct_tensor *pool2d(ct_graph *graph, ct_op op, const char *op_name, ct_tens
 {
     if (!graph)
         return NULL;
-    if (!ct_graph_check_srcs(graph, op_name, 1, &x) || !ct_check_f32(graph, op_name, 1, &x))
+    if (!ct_graph_check_srcs(graph, op_name, 1, &x) || !ct_check_float(graph, op_name, 1, &x))
         return NULL;
     CT_DESCRIBE(x);
     if (x->ndim != 4)
@@ -46,7 +46,7 @@ static ct_tensor *pool2d(ct_graph *graph, ct_op op, const char *op_name, ct_tens
                              "%s: kernel %dx%d is larger than input %s padded by %dx%d",
                              op_name, s.kernel_h, s.kernel_w, x_desc, s.pad_h, s.pad_w);
     int64_t shape[4] = {s.n_batch, s.channels, s.out_h, s.out_w};
-    ct_tensor *y = ct_graph_add_node(graph, op, CT_F32, 4, shape, 1, &x);
+    ct_tensor *y = ct_graph_add_node(graph, op, x->dtype, 4, shape, 1, &x);
     if (y)
         y->attr.pool = s;
     return y;
@@ -88,7 +88,7 @@ ct_tensor *ct_global_avgpool(ct_graph *graph, ct_tensor *x)
     if (!graph)
         return NULL;
     if (!ct_graph_check_srcs(graph, "global_avgpool", 1, &x) ||
-        !ct_check_f32(graph, "global_avgpool", 1, &x))
+        !ct_check_float(graph, "global_avgpool", 1, &x))
         return NULL;
     if (x->ndim != 4) {
         CT_DESCRIBE(x);
@@ -96,7 +96,7 @@ ct_tensor *ct_global_avgpool(ct_graph *graph, ct_tensor *x)
                              x_desc);
     }
     int64_t shape[4] = {x->shape[0], x->shape[1], 1, 1};
-    return ct_graph_add_node(graph, CT_OP_GLOBAL_AVGPOOL, CT_F32, 4, shape, 1, &x);
+    return ct_graph_add_node(graph, CT_OP_GLOBAL_AVGPOOL, x->dtype, 4, shape, 1, &x);
 }
 
 ct_status ct_global_avgpool_backward(ct_graph *graph, ct_tensor *node, ct_tensor *dy,

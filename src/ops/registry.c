@@ -20,6 +20,7 @@ static const ct_backward_fn backward_rules[CT_OP_COUNT] = {
     [CT_OP_SOFTMAX] = ct_softmax_backward,
     [CT_OP_CROSS_ENTROPY] = ct_cross_entropy_backward,
     [CT_OP_CUSTOM] = ct_custom_backward,
+    [CT_OP_CAST] = ct_cast_backward,
 };
 
 ct_backward_fn ct_op_backward(ct_op op)

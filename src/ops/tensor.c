@@ -8,24 +8,22 @@
 
 #include <string.h>
 
-bool ct_check_f32(ct_graph *graph, const char *op_name, int n, ct_tensor *const *srcs)
-{
-    for (int i = 0; i < n; i++) {
-        if (srcs[i] && srcs[i]->dtype != CT_F32) {
-            char desc[CT_DESCRIBE_CAPACITY];
-            ct_tensor_describe(srcs[i], desc, sizeof desc);
-            ct_graph_fail(graph, CT_ERR_DTYPE, "%s: %s is %s; this op takes f32", op_name,
-                          desc, ct_dtype_name(srcs[i]->dtype));
-            return false;
-        }
-    }
-    return true;
-}
-
 ct_tensor *ct_node_like(ct_graph *graph, ct_op op, const ct_tensor *like, int n_src,
                         ct_tensor *const *srcs)
 {
     return ct_graph_add_node(graph, op, like->dtype, like->ndim, like->shape, n_src, srcs);
+}
+
+/* Mixed float dtypes among srcs (an f32 and a 16-bit tensor): all cast to f32,
+ * as PyTorch promotes.  False when a cast failed. */
+static bool promote(ct_graph *graph, int n, ct_tensor **srcs)
+{
+    bool mixed = false;
+    for (int i = 1; i < n; i++)
+        mixed = mixed || srcs[i]->dtype != srcs[0]->dtype;
+    for (int i = 0; mixed && i < n; i++)
+        srcs[i] = ct_autocast(graph, srcs[i], CT_F32);
+    return graph->status == CT_OK;
 }
 
 ct_tensor *ct_add(ct_graph *graph, ct_tensor *a, ct_tensor *b)
@@ -33,7 +31,7 @@ ct_tensor *ct_add(ct_graph *graph, ct_tensor *a, ct_tensor *b)
     if (!graph)
         return NULL;
     ct_tensor *srcs[2] = {a, b};
-    if (!ct_graph_check_srcs(graph, "add", 2, srcs) || !ct_check_f32(graph, "add", 2, srcs))
+    if (!ct_graph_check_srcs(graph, "add", 2, srcs) || !ct_check_float(graph, "add", 2, srcs))
         return NULL;
     if (!ct_same_shape(a, b)) {
         CT_DESCRIBE(a);
@@ -42,7 +40,9 @@ ct_tensor *ct_add(ct_graph *graph, ct_tensor *a, ct_tensor *b)
                              "add: %s and %s differ in shape (add does not broadcast)", a_desc,
                              b_desc);
     }
-    return ct_node_like(graph, CT_OP_ADD, a, 2, srcs);
+    if (!promote(graph, 2, srcs))
+        return NULL;
+    return ct_node_like(graph, CT_OP_ADD, srcs[0], 2, srcs);
 }
 
 ct_status ct_add_backward(ct_graph *graph, ct_tensor *node, ct_tensor *dy,
@@ -122,7 +122,7 @@ ct_tensor *ct_concat(ct_graph *graph, int n, ct_tensor *const *xs)
     if (n < 1 || n > CT_MAX_SRC || !xs)
         return ct_graph_fail(graph, CT_ERR_ARG, "concat: %d inputs (1 to %d allowed)", n,
                              CT_MAX_SRC);
-    if (!ct_graph_check_srcs(graph, "concat", n, xs) || !ct_check_f32(graph, "concat", n, xs))
+    if (!ct_graph_check_srcs(graph, "concat", n, xs) || !ct_check_float(graph, "concat", n, xs))
         return NULL;
     int64_t shape[CT_MAX_DIMS];
     memcpy(shape, xs[0]->shape, sizeof shape);
@@ -144,7 +144,11 @@ ct_tensor *ct_concat(ct_graph *graph, int n, ct_tensor *const *xs)
         }
         shape[1] += xs[i]->shape[1];
     }
-    return ct_graph_add_node(graph, CT_OP_CONCAT, CT_F32, xs[0]->ndim, shape, n, xs);
+    ct_tensor *srcs[CT_MAX_SRC];
+    memcpy(srcs, xs, (size_t)n * sizeof *srcs);
+    if (!promote(graph, n, srcs))
+        return NULL;
+    return ct_graph_add_node(graph, CT_OP_CONCAT, srcs[0]->dtype, xs[0]->ndim, shape, n, srcs);
 }
 
 ct_status ct_concat_backward(ct_graph *graph, ct_tensor *node, ct_tensor *dy,

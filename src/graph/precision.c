@@ -1,0 +1,65 @@
+/*
+ * What a plan does about its graph's precision (ct_graph_set_precision):
+ * the backend must be able to compute the 16-bit dtypes the graph holds,
+ * and a tf32 graph switches its backend's TF32 math on.  Also the reading of
+ * 16-bit outputs as floats (ct_plan_read_f32).
+ */
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "graph/graph.h"
+#include "graph/precision.h"
+
+static ct_status check(ct_backend *backend, ct_precision precision)
+{
+    if (!backend->iface->check_precision)
+        return CT_OK;
+    return backend->iface->check_precision(backend, (int)precision);
+}
+
+ct_status ct_plan_precision(ct_graph *graph, ct_backend *backend)
+{
+    bool bf16 = false, fp16 = false;
+    for (int i = 0; i < graph->n_nodes; i++) {
+        bf16 = bf16 || graph->nodes[i]->dtype == CT_BF16;
+        fp16 = fp16 || graph->nodes[i]->dtype == CT_F16;
+    }
+    if (bf16)
+        CT_TRY(check(backend, CT_PRECISION_BF16));
+    if (fp16)
+        CT_TRY(check(backend, CT_PRECISION_FP16));
+    if (graph->precision != CT_PRECISION_TF32)
+        return CT_OK;
+    CT_TRY(check(backend, CT_PRECISION_TF32));
+    if (!backend->iface->set_tf32)
+        return ct_set_error(CT_ERR_UNSUPPORTED,
+                            "precision tf32 on %s: TF32 is a GPU tensor-core math and this "
+                            "backend computes f32 only; use fp32 (the same results), bf16 or "
+                            "fp16",
+                            backend->name);
+    return backend->iface->set_tf32(backend, true);
+}
+
+ct_status ct_plan_read_f32(ct_plan *plan, const ct_tensor *t, float *host, int64_t count)
+{
+    if (!t || !host)
+        return ct_set_error(CT_ERR_ARG, "ct_plan_read_f32: tensor and host buffer are required");
+    if (count != ct_tensor_numel(t) ||
+        (t->dtype != CT_F32 && !ct_dtype_is_half(t->dtype))) {
+        char desc[CT_DESCRIBE_CAPACITY];
+        return ct_set_error(CT_ERR_ARG,
+                            "ct_plan_read_f32: %s is %s with %lld elements, asked for %lld "
+                            "floats (it reads f32, f16 and bf16 tensors whole)",
+                            ct_tensor_describe(t, desc, sizeof desc), ct_dtype_name(t->dtype),
+                            (long long)ct_tensor_numel(t), (long long)count);
+    }
+    CT_TRY(ct_plan_read(plan, t, host, ct_tensor_bytes(t)));
+    if (t->dtype == CT_F32)
+        return CT_OK;
+    /* the 16-bit values fill the first half of the buffer: widen from the end */
+    const uint16_t *bits = (const uint16_t *)host;
+    for (int64_t i = count - 1; i >= 0; i--)
+        host[i] = t->dtype == CT_BF16 ? ct_bf16_to_f32(bits[i]) : ct_f16_to_f32(bits[i]);
+    return CT_OK;
+}
