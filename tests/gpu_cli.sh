@@ -106,6 +106,28 @@ else
     fail doctor_on_cuda "$tmp/doctor.txt"
 fi
 
+# --precision on the GPU: bf16 runs; a GPU too old for it (the emulator's
+# reported compute capability set to 7.5) is refused with the device named
+# and the precisions it can run.
+"$cuttle" bench --device cuda --batch 8 --steps 1 --warmup 0 --precision bf16 \
+    > "$tmp/bf16.txt" 2>&1
+bf16_status=$?
+if [ "$emulated" = true ]; then
+    CUDA_EMU_CC=7.5 "$cuttle" bench --device cuda --batch 8 --steps 1 --warmup 0 \
+        --precision bf16 > "$tmp/cc75.txt" 2>&1
+    cc75_status=$?
+    grep -q "compute capability 8.0 or later; cuda:0 .* is 7.5: use fp16 or fp32" \
+        "$tmp/cc75.txt" && [ "$cc75_status" -ne 0 ]
+    cc75_ok=$?
+else
+    cc75_ok=0
+fi
+if [ "$bf16_status" -eq 0 ] && grep -q "bf16" "$tmp/bf16.txt" && [ "$cc75_ok" -eq 0 ]; then
+    pass precision_on_cuda
+else
+    fail precision_on_cuda "$tmp/bf16.txt" "$tmp/cc75.txt"
+fi
+
 # Bench and profile say plainly when their times come from the emulator.
 "$cuttle" bench --device cuda --batch 8 --steps 1 --warmup 0 > "$tmp/bench.txt" 2>&1
 "$cuttle" bench --device cuda --batch 8 --steps 1 --warmup 0 --json > "$tmp/bench.json" 2>&1

@@ -254,9 +254,18 @@ static void compare_with_hand_rounding(ct_backend *backend, double ulps)
     for (int c = 0; c < 2; c++) {
         net autocast = build_net(cases[c].precision, CT_F32);
         net by_hand = build_net(CT_PRECISION_FP32, cases[c].dtype);
-        float logits[2][20], probabilities[2][24];
+        net exact = build_net(CT_PRECISION_FP32, CT_F32);
+        float logits[3][20], probabilities[3][24];
         run_net(&autocast, backend, logits[0], probabilities[0]);
         run_net(&by_hand, backend, logits[1], probabilities[1]);
+        run_net(&exact, backend, logits[2], probabilities[2]);
+        /* what the 16 bits cost against f32: a few of their units */
+        double lost = harness_rel_err_f32(logits[0], logits[2], 20);
+        fprintf(stderr, "  %s against f32: logits off by %.3g (%.3g ulps of %s)\n",
+                ct_precision_name(cases[c].precision), lost, lost / cases[c].ulp,
+                ct_dtype_name(cases[c].dtype));
+        CHECK(lost <= 16 * cases[c].ulp && lost > 0, "%s: %g from f32",
+              ct_precision_name(cases[c].precision), lost);
         if (ulps == 0) {
             CHECK(memcmp(logits[0], logits[1], sizeof logits[0]) == 0 &&
                       memcmp(probabilities[0], probabilities[1], sizeof probabilities[0]) == 0,
@@ -265,12 +274,15 @@ static void compare_with_hand_rounding(ct_backend *backend, double ulps)
         } else {
             double e1 = harness_rel_err_f32(logits[0], logits[1], 20);
             double e2 = harness_rel_err_f32(probabilities[0], probabilities[1], 24);
+            fprintf(stderr, "  %s: logits %.3g ulps, probabilities %.3g ulps\n",
+                    ct_precision_name(cases[c].precision), e1 / cases[c].ulp, e2 / cases[c].ulp);
             CHECK(e1 <= ulps * cases[c].ulp && e2 <= ulps * cases[c].ulp,
                   "%s: %.3g and %.3g ulps", ct_precision_name(cases[c].precision),
                   e1 / cases[c].ulp, e2 / cases[c].ulp);
         }
         ct_graph_free(autocast.graph);
         ct_graph_free(by_hand.graph);
+        ct_graph_free(exact.graph);
     }
 }
 

@@ -107,6 +107,7 @@ static void print_json(const bench_options *opts, const workload *w, const bench
     printf(", \"backend\": ");
     workload_print_json_string(stdout, ct_backend_name(w->backend));
     printf(", \"emulated\": %s", ct_backend_emulated(w->backend) ? "true" : "false");
+    printf(", \"precision\": \"%s\"", ct_precision_name(ct_graph_precision(w->graph)));
     printf(", \"mode\": \"%s\", \"steps\": %ld, \"warmup\": %ld, \"median_ms\": %.4f, "
            "\"p10_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
            "\"mean_ms\": %.4f, \"images_per_second\": %.1f, \"peak_host_bytes\": %lld, "
@@ -142,9 +143,9 @@ static void print_json(const bench_options *opts, const workload *w, const bench
 static void print_text(const bench_options *opts, const workload *w, const bench_result *r)
 {
     const workload_options *o = &opts->work;
-    printf("bench %s %s, batch %ld, input %dx%dx%d, %ld classes, on %s\n", o->model,
+    printf("bench %s %s, batch %ld, input %dx%dx%d, %ld classes, %s, on %s\n", o->model,
            o->mode, o->batch, w->channels, w->height, w->width, o->classes,
-           ct_backend_name(w->backend));
+           ct_precision_name(ct_graph_precision(w->graph)), ct_backend_name(w->backend));
     workload_print_emulation_note(w);
     printf("  %ld steps after %ld warm-up: median %.3f ms  (p10 %.3f, p90 %.3f, min %.3f, "
            "max %.3f)\n",

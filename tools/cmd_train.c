@@ -436,13 +436,13 @@ static void print_start(const run *r)
     const train_options *o = &r->opts;
     fprintf(r->log,
             "train %s on %s (recipe %s): %lld training images, %lld test images; %s, lr %g "
-            "(%s), weight decay %g, augment %s, batch %ld, %ld epochs, seed %ld; backend %s; "
-            "saving to %s\n",
+            "(%s), weight decay %g, augment %s, batch %ld, %ld epochs, seed %ld; precision %s; "
+            "backend %s; saving to %s\n",
             r->info.name, o->data, o->recipe, (long long)ct_dataset_size(r->train_data),
             (long long)ct_dataset_size(r->test_data),
             strcmp(o->optim, "sgd") == 0 ? "sgd (nesterov)" : o->optim, o->lr, o->schedule,
             o->weight_decay, o->augment, o->batch, o->epochs, o->seed,
-            ct_backend_name(r->backend), o->out);
+            o->precision ? o->precision : "fp32", ct_backend_name(r->backend), o->out);
     fflush(r->log);
 }
 

@@ -1,0 +1,86 @@
+#!/bin/sh
+# --precision on the command line, as a user runs it (CPU build): SimpleCNN
+# trained on a slice of Fashion-MNIST in bf16 and fp16 (the CPU's rounding
+# reference) ends near the fp32 run's loss and accuracy, and eval takes
+# --precision too; an unknown name lists the choices; tf32 on the CPU says
+# why not and what to use.  On CUDA see tests/gpu_cli.sh.  PASS/FAIL lines.
+BUILD=${BUILD:-build}
+cuttle="$BUILD/cuttle"
+python=/usr/bin/python3
+fashion=/usr/share/datasets/fashion-mnist
+tmp=$(mktemp -d)
+[ -n "$KEEP" ] || trap 'rm -rf "$tmp"' EXIT
+
+result() { # name, status, files to show on failure
+    name=$1
+    status=$2
+    shift 2
+    if [ "$status" -eq 0 ]; then
+        echo "PASS $name"
+    else
+        echo "FAIL $name"
+        for file in "$@"; do sed 's/^/    /' "$file" >&2; done
+    fi
+}
+
+if [ ! -f "$fashion/train-images-idx3-ubyte.gz" ]; then
+    echo "FAIL precision_cli_needs_fashion_mnist ($fashion: apt-get install dataset-fashion-mnist)"
+    exit 1
+fi
+mkdir -p "$tmp/data"
+"$python" - "$fashion" "$tmp/data" <<'PY'
+import gzip, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+for prefix, n in (("train", 6400), ("t10k", 1000)):
+    for kind, header in (("images-idx3", ">IIII"), ("labels-idx1", ">II")):
+        with gzip.open(f"{src}/{prefix}-{kind}-ubyte.gz") as f:
+            fields = list(struct.unpack(header, f.read(struct.calcsize(header))))
+            item = 1 if len(fields) == 2 else fields[2] * fields[3]
+            fields[1] = n
+            body = f.read(n * item)
+        with open(f"{dst}/{prefix}-{kind}-ubyte", "wb") as f:
+            f.write(struct.pack(header, *fields) + body)
+PY
+
+for precision in fp32 bf16 fp16; do
+    "$cuttle" train --data-dir "$tmp/data" --epochs 3 --precision "$precision" \
+        --out "$tmp/$precision" > "$tmp/train-$precision.out" 2> "$tmp/train-$precision.err"
+    echo $? > "$tmp/$precision.status"
+done
+ok=0
+for precision in fp32 bf16 fp16; do
+    [ "$(cat "$tmp/$precision.status")" -eq 0 ] || ok=1
+done
+grep -q "precision bf16" "$tmp/train-bf16.out" || ok=1
+[ "$ok" -eq 0 ] && "$python" - "$tmp" <<'PY'
+import json, sys
+last = {p: json.loads(open(f"{sys.argv[1]}/{p}/metrics.jsonl").read().splitlines()[-1])
+        for p in ("fp32", "bf16", "fp16")}
+for p, m in last.items():
+    print(f"# {p}: train loss {m['train_loss']:.4f}, test accuracy {m['test_accuracy']:.4f}")
+for p in ("bf16", "fp16"):
+    assert abs(last[p]["train_loss"] - last["fp32"]["train_loss"]) <= 0.05 + 0.1 * last["fp32"]["train_loss"], p
+    assert abs(last[p]["test_accuracy"] - last["fp32"]["test_accuracy"]) <= 0.04, p
+PY
+ok=$((ok + $?))
+result train_bf16_fp16_track_fp32 "$ok" "$tmp/train-bf16.err" "$tmp/train-fp16.err"
+
+"$cuttle" eval --weights "$tmp/fp32/model.safetensors" --data-dir "$tmp/data" \
+    --precision bf16 --json > "$tmp/eval.json" 2> "$tmp/eval.err"
+status=$?
+[ "$status" -eq 0 ] && "$python" -c "
+import json, sys
+a = json.load(open('$tmp/eval.json'))['accuracy']
+b = [json.loads(l) for l in open('$tmp/fp32/metrics.jsonl')][-1]['test_accuracy']
+sys.exit(abs(a - b) > 0.02)"
+result eval_bf16_weights_from_fp32 "$?" "$tmp/eval.err"
+
+"$cuttle" bench --precision half > "$tmp/bad.out" 2> "$tmp/bad.err"
+status=$?
+[ "$status" -eq 2 ] && grep -q "fp32 tf32 bf16 fp16" "$tmp/bad.err"
+result unknown_precision_lists_choices "$?" "$tmp/bad.err"
+
+"$cuttle" bench --precision tf32 --steps 1 > "$tmp/tf32.out" 2> "$tmp/tf32.err"
+status=$?
+[ "$status" -ne 0 ] && grep -q "TF32 is a GPU" "$tmp/tf32.err" && grep -q "use fp32" "$tmp/tf32.err"
+result tf32_on_cpu_says_why "$?" "$tmp/tf32.err"
