@@ -298,6 +298,10 @@ def report(torch, args, model, device, times):
         "share_of_peak": None, "peak_isa": None, "avx2_peak_gflops": None,
         "cuda_graph": None, "graph_nodes": None,
         "emulated": False,  # cuttle's field: timings from its emulated GPU are not GPU speed
+        # cuttle's --precision names: autocast's type, else fp32
+        "precision": ("fp16" if (args.amp_dtype or ("float16" if device != "cpu" else
+                                                    "bfloat16")) == "float16" else "bf16")
+        if args.amp else "fp32",
     }
     if args.json:
         print(json.dumps(result))
