@@ -36,19 +36,7 @@ if [ ! -f "$fashion/train-images-idx3-ubyte.gz" ]; then
 fi
 # The first $train_images training and $test_images test images, as raw IDX files.
 mkdir -p "$tmp/data"
-"$python" - "$fashion" "$tmp/data" "$train_images" "$test_images" <<'EOF'
-import gzip, struct, sys
-src, dst, counts = sys.argv[1], sys.argv[2], {"train": int(sys.argv[3]), "t10k": int(sys.argv[4])}
-for prefix, n in counts.items():
-    for kind, header in (("images-idx3", ">IIII"), ("labels-idx1", ">II")):
-        with gzip.open(f"{src}/{prefix}-{kind}-ubyte.gz") as f:
-            fields = list(struct.unpack(header, f.read(struct.calcsize(header))))
-            item = 1 if len(fields) == 2 else fields[2] * fields[3]
-            fields[1] = n
-            body = f.read(n * item)
-        with open(f"{dst}/{prefix}-{kind}-ubyte", "wb") as f:
-            f.write(struct.pack(header, *fields) + body)
-EOF
+"$python" tests/fashion_slice.py "$fashion" "$tmp/data" "$train_images" "$test_images"
 
 for device in cpu cuda; do
     "$cuttle" train --data fashion-mnist --data-dir "$tmp/data" --epochs "$epochs" \
