@@ -80,6 +80,7 @@ struct entry {
     ct_adam_args adam;        /* lr > 0: an Adam step after backward */
     unsigned modes;           /* TRAIN | EVAL; 0: TRAIN */
     double tol;               /* 0: TOL_F32 */
+    ct_precision precision;   /* the half_* builders: CT_PRECISION_BF16 or _FP16 */
 };
 
 static int ndim_of(const entry *e)
@@ -194,6 +195,56 @@ static ct_status build_concat(ct_graph *g, tracked *t, const entry *e)
     return finish_vjp(g, t, e, ct_concat(g, n, xs));
 }
 
+/* ---- 16-bit activations (a bf16 or fp16 graph) ----------------------------------- */
+
+/* The main input cast to the entry's 16-bit dtype, in a graph of its
+ * precision: the ops after it store 16 bits, as after a 16-bit convolution. */
+static ct_tensor *half_input(ct_graph *g, tracked *t, const entry *e)
+{
+    CHECK_OK(ct_graph_set_precision(g, e->precision));
+    ct_dtype dtype = e->precision == CT_PRECISION_BF16 ? CT_BF16 : CT_F16;
+    return ct_cast(g, main_input(g, t, e, true), dtype);
+}
+
+/* y16 kept and compared bit for bit (a 16-bit output); its f32 cast
+ * differentiated against a random dy (casts back to 16 bits in backward). */
+static ct_status finish_half(ct_graph *g, tracked *t, const entry *e, ct_tensor *y16)
+{
+    if (!y16)
+        return ct_graph_status(g);
+    ct_tensor_keep(y16);
+    t->outputs[t->n_outputs++] = y16;
+    return finish_vjp(g, t, e, ct_cast(g, y16, CT_F32));
+}
+
+/* relu, add, dropout and concat of 16-bit values; backward: relu_bwd, add
+ * (the gradients meeting at h and r), dropout and slice_channels. */
+static ct_status build_half_moves(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *h = half_input(g, t, e);
+    ct_tensor *r = ct_relu(g, h);
+    ct_tensor *xs[2] = {ct_dropout(g, ct_add(g, r, h), e->p), r};
+    return finish_half(g, t, e, ct_concat(g, 2, xs));
+}
+
+static ct_status build_half_sigmoid_tanh(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *h = half_input(g, t, e);
+    return finish_half(g, t, e, ct_add(g, ct_sigmoid(g, h), ct_tanh(g, h)));
+}
+
+/* A 2x2 max pool (CUDA's pool2x2 kernels), a padded average pool that
+ * excludes the padding, an overlapping padded max pool, a global average
+ * pool: 16-bit in and out of each, backward too. */
+static ct_status build_half_pools(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *h = ct_maxpool2d(g, half_input(g, t, e), (ct_pool_args){.kernel = {2, 2}});
+    h = ct_avgpool2d(g, h, (ct_pool_args){.kernel = {3, 3}, .stride = {1, 1}, .pad = {1, 1},
+                                          .exclude_pad = true});
+    h = ct_maxpool2d(g, h, (ct_pool_args){.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}});
+    return finish_half(g, t, e, ct_global_avgpool(g, h));
+}
+
 static ct_status build_softmax(ct_graph *g, tracked *t, const entry *e)
 {
     return finish_vjp(g, t, e, ct_softmax(g, main_input(g, t, e, true)));
@@ -282,6 +333,20 @@ static ct_status build_cnn(ct_graph *g, tracked *t, const entry *e)
 /* Sums of many terms (the gradients of weights, biases, gamma and beta):
  * rounding grows with the square root of the length (here 3,001 to 101,200). */
 #define TOL_LONG_SUM 5e-5
+/* 16-bit results: the GPU rounds the CPU's f32 results at the same points,
+ * so its f32 gradients (cast from 16 bits) are the same values (tol 0
+ * would mean TOL_F32).  sigmoid and tanh: a GPU's expf and tanhf may differ
+ * from the host's in the last f32 bit, which rounds to one unit of the
+ * 16-bit value now and then (2^-8 of bf16 values below 1, 2^-11 of f16). */
+#define TOL_EXACT 1e-300
+#define TOL_BF16_ULP 0x1p-7
+#define TOL_F16_ULP 0x1p-10
+#define HALF_MOVES OPS(CT_OP_CAST, CT_OP_RELU, CT_OP_RELU_BWD, CT_OP_ADD, CT_OP_DROPOUT, \
+                       CT_OP_CONCAT, CT_OP_SLICE_CHANNELS)
+#define HALF_SIGMOID_TANH OPS(CT_OP_SIGMOID, CT_OP_SIGMOID_BWD, CT_OP_TANH, CT_OP_TANH_BWD, \
+                              CT_OP_ADD)
+#define HALF_POOLS OPS(CT_OP_MAXPOOL2D, CT_OP_MAXPOOL2D_BWD, CT_OP_AVGPOOL2D,            \
+                       CT_OP_AVGPOOL2D_BWD, CT_OP_GLOBAL_AVGPOOL, CT_OP_GLOBAL_AVGPOOL_BWD)
 
 static const entry entries[] = {
     /* elementwise: one element, odd, 300,009 elements (more than a grid) */
@@ -291,6 +356,21 @@ static const entry entries[] = {
     {"fill_large", build_fill, OPS(CT_OP_FILL), X(3, 100003)},
     {"casts_odd", build_casts, OPS(CT_OP_CAST), X(3, 7, 5, 11)},
     {"casts_large", build_casts, OPS(CT_OP_CAST), X(3, 100003)},
+    /* 16-bit activations: 300,405 elements (eight halves per 128-bit access
+     * and a tail of five), channels of odd inner sizes for concat */
+    {"half_moves_bf16", build_half_moves, HALF_MOVES, X(3, 5, 7, 2861), .p = 0.3f, BOTH_MODES,
+     .tol = TOL_EXACT, .precision = CT_PRECISION_BF16},
+    {"half_moves_fp16", build_half_moves, HALF_MOVES, X(3, 5, 7, 2861), .p = 0.3f, BOTH_MODES,
+     .tol = TOL_EXACT, .precision = CT_PRECISION_FP16},
+    {"half_sigmoid_tanh_bf16", build_half_sigmoid_tanh, HALF_SIGMOID_TANH, X(3, 7, 5, 11),
+     .tol = TOL_BF16_ULP, .precision = CT_PRECISION_BF16},
+    {"half_sigmoid_tanh_fp16", build_half_sigmoid_tanh, HALF_SIGMOID_TANH, X(3, 7, 5, 11),
+     .tol = TOL_F16_ULP, .precision = CT_PRECISION_FP16},
+    /* 34 x 30 -> 17 x 15 -> 17 x 15 -> 9 x 8 -> 1 x 1 */
+    {"half_pools_bf16", build_half_pools, HALF_POOLS, X(2, 35, 34, 30), .tol = TOL_EXACT,
+     .precision = CT_PRECISION_BF16},
+    {"half_pools_fp16", build_half_pools, HALF_POOLS, X(2, 35, 34, 30), .tol = TOL_EXACT,
+     .precision = CT_PRECISION_FP16},
     {"dropout_one", build_dropout, OPS(CT_OP_DROPOUT), X(1, 1), .p = 0.5f, BOTH_MODES},
     {"dropout_large", build_dropout, OPS(CT_OP_DROPOUT), X(7, 43001), .p = 0.3f, BOTH_MODES},
     {"concat_odd", build_concat, CONCAT, X(2, 1, 4, 5), .parts = {3, 1, 4}},
@@ -397,7 +477,6 @@ static const entry entries[] = {
      .adam = ADAM(.weight_decay = 1e-2f, .decoupled = true)},
 };
 #define N_ENTRIES ((int)(sizeof entries / sizeof entries[0]))
-_Static_assert(sizeof entries / sizeof entries[0] <= 64, "coverage masks are 64 bits");
 
 /* Ops that no entry needs to cover, and why.  The check fails if a backend
  * claims to support one, unless another test covers it (elsewhere). */
@@ -600,7 +679,15 @@ static void run_entry_mode(const entry *e, ct_graph *g, const tracked *t, ct_mod
 
 static ct_graph *graphs[N_ENTRIES];
 static tracked tracks[N_ENTRIES];
-static uint64_t covered_by[CT_OP_COUNT]; /* bit i: entry i's graph has a node of the op */
+static bool covered_by[CT_OP_COUNT][N_ENTRIES]; /* [op][i]: entry i's graph has a node of op */
+
+static bool covered(int op)
+{
+    for (int i = 0; i < N_ENTRIES; i++)
+        if (covered_by[op][i])
+            return true;
+    return false;
+}
 
 #define MAX_BACKENDS 2
 #define MAX_COLUMNS 12
@@ -618,19 +705,19 @@ static void scan_entries(ct_backend *const *backends, int n_backends)
             continue;
         for (int k = 0; k < graphs[i]->n_nodes; k++) {
             const ct_tensor *node = graphs[i]->nodes[k];
-            covered_by[node->op] |= 1ull << i;
+            covered_by[node->op][i] = true;
             for (int b = 0; b < n_backends; b++)
                 supported[b][node->op] |= ct_impl_supported(backends[b], node);
         }
         for (int k = 0; k < MAX_COVERS && entries[i].covers[k] != CT_OP_LEAF; k++) {
             ct_op op = entries[i].covers[k];
-            CHECK(covered_by[op] & (1ull << i), "entry %s is for op %s, but its graph has none",
+            CHECK(covered_by[op][i], "entry %s is for op %s, but its graph has none",
                   entries[i].name, ct_op_name(op));
         }
     }
     ct_graph *probe = ct_graph_new();
     for (int op = 0; probe && op < CT_OP_COUNT; op++) {
-        if (covered_by[op])
+        if (covered(op))
             continue;
         const ct_tensor *node = ct_graph_add_node(probe, (ct_op)op, CT_F32, 1, (int64_t[]){1},
                                                   0, NULL);
@@ -659,9 +746,9 @@ static void print_coverage(void)
         if (why)
             printf(" not covered: %s", why);
         for (int i = 0; !why && i < N_ENTRIES; i++)
-            if (covered_by[op] & (1ull << i))
+            if (covered_by[op][i])
                 printf(" %s", entries[i].name);
-        printf("%s\n", !why && !covered_by[op] ? " no entry" : "");
+        printf("%s\n", !why && !covered(op) ? " no entry" : "");
     }
 }
 
@@ -674,7 +761,7 @@ static void check_coverage(int b, const char *backend_name)
             CHECK(elsewhere || !supported[b][op], "op %s: the %s backend supports it, but it "
                   "is in the exception list of test_backend_ops: cover it", name, backend_name);
         else
-            CHECK(!supported[b][op] || covered_by[op], "op %s: the %s backend supports it "
+            CHECK(!supported[b][op] || covered(op), "op %s: the %s backend supports it "
                   "but no case of test_backend_ops covers it", name, backend_name);
     }
 }

@@ -15,6 +15,14 @@
  * but each thread has four times the bytes in flight, so an SM still keeps
  * more loads outstanding than the scalar kernels did at 100% (adam: 40
  * warps x 64 bytes per lane per array against 64 warps x 16).
+ *
+ * 16-bit storage (f16, bf16: a bf16 or fp16 graph, ct_graph_set_precision):
+ * the arrays may be of a 16-bit storage type (ct_bf16_bits, ct_f16_bits)
+ * instead of float.  The body still computes in f32: each element is
+ * widened exactly as it is loaded and rounded once, to nearest even
+ * (core/half.h), as it is stored, the rounding of the CPU reference
+ * (cpu/widen.c), so the results are its bits.  A 128-bit access then moves
+ * eight elements (CT_VEC_OF(T)).
  */
 #ifndef CT_CUDA_ELEMENTWISE_CUH
 #define CT_CUDA_ELEMENTWISE_CUH
@@ -22,14 +30,83 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "cuda/common.cuh"
 
 enum { CT_VEC = 4 }; /* floats per 128-bit access */
 
-/* Threads a ct_map over `count` elements needs: one per group of four. */
-static inline int64_t ct_vec_items(int64_t count)
+/* Elements of storage type T per 128-bit access: 4 floats, 8 halves. */
+#define CT_VEC_OF(T) ((int)(16 / sizeof(T)))
+
+/* Threads a ct_map over `count` elements needs: one per group of `width`
+ * (four floats, eight halves). */
+static inline int64_t ct_vec_items(int64_t count, int width = CT_VEC)
 {
-    return (count + CT_VEC - 1) / CT_VEC;
+    return (count + width - 1) / width;
+}
+
+/* ---- storage types: f32, and the bits of a bf16 or an f16 value -------------------- */
+
+/* Distinct types, so that a kernel templated on its storage type picks its
+ * conversions; 2 bytes each, as the tensors store them. */
+struct ct_bf16_bits {
+    uint16_t bits;
+};
+struct ct_f16_bits {
+    uint16_t bits;
+};
+
+__device__ inline float ct_to_f32(float v)
+{
+    return v;
+}
+__device__ inline float ct_to_f32(ct_bf16_bits v)
+{
+    return ct_bf16_to_f32(v.bits);
+}
+__device__ inline float ct_to_f32(ct_f16_bits v)
+{
+    return ct_f16_to_f32(v.bits);
+}
+
+/* f32 to storage type T: rounded to nearest even for 16 bits, once. */
+template <class T> __device__ inline T ct_from_f32(float v);
+template <> __device__ inline float ct_from_f32<float>(float v)
+{
+    return v;
+}
+template <> __device__ inline ct_bf16_bits ct_from_f32<ct_bf16_bits>(float v)
+{
+    return {ct_bf16_from_f32(v)};
+}
+template <> __device__ inline ct_f16_bits ct_from_f32<ct_f16_bits>(float v)
+{
+    return {ct_f16_from_f32(v)};
+}
+
+/* Element i of an array of storage type T, as f32; and stored from f32. */
+template <class T> __device__ inline float ct_load_f32(const T *p, int64_t i)
+{
+    return ct_to_f32(p[i]);
+}
+template <class T> __device__ inline void ct_store_f32(T *p, int64_t i, float v)
+{
+    p[i] = ct_from_f32<T>(v);
+}
+
+/* launch(tag), tag a value of the storage type of `dtype` (float,
+ * ct_bf16_bits or ct_f16_bits): how a kernel function instantiates its
+ * kernel templated on the storage type for the dtype of its node. */
+template <class Launch> inline ct_status ct_with_storage(ct_dtype dtype, Launch launch)
+{
+    switch (dtype) {
+    case CT_F32: return launch(float{});
+    case CT_BF16: return launch(ct_bf16_bits{});
+    case CT_F16: return launch(ct_f16_bits{});
+    default: break;
+    }
+    return ct_set_error(CT_ERR_DTYPE, "a CUDA kernel of f32, f16 and bf16 was given %s data",
+                        ct_dtype_name(dtype));
 }
 
 #ifdef CUDA_EMU
@@ -88,28 +165,82 @@ __device__ inline void ct_store2(float *p, const float v[2])
 #endif
 }
 
+/* Sixteen bytes at p (16-byte aligned) in one access, to and from `bits`. */
+__device__ inline void ct_load16(const void *p, void *bits)
+{
+#ifdef CUDA_EMU
+    ct_emu_float4 v = *reinterpret_cast<const ct_emu_float4 *>(p);
+    asm("" : "+x"(v));
+    memcpy(bits, &v, sizeof v);
+#else
+    uint4 v = *reinterpret_cast<const uint4 *>(p);
+    memcpy(bits, &v, sizeof v);
+#endif
+}
+
+__device__ inline void ct_store16(void *p, const void *bits)
+{
+#ifdef CUDA_EMU
+    ct_emu_float4 v;
+    memcpy(&v, bits, sizeof v);
+    asm("" : "+x"(v));
+    *reinterpret_cast<ct_emu_float4 *>(p) = v;
+#else
+    uint4 v;
+    memcpy(&v, bits, sizeof v);
+    *reinterpret_cast<uint4 *>(p) = v;
+#endif
+}
+
+/* CT_VEC_OF(T) elements at p (16-byte aligned) as f32, in one 128-bit
+ * access: four floats, or eight halves widened; and stored back (halves
+ * rounded). */
+__device__ inline void ct_load_vec(const float *p, float v[CT_VEC])
+{
+    ct_load4(p, v);
+}
+__device__ inline void ct_store_vec(float *p, const float v[CT_VEC])
+{
+    ct_store4(p, v);
+}
+template <class H> __device__ inline void ct_load_vec(const H *p, float v[CT_VEC_OF(H)])
+{
+    H h[CT_VEC_OF(H)];
+    ct_load16(p, h);
+    for (int k = 0; k < CT_VEC_OF(H); k++)
+        v[k] = ct_to_f32(h[k]);
+}
+template <class H> __device__ inline void ct_store_vec(H *p, const float v[CT_VEC_OF(H)])
+{
+    H h[CT_VEC_OF(H)];
+    for (int k = 0; k < CT_VEC_OF(H); k++)
+        h[k] = ct_from_f32<H>(v[k]);
+    ct_store16(p, h);
+}
+
 /* `reads` and `writes` are bit masks over the arrays (bit k: arrays[k]);
  * an array only written is never loaded, and one not in `writes` is never
  * stored to (so a read-only input may be passed with its const cast away).
  * ct_map_blocks: the same over blocks [block, ...) of `blocks` (a kernel
  * whose grid several maps share, one range of blocks each); ct_map: over
  * the whole grid. */
-template <int N, class Body>
-__device__ void ct_map_blocks(int64_t count, float *const (&arrays)[N], unsigned reads,
+template <class T, int N, class Body>
+__device__ void ct_map_blocks(int64_t count, T *const (&arrays)[N], unsigned reads,
                               unsigned writes, unsigned block, unsigned blocks, Body body)
 {
+    const int width = CT_VEC_OF(T);
     uintptr_t address_bits = 0;
     for (int k = 0; k < N; k++)
         address_bits |= (uintptr_t)arrays[k];
-    int64_t vectors = address_bits % (CT_VEC * sizeof(float)) == 0 ? count / CT_VEC : 0;
+    int64_t vectors = address_bits % 16 == 0 ? count / width : 0;
     int64_t first = (int64_t)block * blockDim.x + threadIdx.x;
     int64_t stride = (int64_t)blocks * blockDim.x;
     for (int64_t v = first; v < vectors; v += stride) {
-        float values[N][CT_VEC] = {};
+        float values[N][width] = {};
         for (int k = 0; k < N; k++)
             if (reads >> k & 1u)
-                ct_load4(arrays[k] + v * CT_VEC, values[k]);
-        for (int lane = 0; lane < CT_VEC; lane++) {
+                ct_load_vec(arrays[k] + v * width, values[k]);
+        for (int lane = 0; lane < width; lane++) {
             float e[N];
             for (int k = 0; k < N; k++)
                 e[k] = values[k][lane];
@@ -119,30 +250,37 @@ __device__ void ct_map_blocks(int64_t count, float *const (&arrays)[N], unsigned
         }
         for (int k = 0; k < N; k++)
             if (writes >> k & 1u)
-                ct_store4(arrays[k] + v * CT_VEC, values[k]);
+                ct_store_vec(arrays[k] + v * width, values[k]);
     }
-    int64_t done = vectors * CT_VEC;
+    int64_t done = vectors * width;
     for (int64_t t = first; t < count - done; t += stride) {
         float e[N];
         for (int k = 0; k < N; k++)
-            e[k] = (reads >> k & 1u) ? arrays[k][done + t] : 0.0f;
+            e[k] = (reads >> k & 1u) ? ct_load_f32(arrays[k], done + t) : 0.0f;
         body(e);
         for (int k = 0; k < N; k++)
             if (writes >> k & 1u)
-                arrays[k][done + t] = e[k];
+                ct_store_f32(arrays[k], done + t, e[k]);
     }
 }
 
-template <int N, class Body>
-__device__ void ct_map(int64_t count, float *const (&arrays)[N], unsigned reads,
-                       unsigned writes, Body body)
+template <class T, int N, class Body>
+__device__ void ct_map(int64_t count, T *const (&arrays)[N], unsigned reads, unsigned writes,
+                       Body body)
 {
     ct_map_blocks(count, arrays, reads, writes, blockIdx.x, gridDim.x, body);
 }
 
-/* ct_map's launch: a grid for one thread per group of four. */
+/* ct_map's launch: a grid for one thread per group of four floats. */
 #define CT_CUDA_LAUNCH_MAP(kernel, count, stream, ...)                                   \
     CT_CUDA_LAUNCH(kernel, ct_cuda_grid_for((const void *)kernel, ct_vec_items(count)),  \
+                   CT_CUDA_BLOCK, 0, stream, __VA_ARGS__)
+
+/* The same for a map over storage type T: one thread per CT_VEC_OF(T). */
+#define CT_CUDA_LAUNCH_MAP_OF(T, kernel, count, stream, ...)                             \
+    CT_CUDA_LAUNCH(kernel,                                                              \
+                   ct_cuda_grid_for((const void *)kernel,                               \
+                                    ct_vec_items(count, CT_VEC_OF(T))),                 \
                    CT_CUDA_BLOCK, 0, stream, __VA_ARGS__)
 
 #endif

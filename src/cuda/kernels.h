@@ -12,6 +12,11 @@
  *     fixed assignment of elements to threads, no atomics), so a result is
  *     the same bits from run to run; sums that the CPU does in double are
  *     done in double here too.
+ * A kernel with a `ct_dtype dtype` argument also takes f16 and bf16 data
+ * (a bf16 or fp16 graph): it computes in f32, each value widened exactly as
+ * it is loaded and rounded once to nearest even (core/half.h) as it is
+ * stored, where the CPU's reduced-precision reference (cpu/widen.c) rounds
+ * the same f32 result: the same bits.
  * Grid sizes come from the current device's SM count and each kernel's
  * occupancy (src/cuda/launch.cu).
  */
@@ -83,39 +88,45 @@ ct_status ct_cuda_channel_sum(int n, int c, int inner, const float *dy, float *d
 
 /* ---- pool.cu -------------------------------------------------------------- */
 
+/* dtype: of x, y, dy and dx alike (f32, f16 or bf16) */
+
 /* The 2x2 stride-2 unpadded max pool of an even-width plane, with 64-bit
  * loads (pool.cu); the same results as ct_cuda_maxpool2d_forward. */
 bool ct_cuda_maxpool2x2_fits(const ct_pool2d_shape *s);
-ct_status ct_cuda_maxpool2x2_forward(const ct_pool2d_shape *s, const float *x, float *y,
-                                     cudaStream_t stream);
+ct_status ct_cuda_maxpool2x2_forward(ct_dtype dtype, const ct_pool2d_shape *s, const void *x,
+                                     void *y, cudaStream_t stream);
 /* Its backward where every input is in one window (even height too). */
 bool ct_cuda_maxpool2x2_backward_fits(const ct_pool2d_shape *s);
-ct_status ct_cuda_maxpool2x2_backward(const ct_pool2d_shape *s, const float *x,
-                                      const float *dy, float *dx, cudaStream_t stream);
-ct_status ct_cuda_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y,
-                                    cudaStream_t stream);
-ct_status ct_cuda_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const float *dy,
-                                     float *dx, cudaStream_t stream);
-ct_status ct_cuda_avgpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y,
-                                    cudaStream_t stream);
-ct_status ct_cuda_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy, float *dx,
-                                     cudaStream_t stream);
-ct_status ct_cuda_global_avgpool_forward(int n, int c, int inner, const float *x, float *y,
-                                         cudaStream_t stream);
-ct_status ct_cuda_global_avgpool_backward(int n, int c, int inner, const float *dy, float *dx,
-                                          cudaStream_t stream);
+ct_status ct_cuda_maxpool2x2_backward(ct_dtype dtype, const ct_pool2d_shape *s, const void *x,
+                                      const void *dy, void *dx, cudaStream_t stream);
+ct_status ct_cuda_maxpool2d_forward(ct_dtype dtype, const ct_pool2d_shape *s, const void *x,
+                                    void *y, cudaStream_t stream);
+ct_status ct_cuda_maxpool2d_backward(ct_dtype dtype, const ct_pool2d_shape *s, const void *x,
+                                     const void *dy, void *dx, cudaStream_t stream);
+ct_status ct_cuda_avgpool2d_forward(ct_dtype dtype, const ct_pool2d_shape *s, const void *x,
+                                    void *y, cudaStream_t stream);
+ct_status ct_cuda_avgpool2d_backward(ct_dtype dtype, const ct_pool2d_shape *s, const void *dy,
+                                     void *dx, cudaStream_t stream);
+ct_status ct_cuda_global_avgpool_forward(ct_dtype dtype, int n, int c, int inner,
+                                         const void *x, void *y, cudaStream_t stream);
+ct_status ct_cuda_global_avgpool_backward(ct_dtype dtype, int n, int c, int inner,
+                                          const void *dy, void *dx, cudaStream_t stream);
 
 /* ---- activation.cu ---------------------------------------------------------- */
 
-ct_status ct_cuda_relu_forward(int64_t count, const float *x, float *y, cudaStream_t stream);
-ct_status ct_cuda_relu_backward(int64_t count, const float *y, const float *dy, float *dx,
-                                cudaStream_t stream);
-ct_status ct_cuda_sigmoid_forward(int64_t count, const float *x, float *y, cudaStream_t stream);
-ct_status ct_cuda_sigmoid_backward(int64_t count, const float *y, const float *dy, float *dx,
-                                   cudaStream_t stream);
-ct_status ct_cuda_tanh_forward(int64_t count, const float *x, float *y, cudaStream_t stream);
-ct_status ct_cuda_tanh_backward(int64_t count, const float *y, const float *dy, float *dx,
-                                cudaStream_t stream);
+/* dtype: of x, y, dy and dx alike (f32, f16 or bf16) */
+ct_status ct_cuda_relu_forward(ct_dtype dtype, int64_t count, const void *x, void *y,
+                               cudaStream_t stream);
+ct_status ct_cuda_relu_backward(ct_dtype dtype, int64_t count, const void *y, const void *dy,
+                                void *dx, cudaStream_t stream);
+ct_status ct_cuda_sigmoid_forward(ct_dtype dtype, int64_t count, const void *x, void *y,
+                                  cudaStream_t stream);
+ct_status ct_cuda_sigmoid_backward(ct_dtype dtype, int64_t count, const void *y,
+                                   const void *dy, void *dx, cudaStream_t stream);
+ct_status ct_cuda_tanh_forward(ct_dtype dtype, int64_t count, const void *x, void *y,
+                               cudaStream_t stream);
+ct_status ct_cuda_tanh_backward(ct_dtype dtype, int64_t count, const void *y, const void *dy,
+                                void *dx, cudaStream_t stream);
 
 /* ---- batchnorm.cu ------------------------------------------------------------- */
 
@@ -145,8 +156,8 @@ ct_status ct_cuda_batchnorm_backward_data(int n, int c, int inner, const float *
 
 /* The mask of ct_cpu_dropout bit for bit (the same Philox stream), for the
  * step in *values (device memory, graph/backend.h). */
-ct_status ct_cuda_dropout(int64_t count, const float *x, float *y, float p, uint64_t seed,
-                          uint32_t rng_stream, const ct_step_values *values,
+ct_status ct_cuda_dropout(ct_dtype dtype, int64_t count, const void *x, void *y, float p,
+                          uint64_t seed, uint32_t rng_stream, const ct_step_values *values,
                           cudaStream_t stream);
 
 /* ---- softmax.cu ---------------------------------------------------------------------- */
@@ -172,13 +183,17 @@ ct_status ct_cuda_fill(int64_t count, float value, float *y, cudaStream_t stream
 /* y = x converted between f32, f16 and bf16 (to 16 bits: nearest even) */
 ct_status ct_cuda_cast(int64_t count, const void *x, ct_dtype from, void *y, ct_dtype to,
                        cudaStream_t stream);
-ct_status ct_cuda_copy(int64_t count, const float *x, float *y, cudaStream_t stream);
-ct_status ct_cuda_add(int64_t count, const float *a, const float *b, float *y,
+/* Copies count elements of `dtype` (its size: 2 or 4 bytes). */
+ct_status ct_cuda_copy(ct_dtype dtype, int64_t count, const void *x, void *y,
+                       cudaStream_t stream);
+/* dtype: of a, b and y alike (f32, f16 or bf16; 16 bits: the f32 sum rounded) */
+ct_status ct_cuda_add(ct_dtype dtype, int64_t count, const void *a, const void *b, void *y,
                       cudaStream_t stream);
-ct_status ct_cuda_concat(int n, int inner, int n_inputs, const int *channels,
-                         const float *const *xs, float *y, cudaStream_t stream);
-ct_status ct_cuda_slice_channels(int n, int inner, int c_total, int start, int count,
-                                 const float *x, float *y, cudaStream_t stream);
+/* Copies of elements of `dtype` (any size: the bytes move unchanged). */
+ct_status ct_cuda_concat(ct_dtype dtype, int n, int inner, int n_inputs, const int *channels,
+                         const void *const *xs, void *y, cudaStream_t stream);
+ct_status ct_cuda_slice_channels(ct_dtype dtype, int n, int inner, int c_total, int start,
+                                 int count, const void *x, void *y, cudaStream_t stream);
 /* y[r, ch, i] += bias[ch] (bias NULL: none), then y = max(y, 0) if relu,
  * y: [rows, c, inner]: the epilogue of the vendor GEMMs and convolutions;
  * nothing to do, no launch. */

@@ -8,6 +8,13 @@
  * per input element, which gathers the windows that hold it in output order
  * (the order in which the CPU scatters them), so dx is written with = and
  * matches the CPU's sums bit for bit, without atomics.
+ *
+ * Every kernel is templated on the storage type T of x, y, dy and dx
+ * (float, or the bits of a bf16 or f16: elementwise.cuh): 16-bit values are
+ * widened as they are loaded, the work is the f32 kernel's, and each output
+ * is rounded once as it is stored, where the CPU reference rounds its f32
+ * result (cpu/widen.c): the same bits.  The 2x2 kernels' row pairs are one
+ * 64-bit access of floats, one 32-bit access of halves.
  */
 #include <math.h>
 
@@ -27,15 +34,40 @@ __device__ inline plane_position position_of(int64_t index, int height, int widt
     return {index / area, (int)(index % area / width), (int)(index % width)};
 }
 
+/* Two elements at p (aligned to two) as f32 in one access, and stored back. */
+__device__ inline void load_pair(const float *p, float v[2])
+{
+    ct_load2(p, v);
+}
+__device__ inline void store_pair(float *p, const float v[2])
+{
+    ct_store2(p, v);
+}
+template <class H> __device__ inline void load_pair(const H *p, float v[2])
+{
+    H h[2];
+    uint32_t bits = *reinterpret_cast<const uint32_t *>(p);
+    memcpy(h, &bits, sizeof bits);
+    v[0] = ct_to_f32(h[0]), v[1] = ct_to_f32(h[1]);
+}
+template <class H> __device__ inline void store_pair(H *p, const float v[2])
+{
+    H h[2] = {ct_from_f32<H>(v[0]), ct_from_f32<H>(v[1])};
+    uint32_t bits;
+    memcpy(&bits, h, sizeof bits);
+    *reinterpret_cast<uint32_t *>(p) = bits;
+}
+
 /* The window's maximum and its index in the plane (src/cpu/pool.c's rule). */
-__device__ inline int pool_window_argmax(const float *plane, int in_w, ct_pool_window win,
+template <class T>
+__device__ inline int pool_window_argmax(const T *plane, int in_w, ct_pool_window win,
                                          float *max_value)
 {
     int best = win.h0 * in_w + win.w0;
     float best_value = -INFINITY;
     for (int h = win.h0; h < win.h1; h++)
         for (int w = win.w0; w < win.w1; w++) {
-            float v = plane[h * in_w + w];
+            float v = ct_load_f32(plane, h * in_w + w);
             if (ct_max_replaces(v, best_value)) {
                 best_value = v;
                 best = h * in_w + w;
@@ -46,7 +78,7 @@ __device__ inline int pool_window_argmax(const float *plane, int in_w, ct_pool_w
 }
 
 /* y[p,oh,ow] = max over the window (-inf for an empty one) */
-__global__ void maxpool_forward_kernel(ct_pool2d_shape s, const float *x, float *y)
+template <class T> __global__ void maxpool_forward_kernel(ct_pool2d_shape s, const T *x, T *y)
 {
     int64_t out_plane = (int64_t)s.out_h * s.out_w;
     int64_t count = (int64_t)s.n_batch * s.channels * out_plane;
@@ -59,7 +91,7 @@ __global__ void maxpool_forward_kernel(ct_pool2d_shape s, const float *x, float 
         float m = -INFINITY;
         if (!ct_pool_window_empty(win))
             pool_window_argmax(x + p * s.in_h * s.in_w, s.in_w, win, &m);
-        y[index] = m;
+        ct_store_f32(y, index, m);
     }
 }
 
@@ -67,7 +99,8 @@ __global__ void maxpool_forward_kernel(ct_pool2d_shape s, const float *x, float 
  * rows is one 64-bit load, so a warp's request covers whole sectors (the
  * general kernel's two 32-bit loads per row touch every sector twice, at
  * half their bytes each).  The same rule in the same order: the same bits. */
-__global__ void maxpool2x2_forward_kernel(ct_pool2d_shape s, const float *x, float *y)
+template <class T>
+__global__ void maxpool2x2_forward_kernel(ct_pool2d_shape s, const T *x, T *y)
 {
     int64_t out_plane = (int64_t)s.out_h * s.out_w;
     int64_t count = (int64_t)s.n_batch * s.channels * out_plane;
@@ -76,21 +109,21 @@ __global__ void maxpool2x2_forward_kernel(ct_pool2d_shape s, const float *x, flo
         plane_position at = position_of(index, s.out_h, s.out_w);
         int64_t p = at.plane;
         int oh = at.row, ow = at.col;
-        const float *top = x + (p * s.in_h + 2 * oh) * s.in_w + 2 * ow;
+        const T *top = x + (p * s.in_h + 2 * oh) * s.in_w + 2 * ow;
         float window[4];
-        ct_load2(top, window);
-        ct_load2(top + s.in_w, window + 2);
+        load_pair(top, window);
+        load_pair(top + s.in_w, window + 2);
         float m = -INFINITY;
         for (int i = 0; i < 4; i++)
             if (ct_max_replaces(window[i], m))
                 m = window[i];
-        y[index] = m;
+        ct_store_f32(y, index, m);
     }
 }
 
 /* dx[p,h,w] = sum of dy[p,oh,ow] over the windows whose argmax is (h,w) */
-__global__ void maxpool_backward_kernel(ct_pool2d_shape s, const float *x, const float *dy,
-                                        float *dx)
+template <class T>
+__global__ void maxpool_backward_kernel(ct_pool2d_shape s, const T *x, const T *dy, T *dx)
 {
     int64_t in_plane = (int64_t)s.in_h * s.in_w, out_plane = (int64_t)s.out_h * s.out_w;
     int64_t count = (int64_t)s.n_batch * s.channels * in_plane;
@@ -100,7 +133,7 @@ __global__ void maxpool_backward_kernel(ct_pool2d_shape s, const float *x, const
         int64_t p = at.plane;
         int h = at.row, w = at.col;
         int target = h * s.in_w + w;
-        const float *xp = x + p * in_plane;
+        const T *xp = x + p * in_plane;
         int oh_lo, oh_hi, ow_lo, ow_hi;
         ct_windows_holding(h, s.kernel_h, s.stride_h, s.pad_h, s.out_h, &oh_lo, &oh_hi);
         ct_windows_holding(w, s.kernel_w, s.stride_w, s.pad_w, s.out_w, &ow_lo, &ow_hi);
@@ -110,9 +143,9 @@ __global__ void maxpool_backward_kernel(ct_pool2d_shape s, const float *x, const
                 float unused_max;
                 ct_pool_window win = ct_pool_window_at(&s, oh, ow);
                 if (pool_window_argmax(xp, s.in_w, win, &unused_max) == target)
-                    sum += dy[p * out_plane + (int64_t)oh * s.out_w + ow];
+                    sum += ct_load_f32(dy, p * out_plane + (int64_t)oh * s.out_w + ow);
             }
-        dx[index] = sum;
+        ct_store_f32(dx, index, sum);
     }
 }
 
@@ -121,8 +154,8 @@ __global__ void maxpool_backward_kernel(ct_pool2d_shape s, const float *x, const
  * as two 64-bit loads and its dy once, and writes its four dx as two 64-bit
  * stores: 0, but 0 + dy at the window's argmax (the general kernel's sum,
  * so -0.0 becomes +0.0 there too). */
-__global__ void maxpool2x2_backward_kernel(ct_pool2d_shape s, const float *x, const float *dy,
-                                           float *dx)
+template <class T>
+__global__ void maxpool2x2_backward_kernel(ct_pool2d_shape s, const T *x, const T *dy, T *dx)
 {
     int64_t out_plane = (int64_t)s.out_h * s.out_w;
     int64_t count = (int64_t)s.n_batch * s.channels * out_plane;
@@ -133,8 +166,8 @@ __global__ void maxpool2x2_backward_kernel(ct_pool2d_shape s, const float *x, co
         int oh = at.row, ow = at.col;
         int64_t top = (p * s.in_h + 2 * oh) * s.in_w + 2 * ow;
         float window[4], grad[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        ct_load2(x + top, window);
-        ct_load2(x + top + s.in_w, window + 2);
+        load_pair(x + top, window);
+        load_pair(x + top + s.in_w, window + 2);
         int best = 0;
         float m = -INFINITY;
         for (int i = 0; i < 4; i++)
@@ -142,14 +175,14 @@ __global__ void maxpool2x2_backward_kernel(ct_pool2d_shape s, const float *x, co
                 m = window[i];
                 best = i;
             }
-        grad[best] = 0.0f + dy[index];
-        ct_store2(dx + top, grad);
-        ct_store2(dx + top + s.in_w, grad + 2);
+        grad[best] = 0.0f + ct_load_f32(dy, index);
+        store_pair(dx + top, grad);
+        store_pair(dx + top + s.in_w, grad + 2);
     }
 }
 
 /* y[p,oh,ow] = sum_window x / divisor, summed in double; 0 for an empty window */
-__global__ void avgpool_forward_kernel(ct_pool2d_shape s, const float *x, float *y)
+template <class T> __global__ void avgpool_forward_kernel(ct_pool2d_shape s, const T *x, T *y)
 {
     int64_t out_plane = (int64_t)s.out_h * s.out_w;
     int64_t count = (int64_t)s.n_batch * s.channels * out_plane;
@@ -158,20 +191,21 @@ __global__ void avgpool_forward_kernel(ct_pool2d_shape s, const float *x, float 
         plane_position at = position_of(index, s.out_h, s.out_w);
         int64_t p = at.plane;
         int oh = at.row, ow = at.col;
-        const float *xp = x + p * s.in_h * s.in_w;
+        const T *xp = x + p * s.in_h * s.in_w;
         ct_pool_window win = ct_pool_window_at(&s, oh, ow);
         double sum = 0.0;
         for (int h = win.h0; h < win.h1; h++)
             for (int w = win.w0; w < win.w1; w++)
-                sum += xp[h * s.in_w + w];
-        y[index] = ct_pool_window_empty(win)
-                       ? 0.0f
-                       : (float)(sum / ct_pool_avg_divisor(&s, oh, ow, win));
+                sum += ct_load_f32(xp, h * s.in_w + w);
+        ct_store_f32(y, index,
+                     ct_pool_window_empty(win)
+                         ? 0.0f
+                         : (float)(sum / ct_pool_avg_divisor(&s, oh, ow, win)));
     }
 }
 
 /* dx[p,h,w] = sum over the windows holding (h,w) of dy[p,oh,ow] / divisor(oh,ow) */
-__global__ void avgpool_backward_kernel(ct_pool2d_shape s, const float *dy, float *dx)
+template <class T> __global__ void avgpool_backward_kernel(ct_pool2d_shape s, const T *dy, T *dx)
 {
     int64_t in_plane = (int64_t)s.in_h * s.in_w, out_plane = (int64_t)s.out_h * s.out_w;
     int64_t count = (int64_t)s.n_batch * s.channels * in_plane;
@@ -188,15 +222,15 @@ __global__ void avgpool_backward_kernel(ct_pool2d_shape s, const float *dy, floa
             for (int ow = ow_lo; ow <= ow_hi; ow++) {
                 ct_pool_window win = ct_pool_window_at(&s, oh, ow);
                 float divisor = (float)ct_pool_avg_divisor(&s, oh, ow, win);
-                sum += dy[p * out_plane + (int64_t)oh * s.out_w + ow] / divisor;
+                sum += ct_load_f32(dy, p * out_plane + (int64_t)oh * s.out_w + ow) / divisor;
             }
-        dx[index] = sum;
+        ct_store_f32(dx, index, sum);
     }
 }
 
 /* y[p] = sum_i x[p,i] / inner: one warp per plane, summed in double */
-__global__ void global_avgpool_forward_kernel(int64_t planes, int inner, const float *x,
-                                              float *y)
+template <class T>
+__global__ void global_avgpool_forward_kernel(int64_t planes, int inner, const T *x, T *y)
 {
     int lane = threadIdx.x % CT_CUDA_WARP;
     int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / CT_CUDA_WARP;
@@ -204,20 +238,20 @@ __global__ void global_avgpool_forward_kernel(int64_t planes, int inner, const f
     for (int64_t p = warp; p < planes; p += n_warps) {
         double sum = 0.0;
         for (int i = lane; i < inner; i += CT_CUDA_WARP)
-            sum += x[p * inner + i];
+            sum += ct_load_f32(x, p * inner + i);
         sum = ct_warp_sum(sum);
         if (lane == 0)
-            y[p] = (float)(sum / inner);
+            ct_store_f32(y, p, (float)(sum / inner));
     }
 }
 
 /* dx[p,i] = dy[p] / inner */
-__global__ void global_avgpool_backward_kernel(int64_t count, int inner, const float *dy,
-                                               float *dx)
+template <class T>
+__global__ void global_avgpool_backward_kernel(int64_t count, int inner, const T *dy, T *dx)
 {
     CT_CUDA_GRID_STRIDE(index, count)
     {
-        dx[index] = dy[index / inner] / (float)inner;
+        ct_store_f32(dx, index, ct_load_f32(dy, index / inner) / (float)inner);
     }
 }
 
@@ -231,11 +265,21 @@ static int64_t pool_in_count(const ct_pool2d_shape *s)
     return (int64_t)s->n_batch * s->channels * s->in_h * s->in_w;
 }
 
-extern "C" ct_status ct_cuda_maxpool2d_forward(const ct_pool2d_shape *s, const float *x,
-                                               float *y, cudaStream_t stream)
+/* kernel<T>, T the storage type of dtype (elementwise.cuh), over `count`
+ * items (a grid-stride launch), with the arguments that follow: they may
+ * name T, to cast the data pointers. */
+#define POOL_LAUNCH(dtype, kernel, count, stream, ...)                                    \
+    ct_with_storage(dtype, [&](auto tag) -> ct_status {                                   \
+        using T = decltype(tag);                                                          \
+        CT_CUDA_LAUNCH_ITEMS(kernel<T>, count, stream, __VA_ARGS__);                      \
+        return CT_OK;                                                                     \
+    })
+
+extern "C" ct_status ct_cuda_maxpool2d_forward(ct_dtype dtype, const ct_pool2d_shape *s,
+                                               const void *x, void *y, cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH_ITEMS(maxpool_forward_kernel, pool_out_count(s), stream, *s, x, y);
-    return CT_OK;
+    return POOL_LAUNCH(dtype, maxpool_forward_kernel, pool_out_count(s), stream, *s,
+                       (const T *)x, (T *)y);
 }
 
 extern "C" bool ct_cuda_maxpool2x2_fits(const ct_pool2d_shape *s)
@@ -245,14 +289,15 @@ extern "C" bool ct_cuda_maxpool2x2_fits(const ct_pool2d_shape *s)
            s->out_w == s->in_w / 2;
 }
 
-/* An x not 8-byte aligned (a view's odd offset) takes the general kernel. */
-extern "C" ct_status ct_cuda_maxpool2x2_forward(const ct_pool2d_shape *s, const float *x,
-                                                float *y, cudaStream_t stream)
+/* An x not aligned to two elements (a view's odd offset) takes the general
+ * kernel. */
+extern "C" ct_status ct_cuda_maxpool2x2_forward(ct_dtype dtype, const ct_pool2d_shape *s,
+                                                const void *x, void *y, cudaStream_t stream)
 {
-    if ((uintptr_t)x % (2 * sizeof(float)) != 0)
-        return ct_cuda_maxpool2d_forward(s, x, y, stream);
-    CT_CUDA_LAUNCH_ITEMS(maxpool2x2_forward_kernel, pool_out_count(s), stream, *s, x, y);
-    return CT_OK;
+    if ((uintptr_t)x % (2 * ct_dtype_size(dtype)) != 0)
+        return ct_cuda_maxpool2d_forward(dtype, s, x, y, stream);
+    return POOL_LAUNCH(dtype, maxpool2x2_forward_kernel, pool_out_count(s), stream, *s,
+                       (const T *)x, (T *)y);
 }
 
 extern "C" bool ct_cuda_maxpool2x2_backward_fits(const ct_pool2d_shape *s)
@@ -260,51 +305,52 @@ extern "C" bool ct_cuda_maxpool2x2_backward_fits(const ct_pool2d_shape *s)
     return ct_cuda_maxpool2x2_fits(s) && s->in_h % 2 == 0;
 }
 
-extern "C" ct_status ct_cuda_maxpool2x2_backward(const ct_pool2d_shape *s, const float *x,
-                                                 const float *dy, float *dx,
+extern "C" ct_status ct_cuda_maxpool2x2_backward(ct_dtype dtype, const ct_pool2d_shape *s,
+                                                 const void *x, const void *dy, void *dx,
                                                  cudaStream_t stream)
 {
-    if (((uintptr_t)x | (uintptr_t)dx) % (2 * sizeof(float)) != 0)
-        return ct_cuda_maxpool2d_backward(s, x, dy, dx, stream);
-    CT_CUDA_LAUNCH_ITEMS(maxpool2x2_backward_kernel, pool_out_count(s), stream, *s, x, dy, dx);
-    return CT_OK;
+    if (((uintptr_t)x | (uintptr_t)dx) % (2 * ct_dtype_size(dtype)) != 0)
+        return ct_cuda_maxpool2d_backward(dtype, s, x, dy, dx, stream);
+    return POOL_LAUNCH(dtype, maxpool2x2_backward_kernel, pool_out_count(s), stream, *s,
+                       (const T *)x, (const T *)dy, (T *)dx);
 }
 
-extern "C" ct_status ct_cuda_maxpool2d_backward(const ct_pool2d_shape *s, const float *x,
-                                                const float *dy, float *dx,
+extern "C" ct_status ct_cuda_maxpool2d_backward(ct_dtype dtype, const ct_pool2d_shape *s,
+                                                const void *x, const void *dy, void *dx,
                                                 cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH_ITEMS(maxpool_backward_kernel, pool_in_count(s), stream, *s, x, dy, dx);
-    return CT_OK;
+    return POOL_LAUNCH(dtype, maxpool_backward_kernel, pool_in_count(s), stream, *s,
+                       (const T *)x, (const T *)dy, (T *)dx);
 }
 
-extern "C" ct_status ct_cuda_avgpool2d_forward(const ct_pool2d_shape *s, const float *x,
-                                               float *y, cudaStream_t stream)
+extern "C" ct_status ct_cuda_avgpool2d_forward(ct_dtype dtype, const ct_pool2d_shape *s,
+                                               const void *x, void *y, cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH_ITEMS(avgpool_forward_kernel, pool_out_count(s), stream, *s, x, y);
-    return CT_OK;
+    return POOL_LAUNCH(dtype, avgpool_forward_kernel, pool_out_count(s), stream, *s,
+                       (const T *)x, (T *)y);
 }
 
-extern "C" ct_status ct_cuda_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy,
-                                                float *dx, cudaStream_t stream)
+extern "C" ct_status ct_cuda_avgpool2d_backward(ct_dtype dtype, const ct_pool2d_shape *s,
+                                                const void *dy, void *dx, cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH_ITEMS(avgpool_backward_kernel, pool_in_count(s), stream, *s, dy, dx);
-    return CT_OK;
+    return POOL_LAUNCH(dtype, avgpool_backward_kernel, pool_in_count(s), stream, *s,
+                       (const T *)dy, (T *)dx);
 }
 
-extern "C" ct_status ct_cuda_global_avgpool_forward(int n, int c, int inner, const float *x,
-                                                    float *y, cudaStream_t stream)
+extern "C" ct_status ct_cuda_global_avgpool_forward(ct_dtype dtype, int n, int c, int inner,
+                                                    const void *x, void *y,
+                                                    cudaStream_t stream)
 {
     int64_t planes = (int64_t)n * c;
-    CT_CUDA_LAUNCH_ITEMS(global_avgpool_forward_kernel, planes * CT_CUDA_WARP, stream, planes,
-                         inner, x, y);
-    return CT_OK;
+    return POOL_LAUNCH(dtype, global_avgpool_forward_kernel, planes * CT_CUDA_WARP, stream,
+                       planes, inner, (const T *)x, (T *)y);
 }
 
-extern "C" ct_status ct_cuda_global_avgpool_backward(int n, int c, int inner, const float *dy,
-                                                     float *dx, cudaStream_t stream)
+extern "C" ct_status ct_cuda_global_avgpool_backward(ct_dtype dtype, int n, int c, int inner,
+                                                     const void *dy, void *dx,
+                                                     cudaStream_t stream)
 {
     int64_t count = (int64_t)n * c * inner;
-    CT_CUDA_LAUNCH_ITEMS(global_avgpool_backward_kernel, count, stream, count, inner, dy, dx);
-    return CT_OK;
+    return POOL_LAUNCH(dtype, global_avgpool_backward_kernel, count, stream, count, inner,
+                       (const T *)dy, (T *)dx);
 }

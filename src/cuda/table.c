@@ -81,63 +81,70 @@ static ct_status run_linear_bwd_weight(cuda_backend *b, const ct_exec *e, const 
                                           ct_out(e, n), b->stream);
 }
 
+/* The kernels below that take a dtype get the node's: its sources have it
+ * too (same_dtype_supports), f32, f16 or bf16. */
+
 static ct_status run_maxpool2d(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
-    return ct_cuda_maxpool2d_forward(&n->attr.pool, ct_in(e, n, 0), ct_out(e, n), b->stream);
+    return ct_cuda_maxpool2d_forward(n->dtype, &n->attr.pool, ct_in(e, n, 0), ct_out(e, n),
+                                     b->stream);
 }
 
 static ct_status run_maxpool2x2(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
-    return ct_cuda_maxpool2x2_forward(&n->attr.pool, ct_in(e, n, 0), ct_out(e, n), b->stream);
+    return ct_cuda_maxpool2x2_forward(n->dtype, &n->attr.pool, ct_in(e, n, 0), ct_out(e, n),
+                                      b->stream);
 }
 
 static ct_status run_maxpool2x2_bwd(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
-    return ct_cuda_maxpool2x2_backward(&n->attr.pool, ct_in(e, n, 0), ct_in(e, n, 1),
-                                       ct_out(e, n), b->stream);
+    return ct_cuda_maxpool2x2_backward(n->dtype, &n->attr.pool, ct_in(e, n, 0),
+                                       ct_in(e, n, 1), ct_out(e, n), b->stream);
 }
 
 static ct_status run_maxpool2d_bwd(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
-    return ct_cuda_maxpool2d_backward(&n->attr.pool, ct_in(e, n, 0), ct_in(e, n, 1),
+    return ct_cuda_maxpool2d_backward(n->dtype, &n->attr.pool, ct_in(e, n, 0), ct_in(e, n, 1),
                                       ct_out(e, n), b->stream);
 }
 
 static ct_status run_avgpool2d(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
-    return ct_cuda_avgpool2d_forward(&n->attr.pool, ct_in(e, n, 0), ct_out(e, n), b->stream);
+    return ct_cuda_avgpool2d_forward(n->dtype, &n->attr.pool, ct_in(e, n, 0), ct_out(e, n),
+                                     b->stream);
 }
 
 static ct_status run_avgpool2d_bwd(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
-    return ct_cuda_avgpool2d_backward(&n->attr.pool, ct_in(e, n, 0), ct_out(e, n),
+    return ct_cuda_avgpool2d_backward(n->dtype, &n->attr.pool, ct_in(e, n, 0), ct_out(e, n),
                                       b->stream);
 }
 
 static ct_status run_global_avgpool(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     ct_nci d = ct_nci_of(n->src[0]);
-    return ct_cuda_global_avgpool_forward(d.n, d.c, d.inner, ct_in(e, n, 0), ct_out(e, n),
-                                          b->stream);
+    return ct_cuda_global_avgpool_forward(n->dtype, d.n, d.c, d.inner, ct_in(e, n, 0),
+                                          ct_out(e, n), b->stream);
 }
 
 static ct_status run_global_avgpool_bwd(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     ct_nci d = ct_nci_of(n);
-    return ct_cuda_global_avgpool_backward(d.n, d.c, d.inner, ct_in(e, n, 0), ct_out(e, n),
-                                           b->stream);
+    return ct_cuda_global_avgpool_backward(n->dtype, d.n, d.c, d.inner, ct_in(e, n, 0),
+                                           ct_out(e, n), b->stream);
 }
 
 #define UNARY(fn, kernel)                                                                 \
     static ct_status fn(cuda_backend *b, const ct_exec *e, const ct_tensor *n)            \
     {                                                                                     \
-        return kernel(ct_tensor_numel(n), ct_in(e, n, 0), ct_out(e, n), b->stream);     \
+        return kernel(n->dtype, ct_tensor_numel(n), ct_in(e, n, 0), ct_out(e, n),        \
+                      b->stream);                                                         \
     }
 #define BINARY(fn, kernel)                                                                \
     static ct_status fn(cuda_backend *b, const ct_exec *e, const ct_tensor *n)            \
     {                                                                                     \
-        return kernel(ct_tensor_numel(n), ct_in(e, n, 0), ct_in(e, n, 1), ct_out(e, n), \
-                      b->stream);                                                         \
+        return kernel(n->dtype, ct_tensor_numel(n), ct_in(e, n, 0), ct_in(e, n, 1),      \
+                      ct_out(e, n), b->stream);                                           \
     }
 
 UNARY(run_relu, ct_cuda_relu_forward)
@@ -185,28 +192,30 @@ static ct_status run_dropout(cuda_backend *b, const ct_exec *e, const ct_tensor 
 {
     int64_t count = ct_tensor_numel(n);
     if (!e->training)
-        return ct_cuda_copy(count, ct_in(e, n, 0), ct_out(e, n), b->stream);
-    return ct_cuda_dropout(count, ct_in(e, n, 0), ct_out(e, n), n->attr.dropout.p, e->seed,
-                           n->attr.dropout.stream, e->step_values, b->stream);
+        return ct_cuda_copy(n->dtype, count, ct_in(e, n, 0), ct_out(e, n), b->stream);
+    return ct_cuda_dropout(n->dtype, count, ct_in(e, n, 0), ct_out(e, n), n->attr.dropout.p,
+                           e->seed, n->attr.dropout.stream, e->step_values, b->stream);
 }
 
 static ct_status run_concat(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     int channels[CT_MAX_SRC];
-    const float *xs[CT_MAX_SRC];
+    const void *xs[CT_MAX_SRC];
     for (int i = 0; i < n->n_src; i++) {
         channels[i] = (int)n->src[i]->shape[1];
         xs[i] = ct_in(e, n, i);
     }
     ct_nci d = ct_nci_of(n);
-    return ct_cuda_concat(d.n, d.inner, n->n_src, channels, xs, ct_out(e, n), b->stream);
+    return ct_cuda_concat(n->dtype, d.n, d.inner, n->n_src, channels, xs, ct_out(e, n),
+                          b->stream);
 }
 
 static ct_status run_slice_channels(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     ct_nci d = ct_nci_of(n->src[0]);
-    return ct_cuda_slice_channels(d.n, d.inner, d.c, n->attr.slice.start, n->attr.slice.count,
-                                  ct_in(e, n, 0), ct_out(e, n), b->stream);
+    return ct_cuda_slice_channels(n->dtype, d.n, d.inner, d.c, n->attr.slice.start,
+                                  n->attr.slice.count, ct_in(e, n, 0), ct_out(e, n),
+                                  b->stream);
 }
 
 static ct_status run_softmax(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -376,16 +385,27 @@ static bool direct_supports(const ct_backend *backend, const ct_tensor *node)
     return ct_cuda_conv2d_direct_fits(&node->attr.conv);
 }
 
-static bool maxpool2x2_supports(const ct_backend *backend, const ct_tensor *node)
+/* The kernels that take a dtype (.half) read and write one dtype: a node
+ * whose sources differ from it (a 16-bit y with an f32 dy, where a graph
+ * mixes them) runs on the CPU fallback. */
+static bool same_dtype_supports(const ct_backend *backend, const ct_tensor *node)
 {
     (void)backend;
-    return ct_cuda_maxpool2x2_fits(&node->attr.pool);
+    for (int i = 0; i < node->n_src; i++)
+        if (node->src[i]->dtype != node->dtype)
+            return false;
+    return true;
+}
+
+static bool maxpool2x2_supports(const ct_backend *backend, const ct_tensor *node)
+{
+    return same_dtype_supports(backend, node) && ct_cuda_maxpool2x2_fits(&node->attr.pool);
 }
 
 static bool maxpool2x2_bwd_supports(const ct_backend *backend, const ct_tensor *node)
 {
-    (void)backend;
-    return ct_cuda_maxpool2x2_backward_fits(&node->attr.pool);
+    return same_dtype_supports(backend, node) &&
+           ct_cuda_maxpool2x2_backward_fits(&node->attr.pool);
 }
 
 static size_t conv_workspace(const ct_backend *backend, const ct_tensor *node)
@@ -425,28 +445,31 @@ NATIVE(channel_sum, run_channel_sum, .workspace = channel_workspace);
 NATIVE(linear, run_linear, .fuses = CT_FUSES_RELU);
 NATIVE(linear_bwd_data, run_linear_bwd_data);
 NATIVE(linear_bwd_weight, run_linear_bwd_weight);
-CUDA_IMPL(maxpool2x2, "pool2x2", run_maxpool2x2, .supports = maxpool2x2_supports);
-NATIVE(maxpool2d, run_maxpool2d);
-CUDA_IMPL(maxpool2x2_bwd, "pool2x2", run_maxpool2x2_bwd, .supports = maxpool2x2_bwd_supports);
-NATIVE(maxpool2d_bwd, run_maxpool2d_bwd);
-NATIVE(avgpool2d, run_avgpool2d);
-NATIVE(avgpool2d_bwd, run_avgpool2d_bwd);
-NATIVE(global_avgpool, run_global_avgpool);
-NATIVE(global_avgpool_bwd, run_global_avgpool_bwd);
-NATIVE(relu, run_relu);
-NATIVE(relu_bwd, run_relu_bwd);
-NATIVE(sigmoid, run_sigmoid);
-NATIVE(sigmoid_bwd, run_sigmoid_bwd);
-NATIVE(tanh_, run_tanh);
-NATIVE(tanh_bwd, run_tanh_bwd);
+/* HALF: takes f16 and bf16 nodes too (graph/impl.h), of one dtype. */
+#define HALF .half = true, .supports = same_dtype_supports
+CUDA_IMPL(maxpool2x2, "pool2x2", run_maxpool2x2, .half = true, .supports = maxpool2x2_supports);
+NATIVE(maxpool2d, run_maxpool2d, HALF);
+CUDA_IMPL(maxpool2x2_bwd, "pool2x2", run_maxpool2x2_bwd, .half = true,
+          .supports = maxpool2x2_bwd_supports);
+NATIVE(maxpool2d_bwd, run_maxpool2d_bwd, HALF);
+NATIVE(avgpool2d, run_avgpool2d, HALF);
+NATIVE(avgpool2d_bwd, run_avgpool2d_bwd, HALF);
+NATIVE(global_avgpool, run_global_avgpool, HALF);
+NATIVE(global_avgpool_bwd, run_global_avgpool_bwd, HALF);
+NATIVE(relu, run_relu, HALF);
+NATIVE(relu_bwd, run_relu_bwd, HALF);
+NATIVE(sigmoid, run_sigmoid, HALF);
+NATIVE(sigmoid_bwd, run_sigmoid_bwd, HALF);
+NATIVE(tanh_, run_tanh, HALF);
+NATIVE(tanh_bwd, run_tanh_bwd, HALF);
 NATIVE(bn_stats, run_bn_stats, .workspace = channel_workspace);
 NATIVE(bn_apply, run_bn_apply);
 NATIVE(bn_bwd_params, run_bn_bwd_params, .workspace = channel_workspace);
 NATIVE(bn_bwd_data, run_bn_bwd_data);
-NATIVE(dropout, run_dropout);
-NATIVE(add, run_add);
-NATIVE(concat, run_concat);
-NATIVE(slice_channels, run_slice_channels);
+NATIVE(dropout, run_dropout, HALF);
+NATIVE(add, run_add, HALF);
+NATIVE(concat, run_concat, HALF);
+NATIVE(slice_channels, run_slice_channels, HALF);
 NATIVE(softmax, run_softmax);
 NATIVE(softmax_bwd, run_softmax_bwd);
 NATIVE(cross_entropy, run_cross_entropy);

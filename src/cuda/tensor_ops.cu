@@ -1,8 +1,10 @@
 /*
  * Fill, copy, add, bias, and the channel concat/slice of [n, c, inner]
  * tensors on the GPU.  Concat and slice are strided copies
- * (cudaMemcpy2DAsync): n rows of c_i*inner floats.  Outputs are written
- * with = (add_bias adds into its output by definition); add may run in place.
+ * (cudaMemcpy2DAsync): n rows of c_i*inner elements.  Copy, add, concat and
+ * slice take f16 and bf16 tensors too (add: the f32 sum rounded once; the
+ * copies move the bits).  Outputs are written with = (add_bias adds into
+ * its output by definition); add may run in place.
  */
 #include "core/half.h"
 #include "cuda/elementwise.cuh"
@@ -14,10 +16,10 @@ __global__ void fill_kernel(int64_t count, float value, float *y)
     ct_map(count, arrays, 0x0u, 0x1u, [value](float *e) { e[0] = value; });
 }
 
-/* y[i] = a[i] + b[i], 128-bit accesses */
-__global__ void add_kernel(int64_t count, const float *a, const float *b, float *y)
+/* y[i] = a[i] + b[i], 128-bit accesses; every array of storage type T */
+template <class T> __global__ void add_kernel(int64_t count, const T *a, const T *b, T *y)
 {
-    float *const arrays[3] = {(float *)a, (float *)b, y};
+    T *const arrays[3] = {(T *)a, (T *)b, y};
     ct_map(count, arrays, 0x3u, 0x4u, [](float *e) { e[2] = e[0] + e[1]; });
 }
 
@@ -73,19 +75,24 @@ extern "C" ct_status ct_cuda_fill(int64_t count, float value, float *y, cudaStre
     return CT_OK;
 }
 
-extern "C" ct_status ct_cuda_copy(int64_t count, const float *x, float *y, cudaStream_t stream)
+extern "C" ct_status ct_cuda_copy(ct_dtype dtype, int64_t count, const void *x, void *y,
+                                  cudaStream_t stream)
 {
     if (count > 0 && x != y)
-        CT_CUDA_CALL(cudaMemcpyAsync(y, x, (size_t)count * sizeof(float),
+        CT_CUDA_CALL(cudaMemcpyAsync(y, x, (size_t)count * ct_dtype_size(dtype),
                                      cudaMemcpyDeviceToDevice, stream));
     return CT_OK;
 }
 
-extern "C" ct_status ct_cuda_add(int64_t count, const float *a, const float *b, float *y,
-                                 cudaStream_t stream)
+extern "C" ct_status ct_cuda_add(ct_dtype dtype, int64_t count, const void *a, const void *b,
+                                 void *y, cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH_MAP(add_kernel, count, stream, count, a, b, y);
-    return CT_OK;
+    return ct_with_storage(dtype, [&](auto tag) -> ct_status {
+        using T = decltype(tag);
+        CT_CUDA_LAUNCH_MAP_OF(T, add_kernel<T>, count, stream, count, (const T *)a,
+                              (const T *)b, (T *)y);
+        return CT_OK;
+    });
 }
 
 extern "C" ct_status ct_cuda_add_bias(int rows, int c, int inner, const float *bias, bool relu,
@@ -98,32 +105,37 @@ extern "C" ct_status ct_cuda_add_bias(int rows, int c, int inner, const float *b
 }
 
 /* y[b, off_k + j, i] = xs[k][b, j, i],  off_k = sum_{m<k} channels[m] */
-extern "C" ct_status ct_cuda_concat(int n, int inner, int n_inputs, const int *channels,
-                                    const float *const *xs, float *y, cudaStream_t stream)
+extern "C" ct_status ct_cuda_concat(ct_dtype dtype, int n, int inner, int n_inputs,
+                                    const int *channels, const void *const *xs, void *y,
+                                    cudaStream_t stream)
 {
+    size_t element = ct_dtype_size(dtype);
     int64_t c_total = 0;
     for (int k = 0; k < n_inputs; k++)
         c_total += channels[k];
-    size_t row_pitch = (size_t)c_total * inner * sizeof(float);
+    size_t row_pitch = (size_t)c_total * inner * element;
     int64_t offset = 0;
     for (int k = 0; k < n_inputs; k++) {
-        size_t width = (size_t)channels[k] * inner * sizeof(float);
+        size_t width = (size_t)channels[k] * inner * element;
         if (width > 0 && n > 0)
-            CT_CUDA_CALL(cudaMemcpy2DAsync(y + offset * inner, row_pitch, xs[k], width, width,
-                                           (size_t)n, cudaMemcpyDeviceToDevice, stream));
+            CT_CUDA_CALL(cudaMemcpy2DAsync((char *)y + offset * inner * element, row_pitch,
+                                           xs[k], width, width, (size_t)n,
+                                           cudaMemcpyDeviceToDevice, stream));
         offset += channels[k];
     }
     return CT_OK;
 }
 
 /* y[b, j, i] = x[b, start + j, i],  x: [n, c_total, inner],  y: [n, count, inner] */
-extern "C" ct_status ct_cuda_slice_channels(int n, int inner, int c_total, int start, int count,
-                                            const float *x, float *y, cudaStream_t stream)
+extern "C" ct_status ct_cuda_slice_channels(ct_dtype dtype, int n, int inner, int c_total,
+                                            int start, int count, const void *x, void *y,
+                                            cudaStream_t stream)
 {
-    size_t width = (size_t)count * inner * sizeof(float);
+    size_t element = ct_dtype_size(dtype);
+    size_t width = (size_t)count * inner * element;
     if (width > 0 && n > 0)
-        CT_CUDA_CALL(cudaMemcpy2DAsync(y, width, x + (size_t)start * inner,
-                                       (size_t)c_total * inner * sizeof(float), width,
-                                       (size_t)n, cudaMemcpyDeviceToDevice, stream));
+        CT_CUDA_CALL(cudaMemcpy2DAsync(y, width, (const char *)x + (size_t)start * inner * element,
+                                       (size_t)c_total * inner * element, width, (size_t)n,
+                                       cudaMemcpyDeviceToDevice, stream));
     return CT_OK;
 }
