@@ -114,11 +114,12 @@ inline T shuffle(const char *file, int line, collective_kind kind, unsigned mask
                  int arg, int width)
 {
     static_assert(sizeof(T) <= sizeof(uint64_t), "warp shuffles move at most 8 bytes");
+    static_assert(std::is_trivially_copyable<T>::value, "warp shuffles move bits");
     uint64_t bits = 0;
     memcpy(&bits, &value, sizeof value);
     bits = warp_collective(file, line, kind, mask, bits, arg, width);
     T result;
-    memcpy(&result, &bits, sizeof result);
+    memcpy((void *)&result, &bits, sizeof result); /* (void *): a class such as __half too */
     return result;
 }
 
