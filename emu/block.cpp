@@ -130,6 +130,8 @@ void *dynamic_shared()
 static const char *const collective_names[] = {
     "__shfl_sync",   "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
     "__ballot_sync", "__any_sync",     "__all_sync",       "__syncwarp",
+    "wmma::fill_fragment", "wmma::load_matrix_sync", "wmma::store_matrix_sync",
+    "wmma::mma_sync",
 };
 
 static const char *base_name(const char *path)
@@ -255,7 +257,7 @@ static uint64_t collective_result(const collective &c, const gpu_thread *warp_th
         return ballot != 0;
     case COLLECTIVE_ALL:
         return ballot == c.mask;
-    case COLLECTIVE_SYNCWARP:
+    default: /* __syncwarp and the wmma API: no value */
         return 0;
     }
     if (source < 0 || !(c.mask >> source & 1u))
@@ -309,6 +311,12 @@ uint64_t warp_collective(const char *file, int line, collective_kind kind, unsig
         return t.result;
     }
     gpu_thread *warp_threads = &w->threads[(size_t)warp * WARP];
+    if (kind == COLLECTIVE_WMMA_MMA) { /* the mask is the whole warp (emu/mma.h) */
+        warp_work *lanes[WARP];
+        for (int l = 0; l < WARP; l++)
+            lanes[l] = (warp_work *)(uintptr_t)warp_threads[l].value;
+        lanes[lane]->complete(lanes);
+    }
     for (int l = 0; l < WARP; l++) {
         if (!(mask >> l & 1u))
             continue;

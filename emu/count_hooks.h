@@ -6,7 +6,8 @@
  *   void __cuda_emu_count_fp(const uint32_t *counts);
  *       once per basic block with floating-point work, before its end:
  *       `counts` is a constant table of the block's static counts, indexed
- *       by enum cuda_emu_fp_field;
+ *       by enum cuda_emu_fp_field (emu/half_common.h makes the same call
+ *       for the half-precision operators and the wmma API);
  *   void __cuda_emu_branch(uint32_t successor);
  *       before each conditional branch and switch: the successor the lane
  *       takes (0 for a true condition or a switch's default).
@@ -26,7 +27,8 @@ enum cuda_emu_fp_field {
     CUDA_EMU_FP32_OTHER, /* fp32 divide, remainder, sqrt, a libm call: one each */
     CUDA_EMU_FP64_OPS,   /* fp64, every kind above, an FMA once */
     CUDA_EMU_FP16_OPS,   /* half and bfloat, every kind, an FMA once */
-    CUDA_EMU_FLOPS,      /* adds + muls + 2 x FMAs + others, every precision */
+    CUDA_EMU_MMA_OPS,    /* tensor-core multiply-adds: M x N x K per warp-level mma */
+    CUDA_EMU_FLOPS,      /* adds + muls + 2 x FMAs + others + 2 x mma, every precision */
     CUDA_EMU_FP_FIELDS
 };
 

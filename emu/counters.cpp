@@ -494,6 +494,7 @@ static void count_fp(const uint32_t *counts, uintptr_t pc)
     c.fp32_other += counts[CUDA_EMU_FP32_OTHER];
     c.fp64_ops += counts[CUDA_EMU_FP64_OPS];
     c.fp16_ops += counts[CUDA_EMU_FP16_OPS];
+    c.mma_ops += counts[CUDA_EMU_MMA_OPS];
     c.flops += counts[CUDA_EMU_FLOPS];
 }
 

@@ -257,12 +257,13 @@ typedef struct cuda_emu_kernel_counters {
     /* Floating-point operations the threads executed (emu/count_pass.cpp
      * counts them in the compiled code): one per element of a vector
      * operation; an FMA is one operation and two FLOPs.  fp32_other:
-     * divide, remainder, sqrt, a math library call (expf: one).  mma_ops,
-     * tensor-core matrix multiply-adds, stays 0: no kernel uses tensor
-     * cores yet. */
+     * divide, remainder, sqrt, a math library call (expf: one).  fp16_ops:
+     * __half and __nv_bfloat16 arithmetic (emu/cuda_fp16.h counts it).
+     * mma_ops: tensor-core multiply-adds, M x N x K per warp-level
+     * wmma::mma_sync (emu/mma.h), counted once per warp. */
     unsigned long long fp32_adds, fp32_muls, fp32_fmas, fp32_other;
     unsigned long long fp64_ops, fp16_ops, mma_ops;
-    unsigned long long flops; /* adds + muls + 2 x FMAs + others, every precision */
+    unsigned long long flops; /* adds + muls + 2 x FMAs + others + 2 x mma_ops, every precision */
     /* Warp-level executions of conditional branches and switches (a
      * branch's n-th execution by the lanes of a warp, paired as requests
      * are), and those whose lanes went different ways. */

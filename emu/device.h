@@ -93,6 +93,19 @@ enum collective_kind {
     COLLECTIVE_ANY,
     COLLECTIVE_ALL,
     COLLECTIVE_SYNCWARP,
+    /* the warp matrix API (emu/mma.h): the whole warp, every lane at the same call */
+    COLLECTIVE_WMMA_FILL,
+    COLLECTIVE_WMMA_LOAD,
+    COLLECTIVE_WMMA_STORE,
+    COLLECTIVE_WMMA_MMA,
+};
+
+/* Work a warp does once for all its lanes (mma_sync, emu/mma.h): each lane
+ * passes its own as the value of a COLLECTIVE_WMMA_MMA; the last lane to
+ * arrive runs `complete` with every lane's, indexed by lane, while the
+ * others still wait (so what they point to stays put). */
+struct warp_work {
+    void (*complete)(warp_work *const *lanes);
 };
 
 void syncthreads(const char *file, int line);
@@ -114,11 +127,12 @@ inline T shuffle(const char *file, int line, collective_kind kind, unsigned mask
                  int arg, int width)
 {
     static_assert(sizeof(T) <= sizeof(uint64_t), "warp shuffles move at most 8 bytes");
+    static_assert(std::is_trivially_copyable<T>::value, "warp shuffles move bits");
     uint64_t bits = 0;
     memcpy(&bits, &value, sizeof value);
     bits = warp_collective(file, line, kind, mask, bits, arg, width);
     T result;
-    memcpy(&result, &bits, sizeof result);
+    memcpy((void *)&result, &bits, sizeof result); /* (void *): a class such as __half too */
     return result;
 }
 
