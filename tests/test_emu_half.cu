@@ -14,7 +14,8 @@
  *     layout of A and B, half and bfloat16 (and tf32 m16n16k8), against a
  *     double reference within 32 float ulps of sum |a b|; accumulator
  *     elements cover the tile once; a lane that skips mma_sync fails the
- *     kernel; the counters see 2 M N K tensor FLOPs and the tiles' bytes.
+ *     kernel; the counters see 2 M N K tensor FLOPs and the tiles' bytes,
+ *     in whole sectors.
  * The kernels compile with nvcc against the real headers as well.
  */
 #include <string.h>
@@ -434,6 +435,10 @@ static void counters_see_tensor_work(void)
               gemm.global_store_bytes == 4ull * GM * GN,
           "GEMM: %llu bytes loaded, %llu stored", gemm.global_load_bytes,
           gemm.global_store_bytes);
+    CHECK(gemm.global_load_sectors * 32 == gemm.global_load_bytes &&
+              gemm.global_store_sectors * 32 == gemm.global_store_bytes,
+          "GEMM: tiles not moved as whole sectors (%llu, %llu)", gemm.global_load_sectors,
+          gemm.global_store_sectors);
     if (cuda_emu_counters_fp_and_branches()) {
         CHECK(gemm.mma_ops == mads && gemm.flops == 2 * mads && gemm.fp16_ops == 0 &&
                   gemm.fp32_adds + gemm.fp32_muls + gemm.fp32_fmas + gemm.fp32_other == 0,
