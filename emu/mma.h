@@ -5,20 +5,27 @@
  * Shapes: m16n16k16, m32n8k16 and m8n32k16 with __half or __nv_bfloat16
  * A and B, and m16n16k8 with precision::tf32 (stored as float); the
  * accumulator is float.  A fragment holds its matrix (A: M x K, B: K x N,
- * accumulator: M x N) once over the warp: lane l's x[i] is element
- * e = l * num_elements + i of the matrix in row-major order (row e / cols,
- * column e % cols), whatever the fragment's layout, which says only how
- * memory holds it.  CUDA leaves this mapping unspecified; it promises only
- * that an element-wise loop over x[] on every lane touches each element
- * once, which this mapping does (a GPU's fragments of A and B may hold
- * elements twice: its num_elements can be larger).
+ * accumulator: M x N) once over the warp.  Taken in the order of the
+ * fragment's layout (row-major for an accumulator), the matrix is cut into
+ * runs of 16 bytes (8 halves, 4 floats; less where a lane holds less),
+ * dealt to the lanes in turn: lane l holds runs l, l + 32, ..., so x[i] of
+ * lane l is element ((i / run) * 32 + l) * run + i % run.  A run is
+ * consecutive in memory, and the lanes' n-th runs together are whole rows
+ * (or columns), so a warp's load or store moves whole sectors, as a GPU's
+ * does.  CUDA
+ * leaves the mapping unspecified; it promises only that an element-wise
+ * loop over x[] on every lane touches each element once, which holds here
+ * (a GPU's fragments of A and B may hold elements twice: its num_elements
+ * can be larger).
  *
  * Every function is a warp collective (emu/block.cpp): the 32 lanes of a
  * full warp must make the same call, and a lane that does not fails the
  * kernel as a shuffle's would.  Loads and stores are each lane's own
- * accesses, before the lanes meet, so the memory counters see them; they
- * check CUDA's rules (a 32-byte aligned pointer, ldm a multiple of 16
- * bytes).  mma_sync is done once, by the last lane to arrive, on every
+ * accesses, a run in one 8- or 16-byte access where memory holds it in
+ * order (element by element for an accumulator in the other layout),
+ * before the lanes meet, so the memory counters see them; they check
+ * CUDA's rules (a 32-byte aligned pointer, ldm a multiple of 16 bytes).
+ * mma_sync is done once, by the last lane to arrive, on every
  * lane's fragments: D[m][n] = C[m][n] + sum_k A[m][k] * B[k][n], each
  * product exact in float (tf32 operands: the top 19 bits of each float,
  * the rest ignored) and added in fp32, rounded to nearest, in the order
@@ -135,17 +142,100 @@ inline void check_memory(const void *ptr, unsigned ldm, size_t element_bytes, co
         kernel_trap(file, line, what);
 }
 
-/* A fragment type's matrix: rows, columns, whether it is an accumulator. */
+/* A fragment type's matrix: rows, columns, whether it is an accumulator,
+ * whether its elements are in column-major order (a col_major A or B), and
+ * its runs: 16 bytes (or the lane's whole share, if less) of consecutive
+ * elements in that order, dealt to the lanes in turn. */
 template <class Fragment>
 struct traits;
 template <class Use, int M, int N, int K, class T, class Layout>
 struct traits<fragment<Use, M, N, K, T, Layout>> {
+    typedef fragment<Use, M, N, K, T, Layout> F;
     enum {
         rows = matrix_shape<Use, M, N, K>::rows,
         cols = matrix_shape<Use, M, N, K>::cols,
         is_accumulator = std::is_same<Use, accumulator>::value,
+        column_order = std::is_same<Layout, col_major>::value,
+        per_16_bytes = 16 / sizeof(typename F::storage_element_type),
+        run = (int)per_16_bytes < (int)F::num_elements ? (int)per_16_bytes : (int)F::num_elements,
     };
+    static_assert((column_order ? rows : cols) % run == 0, "a run stays in its row or column");
 };
+
+/* The place in its matrix of x[i] of `lane`: element ((i / run) * 32 + lane)
+ * * run + i % run in the fragment's order. */
+template <class Fragment>
+inline void position(unsigned lane, int i, int *row, int *col)
+{
+    typedef traits<Fragment> t;
+    unsigned e = ((unsigned)i / t::run * warpSize + lane) * t::run + (unsigned)i % t::run;
+    *row = (int)(t::column_order ? e % t::rows : e / t::cols);
+    *col = (int)(t::column_order ? e / t::rows : e % t::cols);
+}
+
+/* One run between memory and a fragment, in one access of 8 or 16 bytes, as
+ * the GPU's vector loads and stores: the counters see one access. */
+typedef uint32_t run16 __attribute__((vector_size(16), may_alias));
+typedef uint64_t run8 __attribute__((may_alias));
+inline void load_run(void *fragment_x, const void *memory, size_t bytes)
+{
+    if (bytes == 16) {
+        run16 bits = *static_cast<const run16 *>(memory);
+#ifdef __x86_64__
+        asm("" : "+x"(bits)); /* keeps the host compiler from splitting the access */
+#endif
+        memcpy(fragment_x, &bits, sizeof bits);
+    } else {
+        run8 bits = *static_cast<const run8 *>(memory);
+        memcpy(fragment_x, &bits, sizeof bits);
+    }
+}
+inline void store_run(void *memory, const void *fragment_x, size_t bytes)
+{
+    if (bytes == 16) {
+        run16 bits;
+        memcpy(&bits, fragment_x, sizeof bits);
+#ifdef __x86_64__
+        asm("" : "+x"(bits));
+#endif
+        *static_cast<run16 *>(memory) = bits;
+    } else {
+        run8 bits;
+        memcpy(&bits, fragment_x, sizeof bits);
+        *static_cast<run8 *>(memory) = bits;
+    }
+}
+
+/* Between `ptr` (row- or column-major, leading dimension ldm) and the
+ * lane's elements of `f`: by runs where they are consecutive in memory,
+ * else element by element. */
+template <class Fragment, class Pointee>
+inline void transfer(Fragment &f, Pointee *ptr, unsigned ldm, bool column_major, bool store)
+{
+    typedef traits<Fragment> t;
+    unsigned me = lane();
+    int row, col;
+    if (column_major == (bool)t::column_order) {
+        for (int i = 0; i < Fragment::num_elements; i += t::run) {
+            position<Fragment>(me, i, &row, &col);
+            Pointee *p = ptr + offset(row, col, ldm, column_major);
+            size_t bytes = t::run * sizeof f.x[0];
+            if (store)
+                store_run((void *)p, (const void *)&f.x[i], bytes);
+            else
+                load_run((void *)&f.x[i], (const void *)p, bytes);
+        }
+        return;
+    }
+    for (int i = 0; i < Fragment::num_elements; i++) {
+        position<Fragment>(me, i, &row, &col);
+        Pointee *p = ptr + offset(row, col, ldm, column_major);
+        if (store)
+            memcpy((void *)p, (const void *)&f.x[i], sizeof f.x[i]);
+        else
+            memcpy((void *)&f.x[i], (const void *)p, sizeof f.x[i]);
+    }
+}
 
 template <class Fragment, class Pointee>
 inline void load(Fragment &f, const Pointee *ptr, unsigned ldm, bool column_major,
@@ -154,11 +244,7 @@ inline void load(Fragment &f, const Pointee *ptr, unsigned ldm, bool column_majo
     check_memory(ptr, ldm, sizeof(Pointee), file, line,
                  "wmma::load_matrix_sync with a pointer not 32-byte aligned or an ldm not a "
                  "multiple of 16 bytes (CUDA leaves it undefined)");
-    unsigned first = lane() * Fragment::num_elements, cols = traits<Fragment>::cols;
-    for (int i = 0; i < Fragment::num_elements; i++) {
-        unsigned e = first + (unsigned)i;
-        f.x[i] = ptr[offset((int)(e / cols), (int)(e % cols), ldm, column_major)];
-    }
+    transfer(f, const_cast<Pointee *>(ptr), ldm, column_major, false);
     meet(file, line, COLLECTIVE_WMMA_LOAD);
 }
 
@@ -189,13 +275,15 @@ struct mma_work : warp_work {
 template <class Fragment, class Work, class Member>
 inline void gather(warp_work *const *lanes, Member member, float *matrix)
 {
+    int row, col;
     for (int l = 0; l < warpSize; l++) {
         const Fragment &f = *(static_cast<Work *>(lanes[l])->*member);
         for (int i = 0; i < Fragment::num_elements; i++) {
+            position<Fragment>((unsigned)l, i, &row, &col);
             if constexpr (traits<Fragment>::is_accumulator)
-                matrix[l * Fragment::num_elements + i] = f.x[i];
+                matrix[row * traits<Fragment>::cols + col] = f.x[i];
             else
-                matrix[l * Fragment::num_elements + i] = operand(f.x[i]);
+                matrix[row * traits<Fragment>::cols + col] = operand(f.x[i]);
         }
     }
 }
@@ -214,10 +302,13 @@ void multiply_add(warp_work *const *lanes)
         for (int n = 0; n < N; n++)
             for (int k = 0; k < K; k++)
                 sum[m * N + n] = fmaf(a[m * K + k], b[k * N + n], sum[m * N + n]);
+    int row, col;
     for (int l = 0; l < warpSize; l++) {
         C &d = *static_cast<work *>(lanes[l])->d;
-        for (int i = 0; i < C::num_elements; i++)
-            d.x[i] = sum[l * C::num_elements + i];
+        for (int i = 0; i < C::num_elements; i++) {
+            position<C>((unsigned)l, i, &row, &col);
+            d.x[i] = sum[row * N + col];
+        }
     }
     count_fp_work<0, M * N * K, 2 * M * N * K>();
 }
@@ -282,17 +373,13 @@ inline void store_matrix_sync(float *ptr, const fragment<accumulator, M, N, K, f
                               unsigned ldm, layout_t layout,
                               const char *file = __builtin_FILE(), int line = __builtin_LINE())
 {
-    typedef fragment<accumulator, M, N, K, float> C;
     emu::wmma_detail::check_memory(ptr, ldm, sizeof(float), file, line,
                                    "wmma::store_matrix_sync with a pointer not 32-byte aligned "
                                    "or an ldm not a multiple of 16 bytes (CUDA leaves it "
                                    "undefined)");
-    unsigned first = emu::wmma_detail::lane() * C::num_elements, cols = N;
-    for (int i = 0; i < C::num_elements; i++) {
-        unsigned e = first + (unsigned)i;
-        ptr[emu::wmma_detail::offset((int)(e / cols), (int)(e % cols), ldm,
-                                     layout == mem_col_major)] = f.x[i];
-    }
+    /* f is only read: transfer() moves either way */
+    emu::wmma_detail::transfer(const_cast<fragment<accumulator, M, N, K, float> &>(f), ptr, ldm,
+                               layout == mem_col_major, true);
     emu::wmma_detail::meet(file, line, emu::COLLECTIVE_WMMA_STORE);
 }
 

@@ -14,7 +14,8 @@
  *     layout of A and B, half and bfloat16 (and tf32 m16n16k8), against a
  *     double reference within 32 float ulps of sum |a b|; accumulator
  *     elements cover the tile once; a lane that skips mma_sync fails the
- *     kernel; the counters see 2 M N K tensor FLOPs and the tiles' bytes.
+ *     kernel; the counters see 2 M N K tensor FLOPs and the tiles' bytes,
+ *     in whole sectors.
  * The kernels compile with nvcc against the real headers as well.
  */
 #include <string.h>
@@ -183,13 +184,12 @@ static void arithmetic_case(const format &f)
         set(&b[i], harness_uniform(&state, 0.25f, 8.0f) * (i % 3 ? 1.0f : -1.0f));
         set(&c[i], harness_uniform(&state, -8.0f, 8.0f));
     }
-    if (std::is_same<T, __half>::value) {
-        /* a b + c = 1 + 3 x 2^-11 - 2^-31, just under the midpoint between 1 + 2^-10 and
-         * 1 + 2^-9: rounded to float first it would be the midpoint, then go up to even */
-        set(&a[0], 0x1.004p-11f);
-        set(&b[0], 0x1.ff8p-1f);
-        set(&c[0], 0x1.004p+0f);
-    }
+    /* a b + c just under a midpoint (half: 1 + 3 x 2^-11 - 2^-31, bfloat16: 1 + 3 x 2^-8 -
+     * 2^-30): rounded to float first, it would be the midpoint, then go up to even */
+    bool half = std::is_same<T, __half>::value;
+    set(&a[0], half ? 0x1.004p-11f : 0x1.28p+0f);
+    set(&b[0], half ? 0x1.ff8p-1f : 0x1.cp-1f);
+    set(&c[0], half ? 0x1.004p+0f : -0x1p-30f);
     T *dev_a = to_device(a, N), *dev_b = to_device(b, N), *dev_c = to_device(c, N);
     T *dev_out = device_alloc<T>(N * OPS);
     CT_EMU_LAUNCH(arithmetic<T>, BLOCKS, THREADS, 0, 0, dev_a, dev_b, dev_c, dev_out, (int)N);
@@ -435,6 +435,10 @@ static void counters_see_tensor_work(void)
               gemm.global_store_bytes == 4ull * GM * GN,
           "GEMM: %llu bytes loaded, %llu stored", gemm.global_load_bytes,
           gemm.global_store_bytes);
+    CHECK(gemm.global_load_sectors * 32 == gemm.global_load_bytes &&
+              gemm.global_store_sectors * 32 == gemm.global_store_bytes,
+          "GEMM: tiles not moved as whole sectors (%llu, %llu)", gemm.global_load_sectors,
+          gemm.global_store_sectors);
     if (cuda_emu_counters_fp_and_branches()) {
         CHECK(gemm.mma_ops == mads && gemm.flops == 2 * mads && gemm.fp16_ops == 0 &&
                   gemm.fp32_adds + gemm.fp32_muls + gemm.fp32_fmas + gemm.fp32_other == 0,
