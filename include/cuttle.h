@@ -370,6 +370,20 @@ CT_API ct_status ct_plan_read(ct_plan *plan, const ct_tensor *t, void *host, siz
 CT_API ct_status ct_plan_read_f32(ct_plan *plan, const ct_tensor *t, float *host,
                                   int64_t count);
 
+/* fp16 training scales its loss (dynamic loss scaling, as PyTorch's
+ * GradScaler): the loss's gradient starts at 2^16 times its value, so the
+ * gradients (ct_tensor_grad) are scaled by ct_plan_loss_scale and the
+ * optimizer divides by it.  A step whose gradients hold an inf or NaN
+ * updates no parameter and no optimizer state (batchnorm's running
+ * statistics still move, the step count still advances) and halves the
+ * scale; 2,000 clean steps in a row double it.  Scale 1, nothing skipped,
+ * in every other precision. */
+CT_API float ct_plan_loss_scale(const ct_plan *plan);
+CT_API int64_t ct_plan_skipped_steps(const ct_plan *plan);
+CT_API bool ct_plan_step_skipped(const ct_plan *plan); /* the last training step */
+/* The scale from now on and the clean steps before it doubles (resume, tests). */
+CT_API ct_status ct_plan_set_loss_scale(ct_plan *plan, float scale, int growth_interval);
+
 /* Learning rate for the next runs (schedules change it between steps). */
 CT_API void ct_plan_set_lr(ct_plan *plan, float lr);
 CT_API float ct_plan_lr(const ct_plan *plan);

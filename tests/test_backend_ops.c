@@ -303,6 +303,14 @@ static ct_status build_mlp(ct_graph *g, tracked *t, const entry *e)
     return finish_loss(g, t, e, ct_layer_linear(g, "fc2", h, e->out, true));
 }
 
+/* build_mlp in fp16: the scaled loss (the seed fill times 2^16), the
+ * check_finite node, updates that divide by the scale. */
+static ct_status build_mlp_fp16(ct_graph *g, tracked *t, const entry *e)
+{
+    CHECK_OK(ct_graph_set_precision(g, CT_PRECISION_FP16));
+    return build_mlp(g, t, e);
+}
+
 /* conv 3x3, relu, maxpool 2x2 (the CPU fuses all three in evaluation),
  * flatten, linear (e->out classes), cross-entropy. */
 static ct_status build_cnn(ct_graph *g, tracked *t, const entry *e)
@@ -471,6 +479,11 @@ static const entry entries[] = {
      .sgd = {.lr = 0.1f, .momentum = 0.9f, .dampening = 0.1f}},
     {"sgd_nesterov_large", build_param_add, OPS(CT_OP_SGD_UPDATE), X(3, 100003),
      .sgd = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-2f, .nesterov = true}},
+    /* fp16's loss scaling (the gradients' inf/NaN check, unscaled updates) */
+    {"fp16_sgd_mlp", build_mlp_fp16, OPS(CT_OP_CHECK_FINITE, CT_OP_SGD_UPDATE), X(8, 12),
+     .out = 40, .tol = TOL_F16_ULP, .sgd = {.lr = 0.1f, .momentum = 0.9f, .nesterov = true}},
+    {"fp16_adam_mlp", build_mlp_fp16, OPS(CT_OP_CHECK_FINITE, CT_OP_ADAM_UPDATE), X(8, 12),
+     .out = 5, .tol = TOL_F16_ULP, .adam = ADAM(.weight_decay = 1e-2f)},
     {"adam_mlp", build_mlp, OPS(CT_OP_ADAM_UPDATE), X(8, 12), .out = 5,
      .adam = ADAM(.weight_decay = 1e-2f)},
     {"adamw_large", build_param_add, OPS(CT_OP_ADAM_UPDATE), X(3, 100003),

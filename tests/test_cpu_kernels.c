@@ -728,8 +728,8 @@ static void check_sgd(sgd_config k)
     for (int step = 0; step < 3; step++) {
         float *grad = random_floats(count, 130 + (uint64_t)step, -1, 1);
         ref_sgd_step(count, param_want, grad, buf_want, k, step == 0);
-        ct_cpu_sgd_update(count, param, grad, k.momentum != 0 ? buf : NULL, k.lr, k.momentum,
-                          k.dampening, k.weight_decay, k.nesterov, step == 0);
+        ct_cpu_sgd_update(count, param, grad, 1.0f, k.momentum != 0 ? buf : NULL, k.lr,
+                          k.momentum, k.dampening, k.weight_decay, k.nesterov, step == 0);
         free(grad);
     }
     CHECK_CLOSE(param, param_want, count, k.name);
@@ -779,8 +779,8 @@ static void check_adam(bool decoupled, float weight_decay, const char *name)
         float *grad = random_floats(count, 150 + (uint64_t)step, -1, 1);
         ref_adam_step(count, param_want, grad, m_want, v_want, lr, b1, b2, eps, weight_decay,
                       decoupled, step);
-        ct_cpu_adam_update(count, param, grad, m, v, lr, b1, b2, eps, weight_decay, decoupled,
-                           step);
+        ct_cpu_adam_update(count, param, grad, 1.0f, m, v, lr, b1, b2, eps, weight_decay,
+                           decoupled, step);
         free(grad);
     }
     CHECK_CLOSE(param, param_want, count, name);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # --precision on the command line, as a user runs it (CPU build): SimpleCNN
 # trained on a slice of Fashion-MNIST in bf16 and fp16 (the CPU's rounding
-# reference) ends near the fp32 run's loss and accuracy, and eval takes
+# reference) ends near the fp32 run's loss and accuracy, fp16 logging its
+# loss scale (in metrics.jsonl too), and eval takes
 # --precision too; an unknown name lists the choices; tf32 on the CPU says
 # why not and what to use.  On CUDA see tests/gpu_cli.sh.  PASS/FAIL lines.
 BUILD=${BUILD:-build}
@@ -40,12 +41,17 @@ for precision in fp32 bf16 fp16; do
     [ "$(cat "$tmp/$precision.status")" -eq 0 ] || ok=1
 done
 grep -q "precision bf16" "$tmp/train-bf16.out" || ok=1
+grep -q "fp16 loss scale" "$tmp/train-fp16.out" || ok=1
 [ "$ok" -eq 0 ] && "$python" - "$tmp" <<'PY'
 import json, sys
 last = {p: json.loads(open(f"{sys.argv[1]}/{p}/metrics.jsonl").read().splitlines()[-1])
         for p in ("fp32", "bf16", "fp16")}
 for p, m in last.items():
     print(f"# {p}: train loss {m['train_loss']:.4f}, test accuracy {m['test_accuracy']:.4f}")
+# fp16 scales its loss: the scale and the skipped steps in its metrics only
+assert last["fp16"]["loss_scale"] > 0 and last["fp16"]["skipped_steps"] >= 0, last["fp16"]
+assert "loss_scale" not in last["bf16"] and "loss_scale" not in last["fp32"]
+print(f"# fp16 loss scale {last['fp16']['loss_scale']:g}, {last['fp16']['skipped_steps']} skipped")
 for p in ("bf16", "fp16"):
     assert abs(last[p]["train_loss"] - last["fp32"]["train_loss"]) <= 0.05 + 0.1 * last["fp32"]["train_loss"], p
     assert abs(last[p]["test_accuracy"] - last["fp32"]["test_accuracy"]) <= 0.04, p

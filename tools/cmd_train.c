@@ -258,6 +258,8 @@ static int train_step(trainer *t, const float *images, const int64_t *labels, ep
         ct_plan_read(t->plan, t->loss, &loss, sizeof loss) != CT_OK ||
         ct_plan_read_f32(t->plan, t->logits, t->scores, ct_tensor_numel(t->logits)) != CT_OK)
         return cli_fail("train");
+    if (!isfinite(loss) && ct_plan_step_skipped(t->plan))
+        return CLI_EXIT_OK; /* fp16: an overflow, the step skipped and the scale halved */
     if (!isfinite(loss)) {
         fprintf(stderr,
                 "cuttle train: the loss is %g at step %lld: training diverged; try a lower "
@@ -331,6 +333,9 @@ static int train_epoch(run *r, long epoch, int64_t total_steps, epoch_metrics *m
     m->train_loss = sums.loss / (double)(sums.steps > 0 ? sums.steps : 1);
     m->train_accuracy = (double)sums.correct / (double)(sums.steps > 0 ? sums.steps * t->batch : 1);
     m->images_per_second = (double)(sums.steps * t->batch) / m->train_seconds;
+    m->loss_scaling = strcmp(r->opts.precision ? r->opts.precision : "", "fp16") == 0;
+    m->loss_scale = ct_plan_loss_scale(t->plan);
+    m->skipped_steps = ct_plan_skipped_steps(t->plan);
     CLI_TRY(cli_evaluator_copy_weights("train", r->ev, t->plan));
     CLI_TRY(cli_evaluate("train", r->ev, r->test_data, &m->test_loss, &m->test_accuracy, NULL));
     m->seconds = cli_now() - start;
@@ -355,6 +360,10 @@ static int train_epochs(run *r)
                 "%.0f img/s\n",
                 epoch, r->opts.epochs, m.train_loss, 100.0 * m.train_accuracy, m.test_loss,
                 100.0 * m.test_accuracy, m.seconds, m.images_per_second);
+        if (m.loss_scaling)
+            fprintf(r->log, "  fp16 loss scale %g, %lld step%s skipped so far (inf or NaN "
+                    "gradients)\n", m.loss_scale, (long long)m.skipped_steps,
+                    m.skipped_steps == 1 ? "" : "s");
         fflush(r->log);
         CLI_TRY(run_save_epoch(r->opts.out, r->t.plan, &r->info, &r->args, &m));
         r->test_loss = m.test_loss;

@@ -144,9 +144,13 @@ static int append_metrics(const char *dir, const epoch_metrics *m)
     fprintf(file,
             "{\"epoch\": %ld, \"train_loss\": %.6f, \"train_accuracy\": %.6f, "
             "\"test_loss\": %.6f, \"test_accuracy\": %.6f, \"seconds\": %.3f, "
-            "\"images_per_second\": %.1f, \"lr\": %.6g}\n",
+            "\"images_per_second\": %.1f, \"lr\": %.6g",
             m->epoch, m->train_loss, m->train_accuracy, m->test_loss, m->test_accuracy,
             m->seconds, m->images_per_second, m->lr);
+    if (m->loss_scaling)
+        fprintf(file, ", \"loss_scale\": %.9g, \"skipped_steps\": %lld", m->loss_scale,
+                (long long)m->skipped_steps);
+    fprintf(file, "}\n");
     bool ok = fflush(file) == 0 && fsync(fileno(file)) == 0;
     ok = fclose(file) == 0 && ok;
     if (!ok) {

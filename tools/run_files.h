@@ -34,6 +34,9 @@ typedef struct epoch_metrics {
     long epoch;
     double train_loss, train_accuracy, test_loss, test_accuracy;
     double seconds, train_seconds, images_per_second, lr;
+    bool loss_scaling;     /* fp16: the two below are written too */
+    double loss_scale;     /* at the epoch's end (ct_plan_loss_scale) */
+    int64_t skipped_steps; /* in the whole run so far */
 } epoch_metrics;
 
 /* mkdir -p dir; exit status. */

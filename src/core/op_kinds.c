@@ -43,6 +43,7 @@ static const char *const op_names[CT_OP_COUNT] = {
     [CT_OP_CUSTOM] = "custom",
     [CT_OP_CUSTOM_BWD] = "custom_bwd",
     [CT_OP_CAST] = "cast",
+    [CT_OP_CHECK_FINITE] = "check_finite",
 };
 
 const char *ct_op_name(ct_op op)

@@ -7,6 +7,7 @@
 #ifndef CT_CORE_OP_KINDS_H
 #define CT_CORE_OP_KINDS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/shapes.h"
@@ -52,6 +53,7 @@ typedef enum ct_op {
     CT_OP_CUSTOM,                /* (x0, x1, ...): an op registered by the user (ops/custom.c) */
     CT_OP_CUSTOM_BWD,            /* (x0, x1, ..., y, dy) -> d(x_wrt) */
     CT_OP_CAST,                  /* (x) -> x in another float dtype (ops/autocast.c) */
+    CT_OP_CHECK_FINITE,          /* (g0, g1, ...) -> i32 scalar: any inf or NaN (ops/optim.c) */
     CT_OP_COUNT
 } ct_op;
 
@@ -72,6 +74,7 @@ typedef union ct_op_attr {
     } ce;
     struct {
         float value;
+        bool scaled; /* times the step's loss scale (ct_step_values): the seed of backward */
     } fill;
     struct {
         int start, count;

@@ -12,8 +12,14 @@
 
 typedef struct ct_step_values {
     float lr;
-    int32_t reserved; /* step at an 8-byte offset, the same on host and device */
-    int64_t step;     /* training steps completed before this one */
+    /* what the loss was multiplied by before backward (fp16's dynamic loss
+     * scaling, graph/precision.c; 1 otherwise): the updates divide by it */
+    float loss_scale;
+    int64_t step;      /* training steps completed before this one (8-byte offset) */
+    /* written 0 by the plan, set by a check_finite node that finds a
+     * gradient inf or NaN: the updates of this step then do nothing */
+    int32_t found_inf;
+    int32_t reserved;
 } ct_step_values;
 
 #endif

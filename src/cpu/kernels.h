@@ -168,16 +168,19 @@ void ct_cpu_slice_channels(int n, int inner, int c_total, int start, int count, 
 /* ---- optim.c ------------------------------------------------------------------ */
 /* In place on param and the state; PyTorch's torch.optim semantics. */
 
-/* g = grad + wd*p; with momentum: buf = first_step ? g : momentum*buf + (1-dampening)*g,
+/* The gradient is grad * grad_scale (1 / the loss scale; 1 exactly leaves it
+ * as it is).  g = grad + wd*p; with momentum: buf = first_step ? g : momentum*buf + (1-dampening)*g,
  * g = nesterov ? g + momentum*buf : buf;  p -= lr*g.  buf may be NULL if momentum == 0. */
-void ct_cpu_sgd_update(int64_t count, float *param, const float *grad, float *momentum_buf,
-                       float lr, float momentum, float dampening, float weight_decay,
-                       bool nesterov, bool first_step);
+void ct_cpu_sgd_update(int64_t count, float *param, const float *grad, float grad_scale,
+                       float *momentum_buf, float lr, float momentum, float dampening,
+                       float weight_decay, bool nesterov, bool first_step);
 /* step t >= 1.  Adam: g = grad + wd*p.  AdamW (decoupled): p *= 1 - lr*wd.
  * m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
  * p -= (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps) */
-void ct_cpu_adam_update(int64_t count, float *param, const float *grad, float *exp_avg,
-                        float *exp_avg_sq, float lr, float beta1, float beta2, float eps,
-                        float weight_decay, bool decoupled, int64_t step);
+void ct_cpu_adam_update(int64_t count, float *param, const float *grad, float grad_scale,
+                        float *exp_avg, float *exp_avg_sq, float lr, float beta1, float beta2,
+                        float eps, float weight_decay, bool decoupled, int64_t step);
+/* Whether every one of the count floats is finite. */
+bool ct_cpu_all_finite(int64_t count, const float *x);
 
 #endif

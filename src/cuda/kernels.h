@@ -179,7 +179,9 @@ ct_status ct_cuda_cross_entropy_backward(int n, int c, const float *logits, cons
 
 /* ---- tensor_ops.cu ------------------------------------------------------------------- */
 
-ct_status ct_cuda_fill(int64_t count, float value, float *y, cudaStream_t stream);
+/* y = value, times *scale where scale is not NULL (device memory) */
+ct_status ct_cuda_fill(int64_t count, float value, const float *scale, float *y,
+                       cudaStream_t stream);
 /* y = x converted between f32, f16 and bf16 (to 16 bits: nearest even) */
 ct_status ct_cuda_cast(int64_t count, const void *x, ct_dtype from, void *y, ct_dtype to,
                        cudaStream_t stream);
@@ -225,6 +227,10 @@ ct_status ct_cuda_adam_update(int64_t count, float *param, const float *grad, fl
                               float *exp_avg_sq, const ct_step_values *values, float beta1,
                               float beta2, float eps, float weight_decay, bool decoupled,
                               cudaStream_t stream);
+/* *found = 1 (else 0), and values->found_inf = 1 (else as it was), when
+ * an element of group's arrays[t][0] is inf or NaN; values may be NULL. */
+ct_status ct_cuda_check_finite(const ct_cuda_group *group, int32_t *found,
+                               ct_step_values *values, cudaStream_t stream);
 ct_status ct_cuda_sgd_update_group(const ct_cuda_group *group, const ct_step_values *values,
                                    float momentum, float dampening, float weight_decay,
                                    bool nesterov, cudaStream_t stream);

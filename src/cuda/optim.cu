@@ -12,6 +12,11 @@
  * of its own would have, and each block finds its tensor from the running
  * sum of blocks (group_blocks, also a parameter).  The elements go through
  * the same code as the single kernels', so the results are the same bits.
+ *
+ * fp16's loss scaling (graph/precision.c): the gradients are the scaled
+ * loss's, so each update multiplies them by 1 / loss_scale (exact: a power
+ * of two; 1 without scaling), and does nothing at all when a check_finite
+ * node found an inf or NaN among them this step (values->found_inf).
  */
 #include "core/math_shared.h"
 #include "cuda/elementwise.cuh"
@@ -20,10 +25,13 @@
 __global__ void sgd_plain_kernel(int64_t count, float *param, const float *grad,
                                  const ct_step_values *values, float weight_decay)
 {
+    if (values->found_inf)
+        return; /* an inf or NaN gradient: this step updates nothing */
+    float unscale = 1.0f / values->loss_scale;
     float lr = values->lr;
     float *const arrays[2] = {param, (float *)grad};
     ct_map(count, arrays, 0x3u, 0x1u,
-           [=](float *e) { e[0] = ct_sgd_element(e[0], e[1], lr, weight_decay); });
+           [=](float *e) { e[0] = ct_sgd_element(e[0], e[1] * unscale, lr, weight_decay); });
 }
 
 /* ct_sgd_momentum_element on {param, grad, buf}. */
@@ -31,13 +39,16 @@ __global__ void sgd_momentum_kernel(int64_t count, float *param, const float *gr
                                     const ct_step_values *values, float momentum, float take,
                                     float weight_decay, bool nesterov)
 {
+    if (values->found_inf)
+        return; /* an inf or NaN gradient: this step updates nothing */
+    float unscale = 1.0f / values->loss_scale;
     float lr = values->lr;
     bool first_step = values->step == 0;
     float *const arrays[3] = {param, (float *)grad, buf};
     unsigned reads = first_step ? 0x3u : 0x7u; /* the first step only writes buf */
     ct_map(count, arrays, reads, 0x5u, [=](float *e) {
-        e[0] = ct_sgd_momentum_element(e[0], e[1], &e[2], lr, momentum, take, weight_decay,
-                                       nesterov, first_step);
+        e[0] = ct_sgd_momentum_element(e[0], e[1] * unscale, &e[2], lr, momentum, take,
+                                       weight_decay, nesterov, first_step);
     });
 }
 
@@ -48,11 +59,15 @@ __global__ void adam_kernel(int64_t count, float *param, const float *grad, floa
                             float *exp_avg_sq, const ct_step_values *values, float beta1,
                             float beta2, float eps, float weight_decay, bool decoupled)
 {
+    if (values->found_inf)
+        return; /* an inf or NaN gradient: this step updates nothing */
+    float unscale = 1.0f / values->loss_scale;
     ct_adam_step s = ct_adam_step_of(values->lr, beta1, beta2, eps, weight_decay, decoupled,
                                      values->step + 1);
     float *const arrays[4] = {param, (float *)grad, exp_avg, exp_avg_sq};
-    ct_map(count, arrays, 0xfu, 0xdu,
-           [&s](float *e) { e[0] = ct_adam_element(e[0], e[1], &e[2], &e[3], &s); });
+    ct_map(count, arrays, 0xfu, 0xdu, [&s, unscale](float *e) {
+        e[0] = ct_adam_element(e[0], e[1] * unscale, &e[2], &e[3], &s);
+    });
 }
 
 /* ---- every tensor of a group in one launch ------------------------------------------ */
@@ -78,12 +93,15 @@ __global__ void sgd_plain_group_kernel(const __grid_constant__ ct_cuda_group g,
                                        const __grid_constant__ group_blocks b,
                                        const ct_step_values *values, float weight_decay)
 {
+    if (values->found_inf)
+        return; /* an inf or NaN gradient: this step updates nothing */
+    float unscale = 1.0f / values->loss_scale;
     unsigned block, blocks;
     int t = group_tensor(g, b, &block, &blocks);
     float lr = values->lr;
     float *const arrays[2] = {g.arrays[t][0], g.arrays[t][1]};
     ct_map_blocks(g.count[t], arrays, 0x3u, 0x1u, block, blocks,
-                  [=](float *e) { e[0] = ct_sgd_element(e[0], e[1], lr, weight_decay); });
+                  [=](float *e) { e[0] = ct_sgd_element(e[0], e[1] * unscale, lr, weight_decay); });
 }
 
 __global__ void sgd_momentum_group_kernel(const __grid_constant__ ct_cuda_group g,
@@ -91,6 +109,9 @@ __global__ void sgd_momentum_group_kernel(const __grid_constant__ ct_cuda_group 
                                           const ct_step_values *values, float momentum,
                                           float take, float weight_decay, bool nesterov)
 {
+    if (values->found_inf)
+        return; /* an inf or NaN gradient: this step updates nothing */
+    float unscale = 1.0f / values->loss_scale;
     unsigned block, blocks;
     int t = group_tensor(g, b, &block, &blocks);
     float lr = values->lr;
@@ -98,8 +119,9 @@ __global__ void sgd_momentum_group_kernel(const __grid_constant__ ct_cuda_group 
     float *const arrays[3] = {g.arrays[t][0], g.arrays[t][1], g.arrays[t][2]};
     ct_map_blocks(g.count[t], arrays, first_step ? 0x3u : 0x7u, 0x5u, block, blocks,
                   [=](float *e) {
-                      e[0] = ct_sgd_momentum_element(e[0], e[1], &e[2], lr, momentum, take,
-                                                     weight_decay, nesterov, first_step);
+                      e[0] = ct_sgd_momentum_element(e[0], e[1] * unscale, &e[2], lr,
+                                                     momentum, take, weight_decay, nesterov,
+                                                     first_step);
                   });
 }
 
@@ -108,13 +130,17 @@ __global__ void adam_group_kernel(const __grid_constant__ ct_cuda_group g,
                                   const ct_step_values *values, float beta1, float beta2,
                                   float eps, float weight_decay, bool decoupled)
 {
+    if (values->found_inf)
+        return; /* an inf or NaN gradient: this step updates nothing */
+    float unscale = 1.0f / values->loss_scale;
     unsigned block, blocks;
     int t = group_tensor(g, b, &block, &blocks);
     ct_adam_step s = ct_adam_step_of(values->lr, beta1, beta2, eps, weight_decay, decoupled,
                                      values->step + 1);
     float *const arrays[4] = {g.arrays[t][0], g.arrays[t][1], g.arrays[t][2], g.arrays[t][3]};
-    ct_map_blocks(g.count[t], arrays, 0xfu, 0xdu, block, blocks,
-                  [&s](float *e) { e[0] = ct_adam_element(e[0], e[1], &e[2], &e[3], &s); });
+    ct_map_blocks(g.count[t], arrays, 0xfu, 0xdu, block, blocks, [&s, unscale](float *e) {
+        e[0] = ct_adam_element(e[0], e[1] * unscale, &e[2], &e[3], &s);
+    });
 }
 
 /* Each tensor gets the grid a launch of `kernel` on it alone would get. */
@@ -154,6 +180,40 @@ extern "C" ct_status ct_cuda_adam_update_group(const ct_cuda_group *group,
     unsigned grid = plan_group_blocks((const void *)adam_group_kernel, group, &b);
     CT_CUDA_LAUNCH(adam_group_kernel, grid, CT_CUDA_BLOCK, 0, stream, *group, b, values, beta1,
                    beta2, eps, weight_decay, decoupled);
+    return CT_OK;
+}
+
+/* ---- finding inf and NaN ---------------------------------------------------------------- */
+
+/* Any element of the group's arrays[t][0] not finite: *found and
+ * values->found_inf set to 1 (whoever finds one writes the same value). */
+__global__ void check_finite_kernel(const __grid_constant__ ct_cuda_group g, int32_t *found,
+                                    ct_step_values *values)
+{
+    bool bad = false;
+    for (int t = 0; t < g.n; t++) {
+        const float *x = g.arrays[t][0];
+        CT_CUDA_GRID_STRIDE(i, g.count[t])
+        {
+            float v = x[i];
+            bad = bad || v - v != 0.0f; /* inf - inf and NaN - NaN are NaN */
+        }
+    }
+    if (bad) {
+        atomicExch(found, 1);
+        if (values)
+            atomicExch(&values->found_inf, 1);
+    }
+}
+
+extern "C" ct_status ct_cuda_check_finite(const ct_cuda_group *group, int32_t *found,
+                                          ct_step_values *values, cudaStream_t stream)
+{
+    int64_t most = 1;
+    for (int t = 0; t < group->n; t++)
+        most = group->count[t] > most ? group->count[t] : most;
+    CT_CUDA_CALL(cudaMemsetAsync(found, 0, sizeof *found, stream));
+    CT_CUDA_LAUNCH_ITEMS(check_finite_kernel, most, stream, *group, found, values);
     return CT_OK;
 }
 

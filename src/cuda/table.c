@@ -253,7 +253,9 @@ static ct_status run_cross_entropy_bwd(cuda_backend *b, const ct_exec *e, const 
 
 static ct_status run_fill(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
-    return ct_cuda_fill(ct_tensor_numel(n), n->attr.fill.value, ct_out(e, n), b->stream);
+    const float *scale = n->attr.fill.scaled && e->step_values ? &e->step_values->loss_scale
+                                                                : NULL;
+    return ct_cuda_fill(ct_tensor_numel(n), n->attr.fill.value, scale, ct_out(e, n), b->stream);
 }
 
 static ct_status run_cast(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -265,7 +267,7 @@ static ct_status run_cast(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 static ct_status run_sgd_update(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     const ct_sgd_args *a = &n->attr.sgd;
-    float *momentum_buf = n->n_src > 2 ? ct_exec_data(e, n->src[2]) : NULL;
+    float *momentum_buf = a->momentum > 0 ? ct_exec_data(e, n->src[2]) : NULL;
     return ct_cuda_sgd_update(ct_tensor_numel(n), ct_exec_data(e, n->src[0]), ct_in(e, n, 1),
                               momentum_buf, e->step_values, a->momentum, a->dampening,
                               a->weight_decay, a->nesterov, b->stream);
@@ -278,6 +280,22 @@ static ct_status run_adam_update(cuda_backend *b, const ct_exec *e, const ct_ten
                                ct_exec_data(e, n->src[2]), ct_exec_data(e, n->src[3]),
                                e->step_values, a->beta1, a->beta2, a->eps, a->weight_decay,
                                a->decoupled, b->stream);
+}
+
+/* fp16's loss scaling: the gradients' inf and NaN (f32 sources; a chained
+ * check's i32 output only orders them) into the output and the step's
+ * found_inf. */
+static ct_status run_check_finite(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
+{
+    ct_cuda_group group = {.n = 0};
+    for (int s = 0; s < n->n_src; s++) {
+        if (n->src[s]->dtype != CT_F32)
+            continue;
+        group.arrays[group.n][0] = ct_exec_data(e, n->src[s]);
+        group.count[group.n++] = ct_tensor_numel(n->src[s]);
+    }
+    return ct_cuda_check_finite(&group, ct_exec_data(e, n), (ct_step_values *)e->step_values,
+                                b->stream);
 }
 
 /* ---- the optimizer's updates, every parameter in one launch ------------------------- */
@@ -476,6 +494,7 @@ NATIVE(cross_entropy, run_cross_entropy);
 NATIVE(cross_entropy_bwd, run_cross_entropy_bwd);
 NATIVE(fill, run_fill);
 NATIVE(cast, run_cast, .half = true);
+NATIVE(check_finite, run_check_finite);
 NATIVE(sgd_update, run_sgd_update, .groups = same_sgd, .run_group = run_sgd_group);
 NATIVE(adam_update, run_adam_update, .groups = same_adam, .run_group = run_adam_group);
 NATIVE(custom, run_custom, .supports = custom_supports);
@@ -566,4 +585,5 @@ const ct_impl *const ct_cuda_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
     [CT_OP_CUSTOM] = {&custom},
     [CT_OP_CUSTOM_BWD] = {&custom},
     [CT_OP_CAST] = {&cast},
+    [CT_OP_CHECK_FINITE] = {&check_finite},
 };

@@ -9,9 +9,13 @@
 #include "core/half.h"
 #include "cuda/elementwise.cuh"
 
-/* y[i] = value, 128-bit stores (elementwise.cuh) */
-__global__ void fill_kernel(int64_t count, float value, float *y)
+/* y[i] = value (times *scale, the step's loss scale, where given: read on
+ * the device, so that a replayed step takes its own), 128-bit stores
+ * (elementwise.cuh) */
+__global__ void fill_kernel(int64_t count, float value, const float *scale, float *y)
 {
+    if (scale)
+        value *= *scale;
     float *const arrays[1] = {y};
     ct_map(count, arrays, 0x0u, 0x1u, [value](float *e) { e[0] = value; });
 }
@@ -69,9 +73,10 @@ extern "C" ct_status ct_cuda_cast(int64_t count, const void *x, ct_dtype from, v
     return CT_OK;
 }
 
-extern "C" ct_status ct_cuda_fill(int64_t count, float value, float *y, cudaStream_t stream)
+extern "C" ct_status ct_cuda_fill(int64_t count, float value, const float *scale, float *y,
+                                  cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH_MAP(fill_kernel, count, stream, count, value, y);
+    CT_CUDA_LAUNCH_MAP(fill_kernel, count, stream, count, value, scale, y);
     return CT_OK;
 }
 

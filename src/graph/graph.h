@@ -68,6 +68,10 @@ struct ct_graph {
     bool has_optimizer;
     float optimizer_lr;
     ct_precision precision; /* of the ops built from now on (ct_graph_set_precision) */
+    /* backward seeds the loss's gradient with the step's loss scale and the
+     * optimizer skips steps with inf or NaN gradients: set by backward when
+     * the graph holds f16 tensors (fp16's dynamic loss scaling) */
+    bool loss_scaling;
 };
 
 /* Record an error unless one is already recorded; returns NULL. */

@@ -45,6 +45,7 @@ struct ct_plan {
     void *arena, *state, *workspace;
     size_t arena_bytes, state_bytes, workspace_bytes;
     ct_step_values *step_values; /* in the backend's memory: see ct_exec */
+    ct_loss_scaler scaler;       /* fp16's loss scaling (graph/precision.h) */
     ct_replay replay;
     uint64_t seed;
     int64_t step;
@@ -387,6 +388,7 @@ ct_status ct_plan_new(ct_graph *graph, ct_backend *backend, uint64_t seed, ct_pl
     plan->n_nodes = graph->n_nodes;
     plan->seed = seed;
     plan->lr = graph->optimizer_lr;
+    ct_loss_scaler_init(&plan->scaler, graph);
     ct_status status = plan_build(plan);
     if (status != CT_OK) {
         ct_plan_free(plan);
@@ -536,14 +538,26 @@ ct_status ct_plan_run(ct_plan *plan, ct_mode mode)
                             "plan");
     ct_exec exec = exec_of(plan, mode);
     if (mode == CT_TRAIN) {
-        ct_step_values values = {.lr = plan->lr, .step = plan->step};
+        ct_step_values values = {.lr = plan->lr, .loss_scale = plan->scaler.scale,
+                                 .step = plan->step};
         CT_TRY(plan->backend->iface->write(plan->backend, plan->step_values, &values,
                                            sizeof values));
     }
     CT_TRY(run_schedule(plan, mode, &exec));
+    if (mode == CT_TRAIN && plan->scaler.on) {
+        ct_step_values values;
+        CT_TRY(plan->backend->iface->read(plan->backend, &values, plan->step_values,
+                                          sizeof values));
+        ct_loss_scaler_update(&plan->scaler, values.found_inf != 0);
+    }
     if (mode == CT_TRAIN)
         plan->step++;
     return CT_OK;
+}
+
+ct_loss_scaler *ct_plan_loss_scaler(const ct_plan *plan)
+{
+    return (ct_loss_scaler *)&plan->scaler;
 }
 
 /* Resolve a tensor for copying; `writing` allows only inputs and state. */

@@ -4,6 +4,7 @@
  * and a tf32 graph switches its backend's TF32 math on.  Also the reading of
  * 16-bit outputs as floats (ct_plan_read_f32).
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -39,6 +40,67 @@ ct_status ct_plan_precision(ct_graph *graph, ct_backend *backend)
                             "fp16",
                             backend->name);
     return backend->iface->set_tf32(backend, true);
+}
+
+enum { SCALE_START = 65536, SCALE_GROWTH_INTERVAL = 2000 };
+
+void ct_loss_scaler_init(ct_loss_scaler *scaler, const ct_graph *graph)
+{
+    *scaler = (ct_loss_scaler){.on = graph->loss_scaling,
+                               .scale = graph->loss_scaling ? (float)SCALE_START : 1.0f,
+                               .growth_interval = SCALE_GROWTH_INTERVAL};
+}
+
+void ct_loss_scaler_update(ct_loss_scaler *scaler, bool found_inf)
+{
+    scaler->last_skipped = found_inf;
+    if (found_inf) {
+        scaler->skipped++;
+        scaler->clean = 0;
+        scaler->scale *= 0.5f;
+        return;
+    }
+    if (++scaler->clean >= scaler->growth_interval) {
+        scaler->clean = 0;
+        if (isfinite(scaler->scale * 2.0f))
+            scaler->scale *= 2.0f;
+    }
+}
+
+float ct_plan_loss_scale(const ct_plan *plan)
+{
+    return plan ? ct_plan_loss_scaler(plan)->scale : 1.0f;
+}
+
+int64_t ct_plan_skipped_steps(const ct_plan *plan)
+{
+    return plan ? ct_plan_loss_scaler(plan)->skipped : 0;
+}
+
+bool ct_plan_step_skipped(const ct_plan *plan)
+{
+    return plan && ct_plan_loss_scaler(plan)->last_skipped;
+}
+
+ct_status ct_plan_set_loss_scale(ct_plan *plan, float scale, int growth_interval)
+{
+    if (!plan)
+        return ct_set_error(CT_ERR_ARG, "ct_plan_set_loss_scale: plan is NULL");
+    ct_loss_scaler *scaler = ct_plan_loss_scaler(plan);
+    if (!scaler->on)
+        return ct_set_error(CT_ERR_STATE,
+                            "ct_plan_set_loss_scale: this plan's graph does not scale its loss "
+                            "(only fp16 training does: ct_graph_set_precision, then "
+                            "ct_graph_backward)");
+    if (!(scale > 0) || !isfinite(scale) || growth_interval < 1)
+        return ct_set_error(CT_ERR_ARG,
+                            "ct_plan_set_loss_scale: scale %g must be finite and > 0 (a power "
+                            "of two keeps the unscaling exact), growth interval %d >= 1",
+                            scale, growth_interval);
+    scaler->scale = scale;
+    scaler->growth_interval = growth_interval;
+    scaler->clean = 0;
+    return CT_OK;
 }
 
 ct_status ct_plan_read_f32(ct_plan *plan, const ct_tensor *t, float *host, int64_t count)

@@ -76,11 +76,15 @@ static ct_status backward_from(ct_graph *graph, ct_tensor *y, ct_tensor *dy)
         goto done;
     }
     graph->has_backward = true;
+    /* fp16 scales the loss (a seed other than dy): see ct_plan_loss_scale */
+    for (int i = 0; !dy && i < n_nodes; i++)
+        graph->loss_scaling = graph->loss_scaling || graph->nodes[i]->dtype == CT_F16;
     grads[y->id] = dy ? dy : ct_fill(graph, y, 1.0f);
     if (!grads[y->id]) {
         status = graph->status;
         goto done;
     }
+    grads[y->id]->attr.fill.scaled = graph->loss_scaling;
     status = propagate(graph, y, needs, grads);
     for (int i = 0; status == CT_OK && i < n_nodes; i++) {
         ct_tensor *t = graph->nodes[i];

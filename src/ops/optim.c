@@ -39,6 +39,36 @@ static ct_tensor *zero_state(ct_graph *graph, const ct_tensor *param, const char
                               CT_INIT_CONST, 0.0f);
 }
 
+/* fp16's loss scaling (graph->loss_scaling): check_finite nodes over every
+ * gradient the optimizer reads, up to CT_MAX_SRC - 1 each and chained (each
+ * takes the one before), so that all of them run before any update; each
+ * update takes the last as its last source.  A check that finds an inf or
+ * NaN sets ct_step_values.found_inf, and every update of the step then does
+ * nothing.  NULL without loss scaling (or with an error recorded). */
+static ct_tensor *finite_check(ct_graph *graph)
+{
+    if (!graph->loss_scaling)
+        return NULL;
+    ct_tensor *last = NULL;
+    ct_tensor *srcs[CT_MAX_SRC];
+    int n = 0;
+    for (int i = 0; i <= graph->n_state; i++) {
+        ct_tensor *param = i < graph->n_state ? graph->state[i] : NULL;
+        if (param && (param->role != CT_ROLE_PARAM || !param->grad))
+            continue;
+        if (param)
+            srcs[n++] = param->grad;
+        if (n == CT_MAX_SRC || (!param && n > (last ? 1 : 0))) {
+            last = ct_graph_add_node(graph, CT_OP_CHECK_FINITE, CT_I32, 0, NULL, n, srcs);
+            if (!last)
+                return NULL;
+            n = 0;
+            srcs[n++] = last;
+        }
+    }
+    return last;
+}
+
 /* The in-place update node: its storage is the parameter's. */
 static ct_tensor *update_node(ct_graph *graph, ct_op op, ct_tensor *param, int n_src,
                               ct_tensor *const *srcs)
@@ -61,6 +91,9 @@ ct_status ct_graph_sgd(ct_graph *graph, ct_sgd_args args)
         return ct_set_error(CT_ERR_ARG,
                             "ct_graph_sgd: Nesterov momentum needs momentum > 0 and zero "
                             "dampening");
+    ct_tensor *check = finite_check(graph);
+    if (graph->status != CT_OK)
+        return graph->status;
     graph->has_optimizer = true;
     graph->optimizer_lr = args.lr;
     int n_state = graph->n_state;
@@ -68,10 +101,12 @@ ct_status ct_graph_sgd(ct_graph *graph, ct_sgd_args args)
         ct_tensor *param = graph->state[i];
         if (param->role != CT_ROLE_PARAM || !param->grad)
             continue;
-        ct_tensor *srcs[3] = {param, param->grad, NULL};
+        ct_tensor *srcs[4] = {param, param->grad, NULL, NULL};
         int n_src = 2;
         if (args.momentum > 0)
             srcs[n_src++] = zero_state(graph, param, "momentum_buffer");
+        if (check)
+            srcs[n_src++] = check;
         ct_tensor *node = update_node(graph, CT_OP_SGD_UPDATE, param, n_src, srcs);
         if (!node)
             return graph->status;
@@ -89,6 +124,9 @@ ct_status ct_graph_adam(ct_graph *graph, ct_adam_args args)
                             "ct_graph_adam: betas (%g, %g) must be in [0, 1), eps %g > 0 and "
                             "weight decay %g >= 0 (ct_adam_defaults() gives PyTorch's)",
                             args.beta1, args.beta2, args.eps, args.weight_decay);
+    ct_tensor *check = finite_check(graph);
+    if (graph->status != CT_OK)
+        return graph->status;
     graph->has_optimizer = true;
     graph->optimizer_lr = args.lr;
     int n_state = graph->n_state;
@@ -96,11 +134,11 @@ ct_status ct_graph_adam(ct_graph *graph, ct_adam_args args)
         ct_tensor *param = graph->state[i];
         if (param->role != CT_ROLE_PARAM || !param->grad)
             continue;
-        ct_tensor *srcs[4] = {param, param->grad, zero_state(graph, param, "exp_avg"),
-                              zero_state(graph, param, "exp_avg_sq")};
+        ct_tensor *srcs[5] = {param, param->grad, zero_state(graph, param, "exp_avg"),
+                              zero_state(graph, param, "exp_avg_sq"), check};
         if (!srcs[2] || !srcs[3])
             return graph->status;
-        ct_tensor *node = update_node(graph, CT_OP_ADAM_UPDATE, param, 4, srcs);
+        ct_tensor *node = update_node(graph, CT_OP_ADAM_UPDATE, param, check ? 5 : 4, srcs);
         if (!node)
             return graph->status;
         node->attr.adam = args;
