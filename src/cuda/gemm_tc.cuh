@@ -26,7 +26,7 @@
  * blockIdx.z is group * splits + split as in gemm.cuh (k_chunk a multiple
  * of TC_TILE_K); a problem with splits > 1 stores its parts in f32 and
  * rounds their sum once (conv_tc.cu).  Static shared memory: 2 x 32 x 72 x
- * 2 + 64 x 68 x 4 + 64 x 4 = 26.8 KiB.
+ * 2 + 64 x 68 x 4 + 64 x 4 = 26,880 bytes (26.25 KiB).
  *
  * A Problem has: typedef S (ct_bf16_bits or ct_f16_bits, elementwise.cuh),
  * int m, n, k, splits, k_chunk, kernel_name, a_along_k(), b_along_k() and
@@ -39,6 +39,7 @@
 #define CT_CUDA_GEMM_TC_CUH
 
 #include <mma.h>
+#include <type_traits>
 
 #include "cuda/elementwise.cuh"
 #include "cuda/gemm.cuh"
