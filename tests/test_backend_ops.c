@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "cpu/simd.h"
 #include "cuttle.h"
 #include "graph/backend.h"
@@ -81,6 +82,7 @@ struct entry {
     unsigned modes;           /* TRAIN | EVAL; 0: TRAIN */
     double tol;               /* 0: TOL_F32 */
     ct_precision precision;   /* the half_* builders: CT_PRECISION_BF16 or _FP16 */
+    double tol_half;          /* 16-bit tensors: within this, as tol; 0: bit for bit */
 };
 
 static int ndim_of(const entry *e)
@@ -245,6 +247,21 @@ static ct_status build_half_pools(ct_graph *g, tracked *t, const entry *e)
     return finish_half(g, t, e, ct_global_avgpool(g, h));
 }
 
+/* A convolution (bias, relu) of a bf16 or fp16 graph: 16-bit input, weight
+ * copy and output (CUDA: tensor cores), backward too. */
+static ct_status build_half_conv(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *y = ct_layer_conv2d(g, "conv", half_input(g, t, e), e->out, e->kernel[0],
+                                   e->kernel[1], e->conv, e->bias);
+    return finish_half(g, t, e, e->relu ? ct_relu(g, y) : y);
+}
+
+static ct_status build_half_linear(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *y = ct_layer_linear(g, "fc", half_input(g, t, e), e->out, e->bias);
+    return finish_half(g, t, e, e->relu ? ct_relu(g, y) : y);
+}
+
 static ct_status build_softmax(ct_graph *g, tracked *t, const entry *e)
 {
     return finish_vjp(g, t, e, ct_softmax(g, main_input(g, t, e, true)));
@@ -349,6 +366,13 @@ static ct_status build_cnn(ct_graph *g, tracked *t, const entry *e)
 #define TOL_EXACT 1e-300
 #define TOL_BF16_ULP 0x1p-7
 #define TOL_F16_ULP 0x1p-10
+/* Products of 16-bit values summed in f32 in another order than the CPU's
+ * (tensor cores): a result may round to the other neighbour, one unit of
+ * its 16-bit value, at most 2^-7 (bf16) or 2^-10 (f16) of the largest;
+ * allowed: 4 units of 2^-8 or 2^-11, for the 16-bit outputs (tol_half) and
+ * the f32 gradients cast from 16 bits alike. */
+#define TOL_BF16_SUMS .tol = 0x1p-6, .tol_half = 0x1p-6, .precision = CT_PRECISION_BF16
+#define TOL_F16_SUMS .tol = 0x1p-9, .tol_half = 0x1p-9, .precision = CT_PRECISION_FP16
 #define HALF_MOVES OPS(CT_OP_CAST, CT_OP_RELU, CT_OP_RELU_BWD, CT_OP_ADD, CT_OP_DROPOUT, \
                        CT_OP_CONCAT, CT_OP_SLICE_CHANNELS)
 #define HALF_SIGMOID_TANH OPS(CT_OP_SIGMOID, CT_OP_SIGMOID_BWD, CT_OP_TANH, CT_OP_TANH_BWD, \
@@ -379,6 +403,38 @@ static const entry entries[] = {
      .precision = CT_PRECISION_BF16},
     {"half_pools_fp16", build_half_pools, HALF_POOLS, X(2, 35, 34, 30), .tol = TOL_EXACT,
      .precision = CT_PRECISION_FP16},
+    /* convolution and linear of 16-bit values: channels above 64 (two
+     * 64-row tiles), a fused relu and the f32 bias, odd, strided, dilated
+     * and grouped, 1x1, and a weight gradient long enough to be split
+     * (4 x 24 x 24 pixels: CUDA sums 4 f32 parts, rounds once) */
+    {"half_conv_3x3_relu_bf16", build_half_conv, OPS(CONV, CT_OP_CHANNEL_SUM, CT_OP_RELU),
+     X(2, 70, 9, 9), .out = 72, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true,
+     .relu = true, TOL_BF16_SUMS},
+    {"half_conv_3x3_relu_fp16", build_half_conv, OPS(CONV, CT_OP_CHANNEL_SUM, CT_OP_RELU),
+     X(2, 70, 9, 9), .out = 72, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true,
+     .relu = true, TOL_F16_SUMS},
+    {"half_conv_odd_strided_dilated_grouped_bf16", build_half_conv, OPS(CONV),
+     X(3, 34, 11, 13), .out = 36, .kernel = {5, 3},
+     .conv = {.stride = {2, 1}, .pad = {2, 0}, .dilation = {1, 2}, .groups = 2}, TOL_BF16_SUMS},
+    {"half_conv_odd_strided_dilated_grouped_fp16", build_half_conv, OPS(CONV),
+     X(3, 34, 11, 13), .out = 36, .kernel = {5, 3},
+     .conv = {.stride = {2, 1}, .pad = {2, 0}, .dilation = {1, 2}, .groups = 2}, TOL_F16_SUMS},
+    {"half_conv_pointwise_bf16", build_half_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 33, 5, 7),
+     .out = 65, .kernel = {1, 1}, .bias = true, TOL_BF16_SUMS},
+    {"half_conv_pointwise_fp16", build_half_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 33, 5, 7),
+     .out = 65, .kernel = {1, 1}, .bias = true, TOL_F16_SUMS},
+    {"half_conv_split_weight_bf16", build_half_conv, OPS(CONV), X(4, 16, 24, 24), .out = 24,
+     .kernel = {3, 3}, .conv = {.pad = {1, 1}}, TOL_BF16_SUMS},
+    {"half_conv_split_weight_fp16", build_half_conv, OPS(CONV), X(4, 16, 24, 24), .out = 24,
+     .kernel = {3, 3}, .conv = {.pad = {1, 1}}, TOL_F16_SUMS},
+    {"half_linear_odd_relu_bf16", build_half_linear, OPS(LINEAR, CT_OP_CHANNEL_SUM, CT_OP_RELU),
+     X(7, 67), .out = 33, .bias = true, .relu = true, TOL_BF16_SUMS},
+    {"half_linear_odd_relu_fp16", build_half_linear, OPS(LINEAR, CT_OP_CHANNEL_SUM, CT_OP_RELU),
+     X(7, 67), .out = 33, .bias = true, .relu = true, TOL_F16_SUMS},
+    {"half_linear_wide_bf16", build_half_linear, OPS(LINEAR, CT_OP_CHANNEL_SUM), X(70, 130),
+     .out = 100, .bias = true, TOL_BF16_SUMS},
+    {"half_linear_wide_fp16", build_half_linear, OPS(LINEAR, CT_OP_CHANNEL_SUM), X(70, 130),
+     .out = 100, .bias = true, TOL_F16_SUMS},
     {"dropout_one", build_dropout, OPS(CT_OP_DROPOUT), X(1, 1), .p = 0.5f, BOTH_MODES},
     {"dropout_large", build_dropout, OPS(CT_OP_DROPOUT), X(7, 43001), .p = 0.3f, BOTH_MODES},
     {"concat_odd", build_concat, CONCAT, X(2, 1, 4, 5), .parts = {3, 1, 4}},
@@ -595,16 +651,62 @@ static int collect_targets(ct_graph *g, const tracked *t, ct_mode mode, target *
     return n;
 }
 
-static void compare(ct_plan *plan, const char *label, const target *target, double tol)
+/* A tensor's values as floats (16 bits widened): a new array. */
+static float *as_floats(ct_dtype dtype, const void *data, int64_t count)
+{
+    float *out = malloc(sizeof(float) * (size_t)(count ? count : 1));
+    const uint16_t *bits = data;
+    for (int64_t i = 0; i < count; i++)
+        out[i] = dtype == CT_F32    ? ((const float *)data)[i]
+                 : dtype == CT_BF16 ? ct_bf16_to_f32(bits[i])
+                                    : ct_f16_to_f32(bits[i]);
+    return out;
+}
+
+/* The share of elements off by more than `tol` of the largest |want|. */
+static double share_off(const float *got, const float *want, int64_t count, double tol)
+{
+    double largest = 0;
+    int64_t off = 0;
+    for (int64_t i = 0; i < count; i++)
+        largest = fabs(want[i]) > largest ? fabs(want[i]) : largest;
+    for (int64_t i = 0; i < count; i++)
+        off += !(fabs((double)got[i] - want[i]) <= tol * largest);
+    return count ? (double)off / (double)count : 0.0;
+}
+
+/* Entries with tol_half: 16-bit results, whose f32 sums another order may
+ * round to the other 16-bit neighbour now and then; rounding wrongly
+ * (truncating, twice) moves about half the elements by up to a unit, which
+ * a few units of tolerance would let pass.  So at most HALF_SHARE_OFF of
+ * the elements may be off by more than tol_half / HALF_NOISE (a unit of the
+ * largest values' binades; f32 noise, as in an f32 bias gradient, stays far
+ * below it). */
+#define HALF_SHARE_OFF 0.05
+#define HALF_NOISE 64
+
+static void compare(ct_plan *plan, const char *label, const target *target, double tol,
+                    double tol_half)
 {
     const ct_tensor *t = target->tensor;
     size_t bytes = ct_tensor_bytes(t);
     void *got = calloc(1, bytes ? bytes : 1);
     CHECK_OK(ct_plan_read(plan, t, got, bytes));
-    if (ct_tensor_dtype(t) == CT_F32) {
-        double err = harness_rel_err_f32(got, target->want, ct_tensor_numel(t));
-        CHECK(err <= tol, "%s: %s '%s': max rel error %.3g > %.3g against the reference",
-              label, target->what, ct_tensor_name(t), err, tol);
+    ct_dtype dtype = ct_tensor_dtype(t);
+    int64_t count = ct_tensor_numel(t);
+    if (dtype == CT_F32 || (tol_half > 0 && ct_dtype_is_half(dtype))) {
+        float *got_f = as_floats(dtype, got, count);
+        float *want_f = as_floats(dtype, target->want, count);
+        double limit = dtype == CT_F32 ? tol : tol_half;
+        double err = harness_rel_err_f32(got_f, want_f, count);
+        CHECK(err <= limit, "%s: %s '%s': max rel error %.3g > %.3g against the reference",
+              label, target->what, ct_tensor_name(t), err, limit);
+        double share = tol_half > 0 ? share_off(got_f, want_f, count, tol_half / HALF_NOISE) : 0;
+        CHECK(share <= HALF_SHARE_OFF, "%s: %s '%s': %.1f%% of the elements off by more than "
+              "%.3g of the largest (at most %.0f%%: rounded wrongly?)", label, target->what,
+              ct_tensor_name(t), 100 * share, tol_half / HALF_NOISE, 100 * HALF_SHARE_OFF);
+        free(got_f);
+        free(want_f);
     } else {
         CHECK(memcmp(got, target->want, bytes) == 0, "%s: %s '%s' differs from the reference",
               label, target->what, ct_tensor_name(t));
@@ -680,7 +782,7 @@ static void run_entry_mode(const entry *e, ct_graph *g, const tracked *t, ct_mod
             run_mode(plan, mode);
         bool ran = plan && harness_case_failures == 0;
         for (int i = 0; ran && i < n; i++)
-            compare(plan, label, &targets[i], tol);
+            compare(plan, label, &targets[i], tol, e->tol_half);
         ct_plan_free(plan);
         report(label);
     }

@@ -31,4 +31,8 @@ typedef struct cuda_backend {
 /* The op table (table.c; graph/impl.h). */
 extern const ct_impl *const ct_cuda_impls[CT_OP_COUNT][CT_MAX_IMPLS];
 
+/* Convolution and linear of 16-bit nodes on tensor cores (table_tc.c). */
+extern const ct_impl ct_cuda_conv2d_tc, ct_cuda_conv2d_bwd_data_tc, ct_cuda_conv2d_bwd_weight_tc;
+extern const ct_impl ct_cuda_linear_tc, ct_cuda_linear_bwd_data_tc, ct_cuda_linear_bwd_weight_tc;
+
 #endif

@@ -56,6 +56,33 @@ ct_status ct_cuda_linear_backward_data(int n, int in, int out, const float *dy, 
 ct_status ct_cuda_linear_backward_weight(int n, int in, int out, const float *x,
                                          const float *dy, float *dw, cudaStream_t stream);
 
+/* ---- gemm_tc.cu, conv_tc.cu: tensor cores ----------------------------------- */
+
+/* Linear and convolution of a bf16 or fp16 graph on tensor cores (wmma):
+ * dtype (CT_BF16 or CT_F16) is that of every tensor but the bias (f32);
+ * the same math and arguments as the f32 kernels, f32 sums, each output
+ * value (after the bias and the relu) rounded once to nearest even. */
+ct_status ct_cuda_linear_forward_tc(ct_dtype dtype, int n, int in, int out, const void *x,
+                                    const void *w, const float *bias, bool relu, void *y,
+                                    cudaStream_t stream);
+ct_status ct_cuda_linear_backward_data_tc(ct_dtype dtype, int n, int in, int out,
+                                          const void *dy, const void *w, void *dx,
+                                          cudaStream_t stream);
+ct_status ct_cuda_linear_backward_weight_tc(ct_dtype dtype, int n, int in, int out,
+                                            const void *x, const void *dy, void *dw,
+                                            cudaStream_t stream);
+ct_status ct_cuda_conv2d_forward_tc(ct_dtype dtype, const ct_conv2d_shape *s, const void *x,
+                                    const void *w, const float *bias, bool relu, void *y,
+                                    cudaStream_t stream);
+ct_status ct_cuda_conv2d_backward_data_tc(ct_dtype dtype, const ct_conv2d_shape *s,
+                                          const void *dy, const void *w, void *dx,
+                                          cudaStream_t stream);
+/* The weight gradient's split of its reduction keeps f32 parts here. */
+size_t ct_cuda_conv2d_backward_weight_tc_workspace(const ct_conv2d_shape *s);
+ct_status ct_cuda_conv2d_backward_weight_tc(ct_dtype dtype, const ct_conv2d_shape *s,
+                                            const void *x, const void *dy, void *dw,
+                                            void *workspace, cudaStream_t stream);
+
 /* ---- conv.cu ------------------------------------------------------------ */
 
 /* Implicit GEMM (no im2col buffer); the weight gradient splits its long

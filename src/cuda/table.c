@@ -7,6 +7,8 @@
  * are the choice of kernels "native", the vendor calls of "vendor", and
  * "auto" times them all.  The forward convolution has two native kernels:
  * a direct one for few input channels, implicit GEMM for every shape.
+ * Convolution and linear of 16-bit nodes run on tensor cores (table_tc.c),
+ * listed first: the only implementations that take those nodes.
  */
 #include "core/error.h"
 #include "cuda/backend_impl.h"
@@ -548,13 +550,13 @@ CUDA_IMPL(cublas, "cublas", run_cublas, .kind = CT_IMPL_VENDOR, .supports = cubl
           .ready = cublas_ready, .fuses = CT_FUSES_RELU);
 
 const ct_impl *const ct_cuda_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
-    [CT_OP_CONV2D] = {&conv2d_direct, &conv2d, &cudnn},
-    [CT_OP_CONV2D_BWD_DATA] = {&conv2d_bwd_data, &cudnn},
-    [CT_OP_CONV2D_BWD_WEIGHT] = {&conv2d_bwd_weight, &cudnn},
+    [CT_OP_CONV2D] = {&ct_cuda_conv2d_tc, &conv2d_direct, &conv2d, &cudnn},
+    [CT_OP_CONV2D_BWD_DATA] = {&ct_cuda_conv2d_bwd_data_tc, &conv2d_bwd_data, &cudnn},
+    [CT_OP_CONV2D_BWD_WEIGHT] = {&ct_cuda_conv2d_bwd_weight_tc, &conv2d_bwd_weight, &cudnn},
     [CT_OP_CHANNEL_SUM] = {&channel_sum},
-    [CT_OP_LINEAR] = {&linear, &cublas},
-    [CT_OP_LINEAR_BWD_DATA] = {&linear_bwd_data, &cublas},
-    [CT_OP_LINEAR_BWD_WEIGHT] = {&linear_bwd_weight, &cublas},
+    [CT_OP_LINEAR] = {&ct_cuda_linear_tc, &linear, &cublas},
+    [CT_OP_LINEAR_BWD_DATA] = {&ct_cuda_linear_bwd_data_tc, &linear_bwd_data, &cublas},
+    [CT_OP_LINEAR_BWD_WEIGHT] = {&ct_cuda_linear_bwd_weight_tc, &linear_bwd_weight, &cublas},
     [CT_OP_MAXPOOL2D] = {&maxpool2x2, &maxpool2d, &cudnn},
     [CT_OP_MAXPOOL2D_BWD] = {&maxpool2x2_bwd, &maxpool2d_bwd},
     [CT_OP_AVGPOOL2D] = {&avgpool2d, &cudnn},

@@ -1,0 +1,234 @@
+/*
+ * 2-D convolution of a bf16 or fp16 graph on tensor cores: implicit GEMM on
+ * gemm_tc.cuh, one GEMM per group (blockIdx.z), nothing materialized.  x, w,
+ * y, dy, dx and dw are 16-bit, the bias f32; every sum is f32 and every
+ * stored value is rounded once.  The same three GEMMs as conv.cu (its
+ * comment has the index maps), with Cg = C/groups, Og = O/groups, P =
+ * out_h*out_w, KK = KH*KW:
+ *   forward:         y_g[o, (n,p)]      = b[o] + sum_{(c,i,j)} w[o,(c,i,j)] col[(c,i,j),(n,p)]
+ *   backward data:   dx_g[c, (n,ih,iw)] = sum_{(o,i,j)} w[o,c,i,j] dcol[(o,i,j),(n,ih,iw)]
+ *   backward weight: dw_g[o, (c,i,j)]   = sum_{(n,p)} dy[n,o,p] col[(c,i,j),(n,p)]
+ * b (col, dcol) is read through the index map (conv_source), a tap in the
+ * padding reading a clamped address and taking 0; backward data reads w
+ * transposed in place (no packing).  The weight gradient's reduction (N*P
+ * long) is split over blocks when its output is small: the f32 parts land
+ * in the workspace and one more kernel adds them in split order and rounds
+ * the sum once.
+ *
+ * Accumulation: all outputs (y, dx, dw) are written with =.
+ */
+#include "cuda/conv_patch.cuh"
+#include "cuda/gemm_tc.cuh"
+
+enum {
+    TC_SPLIT_MIN_DEPTH = 512, /* shortest k chunk worth its own block */
+    TC_SPLIT_MAX = 64,
+};
+
+/* The bits of col[(c, tap), pixel] (channel c of group grp of src), or 0 in
+ * the padding: the address is clamped into the plane and the value
+ * selected, so that lanes do not diverge around the load. */
+template <class S>
+__device__ inline uint16_t tc_gather(const conv_geometry &g, const S *src, int grp, int c,
+                                     int tap, int pixel)
+{
+    int plane = g.dst_h * g.dst_w, img = pixel / plane, at = pixel % plane;
+    int row = conv_source(g, at / g.dst_w, tap / g.kernel_w, false);
+    int column = conv_source(g, at % g.dst_w, tap % g.kernel_w, true);
+    int cg = g.src_c / g.groups;
+    uint16_t bits = ct_tc_bits(src, (((size_t)img * g.src_c + grp * cg + c) * g.src_h +
+                                     max(row, 0)) * g.src_w + max(column, 0));
+    return row >= 0 && column >= 0 ? bits : (uint16_t)0;
+}
+
+/* Forward (a = w, rows Og) and backward data (a = w read transposed, rows
+ * Cg; transposed geometry): d[row, pixel] = sum_k a[row, k] col[k, pixel]. */
+template <class S_> struct tc_conv_problem : ct_gemm_defaults {
+    typedef S_ S;
+    static constexpr const char *kernel_name = "tc_gemm<conv_forward>";
+    static constexpr bool adds_row_bias = true;
+    int m, n, k, splits, k_chunk; /* m = Og (Cg), n = N * dst plane, k = Cg*KK (Og*KK) */
+    conv_geometry g;
+    const S *w, *src;
+    const float *bias;
+    S *dst;
+    bool transposed_w; /* backward data: a[c, (o, tap)] = w[o, c, tap] */
+    bool relu;         /* forward: store max(y, 0) (a fused relu; NaN stays NaN) */
+
+    __device__ bool a_along_k() const { return true; }
+    __device__ bool b_along_k() const { return false; }
+    __device__ uint16_t load_a(int grp, int row, int depth) const
+    {
+        if (!transposed_w)
+            return ct_tc_bits(w, ((size_t)grp * m + row) * k + depth);
+        int taps = g.kernel_h * g.kernel_w, og = g.src_c / g.groups;
+        return ct_tc_bits(w, (((size_t)grp * og + depth / taps) * m + row) * taps + depth % taps);
+    }
+    __device__ uint16_t load_b(int grp, int depth, int pixel) const
+    {
+        int taps = g.kernel_h * g.kernel_w;
+        return tc_gather(g, src, grp, depth / taps, depth % taps, pixel);
+    }
+    __device__ float row_bias(int grp, int row) const { return bias ? bias[grp * m + row] : 0.0f; }
+    __device__ void store(int grp, int, int row, int pixel, float value) const
+    {
+        int plane = g.dst_h * g.dst_w;
+        dst[((size_t)(pixel / plane) * g.dst_c + grp * m + row) * plane + pixel % plane] =
+            ct_from_f32<S>(relu && value < 0.0f ? 0.0f : value);
+    }
+};
+
+template <class S> struct tc_conv_backward_data_problem : tc_conv_problem<S> {
+    static constexpr const char *kernel_name = "tc_gemm<conv_backward_data>";
+};
+
+template <class S_> struct tc_conv_backward_weight_problem : ct_gemm_defaults {
+    typedef S_ S;
+    static constexpr const char *kernel_name = "tc_gemm<conv_backward_weight>";
+    int m, n, k, splits, k_chunk; /* m = Og, n = Cg*KK, k = N*P */
+    conv_geometry g;              /* forward: col as the forward pass reads it */
+    const S *x, *dy;
+    S *dw;
+    float *parts; /* [splits, O, Cg*KK] when splits > 1 */
+
+    /* dy[n, o, p] and col[cij, np] both run along k (output pixels). */
+    __device__ bool a_along_k() const { return true; }
+    __device__ bool b_along_k() const { return true; }
+    __device__ uint16_t load_a(int grp, int o, int np) const
+    {
+        int p = g.dst_h * g.dst_w;
+        return ct_tc_bits(dy, ((size_t)(np / p) * g.dst_c + grp * m + o) * p + np % p);
+    }
+    __device__ uint16_t load_b(int grp, int np, int cij) const
+    {
+        int taps = g.kernel_h * g.kernel_w;
+        return tc_gather(g, x, grp, cij / taps, cij % taps, np);
+    }
+    __device__ void store(int grp, int split, int o, int cij, float value) const
+    {
+        size_t index = ((size_t)grp * m + o) * n + cij;
+        if (splits == 1)
+            dw[index] = ct_from_f32<S>(value);
+        else
+            parts[(size_t)split * g.dst_c * n + index] = value;
+    }
+};
+
+/* dw[i] = sum_{split in order} parts[split, i], rounded once */
+template <class S>
+__global__ void tc_sum_parts(int64_t count, int splits, const float *parts, S *dw)
+{
+    CT_CUDA_GRID_STRIDE(i, count)
+    {
+        float sum = 0.0f;
+        for (int split = 0; split < splits; split++)
+            sum += parts[split * count + i];
+        dw[i] = ct_from_f32<S>(sum);
+    }
+}
+
+/* The weight gradient's split of its reduction: enough blocks to fill the
+ * device twice over, chunks no shorter than TC_SPLIT_MIN_DEPTH. */
+static void tc_weight_split(const ct_conv2d_shape *s, int *splits, int *k_chunk)
+{
+    int og = s->out_channels / s->groups;
+    int cols = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
+    int64_t depth = (int64_t)s->n_batch * s->out_h * s->out_w;
+    int64_t tiles = (int64_t)((og + TC_TILE_M - 1) / TC_TILE_M) *
+                    ((cols + TC_TILE_N - 1) / TC_TILE_N) * s->groups;
+    int64_t wanted = (2 * (int64_t)ct_cuda_sm_count() + tiles - 1) / tiles;
+    int64_t most = depth / TC_SPLIT_MIN_DEPTH;
+    int64_t count = wanted < most ? wanted : most;
+    if (count > TC_SPLIT_MAX)
+        count = TC_SPLIT_MAX;
+    if (count < 1)
+        count = 1;
+    int64_t chunk = (depth + count - 1) / count;
+    chunk = (chunk + TC_TILE_K - 1) / TC_TILE_K * TC_TILE_K;
+    *k_chunk = count == 1 ? (int)depth : (int)chunk;
+    *splits = count == 1 ? 1 : (int)((depth + chunk - 1) / chunk);
+}
+
+extern "C" size_t ct_cuda_conv2d_backward_weight_tc_workspace(const ct_conv2d_shape *s)
+{
+    int splits, k_chunk;
+    tc_weight_split(s, &splits, &k_chunk);
+    size_t weights = (size_t)s->out_channels * (s->in_channels / s->groups) * s->kernel_h *
+                     s->kernel_w;
+    return splits > 1 ? sizeof(float) * splits * weights : 0;
+}
+
+template <class Problem>
+static ct_status tc_conv_data_run(const ct_conv2d_shape *s, bool backward, const void *w,
+                                  const void *src, const float *bias, bool relu, void *dst,
+                                  cudaStream_t stream)
+{
+    typedef typename Problem::S S;
+    int taps = s->kernel_h * s->kernel_w;
+    int cg = s->in_channels / s->groups, og = s->out_channels / s->groups;
+    Problem p;
+    p.m = backward ? cg : og;
+    p.n = backward ? s->n_batch * s->in_h * s->in_w : s->n_batch * s->out_h * s->out_w;
+    p.k = (backward ? og : cg) * taps;
+    p.splits = 1;
+    p.k_chunk = p.k;
+    p.g = conv_geometry_of(s, backward);
+    p.w = (const S *)w;
+    p.src = (const S *)src;
+    p.bias = bias;
+    p.dst = (S *)dst;
+    p.transposed_w = backward;
+    p.relu = relu;
+    return ct_cuda_launch_tc_gemm(p, s->groups, stream);
+}
+
+extern "C" ct_status ct_cuda_conv2d_forward_tc(ct_dtype dtype, const ct_conv2d_shape *s,
+                                               const void *x, const void *w, const float *bias,
+                                               bool relu, void *y, cudaStream_t stream)
+{
+    return ct_with_half_storage(dtype, [&](auto tag) {
+        return tc_conv_data_run<tc_conv_problem<decltype(tag)>>(s, false, w, x, bias, relu, y,
+                                                                stream);
+    });
+}
+
+extern "C" ct_status ct_cuda_conv2d_backward_data_tc(ct_dtype dtype, const ct_conv2d_shape *s,
+                                                     const void *dy, const void *w, void *dx,
+                                                     cudaStream_t stream)
+{
+    return ct_with_half_storage(dtype, [&](auto tag) {
+        return tc_conv_data_run<tc_conv_backward_data_problem<decltype(tag)>>(
+            s, true, w, dy, NULL, false, dx, stream);
+    });
+}
+
+template <class S>
+static ct_status tc_conv_weight_run(const ct_conv2d_shape *s, const void *x, const void *dy,
+                                    void *dw, void *workspace, cudaStream_t stream)
+{
+    tc_conv_backward_weight_problem<S> p;
+    p.m = s->out_channels / s->groups;
+    p.n = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
+    p.k = s->n_batch * s->out_h * s->out_w;
+    tc_weight_split(s, &p.splits, &p.k_chunk);
+    p.g = conv_geometry_of(s, false);
+    p.x = (const S *)x;
+    p.dy = (const S *)dy;
+    p.dw = (S *)dw;
+    p.parts = (float *)workspace;
+    CT_TRY(ct_cuda_launch_tc_gemm(p, s->groups, stream));
+    if (p.splits == 1)
+        return CT_OK;
+    int64_t count = (int64_t)s->out_channels * p.n;
+    CT_CUDA_LAUNCH_ITEMS(tc_sum_parts<S>, count, stream, count, p.splits, p.parts, p.dw);
+    return CT_OK;
+}
+
+extern "C" ct_status ct_cuda_conv2d_backward_weight_tc(ct_dtype dtype, const ct_conv2d_shape *s,
+                                                       const void *x, const void *dy, void *dw,
+                                                       void *workspace, cudaStream_t stream)
+{
+    return ct_with_half_storage(dtype, [&](auto tag) {
+        return tc_conv_weight_run<decltype(tag)>(s, x, dy, dw, workspace, stream);
+    });
+}

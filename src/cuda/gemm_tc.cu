@@ -1,0 +1,95 @@
+/*
+ * The linear layer of a bf16 or fp16 graph on tensor cores (gemm_tc.cuh):
+ * 16-bit x, w, dy, y, dx and dw, the bias f32, every sum f32 and every
+ * stored value rounded once.  Row-major, PyTorch layout, as gemm.cu:
+ *   x: [n, in]   w: [out, in]   bias: [out]   y: [n, out]
+ * Outputs are written with =.
+ */
+#include "cuda/gemm_tc.cuh"
+
+/* c[m,n] = relu?(op(a) op(b) + col_bias[n]), rounded to S once */
+template <class S_> struct tc_matrix_problem : ct_gemm_defaults {
+    typedef S_ S;
+    static constexpr const char *kernel_name = "tc_gemm<matrix>";
+    int m, n, k, splits, k_chunk;
+    bool trans_a, trans_b;
+    const S *a, *b;
+    const float *col_bias;
+    S *c;
+    int lda, ldb, ldc;
+    bool relu; /* store max(result, 0) (a fused relu; NaN stays NaN) */
+
+    __device__ bool a_along_k() const { return !trans_a; }
+    __device__ bool b_along_k() const { return trans_b; }
+    __device__ uint16_t load_a(int, int row, int depth) const
+    {
+        return ct_tc_bits(a, trans_a ? (size_t)depth * lda + row : (size_t)row * lda + depth);
+    }
+    __device__ uint16_t load_b(int, int depth, int col) const
+    {
+        return ct_tc_bits(b, trans_b ? (size_t)col * ldb + depth : (size_t)depth * ldb + col);
+    }
+    __device__ void store(int, int, int row, int col, float value) const
+    {
+        if (col_bias)
+            value += col_bias[col];
+        c[(size_t)row * ldc + col] = ct_from_f32<S>(relu && value < 0.0f ? 0.0f : value);
+    }
+};
+
+template <class S>
+static ct_status tc_matrix_run(bool trans_a, bool trans_b, int m, int n, int k, const void *a,
+                               int lda, const void *b, int ldb, void *c, int ldc,
+                               const float *col_bias, bool relu, cudaStream_t stream)
+{
+    tc_matrix_problem<S> p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.splits = 1;
+    p.k_chunk = k;
+    p.trans_a = trans_a;
+    p.trans_b = trans_b;
+    p.a = (const S *)a;
+    p.b = (const S *)b;
+    p.col_bias = col_bias;
+    p.c = (S *)c;
+    p.lda = lda;
+    p.ldb = ldb;
+    p.ldc = ldc;
+    p.relu = relu;
+    return ct_cuda_launch_tc_gemm(p, 1, stream);
+}
+
+/* y[n,o] = relu?(bias[o] + sum_i x[n,i] w[o,i]):  y = x . w^T */
+extern "C" ct_status ct_cuda_linear_forward_tc(ct_dtype dtype, int n, int in, int out,
+                                               const void *x, const void *w, const float *bias,
+                                               bool relu, void *y, cudaStream_t stream)
+{
+    return ct_with_half_storage(dtype, [&](auto tag) {
+        return tc_matrix_run<decltype(tag)>(false, true, n, out, in, x, in, w, in, y, out, bias,
+                                            relu, stream);
+    });
+}
+
+/* dx[n,i] = sum_o dy[n,o] w[o,i]:  dx = dy . w */
+extern "C" ct_status ct_cuda_linear_backward_data_tc(ct_dtype dtype, int n, int in, int out,
+                                                     const void *dy, const void *w, void *dx,
+                                                     cudaStream_t stream)
+{
+    return ct_with_half_storage(dtype, [&](auto tag) {
+        return tc_matrix_run<decltype(tag)>(false, false, n, in, out, dy, out, w, in, dx, in,
+                                            NULL, false, stream);
+    });
+}
+
+/* dw[o,i] = sum_n dy[n,o] x[n,i]:  dw = dy^T . x */
+extern "C" ct_status ct_cuda_linear_backward_weight_tc(ct_dtype dtype, int n, int in, int out,
+                                                       const void *x, const void *dy, void *dw,
+                                                       cudaStream_t stream)
+{
+    return ct_with_half_storage(dtype, [&](auto tag) {
+        return tc_matrix_run<decltype(tag)>(true, false, out, in, n, dy, out, x, in, dw, in,
+                                            NULL, false, stream);
+    });
+}
