@@ -380,9 +380,20 @@ CT_API ct_status ct_plan_read_f32(ct_plan *plan, const ct_tensor *t, float *host
  * in every other precision. */
 CT_API float ct_plan_loss_scale(const ct_plan *plan);
 CT_API int64_t ct_plan_skipped_steps(const ct_plan *plan);
-CT_API bool ct_plan_step_skipped(const ct_plan *plan); /* the last training step */
+/* Whether the last training step updated nothing: fp16's overflow, or (any
+ * precision) a loss that was not finite. */
+CT_API bool ct_plan_step_skipped(const ct_plan *plan);
 /* The scale from now on and the clean steps before it doubles (resume, tests). */
 CT_API ct_status ct_plan_set_loss_scale(ct_plan *plan, float scale, int growth_interval);
+
+/* Runs one step of `mode` again node by node, checking every node's output,
+ * and describes the first that holds an inf or NaN in `what` ("%14
+ * (conv2d) [64,6,24,24] (f32), reading 'conv1.weight'"), "" when none
+ * does.  For the step whose loss was not finite (such a step updates
+ * nothing, so it can run again: set its step back with ct_plan_set_step
+ * for the same dropout masks); slow, a copy per node. */
+CT_API ct_status ct_plan_find_nonfinite(ct_plan *plan, ct_mode mode, char *what,
+                                        size_t capacity);
 
 /* Learning rate for the next runs (schedules change it between steps). */
 CT_API void ct_plan_set_lr(ct_plan *plan, float lr);

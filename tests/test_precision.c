@@ -466,6 +466,45 @@ static void loss_scaler_off(ct_backend *backend)
     }
 }
 
+/* ---- a loss that is not finite ------------------------------------------------------- */
+
+/* An inf planted in fc2's weight: the loss is NaN, the step updates
+ * nothing, and running it again names fc2's linear (in bf16 the cast
+ * making its 16-bit weight) as the first op with an inf or NaN (fc1 and its
+ * relu are finite). */
+static void nan_loss_names_the_first_op(ct_backend *backend, ct_precision precision)
+{
+    scaled_mlp m = make_scaled_mlp(backend, precision);
+    ct_tensor *w2 = ct_graph_find(m.graph, "fc2.weight");
+    float w[16 * 5];
+    CHECK_OK(ct_plan_read(m.plan, w2, w, sizeof w));
+    w[7] = INFINITY;
+    CHECK_OK(ct_plan_write(m.plan, w2, w, sizeof w));
+    float before[MLP_PARAMS], after[MLP_PARAMS];
+    read_params(&m, before, MLP_PARAMS);
+    CHECK_OK(ct_plan_run(m.plan, CT_TRAIN));
+    read_params(&m, after, MLP_PARAMS);
+    CHECK(ct_plan_step_skipped(m.plan), "%s: a NaN loss's step was not skipped",
+          ct_precision_name(precision));
+    CHECK(memcmp(before, after, sizeof before) == 0, "%s: the NaN step moved the parameters",
+          ct_precision_name(precision));
+    char where[256] = "?";
+    ct_plan_set_step(m.plan, ct_plan_step(m.plan) - 1);
+    CHECK_OK(ct_plan_find_nonfinite(m.plan, CT_TRAIN, where, sizeof where));
+    /* bf16: the first is the 16-bit copy of the weight, a cast */
+    CHECK((strstr(where, "(linear)") || (precision != CT_PRECISION_FP32 && strstr(where, "(cast)")))
+              && strstr(where, "reading 'fc2.weight'"),
+          "%s: the first inf or NaN: %s", ct_precision_name(precision), where);
+    ct_plan_free(m.plan);
+    ct_graph_free(m.graph);
+}
+
+static void nan_loss(ct_backend *backend)
+{
+    nan_loss_names_the_first_op(backend, CT_PRECISION_FP32);
+    nan_loss_names_the_first_op(backend, CT_PRECISION_BF16);
+}
+
 /* ---- bad input ------------------------------------------------------------------------ */
 
 static void bad_input(void)
@@ -541,6 +580,16 @@ static void cuda_loss_scaler(void)
     loss_scaler_off(cuda_backend);
 }
 
+static void cpu_nan_loss(void)
+{
+    nan_loss(cpu_backend);
+}
+
+static void cuda_nan_loss(void)
+{
+    nan_loss(cuda_backend);
+}
+
 static void cuda_matches_the_cpu_reference(void)
 {
     compare_with_hand_rounding(cuda_backend, 2);
@@ -563,16 +612,18 @@ int main(void)
     RUN(cpu_reference_rounds_where_a_gpu_stores);
     RUN(cpu_training_tracks_fp32);
     RUN(cpu_loss_scaler);
+    RUN(cpu_nan_loss);
     if (ct_backend_new("cuda", &cuda_backend) == CT_OK) {
         RUN(cuda_matches_the_cpu_reference);
         RUN(cuda_training_tracks_fp32);
         RUN(cuda_loss_scaler);
+        RUN(cuda_nan_loss);
         ct_backend_free(cuda_backend);
     } else if (getenv("CT_REQUIRE_GPU")) {
         printf("FAIL cuda_cases (no CUDA device: %s)\n", ct_last_error());
         harness_failed++;
     } else {
-        fprintf(stderr, "test_precision: skipped 3 CUDA cases: %s\n", ct_last_error());
+        fprintf(stderr, "test_precision: skipped 4 CUDA cases: %s\n", ct_last_error());
     }
     ct_backend_free(cpu_backend);
     return harness_finish();

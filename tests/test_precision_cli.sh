@@ -78,3 +78,13 @@ result unknown_precision_lists_choices "$?" "$tmp/bad.err"
 status=$?
 [ "$status" -ne 0 ] && grep -q "TF32 is a GPU" "$tmp/tf32.err" && grep -q "use fp32" "$tmp/tf32.err"
 result tf32_on_cpu_says_why "$?" "$tmp/tf32.err"
+
+# A diverging run stops at the step whose loss is not finite and names the
+# first op of that step that produced an inf or NaN (the step updated
+# nothing, so it ran again, checked node by node).
+"$python" tests/fashion_slice.py "$fashion" "$tmp/data" 640 100
+"$cuttle" train --data-dir "$tmp/data" --epochs 2 --lr 10 --momentum 0.99 --out "$tmp/nan" \
+    > "$tmp/nan.out" 2> "$tmp/nan.err"
+status=$?
+[ "$status" -eq 1 ] && grep -q "the loss is .* at step [0-9]*: training diverged; the first inf or NaN of that step: %[0-9]* (.*) \[.*\] (f32)" "$tmp/nan.err"
+result nan_loss_names_the_first_op "$?" "$tmp/nan.err"

@@ -186,6 +186,7 @@ typedef struct trainer {
     ct_tensor *x, *labels, *logits, *loss;
     int batch, classes;
     float *scores;
+    bool loss_scaling; /* fp16: an overflowing step is skipped, and training goes on */
 } trainer;
 
 static void trainer_free(trainer *t)
@@ -222,6 +223,7 @@ static int trainer_init(trainer *t, const train_options *opts, const run_info *i
     t->x = ct_input(t->graph, "x", CT_F32, 4, shape);
     t->labels = ct_input(t->graph, "labels", CT_I64, 1, shape);
     ct_graph_set_precision(t->graph, cli_precision(opts->precision));
+    t->loss_scaling = cli_precision(opts->precision) == CT_PRECISION_FP16;
     t->logits = ct_model_build(t->graph, info->text, t->x, t->classes);
     t->loss = ct_cross_entropy(t->graph, t->logits, t->labels, (float)opts->label_smoothing);
     if (ct_graph_status(t->graph) != CT_OK)
@@ -258,13 +260,18 @@ static int train_step(trainer *t, const float *images, const int64_t *labels, ep
         ct_plan_read(t->plan, t->loss, &loss, sizeof loss) != CT_OK ||
         ct_plan_read_f32(t->plan, t->logits, t->scores, ct_tensor_numel(t->logits)) != CT_OK)
         return cli_fail("train");
-    if (!isfinite(loss) && ct_plan_step_skipped(t->plan))
+    if (!isfinite(loss) && t->loss_scaling && ct_plan_step_skipped(t->plan))
         return CLI_EXIT_OK; /* fp16: an overflow, the step skipped and the scale halved */
-    if (!isfinite(loss)) {
+    if (!isfinite(loss)) { /* the step updated nothing: run it again to see where */
+        int64_t step = ct_plan_step(t->plan) - 1;
+        char where[256] = "";
+        ct_plan_set_step(t->plan, step);
+        if (ct_plan_find_nonfinite(t->plan, CT_TRAIN, where, sizeof where) != CT_OK)
+            snprintf(where, sizeof where, "not found (%s)", ct_last_error());
         fprintf(stderr,
-                "cuttle train: the loss is %g at step %lld: training diverged; try a lower "
-                "--lr\n",
-                (double)loss, (long long)ct_plan_step(t->plan));
+                "cuttle train: the loss is %g at step %lld: training diverged; the first inf or "
+                "NaN of that step: %s; try a lower --lr\n",
+                (double)loss, (long long)step, where[0] ? where : "none when it ran again");
         return CLI_EXIT_FAILED;
     }
     sums->loss += loss;
@@ -333,7 +340,7 @@ static int train_epoch(run *r, long epoch, int64_t total_steps, epoch_metrics *m
     m->train_loss = sums.loss / (double)(sums.steps > 0 ? sums.steps : 1);
     m->train_accuracy = (double)sums.correct / (double)(sums.steps > 0 ? sums.steps * t->batch : 1);
     m->images_per_second = (double)(sums.steps * t->batch) / m->train_seconds;
-    m->loss_scaling = strcmp(r->opts.precision ? r->opts.precision : "", "fp16") == 0;
+    m->loss_scaling = t->loss_scaling;
     m->loss_scale = ct_plan_loss_scale(t->plan);
     m->skipped_steps = ct_plan_skipped_steps(t->plan);
     CLI_TRY(cli_evaluator_copy_weights("train", r->ev, t->plan));

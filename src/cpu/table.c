@@ -7,6 +7,7 @@
  * shape and on CPUs without AVX2 (or with CT_CPU_SIMD=0).  All three apply
  * a fused relu, and a fused 2x2 max pool after it, as they store.
  */
+#include <math.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -396,8 +397,12 @@ static ct_status run_cross_entropy(const ct_exec *exec, const ct_tensor *node)
     bool is_i64 = labels->dtype == CT_I64;
     int bad = ct_cpu_cross_entropy_forward(n, c, ct_in(exec, node, 0), label_data, is_i64,
                                            node->attr.ce.smoothing, ct_out(exec, node));
-    if (bad < 0)
+    if (bad < 0) {
+        /* a loss that is not finite: this step updates nothing (ct_plan_find_nonfinite) */
+        if (exec->step_values && !isfinite(*ct_out(exec, node)))
+            ((ct_step_values *)exec->step_values)->found_inf = 1;
         return CT_OK;
+    }
     long long value = is_i64 ? (long long)((const int64_t *)label_data)[bad]
                              : (long long)((const int32_t *)label_data)[bad];
     return ct_set_error(CT_ERR_ARG,

@@ -364,6 +364,8 @@ static ct_status plan_build(ct_plan *plan)
     CT_TRY(allocate(plan, plan->workspace_bytes, &plan->workspace, "kernel workspace"));
     CT_TRY(allocate(plan, sizeof(ct_step_values), (void **)&plan->step_values,
                     "per-step values"));
+    ct_step_values none = {.lr = plan->lr, .loss_scale = plan->scaler.scale};
+    CT_TRY(plan->backend->iface->write(plan->backend, plan->step_values, &none, sizeof none));
     CT_TRY(allocate_host_copies(plan));
     return init_state(plan);
 }
@@ -546,13 +548,17 @@ ct_status ct_plan_run(ct_plan *plan, ct_mode mode)
     CT_TRY(run_schedule(plan, mode, &exec));
     if (mode == CT_TRAIN && plan->scaler.on) {
         ct_step_values values;
-        CT_TRY(plan->backend->iface->read(plan->backend, &values, plan->step_values,
-                                          sizeof values));
+        CT_TRY(ct_plan_step_values(plan, &values));
         ct_loss_scaler_update(&plan->scaler, values.found_inf != 0);
     }
     if (mode == CT_TRAIN)
         plan->step++;
     return CT_OK;
+}
+
+ct_status ct_plan_step_values(const ct_plan *plan, ct_step_values *out)
+{
+    return plan->backend->iface->read(plan->backend, out, plan->step_values, sizeof *out);
 }
 
 ct_loss_scaler *ct_plan_loss_scaler(const ct_plan *plan)
@@ -679,6 +685,19 @@ void ct_plan_set_hook(ct_plan *plan, ct_run_hook *hook)
     if (plan->hook && plan->hook != hook)
         plan->hook->destroy(plan->hook);
     plan->hook = hook;
+}
+
+ct_run_hook *ct_plan_swap_hook(ct_plan *plan, ct_run_hook *hook)
+{
+    ct_run_hook *before = plan->hook;
+    plan->hook = hook;
+    return before;
+}
+
+ct_status ct_plan_peek(const ct_plan *plan, const ct_tensor *t, void *host, size_t bytes)
+{
+    ct_exec exec = exec_of(plan, CT_TRAIN);
+    return plan->backend->iface->read(plan->backend, host, ct_exec_data(&exec, t), bytes);
 }
 
 ct_run_hook *ct_plan_hook(const ct_plan *plan)

@@ -34,6 +34,13 @@ struct ct_run_hook {
 void ct_plan_set_hook(ct_plan *plan, ct_run_hook *hook);
 ct_run_hook *ct_plan_hook(const ct_plan *plan);
 
+/* Swaps in `hook` without destroying the plan's hook before it, which it
+ * returns (a hook for one step, graph/nonfinite.c). */
+ct_run_hook *ct_plan_swap_hook(ct_plan *plan, ct_run_hook *hook);
+/* Copies t's bytes as the plan holds them now, kept or not (a node of a
+ * step, from its hook's node_end: its memory may be reused later). */
+ct_status ct_plan_peek(const ct_plan *plan, const ct_tensor *t, void *host, size_t bytes);
+
 ct_backend *ct_plan_backend(const ct_plan *plan);
 /* The nodes a mode runs, in order (no views, no fused nodes). */
 const ct_tensor *const *ct_plan_runs(const ct_plan *plan, ct_mode mode, int *count);

@@ -79,7 +79,12 @@ int64_t ct_plan_skipped_steps(const ct_plan *plan)
 
 bool ct_plan_step_skipped(const ct_plan *plan)
 {
-    return plan && ct_plan_loss_scaler(plan)->last_skipped;
+    if (!plan)
+        return false;
+    if (ct_plan_loss_scaler(plan)->on)
+        return ct_plan_loss_scaler(plan)->last_skipped;
+    ct_step_values values = {.found_inf = 0};
+    return ct_plan_step_values(plan, &values) == CT_OK && values.found_inf != 0;
 }
 
 ct_status ct_plan_set_loss_scale(ct_plan *plan, float scale, int growth_interval)

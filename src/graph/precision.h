@@ -21,6 +21,9 @@ typedef struct ct_loss_scaler {
 void ct_loss_scaler_init(ct_loss_scaler *scaler, const ct_graph *graph);
 /* After a training step, from its ct_step_values.found_inf. */
 void ct_loss_scaler_update(ct_loss_scaler *scaler, bool found_inf);
+/* The values of the last training step (its found_inf), read back from the
+ * backend's memory (graph/plan.c). */
+ct_status ct_plan_step_values(const ct_plan *plan, ct_step_values *out);
 /* The plan's scaler (graph/plan.c). */
 ct_loss_scaler *ct_plan_loss_scaler(const ct_plan *plan);
 
