@@ -597,14 +597,37 @@ static void over_the_cap_is_memory_error(const void *arg)
     ct_graph_free(g);
 }
 
+/* The cross-entropy of bf16 logits (a bf16 graph): the 16-bit kernels. */
+static ct_status half_cross_entropy_case(ct_graph *g, tracked *t)
+{
+    ct_status status = ct_graph_set_precision(g, CT_PRECISION_BF16);
+    if (status != CT_OK)
+        return status;
+    t->n_classes = 11;
+    ct_tensor *x = input(g, t, "x", CT_F32, 2, (int64_t[]){37, 11}, true);
+    ct_tensor *labels = input(g, t, "labels", CT_I64, 1, (int64_t[]){37}, false);
+    ct_tensor *loss = ct_cross_entropy(g, ct_cast(g, x, CT_BF16), labels, 0.1f);
+    if (!loss)
+        return ct_graph_status(g);
+    t->outputs[t->n_outputs++] = loss;
+    return ct_graph_backward(g, loss);
+}
+
+/* arg: NULL for f32 logits; non-NULL for bf16 ones on a strict backend
+ * (it plans only the nodes it runs itself): the 16-bit kernel's check. */
 static void bad_label_is_arg_error(const void *arg)
 {
-    (void)arg;
     tracked t = {0};
     ct_graph *g = ct_graph_new();
     ct_plan *plan = NULL;
-    CHECK_OK(cross_entropy_case(g, &t, CT_I64, 0.0f));
-    CHECK_OK(ct_plan_new(g, gpu_backend, 1, &plan));
+    ct_backend *backend = gpu_backend, *strict = NULL;
+    if (arg) {
+        CHECK_OK(ct_backend_new("cuda", &strict));
+        CHECK_OK(ct_backend_set_strict(strict, true));
+        backend = strict;
+    }
+    CHECK_OK(arg ? half_cross_entropy_case(g, &t) : cross_entropy_case(g, &t, CT_I64, 0.0f));
+    CHECK_OK(ct_plan_new(g, backend, 1, &plan));
     if (plan) {
         int64_t labels[37] = {0};
         labels[5] = 11; /* one past the last class */
@@ -617,7 +640,8 @@ static void bad_label_is_arg_error(const void *arg)
     ct_graph_free(g);
     /* The label check belongs to that step: with its plan and graph gone, the
      * backend has nothing more to report (it used to read the freed node). */
-    CHECK_OK(ct_backend_synchronize(gpu_backend));
+    CHECK_OK(ct_backend_synchronize(backend));
+    ct_backend_free(strict);
 }
 
 /* Everything a step computes on the GPU, read back from `plan`. */
@@ -779,9 +803,9 @@ static void vendor_mode_calls_the_libraries(const void *arg)
 /* ---- main ---------------------------------------------------------------------------- */
 
 static const char *const kernel_modes[] = {"native", "vendor"};
-/* simplecnn native and vendor, allocator, profile, cap, bad label, determinism x2,
- * missing ops */
-#define N_EXTRA_CASES 9
+/* simplecnn native and vendor, allocator, profile, cap, bad label (f32, bf16),
+ * determinism x2, missing ops */
+#define N_EXTRA_CASES 10
 
 static bool is_tf32_case(const gpu_case *c)
 {
@@ -852,6 +876,7 @@ int main(void)
     run_labelled("profile_has_device_times", profile_has_device_times, NULL);
     run_labelled("over_the_cap_is_memory_error", over_the_cap_is_memory_error, NULL);
     run_labelled("bad_label_is_arg_error", bad_label_is_arg_error, NULL);
+    run_labelled("bad_label_is_arg_error/bf16", bad_label_is_arg_error, "bf16");
     run_labelled("steps_are_deterministic/native", steps_are_deterministic, "native");
     run_labelled("steps_are_deterministic/vendor", steps_are_deterministic, "vendor");
     run_labelled("missing_ops_run_on_the_cpu", missing_ops_run_on_the_cpu, NULL);

@@ -12,6 +12,12 @@
  * a sum of non-negative terms, so nothing cancels however large |mean| is
  * against the spread, and x is read from memory once.  Elementwise passes
  * use a per-channel scale and shift.  Outputs are written with =.
+ *
+ * x, y, dy and dx are of one storage type T (float, or the bits of a bf16
+ * or f16: elementwise.cuh), the statistics, gamma, beta, the running
+ * buffers and the parameter gradients f32: 16-bit values are widened as
+ * they are loaded, the work is the f32 kernel's, and y and dx are rounded
+ * once as they are stored, where the CPU reference rounds (cpu/widen.c).
  */
 #include <math.h>
 
@@ -40,17 +46,19 @@ __global__ void bn_stats_eval_kernel(int c, float eps, const float *running_mean
 /* Pass 1, block ch*count + k: parts[0][ch,k] = sum x over chunk k of channel
  * ch, parts[1][ch,k] = sum (x - chunk mean)^2 over it (a second read of
  * the chunk, from cache).  parts: [2, c, count] */
+template <class T>
 __global__ void bn_stats_chunk_kernel(int n, int c, int inner, ct_channel_chunks chunks,
-                                      const float *x, double *parts)
+                                      const T *x, double *parts)
 {
     int ch = (int)(blockIdx.x / chunks.count), k = (int)(blockIdx.x % chunks.count);
     int64_t start = ct_chunk_start(chunks, k), end = ct_chunk_end(chunks, k, (int64_t)n * inner);
     double sum = 0.0;
-    ct_channel_walk(c, inner, ch, start, end, [&](int64_t at) { sum += x[at]; });
+    ct_channel_walk(c, inner, ch, start, end,
+                    [&](int64_t at) { sum += ct_load_f32(x, at); });
     sum = ct_block_sum(sum);
     double chunk_mean = sum / (double)(end - start), sq_dev = 0.0;
     ct_channel_walk(c, inner, ch, start, end, [&](int64_t at) {
-        double d = x[at] - chunk_mean;
+        double d = ct_load_f32(x, at) - chunk_mean;
         sq_dev += d * d;
     });
     sq_dev = ct_block_sum(sq_dev);
@@ -108,7 +116,8 @@ __global__ void bn_stats_finish_kernel(int n, int c, int inner, ct_channel_chunk
  * parameter for all its channels), then streams x with one 128-bit access
  * per thread per image where inner is a multiple of 4 and the tensors are
  * 16-byte aligned (a thread's four elements then share a channel), one
- * coalesced 32-bit access per element otherwise.  Reading each channel's
+ * coalesced 32-bit access per element otherwise; halves the same, four per
+ * 64-bit access (8-byte aligned), one 16-bit access otherwise.  Reading each channel's
  * parameters in every thread (the old grid-stride loop) made a warp's
  * parameter loads 4 bytes of a 32-byte sector each: 57-68% efficiency.
  * 256 threads, one float4 each: a segment is 4 KiB of a plane; the table
@@ -135,12 +144,41 @@ __device__ inline bn_segment bn_segment_of(int c, int inner)
     return seg;
 }
 
+/* Four elements at p as f32 in one access (16 bytes of floats, 8 of
+ * halves; p aligned to that), and stored back (halves rounded once). */
+__device__ inline void bn_load4(const float *p, float v[CT_VEC])
+{
+    ct_load4(p, v);
+}
+__device__ inline void bn_store4(float *p, const float v[CT_VEC])
+{
+    ct_store4(p, v);
+}
+template <class H> __device__ inline void bn_load4(const H *p, float v[CT_VEC])
+{
+    H h[CT_VEC];
+    uint64_t bits = *reinterpret_cast<const uint64_t *>(p);
+    memcpy(h, &bits, sizeof bits);
+    for (int k = 0; k < CT_VEC; k++)
+        v[k] = ct_to_f32(h[k]);
+}
+template <class H> __device__ inline void bn_store4(H *p, const float v[CT_VEC])
+{
+    H h[CT_VEC];
+    for (int k = 0; k < CT_VEC; k++)
+        h[k] = ct_from_f32<H>(v[k]);
+    uint64_t bits;
+    memcpy(&bits, h, sizeof bits);
+    *reinterpret_cast<uint64_t *>(p) = bits;
+}
+
 /* out[at] = body(slot, {in[0][at], ...}) for every element `at` of the
  * block's segment in each of its images; slot is the element's channel
- * less seg.first (its row of the block's table). */
-template <int N_IN, class Body>
+ * less seg.first (its row of the block's table).  in and out of storage
+ * type T; body computes in f32. */
+template <class T, int N_IN, class Body>
 __device__ void bn_segment_map(int n, int inner, bn_segment seg, bool vec,
-                               const float *const (&in)[N_IN], float *out, Body body)
+                               const T *const (&in)[N_IN], T *out, Body body)
 {
     if (vec) {
         int e = (int)threadIdx.x * CT_VEC;
@@ -151,14 +189,14 @@ __device__ void bn_segment_map(int n, int inner, bn_segment seg, bool vec,
             int64_t at = image * seg.plane + seg.start + e;
             float values[N_IN][CT_VEC], result[CT_VEC];
             for (int k = 0; k < N_IN; k++)
-                ct_load4(in[k] + at, values[k]);
+                bn_load4(in[k] + at, values[k]);
             for (int lane = 0; lane < CT_VEC; lane++) {
                 float element[N_IN];
                 for (int k = 0; k < N_IN; k++)
                     element[k] = values[k][lane];
                 result[lane] = body(slot, element);
             }
-            ct_store4(out + at, result);
+            bn_store4(out + at, result);
         }
         return;
     }
@@ -174,15 +212,16 @@ __device__ void bn_segment_map(int n, int inner, bn_segment seg, bool vec,
             int64_t at = image * seg.plane + seg.start + threadIdx.x + j * blockDim.x;
             float element[N_IN];
             for (int k = 0; k < N_IN; k++)
-                element[k] = in[k][at];
-            out[at] = body(slots[j], element);
+                element[k] = ct_load_f32(in[k], at);
+            ct_store_f32(out, at, body(slots[j], element));
         }
 }
 
 /* y = x*scale[c] + shift[c],  scale = invstd*gamma, shift = beta - mean*scale */
-__global__ void bn_apply_kernel(int n, int c, int inner, bool vec, const float *x,
-                                const float *stats, const float *gamma, const float *beta,
-                                float *y)
+template <class T>
+static __global__ void bn_apply_kernel(int n, int c, int inner, bool vec, const T *x,
+                                       const float *stats, const float *gamma,
+                                       const float *beta, T *y)
 {
     __shared__ float scale[BN_SEGMENT], shift[BN_SEGMENT];
     bn_segment seg = bn_segment_of(c, inner);
@@ -191,7 +230,7 @@ __global__ void bn_apply_kernel(int n, int c, int inner, bool vec, const float *
         ct_bn_scale_shift(stats[ch], stats[c + ch], gamma[ch], beta[ch], &scale[w], &shift[w]);
     }
     __syncthreads();
-    const float *in[1] = {x};
+    const T *in[1] = {x};
     bn_segment_map(n, inner, seg, vec, in, y, [&](int slot, const float *e) {
         return e[0] * scale[slot] + shift[slot];
     });
@@ -199,16 +238,17 @@ __global__ void bn_apply_kernel(int n, int c, int inner, bool vec, const float *
 
 /* Pass 1, block ch*count + k, over chunk k of channel ch:
  * parts[0][ch,k] = sum dy*(x - mean[ch]),  parts[1][ch,k] = sum dy.  parts: [2, c, count] */
+template <class T>
 __global__ void bn_params_chunk_kernel(int n, int c, int inner, ct_channel_chunks chunks,
-                                       const float *x, const float *dy, const float *stats,
+                                       const T *x, const T *dy, const float *stats,
                                        double *parts)
 {
     int ch = (int)(blockIdx.x / chunks.count), k = (int)(blockIdx.x % chunks.count);
     int64_t start = ct_chunk_start(chunks, k), end = ct_chunk_end(chunks, k, (int64_t)n * inner);
     double mean = stats[ch], dot = 0.0, sum = 0.0;
     ct_channel_walk(c, inner, ch, start, end, [&](int64_t at) {
-        double g = dy[at];
-        dot += g * (x[at] - mean);
+        double g = ct_load_f32(dy, at);
+        dot += g * (ct_load_f32(x, at) - mean);
         sum += g;
     });
     dot = ct_block_sum(dot);
@@ -249,9 +289,10 @@ __global__ void bn_params_finish_kernel(int c, ct_channel_chunks chunks, const d
 
 /* dx = (dy - dbeta/M - (x - mean) * invstd*dgamma/M) * invstd*gamma,  M = n*inner;
  * the grid of bn_apply_kernel, a table of ct_bn_grad per channel */
-__global__ void bn_backward_data_kernel(int n, int c, int inner, bool vec, const float *x,
-                                        const float *dy, const float *stats,
-                                        const float *gamma, const float *dparams, float *dx)
+template <class T>
+static __global__ void bn_backward_data_kernel(int n, int c, int inner, bool vec,
+                                               const T *x, const T *dy, const float *stats,
+                                               const float *gamma, const float *dparams, T *dx)
 {
     __shared__ float mean[BN_SEGMENT], dy_mean[BN_SEGMENT], projection[BN_SEGMENT],
         scale[BN_SEGMENT];
@@ -265,7 +306,7 @@ __global__ void bn_backward_data_kernel(int n, int c, int inner, bool vec, const
         scale[w] = g.scale;
     }
     __syncthreads();
-    const float *in[2] = {x, dy};
+    const T *in[2] = {x, dy};
     bn_segment_map(n, inner, seg, vec, in, dx, [&](int slot, const float *e) {
         ct_bn_grad g = {mean[slot], dy_mean[slot], projection[slot], scale[slot]};
         return ct_bn_dx(&g, e[0], e[1]);
@@ -287,11 +328,11 @@ static dim3 bn_segment_grid(const void *kernel, int n, int c, int inner)
 }
 
 /* Whether every thread's four elements share a channel and every tensor
- * takes 128-bit accesses. */
-static bool bn_vec_fits(int inner, const float *a, const float *b, const float *out)
+ * takes one access for them (aligned to four elements of `size` bytes). */
+static bool bn_vec_fits(int inner, size_t size, const void *a, const void *b, const void *out)
 {
     return inner % CT_VEC == 0 &&
-           ((uintptr_t)a | (uintptr_t)b | (uintptr_t)out) % (CT_VEC * sizeof(float)) == 0;
+           ((uintptr_t)a | (uintptr_t)b | (uintptr_t)out) % (CT_VEC * size) == 0;
 }
 
 extern "C" size_t ct_cuda_batchnorm_workspace(int n, int c, int inner)
@@ -299,9 +340,9 @@ extern "C" size_t ct_cuda_batchnorm_workspace(int n, int c, int inner)
     return sizeof(double) * BN_PARTS * (size_t)c * ct_channel_chunks_most((int64_t)n * inner);
 }
 
-extern "C" ct_status ct_cuda_batchnorm_stats(int n, int c, int inner, const float *x,
-                                             bool training, float momentum, float eps,
-                                             float *running_mean, float *running_var,
+extern "C" ct_status ct_cuda_batchnorm_stats(ct_dtype dtype, int n, int c, int inner,
+                                             const void *x, bool training, float momentum,
+                                             float eps, float *running_mean, float *running_var,
                                              int64_t *num_batches, float *stats,
                                              void *workspace, cudaStream_t stream)
 {
@@ -314,52 +355,70 @@ extern "C" ct_status ct_cuda_batchnorm_stats(int n, int c, int inner, const floa
     }
     ct_channel_chunks chunks = ct_channel_chunks_for(n, c, inner);
     double *parts = (double *)workspace;
-    CT_CUDA_LAUNCH(bn_stats_chunk_kernel, (unsigned)((int64_t)c * chunks.count), CT_CUDA_BLOCK,
-                   0, stream, n, c, inner, chunks, x, parts);
-    CT_CUDA_LAUNCH(bn_stats_finish_kernel, ct_channel_finish_blocks(c), CT_CUDA_BLOCK, 0, stream,
-                   n, c, inner, chunks, parts, momentum, eps, running_mean, running_var,
-                   num_batches, stats);
-    return CT_OK;
+    return ct_with_storage(dtype, [&](auto tag) -> ct_status {
+        using T = decltype(tag);
+        CT_CUDA_LAUNCH(bn_stats_chunk_kernel<T>, (unsigned)((int64_t)c * chunks.count),
+                       CT_CUDA_BLOCK, 0, stream, n, c, inner, chunks, (const T *)x, parts);
+        CT_CUDA_LAUNCH(bn_stats_finish_kernel, ct_channel_finish_blocks(c), CT_CUDA_BLOCK, 0,
+                       stream, n, c, inner, chunks, parts, momentum, eps, running_mean,
+                       running_var, num_batches, stats);
+        return CT_OK;
+    });
 }
 
-extern "C" ct_status ct_cuda_batchnorm_apply(int n, int c, int inner, const float *x,
-                                             const float *stats, const float *gamma,
-                                             const float *beta, float *y, cudaStream_t stream)
+extern "C" ct_status ct_cuda_batchnorm_apply(ct_dtype dtype, int n, int c, int inner,
+                                             const void *x, const float *stats,
+                                             const float *gamma, const float *beta, void *y,
+                                             cudaStream_t stream)
 {
     if ((int64_t)n * c * inner == 0)
         return CT_OK;
-    CT_CUDA_LAUNCH(bn_apply_kernel, bn_segment_grid((const void *)bn_apply_kernel, n, c, inner),
-                   CT_CUDA_BLOCK, 0, stream, n, c, inner, bn_vec_fits(inner, x, x, y), x, stats,
-                   gamma, beta, y);
-    return CT_OK;
+    return ct_with_storage(dtype, [&](auto tag) -> ct_status {
+        using T = decltype(tag);
+        CT_CUDA_LAUNCH(bn_apply_kernel<T>,
+                       bn_segment_grid((const void *)bn_apply_kernel<T>, n, c, inner),
+                       CT_CUDA_BLOCK, 0, stream, n, c, inner,
+                       bn_vec_fits(inner, sizeof(T), x, x, y), (const T *)x, stats, gamma, beta,
+                       (T *)y);
+        return CT_OK;
+    });
 }
 
-extern "C" ct_status ct_cuda_batchnorm_backward_params(int n, int c, int inner, const float *x,
-                                                       const float *dy, const float *stats,
-                                                       float *dparams, void *workspace,
-                                                       cudaStream_t stream)
+extern "C" ct_status ct_cuda_batchnorm_backward_params(ct_dtype dtype, int n, int c, int inner,
+                                                       const void *x, const void *dy,
+                                                       const float *stats, float *dparams,
+                                                       void *workspace, cudaStream_t stream)
 {
     if (c <= 0)
         return CT_OK;
     ct_channel_chunks chunks = ct_channel_chunks_for(n, c, inner);
     double *parts = (double *)workspace;
-    CT_CUDA_LAUNCH(bn_params_chunk_kernel, (unsigned)((int64_t)c * chunks.count), CT_CUDA_BLOCK,
-                   0, stream, n, c, inner, chunks, x, dy, stats, parts);
-    CT_CUDA_LAUNCH(bn_params_finish_kernel, ct_channel_finish_blocks(c), CT_CUDA_BLOCK, 0, stream,
-                   c, chunks, parts, stats, dparams);
-    return CT_OK;
+    return ct_with_storage(dtype, [&](auto tag) -> ct_status {
+        using T = decltype(tag);
+        CT_CUDA_LAUNCH(bn_params_chunk_kernel<T>, (unsigned)((int64_t)c * chunks.count),
+                       CT_CUDA_BLOCK, 0, stream, n, c, inner, chunks, (const T *)x,
+                       (const T *)dy, stats, parts);
+        CT_CUDA_LAUNCH(bn_params_finish_kernel, ct_channel_finish_blocks(c), CT_CUDA_BLOCK, 0,
+                       stream, c, chunks, parts, stats, dparams);
+        return CT_OK;
+    });
 }
 
-extern "C" ct_status ct_cuda_batchnorm_backward_data(int n, int c, int inner, const float *x,
-                                                     const float *dy, const float *stats,
-                                                     const float *gamma, const float *dparams,
-                                                     float *dx, cudaStream_t stream)
+extern "C" ct_status ct_cuda_batchnorm_backward_data(ct_dtype dtype, int n, int c, int inner,
+                                                     const void *x, const void *dy,
+                                                     const float *stats, const float *gamma,
+                                                     const float *dparams, void *dx,
+                                                     cudaStream_t stream)
 {
     if ((int64_t)n * c * inner == 0)
         return CT_OK;
-    CT_CUDA_LAUNCH(bn_backward_data_kernel,
-                   bn_segment_grid((const void *)bn_backward_data_kernel, n, c, inner),
-                   CT_CUDA_BLOCK, 0, stream, n, c, inner, bn_vec_fits(inner, x, dy, dx), x, dy,
-                   stats, gamma, dparams, dx);
-    return CT_OK;
+    return ct_with_storage(dtype, [&](auto tag) -> ct_status {
+        using T = decltype(tag);
+        CT_CUDA_LAUNCH(bn_backward_data_kernel<T>,
+                       bn_segment_grid((const void *)bn_backward_data_kernel<T>, n, c, inner),
+                       CT_CUDA_BLOCK, 0, stream, n, c, inner,
+                       bn_vec_fits(inner, sizeof(T), x, dy, dx), (const T *)x, (const T *)dy,
+                       stats, gamma, dparams, (T *)dx);
+        return CT_OK;
+    });
 }

@@ -108,10 +108,11 @@ ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, const float *
                                          cudaStream_t stream);
 /* db[ch] = sum_{n,i} dy[n,ch,i] (the bias gradient), each channel reduced over
  * many blocks (channel_reduce.cuh) with its parts in the workspace, of
- * ct_cuda_channel_sum_workspace bytes. */
+ * ct_cuda_channel_sum_workspace bytes.  dtype: of dy (f32, f16 or bf16); db
+ * is f32. */
 size_t ct_cuda_channel_sum_workspace(int n, int c, int inner);
-ct_status ct_cuda_channel_sum(int n, int c, int inner, const float *dy, float *db,
-                              void *workspace, cudaStream_t stream);
+ct_status ct_cuda_channel_sum(ct_dtype dtype, int n, int c, int inner, const void *dy,
+                              float *db, void *workspace, cudaStream_t stream);
 
 /* ---- pool.cu -------------------------------------------------------------- */
 
@@ -161,22 +162,25 @@ ct_status ct_cuda_tanh_backward(ct_dtype dtype, int64_t count, const void *y, co
  * blocks (channel_reduce.cuh); their parts go to the workspace, of
  * ct_cuda_batchnorm_workspace bytes for x: [n, c, inner]. */
 size_t ct_cuda_batchnorm_workspace(int n, int c, int inner);
+/* dtype: of x, y, dy and dx alike (f32, f16 or bf16); statistics, gamma,
+ * beta, running buffers and dparams are f32. */
 /* As ct_cpu_batchnorm_stats; in training, also num_batches[0] += 1 when
  * num_batches is not NULL (PyTorch's num_batches_tracked). */
-ct_status ct_cuda_batchnorm_stats(int n, int c, int inner, const float *x, bool training,
-                                  float momentum, float eps, float *running_mean,
-                                  float *running_var, int64_t *num_batches, float *stats,
-                                  void *workspace, cudaStream_t stream);
-ct_status ct_cuda_batchnorm_apply(int n, int c, int inner, const float *x, const float *stats,
-                                  const float *gamma, const float *beta, float *y,
+ct_status ct_cuda_batchnorm_stats(ct_dtype dtype, int n, int c, int inner, const void *x,
+                                  bool training, float momentum, float eps,
+                                  float *running_mean, float *running_var,
+                                  int64_t *num_batches, float *stats, void *workspace,
                                   cudaStream_t stream);
-ct_status ct_cuda_batchnorm_backward_params(int n, int c, int inner, const float *x,
-                                            const float *dy, const float *stats,
+ct_status ct_cuda_batchnorm_apply(ct_dtype dtype, int n, int c, int inner, const void *x,
+                                  const float *stats, const float *gamma, const float *beta,
+                                  void *y, cudaStream_t stream);
+ct_status ct_cuda_batchnorm_backward_params(ct_dtype dtype, int n, int c, int inner,
+                                            const void *x, const void *dy, const float *stats,
                                             float *dparams, void *workspace,
                                             cudaStream_t stream);
-ct_status ct_cuda_batchnorm_backward_data(int n, int c, int inner, const float *x,
-                                          const float *dy, const float *stats,
-                                          const float *gamma, const float *dparams, float *dx,
+ct_status ct_cuda_batchnorm_backward_data(ct_dtype dtype, int n, int c, int inner,
+                                          const void *x, const void *dy, const float *stats,
+                                          const float *gamma, const float *dparams, void *dx,
                                           cudaStream_t stream);
 
 /* ---- dropout.cu ------------------------------------------------------------------ */
@@ -196,13 +200,16 @@ ct_status ct_cuda_softmax_backward(int n, int c, const float *y, const float *dy
  * *bad_row (device memory) to that row if smaller: the caller sets it to
  * CT_CUDA_NO_BAD_ROW beforehand and reads it after synchronizing. */
 #define CT_CUDA_NO_BAD_ROW 0x7f7f7f7f /* what cudaMemset(0x7f) writes in an int */
-ct_status ct_cuda_cross_entropy_forward(int n, int c, const float *logits, const void *labels,
-                                        bool labels_i64, float label_smoothing, float *loss,
-                                        int *bad_row, cudaStream_t stream);
-ct_status ct_cuda_cross_entropy_backward(int n, int c, const float *logits, const void *labels,
-                                         bool labels_i64, float label_smoothing,
-                                         const float *dloss, float *dlogits,
-                                         cudaStream_t stream);
+/* dtype: of logits and dlogits (f32, f16 or bf16); the loss and dloss are
+ * f32. */
+ct_status ct_cuda_cross_entropy_forward(ct_dtype dtype, int n, int c, const void *logits,
+                                        const void *labels, bool labels_i64,
+                                        float label_smoothing, float *loss, int *bad_row,
+                                        int32_t *found_inf, cudaStream_t stream);
+ct_status ct_cuda_cross_entropy_backward(ct_dtype dtype, int n, int c, const void *logits,
+                                         const void *labels, bool labels_i64,
+                                         float label_smoothing, const float *dloss,
+                                         void *dlogits, cudaStream_t stream);
 
 /* ---- tensor_ops.cu ------------------------------------------------------------------- */
 

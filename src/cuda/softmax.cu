@@ -6,31 +6,41 @@
  * first); the cross-entropy mean runs in one block whose warps take rows in
  * turn and whose sum is a fixed tree, so it is deterministic.
  * Outputs are written with =.
+ *
+ * The cross-entropy's logits and their gradient are of storage type T
+ * (float, or the bits of a bf16 or f16: elementwise.cuh): logits widened
+ * as they are loaded (or staged), the work the f32 kernel's, each
+ * gradient rounded once as it is stored; the loss is f32.  Softmax is f32
+ * only: autocast gives it an f32 input (ops/loss.c), so its output and
+ * gradients are f32 in every graph.
  */
 #include <math.h>
 
 #include "core/math_shared.h"
-#include "cuda/common.cuh"
+#include "cuda/elementwise.cuh"
 
 __device__ inline int64_t ce_label(const void *labels, bool labels_i64, int row)
 {
     return labels_i64 ? ((const int64_t *)labels)[row] : ((const int32_t *)labels)[row];
 }
 
-__device__ inline float row_max(int c, const float *x, int lane)
+/* x: a row of storage type S (float: a staged row too) */
+template <class S> __device__ inline float row_max(int c, const S *x, int lane)
 {
     float m = -INFINITY;
-    for (int j = lane; j < c; j += CT_CUDA_WARP)
-        m = x[j] > m ? x[j] : m;
+    for (int j = lane; j < c; j += CT_CUDA_WARP) {
+        float v = ct_load_f32(x, j);
+        m = v > m ? v : m;
+    }
     return ct_warp_max(m);
 }
 
 /* log sum_j exp(x_j) of one row, in double, in every lane of the warp */
-__device__ inline double row_logsumexp(int c, const float *x, int lane)
+template <class S> __device__ inline double row_logsumexp(int c, const S *x, int lane)
 {
     double m = row_max(c, x, lane), sum = 0.0;
     for (int j = lane; j < c; j += CT_CUDA_WARP)
-        sum += ct_lse_term(x[j], m);
+        sum += ct_lse_term(ct_load_f32(x, j), m);
     sum = __shfl_sync(0xffffffffu, ct_warp_sum(sum), 0);
     return ct_logsumexp(m, sum);
 }
@@ -106,26 +116,46 @@ static int ce_group_rows(int c)
     return rows / CE_WARPS * CE_WARPS;
 }
 
-/* Rows [first, first + count) of logits into stage and their labels into
- * stage_labels, by the whole block; the caller synchronizes after. */
-__device__ inline void ce_stage_rows(int first, int count, int c, const float *logits,
+/* Rows [first, first + count) of logits into stage (as f32) and their
+ * labels into stage_labels, by the whole block; the caller synchronizes
+ * after. */
+template <class T>
+__device__ inline void ce_stage_rows(int first, int count, int c, const T *logits,
                                      const void *labels, bool labels_i64, float *stage,
                                      int64_t *stage_labels)
 {
     int64_t floats = (int64_t)count * c;
-    const float *src = logits + (int64_t)first * c;
+    const T *src = logits + (int64_t)first * c;
     for (int64_t i = threadIdx.x; i < floats; i += blockDim.x)
-        stage[i] = src[i];
+        stage[i] = ct_load_f32(src, i);
     for (int r = threadIdx.x; r < count; r += blockDim.x)
         stage_labels[r] = ce_label(labels, labels_i64, first + r);
 }
 
+/* Row xr's term of the loss, in lane 0 (0 in the others), for a label in
+ * [0, c): -(1-s) log p[label] - (s/c) sum_j log p[j]; xr staged or in place. */
+template <class S>
+__device__ inline double ce_row_loss(int c, const S *xr, int64_t label, float smoothing, int lane)
+{
+    double lse = row_logsumexp(c, xr, lane), sum_log_p = 0.0;
+    for (int j = lane; j < c; j += CT_CUDA_WARP)
+        sum_log_p += ct_log_softmax(ct_load_f32(xr, j), lse);
+    sum_log_p = ct_warp_sum(sum_log_p);
+    if (lane != 0)
+        return 0.0;
+    return ct_cross_entropy_row(ct_log_softmax(ct_load_f32(xr, label), lse), sum_log_p,
+                                smoothing, c);
+}
+
 /* loss[0] = mean_i [-(1-s) log p[i,label_i] - (s/c) sum_j log p[i,j]]; one block
  * of CE_THREADS, in groups of `rows` rows (0: unstaged, one group of n).
- * A bad label: loss NaN and *bad_row lowered to its row. */
-__global__ void cross_entropy_forward_kernel(int n, int c, int rows, const float *logits,
-                                             const void *labels, bool labels_i64,
-                                             float smoothing, float *loss, int *bad_row)
+ * A bad label: loss NaN and *bad_row lowered to its row.  A loss that is not
+ * finite sets *found_inf (training: the step's updates then do nothing). */
+template <class T>
+static __global__ void cross_entropy_forward_kernel(int n, int c, int rows, const T *logits,
+                                                    const void *labels, bool labels_i64,
+                                                    float smoothing, float *loss, int *bad_row,
+                                                    int32_t *found_inf)
 {
     __shared__ float stage[CE_STAGE_FLOATS];
     __shared__ int64_t stage_labels[CE_MAX_ROWS];
@@ -142,7 +172,6 @@ __global__ void cross_entropy_forward_kernel(int n, int c, int rows, const float
         }
         for (int r = warp; r < count; r += n_warps) {
             int row = first + r;
-            const float *xr = rows > 0 ? stage + (int64_t)r * c : logits + (int64_t)row * c;
             int64_t label = rows > 0 ? stage_labels[r] : ce_label(labels, labels_i64, row);
             if (label < 0 || label >= c) {
                 if (lane == 0) {
@@ -152,29 +181,31 @@ __global__ void cross_entropy_forward_kernel(int n, int c, int rows, const float
                 }
                 continue;
             }
-            double lse = row_logsumexp(c, xr, lane), sum_log_p = 0.0;
-            for (int j = lane; j < c; j += CT_CUDA_WARP)
-                sum_log_p += ct_log_softmax(xr[j], lse);
-            sum_log_p = ct_warp_sum(sum_log_p);
-            if (lane == 0)
-                total += ct_cross_entropy_row(ct_log_softmax(xr[label], lse), sum_log_p,
-                                              smoothing, c);
+            total += rows > 0 ? ce_row_loss(c, stage + (int64_t)r * c, label, smoothing, lane)
+                              : ce_row_loss(c, logits + (int64_t)row * c, label, smoothing,
+                                            lane);
         }
     }
     total = ct_block_sum(total);
     bad = ct_block_sum(bad);
-    if (threadIdx.x == 0)
-        loss[0] = bad > 0.0 ? NAN : (float)(total / n);
+    if (threadIdx.x == 0) {
+        float value = bad > 0.0 ? NAN : (float)(total / n);
+        loss[0] = value;
+        if (found_inf && !isfinite(value))
+            *found_inf = 1;
+    }
 }
 
 /* dlogits[i,j] = dloss[0]/n * (softmax(logits[i,:])_j - ((1-s)[j == label_i] + s/c));
  * block b takes groups of `rows` rows b, b + gridDim.x, ..., staged: each
  * warp overwrites its rows' logits with their gradient, and the block
  * stores the group in one coalesced pass. */
-__global__ void cross_entropy_backward_staged_kernel(int n, int c, int rows,
-                                                     const float *logits, const void *labels,
-                                                     bool labels_i64, float smoothing,
-                                                     const float *dloss, float *dlogits)
+template <class T>
+static __global__ void cross_entropy_backward_staged_kernel(int n, int c, int rows,
+                                                            const T *logits,
+                                                            const void *labels, bool labels_i64,
+                                                            float smoothing, const float *dloss,
+                                                            T *dlogits)
 {
     __shared__ float stage[CE_STAGE_FLOATS];
     __shared__ int64_t stage_labels[CE_MAX_ROWS];
@@ -197,27 +228,27 @@ __global__ void cross_entropy_backward_staged_kernel(int n, int c, int rows,
                 xr[j] = ct_ce_dlogit(&grad, xr[j], lse, j == stage_labels[r]);
         }
         __syncthreads();
-        float *dst = dlogits + first * c;
+        T *dst = dlogits + first * c;
         for (int64_t i = threadIdx.x; i < (int64_t)count * c; i += blockDim.x)
-            dst[i] = stage[i];
+            ct_store_f32(dst, i, stage[i]);
     }
 }
 
 /* The same, one warp per row read in place: rows too wide to stage. */
-__global__ void cross_entropy_backward_kernel(int n, int c, const float *logits,
-                                              const void *labels, bool labels_i64,
-                                              float smoothing, const float *dloss,
-                                              float *dlogits)
+template <class T>
+__global__ void cross_entropy_backward_kernel(int n, int c, const T *logits, const void *labels,
+                                              bool labels_i64, float smoothing,
+                                              const float *dloss, T *dlogits)
 {
     ct_ce_grad grad = ct_ce_grad_of(dloss[0], n, smoothing, c);
     CT_CUDA_WARP_ROWS(row, n)
     {
-        const float *xr = logits + (int64_t)row * c;
-        float *dr = dlogits + (int64_t)row * c;
+        const T *xr = logits + (int64_t)row * c;
+        T *dr = dlogits + (int64_t)row * c;
         int64_t label = ce_label(labels, labels_i64, row);
         double lse = row_logsumexp(c, xr, lane);
         for (int j = lane; j < c; j += CT_CUDA_WARP)
-            dr[j] = ct_ce_dlogit(&grad, xr[j], lse, j == label);
+            ct_store_f32(dr, j, ct_ce_dlogit(&grad, ct_load_f32(xr, j), lse, j == label));
     }
 }
 
@@ -236,31 +267,42 @@ extern "C" ct_status ct_cuda_softmax_backward(int n, int c, const float *y, cons
     return CT_OK;
 }
 
-extern "C" ct_status ct_cuda_cross_entropy_forward(int n, int c, const float *logits,
-                                                   const void *labels, bool labels_i64,
-                                                   float label_smoothing, float *loss,
-                                                   int *bad_row, cudaStream_t stream)
+extern "C" ct_status ct_cuda_cross_entropy_forward(ct_dtype dtype, int n, int c,
+                                                   const void *logits, const void *labels,
+                                                   bool labels_i64, float label_smoothing,
+                                                   float *loss, int *bad_row,
+                                                   int32_t *found_inf, cudaStream_t stream)
 {
-    CT_CUDA_LAUNCH(cross_entropy_forward_kernel, 1, CE_THREADS, 0, stream, n, c,
-                   ce_group_rows(c), logits, labels, labels_i64, label_smoothing, loss, bad_row);
-    return CT_OK;
+    return ct_with_storage(dtype, [&](auto tag) -> ct_status {
+        using T = decltype(tag);
+        CT_CUDA_LAUNCH(cross_entropy_forward_kernel<T>, 1, CE_THREADS, 0, stream, n, c,
+                       ce_group_rows(c), (const T *)logits, labels, labels_i64, label_smoothing,
+                       loss, bad_row, found_inf);
+        return CT_OK;
+    });
 }
 
-extern "C" ct_status ct_cuda_cross_entropy_backward(int n, int c, const float *logits,
-                                                    const void *labels, bool labels_i64,
-                                                    float label_smoothing, const float *dloss,
-                                                    float *dlogits, cudaStream_t stream)
+extern "C" ct_status ct_cuda_cross_entropy_backward(ct_dtype dtype, int n, int c,
+                                                    const void *logits, const void *labels,
+                                                    bool labels_i64, float label_smoothing,
+                                                    const float *dloss, void *dlogits,
+                                                    cudaStream_t stream)
 {
     int rows = ce_group_rows(c);
-    if (rows == 0) {
-        CT_CUDA_LAUNCH_ITEMS(cross_entropy_backward_kernel, (int64_t)n * CT_CUDA_WARP, stream,
-                             n, c, logits, labels, labels_i64, label_smoothing, dloss, dlogits);
+    return ct_with_storage(dtype, [&](auto tag) -> ct_status {
+        using T = decltype(tag);
+        if (rows == 0) {
+            CT_CUDA_LAUNCH_ITEMS(cross_entropy_backward_kernel<T>, (int64_t)n * CT_CUDA_WARP,
+                                 stream, n, c, (const T *)logits, labels, labels_i64,
+                                 label_smoothing, dloss, (T *)dlogits);
+            return CT_OK;
+        }
+        int64_t groups = ((int64_t)n + rows - 1) / rows;
+        unsigned blocks = ct_cuda_grid_for(
+            (const void *)cross_entropy_backward_staged_kernel<T>, groups * CE_THREADS);
+        CT_CUDA_LAUNCH(cross_entropy_backward_staged_kernel<T>, blocks, CE_THREADS, 0, stream, n,
+                       c, rows, (const T *)logits, labels, labels_i64, label_smoothing, dloss,
+                       (T *)dlogits);
         return CT_OK;
-    }
-    int64_t groups = ((int64_t)n + rows - 1) / rows;
-    unsigned blocks = ct_cuda_grid_for((const void *)cross_entropy_backward_staged_kernel,
-                                       groups * CE_THREADS);
-    CT_CUDA_LAUNCH(cross_entropy_backward_staged_kernel, blocks, CE_THREADS, 0, stream, n, c,
-                   rows, logits, labels, labels_i64, label_smoothing, dloss, dlogits);
-    return CT_OK;
+    });
 }

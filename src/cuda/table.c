@@ -10,6 +10,8 @@
  * Convolution and linear of 16-bit nodes run on tensor cores (table_tc.c),
  * listed first: the only implementations that take those nodes.
  */
+#include <string.h>
+
 #include "core/error.h"
 #include "cuda/backend_impl.h"
 #include "cuda/check.h"
@@ -55,8 +57,8 @@ static ct_status run_conv2d_bwd_weight(cuda_backend *b, const ct_exec *e, const 
 static ct_status run_channel_sum(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     ct_nci d = ct_nci_of(n->src[0]);
-    return ct_cuda_channel_sum(d.n, d.c, d.inner, ct_in(e, n, 0), ct_out(e, n), e->workspace,
-                               b->stream);
+    return ct_cuda_channel_sum(n->src[0]->dtype, d.n, d.c, d.inner, ct_in(e, n, 0),
+                               ct_out(e, n), e->workspace, b->stream);
 }
 
 static ct_status run_linear(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -161,8 +163,8 @@ static ct_status run_bn_stats(cuda_backend *b, const ct_exec *e, const ct_tensor
 {
     ct_nci d = ct_nci_of(n->src[0]);
     int64_t *num_batches = n->n_src > 3 ? ct_exec_data(e, n->src[3]) : NULL;
-    return ct_cuda_batchnorm_stats(d.n, d.c, d.inner, ct_in(e, n, 0), e->training,
-                                   n->attr.bn.momentum, n->attr.bn.eps,
+    return ct_cuda_batchnorm_stats(n->src[0]->dtype, d.n, d.c, d.inner, ct_in(e, n, 0),
+                                   e->training, n->attr.bn.momentum, n->attr.bn.eps,
                                    ct_exec_data(e, n->src[1]), ct_exec_data(e, n->src[2]),
                                    num_batches, ct_out(e, n), e->workspace, b->stream);
 }
@@ -170,24 +172,24 @@ static ct_status run_bn_stats(cuda_backend *b, const ct_exec *e, const ct_tensor
 static ct_status run_bn_apply(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     ct_nci d = ct_nci_of(n);
-    return ct_cuda_batchnorm_apply(d.n, d.c, d.inner, ct_in(e, n, 0), ct_in(e, n, 1),
+    return ct_cuda_batchnorm_apply(n->dtype, d.n, d.c, d.inner, ct_in(e, n, 0), ct_in(e, n, 1),
                                    ct_in(e, n, 2), ct_in(e, n, 3), ct_out(e, n), b->stream);
 }
 
 static ct_status run_bn_bwd_params(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     ct_nci d = ct_nci_of(n->src[0]);
-    return ct_cuda_batchnorm_backward_params(d.n, d.c, d.inner, ct_in(e, n, 0),
-                                             ct_in(e, n, 1), ct_in(e, n, 2), ct_out(e, n),
-                                             e->workspace, b->stream);
+    return ct_cuda_batchnorm_backward_params(n->src[0]->dtype, d.n, d.c, d.inner,
+                                             ct_in(e, n, 0), ct_in(e, n, 1), ct_in(e, n, 2),
+                                             ct_out(e, n), e->workspace, b->stream);
 }
 
 static ct_status run_bn_bwd_data(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     ct_nci d = ct_nci_of(n);
-    return ct_cuda_batchnorm_backward_data(d.n, d.c, d.inner, ct_in(e, n, 0), ct_in(e, n, 1),
-                                           ct_in(e, n, 2), ct_in(e, n, 3), ct_in(e, n, 4),
-                                           ct_out(e, n), b->stream);
+    return ct_cuda_batchnorm_backward_data(n->dtype, d.n, d.c, d.inner, ct_in(e, n, 0),
+                                           ct_in(e, n, 1), ct_in(e, n, 2), ct_in(e, n, 3),
+                                           ct_in(e, n, 4), ct_out(e, n), b->stream);
 }
 
 static ct_status run_dropout(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -238,19 +240,22 @@ static ct_status run_cross_entropy(cuda_backend *b, const ct_exec *e, const ct_t
     const ct_tensor *logits = n->src[0], *labels = n->src[1];
     b->ce_node = n;
     b->ce_labels = ct_exec_data(e, labels);
-    return ct_cuda_cross_entropy_forward((int)logits->shape[0], (int)logits->shape[1],
-                                         ct_in(e, n, 0), b->ce_labels, labels->dtype == CT_I64,
-                                         n->attr.ce.smoothing, ct_out(e, n), b->bad_row,
-                                         b->stream);
+    /* training: a loss that is not finite skips the step's updates */
+    int32_t *found_inf = e->step_values ? &((ct_step_values *)e->step_values)->found_inf : NULL;
+    return ct_cuda_cross_entropy_forward(logits->dtype, (int)logits->shape[0],
+                                         (int)logits->shape[1], ct_in(e, n, 0), b->ce_labels,
+                                         labels->dtype == CT_I64, n->attr.ce.smoothing,
+                                         ct_out(e, n), b->bad_row, found_inf, b->stream);
 }
 
 static ct_status run_cross_entropy_bwd(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     const ct_tensor *logits = n->src[1], *labels = n->src[2];
-    return ct_cuda_cross_entropy_backward((int)logits->shape[0], (int)logits->shape[1],
-                                          ct_in(e, n, 1), ct_exec_data(e, labels),
-                                          labels->dtype == CT_I64, n->attr.ce.smoothing,
-                                          ct_in(e, n, 0), ct_out(e, n), b->stream);
+    return ct_cuda_cross_entropy_backward(logits->dtype, (int)logits->shape[0],
+                                          (int)logits->shape[1], ct_in(e, n, 1),
+                                          ct_exec_data(e, labels), labels->dtype == CT_I64,
+                                          n->attr.ce.smoothing, ct_in(e, n, 0), ct_out(e, n),
+                                          b->stream);
 }
 
 static ct_status run_fill(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -417,6 +422,51 @@ static bool same_dtype_supports(const ct_backend *backend, const ct_tensor *node
     return true;
 }
 
+/* Batchnorm, the cross-entropy and the channel sum (.half) read and write
+ * their activations (x, y, dy, dx, logits, dlogits) in one dtype, f32, f16
+ * or bf16, and the rest as f32 (statistics, gamma, beta, running buffers,
+ * parameter gradients, the loss) or integers (labels, num_batches): `kinds`
+ * names the dtype of the node, then of each source: 'a' the activations'
+ * dtype, 'f' f32, 'i' i32 or i64.  A node with another mix runs on the CPU
+ * fallback. */
+static bool dtypes_are(const ct_tensor *node, const char *kinds)
+{
+    if ((int)strlen(kinds) < node->n_src + 1)
+        return false;
+    ct_dtype activations = CT_DTYPE_COUNT;
+    for (int i = 0; i <= node->n_src; i++) {
+        ct_dtype dtype = i == 0 ? node->dtype : node->src[i - 1]->dtype;
+        bool fits = false;
+        switch (kinds[i]) {
+        case 'a':
+            if (activations == CT_DTYPE_COUNT)
+                activations = dtype;
+            fits = dtype == activations && (dtype == CT_F32 || ct_dtype_is_half(dtype));
+            break;
+        case 'f': fits = dtype == CT_F32; break;
+        case 'i': fits = dtype == CT_I32 || dtype == CT_I64; break;
+        default: break;
+        }
+        if (!fits)
+            return false;
+    }
+    return true;
+}
+
+#define DTYPES_SUPPORT(name, kinds)                                                       \
+    static bool name(const ct_backend *backend, const ct_tensor *node)                    \
+    {                                                                                     \
+        (void)backend;                                                                    \
+        return dtypes_are(node, kinds);                                                   \
+    }
+DTYPES_SUPPORT(bn_stats_supports, "faffi")      /* stats <- x, running mean, var, count */
+DTYPES_SUPPORT(bn_apply_supports, "aafff")      /* y <- x, stats, gamma, beta */
+DTYPES_SUPPORT(bn_bwd_params_supports, "faaf")  /* dparams <- x, dy, stats */
+DTYPES_SUPPORT(bn_bwd_data_supports, "aaafff")  /* dx <- x, dy, stats, gamma, dparams */
+DTYPES_SUPPORT(cross_entropy_supports, "fai")   /* loss <- logits, labels */
+DTYPES_SUPPORT(cross_entropy_bwd_supports, "afai") /* dlogits <- dloss, logits, labels */
+DTYPES_SUPPORT(channel_sum_supports, "fa")      /* db <- dy */
+
 static bool maxpool2x2_supports(const ct_backend *backend, const ct_tensor *node)
 {
     return same_dtype_supports(backend, node) && ct_cuda_maxpool2x2_fits(&node->attr.pool);
@@ -461,7 +511,8 @@ CUDA_IMPL(conv2d, "implicit_gemm", run_conv2d, .fuses = CT_FUSES_RELU);
 CUDA_IMPL(conv2d_bwd_data, "implicit_gemm", run_conv2d_bwd_data, .workspace = conv_workspace);
 CUDA_IMPL(conv2d_bwd_weight, "implicit_gemm", run_conv2d_bwd_weight,
           .workspace = conv_workspace);
-NATIVE(channel_sum, run_channel_sum, .workspace = channel_workspace);
+NATIVE(channel_sum, run_channel_sum, .workspace = channel_workspace, .half = true,
+       .supports = channel_sum_supports);
 NATIVE(linear, run_linear, .fuses = CT_FUSES_RELU);
 NATIVE(linear_bwd_data, run_linear_bwd_data);
 NATIVE(linear_bwd_weight, run_linear_bwd_weight);
@@ -482,18 +533,21 @@ NATIVE(sigmoid, run_sigmoid, HALF);
 NATIVE(sigmoid_bwd, run_sigmoid_bwd, HALF);
 NATIVE(tanh_, run_tanh, HALF);
 NATIVE(tanh_bwd, run_tanh_bwd, HALF);
-NATIVE(bn_stats, run_bn_stats, .workspace = channel_workspace);
-NATIVE(bn_apply, run_bn_apply);
-NATIVE(bn_bwd_params, run_bn_bwd_params, .workspace = channel_workspace);
-NATIVE(bn_bwd_data, run_bn_bwd_data);
+NATIVE(bn_stats, run_bn_stats, .workspace = channel_workspace, .half = true,
+       .supports = bn_stats_supports);
+NATIVE(bn_apply, run_bn_apply, .half = true, .supports = bn_apply_supports);
+NATIVE(bn_bwd_params, run_bn_bwd_params, .workspace = channel_workspace, .half = true,
+       .supports = bn_bwd_params_supports);
+NATIVE(bn_bwd_data, run_bn_bwd_data, .half = true, .supports = bn_bwd_data_supports);
 NATIVE(dropout, run_dropout, HALF);
 NATIVE(add, run_add, HALF);
 NATIVE(concat, run_concat, HALF);
 NATIVE(slice_channels, run_slice_channels, HALF);
 NATIVE(softmax, run_softmax);
 NATIVE(softmax_bwd, run_softmax_bwd);
-NATIVE(cross_entropy, run_cross_entropy);
-NATIVE(cross_entropy_bwd, run_cross_entropy_bwd);
+NATIVE(cross_entropy, run_cross_entropy, .half = true, .supports = cross_entropy_supports);
+NATIVE(cross_entropy_bwd, run_cross_entropy_bwd, .half = true,
+       .supports = cross_entropy_bwd_supports);
 NATIVE(fill, run_fill);
 NATIVE(cast, run_cast, .half = true);
 NATIVE(check_finite, run_check_finite);
