@@ -390,6 +390,57 @@ static int skip(const char *reason)
     return 0;
 }
 
+/* fp16 SimpleCNN (tensor cores, loss scaling): replayed steps give the
+ * eager steps' bits, and a step whose scale overflows the gradients (set to
+ * 2^100 while replaying) is skipped by both alike, the scale halved. */
+static void fp16_replay_skips_like_eager(void)
+{
+    model m = {.graph = ct_graph_new(), .classes = 10};
+    m.x = ct_input(m.graph, "x", CT_F32, 4, (int64_t[]){8, 1, 28, 28});
+    m.labels = ct_input(m.graph, "labels", CT_I64, 1, (int64_t[]){8});
+    CHECK_OK(ct_graph_set_precision(m.graph, CT_PRECISION_FP16));
+    m.loss = ct_cross_entropy(m.graph, ct_model_simplecnn(m.graph, m.x, 10), m.labels, 0.0f);
+    CHECK_OK(ct_graph_backward(m.graph, m.loss));
+    CHECK_OK(ct_graph_sgd(m.graph, (ct_sgd_args){.lr = 0.05f, .momentum = 0.9f,
+                                                 .nesterov = true}));
+    ct_plan *a = NULL, *b = NULL;
+    CHECK_OK(ct_backend_set_kernels(graphs_on, "native"));
+    CHECK_OK(ct_backend_set_kernels(graphs_off, "native"));
+    CHECK_OK(ct_plan_new(m.graph, graphs_on, 7, &a));
+    CHECK_OK(ct_plan_new(m.graph, graphs_off, 7, &b));
+    if (a && b) { /* the model's own initial weights (seed 7 on both), seeded data */
+        for (int k = 0; k < 2; k++) {
+            fill_tensor(k ? b : a, m.x, m.classes, 100);
+            fill_tensor(k ? b : a, m.labels, m.classes, 101);
+        }
+        CHECK_OK(ct_plan_set_loss_scale(a, 0x1p10f, 2000)); /* no overflow before the forced one */
+        CHECK_OK(ct_plan_set_loss_scale(b, 0x1p10f, 2000));
+        for (int step = 0; step < STEPS; step++) {
+            bool skip = step == STEPS - 2; /* replaying by now */
+            if (step >= STEPS - 2) { /* 2^100: the gradients overflow; then 2^10 */
+                CHECK_OK(ct_plan_set_loss_scale(a, skip ? 0x1p100f : 0x1p10f, 2000));
+                CHECK_OK(ct_plan_set_loss_scale(b, skip ? 0x1p100f : 0x1p10f, 2000));
+            }
+            step_both(a, b, step);
+            CHECK(ct_plan_step_skipped(a) == skip && ct_plan_step_skipped(b) == skip,
+                  "step %d: skipped %d (replayed) and %d (node by node), expected %d", step,
+                  ct_plan_step_skipped(a), ct_plan_step_skipped(b), skip);
+            check_same_bits(a, b, &m, "fp16");
+            if (skip)
+                CHECK(ct_plan_loss_scale(a) == 0x1p99f && ct_plan_loss_scale(b) == 0x1p99f,
+                      "scales %g and %g after the skip", (double)ct_plan_loss_scale(a),
+                      (double)ct_plan_loss_scale(b));
+        }
+        CHECK(ct_plan_cuda_graph(a, CT_TRAIN, NULL, NULL) == 1, "fp16 steps not replayed");
+        CHECK(ct_plan_skipped_steps(a) == 1 && ct_plan_skipped_steps(b) == 1,
+              "%lld and %lld steps skipped", (long long)ct_plan_skipped_steps(a),
+              (long long)ct_plan_skipped_steps(b));
+    }
+    ct_plan_free(a);
+    ct_plan_free(b);
+    ct_graph_free(m.graph);
+}
+
 int main(void)
 {
     if (ct_backend_new("cuda", &graphs_on) != CT_OK)
@@ -405,6 +456,7 @@ int main(void)
     RUN(replay_reports_bad_label);
     RUN(eval_steps_replay);
     RUN(choices_record_again);
+    RUN(fp16_replay_skips_like_eager);
 #ifdef CUDA_EMU
     RUN(failed_recording_runs_node_by_node);
 #endif
