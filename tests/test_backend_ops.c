@@ -170,6 +170,13 @@ static ct_status build_casts(ct_graph *g, tracked *t, const entry *e)
     return finish_vjp(g, t, e, ct_cast(g, ct_cast(g, ct_cast(g, x, CT_BF16), CT_F16), CT_F32));
 }
 
+/* relu(x + tanh(x)): the relu fused into the add (a residual block's end). */
+static ct_status build_add_relu(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *x = main_input(g, t, e, true);
+    return finish_vjp(g, t, e, ct_relu(g, ct_add(g, x, ct_tanh(g, x))));
+}
+
 /* A constant node (ops.h: it seeds the gradient of a loss), kept. */
 static ct_status build_fill(ct_graph *g, tracked *t, const entry *e)
 {
@@ -257,6 +264,20 @@ static ct_status build_half_batchnorm(ct_graph *g, tracked *t, const entry *e)
     return finish_half(g, t, e, ct_layer_batchnorm2d(g, "bn", half_input(g, t, e)));
 }
 
+/* relu(h + relu(h)) in 16 bits: the relu fused into the add. */
+static ct_status build_half_add_relu(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *h = half_input(g, t, e);
+    return finish_half(g, t, e, ct_relu(g, ct_add(g, h, ct_tanh(g, h))));
+}
+
+/* The same followed by a relu, fused into the 16-bit batchnorm's store. */
+static ct_status build_half_batchnorm_relu(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *bn = ct_layer_batchnorm2d(g, "bn", half_input(g, t, e));
+    return finish_half(g, t, e, ct_relu(g, bn));
+}
+
 /* The cross-entropy of 16-bit logits (an f32 loss); backward: 16-bit
  * dlogits. */
 static ct_status build_half_cross_entropy(ct_graph *g, tracked *t, const entry *e)
@@ -320,6 +341,14 @@ static ct_status build_global_avgpool(ct_graph *g, tracked *t, const entry *e)
 static ct_status build_batchnorm(ct_graph *g, tracked *t, const entry *e)
 {
     return finish_vjp(g, t, e, ct_layer_batchnorm2d(g, "bn", main_input(g, t, e, true)));
+}
+
+/* batchnorm -> relu: the relu fused into batchnorm's kernel (graph/fuse.c;
+ * tests/test_gradcheck_norm.c checks the fused CPU reference). */
+static ct_status build_batchnorm_relu(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *bn = ct_layer_batchnorm2d(g, "bn", main_input(g, t, e, true));
+    return finish_vjp(g, t, e, ct_relu(g, bn));
 }
 
 /* y = x + p with p a parameter of x's shape: an optimizer over every element. */
@@ -414,6 +443,8 @@ static const entry entries[] = {
     {"activations_odd", build_activations, ACTIVATIONS, X(3, 7, 5, 11)},
     {"activations_large", build_activations, ACTIVATIONS, X(3, 100003)},
     {"fill_large", build_fill, OPS(CT_OP_FILL), X(3, 100003)},
+    {"add_relu_fused", build_add_relu, OPS(CT_OP_ADD, CT_OP_RELU, CT_OP_RELU_BWD, CT_OP_TANH),
+     X(3, 7, 5, 11)},
     {"casts_odd", build_casts, OPS(CT_OP_CAST), X(3, 7, 5, 11)},
     {"casts_large", build_casts, OPS(CT_OP_CAST), X(3, 100003)},
     /* 16-bit activations: 300,405 elements (eight halves per 128-bit access
@@ -471,6 +502,10 @@ static const entry entries[] = {
     {"half_batchnorm_odd_fp16", build_half_batchnorm, BATCHNORM, X(3, 40, 7, 9), BOTH_MODES,
      HALF_FP16},
     {"half_batchnorm_2d_bf16", build_half_batchnorm, BATCHNORM, X(9, 37), BOTH_MODES, HALF_BF16},
+    {"half_batchnorm_relu_bf16", build_half_batchnorm_relu, BATCHNORM, X(5, 70, 4, 5),
+     BOTH_MODES, HALF_BF16},
+    {"half_add_relu_fp16", build_half_add_relu, OPS(CT_OP_ADD, CT_OP_RELU, CT_OP_RELU_BWD),
+     X(3, 7, 5, 11), HALF_FP16},
     {"half_batchnorm_2d_fp16", build_half_batchnorm, BATCHNORM, X(9, 37), BOTH_MODES, HALF_FP16},
     {"half_batchnorm_vec_bf16", build_half_batchnorm, BATCHNORM, X(5, 70, 4, 5), BOTH_MODES,
      HALF_BF16},
@@ -596,6 +631,7 @@ static const entry entries[] = {
      * segments of 1,024 elements with a partial last one, and many channels
      * per segment (2x2 and 1x1 planes) */
     {"batchnorm_vec_segments", build_batchnorm, BATCHNORM, X(5, 70, 4, 5), BOTH_MODES},
+    {"batchnorm_relu_fused", build_batchnorm_relu, BATCHNORM, X(5, 70, 4, 5), BOTH_MODES},
     {"batchnorm_vec_2x2", build_batchnorm, BATCHNORM, X(6, 520, 2, 2), BOTH_MODES},
     {"batchnorm_1x1_many", build_batchnorm, BATCHNORM, X(7, 1100, 1, 1), BOTH_MODES},
     /* optimizers: plain, dampened and Nesterov SGD, Adam, AdamW */

@@ -419,7 +419,7 @@ static void check_batchnorm_train(int n, int c, int inner)
     float *y = new_floats(count), *dx = new_floats(count);
     poison(stats, 2 * c), poison(dparams, 2 * c), poison(y, count), poison(dx, count);
     ct_cpu_batchnorm_stats(n, c, inner, x, true, momentum, eps, running_mean, running_var, stats);
-    ct_cpu_batchnorm_apply(n, c, inner, x, stats, gamma, beta, y);
+    ct_cpu_batchnorm_apply(n, c, inner, x, stats, gamma, beta, false, y);
     ct_cpu_batchnorm_backward_params(n, c, inner, x, dy, stats, dparams);
     ct_cpu_batchnorm_backward_data(n, c, inner, x, dy, stats, gamma, dparams, dx);
     CHECK_CLOSE(stats, stats_want, c, "batchnorm mean");
@@ -465,7 +465,7 @@ static void test_batchnorm_eval(void)
     }
     poison(stats, 2 * c), poison(y, count);
     ct_cpu_batchnorm_stats(n, c, inner, x, false, 0.1f, 1e-5f, running_mean, running_var, stats);
-    ct_cpu_batchnorm_apply(n, c, inner, x, stats, gamma, beta, y);
+    ct_cpu_batchnorm_apply(n, c, inner, x, stats, gamma, beta, false, y);
     CHECK_CLOSE(y, y_want, count, "batchnorm eval");
     CHECK(memcmp(mean_before, running_mean, sizeof mean_before) == 0, "eval moved running_mean");
     CHECK(memcmp(var_before, running_var, sizeof var_before) == 0, "eval moved running_var");

@@ -110,6 +110,44 @@ static void check_bn_eval(const bn_case *a, uint64_t seed)
     gc_end(&c);
 }
 
+/* batchnorm -> relu: the plan fuses the relu into batchnorm's kernel
+ * (graph/fuse.c); the forward, gradients (relu_bwd reading the fused
+ * output) and, in evaluation, the output against relu(batchnorm). */
+static void bn_relu_train_forward(const gc_case *c, double *y)
+{
+    bn_train_forward(c, y);
+    ref_relu(c->ny, y, y);
+}
+
+static void bn_relu_eval_forward(const gc_case *c, double *y)
+{
+    bn_eval_forward(c, y);
+    ref_relu(c->ny, y, y);
+}
+
+static void check_bn_relu(const bn_case *a, uint64_t seed, bool train)
+{
+    gc_case c;
+    if (!gc_begin(&c, train ? bn_relu_train_forward : bn_relu_eval_forward, a, seed))
+        return;
+    int64_t x_shape[4];
+    ct_tensor *y = ct_relu(c.graph, bn_build(&c, a, x_shape));
+    c.work = 7.0 * a->n * a->c * a->h * a->w;
+    if (gc_plan(&c, y, a->ndim, x_shape, train ? GC_VJP : GC_EVAL)) {
+        gc_check_forward(&c);
+        if (train)
+            gc_check_grads(&c);
+    }
+    gc_end(&c);
+}
+
+static void test_batchnorm_relu_fused(void)
+{
+    bn_case a = {4, 3, 5, 4, 6};
+    check_bn_relu(&a, 41, true);
+    check_bn_relu(&a, 42, false);
+}
+
 static void test_batchnorm_train_batch3(void)
 {
     bn_case a = {4, 3, 4, 5, 5};
@@ -253,6 +291,7 @@ int main(void)
     RUN(test_batchnorm_train_2d);
     RUN(test_batchnorm_eval_batch3);
     RUN(test_batchnorm_eval_batch1_2d);
+    RUN(test_batchnorm_relu_fused);
     RUN(test_dropout);
     return harness_finish();
 }

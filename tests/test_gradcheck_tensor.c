@@ -29,6 +29,25 @@ static void test_add_batch3(void)
     gc_finish(&c, ct_add(c.graph, a, b), 4, shape);
 }
 
+/* relu(a + b), a residual block's end: the plan fuses the relu into the
+ * add's kernel (graph/fuse.c); relu_bwd reads the fused output. */
+static void add_relu_forward(const gc_case *c, double *y)
+{
+    add_forward(c, y);
+    ref_relu(c->ny, y, y);
+}
+
+static void test_add_relu_fused(void)
+{
+    gc_case c;
+    if (!gc_begin(&c, add_relu_forward, NULL, 83))
+        return;
+    int64_t shape[4] = {2, 3, 4, 5};
+    ct_tensor *a = gc_input(&c, "a", 4, shape, -1.0f, 1.0f);
+    ct_tensor *b = gc_input(&c, "b", 4, shape, -2.0f, 2.0f);
+    gc_finish(&c, ct_relu(c.graph, ct_add(c.graph, a, b)), 4, shape);
+}
+
 static void test_add_param_batch1(void)
 {
     gc_case c;
@@ -188,6 +207,7 @@ int main(void)
 {
     RUN(test_add_batch3);
     RUN(test_add_param_batch1);
+    RUN(test_add_relu_fused);
     RUN(test_concat_3_inputs_batch3);
     RUN(test_concat_2_inputs_batch1);
     RUN(test_concat_2d_batch7);

@@ -60,7 +60,7 @@ void ct_cpu_batchnorm_stats(int n, int c, int inner, const float *x, bool traini
 
 /* y[n,c,i] = x[n,c,i]*scale[c] + shift[c],  scale = invstd*gamma, shift = beta - mean*scale */
 void ct_cpu_batchnorm_apply(int n, int c, int inner, const float *x, const float *stats,
-                            const float *gamma, const float *beta, float *y)
+                            const float *gamma, const float *beta, bool relu, float *y)
 {
     int64_t planes = (int64_t)n * c;
 #pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
@@ -70,8 +70,12 @@ void ct_cpu_batchnorm_apply(int n, int c, int inner, const float *x, const float
         ct_bn_scale_shift(stats[ch], stats[c + ch], gamma[ch], beta[ch], &scale, &shift);
         const float *restrict xp = x + p * inner;
         float *restrict yp = y + p * inner;
-        for (int i = 0; i < inner; i++)
-            yp[i] = xp[i] * scale + shift;
+        if (relu) /* the fused relu (graph/fuse.c) */
+            for (int i = 0; i < inner; i++)
+                yp[i] = ct_relu(xp[i] * scale + shift);
+        else
+            for (int i = 0; i < inner; i++)
+                yp[i] = xp[i] * scale + shift;
     }
 }
 

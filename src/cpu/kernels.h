@@ -116,9 +116,9 @@ void ct_cpu_tanh_backward(int64_t count, const float *y, const float *dy, float 
 void ct_cpu_batchnorm_stats(int n, int c, int inner, const float *x, bool training,
                             float momentum, float eps, float *running_mean, float *running_var,
                             float *stats);
-/* y = (x - mean) * invstd * gamma + beta */
+/* y = (x - mean) * invstd * gamma + beta, then max(y, 0) if relu */
 void ct_cpu_batchnorm_apply(int n, int c, int inner, const float *x, const float *stats,
-                            const float *gamma, const float *beta, float *y);
+                            const float *gamma, const float *beta, bool relu, float *y);
 /* dparams: [2, c] = (dgamma, dbeta):
  *   dgamma[c] = sum dy * (x - mean) * invstd,  dbeta[c] = sum dy */
 void ct_cpu_batchnorm_backward_params(int n, int c, int inner, const float *x,
@@ -158,6 +158,7 @@ void ct_cpu_fill(int64_t count, float value, float *y);
 void ct_cpu_copy(int64_t count, const float *x, float *y);
 /* y = a + b */
 void ct_cpu_add(int64_t count, const float *a, const float *b, float *y);
+void ct_cpu_add_relu(int64_t count, const float *a, const float *b, float *y);
 /* Along dim 1 of [n, c_i, inner] tensors: y: [n, sum c_i, inner]. */
 void ct_cpu_concat(int n, int inner, int n_inputs, const int *channels, const float *const *xs,
                    float *y);

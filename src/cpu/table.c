@@ -299,7 +299,7 @@ static ct_status run_tanh_bwd(const ct_exec *e, const ct_tensor *n)
 
 static ct_status run_add(const ct_exec *e, const ct_tensor *n)
 {
-    return run_binary(e, n, ct_cpu_add);
+    return run_binary(e, n, fused_relu(e, n) ? ct_cpu_add_relu : ct_cpu_add);
 }
 
 static ct_status run_bn_stats(const ct_exec *exec, const ct_tensor *node)
@@ -319,7 +319,7 @@ static ct_status run_bn_apply(const ct_exec *exec, const ct_tensor *node)
     ct_nci dims = ct_nci_of(node);
     ct_cpu_batchnorm_apply(dims.n, dims.c, dims.inner, ct_in(exec, node, 0),
                            ct_in(exec, node, 1), ct_in(exec, node, 2), ct_in(exec, node, 3),
-                           ct_out(exec, node));
+                           fused_relu(exec, node), ct_out(exec, node));
     return CT_OK;
 }
 
@@ -527,11 +527,11 @@ NATIVE(sigmoid_bwd, run_sigmoid_bwd, 0);
 NATIVE(tanh_, run_tanh, 0);
 NATIVE(tanh_bwd, run_tanh_bwd, 0);
 NATIVE(bn_stats, run_bn_stats, 0);
-NATIVE(bn_apply, run_bn_apply, 0);
+NATIVE(bn_apply, run_bn_apply, CT_FUSES_RELU);
 NATIVE(bn_bwd_params, run_bn_bwd_params, 0);
 NATIVE(bn_bwd_data, run_bn_bwd_data, 0);
 NATIVE(dropout, run_dropout, 0);
-NATIVE(add, run_add, 0);
+NATIVE(add, run_add, CT_FUSES_RELU);
 NATIVE(concat, run_concat, 0);
 NATIVE(slice_channels, run_slice_channels, 0);
 NATIVE(softmax, run_softmax, 0);

@@ -6,6 +6,7 @@
  */
 #include <string.h>
 
+#include "core/math_shared.h"
 #include "cpu/kernels.h"
 
 /* Below this many elements a parallel region costs more than it saves. */
@@ -34,6 +35,14 @@ void ct_cpu_add(int64_t count, const float *restrict a, const float *restrict b,
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
         y[i] = a[i] + b[i];
+}
+
+/* y = max(a + b, 0): the add of a residual block with its relu fused */
+void ct_cpu_add_relu(int64_t count, const float *a, const float *b, float *y)
+{
+#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
+    for (int64_t i = 0; i < count; i++)
+        y[i] = ct_relu(a[i] + b[i]);
 }
 
 /* y[b, off_k + j, i] = xs[k][b, j, i],  off_k = sum_{m<k} channels[m];

@@ -217,11 +217,12 @@ __device__ void bn_segment_map(int n, int inner, bn_segment seg, bool vec,
         }
 }
 
-/* y = x*scale[c] + shift[c],  scale = invstd*gamma, shift = beta - mean*scale */
+/* y = x*scale[c] + shift[c],  scale = invstd*gamma, shift = beta - mean*scale;
+ * then max(y, 0) when relu (the fused relu, graph/fuse.c) */
 template <class T>
 static __global__ void bn_apply_kernel(int n, int c, int inner, bool vec, const T *x,
                                        const float *stats, const float *gamma,
-                                       const float *beta, T *y)
+                                       const float *beta, bool relu, T *y)
 {
     __shared__ float scale[BN_SEGMENT], shift[BN_SEGMENT];
     bn_segment seg = bn_segment_of(c, inner);
@@ -232,7 +233,8 @@ static __global__ void bn_apply_kernel(int n, int c, int inner, bool vec, const 
     __syncthreads();
     const T *in[1] = {x};
     bn_segment_map(n, inner, seg, vec, in, y, [&](int slot, const float *e) {
-        return e[0] * scale[slot] + shift[slot];
+        float v = e[0] * scale[slot] + shift[slot];
+        return relu ? ct_relu(v) : v;
     });
 }
 
@@ -368,8 +370,8 @@ extern "C" ct_status ct_cuda_batchnorm_stats(ct_dtype dtype, int n, int c, int i
 
 extern "C" ct_status ct_cuda_batchnorm_apply(ct_dtype dtype, int n, int c, int inner,
                                              const void *x, const float *stats,
-                                             const float *gamma, const float *beta, void *y,
-                                             cudaStream_t stream)
+                                             const float *gamma, const float *beta, bool relu,
+                                             void *y, cudaStream_t stream)
 {
     if ((int64_t)n * c * inner == 0)
         return CT_OK;
@@ -379,7 +381,7 @@ extern "C" ct_status ct_cuda_batchnorm_apply(ct_dtype dtype, int n, int c, int i
                        bn_segment_grid((const void *)bn_apply_kernel<T>, n, c, inner),
                        CT_CUDA_BLOCK, 0, stream, n, c, inner,
                        bn_vec_fits(inner, sizeof(T), x, x, y), (const T *)x, stats, gamma, beta,
-                       (T *)y);
+                       relu, (T *)y);
         return CT_OK;
     });
 }

@@ -171,9 +171,10 @@ ct_status ct_cuda_batchnorm_stats(ct_dtype dtype, int n, int c, int inner, const
                                   float *running_mean, float *running_var,
                                   int64_t *num_batches, float *stats, void *workspace,
                                   cudaStream_t stream);
+/* relu: then max(y, 0) (the fused relu) */
 ct_status ct_cuda_batchnorm_apply(ct_dtype dtype, int n, int c, int inner, const void *x,
                                   const float *stats, const float *gamma, const float *beta,
-                                  void *y, cudaStream_t stream);
+                                  bool relu, void *y, cudaStream_t stream);
 ct_status ct_cuda_batchnorm_backward_params(ct_dtype dtype, int n, int c, int inner,
                                             const void *x, const void *dy, const float *stats,
                                             float *dparams, void *workspace,
@@ -223,8 +224,9 @@ ct_status ct_cuda_cast(int64_t count, const void *x, ct_dtype from, void *y, ct_
 ct_status ct_cuda_copy(ct_dtype dtype, int64_t count, const void *x, void *y,
                        cudaStream_t stream);
 /* dtype: of a, b and y alike (f32, f16 or bf16; 16 bits: the f32 sum rounded) */
-ct_status ct_cuda_add(ct_dtype dtype, int64_t count, const void *a, const void *b, void *y,
-                      cudaStream_t stream);
+/* y = a + b, then max(y, 0) if relu (the fused relu) */
+ct_status ct_cuda_add(ct_dtype dtype, int64_t count, const void *a, const void *b, bool relu,
+                      void *y, cudaStream_t stream);
 /* Copies of elements of `dtype` (any size: the bytes move unchanged). */
 ct_status ct_cuda_concat(ct_dtype dtype, int n, int inner, int n_inputs, const int *channels,
                          const void *const *xs, void *y, cudaStream_t stream);

@@ -157,7 +157,11 @@ UNARY(run_sigmoid, ct_cuda_sigmoid_forward)
 BINARY(run_sigmoid_bwd, ct_cuda_sigmoid_backward)
 UNARY(run_tanh, ct_cuda_tanh_forward)
 BINARY(run_tanh_bwd, ct_cuda_tanh_backward)
-BINARY(run_add, ct_cuda_add)
+static ct_status run_add(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
+{
+    return ct_cuda_add(n->dtype, ct_tensor_numel(n), ct_in(e, n, 0), ct_in(e, n, 1),
+                       fused_relu(e, n), ct_out(e, n), b->stream);
+}
 
 static ct_status run_bn_stats(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
@@ -173,7 +177,8 @@ static ct_status run_bn_apply(cuda_backend *b, const ct_exec *e, const ct_tensor
 {
     ct_nci d = ct_nci_of(n);
     return ct_cuda_batchnorm_apply(n->dtype, d.n, d.c, d.inner, ct_in(e, n, 0), ct_in(e, n, 1),
-                                   ct_in(e, n, 2), ct_in(e, n, 3), ct_out(e, n), b->stream);
+                                   ct_in(e, n, 2), ct_in(e, n, 3), fused_relu(e, n),
+                                   ct_out(e, n), b->stream);
 }
 
 static ct_status run_bn_bwd_params(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -535,12 +540,13 @@ NATIVE(tanh_, run_tanh, HALF);
 NATIVE(tanh_bwd, run_tanh_bwd, HALF);
 NATIVE(bn_stats, run_bn_stats, .workspace = channel_workspace, .half = true,
        .supports = bn_stats_supports);
-NATIVE(bn_apply, run_bn_apply, .half = true, .supports = bn_apply_supports);
+NATIVE(bn_apply, run_bn_apply, .half = true, .supports = bn_apply_supports,
+       .fuses = CT_FUSES_RELU);
 NATIVE(bn_bwd_params, run_bn_bwd_params, .workspace = channel_workspace, .half = true,
        .supports = bn_bwd_params_supports);
 NATIVE(bn_bwd_data, run_bn_bwd_data, .half = true, .supports = bn_bwd_data_supports);
 NATIVE(dropout, run_dropout, HALF);
-NATIVE(add, run_add, HALF);
+NATIVE(add, run_add, HALF, .fuses = CT_FUSES_RELU);
 NATIVE(concat, run_concat, HALF);
 NATIVE(slice_channels, run_slice_channels, HALF);
 NATIVE(softmax, run_softmax);

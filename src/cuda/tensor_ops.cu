@@ -7,6 +7,7 @@
  * its output by definition); add may run in place.
  */
 #include "core/half.h"
+#include "core/math_shared.h"
 #include "cuda/elementwise.cuh"
 
 /* y[i] = value (times *scale, the step's loss scale, where given: read on
@@ -21,10 +22,14 @@ __global__ void fill_kernel(int64_t count, float value, const float *scale, floa
 }
 
 /* y[i] = a[i] + b[i], 128-bit accesses; every array of storage type T */
-template <class T> __global__ void add_kernel(int64_t count, const T *a, const T *b, T *y)
+template <class T>
+__global__ void add_kernel(int64_t count, const T *a, const T *b, bool relu, T *y)
 {
     T *const arrays[3] = {(T *)a, (T *)b, y};
-    ct_map(count, arrays, 0x3u, 0x4u, [](float *e) { e[2] = e[0] + e[1]; });
+    ct_map(count, arrays, 0x3u, 0x4u, [relu](float *e) {
+        float v = e[0] + e[1];
+        e[2] = relu ? ct_relu(v) : v; /* the fused relu (graph/fuse.c) */
+    });
 }
 
 /* y[r, ch, i] += bias[ch] (bias may be NULL), then max(y, 0) when relu
@@ -90,12 +95,12 @@ extern "C" ct_status ct_cuda_copy(ct_dtype dtype, int64_t count, const void *x, 
 }
 
 extern "C" ct_status ct_cuda_add(ct_dtype dtype, int64_t count, const void *a, const void *b,
-                                 void *y, cudaStream_t stream)
+                                 bool relu, void *y, cudaStream_t stream)
 {
     return ct_with_storage(dtype, [&](auto tag) -> ct_status {
         using T = decltype(tag);
         CT_CUDA_LAUNCH_MAP_OF(T, add_kernel<T>, count, stream, count, (const T *)a,
-                              (const T *)b, (T *)y);
+                              (const T *)b, relu, (T *)y);
         return CT_OK;
     });
 }

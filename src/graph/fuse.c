@@ -5,10 +5,14 @@
 #include "graph/fuse.h"
 #include "graph/impl.h"
 
+/* Producers whose kernels can apply a relu as they store (CT_FUSES_RELU):
+ * convolution, linear, batchnorm (bn -> relu) and add (a residual block's
+ * add -> relu). */
 static bool produces_for_relu(const ct_tensor *t)
 {
-    return (t->op == CT_OP_CONV2D || t->op == CT_OP_LINEAR) && t->phase == CT_PHASE_FORWARD &&
-           !t->keep && !t->view_of;
+    return (t->op == CT_OP_CONV2D || t->op == CT_OP_LINEAR || t->op == CT_OP_BN_APPLY ||
+            t->op == CT_OP_ADD) &&
+           t->phase == CT_PHASE_FORWARD && !t->keep && !t->view_of;
 }
 
 int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
