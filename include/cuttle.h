@@ -501,6 +501,7 @@ typedef struct ct_kernel_counts {
     double shared_ideal_wavefronts;
     double flops_executed;    /* floating-point work the kernels did (an FMA is 2), padding
                                * and recomputation included; 0: not counted by this build */
+    double tensor_flops;      /* of flops_executed: on tensor cores (2 x the MMAs' M N K) */
     double branches, divergent_branches; /* warp-level branches; those whose lanes split */
     double predicted_ns;      /* the model's time for the node's kernels, launched one by one */
     double predicted_graph_ns; /* ... replayed from a CUDA Graph: no host cost per launch */

@@ -34,6 +34,18 @@ static void model_takes_the_busiest_unit(void)
     ct_roofline_predict(gpu, 66.9e9, 0, &c);
     CHECK(near(c.predicted_ns, 1e6 + gpu->kernel_tail_ns) && near(c.roofline_ns, 1e6),
           "compute-bound: %g ns predicted, %g floor", c.predicted_ns, c.roofline_ns);
+    /* 989 GFLOP all on tensor cores: 1 ms at their dense bf16/fp16 rate;
+     * half of 133.8 GFLOP on them: 1 ms of FP32 plus 67.6 us */
+    c = (ct_kernel_counts){.counted = true, .launches = 1, .flops_executed = 989e9,
+                           .tensor_flops = 989e9};
+    ct_roofline_predict(gpu, 989e9, 0, &c);
+    CHECK(near(c.predicted_ns, 1e6 + gpu->kernel_tail_ns) && near(c.roofline_ns, 1e6),
+          "tensor-core-bound: %g ns predicted, %g floor", c.predicted_ns, c.roofline_ns);
+    c = (ct_kernel_counts){.counted = true, .launches = 1, .flops_executed = 133.8e9,
+                           .tensor_flops = 66.9e9};
+    ct_roofline_predict(gpu, 133.8e9, 0, &c);
+    CHECK(near(c.roofline_ns, 1e6 + 66.9e9 / 989e12 * 1e9), "mixed: %g ns floor",
+          c.roofline_ns);
     /* 3.35 GB from DRAM: 1 ms */
     c = (ct_kernel_counts){.counted = true, .launches = 1, .dram_bytes = 3.35e9,
                            .bytes_moved = 3.35e9};

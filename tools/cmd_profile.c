@@ -71,6 +71,7 @@ static void add_counts(op_row *row, const ct_kernel_counts *c)
     sum->shared_wavefronts += c->shared_wavefronts;
     sum->shared_ideal_wavefronts += c->shared_ideal_wavefronts;
     sum->flops_executed += c->flops_executed;
+    sum->tensor_flops += c->tensor_flops;
     sum->branches += c->branches;
     sum->divergent_branches += c->divergent_branches;
     sum->predicted_ns += c->predicted_ns;
@@ -276,12 +277,12 @@ static void print_json(const profile_options *opts, const workload *w,
             printf(", \"predicted\": {\"launches\": %lld, \"bytes_moved\": %.0f, "
                    "\"dram_bytes\": %.0f, \"bytes_used\": %.0f, \"shared_wavefronts\": %.0f, "
                    "\"shared_ideal_wavefronts\": %.0f, \"flops_executed\": %.0f, "
-                   "\"branches\": %.0f, \"divergent_branches\": %.0f, "
+                   "\"tensor_flops\": %.0f, \"branches\": %.0f, \"divergent_branches\": %.0f, "
                    "\"predicted_ms\": %.6f, \"predicted_graph_ms\": %.6f, "
                    "\"roofline_ms\": %.6f}",
                    (long long)c->launches, c->bytes_moved, c->dram_bytes, c->bytes_used,
                    c->shared_wavefronts, c->shared_ideal_wavefronts, c->flops_executed,
-                   c->branches, c->divergent_branches, c->predicted_ns / 1e6,
+                   c->tensor_flops, c->branches, c->divergent_branches, c->predicted_ns / 1e6,
                    c->predicted_graph_ns / 1e6, c->roofline_ns / 1e6);
         printf("}");
     }

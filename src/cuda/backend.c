@@ -285,6 +285,7 @@ static ct_status cuda_timer_counts(ct_backend *backend, void *timer, int mark,
         .shared_wavefronts = (double)c.shared_wavefronts,
         .shared_ideal_wavefronts = (double)c.shared_ideal_wavefronts,
         .flops_executed = (double)c.flops,
+        .tensor_flops = 2.0 * (double)c.mma_ops,
         .branches = (double)c.branches,
         .divergent_branches = (double)c.divergent_branches,
     };

@@ -195,6 +195,7 @@ static ct_status read_device_counts(ct_profiler *prof, ct_prof_record *records, 
             .shared_ideal_wavefronts =
                 after.shared_ideal_wavefronts - before.shared_ideal_wavefronts,
             .flops_executed = after.flops_executed - before.flops_executed,
+            .tensor_flops = after.tensor_flops - before.tensor_flops,
             .branches = after.branches - before.branches,
             .divergent_branches = after.divergent_branches - before.divergent_branches,
         };

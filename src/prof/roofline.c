@@ -2,7 +2,8 @@
 #include "prof/roofline.h"
 
 /* H100 SXM5: 132 SMs at a 1.98 GHz boost clock.  FP32: 128 lanes per SM x
- * 2 FLOPs per FMA = 66.9 TFLOP/s; HBM3 3.35 TB/s; L2 50 MB; shared memory
+ * 2 FLOPs per FMA = 66.9 TFLOP/s; dense bf16/fp16 tensor cores with f32
+ * accumulation 989 TFLOP/s (NVIDIA's datasheet); HBM3 3.35 TB/s; L2 50 MB; shared memory
  * one wavefront (32 banks x 4 bytes) per SM per clock.  L2 bandwidth is not
  * published: 5.5 TB/s is what public microbenchmarks measure for reads.
  * A launch costs the host about 3 us in eager mode (cudaLaunchKernel), as
@@ -11,6 +12,7 @@
 const ct_gpu_model ct_gpu_h100_sxm = {
     .name = "H100 SXM",
     .fp32_flops = 66.9e12,
+    .tensor_flops = 989e12,
     .dram_bytes = 3.35e12,
     .l2_bytes = 5.5e12,
     .l2_capacity = 50e6,
@@ -33,8 +35,13 @@ void ct_roofline_predict(const ct_gpu_model *gpu, double flops, double least_byt
      * op's where it counted nothing, or less (the formula counts products
      * with padding zeros that a kernel may skip) */
     double executed = counts->flops_executed > flops ? counts->flops_executed : flops;
-    double compute = executed / gpu->fp32_flops * s_to_ns;
-    double least_compute = flops / gpu->fp32_flops * s_to_ns;
+    /* the share of the kernels' work on tensor cores runs at their rate, the
+     * op's floor too (a 16-bit convolution's formula is tensor-core work) */
+    double tensor = counts->flops_executed > 0 ? counts->tensor_flops / counts->flops_executed
+                                               : 0.0;
+    double seconds_per_flop = tensor / gpu->tensor_flops + (1.0 - tensor) / gpu->fp32_flops;
+    double compute = executed * seconds_per_flop * s_to_ns;
+    double least_compute = flops * seconds_per_flop * s_to_ns;
     double dram = counts->dram_bytes / gpu->dram_bytes * s_to_ns;
     double l2 = counts->bytes_moved / gpu->l2_bytes * s_to_ns;
     double shared = counts->shared_wavefronts / gpu->shared_wavefronts * s_to_ns;

@@ -13,6 +13,7 @@
 typedef struct ct_gpu_model {
     const char *name;
     double fp32_flops;      /* FLOP/s, FMA counted as 2, CUDA cores */
+    double tensor_flops;    /* FLOP/s, dense bf16/fp16 on tensor cores, f32 accumulate */
     double dram_bytes;      /* bytes/s, HBM */
     double l2_bytes;        /* bytes/s, L2 to the SMs */
     double l2_capacity;     /* bytes */
