@@ -21,6 +21,7 @@
 #include "core/half.h"
 #include "cuttle.h"
 #include "graph/graph.h"
+#include "graph/impl.h"
 #include "harness.h"
 
 /* ---- conversions ----------------------------------------------------------------- */
@@ -601,6 +602,13 @@ static void cpu_nan_loss(void)
 static void cuda_nan_loss(void)
 {
     nan_loss(cuda_backend);
+    /* the cross-entropy on the CPU fallback: its finding reaches the GPU's
+     * updates (the step values copied to the host and back) */
+    ct_backend *refusing = NULL;
+    CHECK_OK(ct_backend_new("cuda", &refusing));
+    CHECK_OK(ct_backend_refuse(refusing, CT_OP_CROSS_ENTROPY));
+    nan_loss_names_the_first_op(refusing, CT_PRECISION_FP32);
+    ct_backend_free(refusing);
 }
 
 static void cuda_matches_the_cpu_reference(void)

@@ -476,11 +476,23 @@ static ct_status run_on_host(ct_plan *plan, const ct_exec *exec, const ct_tensor
     host_exec.arena = plan->host_arena;
     host_exec.state = plan->host_state;
     host_exec.workspace = plan->host_workspace;
+    /* the step's values in host memory, and the finding of an inf or NaN
+     * (the loss, fp16's check) back to the backend's */
+    ct_step_values values;
+    if (exec->step_values) {
+        CT_TRY(plan->backend->iface->read(plan->backend, &values, exec->step_values,
+                                          sizeof values));
+        host_exec.step_values = &values;
+    }
+    int32_t found_before = exec->step_values ? values.found_inf : 0;
     for (int s = 0; s < node->n_src; s++)
         CT_TRY(copy_tensor(plan, exec, &host_exec, node->src[s], true));
     host->iface->begin_step(host);
     CT_TRY(ct_impl_run(host, &host_exec, node, ran));
     CT_TRY(host->iface->synchronize(host));
+    if (exec->step_values && values.found_inf != found_before)
+        CT_TRY(plan->backend->iface->write(plan->backend, (void *)exec->step_values, &values,
+                                           sizeof values));
     CT_TRY(copy_tensor(plan, exec, &host_exec, node, false));
     for (int s = 0; s < node->n_src; s++) {
         const ct_tensor *src = node->src[s]->view_of ? node->src[s]->view_of : node->src[s];
