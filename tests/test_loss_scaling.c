@@ -1,0 +1,209 @@
+/*
+ * fp16's dynamic loss scaling and the steps it skips (graph/precision.c,
+ * ops/optim.c), and a loss that is not finite in any precision: the step
+ * updates nothing and ct_plan_find_nonfinite names the first op with an inf
+ * or NaN (graph/nonfinite.c).  On the CPU and, where there is one, a CUDA
+ * device (emulated or real); tests/test_cuda_graph.c replays a skipped step.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuttle.h"
+#include "graph/impl.h"
+#include "harness.h"
+
+/* ---- fp16's loss scaling ------------------------------------------------------------ */
+
+typedef struct scaled_mlp {
+    ct_graph *graph;
+    ct_plan *plan;
+    ct_tensor *x, *labels;
+} scaled_mlp;
+
+/* An fp16 MLP (conv-free: two linear layers) with SGD, planned on backend. */
+static scaled_mlp make_scaled_mlp(ct_backend *backend, ct_precision precision)
+{
+    scaled_mlp m = {.graph = ct_graph_new()};
+    ct_graph *g = m.graph;
+    m.x = ct_input(g, "x", CT_F32, 2, (int64_t[]){8, 12});
+    m.labels = ct_input(g, "labels", CT_I64, 1, (int64_t[]){8});
+    CHECK_OK(ct_graph_set_precision(g, precision));
+    ct_tensor *h = ct_relu(g, ct_layer_linear(g, "fc1", m.x, 16, true));
+    ct_tensor *loss = ct_cross_entropy(g, ct_layer_linear(g, "fc2", h, 5, true), m.labels, 0);
+    CHECK_OK(ct_graph_backward(g, loss));
+    CHECK_OK(ct_graph_sgd(g, (ct_sgd_args){.lr = 0.1f, .momentum = 0.9f}));
+    CHECK_OK(ct_plan_new(g, backend, 3, &m.plan));
+    float x[8 * 12];
+    int64_t labels[8];
+    harness_fill(x, 8 * 12, 17, -1.0f, 1.0f);
+    for (int i = 0; i < 8; i++)
+        labels[i] = i % 5;
+    CHECK_OK(ct_plan_write(m.plan, m.x, x, sizeof x));
+    CHECK_OK(ct_plan_write(m.plan, m.labels, labels, sizeof labels));
+    return m;
+}
+
+/* Every parameter of the plan, concatenated into out (at most capacity floats). */
+static int read_params(scaled_mlp *m, float *out, int capacity)
+{
+    int used = 0;
+    for (int i = 0; i < ct_graph_n_state(m->graph); i++) {
+        ct_tensor *t = ct_graph_state(m->graph, i);
+        if (!ct_tensor_is_param(t) || used + ct_tensor_numel(t) > capacity)
+            continue;
+        CHECK_OK(ct_plan_read(m->plan, t, out + used, ct_tensor_bytes(t)));
+        used += (int)ct_tensor_numel(t);
+    }
+    return used;
+}
+
+enum { MLP_PARAMS = 12 * 16 + 16 + 16 * 5 + 5 };
+
+/* A forced overflow skips the step (no parameter moves) and halves the
+ * scale; growth_interval clean steps double it; scales that do not
+ * overflow give the same update (the unscaling is exact). */
+static void loss_scaler_on(ct_backend *backend)
+{
+    scaled_mlp m = make_scaled_mlp(backend, CT_PRECISION_FP16);
+    CHECK(ct_plan_loss_scale(m.plan) == 65536.0f, "the first scale is %g",
+          (double)ct_plan_loss_scale(m.plan));
+    float before[MLP_PARAMS], after[MLP_PARAMS];
+    CHECK(read_params(&m, before, MLP_PARAMS) == MLP_PARAMS, "parameters");
+    CHECK_OK(ct_plan_set_loss_scale(m.plan, 0x1p100f, 2000)); /* 16-bit gradients overflow */
+    CHECK_OK(ct_plan_run(m.plan, CT_TRAIN));
+    read_params(&m, after, MLP_PARAMS);
+    CHECK(ct_plan_step_skipped(m.plan) && ct_plan_skipped_steps(m.plan) == 1,
+          "the overflowing step was not skipped");
+    CHECK(memcmp(before, after, sizeof before) == 0, "a skipped step moved the parameters");
+    CHECK(ct_plan_loss_scale(m.plan) == 0x1p99f, "scale %g after an overflow, not 2^99",
+          (double)ct_plan_loss_scale(m.plan));
+    CHECK_OK(ct_plan_set_loss_scale(m.plan, 0x1p10f, 3));
+    for (int s = 0; s < 3; s++)
+        CHECK_OK(ct_plan_run(m.plan, CT_TRAIN));
+    read_params(&m, after, MLP_PARAMS);
+    CHECK(!ct_plan_step_skipped(m.plan) && ct_plan_skipped_steps(m.plan) == 1,
+          "a clean step was skipped");
+    CHECK(ct_plan_loss_scale(m.plan) == 0x1p11f, "scale %g after 3 clean steps, not 2^11",
+          (double)ct_plan_loss_scale(m.plan));
+    CHECK(memcmp(before, after, sizeof before) != 0, "clean steps did not train");
+    ct_plan_free(m.plan);
+    ct_graph_free(m.graph);
+
+    /* one step at 2^6 and at 2^12 from the same start: the same parameters */
+    float updated[2][MLP_PARAMS];
+    for (int k = 0; k < 2; k++) {
+        m = make_scaled_mlp(backend, CT_PRECISION_FP16);
+        CHECK_OK(ct_plan_set_loss_scale(m.plan, k == 0 ? 0x1p6f : 0x1p12f, 2000));
+        CHECK_OK(ct_plan_run(m.plan, CT_TRAIN));
+        read_params(&m, updated[k], MLP_PARAMS);
+        ct_plan_free(m.plan);
+        ct_graph_free(m.graph);
+    }
+    double gap = harness_rel_err_f32(updated[0], updated[1], MLP_PARAMS);
+    CHECK(gap < 1e-6, "the scale changed the update by %g", gap);
+}
+
+/* bf16 and fp32 scale nothing. */
+static void loss_scaler_off(ct_backend *backend)
+{
+    for (int p = 0; p < 2; p++) {
+        scaled_mlp m = make_scaled_mlp(backend, p == 0 ? CT_PRECISION_BF16 : CT_PRECISION_FP32);
+        CHECK_OK(ct_plan_run(m.plan, CT_TRAIN));
+        CHECK(ct_plan_loss_scale(m.plan) == 1.0f && ct_plan_skipped_steps(m.plan) == 0,
+              "scale %g", (double)ct_plan_loss_scale(m.plan));
+        CHECK(ct_plan_set_loss_scale(m.plan, 2.0f, 10) == CT_ERR_STATE, "a scale was set");
+        ct_plan_free(m.plan);
+        ct_graph_free(m.graph);
+    }
+}
+
+/* ---- a loss that is not finite ------------------------------------------------------- */
+
+/* An inf planted in fc2's weight: the loss is NaN, the step updates
+ * nothing, and running it again names fc2's linear (in bf16 the cast
+ * making its 16-bit weight) as the first op with an inf or NaN (fc1 and its
+ * relu are finite). */
+static void nan_loss_names_the_first_op(ct_backend *backend, ct_precision precision)
+{
+    scaled_mlp m = make_scaled_mlp(backend, precision);
+    ct_tensor *w2 = ct_graph_find(m.graph, "fc2.weight");
+    float w[16 * 5];
+    CHECK_OK(ct_plan_read(m.plan, w2, w, sizeof w));
+    w[7] = INFINITY;
+    CHECK_OK(ct_plan_write(m.plan, w2, w, sizeof w));
+    float before[MLP_PARAMS], after[MLP_PARAMS];
+    read_params(&m, before, MLP_PARAMS);
+    CHECK_OK(ct_plan_run(m.plan, CT_TRAIN));
+    read_params(&m, after, MLP_PARAMS);
+    CHECK(ct_plan_step_skipped(m.plan), "%s: a NaN loss's step was not skipped",
+          ct_precision_name(precision));
+    CHECK(memcmp(before, after, sizeof before) == 0, "%s: the NaN step moved the parameters",
+          ct_precision_name(precision));
+    char where[256] = "?";
+    ct_plan_set_step(m.plan, ct_plan_step(m.plan) - 1);
+    CHECK_OK(ct_plan_find_nonfinite(m.plan, CT_TRAIN, where, sizeof where));
+    /* bf16: the first is the 16-bit copy of the weight, a cast */
+    CHECK((strstr(where, "(linear)") || (precision != CT_PRECISION_FP32 && strstr(where, "(cast)")))
+              && strstr(where, "reading 'fc2.weight'"),
+          "%s: the first inf or NaN: %s", ct_precision_name(precision), where);
+    ct_plan_free(m.plan);
+    ct_graph_free(m.graph);
+}
+
+static void nan_loss(ct_backend *backend)
+{
+    nan_loss_names_the_first_op(backend, CT_PRECISION_FP32);
+    nan_loss_names_the_first_op(backend, CT_PRECISION_BF16);
+}
+
+static ct_backend *cpu_backend, *cuda_backend;
+
+static void cpu_loss_scaler(void)
+{
+    loss_scaler_on(cpu_backend);
+    loss_scaler_off(cpu_backend);
+}
+
+static void cuda_loss_scaler(void)
+{
+    loss_scaler_on(cuda_backend);
+    loss_scaler_off(cuda_backend);
+}
+
+static void cpu_nan_loss(void)
+{
+    nan_loss(cpu_backend);
+}
+
+static void cuda_nan_loss(void)
+{
+    nan_loss(cuda_backend);
+    /* the cross-entropy on the CPU fallback: its finding reaches the GPU's
+     * updates (the step values copied to the host and back) */
+    ct_backend *refusing = NULL;
+    CHECK_OK(ct_backend_new("cuda", &refusing));
+    CHECK_OK(ct_backend_refuse(refusing, CT_OP_CROSS_ENTROPY));
+    nan_loss_names_the_first_op(refusing, CT_PRECISION_FP32);
+    ct_backend_free(refusing);
+}
+
+int main(void)
+{
+    if (ct_backend_new("cpu", &cpu_backend) != CT_OK)
+        return 1;
+    RUN(cpu_loss_scaler);
+    RUN(cpu_nan_loss);
+    if (ct_backend_new("cuda", &cuda_backend) == CT_OK) {
+        RUN(cuda_loss_scaler);
+        RUN(cuda_nan_loss);
+        ct_backend_free(cuda_backend);
+    } else if (getenv("CT_REQUIRE_GPU")) {
+        printf("FAIL cuda_cases (no CUDA device: %s)\n", ct_last_error());
+        harness_failed++;
+    } else {
+        fprintf(stderr, "test_loss_scaling: skipped 2 CUDA cases: %s\n", ct_last_error());
+    }
+    ct_backend_free(cpu_backend);
+    return harness_finish();
+}
