@@ -14,6 +14,7 @@
 #ifndef CT_CORE_HALF_H
 #define CT_CORE_HALF_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -96,6 +97,14 @@ static inline CT_HD float ct_f16_to_f32(uint16_t h)
     /* zero or subnormal: fraction x 2^-24, exact in float */
     float magnitude = (float)fraction * 5.9604644775390625e-8f;
     return sign ? -magnitude : magnitude;
+}
+
+/* n values of 16 bits (bf16 when `bf16`, else f16) to floats, from the last
+ * to the first, so that out may begin where bits do (widening in place). */
+static inline void ct_widen_16(bool bf16, const uint16_t *bits, float *out, int64_t n)
+{
+    for (int64_t i = n - 1; i >= 0; i--)
+        out[i] = bf16 ? ct_bf16_to_f32(bits[i]) : ct_f16_to_f32(bits[i]);
 }
 
 #endif

@@ -28,18 +28,6 @@ typedef struct widened {
     int n;
 } widened;
 
-static void widen(const ct_tensor *root, const void *bits, float *out)
-{
-    int64_t n = ct_tensor_numel(root);
-    const uint16_t *h = bits;
-    if (root->dtype == CT_BF16)
-        for (int64_t i = 0; i < n; i++)
-            out[i] = ct_bf16_to_f32(h[i]);
-    else
-        for (int64_t i = 0; i < n; i++)
-            out[i] = ct_f16_to_f32(h[i]);
-}
-
 static void narrow(const ct_tensor *root, const float *in, void *bits)
 {
     int64_t n = ct_tensor_numel(root);
@@ -75,7 +63,7 @@ static ct_status add(widened *w, const ct_exec *exec, const ct_tensor *t, bool w
     if (!data)
         return ct_set_error(CT_ERR_MEMORY, "out of host memory widening %s to f32",
                             ct_tensor_name(root));
-    widen(root, ct_exec_data(exec, root), data);
+    ct_widen_16(root->dtype == CT_BF16, ct_exec_data(exec, root), data, ct_tensor_numel(root));
     w->root[w->n] = root;
     w->data[w->n] = data;
     w->written[w->n++] = written;

@@ -21,13 +21,21 @@
 #include "core/math_shared.h"
 #include "cuda/elementwise.cuh"
 
+/* Whether this step updates (no check_finite found an inf or NaN among the
+ * gradients), and the factor that unscales them (1 / the loss scale). */
+__device__ inline bool update_scale(const ct_step_values *values, float *unscale)
+{
+    *unscale = 1.0f / values->loss_scale;
+    return !values->found_inf;
+}
+
 /* ct_sgd_element (core/math_shared.h) on {param, grad}, 128-bit accesses. */
 __global__ void sgd_plain_kernel(int64_t count, float *param, const float *grad,
                                  const ct_step_values *values, float weight_decay)
 {
-    if (values->found_inf)
-        return; /* an inf or NaN gradient: this step updates nothing */
-    float unscale = 1.0f / values->loss_scale;
+    float unscale;
+    if (!update_scale(values, &unscale))
+        return;
     float lr = values->lr;
     float *const arrays[2] = {param, (float *)grad};
     ct_map(count, arrays, 0x3u, 0x1u,
@@ -39,9 +47,9 @@ __global__ void sgd_momentum_kernel(int64_t count, float *param, const float *gr
                                     const ct_step_values *values, float momentum, float take,
                                     float weight_decay, bool nesterov)
 {
-    if (values->found_inf)
-        return; /* an inf or NaN gradient: this step updates nothing */
-    float unscale = 1.0f / values->loss_scale;
+    float unscale;
+    if (!update_scale(values, &unscale))
+        return;
     float lr = values->lr;
     bool first_step = values->step == 0;
     float *const arrays[3] = {param, (float *)grad, buf};
@@ -59,9 +67,9 @@ __global__ void adam_kernel(int64_t count, float *param, const float *grad, floa
                             float *exp_avg_sq, const ct_step_values *values, float beta1,
                             float beta2, float eps, float weight_decay, bool decoupled)
 {
-    if (values->found_inf)
-        return; /* an inf or NaN gradient: this step updates nothing */
-    float unscale = 1.0f / values->loss_scale;
+    float unscale;
+    if (!update_scale(values, &unscale))
+        return;
     ct_adam_step s = ct_adam_step_of(values->lr, beta1, beta2, eps, weight_decay, decoupled,
                                      values->step + 1);
     float *const arrays[4] = {param, (float *)grad, exp_avg, exp_avg_sq};
@@ -93,9 +101,9 @@ __global__ void sgd_plain_group_kernel(const __grid_constant__ ct_cuda_group g,
                                        const __grid_constant__ group_blocks b,
                                        const ct_step_values *values, float weight_decay)
 {
-    if (values->found_inf)
-        return; /* an inf or NaN gradient: this step updates nothing */
-    float unscale = 1.0f / values->loss_scale;
+    float unscale;
+    if (!update_scale(values, &unscale))
+        return;
     unsigned block, blocks;
     int t = group_tensor(g, b, &block, &blocks);
     float lr = values->lr;
@@ -109,9 +117,9 @@ __global__ void sgd_momentum_group_kernel(const __grid_constant__ ct_cuda_group 
                                           const ct_step_values *values, float momentum,
                                           float take, float weight_decay, bool nesterov)
 {
-    if (values->found_inf)
-        return; /* an inf or NaN gradient: this step updates nothing */
-    float unscale = 1.0f / values->loss_scale;
+    float unscale;
+    if (!update_scale(values, &unscale))
+        return;
     unsigned block, blocks;
     int t = group_tensor(g, b, &block, &blocks);
     float lr = values->lr;
@@ -130,9 +138,9 @@ __global__ void adam_group_kernel(const __grid_constant__ ct_cuda_group g,
                                   const ct_step_values *values, float beta1, float beta2,
                                   float eps, float weight_decay, bool decoupled)
 {
-    if (values->found_inf)
-        return; /* an inf or NaN gradient: this step updates nothing */
-    float unscale = 1.0f / values->loss_scale;
+    float unscale;
+    if (!update_scale(values, &unscale))
+        return;
     unsigned block, blocks;
     int t = group_tensor(g, b, &block, &blocks);
     ct_adam_step s = ct_adam_step_of(values->lr, beta1, beta2, eps, weight_decay, decoupled,

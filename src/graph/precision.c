@@ -124,9 +124,7 @@ ct_status ct_plan_read_f32(ct_plan *plan, const ct_tensor *t, float *host, int64
     CT_TRY(ct_plan_read(plan, t, host, ct_tensor_bytes(t)));
     if (t->dtype == CT_F32)
         return CT_OK;
-    /* the 16-bit values fill the first half of the buffer: widen from the end */
-    const uint16_t *bits = (const uint16_t *)host;
-    for (int64_t i = count - 1; i >= 0; i--)
-        host[i] = t->dtype == CT_BF16 ? ct_bf16_to_f32(bits[i]) : ct_f16_to_f32(bits[i]);
+    /* the 16-bit values fill the first half of the buffer: widened in place */
+    ct_widen_16(t->dtype == CT_BF16, (const uint16_t *)host, host, count);
     return CT_OK;
 }
