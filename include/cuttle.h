@@ -749,6 +749,53 @@ CT_API ct_status ct_model_source(const char *name_or_path, char **text);
  * [N, n_classes], or NULL with a graph error that gives the line. */
 CT_API ct_tensor *ct_model_build(ct_graph *graph, const char *text, ct_tensor *x, int n_classes);
 
+/* ---- ONNX ------------------------------------------------------------------ */
+
+/* An ONNX model file (docs/onnx.md): the inference graph of a CNN, opsets 13
+ * to 17, with its weights inline or in external data files beside it. */
+typedef struct ct_onnx ct_onnx;
+
+/* Read, decode and check the file: every node is an op cuttle imports with
+ * attributes it handles, the graph has one 4-D float input and one output.
+ * CT_ERR_IO: missing or unreadable (the file or its external data);
+ * CT_ERR_FORMAT: not a valid ONNX file (truncated, lying lengths, ...);
+ * CT_ERR_UNSUPPORTED: an op, attribute or opset outside what cuttle
+ * imports, named with its node.  On error *out is NULL. */
+CT_API ct_status ct_onnx_load(const char *path, ct_onnx **out);
+CT_API void ct_onnx_free(ct_onnx *model);
+/* The input's shape [N, C, H, W]; shape[0] is 0 when the batch is dynamic. */
+CT_API void ct_onnx_input_shape(const ct_onnx *model, int64_t shape[4]);
+/* Classes: the size of the output's last dimension. */
+CT_API int64_t ct_onnx_classes(const ct_onnx *model);
+/* A metadata_props value ("model_name", "mean", ...), borrowed until
+ * ct_onnx_free; NULL if absent. */
+CT_API const char *ct_onnx_meta(const ct_onnx *model, const char *key);
+/* Build the model on x [N, C, H, W] (C, H, W as the file says; N as it
+ * says unless dynamic).  Its initializers become parameters (batchnorm
+ * statistics buffers) under their ONNX names.  Returns the output, or NULL
+ * with a graph error. */
+CT_API ct_tensor *ct_onnx_build(ct_graph *graph, const ct_onnx *model, ct_tensor *x);
+/* Copy the file's initializers into the parameters and buffers that
+ * ct_onnx_build made in the plan's graph. */
+CT_API ct_status ct_plan_load_onnx(ct_plan *plan, const ct_onnx *model);
+
+typedef struct ct_onnx_export_args {
+    int opset;        /* 13 to 17; 0: 13 */
+    bool fixed_batch; /* the batch of x; false: a dynamic batch axis "N" */
+    bool softmax;     /* end with Softmax over the classes */
+    const char *model_name;
+    int n_meta;       /* more metadata_props */
+    const ct_meta *meta;
+} ct_onnx_export_args;
+
+/* Write the inference graph from x to y of a plan (built for CT_EVAL: batchnorm
+ * with its running statistics, dropout left out) with the plan's parameters
+ * and buffers as initializers under their names, atomically like
+ * ct_plan_save.  CT_ERR_UNSUPPORTED names a node that has no ONNX form (a
+ * custom op).  args NULL: the defaults. */
+CT_API ct_status ct_onnx_export(ct_plan *plan, ct_tensor *x, ct_tensor *y,
+                                const ct_onnx_export_args *args, const char *path);
+
 #ifdef __cplusplus
 }
 #endif
