@@ -1,24 +1,21 @@
 /*
  * Writing safetensors files (safetensors.h): build the header in memory,
- * write header and data to a temporary file beside the target, fsync it,
- * rename it over the target and fsync the directory, so that a crash or an
- * error at any point leaves either the old file or the new one, never half.
+ * then write header and data atomically (atomic_file.h), so that a crash or
+ * an error at any point leaves either the old file or the new one.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "io/safetensors.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "io/json.h"
 
 /* The format pads the header with spaces so that the data starts aligned. */
@@ -203,68 +200,31 @@ static ct_status st_build_header(const char *path, int n, const ct_st_tensor *te
     return CT_OK;
 }
 
-/* Write, flush and fsync the whole file to an open stream. */
-static bool st_write_stream(FILE *stream, const st_text *header, int n,
-                            const ct_st_tensor *tensors)
+/* The file's chunks: the length prefix, the header, each tensor's bytes. */
+static ct_status st_write(const char *path, const st_text *header, int n,
+                          const ct_st_tensor *tensors)
 {
     unsigned char prefix[CT_ST_LENGTH_PREFIX_BYTES];
     for (int i = 0; i < CT_ST_LENGTH_PREFIX_BYTES; i++)
         prefix[i] = (unsigned char)((uint64_t)header->len >> (8 * i));
-    bool ok = fwrite(prefix, 1, sizeof prefix, stream) == sizeof prefix &&
-              fwrite(header->data, 1, header->len, stream) == header->len;
-    for (int i = 0; ok && i < n; i++)
-        ok = tensors[i].bytes == 0 ||
-             fwrite(tensors[i].data, 1, tensors[i].bytes, stream) == tensors[i].bytes;
-    return ok && fflush(stream) == 0 && fsync(fileno(stream)) == 0;
-}
-
-/* fsync the directory holding path, so that the rename itself is durable. */
-static ct_status st_sync_directory(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *directory = !slash ? strdup(".") : slash == path ? strdup("/")
-                                                           : strndup(path, (size_t)(slash - path));
-    if (!directory)
-        return ct_set_error(CT_ERR_MEMORY, "ct_st_save %s: out of memory", path);
-    int fd = open(directory, O_RDONLY | O_DIRECTORY);
-    /* Some file systems cannot sync a directory (EINVAL); nothing to do there. */
-    bool ok = fd >= 0 && (fsync(fd) == 0 || errno == EINVAL || errno == ENOTSUP);
-    int saved_errno = errno;
-    if (fd >= 0)
-        close(fd);
-    free(directory);
-    if (!ok)
-        return ct_set_error(CT_ERR_IO, "%s: saved, but syncing its directory failed (%s): the "
-                            "file may be lost if the machine crashes now", path,
-                            strerror(saved_errno));
-    return CT_OK;
-}
-
-/* Write the file to temp_path and rename it over path; on failure remove
- * temp_path, so that path keeps whatever it held before. */
-static ct_status st_replace_file(const char *path, const char *temp_path, const st_text *header,
-                                 int n, const ct_st_tensor *tensors)
-{
-    FILE *stream = fopen(temp_path, "wb");
-    if (!stream)
-        return ct_set_error(CT_ERR_IO, "%s: cannot create the temporary file %s: %s: is the "
-                            "directory writable?", path, temp_path, strerror(errno));
-    bool written = st_write_stream(stream, header, n, tensors);
-    int write_errno = errno;
-    if (fclose(stream) != 0 && written) {
-        written = false;
-        write_errno = errno;
-    }
+    const void **data = malloc(sizeof *data * (size_t)(n + 2));
+    size_t *bytes = malloc(sizeof *bytes * (size_t)(n + 2));
     ct_status status = CT_OK;
-    if (!written)
-        status = ct_set_error(CT_ERR_IO, "%s: writing %s failed: %s: is the disk full? (the old "
-                              "file, if any, is unchanged)", path, temp_path,
-                              strerror(write_errno));
-    else if (rename(temp_path, path) != 0)
-        status = ct_set_error(CT_ERR_IO, "%s: cannot replace it with %s: %s (the old file, if "
-                              "any, is unchanged)", path, temp_path, strerror(errno));
-    if (status != CT_OK)
-        remove(temp_path);
+    if (!data || !bytes) {
+        status = ct_set_error(CT_ERR_MEMORY, "ct_st_save %s: out of memory", path);
+    } else {
+        data[0] = prefix;
+        bytes[0] = sizeof prefix;
+        data[1] = header->data;
+        bytes[1] = header->len;
+        for (int i = 0; i < n; i++) {
+            data[i + 2] = tensors[i].data;
+            bytes[i + 2] = tensors[i].bytes;
+        }
+        status = ct_write_file_atomic("ct_st_save", path, n + 2, data, bytes);
+    }
+    free(data);
+    free(bytes);
     return status;
 }
 
@@ -280,17 +240,8 @@ ct_status ct_st_save(const char *path, int n, const ct_st_tensor *tensors, int n
     st_text header = {0};
     if (status == CT_OK)
         status = st_build_header(path, n, tensors, n_meta, meta_keys, meta_values, &header);
-    size_t temp_len = strlen(path) + 32;
-    char *temp_path = status == CT_OK ? malloc(temp_len) : NULL;
-    if (status == CT_OK && !temp_path)
-        status = ct_set_error(CT_ERR_MEMORY, "ct_st_save %s: out of memory", path);
-    if (status == CT_OK) {
-        snprintf(temp_path, temp_len, "%s.tmp.%ld", path, (long)getpid());
-        status = st_replace_file(path, temp_path, &header, n, tensors);
-    }
     if (status == CT_OK)
-        status = st_sync_directory(path);
-    free(temp_path);
+        status = st_write(path, &header, n, tensors);
     free(header.data);
     return status;
 }
