@@ -162,15 +162,33 @@ int cli_model_text(const char *command, const char *model, char **text)
     return CLI_EXIT_USAGE;
 }
 
+static bool ends_with(const char *text, const char *suffix)
+{
+    size_t len = strlen(text), suffix_len = strlen(suffix);
+    return len > suffix_len && strcmp(text + len - suffix_len, suffix) == 0;
+}
+
+bool cli_model_is_onnx(const char *model)
+{
+    return ends_with(model, ".onnx");
+}
+
 void cli_model_name(const char *model, char *out, size_t capacity)
 {
     const char *base = strrchr(model, '/');
     base = base ? base + 1 : model;
     size_t len = strlen(base);
-    const char *suffix = ".model";
-    if (len > strlen(suffix) && strcmp(base + len - strlen(suffix), suffix) == 0)
-        len -= strlen(suffix);
+    if (ends_with(base, ".model"))
+        len -= strlen(".model");
+    else if (ends_with(base, ".onnx"))
+        len -= strlen(".onnx");
     snprintf(out, capacity, "%.*s", (int)len, base);
+}
+
+ct_tensor *cli_model_build(ct_graph *graph, const char *text, const ct_onnx *onnx, ct_tensor *x,
+                           int classes)
+{
+    return onnx ? ct_onnx_build(graph, onnx, x) : ct_model_build(graph, text, x, classes);
 }
 
 static int open_backend(const char *command, const char *device, long threads, FILE *log,
@@ -264,9 +282,9 @@ void cli_evaluator_free(cli_evaluator *ev)
 /* The seed fills weights that are overwritten before use. */
 #define EVALUATOR_SEED 1
 
-int cli_evaluator_new(const char *command, const char *model_text, const int input[3],
-                      int classes, int batch, ct_precision precision, ct_backend *backend,
-                      cli_evaluator **out)
+int cli_evaluator_new(const char *command, const char *model_text, const ct_onnx *onnx,
+                      const int input[3], int classes, int batch, ct_precision precision,
+                      ct_backend *backend, cli_evaluator **out)
 {
     *out = NULL;
     cli_evaluator *ev = calloc(1, sizeof *ev);
@@ -283,12 +301,14 @@ int cli_evaluator_new(const char *command, const char *model_text, const int inp
     int64_t shape[4] = {batch, input[0], input[1], input[2]};
     ev->x = ct_input(ev->graph, "x", CT_F32, 4, shape);
     ct_graph_set_precision(ev->graph, precision);
-    ev->logits = ct_model_build(ev->graph, model_text, ev->x, classes);
+    ev->logits = cli_model_build(ev->graph, model_text, onnx, ev->x, classes);
     ct_status status = ct_graph_status(ev->graph);
     if (status == CT_OK) {
         ct_tensor_keep(ev->logits);
         status = ct_plan_new(ev->graph, backend, EVALUATOR_SEED, &ev->plan);
     }
+    if (status == CT_OK && onnx)
+        status = ct_plan_load_onnx(ev->plan, onnx);
     size_t largest = 0;
     for (int i = 0; i < ct_graph_n_state(ev->graph); i++) {
         size_t bytes = ct_tensor_bytes(ct_graph_state(ev->graph, i));

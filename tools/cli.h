@@ -71,8 +71,14 @@ double cli_now(void);
  * failure prints why and returns CLI_EXIT_USAGE.  *text is malloc'ed. */
 int cli_model_text(const char *command, const char *model, char **text);
 /* A short name for a --model value: the built-in name, or the file name
- * without directory and ".model". */
+ * without directory and ".model" or ".onnx". */
 void cli_model_name(const char *model, char *out, size_t capacity);
+/* Whether a --model value names an ONNX file (".onnx"). */
+bool cli_model_is_onnx(const char *model);
+/* The model on x: from its definition text, or from an ONNX file (then
+ * text is NULL and classes is the file's). */
+ct_tensor *cli_model_build(ct_graph *graph, const char *text, const ct_onnx *onnx, ct_tensor *x,
+                           int classes);
 
 /* The choices of an on/off option: "on", "off", NULL; cli_on: the value
  * is not "off" (NULL, an option not given, is on). */
@@ -114,10 +120,11 @@ typedef struct cli_evaluator cli_evaluator;
 
 /* Each returns an exit status (CLI_EXIT_OK or CLI_EXIT_FAILED, after
  * printing what went wrong, prefixed with "cuttle <command>:").  The model
- * takes images [batch, channels, height, width]. */
-int cli_evaluator_new(const char *command, const char *model_text, const int input[3],
-                      int classes, int batch, ct_precision precision, ct_backend *backend,
-                      cli_evaluator **out);
+ * takes images [batch, channels, height, width]; it is a definition text or
+ * an ONNX file, whose weights the evaluator loads. */
+int cli_evaluator_new(const char *command, const char *model_text, const ct_onnx *onnx,
+                      const int input[3], int classes, int batch, ct_precision precision,
+                      ct_backend *backend, cli_evaluator **out);
 void cli_evaluator_free(cli_evaluator *ev);
 /* The evaluator's plan (to load weights into) and graph.  Borrowed. */
 ct_plan *cli_evaluator_plan(cli_evaluator *ev);

@@ -95,6 +95,11 @@ static int evaluate(eval_options *o)
     FILE *log = o->json ? stderr : stdout;
     int exit_status =
         run_info_open("eval", o->weights, o->model, o->data, o->data_dir, &checkpoint, &info);
+    if (exit_status == CLI_EXIT_OK && !o->data && !info.dataset) {
+        fprintf(stderr, "cuttle eval: %s does not say which dataset it was trained on: give "
+                "--data\n", o->model);
+        exit_status = CLI_EXIT_USAGE;
+    }
     if (exit_status == CLI_EXIT_OK) {
         if (!o->data)
             o->data = info.dataset;
@@ -109,9 +114,9 @@ static int evaluate(eval_options *o)
     int64_t n = data ? ct_dataset_size(data) : 0;
     int batch = (int)(o->batch < n ? o->batch : n);
     if (exit_status == CLI_EXIT_OK)
-        exit_status = cli_evaluator_new("eval", info.text, info.input, info.classes, batch,
-                                        cli_precision(o->precision), backend, &ev);
-    if (exit_status == CLI_EXIT_OK &&
+        exit_status = cli_evaluator_new("eval", info.text, info.onnx, info.input, info.classes,
+                                        batch, cli_precision(o->precision), backend, &ev);
+    if (exit_status == CLI_EXIT_OK && checkpoint &&
         ct_plan_load_checkpoint(cli_evaluator_plan(ev), checkpoint, CT_SAVE_MODEL) != CT_OK)
         exit_status = cli_fail("eval");
     if (exit_status == CLI_EXIT_OK && o->confusion &&
@@ -145,9 +150,11 @@ int cmd_eval(int argc, char **argv)
     eval_options o = {.split = "test", .device = "cpu", .batch = DEFAULT_EVAL_BATCH};
     const cli_option options[] = {
         {"--weights", "FILE", CLI_TEXT, &o.weights, 0, 0, NULL,
-         "the checkpoint (model.safetensors from cuttle train, or a state_dict) (required)"},
+         "the checkpoint (model.safetensors from cuttle train, or a state_dict) (required "
+         "unless --model is an ONNX file)"},
         {"--model", "NAME|FILE", CLI_TEXT, &o.model, 0, 0, NULL,
-         "the model (default: the one recorded in the checkpoint)"},
+         "the model (default: the one recorded in the checkpoint); an .onnx file holds its "
+         "weights"},
         {"--data", "NAME", CLI_TEXT, &o.data, 0, 0, cli_datasets,
          "the dataset (default: the one recorded in the checkpoint)"},
         {"--data-dir", "DIR", CLI_TEXT, &o.data_dir, 0, 0, NULL,
@@ -169,13 +176,9 @@ int cmd_eval(int argc, char **argv)
         {"--json", NULL, CLI_FLAG, &o.json, 0, 0, NULL,
          "print the result as one JSON object on stdout (accuracy, loss, n)"},
     };
-    cli_parsed parsed = cli_parse("eval", "--weights FILE [options]", argc, argv, options,
-                                  (int)(sizeof options / sizeof options[0]));
+    cli_parsed parsed = cli_parse("eval", "--weights FILE [options] | --model FILE.onnx [options]",
+                                  argc, argv, options, (int)(sizeof options / sizeof options[0]));
     if (parsed != CLI_PARSED_RUN)
         return parsed == CLI_PARSED_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-    if (!o.weights) {
-        fprintf(stderr, "cuttle eval: --weights FILE is required (see cuttle eval --help)\n");
-        return CLI_EXIT_USAGE;
-    }
     return evaluate(&o);
 }

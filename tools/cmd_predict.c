@@ -1,8 +1,9 @@
 /*
- * cuttle predict: the top classes of saved weights for some inputs.  An
- * input is a PNG or JPEG file (converted to the model's channels and size
- * and normalized as in training) or DATASET:SPLIT:INDEX (or INDEX-LAST) for
- * items of a dataset.
+ * cuttle predict: the top classes of saved weights (or of an ONNX model) for
+ * some inputs.  An input is a PNG or JPEG file (converted to the model's
+ * channels and size and normalized as in training), a .npy array of images
+ * already normalized, or DATASET:SPLIT:INDEX (or INDEX-LAST) for items of a
+ * dataset.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "npy.h"
 #include "run_info.h"
 
 #define PREDICT_BATCH 64
@@ -124,11 +126,46 @@ static int add_dataset_items(inputs *in, const run_info *info, const char *ref,
     return exit_status;
 }
 
+/* A .npy array of images [N, C, H, W] or one image [C, H, W], already
+ * normalized: items "FILE[0]", "FILE[1]", ... */
+static int add_npy_items(inputs *in, const run_info *info, const char *path)
+{
+    npy_array a;
+    CLI_TRY(npy_read_f32("predict", path, &a));
+    int first = a.ndim == 4 ? 1 : 0;
+    bool fits = a.ndim == 3 || a.ndim == 4;
+    for (int d = 0; fits && d < 3; d++)
+        fits = a.shape[first + d] == info->input[d];
+    int64_t n = a.ndim == 4 ? a.shape[0] : 1;
+    int exit_status = CLI_EXIT_OK;
+    if (!fits) {
+        fprintf(stderr, "cuttle predict: %s holds a %dD array; the model takes [N, %d, %d, %d] "
+                "or [%d, %d, %d]\n", path, a.ndim, info->input[0], info->input[1],
+                info->input[2], info->input[0], info->input[1], info->input[2]);
+        exit_status = CLI_EXIT_USAGE;
+    }
+    if (exit_status == CLI_EXIT_OK)
+        exit_status = grow(in, n);
+    for (int64_t i = 0; exit_status == CLI_EXIT_OK && i < n; i++) {
+        item *it = &in->items[in->n];
+        snprintf(it->name, sizeof it->name, "%s[%lld]", path, (long long)i);
+        it->label = -1;
+        memcpy(in->images + (size_t)in->n * in->item_floats, a.data + (size_t)i * in->item_floats,
+               sizeof *a.data * in->item_floats);
+        in->n++;
+    }
+    free(a.data);
+    return exit_status;
+}
+
 static int add_input(inputs *in, const run_info *info, const char *arg, const char *data_dir)
 {
     struct stat st;
     if (stat(arg, &st) != 0)
         return add_dataset_items(in, info, arg, data_dir);
+    size_t len = strlen(arg);
+    if (len > 4 && strcmp(arg + len - 4, ".npy") == 0)
+        return add_npy_items(in, info, arg);
     CLI_TRY(grow(in, 1));
     item *it = &in->items[in->n];
     snprintf(it->name, sizeof it->name, "%s", arg);
@@ -217,9 +254,9 @@ static int predict(const predict_options *o, char **args, int n_args)
                                                       o->cuda_graph},
                                   log, &backend);
     if (exit_status == CLI_EXIT_OK)
-        exit_status = cli_evaluator_new("predict", info.text, info.input, info.classes, batch,
+        exit_status = cli_evaluator_new("predict", info.text, info.onnx, info.input, info.classes, batch,
                                         cli_precision(o->precision), backend, &ev);
-    if (exit_status == CLI_EXIT_OK &&
+    if (exit_status == CLI_EXIT_OK && checkpoint &&
         ct_plan_load_checkpoint(cli_evaluator_plan(ev), checkpoint, CT_SAVE_MODEL) != CT_OK)
         exit_status = cli_fail("predict");
     if (exit_status == CLI_EXIT_OK &&
@@ -254,9 +291,11 @@ int cmd_predict(int argc, char **argv)
     predict_options o = {.device = "cpu", .top = DEFAULT_TOP};
     const cli_option options[] = {
         {"--weights", "FILE", CLI_TEXT, &o.weights, 0, 0, NULL,
-         "the checkpoint (model.safetensors from cuttle train) (required)"},
+         "the checkpoint (model.safetensors from cuttle train) (required unless --model is an "
+         "ONNX file)"},
         {"--model", "NAME|FILE", CLI_TEXT, &o.model, 0, 0, NULL,
-         "the model (default: the one recorded in the checkpoint)"},
+         "the model (default: the one recorded in the checkpoint); an .onnx file holds its "
+         "weights"},
         {"--top", "K", CLI_INT, &o.top, 1, 1000, NULL, "how many classes to show (default 5)"},
         {"--data-dir", "DIR", CLI_TEXT, &o.data_dir, 0, 0, NULL,
          "where the dataset of DATASET:SPLIT:INDEX inputs is (default: Debian's place)"},
@@ -280,14 +319,13 @@ int cmd_predict(int argc, char **argv)
         return CLI_EXIT_FAILED;
     }
     cli_parsed parsed = cli_parse_positional(
-        "predict", "--weights FILE [options] INPUT...  (INPUT: a PNG/JPEG file or "
-                   "DATASET:SPLIT:INDEX[-LAST])",
+        "predict", "--weights FILE [options] INPUT...  (INPUT: a PNG/JPEG file, a .npy "
+                   "float32 array [N,C,H,W] of normalized images, or DATASET:SPLIT:INDEX[-LAST]; "
+                   "--model FILE.onnx instead of --weights runs an ONNX model)",
         argc, argv, options, (int)(sizeof options / sizeof options[0]), positional,
         &n_positional);
     int exit_status = parsed == CLI_PARSED_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-    if (parsed == CLI_PARSED_RUN && !o.weights)
-        fprintf(stderr, "cuttle predict: --weights FILE is required (see cuttle predict --help)\n");
-    else if (parsed == CLI_PARSED_RUN && n_positional == 0)
+    if (parsed == CLI_PARSED_RUN && n_positional == 0)
         fprintf(stderr, "cuttle predict: no INPUT given: name image files or "
                         "DATASET:SPLIT:INDEX items\n");
     else if (parsed == CLI_PARSED_RUN)

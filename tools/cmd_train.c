@@ -425,7 +425,7 @@ static int setup(run *r)
     CLI_TRY(trainer_init(&r->t, opts, &r->info, r->train_data, r->backend));
     int64_t test_size = ct_dataset_size(r->test_data);
     int eval_batch = (int)(test_size < EVAL_BATCH ? test_size : EVAL_BATCH);
-    CLI_TRY(cli_evaluator_new("train", r->info.text, r->info.input, r->info.classes, eval_batch,
+    CLI_TRY(cli_evaluator_new("train", r->info.text, NULL, r->info.input, r->info.classes, eval_batch,
                               cli_precision(opts->precision), r->backend, &r->ev));
     CLI_TRY(run_prepare_dir("train", opts->out));
     r->first_epoch = 1;

@@ -29,6 +29,7 @@ void run_info_free(run_info *info)
     free(info->name);
     free(info->text);
     free(info->dataset);
+    ct_onnx_free(info->onnx);
     memset(info, 0, sizeof *info);
 }
 
@@ -143,6 +144,22 @@ bool run_meta_add_info(run_meta *meta, const run_info *info)
 
 /* ---- reading --------------------------------------------------------------------- */
 
+/* Where metadata is read from: a checkpoint or an ONNX file. */
+typedef struct meta_source {
+    const char *(*get)(const void *from, const char *key);
+    const void *from;
+} meta_source;
+
+static const char *checkpoint_meta(const void *from, const char *key)
+{
+    return ct_checkpoint_meta(from, key);
+}
+
+static const char *onnx_meta(const void *from, const char *key)
+{
+    return ct_onnx_meta(from, key);
+}
+
 static int bad_meta(const char *command, const char *path, const char *key, const char *why)
 {
     fprintf(stderr,
@@ -154,10 +171,10 @@ static int bad_meta(const char *command, const char *path, const char *key, cons
 
 /* Parse a metadata value that is a JSON array of `n` numbers (n < 0: any
  * length, returned in *count). */
-static int read_numbers(const char *command, const char *path, const ct_checkpoint *checkpoint,
+static int read_numbers(const char *command, const char *path, meta_source source,
                         const char *key, double *out, int capacity, int *count)
 {
-    const char *text = ct_checkpoint_meta(checkpoint, key);
+    const char *text = source.get(source.from, key);
     if (!text)
         return bad_meta(command, path, key, "is missing");
     ct_json_doc doc = {0};
@@ -182,10 +199,10 @@ static int read_numbers(const char *command, const char *path, const ct_checkpoi
     return exit_status;
 }
 
-static int read_class_names(const char *command, const char *path,
-                            const ct_checkpoint *checkpoint, run_info *info)
+static int read_class_names(const char *command, const char *path, meta_source source,
+                            run_info *info)
 {
-    const char *text = ct_checkpoint_meta(checkpoint, "classes");
+    const char *text = source.get(source.from, "classes");
     if (!text)
         return bad_meta(command, path, "classes", "is missing");
     ct_json_doc doc = {0};
@@ -213,10 +230,10 @@ static int read_class_names(const char *command, const char *path,
     return exit_status;
 }
 
-static int read_text(const char *command, const char *path, const ct_checkpoint *checkpoint,
+static int read_text(const char *command, const char *path, meta_source source,
                      const char *key, char **out)
 {
-    const char *text = ct_checkpoint_meta(checkpoint, key);
+    const char *text = source.get(source.from, key);
     if (!text)
         return bad_meta(command, path, key, "is missing");
     if (!(*out = strdup(text)))
@@ -224,19 +241,20 @@ static int read_text(const char *command, const char *path, const ct_checkpoint 
     return CLI_EXIT_OK;
 }
 
-int run_info_read(const char *command, const ct_checkpoint *checkpoint, const char *path,
-                  run_info *info)
+/* The model's metadata; its definition text too unless it is an ONNX file. */
+static int read_info(const char *command, meta_source source, const char *path, bool text,
+                     run_info *info)
 {
-    memset(info, 0, sizeof *info);
     double input[3], mean[RUN_MAX_CHANNELS], std[RUN_MAX_CHANNELS];
     int n_input = 0, n_mean = 0, n_std = 0;
-    CLI_TRY(read_text(command, path, checkpoint, "model", &info->text));
-    CLI_TRY(read_text(command, path, checkpoint, "model_name", &info->name));
-    CLI_TRY(read_text(command, path, checkpoint, "dataset", &info->dataset));
-    CLI_TRY(read_numbers(command, path, checkpoint, "input", input, 3, &n_input));
-    CLI_TRY(read_numbers(command, path, checkpoint, "mean", mean, RUN_MAX_CHANNELS, &n_mean));
-    CLI_TRY(read_numbers(command, path, checkpoint, "std", std, RUN_MAX_CHANNELS, &n_std));
-    CLI_TRY(read_class_names(command, path, checkpoint, info));
+    if (text)
+        CLI_TRY(read_text(command, path, source, "model", &info->text));
+    CLI_TRY(read_text(command, path, source, "model_name", &info->name));
+    CLI_TRY(read_text(command, path, source, "dataset", &info->dataset));
+    CLI_TRY(read_numbers(command, path, source, "input", input, 3, &n_input));
+    CLI_TRY(read_numbers(command, path, source, "mean", mean, RUN_MAX_CHANNELS, &n_mean));
+    CLI_TRY(read_numbers(command, path, source, "std", std, RUN_MAX_CHANNELS, &n_std));
+    CLI_TRY(read_class_names(command, path, source, info));
     if (n_input != 3)
         return bad_meta(command, path, "input", "is not [channels, height, width]");
     for (int d = 0; d < 3; d++) {
@@ -255,10 +273,108 @@ int run_info_read(const char *command, const ct_checkpoint *checkpoint, const ch
     return CLI_EXIT_OK;
 }
 
+int run_info_read(const char *command, const ct_checkpoint *checkpoint, const char *path,
+                  run_info *info)
+{
+    memset(info, 0, sizeof *info);
+    return read_info(command, (meta_source){checkpoint_meta, checkpoint}, path, true, info);
+}
+
+/* Class names "0", "1", ... and no normalization: what a model file that
+ * says nothing else gets. */
+static int plain_info(const char *command, const char *name, run_info *info)
+{
+    info->name = strdup(name);
+    info->class_names = calloc((size_t)info->classes, sizeof *info->class_names);
+    if (!info->name || !info->class_names)
+        return out_of_memory(command);
+    for (int c = 0; c < info->input[0]; c++) {
+        info->mean[c] = 0.0f;
+        info->std[c] = 1.0f;
+    }
+    for (int c = 0; c < info->classes; c++) {
+        char label[24];
+        snprintf(label, sizeof label, "%d", c);
+        if (!(info->class_names[c] = strdup(label)))
+            return out_of_memory(command);
+    }
+    return CLI_EXIT_OK;
+}
+
+/* The input and classes an ONNX file's own shapes give, against what its
+ * metadata or a dataset says. */
+static int check_onnx_shapes(const char *command, const char *path, const char *from,
+                             const run_info *info)
+{
+    int64_t shape[4];
+    ct_onnx_input_shape(info->onnx, shape);
+    if (shape[1] != info->input[0] || shape[2] != info->input[1] || shape[3] != info->input[2] ||
+        ct_onnx_classes(info->onnx) != info->classes) {
+        fprintf(stderr, "cuttle %s: %s takes %lldx%lldx%lld images into %lld classes; %s says "
+                "%dx%dx%d and %d\n", command, path, (long long)shape[1], (long long)shape[2],
+                (long long)shape[3], (long long)ct_onnx_classes(info->onnx), from,
+                info->input[0], info->input[1], info->input[2], info->classes);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* An ONNX model: its weights are inside; its normalization and class names
+ * come from its metadata (cuttle export writes them), or from --data, or
+ * are none and numbers. */
+static int open_onnx(const char *command, const char *path, const char *data,
+                     const char *data_dir, run_info *info)
+{
+    ct_onnx *onnx = NULL;
+    if (ct_onnx_load(path, &onnx) != CT_OK)
+        return cli_fail(command);
+    char name[128];
+    cli_model_name(path, name, sizeof name);
+    int exit_status = CLI_EXIT_OK;
+    if (data) {
+        ct_dataset *dataset = NULL;
+        exit_status = cli_load_dataset(command, data, data_dir, "train", &dataset);
+        if (exit_status == CLI_EXIT_OK)
+            exit_status = run_info_from_dataset(command, name, "", data, dataset, info);
+        ct_dataset_free(dataset);
+    } else if (ct_onnx_meta(onnx, "input")) {
+        exit_status = read_info(command, (meta_source){onnx_meta, onnx}, path, false, info);
+    } else {
+        int64_t shape[4];
+        ct_onnx_input_shape(onnx, shape);
+        for (int d = 0; d < 3; d++)
+            info->input[d] = (int)shape[d + 1];
+        info->classes = (int)ct_onnx_classes(onnx);
+        exit_status = info->input[0] > RUN_MAX_CHANNELS
+                          ? (fprintf(stderr, "cuttle %s: %s takes %d channels; at most %d\n",
+                                     command, path, info->input[0], RUN_MAX_CHANNELS),
+                             CLI_EXIT_USAGE)
+                          : plain_info(command, name, info);
+    }
+    info->onnx = onnx;
+    if (exit_status == CLI_EXIT_OK)
+        exit_status = check_onnx_shapes(command, path, data ? data : "its metadata", info);
+    return exit_status;
+}
+
 int run_info_open(const char *command, const char *weights, const char *model, const char *data,
                   const char *data_dir, ct_checkpoint **checkpoint, run_info *info)
 {
     memset(info, 0, sizeof *info);
+    *checkpoint = NULL;
+    if (model && cli_model_is_onnx(model)) {
+        if (weights) {
+            fprintf(stderr, "cuttle %s: %s holds its weights; --weights is for model definitions "
+                    "(leave it out)\n", command, model);
+            return CLI_EXIT_USAGE;
+        }
+        return open_onnx(command, model, data, data_dir, info);
+    }
+    if (!weights) {
+        fprintf(stderr, "cuttle %s: --weights FILE is required (or an ONNX file as --model)\n",
+                command);
+        return CLI_EXIT_USAGE;
+    }
     if (ct_checkpoint_open(weights, checkpoint) != CT_OK)
         return cli_fail(command);
     if (ct_checkpoint_meta(*checkpoint, "model")) {

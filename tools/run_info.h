@@ -27,6 +27,7 @@ typedef struct run_info {
     int classes;
     float mean[RUN_MAX_CHANNELS], std[RUN_MAX_CHANNELS];
     char **class_names; /* classes entries */
+    ct_onnx *onnx;      /* an ONNX model (text is then NULL): its weights are inside */
 } run_info;
 
 /* From a training run: the model and the training split that fed it. */
@@ -41,7 +42,9 @@ void run_info_free(run_info *info);
  * checkpoint written by cuttle train describes itself; for a plain
  * state_dict (from PyTorch, say) `model` names the model and `data` the
  * dataset that gives the input shape, classes and normalization.  Either
- * may be given to override the checkpoint's. */
+ * may be given to override the checkpoint's.  An ONNX file as `model`
+ * needs no weights (*checkpoint stays NULL): its own metadata, or `data`,
+ * or nothing (no normalization, classes by number) describe it. */
 int run_info_open(const char *command, const char *weights, const char *model, const char *data,
                   const char *data_dir, ct_checkpoint **checkpoint, run_info *info);
 
