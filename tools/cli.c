@@ -162,6 +162,21 @@ int cli_model_text(const char *command, const char *model, char **text)
     return CLI_EXIT_USAGE;
 }
 
+bool cli_parse_input(const char *text, int out[3])
+{
+    const char *at = text;
+    for (int i = 0; i < 3; i++) {
+        char *end = NULL;
+        long value = strtol(at, &end, 10);
+        if (end == at || value < 1 || value > CLI_MAX_SIDE || (i < 2 && *end != 'x') ||
+            (i == 2 && *end != '\0'))
+            return false;
+        out[i] = (int)value;
+        at = end + 1;
+    }
+    return true;
+}
+
 static bool ends_with(const char *text, const char *suffix)
 {
     size_t len = strlen(text), suffix_len = strlen(suffix);

@@ -73,6 +73,9 @@ int cli_model_text(const char *command, const char *model, char **text);
 /* A short name for a --model value: the built-in name, or the file name
  * without directory and ".model" or ".onnx". */
 void cli_model_name(const char *model, char *out, size_t capacity);
+/* "CxHxW" (--input) into channels, height, width, each 1 to CLI_MAX_SIDE. */
+#define CLI_MAX_SIDE 65536
+bool cli_parse_input(const char *text, int out[3]);
 /* Whether a --model value names an ONNX file (".onnx"). */
 bool cli_model_is_onnx(const char *model);
 /* The model on x: from its definition text, or from an ONNX file (then
@@ -150,5 +153,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

@@ -94,7 +94,8 @@ static int evaluate(eval_options *o)
     int64_t *confusion = NULL;
     FILE *log = o->json ? stderr : stdout;
     int exit_status =
-        run_info_open("eval", o->weights, o->model, o->data, o->data_dir, &checkpoint, &info);
+        run_info_open("eval", &(run_source){o->weights, o->model, o->data, o->data_dir, NULL, 0},
+                      &checkpoint, &info);
     if (exit_status == CLI_EXIT_OK && !o->data && !info.dataset) {
         fprintf(stderr, "cuttle eval: %s does not say which dataset it was trained on: give "
                 "--data\n", o->model);

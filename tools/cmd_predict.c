@@ -19,8 +19,8 @@
 #define MAX_INPUTS 100000
 
 typedef struct predict_options {
-    const char *weights, *model, *data_dir, *device, *cuda_graph, *precision;
-    long top, threads;
+    const char *weights, *model, *data_dir, *device, *cuda_graph, *precision, *input;
+    long top, threads, classes;
     bool json, strict_device;
 } predict_options;
 
@@ -244,7 +244,9 @@ static int predict(const predict_options *o, char **args, int n_args)
     float *logits = NULL;
     FILE *log = o->json ? stderr : stdout;
     int exit_status =
-        run_info_open("predict", o->weights, o->model, NULL, o->data_dir, &checkpoint, &info);
+        run_info_open("predict", &(run_source){o->weights, o->model, NULL, o->data_dir, o->input,
+                                               o->classes},
+                      &checkpoint, &info);
     in.item_floats = (size_t)info.input[0] * (size_t)info.input[1] * (size_t)info.input[2];
     for (int i = 0; exit_status == CLI_EXIT_OK && i < n_args; i++)
         exit_status = add_input(&in, &info, args[i], o->data_dir);
@@ -297,6 +299,10 @@ int cmd_predict(int argc, char **argv)
          "the model (default: the one recorded in the checkpoint); an .onnx file holds its "
          "weights"},
         {"--top", "K", CLI_INT, &o.top, 1, 1000, NULL, "how many classes to show (default 5)"},
+        {"--input", "CxHxW", CLI_TEXT, &o.input, 0, 0, NULL,
+         "for a plain state_dict: the input's channels x height x width"},
+        {"--classes", "K", CLI_INT, &o.classes, 2, 100000, NULL,
+         "for a plain state_dict: the number of classes"},
         {"--data-dir", "DIR", CLI_TEXT, &o.data_dir, 0, 0, NULL,
          "where the dataset of DATASET:SPLIT:INDEX inputs is (default: Debian's place)"},
         {"--device", "DEV", CLI_TEXT, &o.device, 0, 0, NULL,

@@ -21,6 +21,7 @@ static void print_usage(FILE *out)
             "  predict    top classes of saved weights for images or dataset items\n"
             "  bench      time a model's training or inference step on synthetic data\n"
             "  profile    time every op of a step; per-op table and Chrome trace\n"
+            "  export     write saved weights and their model as an ONNX file\n"
             "  doctor     check the GPU, drivers and libraries (exit status 3: no GPU)\n"
             "  version    print the version of cuttle\n"
             "  help       show this help\n"
@@ -58,6 +59,8 @@ int main(int argc, char **argv)
         return cmd_bench(argc - 2, argv + 2);
     if (strcmp(command, "profile") == 0)
         return cmd_profile(argc - 2, argv + 2);
+    if (strcmp(command, "export") == 0)
+        return cmd_export(argc - 2, argv + 2);
     if (strcmp(command, "doctor") == 0)
         return cmd_doctor(argc - 2, argv + 2);
     fprintf(stderr, "cuttle: unknown command '%s' (see cuttle --help)\n", command);

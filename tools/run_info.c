@@ -135,7 +135,7 @@ bool run_meta_add_info(run_meta *meta, const run_info *info)
               run_meta_add(meta, "model", info->text) && run_meta_add(meta, "input", input) &&
               run_meta_add(meta, "mean", mean) && run_meta_add(meta, "std", std) &&
               run_meta_add(meta, "classes", classes) &&
-              run_meta_add(meta, "dataset", info->dataset);
+              (!info->dataset || run_meta_add(meta, "dataset", info->dataset));
     free(mean);
     free(std);
     free(classes);
@@ -250,7 +250,8 @@ static int read_info(const char *command, meta_source source, const char *path, 
     if (text)
         CLI_TRY(read_text(command, path, source, "model", &info->text));
     CLI_TRY(read_text(command, path, source, "model_name", &info->name));
-    CLI_TRY(read_text(command, path, source, "dataset", &info->dataset));
+    if (source.get(source.from, "dataset")) /* none for a model that was not trained here */
+        CLI_TRY(read_text(command, path, source, "dataset", &info->dataset));
     CLI_TRY(read_numbers(command, path, source, "input", input, 3, &n_input));
     CLI_TRY(read_numbers(command, path, source, "mean", mean, RUN_MAX_CHANNELS, &n_mean));
     CLI_TRY(read_numbers(command, path, source, "std", std, RUN_MAX_CHANNELS, &n_std));
@@ -280,10 +281,18 @@ int run_info_read(const char *command, const ct_checkpoint *checkpoint, const ch
     return read_info(command, (meta_source){checkpoint_meta, checkpoint}, path, true, info);
 }
 
-/* Class names "0", "1", ... and no normalization: what a model file that
- * says nothing else gets. */
-static int plain_info(const char *command, const char *name, run_info *info)
+int run_info_plain(const char *command, const char *name, const char *text, const int input[3],
+                   int classes, run_info *info)
 {
+    if (input[0] > RUN_MAX_CHANNELS) {
+        fprintf(stderr, "cuttle %s: %d channels; at most %d\n", command, input[0],
+                RUN_MAX_CHANNELS);
+        return CLI_EXIT_USAGE;
+    }
+    memcpy(info->input, input, sizeof info->input);
+    info->classes = classes;
+    if (text && !(info->text = strdup(text)))
+        return out_of_memory(command);
     info->name = strdup(name);
     info->class_names = calloc((size_t)info->classes, sizeof *info->class_names);
     if (!info->name || !info->class_names)
@@ -342,14 +351,8 @@ static int open_onnx(const char *command, const char *path, const char *data,
     } else {
         int64_t shape[4];
         ct_onnx_input_shape(onnx, shape);
-        for (int d = 0; d < 3; d++)
-            info->input[d] = (int)shape[d + 1];
-        info->classes = (int)ct_onnx_classes(onnx);
-        exit_status = info->input[0] > RUN_MAX_CHANNELS
-                          ? (fprintf(stderr, "cuttle %s: %s takes %d channels; at most %d\n",
-                                     command, path, info->input[0], RUN_MAX_CHANNELS),
-                             CLI_EXIT_USAGE)
-                          : plain_info(command, name, info);
+        int input[3] = {(int)shape[1], (int)shape[2], (int)shape[3]};
+        exit_status = run_info_plain(command, name, NULL, input, (int)ct_onnx_classes(onnx), info);
     }
     info->onnx = onnx;
     if (exit_status == CLI_EXIT_OK)
@@ -357,51 +360,66 @@ static int open_onnx(const char *command, const char *path, const char *data,
     return exit_status;
 }
 
-int run_info_open(const char *command, const char *weights, const char *model, const char *data,
-                  const char *data_dir, ct_checkpoint **checkpoint, run_info *info)
+/* A plain state_dict: --model with --data, or with --input and --classes. */
+static int open_plain(const char *command, const run_source *src, run_info *info)
 {
-    memset(info, 0, sizeof *info);
-    *checkpoint = NULL;
-    if (model && cli_model_is_onnx(model)) {
-        if (weights) {
-            fprintf(stderr, "cuttle %s: %s holds its weights; --weights is for model definitions "
-                    "(leave it out)\n", command, model);
-            return CLI_EXIT_USAGE;
-        }
-        return open_onnx(command, model, data, data_dir, info);
-    }
-    if (!weights) {
-        fprintf(stderr, "cuttle %s: --weights FILE is required (or an ONNX file as --model)\n",
-                command);
+    int input[3];
+    if (!src->model || (!src->data && (!src->input || !src->classes))) {
+        fprintf(stderr, "cuttle %s: %s has no cuttle metadata (a plain state_dict?); give --model "
+                "with --data, or with --input and --classes, so the model, its input and its "
+                "classes are known\n", command, src->weights);
         return CLI_EXIT_USAGE;
     }
-    if (ct_checkpoint_open(weights, checkpoint) != CT_OK)
-        return cli_fail(command);
-    if (ct_checkpoint_meta(*checkpoint, "model")) {
-        CLI_TRY(run_info_read(command, *checkpoint, weights, info));
-        if (!model)
-            return CLI_EXIT_OK;
-        char *text = NULL;
-        CLI_TRY(cli_model_text(command, model, &text));
-        free(info->text);
-        info->text = text;
-        return CLI_EXIT_OK;
-    }
-    if (!model || !data) {
-        fprintf(stderr,
-                "cuttle %s: %s has no cuttle metadata (a plain state_dict?); give --model and "
-                "--data so the model, its input and its classes are known\n",
-                command, weights);
+    if (!src->data && !cli_parse_input(src->input, input)) {
+        fprintf(stderr, "cuttle %s: --input expects CxHxW, such as 3x32x32, got '%s'\n", command,
+                src->input);
         return CLI_EXIT_USAGE;
     }
     char *text = NULL, name[128];
     ct_dataset *dataset = NULL;
-    CLI_TRY(cli_model_text(command, model, &text));
-    cli_model_name(model, name, sizeof name);
-    int exit_status = cli_load_dataset(command, data, data_dir, "train", &dataset);
-    if (exit_status == CLI_EXIT_OK)
-        exit_status = run_info_from_dataset(command, name, text, data, dataset, info);
+    CLI_TRY(cli_model_text(command, src->model, &text));
+    cli_model_name(src->model, name, sizeof name);
+    int exit_status = CLI_EXIT_OK;
+    if (src->data) {
+        exit_status = cli_load_dataset(command, src->data, src->data_dir, "train", &dataset);
+        if (exit_status == CLI_EXIT_OK)
+            exit_status = run_info_from_dataset(command, name, text, src->data, dataset, info);
+    } else {
+        exit_status = run_info_plain(command, name, text, input, (int)src->classes, info);
+    }
     ct_dataset_free(dataset);
     free(text);
     return exit_status;
+}
+
+int run_info_open(const char *command, const run_source *src, ct_checkpoint **checkpoint,
+                  run_info *info)
+{
+    memset(info, 0, sizeof *info);
+    *checkpoint = NULL;
+    if (src->model && cli_model_is_onnx(src->model)) {
+        if (src->weights) {
+            fprintf(stderr, "cuttle %s: %s holds its weights; --weights is for model definitions "
+                    "(leave it out)\n", command, src->model);
+            return CLI_EXIT_USAGE;
+        }
+        return open_onnx(command, src->model, src->data, src->data_dir, info);
+    }
+    if (!src->weights) {
+        fprintf(stderr, "cuttle %s: --weights FILE is required (or an ONNX file as --model)\n",
+                command);
+        return CLI_EXIT_USAGE;
+    }
+    if (ct_checkpoint_open(src->weights, checkpoint) != CT_OK)
+        return cli_fail(command);
+    if (!ct_checkpoint_meta(*checkpoint, "model"))
+        return open_plain(command, src, info);
+    CLI_TRY(run_info_read(command, *checkpoint, src->weights, info));
+    if (!src->model)
+        return CLI_EXIT_OK;
+    char *text = NULL;
+    CLI_TRY(cli_model_text(command, src->model, &text));
+    free(info->text);
+    info->text = text;
+    return CLI_EXIT_OK;
 }

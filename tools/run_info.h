@@ -10,7 +10,7 @@
  *   input           "[1, 28, 28]"               channels, height, width
  *   mean, std       "[0.286, ...]"              per channel
  *   classes         "[\"T-shirt/top\", ...]"    names, by label
- *   dataset         "fashion-mnist"
+ *   dataset         "fashion-mnist" (absent for a model not trained by cuttle)
  *   epoch           "15"
  */
 #ifndef CUTTLE_TOOLS_RUN_INFO_H
@@ -33,20 +33,29 @@ typedef struct run_info {
 /* From a training run: the model and the training split that fed it. */
 int run_info_from_dataset(const char *command, const char *model_name, const char *model_text,
                           const char *dataset_name, const ct_dataset *data, run_info *info);
+/* A model nothing describes: no normalization (mean 0, std 1), classes
+ * named "0", "1", ..., no dataset; text may be NULL (an ONNX model). */
+int run_info_plain(const char *command, const char *name, const char *text, const int input[3],
+                   int classes, run_info *info);
 /* From a checkpoint's metadata; `path` is for messages. */
 int run_info_read(const char *command, const ct_checkpoint *checkpoint, const char *path,
                   run_info *info);
 void run_info_free(run_info *info);
 
-/* What eval and predict start from: a checkpoint and its model.  A
+/* What eval, predict and export start from: a checkpoint and its model.  A
  * checkpoint written by cuttle train describes itself; for a plain
- * state_dict (from PyTorch, say) `model` names the model and `data` the
- * dataset that gives the input shape, classes and normalization.  Either
- * may be given to override the checkpoint's.  An ONNX file as `model`
- * needs no weights (*checkpoint stays NULL): its own metadata, or `data`,
- * or nothing (no normalization, classes by number) describe it. */
-int run_info_open(const char *command, const char *weights, const char *model, const char *data,
-                  const char *data_dir, ct_checkpoint **checkpoint, run_info *info);
+ * state_dict (from PyTorch, say) `model` names the model, and `data` the
+ * dataset that gives the input shape, classes and normalization (or
+ * `input` "CxHxW" and `classes`: no normalization, classes by number).
+ * `model` may be given to override the checkpoint's.  An ONNX file as
+ * `model` needs no weights (*checkpoint stays NULL): its own metadata, or
+ * `data`, or nothing describe it. */
+typedef struct run_source {
+    const char *weights, *model, *data, *data_dir, *input;
+    long classes;
+} run_source;
+int run_info_open(const char *command, const run_source *src, ct_checkpoint **checkpoint,
+                  run_info *info);
 
 /* Metadata pairs whose strings this owns. */
 typedef struct run_meta {

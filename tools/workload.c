@@ -7,37 +7,23 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#define MAX_SIDE 65536
 #define KIB 1024
 
 const char *const workload_modes[] = {"train", "infer", NULL};
 
-/* "CxHxW" with each part a whole number from 1 to MAX_SIDE. */
-static bool parse_input(const char *text, int *c, int *h, int *w)
-{
-    int *parts[3] = {c, h, w};
-    const char *at = text;
-    for (int i = 0; i < 3; i++) {
-        char *end = NULL;
-        long value = strtol(at, &end, 10);
-        if (end == at || value < 1 || value > MAX_SIDE || (i < 2 && *end != 'x') ||
-            (i == 2 && *end != '\0'))
-            return false;
-        *parts[i] = (int)value;
-        at = end + 1;
-    }
-    return true;
-}
-
 int workload_check(const char *command, workload_options *opts, workload *w)
 {
-    if (!parse_input(opts->input, &w->channels, &w->height, &w->width)) {
+    int input[3];
+    if (!cli_parse_input(opts->input, input)) {
         fprintf(stderr,
                 "cuttle %s: --input expects CxHxW, three whole numbers such as 3x32x32, got "
                 "'%s'\n",
                 command, opts->input);
         return CLI_EXIT_USAGE;
     }
+    w->channels = input[0];
+    w->height = input[1];
+    w->width = input[2];
     w->mode = strcmp(opts->mode, "train") == 0 ? CT_TRAIN : CT_EVAL;
     const char *device = opts->device;
     if (strcmp(device, "cpu") == 0 && opts->threads > 0) {

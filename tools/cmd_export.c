@@ -1,0 +1,130 @@
+/*
+ * cuttle export: saved weights and their model as an ONNX file (the
+ * inference graph, docs/onnx.md).  The checkpoint's metadata (model,
+ * input, normalization, class names) goes into the file's metadata_props,
+ * so that predict and eval run the .onnx file alone.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "run_info.h"
+
+#define EXPORT_MIN_OPSET 13
+#define EXPORT_MAX_OPSET 17
+
+typedef struct export_options {
+    const char *weights, *model, *data, *data_dir, *onnx, *batch, *input;
+    long opset, classes;
+    bool softmax;
+} export_options;
+
+static int open_model(const export_options *o, ct_checkpoint **checkpoint, run_info *info)
+{
+    if (o->model && cli_model_is_onnx(o->model)) {
+        fprintf(stderr, "cuttle export: %s is an ONNX file already\n", o->model);
+        return CLI_EXIT_USAGE;
+    }
+    return run_info_open("export", &(run_source){o->weights, o->model, o->data, o->data_dir,
+                                                 o->input, o->classes},
+                         checkpoint, info);
+}
+
+/* --batch: "dynamic" (0) or a whole number. */
+static int parse_batch(const char *text, long *batch)
+{
+    char *end = NULL;
+    *batch = strcmp(text, "dynamic") == 0 ? 0 : strtol(text, &end, 10);
+    if (*batch == 0 && strcmp(text, "dynamic") == 0)
+        return CLI_EXIT_OK;
+    if (end == text || *end || *batch < 1 || *batch > 65536) {
+        fprintf(stderr, "cuttle export: --batch expects 'dynamic' or a whole number from 1 to "
+                "65536, got '%s'\n", text);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+static int export_model(const export_options *o)
+{
+    ct_checkpoint *checkpoint = NULL;
+    run_info info;
+    ct_graph *graph = NULL;
+    ct_backend *backend = NULL;
+    ct_plan *plan = NULL;
+    run_meta meta = {.n = 0};
+    long batch = 0;
+    int exit_status = parse_batch(o->batch, &batch);
+    if (exit_status == CLI_EXIT_OK)
+        exit_status = open_model(o, &checkpoint, &info);
+    if (exit_status == CLI_EXIT_OK && !(graph = ct_graph_new()))
+        exit_status = cli_fail("export");
+    if (exit_status == CLI_EXIT_OK) {
+        int64_t shape[4] = {batch ? batch : 1, info.input[0], info.input[1], info.input[2]};
+        ct_tensor *x = ct_input(graph, "x", CT_F32, 4, shape);
+        ct_tensor *y = ct_model_build(graph, info.text, x, info.classes);
+        ct_onnx_export_args args = {.opset = (int)o->opset, .fixed_batch = batch > 0,
+                                    .softmax = o->softmax, .model_name = info.name};
+        if (ct_graph_status(graph) != CT_OK || ct_backend_new("cpu", &backend) != CT_OK ||
+            ct_plan_new(graph, backend, 1, &plan) != CT_OK ||
+            ct_plan_load_checkpoint(plan, checkpoint, CT_SAVE_MODEL) != CT_OK) {
+            exit_status = cli_fail("export");
+        } else if (!run_meta_add_info(&meta, &info)) {
+            fprintf(stderr, "cuttle export: out of host memory for the metadata\n");
+            exit_status = CLI_EXIT_FAILED;
+        } else {
+            args.n_meta = meta.n;
+            args.meta = meta.items;
+            if (ct_onnx_export(plan, x, y, &args, o->onnx) != CT_OK)
+                exit_status = cli_fail("export");
+        }
+    }
+    if (exit_status == CLI_EXIT_OK)
+        printf("exported %s (%dx%dx%d -> %d classes%s) to %s: opset %ld, %s batch\n", info.name,
+               info.input[0], info.input[1], info.input[2], info.classes,
+               o->softmax ? ", softmax" : "", o->onnx, o->opset,
+               batch ? "a fixed" : "a dynamic");
+    run_meta_free(&meta);
+    ct_plan_free(plan);
+    ct_backend_free(backend);
+    ct_graph_free(graph);
+    run_info_free(&info);
+    ct_checkpoint_close(checkpoint);
+    return exit_status;
+}
+
+int cmd_export(int argc, char **argv)
+{
+    export_options o = {.batch = "dynamic", .opset = EXPORT_MIN_OPSET};
+    const cli_option options[] = {
+        {"--weights", "FILE", CLI_TEXT, &o.weights, 0, 0, NULL,
+         "the checkpoint (model.safetensors from cuttle train, or a state_dict) (required)"},
+        {"--onnx", "FILE", CLI_TEXT, &o.onnx, 0, 0, NULL, "the ONNX file to write (required)"},
+        {"--model", "NAME|FILE", CLI_TEXT, &o.model, 0, 0, NULL,
+         "the model (default: the one recorded in the checkpoint)"},
+        {"--opset", "N", CLI_INT, &o.opset, EXPORT_MIN_OPSET, EXPORT_MAX_OPSET, NULL,
+         "the ONNX opset, 13 to 17 (default 13)"},
+        {"--batch", "N|dynamic", CLI_TEXT, &o.batch, 0, 0, NULL,
+         "a fixed batch size, or a dynamic batch axis (default dynamic)"},
+        {"--softmax", NULL, CLI_FLAG, &o.softmax, 0, 0, NULL,
+         "end the graph with a Softmax: probabilities instead of logits"},
+        {"--data", "NAME", CLI_TEXT, &o.data, 0, 0, cli_datasets,
+         "for a plain state_dict: the dataset that gives input, classes and normalization"},
+        {"--data-dir", "DIR", CLI_TEXT, &o.data_dir, 0, 0, NULL,
+         "where that dataset's files are (default: Debian's place for fashion-mnist)"},
+        {"--input", "CxHxW", CLI_TEXT, &o.input, 0, 0, NULL,
+         "for a plain state_dict without --data: the input's channels x height x width"},
+        {"--classes", "K", CLI_INT, &o.classes, 2, 100000, NULL,
+         "for a plain state_dict without --data: the number of classes"},
+    };
+    cli_parsed parsed = cli_parse("export", "--weights FILE --onnx OUT.onnx [options]", argc,
+                                  argv, options, (int)(sizeof options / sizeof options[0]));
+    if (parsed != CLI_PARSED_RUN)
+        return parsed == CLI_PARSED_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    if (!o.weights || !o.onnx) {
+        fprintf(stderr, "cuttle export: --weights FILE and --onnx FILE are required (see cuttle "
+                        "export --help)\n");
+        return CLI_EXIT_USAGE;
+    }
+    return export_model(&o);
+}
