@@ -11,10 +11,33 @@
 
 const char *const workload_modes[] = {"train", "infer", NULL};
 
+/* An ONNX model: its input shape and classes are the file's; --input may
+ * repeat the shape but not change it. */
+static int open_onnx(const char *command, workload_options *opts, workload *w, int input[3])
+{
+    if (ct_onnx_load(opts->model, &w->onnx) != CT_OK)
+        return cli_fail(command);
+    int64_t shape[4];
+    ct_onnx_input_shape(w->onnx, shape);
+    for (int d = 0; d < 3; d++)
+        input[d] = (int)shape[d + 1];
+    int given[3];
+    if (opts->input &&
+        (!cli_parse_input(opts->input, given) || memcmp(given, input, sizeof given) != 0)) {
+        fprintf(stderr, "cuttle %s: %s takes %dx%dx%d images; leave --input out or give that\n",
+                command, opts->model, input[0], input[1], input[2]);
+        return CLI_EXIT_USAGE;
+    }
+    opts->classes = ct_onnx_classes(w->onnx);
+    return CLI_EXIT_OK;
+}
+
 int workload_check(const char *command, workload_options *opts, workload *w)
 {
-    int input[3];
-    if (!cli_parse_input(opts->input, input)) {
+    int input[3] = {1, 28, 28};
+    if (cli_model_is_onnx(opts->model))
+        CLI_TRY(open_onnx(command, opts, w, input));
+    else if (opts->input && !cli_parse_input(opts->input, input)) {
         fprintf(stderr,
                 "cuttle %s: --input expects CxHxW, three whole numbers such as 3x32x32, got "
                 "'%s'\n",
@@ -78,19 +101,20 @@ static int write_batch(const char *command, const workload_options *opts, worklo
 }
 
 const workload_options workload_defaults = {
-    .model = "simplecnn", .input = "1x28x28", .device = "cpu", .mode = "train", .batch = 64,
-    .classes = 10, .seed = 1};
+    .model = "simplecnn", .device = "cpu", .mode = "train", .batch = 64, .classes = 10,
+    .seed = 1};
 
 void workload_option_table(workload_options *opts, cli_option *out)
 {
     const cli_option shared[WORKLOAD_N_OPTIONS] = {
         {"--model", "NAME|FILE", CLI_TEXT, &opts->model, 0, 0, NULL,
-         "the model (default simplecnn)"},
+         "the model: a name, a model file or an ONNX file with its weights (default "
+         "simplecnn)"},
         {"--batch", "B", CLI_INT, &opts->batch, 1, 65536, NULL, "batch size (default 64)"},
         {"--input", "CxHxW", CLI_TEXT, &opts->input, 0, 0, NULL,
-         "image channels x height x width (default 1x28x28)"},
+         "image channels x height x width (default 1x28x28; an ONNX model's own)"},
         {"--classes", "K", CLI_INT, &opts->classes, 2, 100000, NULL,
-         "classes of the model's output (default 10)"},
+         "classes of the model's output (default 10; an ONNX model's own)"},
         {"--device", "DEV", CLI_TEXT, &opts->device, 0, 0, NULL,
          "cpu, cpu:N (N threads) or cuda[:N] (default cpu)"},
         {"--threads", "T", CLI_INT, &opts->threads, 0, 4096, NULL,
@@ -122,8 +146,9 @@ static int build_graph(const char *command, const workload_options *opts, worklo
     w->x = ct_input(w->graph, "x", CT_F32, 4, shape);
     ct_graph_set_precision(w->graph, cli_precision(opts->precision));
     char *text = NULL;
-    CLI_TRY(cli_model_text(command, opts->model, &text));
-    w->logits = ct_model_build(w->graph, text, w->x, (int)opts->classes);
+    if (!w->onnx)
+        CLI_TRY(cli_model_text(command, opts->model, &text));
+    w->logits = cli_model_build(w->graph, text, w->onnx, w->x, (int)opts->classes);
     free(text);
     if (ct_graph_status(w->graph) != CT_OK)
         return cli_fail(command);
@@ -157,7 +182,8 @@ int workload_init(const char *command, const workload_options *opts, workload *w
         cli_fail(command);
         return status == CT_ERR_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
     }
-    if (ct_plan_new(w->graph, w->backend, (uint64_t)opts->seed, &w->plan) != CT_OK)
+    if (ct_plan_new(w->graph, w->backend, (uint64_t)opts->seed, &w->plan) != CT_OK ||
+        (w->onnx && ct_plan_load_onnx(w->plan, w->onnx) != CT_OK))
         return cli_fail(command);
     return write_batch(command, opts, w);
 }
@@ -167,6 +193,7 @@ void workload_free(workload *w)
     ct_plan_free(w->plan);
     ct_backend_free(w->backend);
     ct_graph_free(w->graph);
+    ct_onnx_free(w->onnx);
     memset(w, 0, sizeof *w);
 }
 

@@ -27,7 +27,7 @@ typedef struct workload_options {
     const char *precision;  /* NULL (fp32) or one of cli_precisions */
 } workload_options;
 
-/* simplecnn, 1x28x28, cpu, train, batch 64, 10 classes, seed 1. */
+/* simplecnn, 1x28x28 (input NULL), cpu, train, batch 64, 10 classes, seed 1. */
 extern const workload_options workload_defaults;
 
 /* The options bench and profile share (--model, --batch, --input,
@@ -44,12 +44,14 @@ typedef struct workload {
     ct_mode mode;
     int channels, height, width;
     char device[64]; /* what was passed to ct_backend_new */
+    ct_onnx *onnx;   /* --model FILE.onnx: the model and its weights */
     bool cuda_graph; /* --cuda-graph on (the default) */
 } workload;
 
 /* Each returns an exit status, after printing what went wrong. */
 
-/* Check --input, --device and --threads before any work: CLI_EXIT_USAGE. */
+/* Check --input, --device and --threads before any work, and read an ONNX
+ * model (its input and classes): CLI_EXIT_USAGE. */
 int workload_check(const char *command, workload_options *opts, workload *w);
 /* Build, plan and fill the workload (call workload_check first). */
 int workload_init(const char *command, const workload_options *opts, workload *w);
