@@ -292,6 +292,27 @@ static ct_status op_identity(importer *im)
     return im_set_tensor(im, 0, im_tensor(im, 0));
 }
 
+/* Pad by zeros on no side (torch.onnx writes one before F.avg_pool2d): an
+ * identity.  Real padding belongs in the next Conv's or pool's pads. */
+static ct_status op_pad(importer *im)
+{
+    static const char *const attrs[] = {"mode", NULL};
+    if (im_check_attrs(im, attrs) != CT_OK)
+        return im->graph->status;
+    int64_t pads[2 * CT_MAX_DIMS];
+    int count = 0;
+    if (!im_ints(im, 1, pads, 2 * CT_MAX_DIMS, &count))
+        return im->graph->status;
+    bool zero = strcmp(im_attr_string(im, "mode", "constant"), "constant") == 0 &&
+                !im_value_of(im, 3); /* no axes */
+    for (int i = 0; i < count; i++)
+        zero = zero && pads[i] == 0;
+    if (!zero)
+        return im_fail(im, CT_ERR_UNSUPPORTED, "padding that is not zero on every side (cuttle "
+                       "pads inside Conv and pooling: use their pads)");
+    return im_set_tensor(im, 0, im_tensor(im, 0));
+}
+
 /* ---- shapes ------------------------------------------------------------------------- */
 
 static ct_status op_flatten(importer *im)
@@ -469,6 +490,7 @@ static const struct {
     {"Identity", op_identity},
     {"MatMul", op_matmul},
     {"MaxPool", op_maxpool},
+    {"Pad", op_pad},
     {"Relu", op_relu},
     {"Reshape", op_reshape},
     {"Shape", op_shape},
@@ -490,6 +512,6 @@ im_op_fn im_find_op(const char *op_type)
 const char *im_op_list(void)
 {
     return "Add, AveragePool, BatchNormalization, Concat, Constant, Conv, Dropout, Flatten, "
-           "Gather, Gemm, GlobalAveragePool, Identity, MatMul, MaxPool, Relu, Reshape, Shape, "
+           "Gather, Gemm, GlobalAveragePool, Identity, MatMul, MaxPool, Pad, Relu, Reshape, Shape, "
            "Sigmoid, Softmax, Tanh, Unsqueeze";
 }
