@@ -388,7 +388,10 @@ static ct_status export_model(exporter *e)
     size_t mark = pb_begin(w, MODEL_OPSET_IMPORT);
     pb_put_varint(w, OPSET_VERSION, (uint64_t)opset);
     pb_end(w, mark);
-    if (e->args->model_name)
+    bool named = false; /* a caller's own "model_name" goes in once */
+    for (int i = 0; i < e->args->n_meta; i++)
+        named = named || strcmp(e->args->meta[i].key, "model_name") == 0;
+    if (e->args->model_name && !named)
         put_meta(w, "model_name", e->args->model_name);
     for (int i = 0; i < e->args->n_meta; i++)
         put_meta(w, e->args->meta[i].key, e->args->meta[i].value);
