@@ -15,13 +15,14 @@ dir=.deps/onnxruntime
 module="$dir/node_modules/onnxruntime-node"
 if [ -f "$module/package.json" ] && command -v node >/dev/null 2>&1 &&
         (cd "$dir" && node -e 'require("onnxruntime-node")') >/dev/null 2>&1; then
-    echo "setup-onnxruntime: onnxruntime-node $(node -p "require('./$module/package.json').version") already in $dir"
+    version=$(node -p "require('./$module/package.json').version")
+    echo "setup-onnxruntime: onnxruntime-node $version already in $dir"
     exit 0
 fi
 for tool in node npm; do
     if ! command -v "$tool" >/dev/null 2>&1; then
-        echo "setup-onnxruntime: no $tool (apt-get install nodejs npm, or scripts/setup-debian.sh --torch);" \
-             "the ONNX Runtime tests will skip"
+        echo "setup-onnxruntime: no $tool (apt-get install nodejs npm, or" \
+             "scripts/setup-debian.sh --torch); the ONNX Runtime tests will skip"
         exit 0
     fi
 done

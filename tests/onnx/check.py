@@ -10,10 +10,11 @@ full_check=True) and onnx.shape_inference.infer_shapes(check_type=True,
 strict_mode=True) (onnx 1.12's API; strict mode makes a shape or type that
 inference cannot reconcile an error instead of a silent skip) on the graph
 with its initializers made inputs of the same type and shape (the same
-checks without copying the weights again).  Every
-initializer's data must have the size its dims say (onnx 1.12's checker does
-not look), and the graph must have one input and one output, both float32.  Prints "ok FILE" per file, or the file
-and the reason, and exits 1 when any file fails (2: a bad command line).
+checks without copying the weights again).  Every initializer's data must
+have the size its dims say (onnx 1.12's checker does not look), and the
+graph must have one input and one output, both float32.  Prints "ok FILE"
+per file, or the file and the reason, and exits 1 when any file fails (2: a
+bad command line).
 --ops also prints each file's opset imports, its ops with their attributes
 (tests/onnx/EXPORTED_OPS.md was written with it) and initializer count.
 """

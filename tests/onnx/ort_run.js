@@ -31,8 +31,10 @@ const NPY_MAGIC = '\x93NUMPY';
 const NPY_ALIGN = 64;
 const DEFAULT_WARMUP = 5;
 
+const PROGRAM = path.basename(require.main ? require.main.filename : 'ort_run.js', '.js');
+
 function fail(message, status = 1) {
-    process.stderr.write(`ort_run: ${message}\n`);
+    process.stderr.write(`${PROGRAM}: ${message}\n`);
     process.exit(status);
 }
 
@@ -68,7 +70,8 @@ function readNpy(file) {
     const count = dims.reduce((a, b) => a * b, 1);
     const offset = start + headerLength;
     if (bytes.length - offset !== 4 * count)
-        fail(`${file}: shape (${dims}) needs ${4 * count} bytes of data, found ${bytes.length - offset}`);
+        fail(`${file}: shape (${dims}) needs ${4 * count} bytes of data, ` +
+             `found ${bytes.length - offset}`);
     const data = new Float32Array(count);
     for (let i = 0; i < count; i++)
         data[i] = bytes.readFloatLE(offset + 4 * i);
@@ -122,8 +125,10 @@ function parseArgs(argv) {
 function syntheticInput(meta, batch) {
     if (!meta.isTensor || !meta.shape.length)
         fail(`the model's input ${meta.name} has no known shape: give an INPUT.npy`);
+    const symbolic = (d, i) => fail(`the input's dimension ${i} (${d}) is symbolic: ` +
+                                    'give an INPUT.npy');
     const shape = meta.shape.map((d, i) => (typeof d === 'number' && d > 0 ? d :
-        i === 0 ? batch : fail(`the input's dimension ${i} (${d}) is symbolic: give an INPUT.npy`)));
+        i === 0 ? batch : symbolic(d, i)));
     if (shape[0] !== batch)
         fail(`the model's batch is fixed at ${shape[0]}; --batch ${batch} does not fit`, 2);
     const data = new Float32Array(shape.reduce((a, b) => a * b, 1));
@@ -143,6 +148,8 @@ function quantile(sorted, q) { // numpy's default (linear), as cuttle bench
     return sorted[below] + (position - below) * (sorted[below + 1] - sorted[below]);
 }
 
+// Times args.bench runs after args.warmup untimed ones; the result object
+// has cuttle bench's fields that apply, and every step's time (step_ms).
 async function bench(ort, session, args, input) {
     const feeds = { [session.inputNames[0]]: new ort.Tensor('float32', input.data, input.shape) };
     const times = [];
@@ -156,7 +163,7 @@ async function bench(ort, session, args, input) {
     const sorted = times.slice().sort((a, b) => a - b);
     const median = quantile(sorted, 0.5);
     const round = v => Math.round(v * 1e4) / 1e4;
-    console.log(JSON.stringify({
+    return {
         framework: `onnxruntime ${ort.env.versions ? ort.env.versions.common : ''}`.trim(),
         model: args.positional[0], batch: input.shape[0], input: input.shape.slice(1).join('x'),
         device: 'cpu', backend: `onnxruntime cpu, optimization ${args.optimization}`,
@@ -168,29 +175,35 @@ async function bench(ort, session, args, input) {
         images_per_second: Math.round(input.shape[0] / (median / 1e3) * 10) / 10,
         peak_host_bytes: process.resourceUsage().maxRSS * 1024,
         threads: args.threads || os.cpus().length, step_ms: times.map(round),
-    }));
+    };
+}
+
+// A session on args.positional[0] with the options of args (threads, optimization).
+async function openSession(ort, args) {
+    const options = { executionProviders: ['cpu'], executionMode: 'sequential',
+                      graphOptimizationLevel: args.optimization, interOpNumThreads: 1 };
+    if (args.threads)
+        options.intraOpNumThreads = args.threads;
+    try {
+        return await ort.InferenceSession.create(args.positional[0], options);
+    } catch (e) {
+        fail(`ONNX Runtime cannot load ${args.positional[0]}: ${e.message}`);
+    }
 }
 
 async function main() {
     const args = parseArgs(process.argv.slice(2));
     const ort = loadOrt();
-    const options = { executionProviders: ['cpu'], executionMode: 'sequential',
-                      graphOptimizationLevel: args.optimization, interOpNumThreads: 1 };
-    if (args.threads)
-        options.intraOpNumThreads = args.threads;
-    let session;
-    try {
-        session = await ort.InferenceSession.create(args.positional[0], options);
-    } catch (e) {
-        fail(`ONNX Runtime cannot load ${args.positional[0]}: ${e.message}`);
-    }
+    const session = await openSession(ort, args);
     if (session.inputNames.length !== 1)
         fail(`${args.positional[0]} has ${session.inputNames.length} inputs ` +
              `(${session.inputNames.join(', ')}); expected one`);
     const input = args.positional.length > 1 ? readNpy(args.positional[1]) :
         syntheticInput(session.inputMetadata[0], args.batch);
-    if (args.bench)
-        return bench(ort, session, args, input);
+    if (args.bench) {
+        console.log(JSON.stringify(await bench(ort, session, args, input)));
+        return;
+    }
     const feeds = { [session.inputNames[0]]: new ort.Tensor('float32', input.data, input.shape) };
     let results;
     try {
@@ -204,4 +217,7 @@ async function main() {
     writeNpy(args.positional[2], output.dims, output.data);
 }
 
-main().catch(e => fail(e.stack || String(e)));
+module.exports = { fail, loadOrt, openSession, readNpy, writeNpy, syntheticInput, bench,
+                   DEFAULT_WARMUP };
+if (require.main === module)
+    main().catch(e => fail(e.stack || String(e)));
