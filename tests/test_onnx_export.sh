@@ -93,8 +93,8 @@ for m in $models; do
     # the checkpoint itself (no --softmax: the model's logits)
     reference="$dir/$m.expected.npy"
     [ "$ort" = yes ] && [ -s "$dir/$m.ort.npy" ] && reference="$dir/$m.ort.npy"
-    "$cuttle" predict --weights "$dir/$m.safetensors" --model "$m" --json --top 1 \
-        "$dir/$m.input.npy" > "$dir/$m.weights.json" 2> "$dir/why" &&
+    "$cuttle" predict --weights "$dir/$m.safetensors" --model "$m" --input "$SHAPE" \
+        --classes 10 --json --top 1 "$dir/$m.input.npy" > "$dir/$m.weights.json" 2> "$dir/why" &&
         "$python" tests/onnx/compare.py "$reference" "$dir/$m.weights.json" >> "$dir/why" 2>&1
     result "export_cuttle_weights_$m" $? "$dir/why"
 done

@@ -9,7 +9,8 @@
 # max |a - b| <= 1e-5 * max(1, max |PyTorch's logits|) (tests/onnx/compare.py
 # says why that bound).  When $BUILD-emu/cuttle (the emulated GPU build, make
 # CUDA=emu) is there, SimpleCNN and ResNet-18 also run with --device cuda on
-# one image (cuda_emu_NAME).
+# one image (cuda_emu_NAME); ResNet-18 at 32x32, about 20 s emulated (mostly
+# the `auto` kernel choice timing each convolution; 30 s at 64x64).
 # Skipped, with the reason, when /usr/bin/python3 (or $CUTTLE_PYTHON) cannot
 # import torch, torchvision, onnx and numpy; the ONNX Runtime checks alone are
 # skipped when node or ONNX Runtime is missing (scripts/setup-onnxruntime.sh).
@@ -82,7 +83,7 @@ done < "$dir/cases"
 
 # the emulated GPU: one image each (the emulator runs a kernel at a time)
 if [ -x "$emu" ]; then
-    for name in simplecnn_op13 resnet18_op13; do
+    for name in simplecnn_op13 resnet18_32_op13; do
         grep -q "^$name " "$dir/cases" || continue
         "$python" -c '
 import numpy, sys

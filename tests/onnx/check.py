@@ -76,13 +76,27 @@ def without_weights(model):
     return light
 
 
+def numpy_type(data_type):
+    """onnx 1.12 has only onnx.mapping; later versions deprecate it for helpers."""
+    if hasattr(onnx.helper, "tensor_dtype_to_np_dtype"):
+        return onnx.helper.tensor_dtype_to_np_dtype(data_type)
+    return onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[data_type]
+
+
+def storage_field(data_type):
+    if hasattr(onnx.helper, "tensor_dtype_to_field"):
+        return onnx.helper.tensor_dtype_to_field(data_type)
+    return onnx.mapping.STORAGE_TENSOR_TYPE_TO_FIELD[
+        onnx.mapping.TENSOR_TYPE_TO_STORAGE_TENSOR_TYPE[data_type]]
+
+
 def tensor_size_problem(tensor, model_dir):
     """None, or why `tensor`'s data does not have the size its dims say
     (the checker of onnx 1.12 does not look)."""
     count = 1
     for d in tensor.dims:
         count *= d
-    itemsize = onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[tensor.data_type].itemsize
+    itemsize = numpy_type(tensor.data_type).itemsize
     if tensor.data_location == TensorProto.EXTERNAL:
         info = {e.key: e.value for e in tensor.external_data}
         offset, length = int(info.get("offset", 0)), int(info.get("length", count * itemsize))
@@ -95,9 +109,7 @@ def tensor_size_problem(tensor, model_dir):
     if tensor.HasField("raw_data"):
         found = len(tensor.raw_data)
     else:
-        field = onnx.mapping.STORAGE_TENSOR_TYPE_TO_FIELD[
-            onnx.mapping.TENSOR_TYPE_TO_STORAGE_TENSOR_TYPE[tensor.data_type]]
-        found = len(getattr(tensor, field)) * itemsize
+        found = len(getattr(tensor, storage_field(tensor.data_type))) * itemsize
     if found != count * itemsize:
         return "%s: dims %s need %d bytes of data, found %d" % (
             tensor.name, list(tensor.dims), count * itemsize, found)

@@ -99,6 +99,9 @@ CASES = [
      "torchvision vgg11_bn features with cuttle's small-input classifier"),
     ("resnet18", torchvision_model("resnet18"), (3, 64, 64), "resnet18", (13, 14),
      ("folded", "bn", "external"), False, "torchvision resnet18"),
+    ("resnet18_32", torchvision_model("resnet18"), (3, 32, 32), None, (13,), ("folded",), False,
+     "torchvision resnet18 at 32x32 (its ImageNet stem; 1x1 features in layer4): a fourth "
+     "of the 64x64 work, for the emulated GPU"),
     ("resnet34", torchvision_model("resnet34"), (3, 64, 64), "resnet34", (13, 14), ("folded",),
      False, "torchvision resnet34"),
     ("resnet50", torchvision_model("resnet50"), (3, 64, 64), "resnet50", (13, 14), ("folded",),
