@@ -9,7 +9,8 @@
 #   export_cuttle_weights_M cuttle predict --weights M.safetensors == ONNX Runtime
 # each within max |a - b| <= 1e-5 * max(1, max |reference|)
 # (tests/onnx/compare.py).  Then the options: --batch 2 (a fixed batch),
-# --opset 17, --softmax (the file outputs probabilities).
+# --opset 17, --softmax (the file outputs probabilities); and small model
+# files with the ops and options that no built-in model has (export_probe_*).
 # Skipped, with the reason, when /usr/bin/python3 (or $CUTTLE_PYTHON) cannot
 # import torch, torchvision, onnx and numpy; the ONNX Runtime checks (and the
 # comparisons against it) when node or ONNX Runtime is missing
@@ -116,4 +117,45 @@ EXPECTED=simplecnn.softmax.npy
 export_one simplecnn simplecnn_softmax --softmax
 EXPECTED=
 props simplecnn_softmax softmax=yes
+
+# Ops and options that no built-in model has, in small model files
+# (3x16x16, random weights): exported, checked, and the same predictions
+# from the checkpoint, from the file, and from ONNX Runtime on the file.
+cat > "$dir/probes" <<'EOF'
+sigmoid|sigmoid
+avgpool_pad|avgpool 3 stride=2 pad=1
+avgpool_exclude_pad|avgpool 3 stride=2 pad=1 count_include_pad=false
+maxpool_pad|maxpool 3 stride=2 pad=1
+conv_dilated|c2: conv 4 3 dilation=2 pad=2
+conv_grouped|c2: conv 6 3 groups=3 pad=1
+conv_rect|c2: conv 4 (1, 3) stride=(2, 1) pad=(0, 1) bias=false
+conv_bn|c2: conv 4 3 pad=1 bias=false; bn2: bn; relu
+EOF
+probe() { # label, layers: the steps of the probe, each appending to $dir/why
+    base="$dir/probe_$1"
+    printf 'model %s\nc1: conv 3 3 pad=1\n%s\nflatten\nfc: linear classes\n' "$1" "$2" \
+        > "$base.model"
+    "$cuttle" bench --model "$base.model" --input 3x16x16 --classes 4 --param-shapes \
+        > "$base.shapes.json" 2> "$dir/why" || return
+    "$python" tests/onnx/export_case.py random "$base.shapes.json" "$base.safetensors" \
+        "$base.input.npy" 3x16x16 >> "$dir/why" 2>&1 || return
+    "$cuttle" export --weights "$base.safetensors" --model "$base.model" --input 3x16x16 \
+        --classes 4 --onnx "$base.onnx" >> "$dir/why" 2>&1 || return
+    "$python" tests/onnx/check.py "$base.onnx" >> "$dir/why" 2>&1 || return
+    "$cuttle" predict --weights "$base.safetensors" --model "$base.model" --input 3x16x16 \
+        --classes 4 --json --top 1 "$base.input.npy" > "$base.weights.json" 2>> "$dir/why" ||
+        return
+    "$cuttle" predict --model "$base.onnx" --json --top 1 "$base.input.npy" \
+        > "$base.onnx.json" 2>> "$dir/why" || return
+    "$python" tests/onnx/compare.py "$base.weights.json" "$base.onnx.json" >> "$dir/why" 2>&1 ||
+        return
+    [ "$ort" = yes ] || return 0
+    node tests/onnx/ort_run.js "$base.onnx" "$base.input.npy" "$base.ort.npy" --threads 2 \
+        >> "$dir/why" 2>&1 || return
+    "$python" tests/onnx/compare.py "$base.ort.npy" "$base.weights.json" >> "$dir/why" 2>&1
+}
+while IFS='|' read -r label layers; do
+    probe "$label" "$layers"
+    result "export_probe_$label" $? "$dir/why"
+done < "$dir/probes"
 exit $failed

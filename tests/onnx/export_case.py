@@ -14,6 +14,10 @@
         BatchNormalization nodes; when batchnorm was folded into the convs,
         every name but the batchnorm layers', plus at most a bias for a conv
         that had none (named CONV.bias)
+    /usr/bin/python3 tests/onnx/export_case.py random SHAPES.json OUT.safetensors INPUT.npy CxHxW
+        seeded random weights for the names and shapes in SHAPES.json (what
+        `cuttle bench --param-shapes` prints; running variances positive) and a
+        seeded randn input [2, C, H, W], for model files that have no PyTorch twin
     /usr/bin/python3 tests/onnx/export_case.py props FILE.onnx [batch=dynamic|N]
         [opset=N] [softmax=yes|no]
         the exported graph's input batch dimension (symbolic or N), its
@@ -66,6 +70,32 @@ def make(out_dir, specs):
         numpy.save(base + ".input.npy", x.numpy())
         numpy.save(base + ".expected.npy", logits.numpy())
         numpy.save(base + ".softmax.npy", torch.softmax(logits, 1).numpy())
+    return 0
+
+
+def random_weights(shapes_json, out, input_npy, shape):
+    with open(shapes_json) as f:
+        shapes = json.load(f)
+    rng = numpy.random.default_rng(WEIGHT_SEED)
+    header, blobs, offset = {}, [], 0
+    for name, dims in shapes.items():
+        values = rng.standard_normal(dims).astype(numpy.float32) * numpy.float32(0.3)
+        if name.endswith("running_var"):
+            values = numpy.abs(values) + numpy.float32(0.5)
+        if name.endswith("num_batches_tracked"):  # an int64 count, as in PyTorch
+            values = numpy.full(dims, 3, dtype=numpy.int64)
+        blob = values.tobytes()
+        header[name] = {"dtype": "I64" if values.dtype == numpy.int64 else "F32",
+                        "shape": list(dims), "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header).encode()
+    text += b" " * (-(8 + len(text)) % 8)  # safetensors: the data starts 8-aligned
+    with open(out, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    channels, height, width = map(int, shape.split("x"))
+    x = numpy.random.default_rng(INPUT_SEED).standard_normal((BATCH, channels, height, width))
+    numpy.save(input_npy, x.astype(numpy.float32))
     return 0
 
 
@@ -135,6 +165,8 @@ def main(argv):
         return make(argv[1], argv[2:])
     if len(argv) == 3 and argv[0] == "names":
         return names(argv[1], argv[2])
+    if len(argv) == 5 and argv[0] == "random":
+        return random_weights(*argv[1:])
     if len(argv) >= 2 and argv[0] == "props":
         return props(argv[1], argv[2:])
     print(__doc__.strip(), file=sys.stderr)
