@@ -154,8 +154,8 @@ probe() { # label, layers: the steps of the probe, each appending to $dir/why
         >> "$dir/why" 2>&1 || return
     "$python" tests/onnx/compare.py "$base.ort.npy" "$base.weights.json" >> "$dir/why" 2>&1
 }
-while IFS='|' read -r label layers; do
+while IFS='|' read -r label layers <&3; do # fd 3: the commands may read stdin
     probe "$label" "$layers"
     result "export_probe_$label" $? "$dir/why"
-done < "$dir/probes"
+done 3< "$dir/probes"
 exit $failed

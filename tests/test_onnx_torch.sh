@@ -63,7 +63,7 @@ import json, sys
 for case in json.load(open(sys.argv[1])):
     print(case["name"], case["file"], case["input"], case["expected"])
 ' "$dir/manifest.json" > "$dir/cases"
-while read -r name file input expected; do
+while read -r name file input expected <&3; do # fd 3: the commands may read stdin
     grep "^FAILED $dir/$file:" "$dir/check.log" > "$dir/why"
     grep -q "^ok $dir/$file\$" "$dir/check.log"
     result "onnx_check_$name" $? "$dir/why"
@@ -79,7 +79,7 @@ while read -r name file input expected; do
         > "$dir/$name.json" 2> "$dir/why" &&
         "$python" tests/onnx/compare.py "$dir/$expected" "$dir/$name.json" >> "$dir/why" 2>&1
     result "onnx_cuttle_$name" $? "$dir/why"
-done < "$dir/cases"
+done 3< "$dir/cases"
 
 # the emulated GPU: one image each (the emulator runs a kernel at a time)
 if [ -x "$emu" ]; then
