@@ -8,11 +8,14 @@
 #            with it also clang, which builds the emulated device's kernels
 #            with the hooks its kernel counters need, and llvm-14-dev, the
 #            headers of the pass that counts their fp work and branches
-#            (emu/count_pass.cpp; docs/emulator.md)
+#            (emu/count_pass.cpp; docs/emulator.md); and python3-onnx, nodejs
+#            and npm for the ONNX tests (ONNX Runtime itself comes from npm:
+#            scripts/setup-onnxruntime.sh)
 set -e
 packages="gcc g++ make pkg-config python3 libopenblas-openmp-dev zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist"
 if [ "$1" = "--torch" ]; then
-    packages="$packages python3-torch python3-torchvision python3-pil clang llvm-14-dev"
+    packages="$packages python3-torch python3-torchvision python3-pil clang llvm-14-dev python3-onnx nodejs"
+    command -v npm >/dev/null 2>&1 || packages="$packages npm" # a nodejs may bundle its own
 fi
 missing=""
 for package in $packages; do
