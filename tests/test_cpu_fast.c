@@ -244,13 +244,13 @@ static void direct_conv_same_bits_for_any_thread_count(void)
 /* ---- Winograd convolution ------------------------------------------------- */
 
 static const fast_conv_case WINOGRAD_CASES[] = {
-    /* n   c   h   w    o kh kw ph pw */
-    {4, 64, 8, 8, 64, 3, 3, 1, 1},     /* a ResNet layer: 2x2 tiles */
-    {3, 50, 7, 9, 37, 3, 3, 1, 1},     /* partial tiles; K*C = 1850, not a multiple of 8 */
-    {2, 64, 13, 10, 20, 3, 3, 0, 0},   /* no padding: 11x8 outputs */
-    {1, 48, 6, 6, 48, 3, 3, 2, 2},     /* pad 2 (backward data pads by 0) */
+    /* n   c   h   w    o kh kw ph pw   (at least 32 tiles over the batch) */
+    {8, 64, 8, 8, 64, 3, 3, 1, 1},     /* a ResNet layer: 2x2 tiles */
+    {6, 50, 7, 9, 37, 3, 3, 1, 1},     /* partial tiles; K*C = 1850, not a multiple of 8 */
+    {6, 64, 13, 10, 20, 3, 3, 0, 0},   /* no padding: 11x8 outputs */
+    {8, 48, 6, 6, 48, 3, 3, 2, 2},     /* pad 2 (backward data pads by 0) */
     {5, 16, 12, 12, 130, 3, 3, 1, 2},  /* uneven pads, 16 input channels */
-    {2, 512, 4, 4, 64, 3, 3, 1, 1},    /* deep: 4608 products per output */
+    {32, 512, 4, 4, 64, 3, 3, 1, 1},   /* deep: 4608 products per output */
     {12, 96, 20, 20, 96, 3, 3, 1, 1},  /* 300 tiles: two blocks, the last one partial */
 };
 enum { N_WINOGRAD_CASES = sizeof(WINOGRAD_CASES) / sizeof(WINOGRAD_CASES[0]) };
@@ -269,14 +269,15 @@ static void winograd_takes_the_cases(void)
               "case %d should take the Winograd kernels", i);
     }
     ct_conv2d_shape s = fast_conv_shape(&WINOGRAD_CASES[0]);
-    ct_conv2d_shape strided = s, dilated = s, grouped = s, five = s, tiny = s, thin = s;
+    ct_conv2d_shape strided = s, dilated = s, grouped = s, five = s, tiny = s, thin = s, few = s;
     strided.stride_h = 2, strided.out_h = 4;
     dilated.dilation_w = 2, dilated.out_w = 6;
     grouped.groups = 2;
     five.kernel_h = five.kernel_w = 5, five.out_h = five.out_w = 6;
     tiny.in_h = tiny.in_w = tiny.out_h = tiny.out_w = 2; /* 2x2 planes: no gain */
     thin.in_channels = 8;
-    const ct_conv2d_shape *refused[] = {&strided, &dilated, &grouped, &five, &tiny, &thin};
+    few.n_batch = 7; /* 28 tiles: thin GEMMs that stream U (ResNet's 7x7 layers at batch 1) */
+    const ct_conv2d_shape *refused[] = {&strided, &dilated, &grouped, &five, &tiny, &thin, &few};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         CHECK(!ct_cpu_conv2d_winograd_fits(refused[i]), "shape %zu must not take Winograd", i);
 #endif

@@ -214,6 +214,29 @@ static void test_maxpool_general(void)
     }
 }
 
+/* A NaN wins its windows and no other (the general forward checks each
+ * plane for NaN and takes the exact path there). */
+static void test_maxpool_general_nan(void)
+{
+    ct_pool2d_shape s = pool_shape(1, 2, 5, 5, 3, 3, 2, 2, 1, 1, false); /* 3x3 outputs */
+    float x[50], y[18];
+    for (int i = 0; i < 50; i++)
+        x[i] = (float)((i * 7) % 13);
+    x[12] = NAN; /* plane 0, (2, 2): only output (1, 1) has it in its window */
+    ct_cpu_maxpool2d_forward(&s, x, y);
+    for (int o = 0; o < 18; o++) {
+        int plane = o / 9, oh = o % 9 / 3, ow = o % 3;
+        float expected = -INFINITY;
+        for (int h = 2 * oh - 1; h <= 2 * oh + 1; h++)
+            for (int w = 2 * ow - 1; w <= 2 * ow + 1; w++)
+                if (h >= 0 && h < 5 && w >= 0 && w < 5 && !(x[plane * 25 + h * 5 + w] <= expected))
+                    expected = x[plane * 25 + h * 5 + w];
+        bool nan_expected = plane == 0 && oh == 1 && ow == 1;
+        CHECK(nan_expected ? isnan(y[o]) : y[o] == expected, "y[%d] = %g, expected %g", o,
+              (double)y[o], nan_expected ? (double)NAN : (double)expected);
+    }
+}
+
 static void test_avgpool(void)
 {
     int batches[] = {1, 3, 7};
@@ -832,6 +855,7 @@ int main(void)
 {
     RUN(test_maxpool_2x2_fast_path);
     RUN(test_maxpool_general);
+    RUN(test_maxpool_general_nan);
     RUN(test_avgpool);
     RUN(test_global_avgpool);
     RUN(test_activations);

@@ -63,6 +63,11 @@ enum {
     POINTS = 36,   /* ALPHA * ALPHA: GEMMs per block */
     TILE = 4,      /* output tile side */
     MIN_CHANNELS = 16,           /* fewer: the transforms cost more than they save */
+    /* Fewer tiles over the whole batch and each of the 36 GEMMs [K,C] x [C,T]
+     * is a thin product that streams its 4x larger U from memory: ResNet-18's
+     * 512-channel 7x7 layers at batch 1 (4 tiles) took 6 ms against im2col's
+     * 2 ms, its 14x14 ones (16 tiles) 1.4 ms against 1.25 (docs/perf.md). */
+    MIN_TILES = 32,
     MIN_BLOCK = 64, MAX_BLOCK = 2048,
 };
 /* V and M of one block together (bytes); U adds 144 * K * C bytes. */
@@ -121,6 +126,8 @@ bool ct_cpu_conv2d_winograd_fits(const ct_conv2d_shape *s)
            s->pad_w <= 2 && s->in_channels >= MIN_CHANNELS &&
            s->out_channels >= MIN_CHANNELS &&
            sizeof(float) * POINTS * (size_t)s->in_channels * s->out_channels <= MAX_U_BYTES &&
+           (int64_t)s->n_batch * ceil_div(s->out_h, TILE) * ceil_div(s->out_w, TILE) >=
+               MIN_TILES &&
            tiles_pay(s->out_h, s->out_w) && tiles_pay(s->in_h, s->in_w);
 }
 
