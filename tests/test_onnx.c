@@ -378,6 +378,32 @@ static void shape_computation_is_folded(void)
     }
 }
 
+/* torch.onnx shares equal initializers: a default batchnorm's zero bias is
+ * its zero running mean too, one initializer fed to a parameter input and
+ * a buffer input.  Each gets a tensor of its own, both loaded. */
+static void one_initializer_as_parameter_and_buffer(void)
+{
+    float scale[2] = {1.5f, 0.5f}, zeros[2] = {0, 0}, var[2] = {4.0f, 0.25f}, x[16], y[16];
+    fill(x, 16, 6);
+    hand h;
+    hand_begin(&h, 14);
+    int64_t two = 2, in_dims[4] = {-1, 2, 2, 2}, out_dims[2] = {-1, 8};
+    hand_init(&h, "scale", 1, 1, &two, scale, sizeof scale);
+    hand_init(&h, "zeros", 1, 1, &two, zeros, sizeof zeros);
+    hand_init(&h, "var", 1, 1, &two, var, sizeof var);
+    hand_node(&h, "BatchNormalization", 5,
+              (const char *[]){"x", "scale", "zeros", "zeros", "var"}, "bn");
+    hand_node(&h, "Flatten", 1, (const char *[]){"bn"}, "y");
+    hand_value(&h, 11, "x", 4, in_dims);
+    hand_value(&h, 12, "y", 2, out_dims);
+    CHECK_OK(run_onnx(hand_save(&h, "shared.onnx"), 2, x, y));
+    for (int i = 0; i < 16; i++) {
+        int c = i / 4 % 2;
+        double expected = scale[c] * x[i] / sqrt(var[c] + 1e-5);
+        CHECK(fabs(y[i] - expected) < 1e-5, "y[%d] = %g, expected %g", i, (double)y[i], expected);
+    }
+}
+
 /* ---- what is refused, and how ------------------------------------------------------------- */
 
 /* x [N,1,2,2] -> op -> y; the op's attributes added by `attrs`. */
@@ -610,6 +636,7 @@ int main(void)
     RUN(export_metadata_and_softmax);
     RUN(matmul_add_is_a_linear_layer);
     RUN(shape_computation_is_folded);
+    RUN(one_initializer_as_parameter_and_buffer);
     RUN(unsupported_ops_are_named);
     RUN(truncated_and_corrupt_files_fail_cleanly);
     RUN(lying_lengths_and_absurd_sizes);

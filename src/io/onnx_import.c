@@ -25,6 +25,7 @@ ct_status im_fail(importer *im, ct_status status, const char *fmt, ...)
     vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
     const onnx_node *n = im->node;
+    im->failed_here = true;
     if (n)
         ct_graph_fail(im->graph, status, "%s: node %d '%s' (%s, opset %lld): %s",
                       im->onnx->path, im->node_index, n->name, n->op_type,
@@ -132,23 +133,24 @@ ct_tensor *im_weight_of(importer *im, const im_value *v, ct_role role, bool tran
         return NULL;
     }
     const onnx_tensor *init = &im->m->initializers[v->initializer];
-    if (init->data_type != ONNX_FLOAT || (transpose && init->ndim != 2)) {
+    if (init->data_type != ONNX_FLOAT || !init->data || (transpose && init->ndim != 2)) {
         im_fail(im, CT_ERR_UNSUPPORTED, "initializer '%s' is %s [%dD]; cuttle takes float32 "
                 "weights", init->name, onnx_dtype_name(init->data_type), init->ndim);
         return NULL;
     }
-    ct_tensor *t = ct_graph_find(im->graph, init->name);
-    bool *transposed = &im->onnx->transposed[v->initializer];
-    if (t) {
-        if (*transposed != transpose || t->role != role)
-            im_fail(im, CT_ERR_UNSUPPORTED, "initializer '%s' is used by two kinds of layer",
-                    init->name);
-        return im->graph->status == CT_OK ? t : NULL;
+    /* One initializer may feed several kinds of input (torch.onnx shares
+     * equal ones: a batchnorm's zero bias is also its zero running mean):
+     * each kind is a tensor of its own, named by onnx_state_name. */
+    char name[ONNX_STATE_NAME_CAPACITY];
+    if (!onnx_state_name(init->name, role, transpose, false, name) ||
+        (ct_graph_find(im->graph, name) && ct_graph_find(im->graph, name)->role != role &&
+         !onnx_state_name(init->name, role, transpose, true, name))) {
+        im_fail(im, CT_ERR_UNSUPPORTED, "initializer name '%s' is too long", init->name);
+        return NULL;
     }
-    if (im->recording)
-        *transposed = transpose;
-    else if (*transposed != transpose)
-        CT_ASSERT(!"an ONNX build differs from the check at load");
+    ct_tensor *t = ct_graph_find(im->graph, name);
+    if (t)
+        return t;
     int64_t shape[ONNX_MAX_DIMS];
     for (int d = 0; d < init->ndim; d++)
         shape[d] = init->dims[transpose ? init->ndim - 1 - d : d];
@@ -158,8 +160,40 @@ ct_tensor *im_weight_of(importer *im, const im_value *v, ct_role role, bool tran
         return NULL;
     }
     return role == CT_ROLE_BUFFER
-               ? ct_buffer(im->graph, init->name, CT_F32, init->ndim, shape, CT_INIT_CONST, 0)
-               : ct_param(im->graph, init->name, init->ndim, shape, CT_INIT_CONST, 0);
+               ? ct_buffer(im->graph, name, CT_F32, init->ndim, shape, CT_INIT_CONST, 0)
+               : ct_param(im->graph, name, init->ndim, shape, CT_INIT_CONST, 0);
+}
+
+bool onnx_state_name(const char *initializer, ct_role role, bool transpose, bool by_role,
+                     char out[ONNX_STATE_NAME_CAPACITY])
+{
+    int n = snprintf(out, ONNX_STATE_NAME_CAPACITY, "%s%s%s", initializer,
+                     by_role ? (role == CT_ROLE_BUFFER ? ONNX_AS_BUFFER : ONNX_AS_PARAM) : "",
+                     transpose ? ONNX_TRANSPOSED : "");
+    return n >= 0 && n < ONNX_STATE_NAME_CAPACITY;
+}
+
+/* The initializer behind a state tensor's name, and whether it is
+ * transposed: the name less its suffixes (onnx_state_name). */
+static int initializer_of(const onnx_model *m, const char *state_name, bool *transpose)
+{
+    char base[ONNX_STATE_NAME_CAPACITY];
+    snprintf(base, sizeof base, "%s", state_name);
+    *transpose = false;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < m->n_initializers; i++)
+            if (strcmp(m->initializers[i].name, base) == 0)
+                return i;
+        const char *const suffixes[] = {ONNX_TRANSPOSED, ONNX_AS_BUFFER, ONNX_AS_PARAM};
+        for (int k = 0; k < 3; k++) {
+            size_t len = strlen(base), suffix = strlen(suffixes[k]);
+            if (len > suffix && strcmp(base + len - suffix, suffixes[k]) == 0) {
+                *transpose = *transpose || k == 0;
+                base[len - suffix] = '\0';
+            }
+        }
+    }
+    return -1;
 }
 
 ct_tensor *im_tensor(importer *im, int i)
@@ -214,6 +248,8 @@ ct_status im_set_tensor(importer *im, int i, ct_tensor *t)
 {
     if (!t && im->graph->status == CT_OK)
         return im_fail(im, CT_ERR_INTERNAL, "the op made no tensor");
+    if (!t && im->failed_here)
+        return im->graph->status;
     if (!t) /* the builder's message stands: put the node in front of it */
         return ct_set_error(im->graph->status, "%s: node %d '%s' (%s): %s", im->onnx->path,
                             im->node_index, im->node->name, im->node->op_type, ct_last_error());
@@ -311,9 +347,9 @@ static void free_values(importer *im)
     free(im->values);
 }
 
-static ct_tensor *build(ct_graph *graph, ct_onnx *onnx, ct_tensor *x, bool recording)
+static ct_tensor *build(ct_graph *graph, const ct_onnx *onnx, ct_tensor *x)
 {
-    importer im = {.graph = graph, .onnx = onnx, .m = onnx->model, .recording = recording};
+    importer im = {.graph = graph, .onnx = onnx, .m = onnx->model};
     const onnx_model *m = onnx->model;
     const onnx_value *in = data_input(m);
     if (!in || in->ndim != 4 || in->elem_type != ONNX_FLOAT) {
@@ -354,7 +390,7 @@ ct_tensor *ct_onnx_build(ct_graph *graph, const ct_onnx *model, ct_tensor *x)
         return ct_graph_fail(graph, CT_ERR_ARG, "ct_onnx_build: no model");
     if (!ct_graph_check_srcs(graph, "ct_onnx_build", 1, &x))
         return NULL;
-    return build(graph, (ct_onnx *)model, x, false); /* not recording: nothing is written */
+    return build(graph, model, x);
 }
 
 /* What the file holds that no build could use, refused before building. */
@@ -395,7 +431,7 @@ static ct_status check_model(const ct_onnx *onnx)
 }
 
 /* Build once on a batch of the file's size (1 when dynamic): every node
- * checked, the transposed weights and the output's size recorded. */
+ * checked, the output's size recorded. */
 static ct_status check_build(ct_onnx *onnx)
 {
     const onnx_value *in = data_input(onnx->model);
@@ -415,7 +451,7 @@ static ct_status check_build(ct_onnx *onnx)
     if (!graph)
         return CT_ERR_MEMORY;
     ct_tensor *x = ct_input(graph, in->name, CT_F32, 4, shape);
-    ct_tensor *y = x ? build(graph, onnx, x, true) : NULL;
+    ct_tensor *y = x ? build(graph, onnx, x) : NULL;
     ct_status status = ct_graph_status(graph);
     if (status == CT_OK && y->ndim != 2)
         status = ct_set_error(CT_ERR_UNSUPPORTED, "%s: the output is %dD; cuttle imports "
@@ -426,7 +462,8 @@ static ct_status check_build(ct_onnx *onnx)
     return status;
 }
 
-ct_status ct_onnx_load(const char *path, ct_onnx **out)
+/* Load from a file (bytes NULL) or from bytes in memory (no external data). */
+static ct_status load(const char *path, const uint8_t *bytes, size_t length, ct_onnx **out)
 {
     if (!out)
         return ct_set_error(CT_ERR_ARG, "ct_onnx_load: out is NULL");
@@ -439,10 +476,8 @@ ct_status ct_onnx_load(const char *path, ct_onnx **out)
         return ct_set_error(CT_ERR_MEMORY, "%s: out of memory", path);
     }
     onnx->path = onnx->path_copy;
-    ct_status status = onnx_model_load(path, &onnx->model);
-    if (status == CT_OK &&
-        !(onnx->transposed = calloc((size_t)onnx->model->n_initializers + 1, sizeof(bool))))
-        status = ct_set_error(CT_ERR_MEMORY, "%s: out of memory", path);
+    ct_status status = bytes ? onnx_model_decode(bytes, length, path, &onnx->model)
+                             : onnx_model_load(path, &onnx->model);
     if (status == CT_OK)
         status = check_model(onnx);
     if (status == CT_OK)
@@ -455,12 +490,21 @@ ct_status ct_onnx_load(const char *path, ct_onnx **out)
     return CT_OK;
 }
 
+ct_status ct_onnx_load(const char *path, ct_onnx **out)
+{
+    return load(path, NULL, 0, out);
+}
+
+ct_status onnx_load_bytes(const uint8_t *bytes, size_t length, const char *name, ct_onnx **out)
+{
+    return load(name, bytes ? bytes : (const uint8_t *)"", length, out);
+}
+
 void ct_onnx_free(ct_onnx *model)
 {
     if (!model)
         return;
     onnx_model_free(model->model);
-    free(model->transposed);
     free(model->path_copy);
     free(model);
 }
@@ -507,19 +551,18 @@ ct_status ct_plan_load_onnx(ct_plan *plan, const ct_onnx *model)
         return ct_set_error(CT_ERR_ARG, "ct_plan_load_onnx: plan and model are required");
     ct_graph *graph = ct_plan_graph(plan);
     const onnx_model *m = model->model;
-    for (int i = 0; i < m->n_initializers; i++) {
-        ct_tensor *t = ct_graph_find(graph, m->initializers[i].name);
-        if (!t || (t->role != CT_ROLE_PARAM && t->role != CT_ROLE_BUFFER))
-            continue; /* a shape constant, or not used */
-        CT_TRY(write_initializer(plan, t, &m->initializers[i], model->transposed[i],
-                                 model->path));
-    }
     for (int s = 0; s < ct_graph_n_state(graph); s++) {
-        const ct_tensor *t = ct_graph_state(graph, s);
-        if ((t->role == CT_ROLE_PARAM || t->role == CT_ROLE_BUFFER) && !is_initializer(m, t->name))
+        ct_tensor *t = ct_graph_state(graph, s);
+        if (t->role != CT_ROLE_PARAM && t->role != CT_ROLE_BUFFER)
+            continue;
+        bool transpose = false;
+        int i = initializer_of(m, t->name, &transpose);
+        if (i < 0 || !m->initializers[i].data ||
+            (size_t)m->initializers[i].numel * sizeof(float) != ct_tensor_bytes(t))
             return ct_set_error(CT_ERR_FORMAT, "%s: the plan's '%s' is not an initializer of "
                                 "this file: was the graph built from it?", model->path,
                                 t->name);
+        CT_TRY(write_initializer(plan, t, &m->initializers[i], transpose, model->path));
     }
     return CT_OK;
 }

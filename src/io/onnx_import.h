@@ -25,10 +25,19 @@ struct ct_onnx {
     char *path_copy;
     int64_t input_shape[4]; /* batch 0: dynamic */
     int64_t classes;
-    /* per initializer: taken by a layer as [out, in] from MatMul's or
-     * Gemm's [in, out] (set by the check at load; the same in every build) */
-    bool *transposed;
 };
+
+/* The state tensor of an initializer: its own name; ":T" after it when a
+ * layer takes it transposed ([out, in] from MatMul's or Gemm's [in, out]);
+ * ":buffer" or ":param" before that when it also feeds an input of the
+ * other kind (by_role).  ct_plan_load_onnx reads the suffixes back.  False
+ * if the name does not fit. */
+#define ONNX_STATE_NAME_CAPACITY 512
+#define ONNX_TRANSPOSED ":T"
+#define ONNX_AS_BUFFER ":buffer"
+#define ONNX_AS_PARAM ":param"
+bool onnx_state_name(const char *initializer, ct_role role, bool transpose, bool by_role,
+                     char out[ONNX_STATE_NAME_CAPACITY]);
 
 typedef struct im_value {
     const char *name;
@@ -43,14 +52,18 @@ typedef struct im_value {
 
 typedef struct importer {
     ct_graph *graph;
-    ct_onnx *onnx;
+    const ct_onnx *onnx;
     const onnx_model *m;
-    bool recording; /* the check at load: record transposed initializers */
+    bool failed_here; /* im_fail put the node in front of the message already */
     im_value *values;
     int n_values, capacity;
     const onnx_node *node; /* being imported, for messages */
     int node_index;
 } importer;
+
+/* ct_onnx_load on bytes in memory named `name` in messages; tensors kept
+ * in external data stay without data (the fuzz target's way in). */
+ct_status onnx_load_bytes(const uint8_t *bytes, size_t length, const char *name, ct_onnx **out);
 
 /* Fail with the node's name, op and opset in front of the message; returns
  * the status (the graph records it). */

@@ -371,7 +371,8 @@ static ct_status decode_tensor(const decoder *d, const uint8_t *msg, size_t leng
                 narrow[i] = (int32_t)values[i];
         }
         t->data = t->owned = values;
-    } else if (t->numel == 0 || has_floats || has_int32 || has_int64) {
+    } else if (t->numel == 0 || (t->data_type != ONNX_FLOAT && t->data_type != ONNX_INT32 &&
+                                 t->data_type != ONNX_INT64)) {
         return CT_OK; /* empty, or a type cuttle does not read (the importer says so) */
     }
     if (count != t->numel)
