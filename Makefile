@@ -11,6 +11,7 @@
 #   make CUDA_ARCHS="..."  GPU architectures (default: sm_80 sm_86 sm_89 sm_90 + PTX of 90)
 #   make NVCC=/path/nvcc   the CUDA compiler (default: nvcc on PATH, else /usr/local/cuda)
 #   make test-gpu          the GPU tests, which fail without a GPU (+ compute-sanitizer)
+#   make fuzz              the libFuzzer targets (FUZZ_SECONDS=30 each), in build-fuzz/
 #   make PREFIX=/opt/cuttle install
 
 CC       ?= cc
@@ -235,7 +236,7 @@ LIB_A  := $(BUILD)/libcuttle.a
 LIB_SO := $(BUILD)/libcuttle.so
 CLI    := $(BUILD)/cuttle
 
-.PHONY: all config test test-gpu test-gpu-emu check install uninstall clean
+.PHONY: all config test test-gpu test-gpu-emu check fuzz install uninstall clean
 .SECONDARY:
 all: config $(LIB_A) $(LIB_SO) $(CLI) $(TEST_BINS) $(EXAMPLE_BINS) $(BENCH_BINS)
 
@@ -409,6 +410,11 @@ test-gpu-emu:
 	@$(MAKE) --no-print-directory CUDA=emu SANITIZE=1 all
 	@sh tests/run-gpu-emu.sh
 
+# The libFuzzer targets (tests/fuzz/), FUZZ_SECONDS each (default 30), on a
+# clang ASan + UBSan build of the library in build-fuzz/.
+fuzz:
+	@sh tests/fuzz/run.sh
+
 # The README's test command: the suite, the suite under ASan + UBSan, and
 # the GPU suite on the emulated device, with one closing line for all.
 check:
@@ -443,6 +449,6 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/cuttle.pc
 
 clean:
-	rm -rf build build-san build-emu build-emu-san
+	rm -rf build build-san build-emu build-emu-san build-fuzz
 
 -include $(LIB_OBJS:.o=.d) $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.d) $(TEST_CU_SRCS:tests/%.cu=$(BUILD)/obj/tests/%.d) $(TOOL_OBJS:.o=.d) $(TEST_SRCS:tests/%.c=$(BUILD)/obj/tests/%.d)

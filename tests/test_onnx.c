@@ -8,6 +8,7 @@
  * real tools (the ONNX checker, ONNX Runtime, torch.onnx) are in
  * tests/test_onnx_*.sh.
  */
+#include <dirent.h>
 #include <string.h>
 
 #include "cuttle.h"
@@ -629,6 +630,32 @@ static void external_data(void)
                    (const char *[]){"needs 48 bytes", NULL});
 }
 
+/* The fuzz corpus (tests/fuzz/corpus/onnx): the seeds load, and every
+ * input a fuzzer once crashed on (regress-*) is refused or loads, cleanly. */
+static void fuzz_corpus_loads_or_refuses(void)
+{
+    const char *folder = "tests/fuzz/corpus/onnx";
+    DIR *dir = opendir(folder);
+    CHECK(dir != NULL, "cannot open %s (run from the repository root)", folder);
+    int files = 0;
+    for (struct dirent *entry; dir && (entry = readdir(dir));) {
+        if (entry->d_name[0] == '.')
+            continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", folder, entry->d_name);
+        ct_onnx *model = NULL;
+        ct_status status = ct_onnx_load(path, &model);
+        bool seed = strncmp(entry->d_name, "regress-", 8) != 0;
+        CHECK(seed ? status == CT_OK : status != CT_ERR_INTERNAL, "%s: %s: %s", path,
+              ct_status_name(status), ct_last_error());
+        ct_onnx_free(model);
+        files++;
+    }
+    if (dir)
+        closedir(dir);
+    CHECK(files >= 5, "only %d files in %s", files, folder);
+}
+
 int main(void)
 {
     tmpdir_create("onnx");
@@ -642,6 +669,7 @@ int main(void)
     RUN(lying_lengths_and_absurd_sizes);
     RUN(nesting_bomb_is_refused);
     RUN(external_data);
+    RUN(fuzz_corpus_loads_or_refuses);
     tmpdir_remove();
     return harness_finish();
 }

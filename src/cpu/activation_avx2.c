@@ -46,7 +46,7 @@ AVX2_INLINE __m256 tanh8(__m256 x)
     const __m256 sign_bit = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
     __m256 ax = _mm256_andnot_ps(sign_bit, x);
     /* tanh x = x (1 + c1 x^2 + c2 x^4 + ...), the series' coefficients */
-    static const float series[] = {-929569.0f / 638512875, 21844.0f / 6081075,
+    static const float series[] = {-929569.0f / 638512875.0f, 21844.0f / 6081075.0f,
                                    -1382.0f / 155925,     62.0f / 2835,
                                    -17.0f / 315,          2.0f / 15,
                                    -1.0f / 3,             1.0f};

@@ -77,7 +77,7 @@ bool im_attr_ints(importer *im, const char *name, int64_t *out, int count)
 const char *im_attr_string(const importer *im, const char *name, const char *fallback)
 {
     const onnx_attr *a = onnx_node_attr(im->node, name);
-    return a && a->type == ONNX_ATTR_STRING ? a->s : fallback;
+    return a && a->type == ONNX_ATTR_STRING && a->s ? a->s : fallback;
 }
 
 /* ---- values --------------------------------------------------------------------------- */
@@ -107,6 +107,14 @@ static im_value *add_value(importer *im, const char *name)
     return v;
 }
 
+const im_value *im_required(importer *im, int i)
+{
+    const im_value *v = im_value_of(im, i);
+    if (!v && im->graph->status == CT_OK)
+        im_fail(im, CT_ERR_FORMAT, "input %d is missing", i);
+    return v;
+}
+
 const im_value *im_value_of(importer *im, int i)
 {
     const onnx_node *n = im->node;
@@ -121,7 +129,7 @@ const im_value *im_value_of(importer *im, int i)
 
 ct_tensor *im_weight(importer *im, int i, ct_role role, bool transpose)
 {
-    const im_value *v = im_value_of(im, i);
+    const im_value *v = im_required(im, i);
     return v ? im_weight_of(im, v, role, transpose) : NULL;
 }
 
@@ -198,7 +206,7 @@ static int initializer_of(const onnx_model *m, const char *state_name, bool *tra
 
 ct_tensor *im_tensor(importer *im, int i)
 {
-    const im_value *v = im_value_of(im, i);
+    const im_value *v = im_required(im, i);
     if (!v)
         return NULL;
     if (v->tensor)
@@ -212,7 +220,7 @@ ct_tensor *im_tensor(importer *im, int i)
 
 bool im_ints(importer *im, int i, int64_t *out, int capacity, int *count)
 {
-    const im_value *v = im_value_of(im, i);
+    const im_value *v = im_required(im, i);
     if (!v)
         return false;
     const onnx_tensor *init = v->initializer >= 0 ? &im->m->initializers[v->initializer] : NULL;
@@ -368,6 +376,9 @@ static ct_tensor *build(ct_graph *graph, const ct_onnx *onnx, ct_tensor *x)
         im.node = &m->nodes[n];
         im.node_index = n;
         im_find_op(im.node->op_type)(&im); /* the check at load refused unknown ops */
+        if (graph->status == CT_OK &&
+            (im.node->n_outputs < 1 || !im_find_value(&im, im.node->outputs[0])))
+            im_fail(&im, CT_ERR_FORMAT, "the node makes no output");
     }
     im.node = NULL;
     if (graph->status == CT_OK) {

@@ -74,6 +74,8 @@ ct_status im_fail(importer *im, ct_status status, const char *fmt, ...)
 im_value *im_find_value(importer *im, const char *name);
 /* Input i of the node (an absent optional input is NULL with no error). */
 const im_value *im_value_of(importer *im, int i);
+/* Input i, which the op requires: NULL with an error when absent. */
+const im_value *im_required(importer *im, int i);
 /* Input i as a graph tensor (an initializer becomes a parameter). */
 ct_tensor *im_tensor(importer *im, int i);
 /* Input i, an initializer, as a parameter or buffer; [out, in] from an

@@ -113,13 +113,6 @@ static ct_status op_averagepool(importer *im)
     return pool(im, false);
 }
 
-static ct_status op_global_averagepool(importer *im)
-{
-    static const char *const attrs[] = {NULL};
-    if (im_check_attrs(im, attrs) != CT_OK)
-        return im->graph->status;
-    return im_set_tensor(im, 0, ct_global_avgpool(im->graph, im_tensor(im, 0)));
-}
 
 /* A linear layer y = x w^T + b from a weight stored [out, in] (transposed:
  * stored [in, out]). */
@@ -232,6 +225,11 @@ static ct_status op_sigmoid(importer *im)
 static ct_status op_tanh(importer *im)
 {
     return unary(im, ct_tanh);
+}
+
+static ct_status op_global_averagepool(importer *im)
+{
+    return unary(im, ct_global_avgpool);
 }
 
 /* Add of two tensors of one shape, or of a linear layer's output and a
@@ -425,7 +423,7 @@ static ct_status op_unsqueeze(importer *im)
     static const char *const attrs[] = {NULL};
     if (im_check_attrs(im, attrs) != CT_OK)
         return im->graph->status;
-    const im_value *v = im_value_of(im, 0);
+    const im_value *v = im_required(im, 0);
     int64_t axes[IM_MAX_INTS];
     int n_axes = 0;
     if (!v || !im_ints(im, 1, axes, IM_MAX_INTS, &n_axes))
@@ -443,7 +441,7 @@ static ct_status op_concat(importer *im)
     if (im_check_attrs(im, attrs) != CT_OK)
         return im->graph->status;
     int64_t axis = im_attr_int(im, "axis", 0);
-    const im_value *first = im_value_of(im, 0);
+    const im_value *first = im_required(im, 0);
     if (!first)
         return im->graph->status;
     int n = im->node->n_inputs;
