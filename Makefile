@@ -47,9 +47,10 @@ LDFLAGS_BASE := $(filter -fsanitize=%,$(OPTFLAGS))
 
 # ---- what the build found ---------------------------------------------------
 
-# Without OpenMP the pragmas, and variables that only feed their if()
-# clauses, are unused by design.
-NO_OPENMP_FLAGS := -Wno-unknown-pragmas -Wno-unused-variable -Wno-unused-but-set-variable
+# Without OpenMP the pragmas, and variables and functions that only feed
+# their if() clauses, are unused by design.
+NO_OPENMP_FLAGS := -Wno-unknown-pragmas -Wno-unused-variable -Wno-unused-but-set-variable \
+                   -Wno-unused-function
 HAVE_OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo 1)
 ifeq ($(OPENMP),1)
 ifeq ($(HAVE_OPENMP),1)
