@@ -14,8 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <stdint.h>
+
 #include "cuttle.h"
 #include "harness.h"
+#include "io/atomic_file.h"
 
 #define BATCH 4
 #define CLASSES 5
@@ -258,6 +262,20 @@ static void corrupt_files_are_refused(void)
 
 /* A child saves over and over; killing it at any moment must leave a
  * complete checkpoint (the old or the new) at the path. */
+/* Temporary files of a checkpoint name in the temp folder ("<name>.tmp.<pid>"). */
+static int temp_files(const char *name)
+{
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s.tmp.", name);
+    int count = 0;
+    DIR *dir = opendir(temp_dir);
+    for (struct dirent *entry; dir && (entry = readdir(dir));)
+        count += strncmp(entry->d_name, prefix, strlen(prefix)) == 0;
+    if (dir)
+        closedir(dir);
+    return count;
+}
+
 static void killed_save_leaves_a_valid_file(void)
 {
     char path[128];
@@ -285,7 +303,57 @@ static void killed_save_leaves_a_valid_file(void)
         CHECK(status == CT_OK, "round %d: the checkpoint is broken after a kill: %s", round,
               ct_last_error());
     }
+    /* the killed children's temporaries go with the next save; a live
+     * process's (here: a sleeping child pretending to save) stays */
+    pid_t sleeper = fork();
+    if (sleeper == 0) {
+        pause();
+        _exit(0);
+    }
+    char live[160];
+    snprintf(live, sizeof live, "%s.tmp.%ld", path, (long)sleeper);
+    FILE *file = fopen(live, "wb");
+    if (file)
+        fclose(file);
+    CHECK_OK(ct_plan_save(n.plan, path, CT_SAVE_MODEL | CT_SAVE_OPTIMIZER, 0, NULL));
+    CHECK(temp_files("atomic.safetensors") == 1 && access(live, F_OK) == 0,
+          "%d temporary files after a save (the live one only should stay)",
+          temp_files("atomic.safetensors"));
+    kill(sleeper, SIGKILL);
+    waitpid(sleeper, NULL, 0);
+    remove(live);
     net_free(&n);
+}
+
+/* A disk that fills up at any byte of a save: the save says so, the
+ * previous checkpoint is intact and loads, no temporary file is left. */
+static void full_disk_keeps_the_previous_checkpoint(void)
+{
+    char path[128];
+    path_in_temp(path, sizeof path, "full.safetensors");
+    net a, b;
+    CHECK(net_new(&a, CLASSES, true, 1) && net_new(&b, CLASSES, true, 2), "%s",
+          ct_last_error());
+    CHECK_OK(ct_plan_save(a.plan, path, CT_SAVE_MODEL | CT_SAVE_OPTIMIZER, 0, NULL));
+    struct stat info;
+    CHECK(stat(path, &info) == 0, "no checkpoint");
+    size_t total = (size_t)info.st_size;
+    size_t cuts[] = {0, 1, 8, 100, total / 2, total - 1};
+    for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+        ct_io_fail_writes_after(cuts[c]);
+        ct_status status = ct_plan_save(b.plan, path, CT_SAVE_MODEL | CT_SAVE_OPTIMIZER, 0, NULL);
+        ct_io_fail_writes_after(SIZE_MAX);
+        CHECK(status == CT_ERR_IO && strstr(ct_last_error(), "No space left") &&
+                  strstr(ct_last_error(), "unchanged"),
+              "full after %zu bytes: %s: %s", cuts[c], ct_status_name(status), ct_last_error());
+        CHECK(temp_files("full.safetensors") == 0, "full after %zu bytes: %d temporary files left",
+              cuts[c], temp_files("full.safetensors"));
+        CHECK_OK(ct_plan_load(b.plan, path, CT_SAVE_MODEL | CT_SAVE_OPTIMIZER));
+        CHECK(same_state(&a, &b, true), "full after %zu bytes: the previous checkpoint changed",
+              cuts[c]);
+    }
+    net_free(&a);
+    net_free(&b);
 }
 
 int main(void)
@@ -301,6 +369,7 @@ int main(void)
     RUN(unexpected_tensors_are_named);
     RUN(corrupt_files_are_refused);
     RUN(killed_save_leaves_a_valid_file);
+    RUN(full_disk_keeps_the_previous_checkpoint);
     char command[128];
     snprintf(command, sizeof command, "rm -rf %s", temp_dir);
     if (system(command) != 0)

@@ -5,9 +5,12 @@
 
 #include "io/atomic_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,13 +19,65 @@
 
 #include "core/error.h"
 
+/* Bytes the writes may still put on the disk before it is "full" (tests). */
+static _Atomic size_t write_budget = SIZE_MAX;
+
+void ct_io_fail_writes_after(size_t bytes)
+{
+    write_budget = bytes;
+}
+
+/* fwrite, as a disk with write_budget bytes left would do it: the part that
+ * fits, then ENOSPC. */
+static bool write_chunk(FILE *stream, const void *data, size_t bytes)
+{
+    size_t budget = write_budget, fits = bytes < budget ? bytes : budget;
+    if (budget != SIZE_MAX)
+        write_budget = budget - fits;
+    if (fits && fwrite(data, 1, fits, stream) != fits)
+        return false;
+    if (fits < bytes)
+        errno = ENOSPC;
+    return fits == bytes;
+}
+
 /* Write, flush and fsync the whole file to an open stream. */
 static bool write_stream(FILE *stream, int n, const void *const *data, const size_t *bytes)
 {
     bool ok = true;
     for (int i = 0; ok && i < n; i++)
-        ok = bytes[i] == 0 || fwrite(data[i], 1, bytes[i], stream) == bytes[i];
+        ok = write_chunk(stream, data[i], bytes[i]);
     return ok && fflush(stream) == 0 && fsync(fileno(stream)) == 0;
+}
+
+/* Remove "<path>.tmp.<pid>" files that a process killed while saving left
+ * behind: those whose process is gone.  A live process's (another save in
+ * progress) stays.  Best effort: a folder that cannot be read is skipped. */
+static void remove_stale_temps(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t folder_len = slash ? (size_t)(slash - path) + 1 : 0, base_len = strlen(base);
+    char folder[4096];
+    if (folder_len + 2 > sizeof folder)
+        return;
+    snprintf(folder, sizeof folder, "%.*s", (int)folder_len, folder_len ? path : "./");
+    DIR *dir = opendir(folder);
+    for (struct dirent *entry; dir && (entry = readdir(dir));) {
+        const char *name = entry->d_name;
+        if (strncmp(name, base, base_len) != 0 || strncmp(name + base_len, ".tmp.", 5) != 0)
+            continue;
+        char *end = NULL;
+        long pid = strtol(name + base_len + 5, &end, 10);
+        if (end == name + base_len + 5 || *end || pid <= 0 || pid == (long)getpid() ||
+            kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char stale[4096 + 256];
+        snprintf(stale, sizeof stale, "%s%s", folder, name);
+        remove(stale);
+    }
+    if (dir)
+        closedir(dir);
 }
 
 /* fsync the directory holding path, so that the rename itself is durable. */
@@ -83,6 +138,7 @@ ct_status ct_write_file_atomic(const char *who, const char *path, int n,
     if (!temp_path)
         return ct_set_error(CT_ERR_MEMORY, "%s %s: out of memory", who, path);
     snprintf(temp_path, temp_len, "%s.tmp.%ld", path, (long)getpid());
+    remove_stale_temps(path);
     ct_status status = replace_file(path, temp_path, n, data, bytes);
     if (status == CT_OK)
         status = sync_directory(who, path);
