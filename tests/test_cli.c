@@ -6,6 +6,8 @@
  *
  * The program is $BUILD/cuttle (BUILD defaults to "build").
  */
+#include <dirent.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -440,6 +443,79 @@ static void test_bad_weights(void)
           "a missing checkpoint must be named: %s", output);
 }
 
+/* "cuttle <args>" in the background, its output thrown away; its pid. */
+static pid_t spawn_cuttle(const char *args)
+{
+    char command[2048];
+    snprintf(command, sizeof command, "exec %s %s > /dev/null 2>&1", cuttle, args);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", command, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Files of a folder whose name holds ".tmp": temporaries left behind. */
+static int temporaries(const char *dir)
+{
+    int count = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *entry; d && (entry = readdir(d));)
+        count += strstr(entry->d_name, ".tmp") != NULL;
+    if (d)
+        closedir(d);
+    return count;
+}
+
+/* SIGKILL at KILLS moments of a training run, each time resumed (or started
+ * again when no epoch was saved yet): the final weights equal an
+ * uninterrupted run's bit for bit, and no temporary file stays behind. */
+#define KILLS 20
+static void test_killed_and_resumed(void)
+{
+    char args[768], run[256], state[300], path[300];
+    const char *common = "train --data mnist --batch 16 --threads 1 --epochs 60 --seed 3";
+    snprintf(args, sizeof args, "%s --data-dir %s --out %s/k_whole", common, data_dir, tmp_dir);
+    CHECK(run_cuttle(args) == 0, "the uninterrupted run: %s", output);
+    snprintf(run, sizeof run, "%s/k_run", tmp_dir);
+    snprintf(state, sizeof state, "%s/state.safetensors", run);
+    uint64_t random = 12345;
+    int kills = 0, finished = 0;
+    for (int attempt = 0; kills < KILLS && !finished && attempt < 10 * KILLS; attempt++) {
+        bool resume = access(state, F_OK) == 0;
+        if (resume)
+            snprintf(args, sizeof args, "train --resume %s --data-dir %s", run, data_dir);
+        else
+            snprintf(args, sizeof args, "%s --data-dir %s --out %s", common, data_dir, run);
+        pid_t pid = spawn_cuttle(args);
+        struct timespec pause = {0, (long)harness_uniform(&random, 10, 120) * 1000000L};
+        nanosleep(&pause, NULL);
+        kill(pid, SIGKILL);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        kills += WIFSIGNALED(status);
+        finished = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    }
+    CHECK(kills == KILLS, "%d kills landed (the runs were too short to kill?)", kills);
+    snprintf(args, sizeof args, "train --resume %s --data-dir %s", run, data_dir);
+    int status = run_cuttle(args); /* 2: already finished (it asks for more epochs) */
+    CHECK(status == 0 || (status == 2 && strstr(output, "--epochs")), "the last resume: %s",
+          output);
+    size_t whole_length = 0, killed_length = 0;
+    snprintf(path, sizeof path, "%s/k_whole/model.safetensors", tmp_dir);
+    char *whole = slurp(path, &whole_length);
+    snprintf(path, sizeof path, "%s/model.safetensors", run);
+    char *killed = slurp(path, &killed_length);
+    CHECK(whole && killed && whole_length == killed_length &&
+              memcmp(whole, killed, whole_length) == 0,
+          "after %d kills the weights differ from the uninterrupted run's", kills);
+    free(whole);
+    free(killed);
+    CHECK(temporaries(run) == 0, "%d temporary files left in %s", temporaries(run), run);
+}
+
 int main(void)
 {
     const char *build = getenv("BUILD");
@@ -469,6 +545,7 @@ int main(void)
     RUN(test_eval);
     RUN(test_predict);
     RUN(test_resume_exact);
+    RUN(test_killed_and_resumed);
     RUN(test_recipes);
     RUN(test_strong_recipe);
     RUN(test_bad_weights);
