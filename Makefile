@@ -386,8 +386,8 @@ $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB_A)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(LIB_A) $(LDLIBS_BASE)
 
 # Counts cuttle's own allocations (see the test).
-$(BUILD)/tests/test_noalloc: LDFLAGS += -Wl,--wrap=malloc -Wl,--wrap=calloc \
-                                        -Wl,--wrap=realloc -Wl,--wrap=aligned_alloc
+$(BUILD)/tests/test_noalloc $(BUILD)/tests/test_alloc_failures: \
+    LDFLAGS += -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc -Wl,--wrap=aligned_alloc
 
 test: all
 	@BUILD=$(BUILD) sh tests/run.sh

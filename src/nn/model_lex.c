@@ -150,6 +150,16 @@ bool ct_mp_fail(ct_mparser *p, int line, const char *fmt, ...)
     va_end(args);
     ct_set_error(CT_ERR_FORMAT, "%s:%d: %s", p->text->model_name, line, message);
     p->failed = true;
+    p->status = CT_ERR_FORMAT;
+    return false;
+}
+
+bool ct_mp_out_of_memory(ct_mparser *p, int line)
+{
+    if (!p->failed)
+        ct_set_error(CT_ERR_MEMORY, "%s:%d: out of memory", p->text->model_name, line);
+    p->status = p->failed ? p->status : CT_ERR_MEMORY;
+    p->failed = true;
     return false;
 }
 
@@ -224,7 +234,7 @@ const char *ct_mp_copy(ct_mparser *p, const char *s, size_t n, int line)
 {
     const char *copy = ct_marena_strndup(&p->text->arena, s, n);
     if (!copy)
-        ct_mp_fail(p, line, "out of memory");
+        ct_mp_out_of_memory(p, line);
     return copy;
 }
 
@@ -249,6 +259,6 @@ void *ct_mp_alloc(ct_mparser *p, size_t bytes, int line)
 {
     void *memory = ct_marena_alloc(&p->text->arena, bytes);
     if (!memory)
-        ct_mp_fail(p, line, "out of memory");
+        ct_mp_out_of_memory(p, line);
     return memory;
 }

@@ -50,12 +50,15 @@ typedef struct ct_mparser {
     const ct_mtoken *tokens;
     int pos;
     int depth;
-    bool failed; /* the error is recorded: CT_ERR_FORMAT */
+    bool failed;      /* the error is recorded: */
+    ct_status status; /* CT_ERR_FORMAT, or CT_ERR_MEMORY */
 } ct_mparser;
 
 /* Record "<model>:<line>: message" as the error (once); false. */
 bool ct_mp_fail(ct_mparser *p, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same for memory that ran out (CT_ERR_MEMORY). */
+bool ct_mp_out_of_memory(ct_mparser *p, int line);
 const ct_mtoken *ct_mp_peek(const ct_mparser *p);
 const ct_mtoken *ct_mp_next(ct_mparser *p); /* never past the EOF token */
 bool ct_mp_is_word(const ct_mtoken *t, const char *word);

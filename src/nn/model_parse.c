@@ -584,7 +584,7 @@ ct_status ct_mtext_parse(const char *text, ct_mtext *out)
     out->model_name = ct_marena_strndup(&out->arena, model_name, strlen(model_name));
     if (!out->model_name) {
         out->model_name = "model";
-        ct_mp_fail(&p, 1, "out of memory");
+        ct_mp_out_of_memory(&p, 1);
     }
     int n_blocks = 0;
     for (int i = 0; i < lex.count; i++)
@@ -594,7 +594,7 @@ ct_status ct_mtext_parse(const char *text, ct_mtext *out)
     ct_mlex_free(&lex);
     if (p.failed) {
         ct_mtext_free(out);
-        return CT_ERR_FORMAT;
+        return p.status;
     }
     return CT_OK;
 }
