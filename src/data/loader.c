@@ -198,10 +198,11 @@ ct_status ct_loader_new(const ct_dataset *dataset, const ct_loader_args *args, c
         ok = loader->slots[s].images && loader->slots[s].labels;
     }
     if (!ok) {
+        int n_slots = loader->n_slots; /* for the message, after the loader is gone */
         ct_loader_free(loader);
         return ct_set_error(CT_ERR_MEMORY,
                             "ct_loader_new: out of host memory for %d batch slots of %zu bytes",
-                            loader->n_slots, sizeof(float) * image_floats);
+                            n_slots, sizeof(float) * image_floats);
     }
     for (int t = 0; t < loader->args.n_threads; t++) {
         int error = pthread_create(&loader->threads[t], NULL, worker_main, loader);
