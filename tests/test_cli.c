@@ -469,29 +469,43 @@ static int temporaries(const char *dir)
     return count;
 }
 
-/* SIGKILL at KILLS moments of a training run, each time resumed (or started
- * again when no epoch was saved yet): the final weights equal an
- * uninterrupted run's bit for bit, and no temporary file stays behind. */
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* SIGKILL at KILLS random moments of a training run, each time resumed:
+ * the final weights equal an uninterrupted run's bit for bit, and no
+ * temporary file stays behind.  The moments scale with the uninterrupted
+ * run's time (a sanitizer build is slower): 1/120 to 1/20 of it after the
+ * start, and the first run is killed only once its first checkpoint is
+ * there, so that there is always a run to resume. */
 #define KILLS 20
 static void test_killed_and_resumed(void)
 {
     char args[768], run[256], state[300], path[300];
     const char *common = "train --data mnist --batch 16 --threads 1 --epochs 60 --seed 3";
     snprintf(args, sizeof args, "%s --data-dir %s --out %s/k_whole", common, data_dir, tmp_dir);
+    double start = seconds_now();
     CHECK(run_cuttle(args) == 0, "the uninterrupted run: %s", output);
+    double whole_seconds = seconds_now() - start;
     snprintf(run, sizeof run, "%s/k_run", tmp_dir);
     snprintf(state, sizeof state, "%s/state.safetensors", run);
+    snprintf(args, sizeof args, "%s --data-dir %s --out %s", common, data_dir, run);
     uint64_t random = 12345;
     int kills = 0, finished = 0;
-    for (int attempt = 0; kills < KILLS && !finished && attempt < 10 * KILLS; attempt++) {
-        bool resume = access(state, F_OK) == 0;
+    for (int attempt = 0; kills < KILLS && !finished; attempt++) {
+        bool resume = attempt > 0;
         if (resume)
             snprintf(args, sizeof args, "train --resume %s --data-dir %s", run, data_dir);
-        else
-            snprintf(args, sizeof args, "%s --data-dir %s --out %s", common, data_dir, run);
         pid_t pid = spawn_cuttle(args);
-        struct timespec pause = {0, (long)harness_uniform(&random, 10, 120) * 1000000L};
-        nanosleep(&pause, NULL);
+        for (int wait = 0; !resume && wait < 60000 && access(state, F_OK) != 0; wait++)
+            nanosleep(&(struct timespec){0, 1000000L}, NULL);
+        double delay = whole_seconds * harness_uniform(&random, 1.0f / 120, 1.0f / 20);
+        nanosleep(&(struct timespec){(time_t)delay, (long)((delay - (time_t)delay) * 1e9)},
+                  NULL);
         kill(pid, SIGKILL);
         int status = 0;
         waitpid(pid, &status, 0);

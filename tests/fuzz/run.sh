@@ -24,7 +24,7 @@ if [ -z "$CLANG" ] || ! "$CLANG" -fsanitize=fuzzer "$probe/probe.c" -o "$probe/p
 fi
 rm -rf "$probe"
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
-make --no-print-directory CC="$CLANG" CUDA=0 BLAS=0 OPENMP=0 BUILD=build-fuzz \
+env -u MAKEFLAGS -u MFLAGS make -j2 --no-print-directory CC="$CLANG" CUDA=0 BLAS=0 OPENMP=0 BUILD=build-fuzz \
     OPTFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link $SAN" \
     build-fuzz/libcuttle.a > build-fuzz.log 2>&1 || { cat build-fuzz.log; echo "FAIL fuzz_build"; exit 1; }
 rm -f build-fuzz.log
