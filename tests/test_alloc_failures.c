@@ -16,18 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_wrap.h"
 #include "cuttle.h"
 #include "harness.h"
 #include "tmpdir.h"
 
-void *__real_malloc(size_t size);
-void *__real_calloc(size_t count, size_t size);
-void *__real_realloc(void *ptr, size_t size);
-void *__real_aligned_alloc(size_t alignment, size_t size);
-void *__wrap_malloc(size_t size);
-void *__wrap_calloc(size_t count, size_t size);
-void *__wrap_realloc(void *ptr, size_t size);
-void *__wrap_aligned_alloc(size_t alignment, size_t size);
 
 /* -1: off; else the allocations left before one fails. */
 static _Atomic long countdown = -1;
