@@ -17,7 +17,6 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bench", "peers"))
 import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
 import torch_models  # noqa: E402
 
 BATCH = 2
@@ -48,14 +47,7 @@ def main():
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = torch_models.build(name, channels, height, width, CLASSES)
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, nn.BatchNorm2d):
-                module.weight.uniform_(0.5, 1.5)
-                module.bias.uniform_(-0.5, 0.5)
-                module.running_mean.uniform_(-0.5, 0.5)
-                module.running_var.uniform_(0.5, 1.5)
-                module.num_batches_tracked.fill_(3)
+    torch_models.randomize_batchnorm(model)
     model.eval()
     x = torch.randn(BATCH, channels, height, width)
     with torch.no_grad():

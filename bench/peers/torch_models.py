@@ -145,3 +145,17 @@ def build(name, channels, height, width, classes):
     if name.startswith("resnet"):
         return resnet(name, channels, height, width, classes)
     raise ValueError("unknown model %r; known: %s" % (name, ", ".join(NAMES)))
+
+
+def randomize_batchnorm(model):
+    """Random affine parameters and running statistics for every batchnorm
+    layer (from torch's current seed), so that evaluation mode does more than
+    divide by sqrt(1 + eps): what the tests compare against."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.uniform_(-0.5, 0.5)
+                module.running_mean.uniform_(-0.5, 0.5)
+                module.running_var.uniform_(0.5, 1.5)
+                module.num_batches_tracked.fill_(3)

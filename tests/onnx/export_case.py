@@ -52,14 +52,7 @@ def make(out_dir, specs):
         channels, height, width = map(int, shape.split("x"))
         torch.manual_seed(WEIGHT_SEED)
         model = torch_models.build(name, channels, height, width, CLASSES)
-        with torch.no_grad():
-            for module in model.modules():
-                if isinstance(module, torch.nn.BatchNorm2d):
-                    module.weight.uniform_(0.5, 1.5)
-                    module.bias.uniform_(-0.5, 0.5)
-                    module.running_mean.uniform_(-0.5, 0.5)
-                    module.running_var.uniform_(0.5, 1.5)
-                    module.num_batches_tracked.fill_(3)
+        torch_models.randomize_batchnorm(model)
         model.eval()
         torch.manual_seed(INPUT_SEED)
         x = torch.randn(BATCH, channels, height, width)

@@ -120,17 +120,6 @@ VARIANT_NOTES = {
 }
 
 
-def randomize_batchnorm(model):
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, nn.BatchNorm2d):
-                module.weight.uniform_(0.5, 1.5)
-                module.bias.uniform_(-0.5, 0.5)
-                module.running_mean.uniform_(-0.5, 0.5)
-                module.running_var.uniform_(0.5, 1.5)
-                module.num_batches_tracked.fill_(3)
-
-
 def export_bytes(model, x, opset, variant):
     training = torch.onnx.TrainingMode.PRESERVE if variant == "bn" else \
         torch.onnx.TrainingMode.EVAL
@@ -189,7 +178,7 @@ def main():
             continue
         torch.manual_seed(WEIGHT_SEED)
         model = build(*shape)
-        randomize_batchnorm(model)
+        torch_models.randomize_batchnorm(model)
         model.eval()
         torch.manual_seed(INPUT_SEED)
         x = torch.randn(BATCH, *shape)
