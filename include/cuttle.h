@@ -410,6 +410,36 @@ CT_API void ct_plan_set_step(ct_plan *plan, int64_t step);
  * while the plan lives).  nodes and why may be NULL. */
 CT_API int ct_plan_cuda_graph(const ct_plan *plan, ct_mode mode, int *nodes, const char **why);
 
+/* ---- inference optimization (docs/optimize.md) ------------------------------ */
+
+typedef struct ct_optimize_report {
+    int folded;                         /* batchnorms folded into the conv or linear before */
+    int removed;                        /* dropouts removed */
+    int kernels_before, kernels_after;  /* kernels one CT_EVAL step runs */
+    size_t arena_before, arena_after;   /* activation arena bytes (ct_plan_arena_bytes) */
+    int64_t values_before, values_after; /* parameter and buffer values y needs */
+} ct_optimize_report;
+
+typedef struct ct_optimized {
+    ct_graph *graph; /* the new graph, owned */
+    ct_plan *plan;   /* on the same backend, owned: run it with CT_EVAL */
+    ct_tensor *x, *y; /* the new graph's x (write it) and y (kept: read it) */
+    ct_optimize_report report;
+} ct_optimized;
+
+/* A new graph and plan that compute y from x as `plan` does in CT_EVAL, for
+ * inference alone: each batchnorm that follows a conv or linear layer read
+ * by nothing else is folded into its weight and bias, dropout is removed,
+ * and with no backward the arena holds each activation only while the
+ * forward pass reads it.  The plan's current parameter and buffer values
+ * are used (load the weights first); parameters keep their names (a folded
+ * layer without a bias gets "<name>.bias").  Outputs equal the original's
+ * within float rounding.  `plan` is not changed.  On error *out is zeroed. */
+CT_API ct_status ct_plan_optimize(ct_plan *plan, const ct_tensor *x, const ct_tensor *y,
+                                  ct_optimized *out);
+/* Frees the plan, then the graph; zeroes *optimized. */
+CT_API void ct_optimized_free(ct_optimized *optimized);
+
 /* The graph a plan runs.  Borrowed. */
 CT_API ct_graph *ct_plan_graph(const ct_plan *plan);
 
