@@ -354,6 +354,20 @@ ct_plan *cli_evaluator_plan(cli_evaluator *ev)
     return ev->plan;
 }
 
+int cli_evaluator_optimize(const char *command, cli_evaluator *ev)
+{
+    ct_optimized optimized;
+    if (ct_plan_optimize(ev->plan, ev->x, ev->logits, &optimized) != CT_OK)
+        return cli_fail(command);
+    ct_plan_free(ev->plan);
+    ct_graph_free(ev->graph);
+    ev->graph = optimized.graph;
+    ev->plan = optimized.plan;
+    ev->x = optimized.x;
+    ev->logits = optimized.y;
+    return CLI_EXIT_OK;
+}
+
 int cli_evaluator_copy_weights(const char *command, cli_evaluator *ev, ct_plan *plan)
 {
     const ct_graph *graph = ct_plan_graph(plan);

@@ -131,6 +131,11 @@ int cli_evaluator_new(const char *command, const char *model_text, const ct_onnx
 void cli_evaluator_free(cli_evaluator *ev);
 /* The evaluator's plan (to load weights into) and graph.  Borrowed. */
 ct_plan *cli_evaluator_plan(cli_evaluator *ev);
+/* Replace the evaluator's plan by its optimized form (ct_plan_optimize:
+ * batchnorm folded, dropout removed, a forward-only arena), from the
+ * weights it holds now: call it after loading them, and not before
+ * cli_evaluator_copy_weights (the folded model has other tensors). */
+int cli_evaluator_optimize(const char *command, cli_evaluator *ev);
 /* Copy every parameter and buffer of the evaluator's graph from the tensor
  * of the same name in another plan (the training plan). */
 int cli_evaluator_copy_weights(const char *command, cli_evaluator *ev, ct_plan *plan);
@@ -154,5 +159,6 @@ int cmd_predict(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_optimize(int argc, char **argv);
 
 #endif

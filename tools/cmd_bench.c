@@ -132,6 +132,13 @@ static void print_json(const bench_options *opts, const workload *w, const bench
     else
         printf("\"peak_gflops\": null, \"share_of_peak\": null, \"peak_isa\": null, "
                "\"avx2_peak_gflops\": null, ");
+    const ct_optimize_report *opt = &w->optimized;
+    if (opt->kernels_before > 0)
+        printf("\"optimized\": {\"folded\": %d, \"removed\": %d, \"kernels_before\": %d, "
+               "\"kernels_after\": %d}, ",
+               opt->folded, opt->removed, opt->kernels_before, opt->kernels_after);
+    else
+        printf("\"optimized\": null, ");
     int nodes = 0;
     const char *why = NULL, *graph = cuda_graph_state(w, &nodes, &why);
     if (graph)
@@ -165,6 +172,11 @@ static void print_text(const bench_options *opts, const workload *w, const bench
            (long long)workload_params(w), (double)ct_plan_arena_bytes(w->plan) / 1048576.0,
            (double)ct_plan_state_bytes(w->plan) / 1048576.0,
            (double)r->peak_host_bytes / 1048576.0);
+    const ct_optimize_report *opt = &w->optimized;
+    if (opt->kernels_before > 0)
+        printf("  optimized for inference: %d batchnorm(s) folded, %d dropout(s) removed, %d "
+               "kernels per step instead of %d (--no-optimize: as built)\n",
+               opt->folded, opt->removed, opt->kernels_after, opt->kernels_before);
     if (r->peak_device_bytes >= 0)
         printf("  peak device memory %.1f MiB (the allocator's most in use)\n",
                (double)r->peak_device_bytes / 1048576.0);

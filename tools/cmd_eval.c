@@ -17,7 +17,7 @@ static const char *const splits[] = {"test", "train", NULL};
 typedef struct eval_options {
     const char *weights, *model, *data, *data_dir, *split, *device, *cuda_graph, *precision;
     long batch, threads;
-    bool confusion, json, strict_device;
+    bool confusion, json, strict_device, no_optimize;
 } eval_options;
 
 /* The dataset must be the shape the model was trained on. */
@@ -120,6 +120,8 @@ static int evaluate(eval_options *o)
     if (exit_status == CLI_EXIT_OK && checkpoint &&
         ct_plan_load_checkpoint(cli_evaluator_plan(ev), checkpoint, CT_SAVE_MODEL) != CT_OK)
         exit_status = cli_fail("eval");
+    if (exit_status == CLI_EXIT_OK && !o->no_optimize)
+        exit_status = cli_evaluator_optimize("eval", ev);
     if (exit_status == CLI_EXIT_OK && o->confusion &&
         !(confusion = calloc((size_t)info.classes * (size_t)info.classes, sizeof *confusion))) {
         fprintf(stderr, "cuttle eval: out of host memory\n");
@@ -170,6 +172,8 @@ int cmd_eval(int argc, char **argv)
          CLI_CUDA_GRAPH_HELP},
         {"--precision", "P", CLI_TEXT, &o.precision, 0, 0, cli_precisions,
          CLI_PRECISION_HELP},
+        {"--no-optimize", NULL, CLI_FLAG, &o.no_optimize, 0, 0, NULL,
+         "run the model as built: no batchnorm folding, no dropout removal (docs/optimize.md)"},
         {"--strict-device", NULL, CLI_FLAG, &o.strict_device, 0, 0, NULL,
          "refuse a model with ops the device cannot run (default: they run on the CPU)"},
         {"--confusion", NULL, CLI_FLAG, &o.confusion, 0, 0, NULL,

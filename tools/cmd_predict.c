@@ -21,7 +21,7 @@
 typedef struct predict_options {
     const char *weights, *model, *data_dir, *device, *cuda_graph, *precision, *input;
     long top, threads, classes;
-    bool json, strict_device;
+    bool json, strict_device, no_optimize;
 } predict_options;
 
 /* One image to classify; label is -1 when unknown (image files). */
@@ -261,6 +261,8 @@ static int predict(const predict_options *o, char **args, int n_args)
     if (exit_status == CLI_EXIT_OK && checkpoint &&
         ct_plan_load_checkpoint(cli_evaluator_plan(ev), checkpoint, CT_SAVE_MODEL) != CT_OK)
         exit_status = cli_fail("predict");
+    if (exit_status == CLI_EXIT_OK && !o->no_optimize)
+        exit_status = cli_evaluator_optimize("predict", ev);
     if (exit_status == CLI_EXIT_OK &&
         !(logits = malloc(sizeof *logits * (size_t)batch * (size_t)info.classes))) {
         fprintf(stderr, "cuttle predict: out of host memory\n");
@@ -313,6 +315,8 @@ int cmd_predict(int argc, char **argv)
          CLI_CUDA_GRAPH_HELP},
         {"--precision", "P", CLI_TEXT, &o.precision, 0, 0, cli_precisions,
          CLI_PRECISION_HELP},
+        {"--no-optimize", NULL, CLI_FLAG, &o.no_optimize, 0, 0, NULL,
+         "run the model as built: no batchnorm folding, no dropout removal (docs/optimize.md)"},
         {"--strict-device", NULL, CLI_FLAG, &o.strict_device, 0, 0, NULL,
          "refuse a model with ops the device cannot run (default: they run on the CPU)"},
         {"--json", NULL, CLI_FLAG, &o.json, 0, 0, NULL,

@@ -132,6 +132,9 @@ void workload_option_table(workload_options *opts, cli_option *out)
          "train (forward, backward, SGD step) or infer (forward) (default train)"},
         {"--seed", "S", CLI_INT, &opts->seed, 0, 2147483647, NULL,
          "seed of the weights and the synthetic batch (default 1)"},
+        {"--no-optimize", NULL, CLI_FLAG, &opts->no_optimize, 0, 0, NULL,
+         "infer mode: run the model as built, without batchnorm folding and dropout "
+         "removal (docs/optimize.md)"},
     };
     memcpy(out, shared, sizeof shared);
 }
@@ -185,6 +188,23 @@ int workload_init(const char *command, const workload_options *opts, workload *w
     if (ct_plan_new(w->graph, w->backend, (uint64_t)opts->seed, &w->plan) != CT_OK ||
         (w->onnx && ct_plan_load_onnx(w->plan, w->onnx) != CT_OK))
         return cli_fail(command);
+    w->params = 0;
+    for (int i = 0; i < ct_graph_n_state(w->graph); i++) {
+        const ct_tensor *t = ct_graph_state(w->graph, i);
+        w->params += ct_tensor_is_param(t) ? ct_tensor_numel(t) : 0;
+    }
+    if (w->mode == CT_EVAL && !opts->no_optimize) {
+        ct_optimized optimized;
+        if (ct_plan_optimize(w->plan, w->x, w->logits, &optimized) != CT_OK)
+            return cli_fail(command);
+        ct_plan_free(w->plan);
+        ct_graph_free(w->graph);
+        w->graph = optimized.graph;
+        w->plan = optimized.plan;
+        w->x = optimized.x;
+        w->logits = optimized.y;
+        w->optimized = optimized.report;
+    }
     return write_batch(command, opts, w);
 }
 
@@ -199,12 +219,7 @@ void workload_free(workload *w)
 
 int64_t workload_params(const workload *w)
 {
-    int64_t count = 0;
-    for (int i = 0; i < ct_graph_n_state(w->graph); i++) {
-        const ct_tensor *t = ct_graph_state(w->graph, i);
-        count += ct_tensor_is_param(t) ? ct_tensor_numel(t) : 0;
-    }
-    return count;
+    return w->params;
 }
 
 void workload_print_json_string(FILE *out, const char *s)

@@ -22,6 +22,7 @@ typedef struct workload_options {
     const char *model, *input, *device, *mode;
     long batch, classes, threads, seed;
     bool strict_device;
+    bool no_optimize;       /* infer mode: run the model as built (ct_plan_optimize) */
     const char *kernels;    /* NULL: the backend's default */
     const char *cuda_graph; /* NULL or "on", or "off" */
     const char *precision;  /* NULL (fp32) or one of cli_precisions */
@@ -32,8 +33,8 @@ extern const workload_options workload_defaults;
 
 /* The options bench and profile share (--model, --batch, --input,
  * --classes, --device, --threads, --strict-device, --kernels, --cuda-graph, --precision,
- * --mode, --seed), bound to opts, written to out[0..WORKLOAD_N_OPTIONS). */
-#define WORKLOAD_N_OPTIONS 12
+ * --mode, --seed, --no-optimize), bound to opts, written to out[0..WORKLOAD_N_OPTIONS). */
+#define WORKLOAD_N_OPTIONS 13
 void workload_option_table(workload_options *opts, cli_option *out);
 
 typedef struct workload {
@@ -46,6 +47,8 @@ typedef struct workload {
     char device[64]; /* what was passed to ct_backend_new */
     ct_onnx *onnx;   /* --model FILE.onnx: the model and its weights */
     bool cuda_graph; /* --cuda-graph on (the default) */
+    int64_t params;  /* trainable parameters of the model as built */
+    ct_optimize_report optimized; /* infer mode, unless --no-optimize */
 } workload;
 
 /* Each returns an exit status, after printing what went wrong. */
@@ -53,11 +56,12 @@ typedef struct workload {
 /* Check --input, --device and --threads before any work, and read an ONNX
  * model (its input and classes): CLI_EXIT_USAGE. */
 int workload_check(const char *command, workload_options *opts, workload *w);
-/* Build, plan and fill the workload (call workload_check first). */
+/* Build, plan and fill the workload (call workload_check first); in infer
+ * mode the plan is optimized for inference unless opts->no_optimize. */
 int workload_init(const char *command, const workload_options *opts, workload *w);
 void workload_free(workload *w);
 
-/* Trainable parameters (elements). */
+/* Trainable parameters (elements) of the model as built. */
 int64_t workload_params(const workload *w);
 
 /* `--param-shapes`: the model's state_dict names and shapes as one JSON
