@@ -297,6 +297,7 @@ def report(torch, args, model, device, times):
         "gflop_per_step": None, "gflops_per_second": None, "peak_gflops": None,
         "share_of_peak": None, "peak_isa": None, "avx2_peak_gflops": None,
         "cuda_graph": None, "graph_nodes": None,
+        "optimized": None,  # cuttle's inference optimization (docs/optimize.md)
         "emulated": False,  # cuttle's field: timings from its emulated GPU are not GPU speed
         # cuttle's --precision names: autocast's type, else fp32
         "precision": ("fp16" if (args.amp_dtype or ("float16" if device != "cpu" else
