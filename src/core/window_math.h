@@ -33,6 +33,19 @@ static inline CT_HD int ct_window_input(int out, int tap, int stride, int pad, i
     return out * stride - pad + tap * dilation;
 }
 
+/* The outputs [*lo, *hi) whose input out*stride + offset lies in [0, n_in)
+ * (of n_out outputs): the unpadded part of an im2col row. */
+static inline CT_HD void ct_window_valid_range(int offset, int stride, int n_in, int n_out,
+                                               int *lo, int *hi)
+{
+    int first = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+    int end = n_in - offset > 0 ? (n_in - offset + stride - 1) / stride : 0;
+    *lo = first < n_out ? first : n_out;
+    *hi = end < n_out ? end : n_out;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
 /* The output whose tap `tap` reads input `in`, the inverse of
  * ct_window_input; -1 when no output's window puts that tap there. */
 static inline CT_HD int ct_window_output(int in, int tap, int stride, int pad, int dilation,

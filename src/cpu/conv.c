@@ -78,16 +78,6 @@ static void conv_check_shape(const ct_conv2d_shape *s)
 
 /* The outputs o in [lo, hi) (clamped to [0, n_out)) whose input index
  * o*stride + offset falls inside [0, n_in). */
-static void conv_valid_range(int offset, int stride, int n_in, int n_out, int *lo, int *hi)
-{
-    int first = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-    int end = n_in - offset > 0 ? (n_in - offset + stride - 1) / stride : 0;
-    *lo = first < n_out ? first : n_out;
-    *hi = end < n_out ? end : n_out;
-    if (*hi < *lo)
-        *hi = *lo;
-}
-
 /* One row (c, i, j) of col from the plane x[c]:
  * row[oh*OW + ow] = x[c, oh*sh - ph + i*dh, ow*sw - pw + j*dw], 0 outside. */
 static void conv_im2col_row(const ct_conv2d_shape *s, const float *plane, int i, int j,
@@ -95,7 +85,7 @@ static void conv_im2col_row(const ct_conv2d_shape *s, const float *plane, int i,
 {
     int w_offset = ct_window_input(0, j, s->stride_w, s->pad_w, s->dilation_w);
     int ow_lo, ow_hi;
-    conv_valid_range(w_offset, s->stride_w, s->in_w, s->out_w, &ow_lo, &ow_hi);
+    ct_window_valid_range(w_offset, s->stride_w, s->in_w, s->out_w, &ow_lo, &ow_hi);
     for (int oh = 0; oh < s->out_h; oh++) {
         int ih = ct_window_input(oh, i, s->stride_h, s->pad_h, s->dilation_h);
         float *out = row + (size_t)oh * s->out_w;
@@ -152,7 +142,7 @@ static void conv_col2im(const ct_conv2d_shape *s, const float *col, size_t ld, i
                                    image * out_plane;
                 int w_offset = ct_window_input(0, j, s->stride_w, s->pad_w, s->dilation_w);
                 int ow_lo, ow_hi;
-                conv_valid_range(w_offset, s->stride_w, s->in_w, s->out_w, &ow_lo, &ow_hi);
+                ct_window_valid_range(w_offset, s->stride_w, s->in_w, s->out_w, &ow_lo, &ow_hi);
                 for (int oh = 0; oh < s->out_h; oh++) {
                     int ih = ct_window_input(oh, i, s->stride_h, s->pad_h, s->dilation_h);
                     if (ih < 0 || ih >= s->in_h)

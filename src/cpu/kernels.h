@@ -55,6 +55,13 @@ void ct_cpu_conv2d_forward_relu(const ct_conv2d_shape *s, const float *x, const 
 void ct_cpu_conv2d_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x,
                                         const float *w, const float *bias, float *y,
                                         float *pooled, void *workspace);
+/* conv_panel.c: the forward of ct_cpu_conv2d_forward(_relu) on AVX-512 CPUs
+ * (ct_cpu_simd_avx512), for groups == 1 and out_channels % 8 == 0 */
+bool ct_cpu_conv2d_panel_fits(const ct_conv2d_shape *s);
+/* n_threads: the most threads the forward will run with (ct_cpu_max_threads) */
+size_t ct_cpu_conv2d_panel_workspace(const ct_conv2d_shape *s, int n_threads);
+void ct_cpu_conv2d_panel_forward(const ct_conv2d_shape *s, const float *x, const float *w,
+                                 const float *bias, bool relu, float *y, void *workspace);
 /* dx = d(sum y*dy)/dx.  dx: [N,C,H,W] */
 void ct_cpu_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy, const float *w,
                                  float *dx, void *workspace);

@@ -37,3 +37,19 @@ void ct_cpu_simd_set(bool allow_fast)
 {
     atomic_store_explicit(&simd_allowed, allow_fast, memory_order_relaxed);
 }
+
+bool ct_cpu_simd_avx512(void)
+{
+    static atomic_int has_avx512 = -1;
+    int has = atomic_load_explicit(&has_avx512, memory_order_relaxed);
+    if (has < 0) {
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+        __builtin_cpu_init();
+        has = __builtin_cpu_supports("avx512f") != 0;
+#else
+        has = 0;
+#endif
+        atomic_store_explicit(&has_avx512, has, memory_order_relaxed);
+    }
+    return has == 1 && ct_cpu_simd_avx2();
+}

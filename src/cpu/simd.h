@@ -18,6 +18,10 @@
  * them off. */
 bool ct_cpu_simd_avx2(void);
 
+/* True when, besides, the CPU has AVX-512F (the panel convolution,
+ * conv_panel.c). */
+bool ct_cpu_simd_avx512(void);
+
 /* Force the portable kernels (false) or allow the fast ones again (true),
  * for tests and A/B measurements.  Safe from any thread; a step already
  * running may see either setting (the plan's workspace fits both). */

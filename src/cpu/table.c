@@ -1,10 +1,11 @@
 /*
  * The CPU backend's op table (graph/impl.h): for each op, its kernels in
  * src/cpu/<family>.c in order of preference.  Most ops have one, "native".
- * Convolution has three: the AVX2 direct kernels (conv_avx2.c) for few
+ * Convolution has four: the AVX2 direct kernels (conv_avx2.c) for few
  * input channels, Winograd F(4x4,3x3) (conv_winograd.c) for the 3x3
- * stride-1 layers they do not take, and im2col + GEMM (conv.c) for every
- * shape and on CPUs without AVX2 (or with CT_CPU_SIMD=0).  All three apply
+ * stride-1 layers they do not take, on AVX-512 CPUs the panel GEMM
+ * (conv_panel.c) for the other forwards, and im2col + GEMM (conv.c) for
+ * every shape and on CPUs without AVX2 (or with CT_CPU_SIMD=0).  All three apply
  * a fused relu, and a fused 2x2 max pool after it, as they store.
  */
 #include <math.h>
@@ -168,8 +169,43 @@ static const ct_impl conv_winograd = {
     .run = run_winograd,
 };
 
+static bool avx512_ready(const ct_backend *backend)
+{
+    (void)backend;
+    return ct_cpu_simd_avx512();
+}
+
+static bool panel_supports(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    return ct_cpu_conv2d_panel_fits(&node->attr.conv);
+}
+
+static size_t panel_workspace(const ct_backend *backend, const ct_tensor *node)
+{
+    return ct_cpu_conv2d_panel_workspace(&node->attr.conv, backend->n_threads);
+}
+
+static ct_status run_panel(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
+{
+    (void)backend;
+    return run_conv_forward(exec, node, ct_cpu_conv2d_panel_forward);
+}
+
+/* The forward only (the backward ops' lists do not hold it). */
+static const ct_impl conv_panel = {
+    .name = "panel",
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2,
+    .supports = panel_supports,
+    .ready = avx512_ready,
+    .workspace = panel_workspace,
+    .run = run_panel,
+};
+
+#define CONV_FORWARD_IMPLS {&conv_direct, &conv_winograd, &conv_panel, &conv_im2col}
 #define CONV_IMPLS {&conv_direct, &conv_winograd, &conv_im2col}
 #else
+#define CONV_FORWARD_IMPLS {&conv_im2col}
 #define CONV_IMPLS {&conv_im2col}
 #endif
 
@@ -546,7 +582,7 @@ NATIVE(adam_update, run_adam_update, 0);
 NATIVE(custom, run_custom, 0);
 
 const ct_impl *const ct_cpu_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
-    [CT_OP_CONV2D] = CONV_IMPLS,
+    [CT_OP_CONV2D] = CONV_FORWARD_IMPLS,
     [CT_OP_CONV2D_BWD_DATA] = CONV_IMPLS,
     [CT_OP_CONV2D_BWD_WEIGHT] = CONV_IMPLS,
     [CT_OP_CHANNEL_SUM] = {&channel_sum},
