@@ -79,6 +79,38 @@ static float window_max(const float *plane, int in_w, ct_pool_window win)
     return best;
 }
 
+enum { SEPARABLE_MAX_WIDTH = 4096 };
+
+/* The windows' maxima of one plane without NaN (in_w <= SEPARABLE_MAX_WIDTH),
+ * separably: for each output row, the maxima down its window's rows (whole
+ * rows at once, which gcc vectorizes), then each output's maximum across
+ * its window's columns.  window_max's values, in about a quarter of the
+ * time for ResNet's 3x3/2 stem pool (docs/perf.md); where +0 and -0 tie,
+ * the other zero may win. */
+static void maxpool_separable_plane(const ct_pool2d_shape *s, const float *restrict x,
+                                    float *restrict y)
+{
+    float columns[SEPARABLE_MAX_WIDTH];
+    for (int oh = 0; oh < s->out_h; oh++) {
+        ct_pool_window rows = ct_pool_window_at(s, oh, 0);
+        float *out = y + (int64_t)oh * s->out_w;
+        for (int w = 0; w < s->in_w; w++)
+            columns[w] = -INFINITY;
+        for (int h = rows.h0; h < rows.h1; h++) {
+            const float *restrict row = x + (int64_t)h * s->in_w;
+            for (int w = 0; w < s->in_w; w++)
+                columns[w] = row[w] > columns[w] ? row[w] : columns[w];
+        }
+        for (int ow = 0; ow < s->out_w; ow++) {
+            ct_pool_window win = ct_pool_window_at(s, oh, ow);
+            float best = -INFINITY;
+            for (int w = win.w0; w < win.w1; w++)
+                best = columns[w] > best ? columns[w] : best;
+            out[ow] = best;
+        }
+    }
+}
+
 /* y[oh,ow] = max(x[2oh,2ow], x[2oh,2ow+1], x[2oh+1,2ow], x[2oh+1,2ow+1]): the common
  * 2x2/2 unpadded case, one plane, no bounds checks so gcc vectorizes over ow.
  * The first element needs no comparison: max(-inf, a) is a for every a. */
@@ -132,6 +164,10 @@ void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y
             continue;
         }
         bool nan = plane_has_nan(xp, in_plane);
+        if (!nan && s->in_w <= SEPARABLE_MAX_WIDTH) {
+            maxpool_separable_plane(s, xp, yp);
+            continue;
+        }
         for (int oh = 0; oh < s->out_h; oh++)
             for (int ow = 0; ow < s->out_w; ow++) {
                 ct_pool_window win = ct_pool_window_at(s, oh, ow);
