@@ -16,40 +16,10 @@
 # comparisons against it) when node or ONNX Runtime is missing
 # (scripts/setup-onnxruntime.sh); then cuttle's two predictions are compared
 # with PyTorch's logits instead.
-BUILD=${BUILD:-build}
-python=${CUTTLE_PYTHON:-/usr/bin/python3}
-cuttle="$BUILD/cuttle"
-if ! command -v "$python" >/dev/null 2>&1 ||
-        ! "$python" -c 'import torch, torchvision, onnx, numpy' 2>/dev/null; then
-    echo "SKIP test_onnx_export: $python cannot import torch, torchvision, onnx and numpy" \
-         "(apt-get install python3-torch python3-torchvision python3-onnx)"
-    exit 0
-fi
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
+NAME=test_onnx_export
+. tests/onnx/common.sh
 SHAPE=3x32x32
-
-result() { # name, status, file with the reason
-    if [ "$2" -eq 0 ]; then
-        echo "PASS $1"
-    else
-        echo "FAIL $1"
-        failed=1
-        [ -s "$3" ] && sed "s/^/  $1: /" "$3" >&2
-    fi
-}
-
-ort=yes
-if ! command -v node >/dev/null 2>&1; then
-    ort=no
-    echo "SKIP export_ort_*: no node (apt-get install nodejs npm); cuttle is compared with PyTorch"
-elif [ -z "$ONNXRUNTIME_NODE_MODULES" ] && ! node -e 'require(process.argv[1])' \
-        "$PWD/.deps/onnxruntime/node_modules/onnxruntime-node" >/dev/null 2>&1; then
-    ort=no
-    echo "SKIP export_ort_*: ONNX Runtime is not in .deps/onnxruntime" \
-         "(scripts/setup-onnxruntime.sh); cuttle is compared with PyTorch"
-fi
+[ "$ort" = yes ] || echo "SKIP export_ort_*: $why_no_ort; cuttle is compared with PyTorch"
 
 models="simplecnn lenet5 vgg8_bn vgg11 vgg11_bn vgg16 vgg16_bn resnet18 resnet34 resnet50"
 specs=""

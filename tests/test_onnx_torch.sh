@@ -15,38 +15,9 @@
 # import torch, torchvision, onnx and numpy; the ONNX Runtime checks alone are
 # skipped when node or ONNX Runtime is missing (scripts/setup-onnxruntime.sh).
 # ONNX_TEST_LIGHT=1 leaves out the 500 MB VGG-11 at 224x224.
-BUILD=${BUILD:-build}
-python=${CUTTLE_PYTHON:-/usr/bin/python3}
-cuttle="$BUILD/cuttle"
+NAME=test_onnx_torch
+. tests/onnx/common.sh
 emu="${BUILD}-emu/cuttle"
-if ! command -v "$python" >/dev/null 2>&1 ||
-        ! "$python" -c 'import torch, torchvision, onnx, numpy' 2>/dev/null; then
-    echo "SKIP test_onnx_torch: $python cannot import torch, torchvision, onnx and numpy" \
-         "(apt-get install python3-torch python3-torchvision python3-onnx)"
-    exit 0
-fi
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
-
-result() { # name, status, file with the reason
-    if [ "$2" -eq 0 ]; then
-        echo "PASS $1"
-    else
-        echo "FAIL $1"
-        failed=1
-        [ -s "$3" ] && sed "s/^/  $1: /" "$3" >&2
-    fi
-}
-
-ort=yes
-why_no_ort=""
-if ! command -v node >/dev/null 2>&1; then
-    ort=no why_no_ort="no node (apt-get install nodejs npm)"
-elif ! node -e 'require(process.argv[1])' "$PWD/.deps/onnxruntime/node_modules/onnxruntime-node" \
-        >/dev/null 2>&1 && [ -z "$ONNXRUNTIME_NODE_MODULES" ]; then
-    ort=no why_no_ort="ONNX Runtime is not in .deps/onnxruntime (run scripts/setup-onnxruntime.sh)"
-fi
 [ "$ort" = yes ] || echo "SKIP onnx_ort_*: $why_no_ort"
 
 light=""

@@ -15,36 +15,10 @@
 # refused with the reason and writes nothing.  Skipped like
 # tests/test_onnx_export.sh without torch, onnx and numpy; the ONNX Runtime
 # checks without node and ONNX Runtime.
-BUILD=${BUILD:-build}
-python=${CUTTLE_PYTHON:-/usr/bin/python3}
-cuttle="$BUILD/cuttle"
-if ! command -v "$python" >/dev/null 2>&1 ||
-        ! "$python" -c 'import torch, torchvision, onnx, numpy' 2>/dev/null; then
-    echo "SKIP test_optimize_cli: $python cannot import torch, torchvision, onnx and numpy"
-    exit 0
-fi
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-failed=0
+NAME=test_optimize_cli
+. tests/onnx/common.sh
 SHAPE=3x32x32
-
-result() { # name, status, file with the reason
-    if [ "$2" -eq 0 ]; then
-        echo "PASS $1"
-    else
-        echo "FAIL $1"
-        failed=1
-        [ -s "$3" ] && sed "s/^/  $1: /" "$3" >&2
-    fi
-}
-
-ort=yes
-if ! command -v node >/dev/null 2>&1 ||
-        { [ -z "$ONNXRUNTIME_NODE_MODULES" ] && ! node -e 'require(process.argv[1])' \
-            "$PWD/.deps/onnxruntime/node_modules/onnxruntime-node" >/dev/null 2>&1; }; then
-    ort=no
-    echo "SKIP optimize_ort_*: no node or ONNX Runtime (scripts/setup-onnxruntime.sh)"
-fi
+[ "$ort" = yes ] || echo "SKIP optimize_ort_*: $why_no_ort"
 
 if ! "$python" tests/onnx/export_case.py make "$dir" simplecnn:$SHAPE vgg8_bn:$SHAPE \
         resnet18:$SHAPE > "$dir/make.log" 2>&1; then

@@ -354,18 +354,26 @@ ct_plan *cli_evaluator_plan(cli_evaluator *ev)
     return ev->plan;
 }
 
-int cli_evaluator_optimize(const char *command, cli_evaluator *ev)
+int cli_optimize(const char *command, ct_graph **graph, ct_plan **plan, ct_tensor **x,
+                 ct_tensor **y, ct_optimize_report *report)
 {
     ct_optimized optimized;
-    if (ct_plan_optimize(ev->plan, ev->x, ev->logits, &optimized) != CT_OK)
+    if (ct_plan_optimize(*plan, *x, *y, &optimized) != CT_OK)
         return cli_fail(command);
-    ct_plan_free(ev->plan);
-    ct_graph_free(ev->graph);
-    ev->graph = optimized.graph;
-    ev->plan = optimized.plan;
-    ev->x = optimized.x;
-    ev->logits = optimized.y;
+    ct_plan_free(*plan);
+    ct_graph_free(*graph);
+    *graph = optimized.graph;
+    *plan = optimized.plan;
+    *x = optimized.x;
+    *y = optimized.y;
+    if (report)
+        *report = optimized.report;
     return CLI_EXIT_OK;
+}
+
+int cli_evaluator_optimize(const char *command, cli_evaluator *ev)
+{
+    return cli_optimize(command, &ev->graph, &ev->plan, &ev->x, &ev->logits, NULL);
 }
 
 int cli_evaluator_copy_weights(const char *command, cli_evaluator *ev, ct_plan *plan)

@@ -131,6 +131,11 @@ int cli_evaluator_new(const char *command, const char *model_text, const ct_onnx
 void cli_evaluator_free(cli_evaluator *ev);
 /* The evaluator's plan (to load weights into) and graph.  Borrowed. */
 ct_plan *cli_evaluator_plan(cli_evaluator *ev);
+/* Replace a plan (and its graph) computing y from x by its optimized form
+ * (ct_plan_optimize), freeing the old; *x and *y become the new graph's.
+ * report may be NULL. */
+int cli_optimize(const char *command, ct_graph **graph, ct_plan **plan, ct_tensor **x,
+                 ct_tensor **y, ct_optimize_report *report);
 /* Replace the evaluator's plan by its optimized form (ct_plan_optimize:
  * batchnorm folded, dropout removed, a forward-only arena), from the
  * weights it holds now: call it after loading them, and not before

@@ -193,18 +193,8 @@ int workload_init(const char *command, const workload_options *opts, workload *w
         const ct_tensor *t = ct_graph_state(w->graph, i);
         w->params += ct_tensor_is_param(t) ? ct_tensor_numel(t) : 0;
     }
-    if (w->mode == CT_EVAL && !opts->no_optimize) {
-        ct_optimized optimized;
-        if (ct_plan_optimize(w->plan, w->x, w->logits, &optimized) != CT_OK)
-            return cli_fail(command);
-        ct_plan_free(w->plan);
-        ct_graph_free(w->graph);
-        w->graph = optimized.graph;
-        w->plan = optimized.plan;
-        w->x = optimized.x;
-        w->logits = optimized.y;
-        w->optimized = optimized.report;
-    }
+    if (w->mode == CT_EVAL && !opts->no_optimize)
+        CLI_TRY(cli_optimize(command, &w->graph, &w->plan, &w->x, &w->logits, &w->optimized));
     return write_batch(command, opts, w);
 }
 
