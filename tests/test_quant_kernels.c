@@ -9,7 +9,8 @@
  * operands, outputs with poisoned gaps (a store past its tile shows), both
  * output kinds, relu on and off, and extreme values: weights -128/-127/127,
  * activations 0/255, all-max rows whose pair sums would saturate
- * vpmaddubsw, and the longest depth whose sums fit int32.  Convolutions:
+ * vpmaddubsw, the longest depth whose sums fit int32, and NaN and
+ * infinite biases.  Convolutions:
  * 3x3 pad 1, stride 2, 1x1, dilation, batch > 1.  A path the CPU lacks is
  * skipped with a printed line, not failed.
  */
@@ -110,9 +111,13 @@ static void gemm_data_new(gemm_data *d, gemm_case c)
     d->bias = malloc(sizeof(float) * c.rows);
     for (size_t i = 0; i < (size_t)c.rows * c.depth; i++)
         d->q[i] = weight_value(c.kind);
+    static const float ODD_BIASES[] = {NAN, INFINITY, -INFINITY};
     for (int m = 0; m < c.rows; m++) {
         d->scales[m] = rng_float(1e-3f, 5e-2f);
         d->bias[m] = rng_float(-1.0f, 1.0f);
+        /* extreme cases: a NaN, +inf and -inf bias (relu keeps NaN; u8 takes it to 0) */
+        if (c.kind == VALUES_EXTREME && m < 3 && c.rows > 3)
+            d->bias[m] = ODD_BIASES[m];
     }
     /* b: [depth, n] with a gap after each row, or [n, depth] (a linear input) */
     int b_gap = rng_int(0, 5);
@@ -193,7 +198,8 @@ static void check_gemm_case(gemm_case c)
                 float f;
                 uint8_t u;
                 expected_value(&d, m, n, &f, &u);
-                max_abs = fabsf(f) > max_abs ? fabsf(f) : max_abs;
+                if (isfinite(f))
+                    max_abs = fabsf(f) > max_abs ? fabsf(f) : max_abs;
                 ptrdiff_t at = m * d.out_rs + n * d.out_cs;
                 wrong += d.e.out_u8 ? ((uint8_t *)ref)[at] != u
                                     : memcmp((float *)ref + at, &f, sizeof f) != 0;
