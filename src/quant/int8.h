@@ -27,12 +27,18 @@
 #ifndef CT_QUANT_INT8_H
 #define CT_QUANT_INT8_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/hd.h"
 #include "core/shapes.h"
 #include "cuttle.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* The longest dot product whose int32 sum cannot overflow:
  * 255 * 127 * 65536 < 2^31. */
@@ -80,16 +86,39 @@ typedef struct ct_quant_act {
  * 1.  CT_ERR_ARG for NaN or infinite bounds. */
 ct_status ct_quant_act_from_range(float lo, float hi, ct_quant_act *out);
 
+/* a * b, rounded once and never fused with an add that follows: nvcc fuses
+ * across statements unless told (__fmul_rn); C compilers here do not fuse
+ * (GCC in ISO mode; clang only within one expression). */
+static inline CT_HD float ct_int8_mul(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
 /* q = clamp(rint(clamp(v * inv_scale, -512, 512)) + zero_point, 0, 255), with
  * inv_scale = 1.0f / scale rounded to float, and rint to nearest, ties to
- * even.  The one rule of every path (activations and requantized outputs). */
-static inline uint8_t ct_int8_requantize(float v, float inv_scale, int32_t zero_point)
+ * even.  The one rule of every path (activations and requantized outputs,
+ * CPU and GPU). */
+static inline CT_HD uint8_t ct_int8_requantize(float v, float inv_scale, int32_t zero_point)
 {
-    float t = v * inv_scale;
+    float t = ct_int8_mul(v, inv_scale);
     t = t > -CT_INT8_QUANT_CLAMP ? t : -CT_INT8_QUANT_CLAMP; /* NaN -> low end */
     t = t < CT_INT8_QUANT_CLAMP ? t : CT_INT8_QUANT_CLAMP;
-    int32_t q = (int32_t)__builtin_rintf(t) + zero_point;
+    int32_t q = (int32_t)rintf(t) + zero_point;
     return (uint8_t)(q < 0 ? 0 : q > 255 ? 255 : q);
+}
+
+/* The float epilogue of one exact sum, sum = sum_k w[m,k] * (b[k,n] - b_zp):
+ * v = (float)sum * scale + bias (scale = b_scale * w_scale[m]), then relu
+ * (v < 0 ? 0 : v, NaN kept).  Two roundings after the conversion, no fused
+ * multiply-add: the rule of every path. */
+static inline CT_HD float ct_int8_dequantize_sum(int32_t sum, float scale, float bias, bool relu)
+{
+    float v = ct_int8_mul((float)sum, scale) + bias;
+    return relu && v < 0.0f ? 0.0f : v;
 }
 
 /* q[i] = ct_int8_requantize(x[i], 1 / p.scale, p.zero_point), vectorized
@@ -164,5 +193,9 @@ void ct_int8_conv2d_forward(const ct_conv2d_shape *s, const uint8_t *x, ct_quant
 size_t ct_int8_linear_workspace(int n, const ct_int8_weights *w);
 void ct_int8_linear_forward(int n, const uint8_t *x, ct_quant_act x_q, const ct_int8_weights *w,
                             const ct_int8_epilogue *e, void *y, void *workspace);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -70,9 +70,7 @@ static inline ct_int8_row ct_int8_row_of(const ct_int8_gemm_args *g, int m)
 static inline void ct_int8_epilogue_store(const ct_int8_gemm_args *g, ct_int8_row row,
                                           int32_t acc, int m, int n)
 {
-    float v = (float)(acc - row.correction) * row.scale + row.bias;
-    if (g->e->relu)
-        v = v < 0.0f ? 0.0f : v;
+    float v = ct_int8_dequantize_sum(acc - row.correction, row.scale, row.bias, g->e->relu);
     ptrdiff_t at = m * g->out.row_stride + n * g->out.col_stride;
     if (g->e->out_u8)
         ((uint8_t *)g->out.data)[at] =

@@ -26,7 +26,7 @@ ct_status ct_quant_act_from_range(float lo, float hi, ct_quant_act *out)
     /* empty, or so narrow that 1/scale would overflow: every value is ~0 */
     if (!(scale >= 1e-30f))
         scale = 1.0f;
-    float zero = __builtin_rintf(-lo / scale);
+    float zero = rintf(-lo / scale);
     out->scale = scale;
     out->zero_point = zero < 0.0f ? 0 : zero > UINT8_LEVELS ? UINT8_LEVELS : (int32_t)zero;
     return CT_OK;
@@ -78,7 +78,7 @@ ct_status ct_int8_weights_quantize(int rows, int depth, const float *w, int8_t *
         /* an all-zero row (or one so small that its scale underflows) */
         scales[m] = scale > 0.0f ? scale : 1.0f;
         for (int k = 0; k < depth; k++) {
-            float v = __builtin_rintf(row[k] / scales[m]);
+            float v = rintf(row[k] / scales[m]);
             v = v < -INT8_LIMIT ? -INT8_LIMIT : v > INT8_LIMIT ? INT8_LIMIT : v;
             q[(size_t)m * depth + k] = (int8_t)v;
         }
