@@ -17,6 +17,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/window_math.h"
 #include "cpu/kernels.h"
@@ -535,6 +537,29 @@ static void linear_matches_float_linear_and_reference(void)
 
 /* ---- the path setting ------------------------------------------------------------ */
 
+/* CT_INT8_KERNEL, read once per process: each value in a child of its own,
+ * forked before this process asks (an unsupported or unknown name leaves
+ * the best path). */
+static void environment_selects_the_kernel(void)
+{
+    static const char *const VALUES[] = {"ref", "avx2", "vnni", "fastest"};
+    ct_int8_kernel best = CT_INT8_REF;
+    for (int k = 0; k < CT_INT8_KERNEL_COUNT; k++)
+        best = ct_int8_kernel_supported(k) ? (ct_int8_kernel)k : best;
+    for (int i = 0; i < 4; i++) {
+        bool usable = i < CT_INT8_KERNEL_COUNT && ct_int8_kernel_supported(i);
+        ct_int8_kernel expected = usable ? (ct_int8_kernel)i : best;
+        pid_t child = fork();
+        if (child == 0) {
+            setenv("CT_INT8_KERNEL", VALUES[i], 1);
+            _exit(ct_int8_kernel_active() == expected ? 0 : 1);
+        }
+        int status = -1;
+        CHECK(child > 0 && waitpid(child, &status, 0) == child, "fork");
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "CT_INT8_KERNEL=%s", VALUES[i]);
+    }
+}
+
 static void kernel_setting_and_names(void)
 {
     CHECK(strcmp(ct_int8_kernel_name(CT_INT8_REF), "ref") == 0, "ref");
@@ -557,6 +582,7 @@ static void kernel_setting_and_names(void)
 
 int main(void)
 {
+    RUN(environment_selects_the_kernel); /* first: the parent has not asked yet */
     RUN(kernel_setting_and_names);
     RUN(requantize_rounds_half_to_even_and_saturates);
     RUN(quantize_paths_match_the_rule);
