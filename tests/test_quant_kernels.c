@@ -11,7 +11,8 @@
  * activations 0/255, all-max rows whose pair sums would saturate
  * vpmaddubsw, the longest depth whose sums fit int32, and NaN and
  * infinite biases.  Convolutions:
- * 3x3 pad 1, stride 2, 1x1, dilation, batch > 1.  A path the CPU lacks is
+ * 3x3 pad 1, stride 2, 1x1, dilation, batch > 1 (small planes: several
+ * images per GEMM, and a remainder).  A path the CPU lacks is
  * skipped with a printed line, not failed.
  */
 #include <math.h>
@@ -418,7 +419,8 @@ static const conv_case CONV_CASES[] = {
     {2, 8, 8, 9, 16, 1, 1, 2, 2, 0, 0, 1, 1},    /* 1x1 stride 2 (downsample) */
     {1, 4, 13, 12, 6, 3, 3, 1, 1, 2, 2, 2, 2},   /* dilation 2 */
     {2, 3, 10, 8, 5, 5, 3, 1, 2, 2, 1, 1, 1},    /* non-square kernel and stride */
-    {4, 32, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1}, /* batch 4, stride 2 */
+    {4, 32, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1}, /* batch 4, stride 2: one GEMM for 4 images */
+    {5, 6, 8, 8, 12, 3, 3, 1, 1, 1, 1, 1, 1},    /* images per GEMM 4, then 1 */
     {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1}, /* ResNet-18 layer1, batch 1 */
 };
 

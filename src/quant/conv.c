@@ -8,6 +8,9 @@
  * Copying the image into a padded plane first leaves im2col without bounds
  * checks (a row of col is a memcpy at stride 1).  A 1x1 convolution with
  * stride 1 and no padding has col == x and copies nothing.
+ * Small planes make thin GEMMs (a 7x7 layer's 49 columns fill two 32-column
+ * panels), so G images share one GEMM: col is [K, G*P], image g in columns
+ * [g*P, (g+1)*P), and the output passes through a [O, G*P] buffer.
  *
  * Linear: y[n, o] = epilogue(w[o, :] . (x[n, :] - x_zp)), the GEMM with
  * b = x read as its transpose [in, n] and out = y read as [out, n].
@@ -21,7 +24,12 @@
 #include "core/error.h"
 #include "quant/int8.h"
 
-enum { WORKSPACE_ALIGNMENT = 64, PARALLEL_MIN_BYTES = 1 << 15 };
+enum {
+    WORKSPACE_ALIGNMENT = 64,
+    PARALLEL_MIN_BYTES = 1 << 15,
+    GEMM_MIN_COLUMNS = 256,      /* images per GEMM: until the GEMM is this wide */
+    GROUP_COL_MAX_BYTES = 1 << 24, /* while their col matrix stays under 16 MiB */
+};
 
 static size_t align_up(size_t bytes)
 {
@@ -42,15 +50,39 @@ static size_t padded_bytes(const ct_conv2d_shape *s)
     return align_up((size_t)s->in_channels * padded_h(s) * padded_w(s));
 }
 
+/* Images per GEMM (see the top of the file); 1 for a pointwise conv. */
+static int conv_image_group(const ct_conv2d_shape *s)
+{
+    size_t plane = (size_t)s->out_h * s->out_w;
+    size_t image_col = (size_t)s->in_channels * s->kernel_h * s->kernel_w * plane;
+    if (conv_is_pointwise(s) || plane == 0 || plane >= GEMM_MIN_COLUMNS)
+        return 1;
+    size_t wanted = (GEMM_MIN_COLUMNS + plane - 1) / plane;
+    size_t fits = GROUP_COL_MAX_BYTES / image_col;
+    size_t group = wanted < fits ? wanted : fits;
+    group = group < (size_t)s->n_batch ? group : (size_t)s->n_batch;
+    return group > 1 ? (int)group : 1;
+}
+
 static size_t col_bytes(const ct_conv2d_shape *s)
 {
-    return align_up((size_t)s->in_channels * s->kernel_h * s->kernel_w * s->out_h * s->out_w);
+    return align_up((size_t)s->in_channels * s->kernel_h * s->kernel_w * s->out_h * s->out_w *
+                    conv_image_group(s));
+}
+
+/* The [O, G*P] output of a group's GEMM (none for one image). */
+static size_t buffer_bytes(const ct_conv2d_shape *s, bool out_u8)
+{
+    int group = conv_image_group(s);
+    size_t elem = out_u8 ? 1 : sizeof(float);
+    return group > 1 ? align_up((size_t)s->out_channels * s->out_h * s->out_w * group * elem) : 0;
 }
 
 size_t ct_int8_conv2d_workspace(const ct_conv2d_shape *s, const ct_int8_weights *w)
 {
     size_t copies = conv_is_pointwise(s) ? 0 : padded_bytes(s) + col_bytes(s);
-    return copies + ct_int8_gemm_workspace(w, s->out_h * s->out_w);
+    return copies + buffer_bytes(s, false) +
+           ct_int8_gemm_workspace(w, s->out_h * s->out_w * conv_image_group(s));
 }
 
 /* xp: [C, H + 2 ph, W + 2 pw] = one image x: [C, H, W] framed by `zero`. */
@@ -73,8 +105,8 @@ static void conv_pad(const ct_conv2d_shape *s, const uint8_t *x, uint8_t zero, u
     }
 }
 
-/* col: [C*KH*KW, P] from the padded image xp. */
-static void conv_im2col(const ct_conv2d_shape *s, const uint8_t *xp, uint8_t *col)
+/* col: [C*KH*KW, P] at row stride ld from the padded image xp. */
+static void conv_im2col(const ct_conv2d_shape *s, const uint8_t *xp, uint8_t *col, size_t ld)
 {
     int hp = padded_h(s), wp = padded_w(s), kernel_area = s->kernel_h * s->kernel_w;
     int rows = s->in_channels * kernel_area;
@@ -85,7 +117,7 @@ static void conv_im2col(const ct_conv2d_shape *s, const uint8_t *xp, uint8_t *co
         int c = k / kernel_area, i = k % kernel_area / s->kernel_w, j = k % s->kernel_w;
         const uint8_t *plane = xp + (size_t)c * hp * wp + (size_t)i * s->dilation_h * wp +
                                (size_t)j * s->dilation_w;
-        uint8_t *row = col + k * out_plane;
+        uint8_t *row = col + k * ld;
         for (int oh = 0; oh < s->out_h; oh++) {
             const uint8_t *in = plane + (size_t)oh * s->stride_h * wp;
             uint8_t *out = row + (size_t)oh * s->out_w;
@@ -99,28 +131,49 @@ static void conv_im2col(const ct_conv2d_shape *s, const uint8_t *xp, uint8_t *co
     }
 }
 
+/* y[g, o, :] = buffer[o, g*P : (g+1)*P] for the images of a group. */
+static void conv_scatter(const ct_conv2d_shape *s, int images, size_t elem, const char *buffer,
+                         char *y)
+{
+    size_t plane_bytes = (size_t)s->out_h * s->out_w * elem, ld = plane_bytes * images;
+    int items = images * s->out_channels;
+    bool parallel = items * plane_bytes >= PARALLEL_MIN_BYTES;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int item = 0; item < items; item++) {
+        int image = item / s->out_channels, o = item % s->out_channels;
+        memcpy(y + item * plane_bytes, buffer + o * ld + image * plane_bytes, plane_bytes);
+    }
+}
+
 void ct_int8_conv2d_forward(const ct_conv2d_shape *s, const uint8_t *x, ct_quant_act x_q,
                             const ct_int8_weights *w, const ct_int8_epilogue *e, void *y,
                             void *workspace)
 {
     CT_ASSERT(s->groups == 1 && w->rows == s->out_channels &&
               w->depth == s->in_channels * s->kernel_h * s->kernel_w);
-    int out_plane = s->out_h * s->out_w;
+    int out_plane = s->out_h * s->out_w, group = conv_image_group(s);
     size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
-    size_t y_image = (size_t)s->out_channels * out_plane * (e->out_u8 ? 1 : sizeof(float));
+    size_t elem = e->out_u8 ? 1 : sizeof(float), y_image = (size_t)s->out_channels * out_plane * elem;
     bool pointwise = conv_is_pointwise(s);
     uint8_t *xp = workspace, *col = xp + padded_bytes(s);
-    void *gemm_workspace = pointwise ? workspace : col + col_bytes(s);
-    for (int n = 0; n < s->n_batch; n++) {
-        const uint8_t *b = x + n * x_image;
+    char *buffer = pointwise ? workspace : (char *)col + col_bytes(s);
+    void *gemm_workspace = buffer + buffer_bytes(s, false);
+    for (int n0 = 0; n0 < s->n_batch; n0 += group) {
+        int images = s->n_batch - n0 < group ? s->n_batch - n0 : group;
+        int columns = images * out_plane;
+        const uint8_t *b = x + n0 * x_image;
         if (!pointwise) {
-            conv_pad(s, b, (uint8_t)x_q.zero_point, xp);
-            conv_im2col(s, xp, col);
+            for (int image = 0; image < images; image++) {
+                conv_pad(s, x + (n0 + image) * x_image, (uint8_t)x_q.zero_point, xp);
+                conv_im2col(s, xp, col + image * out_plane, columns);
+            }
             b = col;
         }
-        ct_int8_matrix b_matrix = {(void *)b, out_plane, 1};
-        ct_int8_matrix y_matrix = {(char *)y + n * y_image, out_plane, 1};
-        ct_int8_gemm(w, out_plane, b_matrix, x_q, e, y_matrix, gemm_workspace);
+        char *out = images > 1 ? buffer : (char *)y + n0 * y_image;
+        ct_int8_matrix b_matrix = {(void *)b, columns, 1}, out_matrix = {out, columns, 1};
+        ct_int8_gemm(w, columns, b_matrix, x_q, e, out_matrix, gemm_workspace);
+        if (images > 1)
+            conv_scatter(s, images, elem, buffer, (char *)y + n0 * y_image);
     }
 }
 
