@@ -91,7 +91,8 @@ static void check_gemm(int rows, int n, int depth, int extreme, bool b_transpose
                        bool out_transposed)
 {
     int8_t *q = (int8_t *)malloc((size_t)rows * depth);
-    float *scales = (float *)malloc(sizeof(float) * rows), *bias = (float *)malloc(sizeof(float) * rows);
+    float *scales = (float *)malloc(sizeof(float) * rows);
+    float *bias = (float *)malloc(sizeof(float) * rows);
     fill_case(rows, depth, extreme, q, scales, bias);
     int b_gap = rng_int(0, 3);
     size_t b_bytes = b_transposed ? (size_t)n * depth : (size_t)depth * (n + b_gap);
@@ -102,7 +103,8 @@ static void check_gemm(int rows, int n, int depth, int extreme, bool b_transpose
     ct_quant_act b_q = {0.02f, extreme == 2 ? 0 : extreme ? 255 : rng_int(0, 255)};
     ptrdiff_t b_rs = b_transposed ? 1 : n + b_gap, b_cs = b_transposed ? depth : 1;
     ptrdiff_t out_rs = out_transposed ? 1 : n + 2, out_cs = out_transposed ? rows + 2 : 1;
-    size_t out_bytes = sizeof(float) * (out_transposed ? (size_t)n * out_cs : (size_t)rows * out_rs);
+    size_t out_elems = out_transposed ? (size_t)n * out_cs : (size_t)rows * out_rs;
+    size_t out_bytes = sizeof(float) * out_elems;
 
     layer_weights lw;
     weights_new(&lw, rows, depth, q, scales, bias);
@@ -184,7 +186,8 @@ static void conv_matches_cpu(void)
         size_t x_count = (size_t)s.n_batch * s.in_channels * s.in_h * s.in_w;
         size_t y_bytes = sizeof(float) * s.n_batch * s.out_channels * s.out_h * s.out_w;
         int8_t *q = (int8_t *)malloc((size_t)rows * depth);
-        float *scales = (float *)malloc(sizeof(float) * rows), *bias = (float *)malloc(sizeof(float) * rows);
+        float *scales = (float *)malloc(sizeof(float) * rows);
+        float *bias = (float *)malloc(sizeof(float) * rows);
         fill_case(rows, depth, 0, q, scales, bias);
         uint8_t *x = (uint8_t *)malloc(x_count);
         for (size_t i = 0; i < x_count; i++)
@@ -201,7 +204,8 @@ static void conv_matches_cpu(void)
         for (int variant = 0; variant < 4; variant++) {
             ct_int8_epilogue e = {bias, (variant & 1) != 0, (variant & 2) != 0, {0.04f, 20}};
             memset(want, POISON, y_bytes);
-            CHECK(cudaMemcpy(y_dev, want, y_bytes, cudaMemcpyHostToDevice) == cudaSuccess, "poison");
+            CHECK(cudaMemcpy(y_dev, want, y_bytes, cudaMemcpyHostToDevice) == cudaSuccess,
+                  "poison");
             ct_int8_conv2d_forward(&s, x, x_q, lw.cpu, &e, want, cpu_ws);
             e.bias = lw.bias_dev;
             CHECK_OK(ct_cuda_int8_conv2d_forward(&s, x_dev, x_q, &lw.gpu, &e, y_dev, gpu_ws, 0));
@@ -236,7 +240,8 @@ static void dp4a_sums_signed_bytes(void)
     rng_state = 45;
     for (int i = 0; i < COUNT; i++) {
         a[i] = (int)(rng_int(0, 65535) | (unsigned)rng_int(0, 65535) << 16);
-        b[i] = i == 0 ? (int)0x80808080u : (int)(rng_int(0, 65535) | (unsigned)rng_int(0, 65535) << 16);
+        b[i] = i == 0 ? (int)0x80808080u /* with a[0]: (-128)^2 * 4 */
+                      : (int)(rng_int(0, 65535) | (unsigned)rng_int(0, 65535) << 16);
         c[i] = i == 1 ? 0x7fffffff : rng_int(-1000, 1000);
     }
     a[0] = (int)0x80808080u; /* (-128)^2 * 4 = 65536 */

@@ -131,7 +131,9 @@ static void gemm_data_new(gemm_data *d, gemm_case c)
     d->b_matrix = c.b_transposed ? (ct_int8_matrix){d->b, 1, c.depth}
                                  : (ct_int8_matrix){d->b, c.n + b_gap, 1};
     d->b_q.scale = rng_float(1e-3f, 0.1f);
-    d->b_q.zero_point = c.kind == VALUES_RANDOM ? rng_int(0, 255) : c.kind == VALUES_EXTREME ? 255 : 0;
+    d->b_q.zero_point = c.kind == VALUES_RANDOM    ? rng_int(0, 255)
+                        : c.kind == VALUES_EXTREME ? 255
+                                                   : 0;
     d->e = (ct_int8_epilogue){c.bias ? d->bias : NULL, c.relu, false, {1.0f, 0}};
     d->out_rs = c.out_transposed ? 1 : c.n + OUT_GAP;
     d->out_cs = c.out_transposed ? c.rows + OUT_GAP : 1;
@@ -484,7 +486,8 @@ static void check_layer(const ct_conv2d_shape *s, int n_batch, int rows, int dep
         ct_cpu_linear_forward(n_batch, depth, rows, xf, wf, bias, want);
     }
     ct_int8_epilogue e = {bias, false, false, {1.0f, 0}};
-    run_layer(s, n_batch, rows, depth, q, scales, x, x_q, &e, CT_INT8_REF, ref, sizeof(float) * y_count);
+    run_layer(s, n_batch, rows, depth, q, scales, x, x_q, &e, CT_INT8_REF, ref,
+              sizeof(float) * y_count);
     double err = harness_rel_err_f32((float *)ref, want, y_count);
     CHECK(err <= 1e-5, "int8 vs float on dequantized values: %.3g relative", err);
     float max_abs = 0.0f;

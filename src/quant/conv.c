@@ -153,7 +153,8 @@ void ct_int8_conv2d_forward(const ct_conv2d_shape *s, const uint8_t *x, ct_quant
               w->depth == s->in_channels * s->kernel_h * s->kernel_w);
     int out_plane = s->out_h * s->out_w, group = conv_image_group(s);
     size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
-    size_t elem = e->out_u8 ? 1 : sizeof(float), y_image = (size_t)s->out_channels * out_plane * elem;
+    size_t elem = e->out_u8 ? 1 : sizeof(float);
+    size_t y_image = (size_t)s->out_channels * out_plane * elem;
     bool pointwise = conv_is_pointwise(s);
     uint8_t *xp = workspace, *col = xp + padded_bytes(s);
     char *buffer = pointwise ? workspace : (char *)col + col_bytes(s);

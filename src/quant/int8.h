@@ -179,7 +179,7 @@ size_t ct_int8_gemm_workspace(const ct_int8_weights *w, int n);
 void ct_int8_gemm(const ct_int8_weights *w, int n, ct_int8_matrix b, ct_quant_act b_q,
                   const ct_int8_epilogue *e, ct_int8_matrix out, void *workspace);
 
-/* y[n, o, h, w] = epilogue(sum_{c,i,j} w[o, c, i, j] * (x[n, c, h*sh-ph+i*dh, w*sw-pw+j*dw] - x_zp))
+/* y[n,o,h,w] = epilogue(sum_{c,i,j} w[o,c,i,j] * (x[n, c, h*sh-ph+i*dh, w*sw-pw+j*dw] - x_zp))
  * x: uint8 [N, C, H, W], padding reads as x_q.zero_point (the real 0);
  * w packed from [O, C*KH*KW]; y: [N, O, out_h, out_w] (float or uint8).
  * groups must be 1. */
