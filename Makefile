@@ -204,7 +204,7 @@ NVCCFLAGS_BASE := -std=c++17 -Iinclude -Isrc $(CUDA_DEFS) $(NVCC_GENCODE) \
 
 LIB_SRCS   := $(sort $(wildcard src/core/*.c src/graph/*.c src/ops/*.c src/cpu/*.c \
                                 src/nn/*.c src/io/*.c src/data/*.c src/prof/*.c \
-                                src/devices/*.c)) $(CUDA_C_SRCS)
+                                src/devices/*.c src/quant/*.c)) $(CUDA_C_SRCS)
 ifeq ($(CUDA),emu)
 # One object for every kernel, between the two ends of the __shared__
 # section (emu/shared_begin.cpp), so the emulator can poison it whole.

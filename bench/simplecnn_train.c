@@ -9,22 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cuttle.h"
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double da = *(const double *)a, db = *(const double *)b;
-    return da < db ? -1 : da > db;
-}
+#include "timing.h"
 
 static void die(const char *what)
 {

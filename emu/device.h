@@ -303,6 +303,21 @@ inline float __saturatef(float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
+/* c + the sum of the four products of a's and b's bytes (signed bytes, or
+ * unsigned in the unsigned overload), wrapping like the hardware's 32-bit add. */
+inline int __dp4a(int a, int b, int c)
+{
+    unsigned sum = (unsigned)c;
+    for (int i = 0; i < 4; i++)
+        sum += (unsigned)((signed char)(a >> 8 * i) * (signed char)(b >> 8 * i));
+    return (int)sum;
+}
+inline unsigned __dp4a(unsigned a, unsigned b, unsigned c)
+{
+    for (int i = 0; i < 4; i++)
+        c += (unsigned char)(a >> 8 * i) * (unsigned)(unsigned char)(b >> 8 * i);
+    return c;
+}
 
 /* ---- the launch, the same line under nvcc and here (src/cuda/launch.h) -------------- */
 

@@ -32,6 +32,7 @@
 #include "cuttle.h"
 #include "core/shapes.h"
 #include "core/step_values.h"
+#include "quant/int8.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -55,6 +56,31 @@ ct_status ct_cuda_linear_backward_data(int n, int in, int out, const float *dy, 
                                        float *dx, cudaStream_t stream);
 ct_status ct_cuda_linear_backward_weight(int n, int in, int out, const float *x,
                                          const float *dy, float *dw, cudaStream_t stream);
+
+/* ---- quant.cu: INT8 with __dp4a (src/quant/int8.h states the rule) ---------- */
+
+/* INT8 weights on the device: q int8 [rows, ct_cuda_int8_row_bytes(depth)]
+ * (each row padded with zeros to whole words of four), scales and row_sums
+ * (sum_k q[m, k]) [rows], as in ct_int8_weights. */
+typedef struct ct_cuda_int8_weights {
+    int rows, depth;
+    const int8_t *q;
+    const float *scales;
+    const int32_t *row_sums;
+} ct_cuda_int8_weights;
+int ct_cuda_int8_row_bytes(int depth);
+/* ct_int8_gemm: b uint8 [depth, n] and out [rows, n] (float or uint8) with
+ * any strides, e->bias a device pointer or NULL.  The same bits as the CPU. */
+size_t ct_cuda_int8_gemm_workspace(int depth, int n);
+ct_status ct_cuda_int8_gemm(const ct_cuda_int8_weights *w, int n, ct_int8_matrix b,
+                            ct_quant_act b_q, const ct_int8_epilogue *e, ct_int8_matrix out,
+                            void *workspace, cudaStream_t stream);
+/* ct_int8_conv2d_forward (groups 1): im2col, then the GEMM, per image. */
+size_t ct_cuda_int8_conv2d_workspace(const ct_conv2d_shape *s);
+ct_status ct_cuda_int8_conv2d_forward(const ct_conv2d_shape *s, const uint8_t *x,
+                                      ct_quant_act x_q, const ct_cuda_int8_weights *w,
+                                      const ct_int8_epilogue *e, void *y, void *workspace,
+                                      cudaStream_t stream);
 
 /* ---- gemm_tc.cu, conv_tc.cu: tensor cores ----------------------------------- */
 

@@ -1,0 +1,192 @@
+/*
+ * INT8 convolution and linear layers on the INT8 GEMM (gemm.c).
+ *
+ * Convolution, per image (K = C*KH*KW, P = out_h*out_w):
+ *   xp[c, h, w]  = x[c, h - ph, w - pw], x_zp in the padding (the real 0)
+ *   col[c*KH*KW + i*KW + j, oh*OW + ow] = xp[c, oh*sh + i*dh, ow*sw + j*dw]    col: [K, P]
+ *   y[O, P]      = epilogue(w[O, K] . (col - x_zp))
+ * Copying the image into a padded plane first leaves im2col without bounds
+ * checks (a row of col is a memcpy at stride 1).  A 1x1 convolution with
+ * stride 1 and no padding has col == x and copies nothing.
+ * Small planes make thin GEMMs (a 7x7 layer's 49 columns fill two 32-column
+ * panels), so G images share one GEMM: col is [K, G*P], image g in columns
+ * [g*P, (g+1)*P), and the output passes through a [O, G*P] buffer.
+ *
+ * Linear: y[n, o] = epilogue(w[o, :] . (x[n, :] - x_zp)), the GEMM with
+ * b = x read as its transpose [in, n] and out = y read as [out, n].
+ *
+ * Threads: the copies run in parallel over channels and rows of col, the
+ * GEMM over tiles of the output (channels and pixels), so one image keeps
+ * every core busy.  Accumulation: y is written with =.
+ */
+#include <string.h>
+
+#include "core/error.h"
+#include "quant/int8.h"
+
+enum {
+    WORKSPACE_ALIGNMENT = 64,
+    PARALLEL_MIN_BYTES = 1 << 15,
+    GEMM_MIN_COLUMNS = 256,      /* images per GEMM: until the GEMM is this wide */
+    GROUP_COL_MAX_BYTES = 1 << 24, /* while their col matrix stays under 16 MiB */
+};
+
+static size_t align_up(size_t bytes)
+{
+    return (bytes + WORKSPACE_ALIGNMENT - 1) / WORKSPACE_ALIGNMENT * WORKSPACE_ALIGNMENT;
+}
+
+static bool conv_is_pointwise(const ct_conv2d_shape *s)
+{
+    return s->kernel_h == 1 && s->kernel_w == 1 && s->stride_h == 1 && s->stride_w == 1 &&
+           s->pad_h == 0 && s->pad_w == 0;
+}
+
+static int padded_h(const ct_conv2d_shape *s) { return s->in_h + 2 * s->pad_h; }
+static int padded_w(const ct_conv2d_shape *s) { return s->in_w + 2 * s->pad_w; }
+
+static size_t padded_bytes(const ct_conv2d_shape *s)
+{
+    return align_up((size_t)s->in_channels * padded_h(s) * padded_w(s));
+}
+
+/* Images per GEMM (see the top of the file); 1 for a pointwise conv. */
+static int conv_image_group(const ct_conv2d_shape *s)
+{
+    size_t plane = (size_t)s->out_h * s->out_w;
+    size_t image_col = (size_t)s->in_channels * s->kernel_h * s->kernel_w * plane;
+    if (conv_is_pointwise(s) || plane == 0 || plane >= GEMM_MIN_COLUMNS)
+        return 1;
+    size_t wanted = (GEMM_MIN_COLUMNS + plane - 1) / plane;
+    size_t fits = GROUP_COL_MAX_BYTES / image_col;
+    size_t group = wanted < fits ? wanted : fits;
+    group = group < (size_t)s->n_batch ? group : (size_t)s->n_batch;
+    return group > 1 ? (int)group : 1;
+}
+
+static size_t col_bytes(const ct_conv2d_shape *s)
+{
+    return align_up((size_t)s->in_channels * s->kernel_h * s->kernel_w * s->out_h * s->out_w *
+                    conv_image_group(s));
+}
+
+/* The [O, G*P] output of a group's GEMM (none for one image). */
+static size_t buffer_bytes(const ct_conv2d_shape *s, bool out_u8)
+{
+    int group = conv_image_group(s);
+    size_t elem = out_u8 ? 1 : sizeof(float);
+    return group > 1 ? align_up((size_t)s->out_channels * s->out_h * s->out_w * group * elem) : 0;
+}
+
+size_t ct_int8_conv2d_workspace(const ct_conv2d_shape *s, const ct_int8_weights *w)
+{
+    size_t copies = conv_is_pointwise(s) ? 0 : padded_bytes(s) + col_bytes(s);
+    return copies + buffer_bytes(s, false) +
+           ct_int8_gemm_workspace(w, s->out_h * s->out_w * conv_image_group(s));
+}
+
+/* xp: [C, H + 2 ph, W + 2 pw] = one image x: [C, H, W] framed by `zero`. */
+static void conv_pad(const ct_conv2d_shape *s, const uint8_t *x, uint8_t zero, uint8_t *xp)
+{
+    int hp = padded_h(s), wp = padded_w(s);
+    bool parallel = (size_t)s->in_channels * hp * wp >= PARALLEL_MIN_BYTES;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int c = 0; c < s->in_channels; c++) {
+        uint8_t *plane = xp + (size_t)c * hp * wp;
+        const uint8_t *in = x + (size_t)c * s->in_h * s->in_w;
+        memset(plane, zero, (size_t)s->pad_h * wp);
+        for (int h = 0; h < s->in_h; h++) {
+            uint8_t *row = plane + (size_t)(h + s->pad_h) * wp;
+            memset(row, zero, s->pad_w);
+            memcpy(row + s->pad_w, in + (size_t)h * s->in_w, s->in_w);
+            memset(row + s->pad_w + s->in_w, zero, s->pad_w);
+        }
+        memset(plane + (size_t)(s->pad_h + s->in_h) * wp, zero, (size_t)s->pad_h * wp);
+    }
+}
+
+/* col: [C*KH*KW, P] at row stride ld from the padded image xp. */
+static void conv_im2col(const ct_conv2d_shape *s, const uint8_t *xp, uint8_t *col, size_t ld)
+{
+    int hp = padded_h(s), wp = padded_w(s), kernel_area = s->kernel_h * s->kernel_w;
+    int rows = s->in_channels * kernel_area;
+    size_t out_plane = (size_t)s->out_h * s->out_w;
+    bool parallel = rows * out_plane >= PARALLEL_MIN_BYTES;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int k = 0; k < rows; k++) {
+        int c = k / kernel_area, i = k % kernel_area / s->kernel_w, j = k % s->kernel_w;
+        const uint8_t *plane = xp + (size_t)c * hp * wp + (size_t)i * s->dilation_h * wp +
+                               (size_t)j * s->dilation_w;
+        uint8_t *row = col + k * ld;
+        for (int oh = 0; oh < s->out_h; oh++) {
+            const uint8_t *in = plane + (size_t)oh * s->stride_h * wp;
+            uint8_t *out = row + (size_t)oh * s->out_w;
+            if (s->stride_w == 1) {
+                memcpy(out, in, s->out_w);
+            } else {
+                for (int ow = 0; ow < s->out_w; ow++)
+                    out[ow] = in[ow * s->stride_w];
+            }
+        }
+    }
+}
+
+/* y[g, o, :] = buffer[o, g*P : (g+1)*P] for the images of a group. */
+static void conv_scatter(const ct_conv2d_shape *s, int images, size_t elem, const char *buffer,
+                         char *y)
+{
+    size_t plane_bytes = (size_t)s->out_h * s->out_w * elem, ld = plane_bytes * images;
+    int items = images * s->out_channels;
+    bool parallel = items * plane_bytes >= PARALLEL_MIN_BYTES;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int item = 0; item < items; item++) {
+        int image = item / s->out_channels, o = item % s->out_channels;
+        memcpy(y + item * plane_bytes, buffer + o * ld + image * plane_bytes, plane_bytes);
+    }
+}
+
+void ct_int8_conv2d_forward(const ct_conv2d_shape *s, const uint8_t *x, ct_quant_act x_q,
+                            const ct_int8_weights *w, const ct_int8_epilogue *e, void *y,
+                            void *workspace)
+{
+    CT_ASSERT(s->groups == 1 && w->rows == s->out_channels &&
+              w->depth == s->in_channels * s->kernel_h * s->kernel_w);
+    int out_plane = s->out_h * s->out_w, group = conv_image_group(s);
+    size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
+    size_t elem = e->out_u8 ? 1 : sizeof(float);
+    size_t y_image = (size_t)s->out_channels * out_plane * elem;
+    bool pointwise = conv_is_pointwise(s);
+    uint8_t *xp = workspace, *col = xp + padded_bytes(s);
+    char *buffer = pointwise ? workspace : (char *)col + col_bytes(s);
+    void *gemm_workspace = buffer + buffer_bytes(s, false);
+    for (int n0 = 0; n0 < s->n_batch; n0 += group) {
+        int images = s->n_batch - n0 < group ? s->n_batch - n0 : group;
+        int columns = images * out_plane;
+        const uint8_t *b = x + n0 * x_image;
+        if (!pointwise) {
+            for (int image = 0; image < images; image++) {
+                conv_pad(s, x + (n0 + image) * x_image, (uint8_t)x_q.zero_point, xp);
+                conv_im2col(s, xp, col + image * out_plane, columns);
+            }
+            b = col;
+        }
+        char *out = images > 1 ? buffer : (char *)y + n0 * y_image;
+        ct_int8_matrix b_matrix = {(void *)b, columns, 1}, out_matrix = {out, columns, 1};
+        ct_int8_gemm(w, columns, b_matrix, x_q, e, out_matrix, gemm_workspace);
+        if (images > 1)
+            conv_scatter(s, images, elem, buffer, (char *)y + n0 * y_image);
+    }
+}
+
+size_t ct_int8_linear_workspace(int n, const ct_int8_weights *w)
+{
+    return ct_int8_gemm_workspace(w, n);
+}
+
+void ct_int8_linear_forward(int n, const uint8_t *x, ct_quant_act x_q, const ct_int8_weights *w,
+                            const ct_int8_epilogue *e, void *y, void *workspace)
+{
+    ct_int8_matrix b = {(void *)x, 1, w->depth};
+    ct_int8_matrix out = {y, 1, w->rows};
+    ct_int8_gemm(w, n, b, x_q, e, out, workspace);
+}
