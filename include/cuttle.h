@@ -440,6 +440,61 @@ CT_API ct_status ct_plan_optimize(ct_plan *plan, const ct_tensor *x, const ct_te
 /* Frees the plan, then the graph; zeroes *optimized. */
 CT_API void ct_optimized_free(ct_optimized *optimized);
 
+/* Post-training INT8 quantization (docs/quantization.md). */
+typedef enum ct_calib_method {
+    CT_CALIB_MINMAX = 0, /* each input's range: its min and max over the batches */
+    CT_CALIB_PERCENTILE, /* the range that holds `percentile` % of the values */
+    CT_CALIB_ENTROPY     /* KL divergence (TensorRT): not yet, CT_ERR_UNSUPPORTED */
+} ct_calib_method;
+
+typedef struct ct_quantize_args {
+    ct_calib_method method;
+    double percentile;   /* CT_CALIB_PERCENTILE: 0 means 99.99 */
+    bool quantize_last;  /* also the last conv or linear layer (the classifier): false keeps
+                            it f32 */
+} ct_quantize_args;
+
+/* One conv2d or linear layer of the optimized graph, in graph order. */
+typedef struct ct_quantize_layer {
+    char name[64];        /* its weight's name without ".weight" */
+    bool quantized;       /* false: kept f32 (why: `reason`) */
+    const char *reason;   /* static text, NULL when quantized */
+    float in_lo, in_hi;   /* the calibrated range of its input */
+    float in_scale;       /* u8 input: x ~ (q - in_zero_point) * in_scale */
+    int in_zero_point;
+    double sqnr_db;       /* its output, int8 graph against f32, on the first calibration
+                             batch: 10 log10(sum f^2 / sum (f - q)^2) (inf: equal) */
+} ct_quantize_layer;
+
+typedef struct ct_quantized {
+    ct_graph *graph;     /* the int8 graph, owned */
+    ct_plan *plan;       /* on the CPU, owned: run it with CT_EVAL */
+    ct_tensor *x, *y;    /* the new graph's x (write it) and y (kept: read it) */
+    int n_layers;
+    ct_quantize_layer *layers; /* owned */
+    ct_optimize_report optimize; /* what ct_plan_optimize did first */
+    int n_packed;
+    struct ct_int8_weights **packed; /* owned: the int8 nodes read them */
+} ct_quantized;
+
+/* An INT8 inference graph and plan from `plan` (on the CPU backend): the
+ * plan is optimized (ct_plan_optimize), run in CT_EVAL on `n_batches`
+ * calibration batches (host f32, each of x's shape) to find the range of
+ * every conv2d and linear layer's input, and each such layer (groups 1,
+ * not the last unless args->quantize_last) becomes an int8 op: per-channel
+ * symmetric int8 weights, its input quantized to u8 with the calibrated
+ * scale and zero point, int32 sums, the bias, a fused relu and the f32
+ * output in the epilogue.  Activations between layers stay f32.  Other
+ * backends: CT_ERR_UNSUPPORTED.  On error *out is zeroed. */
+CT_API ct_status ct_plan_quantize(ct_plan *plan, const ct_tensor *x, const ct_tensor *y,
+                                  const ct_quantize_args *args, const float *const *batches,
+                                  int n_batches, ct_quantized *out);
+/* Frees the plan, the graph, the layers and the weights; zeroes *quantized. */
+CT_API void ct_quantized_free(ct_quantized *quantized);
+/* "minmax", "percentile", "entropy"; ct_calib_method_parse: CT_ERR_ARG for others. */
+CT_API const char *ct_calib_method_name(ct_calib_method method);
+CT_API ct_status ct_calib_method_parse(const char *name, ct_calib_method *out);
+
 /* The graph a plan runs.  Borrowed. */
 CT_API ct_graph *ct_plan_graph(const ct_plan *plan);
 

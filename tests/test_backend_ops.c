@@ -664,6 +664,8 @@ static const struct {
      false},
     {CT_OP_CUSTOM, "the kernels are the user's: tests/test_custom_op.c", true},
     {CT_OP_CUSTOM_BWD, "the kernels are the user's: tests/test_custom_op.c", true},
+    {CT_OP_QCONV2D, "needs weights packed by ct_plan_quantize: tests/test_quantize.c", true},
+    {CT_OP_QLINEAR, "needs weights packed by ct_plan_quantize: tests/test_quantize.c", true},
 };
 
 /* ---- running an entry --------------------------------------------------------------- */

@@ -44,6 +44,8 @@ static const char *const op_names[CT_OP_COUNT] = {
     [CT_OP_CUSTOM_BWD] = "custom_bwd",
     [CT_OP_CAST] = "cast",
     [CT_OP_CHECK_FINITE] = "check_finite",
+    [CT_OP_QCONV2D] = "qconv2d",
+    [CT_OP_QLINEAR] = "qlinear",
 };
 
 const char *ct_op_name(ct_op op)

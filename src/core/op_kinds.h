@@ -54,6 +54,8 @@ typedef enum ct_op {
     CT_OP_CUSTOM_BWD,            /* (x0, x1, ..., y, dy) -> d(x_wrt) */
     CT_OP_CAST,                  /* (x) -> x in another float dtype (ops/autocast.c) */
     CT_OP_CHECK_FINITE,          /* (g0, g1, ...) -> i32 scalar: any inf or NaN (ops/optim.c) */
+    CT_OP_QCONV2D,               /* (x[, b]): int8 conv2d, weights packed (graph/quantize.c) */
+    CT_OP_QLINEAR,               /* (x[, b]): int8 linear, weights packed (graph/quantize.c) */
     CT_OP_COUNT
 } ct_op;
 
@@ -86,6 +88,15 @@ typedef union ct_op_attr {
         int n_attrs;
         float attrs[CT_CUSTOM_MAX_ATTRS];
     } custom;
+    /* QCONV2D, QLINEAR: x (f32) is quantized to u8 with (x_scale,
+     * x_zero_point), multiplied by the int8 weights, and dequantized to f32
+     * in the epilogue with the bias (quant/int8.h). */
+    struct {
+        ct_conv2d_shape conv; /* QCONV2D */
+        float x_scale;
+        int32_t x_zero_point;
+        const struct ct_int8_weights *weights; /* borrowed: the ct_quantized owns them */
+    } quant;
 } ct_op_attr;
 
 /* "conv2d", "relu_bwd", ... */

@@ -620,4 +620,6 @@ const ct_impl *const ct_cpu_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
     [CT_OP_CUSTOM_BWD] = {&custom},
     [CT_OP_CAST] = {&cast},
     [CT_OP_CHECK_FINITE] = {&check_finite},
+    [CT_OP_QCONV2D] = {&ct_cpu_qconv2d},
+    [CT_OP_QLINEAR] = {&ct_cpu_qlinear},
 };

@@ -160,6 +160,8 @@ ct_cost ct_op_cost(const ct_tensor *node)
     case CT_OP_FILL:
     case CT_OP_CAST:
     case CT_OP_CHECK_FINITE:
+    case CT_OP_QCONV2D: /* counted as a pass over its bytes, like a custom op */
+    case CT_OP_QLINEAR:
     case CT_OP_CUSTOM: /* its flops are the user's: counted as a pass over its bytes */
     case CT_OP_CUSTOM_BWD:
         return tensor_cost(node);

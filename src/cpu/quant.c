@@ -1,0 +1,78 @@
+/*
+ * The CPU backend's INT8 ops (graph/quantize.c makes them): a convolution
+ * or linear layer whose f32 input is quantized to u8 in the workspace, then
+ * multiplied by int8 weights packed once by ct_plan_quantize, with the bias,
+ * a fused relu and the dequantization to f32 in the kernel's epilogue
+ * (src/quant/int8.h).
+ *   qconv2d: y[n,o,h,w] = b[o] + w_scale[o] * x_scale *
+ *            sum_{c,i,j} qw[o,c,i,j] * (qx[n,c,h*s+i-p,w*s+j-p] - x_zp)
+ *   qlinear: y[n,o] = b[o] + w_scale[o] * x_scale * sum_i qw[o,i] * (qx[n,i] - x_zp)
+ * x: [N, C, H, W] or [N, in] f32; y f32.
+ */
+#include "cpu/kernels.h"
+#include "graph/impl.h"
+#include "graph/node_args.h"
+#include "quant/int8.h"
+
+/* The quantized input's bytes, rounded up so that the kernel's workspace
+ * after it stays aligned. */
+static size_t input_bytes(const ct_tensor *node)
+{
+    enum { ALIGNMENT = 64 };
+    size_t bytes = (size_t)ct_tensor_numel(node->src[0]);
+    return (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
+}
+
+static size_t qconv2d_workspace(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    return input_bytes(node) +
+           ct_int8_conv2d_workspace(&node->attr.quant.conv, node->attr.quant.weights);
+}
+
+static size_t qlinear_workspace(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    return input_bytes(node) +
+           ct_int8_linear_workspace((int)node->src[0]->shape[0], node->attr.quant.weights);
+}
+
+/* The u8 input in the workspace, its parameters and the node's epilogue. */
+static uint8_t *quantize_input(const ct_exec *exec, const ct_tensor *node, ct_quant_act *x_q,
+                               ct_int8_epilogue *e)
+{
+    *x_q = (ct_quant_act){node->attr.quant.x_scale, node->attr.quant.x_zero_point};
+    uint8_t *qx = exec->workspace;
+    ct_int8_quantize(ct_tensor_numel(node->src[0]), ct_in(exec, node, 0), *x_q, qx);
+    *e = (ct_int8_epilogue){.bias = ct_in_opt(exec, node, 1),
+                            .relu = exec->epilogue &&
+                                    exec->epilogue[node->id] == CT_EPILOGUE_RELU};
+    return qx;
+}
+
+static ct_status qconv2d_run(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
+{
+    (void)backend;
+    ct_int8_epilogue e;
+    ct_quant_act x_q;
+    uint8_t *qx = quantize_input(exec, node, &x_q, &e);
+    ct_int8_conv2d_forward(&node->attr.quant.conv, qx, x_q, node->attr.quant.weights, &e,
+                           ct_out(exec, node), (char *)exec->workspace + input_bytes(node));
+    return CT_OK;
+}
+
+static ct_status qlinear_run(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
+{
+    (void)backend;
+    ct_int8_epilogue e;
+    ct_quant_act x_q;
+    uint8_t *qx = quantize_input(exec, node, &x_q, &e);
+    ct_int8_linear_forward((int)node->src[0]->shape[0], qx, x_q, node->attr.quant.weights, &e,
+                           ct_out(exec, node), (char *)exec->workspace + input_bytes(node));
+    return CT_OK;
+}
+
+const ct_impl ct_cpu_qconv2d = {.name = "int8", .fuses = CT_FUSES_RELU,
+                                .workspace = qconv2d_workspace, .run = qconv2d_run};
+const ct_impl ct_cpu_qlinear = {.name = "int8", .fuses = CT_FUSES_RELU,
+                                .workspace = qlinear_workspace, .run = qlinear_run};
