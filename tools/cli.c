@@ -278,6 +278,7 @@ struct cli_evaluator {
     float *images, *scores;
     int64_t *labels, *indices;
     void *copy_buffer; /* big enough for the largest state tensor */
+    ct_quantized *quantized; /* after cli_evaluator_quantize: its layers and weights */
 };
 
 void cli_evaluator_free(cli_evaluator *ev)
@@ -286,6 +287,8 @@ void cli_evaluator_free(cli_evaluator *ev)
         return;
     ct_plan_free(ev->plan);
     ct_graph_free(ev->graph);
+    ct_quantized_free(ev->quantized);
+    free(ev->quantized);
     free(ev->images);
     free(ev->scores);
     free(ev->labels);
@@ -374,6 +377,32 @@ int cli_optimize(const char *command, ct_graph **graph, ct_plan **plan, ct_tenso
 int cli_evaluator_optimize(const char *command, cli_evaluator *ev)
 {
     return cli_optimize(command, &ev->graph, &ev->plan, &ev->x, &ev->logits, NULL);
+}
+
+const ct_quantized *cli_evaluator_quantize(const char *command, cli_evaluator *ev,
+                                           const ct_quantize_args *args,
+                                           const float *const *batches, int n_batches)
+{
+    ct_quantized *q = calloc(1, sizeof *q);
+    if (!q) {
+        fprintf(stderr, "cuttle %s: out of host memory\n", command);
+        return NULL;
+    }
+    if (ct_plan_quantize(ev->plan, ev->x, ev->logits, args, batches, n_batches, q) != CT_OK) {
+        free(q);
+        cli_fail(command);
+        return NULL;
+    }
+    ct_plan_free(ev->plan);
+    ct_graph_free(ev->graph);
+    ev->graph = q->graph;
+    ev->plan = q->plan;
+    ev->x = q->x;
+    ev->logits = q->y;
+    q->graph = NULL; /* the evaluator frees them, before the weights they read */
+    q->plan = NULL;
+    ev->quantized = q;
+    return q;
 }
 
 int cli_evaluator_copy_weights(const char *command, cli_evaluator *ev, ct_plan *plan)

@@ -143,6 +143,12 @@ int cli_optimize(const char *command, ct_graph **graph, ct_plan **plan, ct_tenso
 int cli_evaluator_optimize(const char *command, cli_evaluator *ev);
 /* Copy every parameter and buffer of the evaluator's graph from the tensor
  * of the same name in another plan (the training plan). */
+/* Replaces the evaluator's model by its INT8 version (ct_plan_quantize,
+ * calibrated on the batches, each of the evaluator's batch); the report is
+ * borrowed from the evaluator.  NULL (a message printed) on failure. */
+const ct_quantized *cli_evaluator_quantize(const char *command, cli_evaluator *ev,
+                                           const ct_quantize_args *args,
+                                           const float *const *batches, int n_batches);
 int cli_evaluator_copy_weights(const char *command, cli_evaluator *ev, ct_plan *plan);
 /* Mean cross-entropy and accuracy (0..1) over the whole dataset; with
  * `confusion` non-NULL, also counts [true][predicted] (classes x classes). */
@@ -165,5 +171,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_optimize(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 #endif

@@ -23,6 +23,7 @@ static void print_usage(FILE *out)
             "  profile    time every op of a step; per-op table and Chrome trace\n"
             "  export     write saved weights and their model as an ONNX file\n"
             "  optimize   fold batchnorms, drop dropout: a faster inference model (ONNX)\n"
+            "  quantize   post-training INT8 on the CPU: calibrate, report, evaluate\n"
             "  doctor     check the GPU, drivers and libraries (exit status 3: no GPU)\n"
             "  version    print the version of cuttle\n"
             "  help       show this help\n"
@@ -64,6 +65,8 @@ int main(int argc, char **argv)
         return cmd_export(argc - 2, argv + 2);
     if (strcmp(command, "optimize") == 0)
         return cmd_optimize(argc - 2, argv + 2);
+    if (strcmp(command, "quantize") == 0)
+        return cmd_quantize(argc - 2, argv + 2);
     if (strcmp(command, "doctor") == 0)
         return cmd_doctor(argc - 2, argv + 2);
     fprintf(stderr, "cuttle: unknown command '%s' (see cuttle --help)\n", command);

@@ -37,42 +37,27 @@ static size_t qlinear_workspace(const ct_backend *backend, const ct_tensor *node
            ct_int8_linear_workspace((int)node->src[0]->shape[0], node->attr.quant.weights);
 }
 
-/* The u8 input in the workspace, its parameters and the node's epilogue. */
-static uint8_t *quantize_input(const ct_exec *exec, const ct_tensor *node, ct_quant_act *x_q,
-                               ct_int8_epilogue *e)
+/* The input quantized to u8 in the workspace, then the int8 kernel with the
+ * bias, the fused relu and an f32 output. */
+static ct_status run(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
 {
-    *x_q = (ct_quant_act){node->attr.quant.x_scale, node->attr.quant.x_zero_point};
+    (void)backend;
+    ct_quant_act x_q = {node->attr.quant.x_scale, node->attr.quant.x_zero_point};
     uint8_t *qx = exec->workspace;
-    ct_int8_quantize(ct_tensor_numel(node->src[0]), ct_in(exec, node, 0), *x_q, qx);
-    *e = (ct_int8_epilogue){.bias = ct_in_opt(exec, node, 1),
-                            .relu = exec->epilogue &&
-                                    exec->epilogue[node->id] == CT_EPILOGUE_RELU};
-    return qx;
-}
-
-static ct_status qconv2d_run(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
-{
-    (void)backend;
-    ct_int8_epilogue e;
-    ct_quant_act x_q;
-    uint8_t *qx = quantize_input(exec, node, &x_q, &e);
-    ct_int8_conv2d_forward(&node->attr.quant.conv, qx, x_q, node->attr.quant.weights, &e,
-                           ct_out(exec, node), (char *)exec->workspace + input_bytes(node));
-    return CT_OK;
-}
-
-static ct_status qlinear_run(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
-{
-    (void)backend;
-    ct_int8_epilogue e;
-    ct_quant_act x_q;
-    uint8_t *qx = quantize_input(exec, node, &x_q, &e);
-    ct_int8_linear_forward((int)node->src[0]->shape[0], qx, x_q, node->attr.quant.weights, &e,
-                           ct_out(exec, node), (char *)exec->workspace + input_bytes(node));
+    void *workspace = (char *)exec->workspace + input_bytes(node);
+    ct_int8_quantize(ct_tensor_numel(node->src[0]), ct_in(exec, node, 0), x_q, qx);
+    ct_int8_epilogue e = {.bias = ct_in_opt(exec, node, 1),
+                          .relu = exec->epilogue && exec->epilogue[node->id] == CT_EPILOGUE_RELU};
+    if (node->op == CT_OP_QCONV2D)
+        ct_int8_conv2d_forward(&node->attr.quant.conv, qx, x_q, node->attr.quant.weights, &e,
+                               ct_out(exec, node), workspace);
+    else
+        ct_int8_linear_forward((int)node->src[0]->shape[0], qx, x_q, node->attr.quant.weights,
+                               &e, ct_out(exec, node), workspace);
     return CT_OK;
 }
 
 const ct_impl ct_cpu_qconv2d = {.name = "int8", .fuses = CT_FUSES_RELU,
-                                .workspace = qconv2d_workspace, .run = qconv2d_run};
+                                .workspace = qconv2d_workspace, .run = run};
 const ct_impl ct_cpu_qlinear = {.name = "int8", .fuses = CT_FUSES_RELU,
-                                .workspace = qlinear_workspace, .run = qlinear_run};
+                                .workspace = qlinear_workspace, .run = run};

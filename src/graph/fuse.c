@@ -6,12 +6,12 @@
 #include "graph/impl.h"
 
 /* Producers whose kernels can apply a relu as they store (CT_FUSES_RELU):
- * convolution, linear, batchnorm (bn -> relu) and add (a residual block's
- * add -> relu). */
+ * convolution, linear (f32 or int8), batchnorm (bn -> relu) and add (a
+ * residual block's add -> relu). */
 static bool produces_for_relu(const ct_tensor *t)
 {
     return (t->op == CT_OP_CONV2D || t->op == CT_OP_LINEAR || t->op == CT_OP_BN_APPLY ||
-            t->op == CT_OP_ADD) &&
+            t->op == CT_OP_ADD || t->op == CT_OP_QCONV2D || t->op == CT_OP_QLINEAR) &&
            t->phase == CT_PHASE_FORWARD && !t->keep && !t->view_of;
 }
 
