@@ -234,6 +234,11 @@ int cmd_quantize(int argc, char **argv)
                         "required (see cuttle quantize --help)\n");
         return CLI_EXIT_USAGE;
     }
+    if (strcmp(o.method, "entropy") == 0) {
+        fprintf(stderr, "cuttle quantize: --method entropy (KL divergence calibration) is not "
+                        "yet implemented: use percentile or minmax\n");
+        return CLI_EXIT_USAGE;
+    }
     if (o.out) {
         fprintf(stderr, "cuttle quantize: -o: saving the int8 model is not implemented yet, and "
                         "nothing would load it; drop -o to calibrate, report and evaluate\n");

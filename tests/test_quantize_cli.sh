@@ -1,0 +1,73 @@
+#!/bin/sh
+# cuttle quantize as a user runs it: SimpleCNN trained for one epoch on a
+# slice of Fashion-MNIST, then quantized with each calibration method: the
+# per-layer table (conv1 int8, fc3 kept f32 and said so), int8 accuracy
+# within 2 points of f32 on the slice's test images, nothing written; and
+# what it refuses (-o, entropy, more calibration images than the split
+# holds, no --calib), each with a message and exit status 2.  PASS/FAIL lines.
+BUILD=${BUILD:-build}
+cuttle="$BUILD/cuttle"
+python=/usr/bin/python3
+fashion=/usr/share/datasets/fashion-mnist
+tmp=$(mktemp -d)
+[ -n "$KEEP" ] || trap 'rm -rf "$tmp"' EXIT
+
+result() { # name, status, files to show on failure
+    name=$1
+    status=$2
+    shift 2
+    if [ "$status" -eq 0 ]; then
+        echo "PASS $name"
+    else
+        echo "FAIL $name"
+        for file in "$@"; do sed 's/^/    /' "$file" >&2; done
+    fi
+}
+
+if [ ! -f "$fashion/train-images-idx3-ubyte.gz" ]; then
+    echo "FAIL quantize_cli_needs_fashion_mnist ($fashion: apt-get install dataset-fashion-mnist)"
+    exit 1
+fi
+mkdir -p "$tmp/data"
+"$python" tests/fashion_slice.py "$fashion" "$tmp/data" 1280 500
+"$cuttle" train --data-dir "$tmp/data" --epochs 1 --out "$tmp/run" > "$tmp/train.out" 2>&1
+weights="$tmp/run/model.safetensors"
+result quantize_cli_trains $? "$tmp/train.out"
+
+for method in minmax percentile; do
+    "$cuttle" quantize --weights "$weights" --calib fashion-mnist --data-dir "$tmp/data" \
+        --calib-batches 4 --method "$method" --threads 1 > "$tmp/$method.out" 2>&1
+    ok=$?
+    grep -q "^  conv1 *yes" "$tmp/$method.out" || ok=1
+    grep -q "^  fc3 *f32 .*the last layer (the classifier) stays f32" "$tmp/$method.out" || ok=1
+    grep -q "nothing written" "$tmp/$method.out" || ok=1
+    grep -q "$method calibration" "$tmp/$method.out" || ok=1
+    [ "$ok" -eq 0 ] && "$python" - "$tmp/$method.out" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+f32, int8 = map(float, re.search(r"f32 ([0-9.]+)%, int8 ([0-9.]+)%", text).groups())
+sqnr = [float(v) for v in re.findall(r"^  \S+ +yes .* ([0-9.]+)$", text, re.M)]
+assert abs(f32 - int8) <= 2.0, (f32, int8)
+assert f32 > 30, f32  # one epoch on 1280 images: far above chance (10 %)
+assert len(sqnr) == 4 and min(sqnr) > 20, sqnr
+PY
+    result "quantize_cli_$method" $? "$tmp/$method.out"
+done
+
+refused() { # name, expected text, arguments...
+    name=$1
+    text=$2
+    shift 2
+    "$cuttle" quantize "$@" > "$tmp/$name.out" 2>&1
+    status=$?
+    ok=0
+    [ "$status" -eq 2 ] || ok=1
+    grep -q "$text" "$tmp/$name.out" || ok=1
+    [ ! -e "$tmp/out" ] || ok=1
+    result "quantize_cli_refuses_$name" $ok "$tmp/$name.out"
+}
+calib="--calib fashion-mnist --data-dir $tmp/data"
+refused output "not implemented yet" --weights "$weights" $calib -o "$tmp/out"
+refused entropy "not yet implemented" --weights "$weights" $calib --method entropy
+refused too_many "fewer than --calib-batches 100" --weights "$weights" $calib --calib-batches 100
+refused no_calib "are required" --weights "$weights"
