@@ -54,8 +54,8 @@ typedef enum ct_op {
     CT_OP_CUSTOM_BWD,            /* (x0, x1, ..., y, dy) -> d(x_wrt) */
     CT_OP_CAST,                  /* (x) -> x in another float dtype (ops/autocast.c) */
     CT_OP_CHECK_FINITE,          /* (g0, g1, ...) -> i32 scalar: any inf or NaN (ops/optim.c) */
-    CT_OP_QCONV2D,               /* (x[, b]): int8 conv2d, weights packed (graph/quantize.c) */
-    CT_OP_QLINEAR,               /* (x[, b]): int8 linear, weights packed (graph/quantize.c) */
+    CT_OP_QCONV2D,               /* (x[, b]): int8 conv2d, weights packed (quant/model.c) */
+    CT_OP_QLINEAR,               /* (x[, b]): int8 linear, weights packed (quant/model.c) */
     CT_OP_COUNT
 } ct_op;
 

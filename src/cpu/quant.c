@@ -1,5 +1,5 @@
 /*
- * The CPU backend's INT8 ops (graph/quantize.c makes them): a convolution
+ * The CPU backend's INT8 ops (quant/model.c makes them): a convolution
  * or linear layer whose f32 input is quantized to u8 in the workspace, then
  * multiplied by int8 weights packed once by ct_plan_quantize, with the bias,
  * a fused relu and the dequantization to f32 in the kernel's epilogue
