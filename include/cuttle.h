@@ -452,6 +452,9 @@ typedef struct ct_quantize_args {
     double percentile;   /* CT_CALIB_PERCENTILE: 0 means 99.99 */
     bool quantize_last;  /* also the last conv or linear layer (the classifier): false keeps
                             it f32 */
+    bool quantize_shallow; /* also layers whose dot products are shorter than 32 (a first
+                              convolution on 1 or 3 channels): false keeps them f32, where
+                              the f32 kernels are faster */
 } ct_quantize_args;
 
 /* One conv2d or linear layer of the optimized graph, in graph order. */
@@ -481,7 +484,8 @@ typedef struct ct_quantized {
  * plan is optimized (ct_plan_optimize), run in CT_EVAL on `n_batches`
  * calibration batches (host f32, each of x's shape) to find the range of
  * every conv2d and linear layer's input, and each such layer (groups 1,
- * not the last unless args->quantize_last) becomes an int8 op: per-channel
+ * not the last unless args->quantize_last, depth >= 32 unless
+ * args->quantize_shallow) becomes an int8 op: per-channel
  * symmetric int8 weights, its input quantized to u8 with the calibrated
  * scale and zero point, int32 sums, the bias, a fused relu and the f32
  * output in the epilogue.  Activations between layers stay f32.  Other

@@ -2,7 +2,8 @@
  * ct_plan_quantize: SimpleCNN and vgg8_bn (random weights) become int8
  * graphs whose logits stay close to the f32 model's on inputs from the
  * calibration distribution (top-1 agreement and SQNR); the last layer
- * stays f32; percentile calibration clips ranges that minmax does not; bad
+ * stays f32, and the first convolution (on one channel) unless asked;
+ * percentile calibration clips ranges that minmax does not; bad
  * arguments are refused with a message that says what was wrong.
  */
 #include <math.h>
@@ -111,22 +112,29 @@ static void compare(model *m, ct_quantized *q, double *agreement, double *sqnr)
     free(g);
 }
 
-static void check_model(const char *name, int batch, int conv_layers, ct_calib_method method)
+/* conv_layers: the model's; the first (on 1 channel) stays f32 unless shallow. */
+static void check_model(const char *name, int batch, int conv_layers, ct_calib_method method,
+                        bool shallow)
 {
     model m;
     model_open(&m, name, batch, "cpu");
-    ct_quantize_args args = {.method = method};
+    ct_quantize_args args = {.method = method, .quantize_shallow = shallow};
+    int int8_convs = shallow ? conv_layers : conv_layers - 1;
     ct_quantized q;
     CHECK_OK(ct_plan_quantize(m.plan, m.x, m.y, &args, (const float *const *)m.calib,
                               CALIB_BATCHES, &q));
     if (q.plan) {
-        CHECK(count_ops(q.graph, CT_OP_QCONV2D) == conv_layers &&
-                  count_ops(q.graph, CT_OP_CONV2D) == 0,
+        CHECK(count_ops(q.graph, CT_OP_QCONV2D) == int8_convs &&
+                  count_ops(q.graph, CT_OP_CONV2D) == conv_layers - int8_convs,
               "%s: %d qconv2d, %d conv2d", name, count_ops(q.graph, CT_OP_QCONV2D),
               count_ops(q.graph, CT_OP_CONV2D));
         const ct_quantize_layer *last = &q.layers[q.n_layers - 1];
         CHECK(!last->quantized && last->reason && strstr(last->reason, "classifier"),
               "%s: the classifier %s is quantized", name, last->name);
+        CHECK(q.layers[0].quantized == shallow &&
+                  (shallow || strstr(q.layers[0].reason, "shallow")),
+              "%s: the first layer (depth < 32) %s", name,
+              q.layers[0].quantized ? "is int8" : q.layers[0].reason);
         CHECK(count_ops(q.graph, CT_OP_LINEAR) == 1, "%s: one f32 linear (the classifier)",
               name);
         for (int k = 0; k < q.n_layers; k++) {
@@ -137,8 +145,9 @@ static void check_model(const char *name, int batch, int conv_layers, ct_calib_m
         }
         double agreement, sqnr;
         compare(&m, &q, &agreement, &sqnr);
-        printf("  %s (%s): top-1 agreement %.1f %%, logits SQNR %.1f dB, layers:", name,
-               ct_calib_method_name(method), 100 * agreement, sqnr);
+        printf("  %s (%s%s): top-1 agreement %.1f %%, logits SQNR %.1f dB, layers:", name,
+               ct_calib_method_name(method), shallow ? ", first layer int8" : "",
+               100 * agreement, sqnr);
         for (int k = 0; k < q.n_layers; k++)
             printf(" %s %.1f%s", q.layers[k].name, q.layers[k].sqnr_db,
                    q.layers[k].quantized ? "" : " (f32)");
@@ -152,14 +161,16 @@ static void check_model(const char *name, int batch, int conv_layers, ct_calib_m
 
 static void simplecnn_close_to_f32(void)
 {
-    check_model("simplecnn", 16, 2, CT_CALIB_MINMAX);
-    check_model("simplecnn", 16, 2, CT_CALIB_PERCENTILE);
+    check_model("simplecnn", 16, 2, CT_CALIB_MINMAX, false);
+    check_model("simplecnn", 16, 2, CT_CALIB_PERCENTILE, false);
+    check_model("simplecnn", 16, 2, CT_CALIB_MINMAX, true);
 }
 
 static void vgg8_bn_close_to_f32(void)
 {
-    check_model("vgg8_bn", 8, 6, CT_CALIB_MINMAX);
-    check_model("vgg8_bn", 8, 6, CT_CALIB_PERCENTILE);
+    check_model("vgg8_bn", 8, 6, CT_CALIB_MINMAX, false);
+    check_model("vgg8_bn", 8, 6, CT_CALIB_PERCENTILE, false);
+    check_model("vgg8_bn", 8, 6, CT_CALIB_PERCENTILE, true);
 }
 
 /* Percentile ranges lie inside the min-max ones, and some are narrower. */

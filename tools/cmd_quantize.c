@@ -18,7 +18,7 @@ typedef struct quantize_options {
     const char *weights, *model, *calib, *data_dir, *method, *out, *device, *eval_split;
     long calib_batches, batch, threads;
     double percentile;
-    bool quantize_last;
+    bool quantize_last, quantize_shallow;
 } quantize_options;
 
 static const char *const methods[] = {"minmax", "percentile", "entropy", NULL};
@@ -141,7 +141,8 @@ static int quantize(quantize_options *o)
     char dataset[64];
     const char *colon = strchr(o->calib, ':');
     snprintf(dataset, sizeof dataset, "%.*s", (int)(colon ? colon - o->calib : 63), o->calib);
-    ct_quantize_args args = {.percentile = o->percentile, .quantize_last = o->quantize_last};
+    ct_quantize_args args = {.percentile = o->percentile, .quantize_last = o->quantize_last,
+                             .quantize_shallow = o->quantize_shallow};
     if (ct_calib_method_parse(o->method, &args.method) != CT_OK)
         return cli_fail("quantize");
     ct_checkpoint *checkpoint = NULL;
@@ -215,6 +216,9 @@ int cmd_quantize(int argc, char **argv)
          "for --method percentile: the share of values the range keeps (default 99.99)"},
         {"--quantize-last", NULL, CLI_FLAG, &o.quantize_last, 0, 0, NULL,
          "quantize the last layer (the classifier) too (default: it stays f32)"},
+        {"--quantize-shallow", NULL, CLI_FLAG, &o.quantize_shallow, 0, 0, NULL,
+         "quantize layers with dot products shorter than 32 too (a first convolution on 1 or "
+         "3 channels; default: f32, faster there)"},
         {"--eval-split", "SPLIT", CLI_TEXT, &o.eval_split, 0, 0, NULL,
          "the split both models are evaluated on (default test)"},
         {"--data-dir", "DIR", CLI_TEXT, &o.data_dir, 0, 0, NULL,

@@ -31,6 +31,10 @@
 #include "quant/int8.h"
 
 enum { HISTOGRAM_BINS = 2048 };
+/* A layer whose dot products are shorter stays f32: the f32 direct
+ * kernels beat the int8 im2col + GEMM there (vgg8_bn's first convolution,
+ * K = 9, batch 64: 0.37 ms f32, 0.78 ms int8; docs/perf.md). */
+enum { MIN_INT8_DEPTH = 32 };
 #define DEFAULT_PERCENTILE 99.99
 
 typedef struct layer {
@@ -74,8 +78,11 @@ static const char *keep_f32_reason(const ct_tensor *t, bool last, const ct_quant
         return "not f32";
     if (t->op == CT_OP_CONV2D && t->attr.conv.groups != 1)
         return "grouped convolution (no int8 kernel)";
-    if (ct_tensor_numel(t->src[1]) / t->src[1]->shape[0] > CT_INT8_MAX_DEPTH)
+    int64_t depth = ct_tensor_numel(t->src[1]) / t->src[1]->shape[0];
+    if (depth > CT_INT8_MAX_DEPTH)
         return "too deep for an int32 sum";
+    if (depth < MIN_INT8_DEPTH && !args->quantize_shallow)
+        return "shallow (depth < 32): f32 is faster";
     if (last && !args->quantize_last)
         return "the last layer (the classifier) stays f32";
     return NULL;
