@@ -5,31 +5,8 @@
 # loss scale (in metrics.jsonl too), and eval takes
 # --precision too; an unknown name lists the choices; tf32 on the CPU says
 # why not and what to use.  On CUDA see tests/gpu_cli.sh.  PASS/FAIL lines.
-BUILD=${BUILD:-build}
-cuttle="$BUILD/cuttle"
-python=/usr/bin/python3
-fashion=/usr/share/datasets/fashion-mnist
-tmp=$(mktemp -d)
-[ -n "$KEEP" ] || trap 'rm -rf "$tmp"' EXIT
-
-result() { # name, status, files to show on failure
-    name=$1
-    status=$2
-    shift 2
-    if [ "$status" -eq 0 ]; then
-        echo "PASS $name"
-    else
-        echo "FAIL $name"
-        for file in "$@"; do sed 's/^/    /' "$file" >&2; done
-    fi
-}
-
-if [ ! -f "$fashion/train-images-idx3-ubyte.gz" ]; then
-    echo "FAIL precision_cli_needs_fashion_mnist ($fashion: apt-get install dataset-fashion-mnist)"
-    exit 1
-fi
-mkdir -p "$tmp/data"
-"$python" tests/fashion_slice.py "$fashion" "$tmp/data" 6400 1000
+NAME=precision_cli TRAIN=6400 TEST=1000
+. tests/fashion_cli.sh
 
 for precision in fp32 bf16 fp16; do
     "$cuttle" train --data-dir "$tmp/data" --epochs 3 --precision "$precision" \

@@ -5,31 +5,8 @@
 # within 2 points of f32 on the slice's test images, nothing written; and
 # what it refuses (-o, entropy, more calibration images than the split
 # holds, no --calib), each with a message and exit status 2.  PASS/FAIL lines.
-BUILD=${BUILD:-build}
-cuttle="$BUILD/cuttle"
-python=/usr/bin/python3
-fashion=/usr/share/datasets/fashion-mnist
-tmp=$(mktemp -d)
-[ -n "$KEEP" ] || trap 'rm -rf "$tmp"' EXIT
-
-result() { # name, status, files to show on failure
-    name=$1
-    status=$2
-    shift 2
-    if [ "$status" -eq 0 ]; then
-        echo "PASS $name"
-    else
-        echo "FAIL $name"
-        for file in "$@"; do sed 's/^/    /' "$file" >&2; done
-    fi
-}
-
-if [ ! -f "$fashion/train-images-idx3-ubyte.gz" ]; then
-    echo "FAIL quantize_cli_needs_fashion_mnist ($fashion: apt-get install dataset-fashion-mnist)"
-    exit 1
-fi
-mkdir -p "$tmp/data"
-"$python" tests/fashion_slice.py "$fashion" "$tmp/data" 1280 500
+NAME=quantize_cli TRAIN=1280 TEST=500
+. tests/fashion_cli.sh
 "$cuttle" train --data-dir "$tmp/data" --epochs 1 --out "$tmp/run" > "$tmp/train.out" 2>&1
 weights="$tmp/run/model.safetensors"
 result quantize_cli_trains $? "$tmp/train.out"
