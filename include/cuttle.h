@@ -444,7 +444,8 @@ CT_API void ct_optimized_free(ct_optimized *optimized);
 typedef enum ct_calib_method {
     CT_CALIB_MINMAX = 0, /* each input's range: its min and max over the batches */
     CT_CALIB_PERCENTILE, /* the range that holds `percentile` % of the values */
-    CT_CALIB_ENTROPY     /* KL divergence (TensorRT): not yet, CT_ERR_UNSUPPORTED */
+    CT_CALIB_ENTROPY     /* the top of the range with the least KL divergence between the
+                            values and their u8 quantization (TensorRT's method) */
 } ct_calib_method;
 
 typedef struct ct_quantize_args {

@@ -3,7 +3,7 @@
  * graphs whose logits stay close to the f32 model's on inputs from the
  * calibration distribution (top-1 agreement and SQNR); the last layer
  * stays f32, and the first convolution (on one channel) unless asked;
- * percentile calibration clips ranges that minmax does not; bad
+ * percentile and entropy calibration clip ranges that minmax does not; bad
  * arguments are refused with a message that says what was wrong.
  */
 #include <math.h>
@@ -164,6 +164,7 @@ static void simplecnn_close_to_f32(void)
     check_model("simplecnn", 16, 2, CT_CALIB_MINMAX, false);
     check_model("simplecnn", 16, 2, CT_CALIB_PERCENTILE, false);
     check_model("simplecnn", 16, 2, CT_CALIB_MINMAX, true);
+    check_model("simplecnn", 16, 2, CT_CALIB_ENTROPY, false);
 }
 
 static void vgg8_bn_close_to_f32(void)
@@ -171,15 +172,17 @@ static void vgg8_bn_close_to_f32(void)
     check_model("vgg8_bn", 8, 6, CT_CALIB_MINMAX, false);
     check_model("vgg8_bn", 8, 6, CT_CALIB_PERCENTILE, false);
     check_model("vgg8_bn", 8, 6, CT_CALIB_PERCENTILE, true);
+    check_model("vgg8_bn", 8, 6, CT_CALIB_ENTROPY, false);
 }
 
-/* Percentile ranges lie inside the min-max ones, and some are narrower. */
-static void percentile_clips(void)
+/* Percentile and entropy ranges lie inside the min-max ones, and some
+ * are narrower; entropy keeps the bottom. */
+static void clipped_ranges(ct_calib_method method)
 {
     model m;
     model_open(&m, "vgg8_bn", 4, "cpu");
     ct_quantize_args minmax = {.method = CT_CALIB_MINMAX};
-    ct_quantize_args pct = {.method = CT_CALIB_PERCENTILE, .percentile = 99.0};
+    ct_quantize_args pct = {.method = method, .percentile = 99.0};
     ct_quantized a, b;
     CHECK_OK(ct_plan_quantize(m.plan, m.x, m.y, &minmax, (const float *const *)m.calib,
                               CALIB_BATCHES, &a));
@@ -191,14 +194,27 @@ static void percentile_clips(void)
         if (!la->quantized)
             continue;
         CHECK(lb->in_lo >= la->in_lo && lb->in_hi <= la->in_hi * (1 + 1e-6),
-              "%s: percentile [%g, %g] outside minmax [%g, %g]", la->name, lb->in_lo,
-              lb->in_hi, la->in_lo, la->in_hi);
+              "%s: %s [%g, %g] outside minmax [%g, %g]", la->name,
+              ct_calib_method_name(method), lb->in_lo, lb->in_hi, la->in_lo, la->in_hi);
+        CHECK(method != CT_CALIB_ENTROPY || lb->in_lo == la->in_lo,
+              "%s: entropy moved the bottom of the range", la->name);
         narrower += lb->in_hi - lb->in_lo < 0.99f * (la->in_hi - la->in_lo);
     }
-    CHECK(narrower >= 3, "only %d layers narrower with the 99th percentile", narrower);
+    CHECK(narrower >= 3, "only %d layers narrower with %s", narrower,
+          ct_calib_method_name(method));
     ct_quantized_free(&a);
     ct_quantized_free(&b);
     model_close(&m);
+}
+
+static void percentile_clips(void)
+{
+    clipped_ranges(CT_CALIB_PERCENTILE);
+}
+
+static void entropy_clips(void)
+{
+    clipped_ranges(CT_CALIB_ENTROPY);
 }
 
 static void expect_refused(ct_status got, ct_status want, const char *needle, const char *what)
@@ -222,9 +238,9 @@ static void bad_input_refused(void)
     const float *holes[2] = {m.calib[0], NULL};
     expect_refused(ct_plan_quantize(m.plan, m.x, m.y, &args, holes, 2, &q), CT_ERR_ARG,
                    "batch 1 is NULL", "a NULL batch");
-    args.method = CT_CALIB_ENTROPY;
-    expect_refused(ct_plan_quantize(m.plan, m.x, m.y, &args, calib, 1, &q), CT_ERR_UNSUPPORTED,
-                   "not yet", "entropy");
+    args.method = (ct_calib_method)7;
+    expect_refused(ct_plan_quantize(m.plan, m.x, m.y, &args, calib, 1, &q), CT_ERR_ARG,
+                   "unknown calibration method", "method 7");
     args = (ct_quantize_args){.method = CT_CALIB_PERCENTILE, .percentile = 101};
     expect_refused(ct_plan_quantize(m.plan, m.x, m.y, &args, calib, 1, &q), CT_ERR_ARG,
                    "outside", "percentile 101");
@@ -255,6 +271,7 @@ int main(void)
     RUN(simplecnn_close_to_f32);
     RUN(vgg8_bn_close_to_f32);
     RUN(percentile_clips);
+    RUN(entropy_clips);
     RUN(bad_input_refused);
     return harness_finish();
 }

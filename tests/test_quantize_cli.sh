@@ -3,7 +3,7 @@
 # slice of Fashion-MNIST, then quantized with each calibration method: the
 # per-layer table (conv2 int8; conv1, shallow, and fc3 kept f32 and said so), int8 accuracy
 # within 2 points of f32 on the slice's test images, nothing written; and
-# what it refuses (-o, entropy, more calibration images than the split
+# what it refuses (-o, an unknown method, more calibration images than the split
 # holds, no --calib), each with a message and exit status 2.  PASS/FAIL lines.
 NAME=quantize_cli TRAIN=1280 TEST=500
 . tests/fashion_cli.sh
@@ -11,7 +11,7 @@ NAME=quantize_cli TRAIN=1280 TEST=500
 weights="$tmp/run/model.safetensors"
 result quantize_cli_trains $? "$tmp/train.out"
 
-for method in minmax percentile; do
+for method in minmax percentile entropy; do
     "$cuttle" quantize --weights "$weights" --calib fashion-mnist --data-dir "$tmp/data" \
         --calib-batches 4 --method "$method" --threads 1 > "$tmp/$method.out" 2>&1
     ok=$?
@@ -46,6 +46,6 @@ refused() { # name, expected text, arguments...
 }
 calib="--calib fashion-mnist --data-dir $tmp/data"
 refused output "not implemented yet" --weights "$weights" $calib -o "$tmp/out"
-refused entropy "not yet implemented" --weights "$weights" $calib --method entropy
+refused method "choose one of: minmax percentile entropy" --weights "$weights" $calib --method kl
 refused too_many "fewer than --calib-batches 100" --weights "$weights" $calib --calib-batches 100
 refused no_calib "are required" --weights "$weights"

@@ -211,7 +211,7 @@ int cmd_quantize(int argc, char **argv)
         {"--batch", "B", CLI_INT, &o.batch, 1, 65536, NULL,
          "images per batch: calibration, evaluation and timing (default 64)"},
         {"--method", "M", CLI_TEXT, &o.method, 0, 0, methods,
-         "minmax, percentile (default) or entropy (not yet implemented)"},
+         "calibration: minmax, percentile (default) or entropy (KL divergence, TensorRT's)"},
         {"--percentile", "P", CLI_FLOAT, &o.percentile, 50.0001, 100, NULL,
          "for --method percentile: the share of values the range keeps (default 99.99)"},
         {"--quantize-last", NULL, CLI_FLAG, &o.quantize_last, 0, 0, NULL,
@@ -236,11 +236,6 @@ int cmd_quantize(int argc, char **argv)
     if (!o.weights || !o.calib) {
         fprintf(stderr, "cuttle quantize: --weights FILE and --calib DATASET[:SPLIT] are "
                         "required (see cuttle quantize --help)\n");
-        return CLI_EXIT_USAGE;
-    }
-    if (strcmp(o.method, "entropy") == 0) {
-        fprintf(stderr, "cuttle quantize: --method entropy (KL divergence calibration) is not "
-                        "yet implemented: use percentile or minmax\n");
         return CLI_EXIT_USAGE;
     }
     if (o.out) {

@@ -8,7 +8,9 @@
  *   2. Calibration: the optimized graph, with every layer's input and output
  *      kept, runs on the calibration batches; each layer's input range is its
  *      min and max (minmax), or the range that holds p % of its values
- *      (percentile, from a histogram over [min, max] in a second pass).
+ *      (percentile), or the top that minimizes the KL divergence between
+ *      the values and their u8 quantization (entropy, as TensorRT), both
+ *      from a histogram over [min, max] in a second pass.
  *   3. The int8 graph: a copy of the optimized one where each quantized layer
  *      is a qconv2d or qlinear node reading the f32 input and the bias; the
  *      node quantizes its input to u8 with the calibrated scale and zero
@@ -147,7 +149,12 @@ static ct_status observe(quantizer *q, int k, bool histogram)
         return CT_OK;
     }
     double width = ((double)info->in_hi - info->in_lo) / HISTOGRAM_BINS;
+    /* entropy: exact zeros (a relu's) are left out; 0 is exact on every
+     * grid, and their spike in the first bin would pull the range down */
+    bool zeros = q->args->method != CT_CALIB_ENTROPY;
     for (int64_t i = 0; i < n && width > 0; i++) {
+        if (!zeros && q->buffer[i] == 0.0f)
+            continue;
         int bin = (int)((q->buffer[i] - (double)info->in_lo) / width);
         q->layers[k].histogram[bin < 0 ? 0 : bin >= HISTOGRAM_BINS ? HISTOGRAM_BINS - 1 : bin]++;
     }
@@ -174,12 +181,64 @@ static void percentile_range(const uint64_t *histogram, double percentile,
     info->in_lo = new_lo;
 }
 
+/* KL(P || Q) for the range of the first `bins` bins (TensorRT's entropy
+ * calibration, on the u8 grid): P is the histogram with everything above
+ * folded into its last bin; Q is that slice merged into U8_LEVELS chunks,
+ * each chunk's count spread evenly over its nonzero bins of P. */
+enum { U8_LEVELS = 255 };
+
+static double clipped_divergence(const uint64_t *histogram, int bins, uint64_t above)
+{
+    double p_total = 0, q_total = 0, divergence = 0;
+    double p[HISTOGRAM_BINS], q[HISTOGRAM_BINS];
+    for (int b = 0; b < bins; b++)
+        p_total += (p[b] = (double)histogram[b] + (b == bins - 1 ? (double)above : 0));
+    for (int level = 0; level < U8_LEVELS; level++) {
+        int start = (int)((int64_t)level * bins / U8_LEVELS);
+        int stop = (int)((int64_t)(level + 1) * bins / U8_LEVELS);
+        double sum = 0;
+        int nonzero = 0;
+        for (int b = start; b < stop; b++) {
+            sum += (double)histogram[b];
+            nonzero += p[b] > 0;
+        }
+        for (int b = start; b < stop; b++)
+            q_total += (q[b] = p[b] > 0 ? sum / nonzero : 0);
+    }
+    for (int b = 0; b < bins; b++) {
+        if (p[b] <= 0)
+            continue;
+        double pb = p[b] / p_total, qb = q[b] > 0 ? q[b] / q_total : 1e-12;
+        divergence += pb * log(pb / qb);
+    }
+    return divergence;
+}
+
+/* The top of the range that minimizes clipped_divergence; the bottom stays
+ * the minimum (after a relu, 0). */
+static void entropy_range(const uint64_t *histogram, ct_quantize_layer *info)
+{
+    uint64_t above = 0;
+    double best = INFINITY;
+    int best_bins = HISTOGRAM_BINS;
+    for (int bins = HISTOGRAM_BINS; bins >= U8_LEVELS + 1; bins--) {
+        double divergence = clipped_divergence(histogram, bins, above);
+        if (divergence < best) {
+            best = divergence;
+            best_bins = bins;
+        }
+        above += histogram[bins - 1];
+    }
+    double width = ((double)info->in_hi - info->in_lo) / HISTOGRAM_BINS;
+    info->in_hi = (float)(info->in_lo + best_bins * width);
+}
+
 static ct_status calibrate(quantizer *q, const float *const *batches, int n_batches)
 {
     ct_tensor *x = q->opt.x;
     int n = q->out->n_layers;
-    bool percentile = q->args->method == CT_CALIB_PERCENTILE;
-    for (int pass = 0; pass < (percentile ? 2 : 1); pass++)
+    bool histogram = q->args->method != CT_CALIB_MINMAX;
+    for (int pass = 0; pass < (histogram ? 2 : 1); pass++)
         for (int b = 0; b < n_batches; b++) {
             CT_TRY(run_batch(q->calib, x, batches[b]));
             for (int k = 0; k < n; k++)
@@ -190,10 +249,12 @@ static ct_status calibrate(quantizer *q, const float *const *batches, int n_batc
         ct_quantize_layer *info = &q->out->layers[k];
         if (!info->quantized)
             continue;
-        if (percentile)
+        if (q->args->method == CT_CALIB_PERCENTILE)
             percentile_range(q->layers[k].histogram,
                              q->args->percentile > 0 ? q->args->percentile
                                                      : DEFAULT_PERCENTILE, info);
+        else if (q->args->method == CT_CALIB_ENTROPY)
+            entropy_range(q->layers[k].histogram, info);
         ct_quant_act act;
         if (ct_quant_act_from_range(info->in_lo, info->in_hi, &act) != CT_OK)
             return ct_set_error(CT_ERR_ARG, "ct_plan_quantize: the input of %s is not finite "
@@ -378,9 +439,6 @@ static ct_status check_args(ct_plan *plan, const ct_tensor *x, const ct_quantize
                                                 "qlinear) run on the cpu backend only, not on "
                                                 "%s: plan the model on the cpu",
                             ct_backend_name(backend));
-    if (args->method == CT_CALIB_ENTROPY)
-        return ct_set_error(CT_ERR_UNSUPPORTED, "ct_plan_quantize: entropy (KL) calibration is "
-                                                "not yet implemented: use minmax or percentile");
     if ((unsigned)args->method > CT_CALIB_ENTROPY)
         return ct_set_error(CT_ERR_ARG, "ct_plan_quantize: unknown calibration method %d",
                             (int)args->method);
@@ -416,7 +474,7 @@ static ct_status quantize(quantizer *q, ct_plan *plan, const ct_tensor *x, const
     if (!q->buffer)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_quantize: out of host memory");
     for (int k = 0; k < q->out->n_layers; k++)
-        if (q->out->layers[k].quantized && q->args->method == CT_CALIB_PERCENTILE &&
+        if (q->out->layers[k].quantized && q->args->method != CT_CALIB_MINMAX &&
             !(q->layers[k].histogram = calloc(HISTOGRAM_BINS, sizeof(uint64_t))))
             return ct_set_error(CT_ERR_MEMORY, "ct_plan_quantize: out of host memory");
     CT_TRY(calibrate(q, batches, n_batches));
