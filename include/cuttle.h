@@ -652,6 +652,14 @@ typedef struct ct_loader_args {
     uint64_t seed;
     int n_threads;    /* worker threads (0: 1) */
     int prefetch;     /* batches prepared ahead (0: 2) */
+    /* Data parallel (as PyTorch's DistributedSampler): with n_shards > 1,
+     * each epoch holds shard `shard` (0 .. n_shards-1) of the epoch's order,
+     * its items shard, shard + n_shards, shard + 2 n_shards, ...: n /
+     * n_shards of them (the order's last n mod n_shards items are in no
+     * shard).  The n_shards loaders of one seed together hold one epoch
+     * of a single loader, and their batch j together its items of batch j
+     * at n_shards times the batch size.  0 or 1: the whole dataset. */
+    int shard, n_shards;
 } ct_loader_args;
 CT_API ct_status ct_loader_new(const ct_dataset *dataset, const ct_loader_args *args,
                               ct_loader **out);
