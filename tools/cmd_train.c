@@ -30,6 +30,7 @@
 #include "run_files.h"
 #include "run_info.h"
 #include "schedule.h"
+#include "train_dist.h"
 #include "train_options.h"
 
 #define EVAL_BATCH 500
@@ -71,7 +72,7 @@ static ct_status add_optimizer(ct_graph *graph, const train_options *opts)
 }
 
 static int trainer_init(trainer *t, const train_options *opts, const run_info *info,
-                        const ct_dataset *data, ct_backend *backend)
+                        const ct_dataset *data, ct_backend *backend, const train_job *job)
 {
     t->batch = (int)opts->batch;
     t->classes = info->classes;
@@ -91,7 +92,8 @@ static int trainer_init(trainer *t, const train_options *opts, const run_info *i
         ct_plan_new(t->graph, backend, (uint64_t)opts->seed, &t->plan) != CT_OK)
         return cli_fail("train");
     ct_loader_args loader = {.batch = t->batch, .shuffle = true, .drop_last = true,
-                             .seed = (uint64_t)opts->seed, .n_threads = (int)opts->workers};
+                             .seed = (uint64_t)opts->seed, .n_threads = (int)opts->workers,
+                             .shard = job->rank, .n_shards = job->size};
     if (!train_parse_augment(opts->augment, &loader.augment))
         return CLI_EXIT_USAGE; /* checked before; cannot happen */
     if (ct_loader_new(data, &loader, &t->loader) != CT_OK)
@@ -144,6 +146,7 @@ static int train_step(trainer *t, const float *images, const int64_t *labels, ep
 typedef struct run {
     train_options opts;
     run_args args;
+    train_job job;
     FILE *log;
     ct_dataset *train_data, *test_data;
     ct_backend *backend;
@@ -151,7 +154,9 @@ typedef struct run {
     trainer t;
     cli_evaluator *ev;
     long first_epoch;
-    double seconds, images_per_second, test_loss, test_accuracy;
+    int64_t first_batch; /* of first_epoch: a run resumed inside it starts there */
+    int64_t trained;     /* images, all ranks' */
+    double seconds, train_seconds, images_per_second, test_loss, test_accuracy;
 } run;
 
 static void run_free(run *r)
@@ -165,17 +170,31 @@ static void run_free(run *r)
     run_args_free(&r->args);
 }
 
+/* An epoch's figures over all ranks (each ran as many steps of one batch). */
+static int epoch_figures(run *r, const epoch_sums *mine, epoch_metrics *m)
+{
+    double sums[3] = {mine->loss, (double)mine->correct, (double)mine->steps};
+    CLI_TRY(train_job_sum(&r->job, sums, 3));
+    double steps = sums[2] > 0 ? sums[2] : 1;
+    m->train_loss = sums[0] / steps;
+    m->train_accuracy = sums[1] / (steps * (double)r->t.batch);
+    r->trained += (int64_t)sums[2] * r->t.batch;
+    m->images_per_second = sums[2] * (double)r->t.batch / m->train_seconds;
+    return CLI_EXIT_OK;
+}
+
 static int train_epoch(run *r, long epoch, int64_t total_steps, epoch_metrics *m)
 {
     trainer *t = &r->t;
     int64_t steps = ct_loader_batches(t->loader);
+    int64_t first = epoch == r->first_epoch ? r->first_batch : 0;
     epoch_sums sums = {0};
     progress bar;
     double start = cli_now();
     progress_start(&bar, r->log, epoch, r->opts.epochs, steps);
-    if (ct_loader_start(t->loader, epoch, 0) != CT_OK)
+    if (ct_loader_start(t->loader, epoch, first) != CT_OK)
         return cli_fail("train");
-    for (;;) {
+    while (r->opts.max_steps == 0 || ct_plan_step(t->plan) < r->opts.max_steps) {
         const float *images = NULL;
         const int64_t *labels = NULL;
         int n = 0;
@@ -186,70 +205,103 @@ static int train_epoch(run *r, long epoch, int64_t total_steps, epoch_metrics *m
         ct_plan_set_lr(t->plan, (float)schedule_lr(r->opts.schedule, r->opts.lr,
                                                    ct_plan_step(t->plan), total_steps));
         CLI_TRY(train_step(t, images, labels, &sums));
-        double elapsed = cli_now() - start;
-        progress_update(&bar, sums.steps, sums.loss / (double)sums.steps,
+        double elapsed = cli_now() - start; /* the bar: rank 0's shard, all ranks' speed */
+        progress_update(&bar, first + sums.steps, sums.loss / (double)sums.steps,
                         (double)sums.correct / (double)(sums.steps * t->batch),
-                        (double)(sums.steps * t->batch) / (elapsed > 0 ? elapsed : 1e-9));
+                        (double)(sums.steps * t->batch * r->job.size) /
+                            (elapsed > 0 ? elapsed : 1e-9));
     }
     m->train_seconds = cli_now() - start;
     progress_end(&bar);
     m->epoch = epoch;
+    m->partial = first + sums.steps < steps;
     m->lr = ct_plan_lr(t->plan);
-    m->train_loss = sums.loss / (double)(sums.steps > 0 ? sums.steps : 1);
-    m->train_accuracy = (double)sums.correct / (double)(sums.steps > 0 ? sums.steps * t->batch : 1);
-    m->images_per_second = (double)(sums.steps * t->batch) / m->train_seconds;
+    CLI_TRY(epoch_figures(r, &sums, m));
     m->loss_scaling = t->loss_scaling;
     m->loss_scale = ct_plan_loss_scale(t->plan);
     m->skipped_steps = ct_plan_skipped_steps(t->plan);
     CLI_TRY(cli_evaluator_copy_weights("train", r->ev, t->plan));
-    CLI_TRY(cli_evaluate("train", r->ev, r->test_data, &m->test_loss, &m->test_accuracy, NULL));
+    CLI_TRY(train_job_evaluate(&r->job, r->ev, r->test_data, &m->test_loss, &m->test_accuracy));
     m->seconds = cli_now() - start;
     return CLI_EXIT_OK;
 }
 
 static int train_epochs(run *r)
 {
-    int64_t steps_per_epoch = ct_loader_batches(r->t.loader);
-    int64_t total_steps = steps_per_epoch * r->opts.epochs;
-    double start = cli_now(), train_seconds = 0;
-    int64_t trained = 0;
+    int64_t total_steps = ct_loader_batches(r->t.loader) * r->opts.epochs;
+    double start = cli_now();
     long last = r->opts.stop_after > 0 && r->opts.stop_after < r->opts.epochs ? r->opts.stop_after
                                                                                : r->opts.epochs;
     for (long epoch = r->first_epoch; epoch <= last; epoch++) {
         epoch_metrics m = {0};
         CLI_TRY(train_epoch(r, epoch, total_steps, &m));
-        train_seconds += m.train_seconds;
-        trained += steps_per_epoch * r->t.batch;
+        r->train_seconds += m.train_seconds;
         fprintf(r->log,
                 "epoch %ld/%ld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.1f s  "
-                "%.0f img/s\n",
+                "%.0f img/s%s\n",
                 epoch, r->opts.epochs, m.train_loss, 100.0 * m.train_accuracy, m.test_loss,
-                100.0 * m.test_accuracy, m.seconds, m.images_per_second);
+                100.0 * m.test_accuracy, m.seconds, m.images_per_second,
+                m.partial ? "  (stopped inside the epoch: --max-steps)" : "");
         if (m.loss_scaling)
             fprintf(r->log, "  fp16 loss scale %g, %lld step%s skipped so far (inf or NaN "
                     "gradients)\n", m.loss_scale, (long long)m.skipped_steps,
                     m.skipped_steps == 1 ? "" : "s");
         fflush(r->log);
-        CLI_TRY(run_save_epoch(r->opts.out, r->t.plan, &r->info, &r->args, &m));
+        if (r->job.rank == 0) /* the others' weights are the same */
+            CLI_TRY(run_save_epoch(r->opts.out, r->t.plan, &r->info, &r->args, &m, r->job.size));
         r->test_loss = m.test_loss;
         r->test_accuracy = m.test_accuracy;
+        if (r->opts.max_steps > 0 && ct_plan_step(r->t.plan) >= r->opts.max_steps)
+            break;
     }
     r->seconds = cli_now() - start;
-    r->images_per_second = train_seconds > 0 ? (double)trained / train_seconds : 0;
+    r->images_per_second = r->train_seconds > 0 ? (double)r->trained / r->train_seconds : 0;
     return CLI_EXIT_OK;
 }
 
 /* ---- setting up ---------------------------------------------------------------- */
 
+/* --resume: the saved state into the plan, and where to go on from. */
+static int resume(run *r)
+{
+    const train_options *opts = &r->opts;
+    long done = 0;
+    CLI_TRY(run_resume_state(opts->resume, r->t.plan, r->job.size, &done));
+    int64_t step = ct_plan_step(r->t.plan), steps_per_epoch = ct_loader_batches(r->t.loader);
+    r->first_epoch = done + 1;
+    r->first_batch = step - (int64_t)done * steps_per_epoch;
+    if (r->first_batch < 0 || r->first_batch >= steps_per_epoch) {
+        fprintf(stderr,
+                "cuttle train: the run in %s stopped at step %lld, which is not in epoch %ld "
+                "of %lld steps: was its dataset another size?\n",
+                opts->resume, (long long)step, done + 1, (long long)steps_per_epoch);
+        return CLI_EXIT_FAILED;
+    }
+    if (done >= opts->epochs || (opts->max_steps > 0 && step >= opts->max_steps)) {
+        fprintf(stderr,
+                "cuttle train: the run in %s has done %ld epochs (%lld steps) already; pass "
+                "--epochs or --max-steps with more to train on\n",
+                opts->resume, done, (long long)step);
+        return CLI_EXIT_USAGE;
+    }
+    if (r->job.rank == 0)
+        CLI_TRY(run_trim_metrics(opts->out, done));
+    fprintf(r->log, "resuming %s after epoch %ld (step %lld)\n", opts->resume, done,
+            (long long)step);
+    return CLI_EXIT_OK;
+}
+
 static int setup(run *r)
 {
     const train_options *opts = &r->opts;
-    r->log = opts->json ? stderr : stdout; /* --json keeps stdout for the JSON */
+    /* --json keeps stdout for the JSON; ranks other than 0 log nothing */
+    r->log = train_job_log(&r->job, opts->json ? stderr : stdout);
     CLI_TRY(cli_load_dataset("train", opts->data, opts->data_dir, "train", &r->train_data));
     CLI_TRY(cli_load_dataset("train", opts->data, opts->data_dir, "test", &r->test_data));
-    if (opts->batch > ct_dataset_size(r->train_data)) {
-        fprintf(stderr, "cuttle train: --batch %ld is larger than the %lld training images\n",
-                opts->batch, (long long)ct_dataset_size(r->train_data));
+    if (opts->batch * r->job.size > ct_dataset_size(r->train_data)) {
+        fprintf(stderr, "cuttle train: --batch %ld%s is larger than the %lld training images\n",
+                opts->batch, r->job.size > 1 ? " on every rank" : "",
+                (long long)ct_dataset_size(r->train_data));
         return CLI_EXIT_USAGE;
     }
     char name[128];
@@ -266,42 +318,39 @@ static int setup(run *r)
     CLI_TRY(cli_backend("train", &(cli_device){opts->device, opts->threads, opts->strict_device,
                                                opts->cuda_graph},
                         r->log, &r->backend));
-    CLI_TRY(trainer_init(&r->t, opts, &r->info, r->train_data, r->backend));
+    CLI_TRY(trainer_init(&r->t, opts, &r->info, r->train_data, r->backend, &r->job));
     int64_t test_size = ct_dataset_size(r->test_data);
     int eval_batch = (int)(test_size < EVAL_BATCH ? test_size : EVAL_BATCH);
     CLI_TRY(cli_evaluator_new("train", r->info.text, NULL, r->info.input, r->info.classes, eval_batch,
                               cli_precision(opts->precision), r->backend, &r->ev));
-    CLI_TRY(run_prepare_dir("train", opts->out));
+    if (r->job.rank == 0)
+        CLI_TRY(run_prepare_dir("train", opts->out));
     r->first_epoch = 1;
-    if (!opts->resume)
-        return run_trim_metrics(opts->out, 0); /* a new run replaces an old one's metrics */
-    long done = 0;
-    CLI_TRY(run_resume_state(opts->resume, r->t.plan, &done));
-    if (done >= opts->epochs) {
-        fprintf(stderr,
-                "cuttle train: the run in %s has done %ld epochs already; pass --epochs "
-                "with more to train on\n",
-                opts->resume, done);
-        return CLI_EXIT_USAGE;
-    }
-    CLI_TRY(run_trim_metrics(opts->out, done));
-    r->first_epoch = done + 1;
-    fprintf(r->log, "resuming %s after epoch %ld (step %lld)\n", opts->resume, done,
-            (long long)ct_plan_step(r->t.plan));
-    return CLI_EXIT_OK;
+    if (opts->resume)
+        CLI_TRY(resume(r));
+    else if (r->job.rank == 0)
+        CLI_TRY(run_trim_metrics(opts->out, 0)); /* a new run replaces an old one's metrics */
+    train_identity identity = {opts, r->info.text, ct_dataset_size(r->train_data), test_size,
+                               ct_plan_step(r->t.plan)};
+    CLI_TRY(train_job_agree(&r->job, &identity));
+    return train_job_share(&r->job, r->t.plan, opts->bucket_mb);
 }
 
 static void print_start(const run *r)
 {
     const train_options *o = &r->opts;
+    char ranks[96] = "";
+    if (r->job.size > 1)
+        snprintf(ranks, sizeof ranks, " per rank, %ld in all (%d ranks)", o->batch * r->job.size,
+                 r->job.size);
     fprintf(r->log,
             "train %s on %s (recipe %s): %lld training images, %lld test images; %s, lr %g "
-            "(%s), weight decay %g, augment %s, batch %ld, %ld epochs, seed %ld; precision %s; "
-            "backend %s; saving to %s\n",
+            "(%s), weight decay %g, augment %s, batch %ld%s, %ld epochs, seed %ld; precision "
+            "%s; backend %s; saving to %s\n",
             r->info.name, o->data, o->recipe, (long long)ct_dataset_size(r->train_data),
             (long long)ct_dataset_size(r->test_data),
             strcmp(o->optim, "sgd") == 0 ? "sgd (nesterov)" : o->optim, o->lr, o->schedule,
-            o->weight_decay, o->augment, o->batch, o->epochs, o->seed,
+            o->weight_decay, o->augment, o->batch, ranks, o->epochs, o->seed,
             o->precision ? o->precision : "fp32", ct_backend_name(r->backend), o->out);
     fflush(r->log);
 }
@@ -315,10 +364,11 @@ static void print_json(const run *r)
     printf("{\"model\": %s, \"dataset\": %s, \"epochs\": %ld, \"batch\": %ld, "
            "\"optimizer\": \"%s\", \"lr\": %g, \"schedule\": \"%s\", \"seed\": %ld, "
            "\"test_accuracy\": %.6f, \"test_loss\": %.6f, \"seconds\": %.3f, "
-           "\"images_per_second\": %.1f, \"checkpoint\": %s}\n",
+           "\"images_per_second\": %.1f, \"ranks\": %d, \"checkpoint\": %s}\n",
            model ? model : "null", data ? data : "null", r->opts.epochs, r->opts.batch,
            r->opts.optim, r->opts.lr, r->opts.schedule, r->opts.seed, r->test_accuracy,
-           r->test_loss, r->seconds, r->images_per_second, checkpoint ? checkpoint : "null");
+           r->test_loss, r->seconds, r->images_per_second, r->job.size,
+           checkpoint ? checkpoint : "null");
     free(model);
     free(data);
     free(checkpoint);
@@ -332,6 +382,8 @@ int cmd_train(int argc, char **argv)
     int exit_status = train_options_parse(&r.opts, &r.args, argc, argv, out_buffer,
                                           sizeof out_buffer, &help);
     if (exit_status == CLI_EXIT_OK && !help)
+        exit_status = train_job_join(&r.job, &r.opts);
+    if (exit_status == CLI_EXIT_OK && !help)
         exit_status = setup(&r);
     if (exit_status == CLI_EXIT_OK && !help) {
         print_start(&r);
@@ -340,9 +392,10 @@ int cmd_train(int argc, char **argv)
     if (exit_status == CLI_EXIT_OK && !help) {
         fprintf(r.log, "test accuracy: %.2f%% (%lld images); saved to %s/" RUN_MODEL_FILE "\n",
                 100.0 * r.test_accuracy, (long long)ct_dataset_size(r.test_data), r.opts.out);
-        if (r.opts.json)
+        train_job_report(&r.job, r.log, r.train_seconds);
+        if (r.opts.json && r.job.rank == 0)
             print_json(&r);
     }
     run_free(&r);
-    return exit_status;
+    return train_job_end(&r.job, exit_status);
 }

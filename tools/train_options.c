@@ -17,6 +17,7 @@
 #define ADAM_LR 1e-3
 #define ADAMW_PEAK_LR 0.002
 #define ADAMW_WEIGHT_DECAY 0.01
+#define DEFAULT_BUCKET_MB 25
 #define UNSET (-1.0)
 
 static const char *const optimizers[] = {"sgd", "adam", "adamw", NULL};
@@ -25,14 +26,14 @@ static const train_options default_options = {
     .recipe = "default", .model = "simplecnn", .data = "fashion-mnist", .optim = "sgd", .schedule = "onecycle",
     .augment = "none", .device = "cpu", .epochs = DEFAULT_EPOCHS, .batch = DEFAULT_BATCH,
     .seed = DEFAULT_SEED, .workers = 1, .lr = UNSET, .weight_decay = UNSET,
-    .momentum = SGD_MOMENTUM};
+    .momentum = SGD_MOMENTUM, .bucket_mb = DEFAULT_BUCKET_MB};
 
 /* --recipe strong: the defaults that reach 94% on Fashion-MNIST (README). */
 static const train_options strong_options = {
     .recipe = "strong", .model = "vgg8_bn", .data = "fashion-mnist", .optim = "sgd",
     .schedule = "onecycle", .augment = "crop:2,flip", .device = "cpu", .epochs = 20,
     .batch = 128, .seed = DEFAULT_SEED, .workers = 1, .lr = 0.1, .weight_decay = UNSET,
-    .momentum = SGD_MOMENTUM};
+    .momentum = SGD_MOMENTUM, .bucket_mb = DEFAULT_BUCKET_MB};
 
 static const char *const recipes[] = {"default", "strong", NULL};
 
@@ -87,6 +88,14 @@ static cli_parsed parse_table(train_options *opts, int argc, char **argv)
         {"--stop-after", "N", CLI_INT, &opts->stop_after, 1, 100000, NULL,
          "stop after epoch N as if interrupted (the schedule still spans --epochs); "
          "continue with --resume"},
+        {"--max-steps", "N", CLI_INT, &opts->max_steps, 1, 2147483647, NULL,
+         "stop after N training steps in all and save (the schedule still spans --epochs); "
+         "continue with --resume"},
+        {"--bucket-mb", "MB", CLI_FLOAT, &opts->bucket_mb, 0.001, 4096, NULL,
+         "under mpirun: the gradients of one all-reduce, in MB (default 25; "
+         "docs/distributed.md)"},
+        {"--sync-bn", NULL, CLI_FLAG, &opts->sync_bn, 0, 0, NULL,
+         "under mpirun: batchnorm statistics over all ranks' batches (not yet: refused)"},
         {"--json", NULL, CLI_FLAG, &opts->json, 0, 0, NULL,
          "print the result as one JSON object on stdout (progress goes to stderr)"},
     };
@@ -152,6 +161,14 @@ static int check_options(const train_options *opts)
                 "cuttle train: --augment '%s' is not understood; use none or a comma list of "
                 "crop[:PAD], flip, cutout[:SIZE] (e.g. crop:4,flip)\n",
                 opts->augment);
+        return CLI_EXIT_USAGE;
+    }
+    if (opts->sync_bn) {
+        fprintf(stderr,
+                "cuttle train: --sync-bn is not available yet: under mpirun each rank's "
+                "batchnorm uses its own batch's statistics (as PyTorch's DDP without "
+                "SyncBatchNorm), and rank 0's running statistics are saved; leave out "
+                "--sync-bn (docs/distributed.md)\n");
         return CLI_EXIT_USAGE;
     }
     return CLI_EXIT_OK;

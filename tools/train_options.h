@@ -12,9 +12,9 @@
 typedef struct train_options {
     const char *recipe, *model, *data, *data_dir, *optim, *schedule, *augment, *device, *out, *resume,
         *cuda_graph, *precision;
-    long epochs, batch, seed, threads, workers, stop_after;
-    double lr, weight_decay, momentum, label_smoothing;
-    bool json, strict_device;
+    long epochs, batch, seed, threads, workers, stop_after, max_steps;
+    double lr, weight_decay, momentum, label_smoothing, bucket_mb;
+    bool json, strict_device, sync_bn;
 } train_options;
 
 /* The options of `cuttle train ARGS` into *opts, over the options saved in
