@@ -31,17 +31,7 @@ export OMPI_MCA_mca_base_component_disable_dlclose=1
 export LSAN_OPTIONS="suppressions=$(pwd)/tests/lsan-mpi.supp:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 mpirun="timeout $limit mpirun --oversubscribe"
 
-result() { # name, status, files to show on failure
-    name=$1
-    status=$2
-    shift 2
-    if [ "$status" -eq 0 ]; then
-        echo "PASS $name"
-    else
-        echo "FAIL $name"
-        for file in "$@"; do sed 's/^/    /' "$file" >&2; done
-    fi
-}
+. tests/result.sh
 
 "$cuttle" doctor --json --no-cpu-gemm --gemm-size 16 > "$tmp/doctor.json" 2> /dev/null
 if grep -q '"mpi": null' "$tmp/doctor.json"; then
