@@ -27,6 +27,10 @@ tmp=$(mktemp -d)
 [ -n "$KEEP" ] || trap 'rm -rf "$tmp"' EXIT
 # Open MPI runs as root only when told twice; two ranks may exceed the cores.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Its shared-memory transport copies between processes with process_vm_readv,
+# which containers often forbid ("Read -1, expected ..., errno = 1"): plain
+# copies through shared memory work everywhere.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_mca_base_component_disable_dlclose=1
 export LSAN_OPTIONS="suppressions=$(pwd)/tests/lsan-mpi.supp:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 mpirun="timeout $limit mpirun --oversubscribe"
