@@ -4,6 +4,7 @@
 #   make BLAS=0            without OpenBLAS (the built-in GEMM)
 #   make OPENMP=0          single-threaded CPU backend
 #   make CUDA=0            CPU only, even where nvcc is installed
+#   make MPI=0             without MPI (data-parallel training needs it; docs/distributed.md)
 #   make CUDA=emu          the CUDA backend on the emulated device (emu/), no GPU
 #                          or toolkit needed (in build-emu/, build-emu-san/)
 #   make test-gpu-emu      the GPU suite on the emulated device, in three thread
@@ -20,6 +21,7 @@ SANITIZE ?= 0
 BLAS     ?= auto
 OPENMP   ?= 1
 CUDA     ?= auto
+MPI      ?= auto
 CUDA_ARCHS ?= 80 86 89 90
 
 ifeq ($(CUDA)$(SANITIZE),emu1)
@@ -119,6 +121,30 @@ else
 FOUND_JPEG := not found (JPEG images refused; apt-get install libjpeg-dev)
 endif
 
+# MPI for data-parallel training (src/dist/mpi.c; docs/distributed.md): the
+# library links it and initializes it only in a process that mpirun started.
+# Found by pkg-config (Open MPI's ompi-c), else by asking mpicc.
+HAVE_MPI_PC := $(shell pkg-config --exists ompi-c 2>/dev/null && echo 1)
+ifeq ($(HAVE_MPI_PC),1)
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c)
+MPI_LIBS := $(shell pkg-config --libs ompi-c)
+MPI_FOUND_BY := Open MPI $(shell pkg-config --modversion ompi-c)
+else
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null)
+MPI_FOUND_BY := mpicc --showme
+endif
+ifeq ($(MPI),0)
+FOUND_MPI := disabled (one process only)
+else ifneq ($(MPI_LIBS),)
+USE_MPI := 1
+CFLAGS_BASE += -DCT_HAVE_MPI $(MPI_CFLAGS)
+LDLIBS_BASE += $(MPI_LIBS)
+FOUND_MPI := found ($(MPI_FOUND_BY))
+else
+FOUND_MPI := not found (one process only; apt-get install libopenmpi-dev openmpi-bin)
+endif
+
 # CUDA: nvcc compiles src/cuda/*.cu (the kernels); the host side of the
 # backend (src/cuda/*.c) is C, built like the rest (and sanitized with it).
 # cuBLAS and cuDNN are each optional: without one, its ops run native kernels.
@@ -204,7 +230,10 @@ NVCCFLAGS_BASE := -std=c++17 -Iinclude -Isrc $(CUDA_DEFS) $(NVCC_GENCODE) \
 
 LIB_SRCS   := $(sort $(wildcard src/core/*.c src/graph/*.c src/ops/*.c src/cpu/*.c \
                                 src/nn/*.c src/io/*.c src/data/*.c src/prof/*.c \
-                                src/devices/*.c src/quant/*.c)) $(CUDA_C_SRCS)
+                                src/devices/*.c src/quant/*.c src/dist/*.c)) $(CUDA_C_SRCS)
+ifneq ($(USE_MPI),1)
+LIB_SRCS   := $(filter-out src/dist/mpi.c,$(LIB_SRCS))
+endif
 ifeq ($(CUDA),emu)
 # One object for every kernel, between the two ends of the __shared__
 # section (emu/shared_begin.cpp), so the emulator can poison it whole.
@@ -248,6 +277,7 @@ config:
 	@echo "  zlib:     $(FOUND_ZLIB)"
 	@echo "  libpng:   $(FOUND_PNG)"
 	@echo "  libjpeg:  $(FOUND_JPEG)"
+	@echo "  MPI:      $(FOUND_MPI)"
 	@echo "  CUDA:     $(FOUND_CUDA)"
 	@echo "  cuBLAS:   $(if $(CUDA_SRCS),$(FOUND_CUBLAS),-)"
 	@echo "  cuDNN:    $(if $(CUDA_SRCS),$(FOUND_CUDNN),-)"

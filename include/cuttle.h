@@ -656,6 +656,70 @@ CT_API ct_status ct_trace_add(ct_trace *trace, const ct_profile *profile);
  * CT_ERR_IO if anything failed to be written. */
 CT_API ct_status ct_trace_close(ct_trace *trace);
 
+/* ---- data parallel ------------------------------------------------------------- */
+
+/* A job of processes that train one model together, each on its own shard
+ * of the data, averaging their gradients every step (docs/distributed.md):
+ * `mpirun -np N` starts the processes, MPI carries the data.  Collectives
+ * (the calls below that take a ct_dist, except rank and size) must be made
+ * by every rank, in the same order. */
+typedef struct ct_dist ct_dist;
+
+/* Joins the job this process belongs to.  Started by an MPI launcher
+ * (mpirun; its environment says so): MPI is initialized (unless the caller
+ * did) and this process is one of its ranks.  Otherwise a job of one (rank
+ * 0 of 1) with nothing initialized.  CT_ERR_UNSUPPORTED when a launcher
+ * started several processes but this build has no MPI (they would train
+ * copies that never talk). */
+CT_API ct_status ct_dist_init(ct_dist **out);
+/* Leaves the job (MPI_Finalize, if ct_dist_init initialized MPI). */
+CT_API void ct_dist_free(ct_dist *dist);
+CT_API int ct_dist_rank(const ct_dist *dist);
+CT_API int ct_dist_size(const ct_dist *dist);
+/* The MPI library this build links ("Open MPI v4.1.4, package: ..."), or
+ * NULL in a build without MPI.  Static; callable at any time. */
+CT_API const char *ct_dist_library(void);
+
+/* The sum over the ranks of data[0..count), in place in every rank;
+ * average: divided by the number of ranks. */
+CT_API ct_status ct_dist_allreduce(ct_dist *dist, float *data, int64_t count, bool average);
+CT_API ct_status ct_dist_allreduce_f64(ct_dist *dist, double *data, int count);
+/* Rank root's bytes into every rank's data. */
+CT_API ct_status ct_dist_broadcast(ct_dist *dist, void *data, size_t bytes, int root);
+/* Every rank's `bytes` bytes of mine, in rank order, into all (size * bytes). */
+CT_API ct_status ct_dist_allgather(ct_dist *dist, const void *mine, size_t bytes, void *all);
+CT_API ct_status ct_dist_barrier(ct_dist *dist);
+/* Ends every process of the job with `status` (MPI_Abort): for a rank that
+ * failed, so that the others, perhaps waiting for it in a collective, do
+ * not hang.  Returns only in a job of one (then it does nothing). */
+CT_API void ct_dist_abort(ct_dist *dist, int status);
+
+/* Rank root's parameters, buffers and optimizer state into every rank's
+ * plan (the plans of one graph, built the same way). */
+CT_API ct_status ct_dist_broadcast_plan(ct_dist *dist, ct_plan *plan, int root);
+/* Data-parallel training steps: from now on every CT_TRAIN step of the plan
+ * averages the parameters' gradients over the ranks before the optimizer
+ * reads them.  The gradients are grouped into buckets of about
+ * bucket_bytes (0: 25 MB) in reverse order of the parameters, the order
+ * backward finishes them, and each bucket's sum starts as soon as its last
+ * gradient is written, so that it overlaps the rest of backward.  Fixed
+ * for a given number of ranks and bucket size, the sums come out the same
+ * every run.  dist NULL: back to plain steps.  Nothing in a step allocates. */
+#define CT_DIST_DEFAULT_BUCKET_BYTES (25u << 20)
+CT_API ct_status ct_plan_set_dist(ct_plan *plan, ct_dist *dist, size_t bucket_bytes);
+
+/* What the data-parallel steps of a job cost this rank, summed over its
+ * steps so far. */
+typedef struct ct_dist_stats {
+    int64_t steps;
+    int buckets;           /* per step */
+    size_t bytes;          /* of gradients per step */
+    double wait_seconds;   /* blocked before the optimizer until the sums were done: the
+                              communication that backward did not hide */
+    double comm_seconds;   /* inside the transport's calls (start, progress, wait) */
+} ct_dist_stats;
+CT_API ct_status ct_dist_stats_get(const ct_dist *dist, ct_dist_stats *out);
+
 /* ---- datasets ------------------------------------------------------------ */
 
 /* A labelled image dataset held in host memory as bytes: one split of
@@ -742,6 +806,14 @@ typedef struct ct_loader_args {
     uint64_t seed;
     int n_threads;    /* worker threads (0: 1) */
     int prefetch;     /* batches prepared ahead (0: 2) */
+    /* Data parallel (as PyTorch's DistributedSampler): with n_shards > 1,
+     * each epoch holds shard `shard` (0 .. n_shards-1) of the epoch's order,
+     * its items shard, shard + n_shards, shard + 2 n_shards, ...: n /
+     * n_shards of them (the order's last n mod n_shards items are in no
+     * shard).  The n_shards loaders of one seed together hold one epoch
+     * of a single loader, and their batch j together its items of batch j
+     * at n_shards times the batch size.  0 or 1: the whole dataset. */
+    int shard, n_shards;
 } ct_loader_args;
 CT_API ct_status ct_loader_new(const ct_dataset *dataset, const ct_loader_args *args,
                               ct_loader **out);

@@ -12,17 +12,7 @@ fashion=/usr/share/datasets/fashion-mnist
 tmp=$(mktemp -d)
 [ -n "$KEEP" ] || trap 'rm -rf "$tmp"' EXIT
 
-result() { # name, status, files to show on failure
-    name=$1
-    status=$2
-    shift 2
-    if [ "$status" -eq 0 ]; then
-        echo "PASS $name"
-    else
-        echo "FAIL $name"
-        for file in "$@"; do sed 's/^/    /' "$file" >&2; done
-    fi
-}
+. tests/result.sh
 
 if [ ! -f "$fashion/train-images-idx3-ubyte.gz" ]; then
     echo "FAIL ${NAME}_needs_fashion_mnist ($fashion: apt-get install dataset-fashion-mnist)"

@@ -342,6 +342,21 @@ static void test_predict(void)
           "a missing image must be refused by name: %s", output);
 }
 
+/* Whether two runs under tmp_dir saved the same model.safetensors, byte for byte. */
+static bool same_weights(const char *run_a, const char *run_b)
+{
+    char path[256];
+    size_t a_length = 0, b_length = 0;
+    snprintf(path, sizeof path, "%s/%s/model.safetensors", tmp_dir, run_a);
+    char *a = slurp(path, &a_length);
+    snprintf(path, sizeof path, "%s/%s/model.safetensors", tmp_dir, run_b);
+    char *b = slurp(path, &b_length);
+    bool same = a && b && a_length == b_length && memcmp(a, b, a_length) == 0;
+    free(a);
+    free(b);
+    return same;
+}
+
 /* 4 epochs equal 2 epochs, then a resume for 2 more, bit for bit. */
 static void test_resume_exact(void)
 {
@@ -364,17 +379,11 @@ static void test_resume_exact(void)
     snprintf(args, sizeof args, "train --resume %s/half --data-dir %s", tmp_dir, data_dir);
     CHECK(run_cuttle(args) == 0 && strstr(output, "resuming") && strstr(output, "epoch 3/4"),
           "resume: %s", output);
-    size_t whole_length = 0, half_length = 0;
-    snprintf(path, sizeof path, "%s/whole/model.safetensors", tmp_dir);
-    char *whole = slurp(path, &whole_length);
-    snprintf(path, sizeof path, "%s/half/model.safetensors", tmp_dir);
-    char *half = slurp(path, &half_length);
-    CHECK(whole && half && whole_length == half_length && memcmp(whole, half, whole_length) == 0,
+    CHECK(same_weights("whole", "half"),
           "the resumed run's weights differ from the uninterrupted run's");
-    free(whole);
-    free(half);
+    size_t length = 0;
     snprintf(path, sizeof path, "%s/half/metrics.jsonl", tmp_dir);
-    char *lines = slurp(path, &half_length);
+    char *lines = slurp(path, &length);
     CHECK(lines && count_lines(lines) == 4 && !strstr(lines, "0.5}"),
           "metrics after resume must hold epochs 1-4 once: %s", lines ? lines : "");
     free(lines);
@@ -384,6 +393,38 @@ static void test_resume_exact(void)
     snprintf(args, sizeof args, "train --resume %s/nothing-here", tmp_dir);
     CHECK(run_cuttle(args) == 1 && strstr(output, "nothing-here"),
           "resuming from a missing run must name it: %s", output);
+}
+
+/* --max-steps stops inside an epoch and saves it as partial; a resume with
+ * a larger --max-steps goes on from the next batch, bit for bit. */
+static void test_max_steps(void)
+{
+    char args[768], path[256];
+    const char *common = "train --data mnist --batch 16 --threads 2 --epochs 3";
+    int steps = N_TRAIN / 16 * 2 + 3; /* inside epoch 3 */
+    snprintf(args, sizeof args, "%s --data-dir %s --max-steps %d --out %s/steps", common,
+             data_dir, steps, tmp_dir);
+    CHECK(run_cuttle(args) == 0 && strstr(output, "epoch 3/3") &&
+              strstr(output, "stopped inside the epoch"),
+          "--max-steps %d: %s", steps, output);
+    snprintf(args, sizeof args, "%s --data-dir %s --max-steps 5 --out %s/fewer", common,
+             data_dir, tmp_dir);
+    CHECK(run_cuttle(args) == 0 && !strstr(output, "epoch 2/3"), "--max-steps 5: %s", output);
+    snprintf(path, sizeof path, "%s/fewer/metrics.jsonl", tmp_dir);
+    size_t length = 0;
+    char *lines = slurp(path, &length);
+    CHECK(lines && count_lines(lines) == 1 && strstr(lines, "\"partial\": true"),
+          "a stop inside epoch 1 writes its line, partial: %s", lines ? lines : "");
+    free(lines);
+    snprintf(args, sizeof args, "train --resume %s/fewer --data-dir %s --max-steps %d", tmp_dir,
+             data_dir, steps);
+    CHECK(run_cuttle(args) == 0 && strstr(output, "(step 5)"), "resume: %s", output);
+    CHECK(same_weights("steps", "fewer"),
+          "stopped at step 5 and resumed: the weights differ from the uninterrupted run's");
+    snprintf(args, sizeof args, "train --resume %s/fewer --data-dir %s --max-steps %d", tmp_dir,
+             data_dir, steps);
+    CHECK(run_cuttle(args) == 2 && strstr(output, "--max-steps"),
+          "resuming a run at its --max-steps must ask for more: %s", output);
 }
 
 /* Every optimizer and schedule trains; augmentation and LeNet-5 too. */
@@ -559,6 +600,7 @@ int main(void)
     RUN(test_eval);
     RUN(test_predict);
     RUN(test_resume_exact);
+    RUN(test_max_steps);
     RUN(test_killed_and_resumed);
     RUN(test_recipes);
     RUN(test_strong_recipe);

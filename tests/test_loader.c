@@ -1,6 +1,7 @@
 /*
  * The batch loader: every item once per epoch; the same bytes for any
- * number of threads and any prefetch depth; drop_last both ways; a resumed
+ * number of threads and any prefetch depth; drop_last both ways; shards
+ * (data parallel) that together are one loader's epoch; a resumed
  * epoch equals the tail of an uninterrupted one; crop, flip and cutout do
  * exactly what they say on small datasets written here; a worker's error
  * reaches the caller; freeing mid-epoch joins cleanly.
@@ -186,6 +187,53 @@ static void test_drop_last(void)
     CHECK(ct_loader_new(idx_data, &args, &none) == CT_ERR_ARG && !none &&
               strstr(ct_last_error(), "no batch"),
           "drop_last with batch > size: %s", ct_last_error());
+}
+
+/* Shards: two loaders of batch 3 (shards 0 and 1) hold batch j of one loader
+ * of batch 6, interleaved as DistributedSampler's (position 2b + s of the big
+ * batch is position b of shard s); three shards hold disjoint items. */
+static void test_shards(void)
+{
+    static float whole[N_ITEMS * ITEM], parts[3][N_ITEMS * ITEM];
+    int64_t labels[N_ITEMS];
+    int sizes[MAX_BATCHES];
+    ct_loader_args args = {.batch = 6, .shuffle = true, .drop_last = true, .seed = 3};
+    ct_loader *loader = new_loader(idx_data, args);
+    int batches = loader ? collect(loader, 2, 0, whole, labels, sizes, ITEM) : 0;
+    ct_loader_free(loader);
+    args.batch = 3;
+    args.n_shards = 2;
+    for (int shard = 0; shard < 2; shard++) {
+        args.shard = shard;
+        loader = new_loader(idx_data, args);
+        int got = loader ? collect(loader, 2, 0, parts[shard], labels, sizes, ITEM) : 0;
+        CHECK(got == batches && batches == 6 && ct_loader_batches(loader) == 6,
+              "shard %d: %d batches, the whole loader %d", shard, got, batches);
+        ct_loader_free(loader);
+    }
+    int wrong = 0;
+    for (int j = 0; j < batches; j++)
+        for (int k = 0; k < 6; k++)
+            wrong += whole[(j * 6 + k) * ITEM] != parts[k % 2][(j * 3 + k / 2) * ITEM];
+    CHECK(wrong == 0, "%d items of the two shards are not where the whole batch has them", wrong);
+
+    args.batch = 4;
+    args.n_shards = 3; /* 12 items each: one of the 37 is in no shard */
+    int seen[N_ITEMS] = {0}, repeated = 0;
+    for (int shard = 0; shard < 3; shard++) {
+        args.shard = shard;
+        loader = new_loader(idx_data, args);
+        int got = loader ? collect(loader, 1, 0, parts[shard], labels, sizes, ITEM) : 0;
+        CHECK(got == 3, "shard %d of 3: %d batches of 4, not 3", shard, got);
+        for (int i = 0; i < got * 4; i++)
+            repeated += seen[lrintf(parts[shard][i * ITEM] * 255.0f) % N_ITEMS]++ > 0;
+        ct_loader_free(loader);
+    }
+    CHECK(repeated == 0, "%d items in two shards", repeated);
+    ct_loader *none = (ct_loader *)&none;
+    args.shard = 3;
+    CHECK(ct_loader_new(idx_data, &args, &none) == CT_ERR_ARG && !none,
+          "shard 3 of 3 accepted: %s", ct_last_error());
 }
 
 /* Epoch `epoch` of CIFAR with every augmentation, for threads/prefetch. */
@@ -483,6 +531,7 @@ int main(void)
     if (idx_data && cifar_data) {
         RUN(test_every_index_once);
         RUN(test_drop_last);
+        RUN(test_shards);
         RUN(test_threads_and_prefetch_agree);
         RUN(test_resume);
         RUN(test_crop);

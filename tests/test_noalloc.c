@@ -1,5 +1,6 @@
 /*
- * A training step allocates nothing: this binary is linked with
+ * A training step allocates nothing (also profiled, also data-parallel):
+ * this binary is linked with
  * -Wl,--wrap=malloc,... so every allocation made by cuttle's own code goes
  * through the counters below.  (OpenMP and OpenBLAS are shared libraries
  * and are not counted; their allocations are theirs.)
@@ -83,7 +84,18 @@ static void test_training_step_allocates_nothing(void)
     }
     CHECK(allocations == before, "%ld allocations during 3 profiled train + eval steps",
           allocations - before);
+    /* data parallel, in a job of one: the gradients still go through buckets */
+    ct_dist *dist = NULL;
+    CHECK_OK(ct_plan_set_profiling(plan, false));
+    CHECK_OK(ct_dist_init(&dist));
+    CHECK_OK(ct_plan_set_dist(plan, dist, 4096));
+    before = allocations;
+    for (int step = 0; step < 3; step++)
+        CHECK_OK(ct_plan_run(plan, CT_TRAIN));
+    CHECK(allocations == before, "%ld allocations during 3 data-parallel train steps",
+          allocations - before);
     ct_plan_free(plan);
+    ct_dist_free(dist);
     ct_backend_free(backend);
     ct_graph_free(graph);
 }

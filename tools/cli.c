@@ -475,15 +475,16 @@ void cli_softmax(const float *row, int classes, double *probabilities)
         probabilities[c] /= sum;
 }
 
-int cli_evaluate(const char *command, cli_evaluator *ev, const ct_dataset *data, double *loss,
-                 double *accuracy, int64_t *confusion)
+int cli_evaluate_sums(const char *command, cli_evaluator *ev, const ct_dataset *data, int shard,
+                      int n_shards, cli_eval_sums *sums, int64_t *confusion)
 {
-    int64_t n = ct_dataset_size(data), correct = 0;
-    double loss_sum = 0;
-    for (int64_t start = 0; start < n; start += ev->batch) {
-        int valid = (int)(n - start < ev->batch ? n - start : ev->batch);
-        for (int b = 0; b < ev->batch; b++)
-            ev->indices[b] = b < valid ? start + b : start; /* padding: repeat an item */
+    int64_t n = ct_dataset_size(data);
+    int64_t n_mine = n > shard ? (n - shard + n_shards - 1) / n_shards : 0;
+    *sums = (cli_eval_sums){0};
+    for (int64_t start = 0; start < n_mine; start += ev->batch) {
+        int valid = (int)(n_mine - start < ev->batch ? n_mine - start : ev->batch);
+        for (int b = 0; b < ev->batch; b++) /* padding: repeat an item */
+            ev->indices[b] = shard + (start + (b < valid ? b : 0)) * n_shards;
         ct_status status = ct_dataset_batch(data, ev->indices, ev->batch, ev->images, ev->labels);
         size_t image_bytes = ct_tensor_bytes(ev->x);
         if (status == CT_OK)
@@ -498,13 +499,22 @@ int cli_evaluate(const char *command, cli_evaluator *ev, const ct_dataset *data,
         for (int b = 0; b < valid; b++) {
             const float *row = ev->scores + (size_t)b * (size_t)ev->classes;
             int predicted = cli_argmax(row, ev->classes);
-            correct += predicted == ev->labels[b];
-            loss_sum += cli_cross_entropy(row, ev->classes, ev->labels[b]);
+            sums->correct += predicted == ev->labels[b];
+            sums->loss += cli_cross_entropy(row, ev->classes, ev->labels[b]);
             if (confusion)
                 confusion[ev->labels[b] * ev->classes + predicted]++;
         }
     }
-    *loss = loss_sum / (double)n;
-    *accuracy = (double)correct / (double)n;
+    sums->count = n_mine;
+    return CLI_EXIT_OK;
+}
+
+int cli_evaluate(const char *command, cli_evaluator *ev, const ct_dataset *data, double *loss,
+                 double *accuracy, int64_t *confusion)
+{
+    cli_eval_sums sums;
+    CLI_TRY(cli_evaluate_sums(command, ev, data, 0, 1, &sums, confusion));
+    *loss = sums.loss / (double)sums.count;
+    *accuracy = (double)sums.correct / (double)sums.count;
     return CLI_EXIT_OK;
 }

@@ -154,6 +154,14 @@ int cli_evaluator_copy_weights(const char *command, cli_evaluator *ev, ct_plan *
  * `confusion` non-NULL, also counts [true][predicted] (classes x classes). */
 int cli_evaluate(const char *command, cli_evaluator *ev, const ct_dataset *data, double *loss,
                  double *accuracy, int64_t *confusion);
+/* The sums behind them over the items shard, shard + n_shards, ... (a
+ * rank's share of a test set under mpirun; 0 and 1 for all). */
+typedef struct cli_eval_sums {
+    double loss; /* of the items' cross-entropies */
+    int64_t correct, count;
+} cli_eval_sums;
+int cli_evaluate_sums(const char *command, cli_evaluator *ev, const ct_dataset *data, int shard,
+                      int n_shards, cli_eval_sums *sums, int64_t *confusion);
 /* Logits [n, classes] of n <= batch images [n, C, H, W]. */
 int cli_evaluator_logits(const char *command, cli_evaluator *ev, const float *images, int n,
                          float *logits);

@@ -4,6 +4,8 @@
  * loaded), each GPU and whether this binary carries machine code for it, a
  * smoke test (a small convolution and GEMM on the GPU against the CPU), and
  * an N x N SGEMM timed with cuttle's kernel, with cuBLAS and on the CPU.
+ * First, the MPI library of data-parallel training and, under mpirun, the
+ * job's size (rank 0 reports; the other ranks say nothing).
  *
  * Exit status: 0 all good; 1 the smoke test or a library call failed;
  * 2 a bad command line; 3 no usable GPU (a CPU-only build, no driver or no
@@ -26,10 +28,68 @@ typedef struct doctor_options {
     long gemm_size;
 } doctor_options;
 
-static int no_gpu(const doctor_options *opts, const char *why)
+/* , "key": "why" (or null). */
+static void print_json_error(const char *key, const char *why)
 {
-    if (opts->json)
-        printf("{\"gpu_available\": false, \"reason\": \"%s\"}\n", why);
+    char *literal = why ? run_json_string(why) : NULL;
+    printf(", \"%s\": %s", key, literal ? literal : "null");
+    free(literal);
+}
+
+/* The MPI library and the job this process is part of (mpirun -np N). */
+typedef struct doctor_mpi {
+    const char *library; /* NULL: a build without MPI */
+    int size, rank;
+    char error[512]; /* ct_dist_init's, or "" */
+} doctor_mpi;
+
+static void find_mpi(doctor_mpi *mpi)
+{
+    ct_dist *dist = NULL;
+    *mpi = (doctor_mpi){.library = ct_dist_library(), .size = 1};
+    if (ct_dist_init(&dist) != CT_OK) {
+        snprintf(mpi->error, sizeof mpi->error, "%s", ct_last_error());
+        return;
+    }
+    mpi->size = ct_dist_size(dist);
+    mpi->rank = ct_dist_rank(dist);
+    ct_dist_free(dist);
+}
+
+static void print_mpi(const doctor_mpi *mpi)
+{
+    if (mpi->error[0])
+        printf("MPI:           %s\n", mpi->error);
+    else if (!mpi->library)
+        printf("MPI:           not in this build: one process only (apt-get install "
+               "libopenmpi-dev openmpi-bin, then make)\n");
+    else
+        printf("MPI:           %s; %d process%s%s\n", mpi->library, mpi->size,
+               mpi->size == 1 ? " (not started by mpirun)" : "es (mpirun), this is rank ",
+               mpi->size == 1 ? "" : "0");
+}
+
+/* , "mpi": {...} (null without MPI). */
+static void print_mpi_json(const doctor_mpi *mpi)
+{
+    char *library = mpi->library ? run_json_string(mpi->library) : NULL;
+    printf(", \"mpi\": ");
+    if (library)
+        printf("{\"library\": %s, \"world_size\": %d, \"rank\": %d}", library, mpi->size,
+               mpi->rank);
+    else
+        printf("null");
+    free(library);
+    print_json_error("mpi_error", mpi->error[0] ? mpi->error : NULL);
+}
+
+static int no_gpu(const doctor_options *opts, const doctor_mpi *mpi, const char *why)
+{
+    if (opts->json) {
+        printf("{\"gpu_available\": false, \"reason\": \"%s\"", why);
+        print_mpi_json(mpi);
+        printf("}\n");
+    }
     else
         printf("No usable GPU: %s.\ncuttle runs on the CPU only here.\n", why);
     return DOCTOR_EXIT_NO_GPU;
@@ -142,14 +202,6 @@ static void print_gemm(const doctor_options *opts, const char *label, const char
     fflush(stdout);
 }
 
-/* , "key": "why" (or null). */
-static void print_json_error(const char *key, const char *why)
-{
-    char *literal = why ? run_json_string(why) : NULL;
-    printf(", \"%s\": %s", key, literal ? literal : "null");
-    free(literal);
-}
-
 /* A vendor library: the version built with and the one loaded (at first
  * use, by dlopen), or why it is not loaded. */
 static void print_library(const char *label, int built, int loaded, const char *why)
@@ -236,7 +288,7 @@ static void print_device(const doctor_options *opts, int index, const ct_cuda_de
                d->name, d->major, d->minor, d->sm_count, d->memory_bytes / 1073741824.0, code);
 }
 
-static int doctor_cuda(doctor_options *opts)
+static int doctor_cuda(doctor_options *opts, const doctor_mpi *mpi)
 {
     ct_cuda_versions versions;
     ct_cuda_probe_versions(&versions);
@@ -249,7 +301,7 @@ static int doctor_cuda(doctor_options *opts)
     if (count == 0) {
         if (!opts->json && built_with_cuda)
             print_versions(opts, &versions);
-        return no_gpu(opts, versions.driver_error ? versions.driver_error : why);
+        return no_gpu(opts, mpi, versions.driver_error ? versions.driver_error : why);
     }
     if (opts->json) {
         printf("{\"gpu_available\": true, ");
@@ -289,8 +341,11 @@ static int doctor_cuda(doctor_options *opts)
                    "shrink it)\n");
         print_gemm(opts, "cpu", "cpu", NULL, &first);
     }
-    if (opts->json)
-        printf("}}\n");
+    if (opts->json) {
+        printf("}");
+        print_mpi_json(mpi);
+        printf("}\n");
+    }
     return smoke_ok ? CLI_EXIT_OK : CLI_EXIT_FAILED;
 }
 
@@ -308,5 +363,11 @@ int cmd_doctor(int argc, char **argv)
                                   argv, options, (int)(sizeof options / sizeof options[0]));
     if (parsed != CLI_PARSED_RUN)
         return parsed == CLI_PARSED_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-    return doctor_cuda(&opts);
+    doctor_mpi mpi;
+    find_mpi(&mpi);
+    if (mpi.rank != 0)
+        return CLI_EXIT_OK; /* under mpirun, rank 0 reports */
+    if (!opts.json)
+        print_mpi(&mpi);
+    return doctor_cuda(&opts, &mpi);
 }

@@ -30,151 +30,10 @@
 #include "run_files.h"
 #include "run_info.h"
 #include "schedule.h"
+#include "train_dist.h"
+#include "train_options.h"
 
-#define DEFAULT_EPOCHS 15
-#define DEFAULT_BATCH 64
-#define DEFAULT_SEED 1
-#define SGD_PEAK_LR 0.05
-#define SGD_MOMENTUM 0.9
-#define SGD_WEIGHT_DECAY 5e-4
-#define ADAM_LR 1e-3
-#define ADAMW_PEAK_LR 0.002
-#define ADAMW_WEIGHT_DECAY 0.01
 #define EVAL_BATCH 500
-#define UNSET (-1.0)
-
-static const char *const optimizers[] = {"sgd", "adam", "adamw", NULL};
-
-typedef struct train_options {
-    const char *recipe, *model, *data, *data_dir, *optim, *schedule, *augment, *device, *out, *resume,
-        *cuda_graph, *precision;
-    long epochs, batch, seed, threads, workers, stop_after;
-    double lr, weight_decay, momentum, label_smoothing;
-    bool json, strict_device;
-} train_options;
-
-static const train_options default_options = {
-    .recipe = "default", .model = "simplecnn", .data = "fashion-mnist", .optim = "sgd", .schedule = "onecycle",
-    .augment = "none", .device = "cpu", .epochs = DEFAULT_EPOCHS, .batch = DEFAULT_BATCH,
-    .seed = DEFAULT_SEED, .workers = 1, .lr = UNSET, .weight_decay = UNSET,
-    .momentum = SGD_MOMENTUM};
-
-/* --recipe strong: the defaults that reach 94% on Fashion-MNIST (README). */
-static const train_options strong_options = {
-    .recipe = "strong", .model = "vgg8_bn", .data = "fashion-mnist", .optim = "sgd",
-    .schedule = "onecycle", .augment = "crop:2,flip", .device = "cpu", .epochs = 20,
-    .batch = 128, .seed = DEFAULT_SEED, .workers = 1, .lr = 0.1, .weight_decay = UNSET,
-    .momentum = SGD_MOMENTUM};
-
-static const char *const recipes[] = {"default", "strong", NULL};
-
-static cli_parsed parse_table(train_options *opts, int argc, char **argv)
-{
-    const cli_option options[] = {
-        {"--recipe", "NAME", CLI_TEXT, &opts->recipe, 0, 0, recipes,
-         "where the other options' defaults come from: default (simplecnn, 15 epochs, as "
-         "listed here) or strong (vgg8_bn, batch 128, 20 epochs, lr 0.1, augment "
-         "crop:2,flip)"},
-        {"--model", "NAME|FILE", CLI_TEXT, &opts->model, 0, 0, NULL,
-         "a built-in model (simplecnn, lenet5, vgg8_bn, vgg11, vgg11_bn, vgg16, vgg16_bn, "
-         "resnet18, resnet34, resnet50) or a model file (default simplecnn)"},
-        {"--data", "NAME", CLI_TEXT, &opts->data, 0, 0, cli_datasets,
-         "fashion-mnist, mnist, cifar10, cifar100 or folder (default fashion-mnist)"},
-        {"--data-dir", "DIR", CLI_TEXT, &opts->data_dir, 0, 0, NULL,
-         "where the dataset's files are (default: Debian's place for fashion-mnist)"},
-        {"--epochs", "N", CLI_INT, &opts->epochs, 1, 100000, NULL, "epochs (default 15)"},
-        {"--batch", "B", CLI_INT, &opts->batch, 1, 65536, NULL, "batch size (default 64)"},
-        {"--optim", "NAME", CLI_TEXT, &opts->optim, 0, 0, optimizers,
-         "sgd (nesterov), adam or adamw (default sgd)"},
-        {"--lr", "X", CLI_FLOAT, &opts->lr, 1e-7, 10, NULL,
-         "peak learning rate (default 0.05 sgd, 0.001 adam, 0.002 adamw)"},
-        {"--schedule", "NAME", CLI_TEXT, &opts->schedule, 0, 0, schedule_names,
-         "constant, step (/10 at 50% and 75%), cosine or onecycle (default onecycle)"},
-        {"--momentum", "X", CLI_FLOAT, &opts->momentum, 0, 0.999, NULL,
-         "sgd momentum (default 0.9)"},
-        {"--weight-decay", "X", CLI_FLOAT, &opts->weight_decay, 0, 1, NULL,
-         "weight decay (default 5e-4 sgd, 0 adam, 0.01 adamw)"},
-        {"--label-smoothing", "X", CLI_FLOAT, &opts->label_smoothing, 0, 0.99, NULL,
-         "label smoothing of the loss (default 0)"},
-        {"--augment", "LIST", CLI_TEXT, &opts->augment, 0, 0, NULL,
-         "none, or a comma list of crop[:PAD] flip cutout[:SIZE] (default none)"},
-        {"--seed", "S", CLI_INT, &opts->seed, 0, 2147483647, NULL,
-         "seed of the weights, shuffles, augmentation and dropout (default 1)"},
-        {"--device", "DEV", CLI_TEXT, &opts->device, 0, 0, NULL,
-         "auto, cpu, cpu:N, cuda or cuda:N (default cpu)"},
-        {"--threads", "T", CLI_INT, &opts->threads, 0, 4096, NULL,
-         "CPU threads, 0 for all cores (default 0)"},
-        {"--cuda-graph", "on|off", CLI_TEXT, &opts->cuda_graph, 0, 0, cli_on_off,
-         CLI_CUDA_GRAPH_HELP},
-        {"--precision", "P", CLI_TEXT, &opts->precision, 0, 0, cli_precisions,
-         CLI_PRECISION_HELP},
-        {"--strict-device", NULL, CLI_FLAG, &opts->strict_device, 0, 0, NULL,
-         "refuse a model with ops the device cannot run (default: they run on the CPU)"},
-        {"--workers", "N", CLI_INT, &opts->workers, 1, 64, NULL,
-         "loader threads preparing batches ahead (default 1)"},
-        {"--out", "DIR", CLI_TEXT, &opts->out, 0, 0, NULL,
-         "where checkpoints and metrics go (default runs/<model>-<data>)"},
-        {"--resume", "DIR", CLI_TEXT, &opts->resume, 0, 0, NULL,
-         "continue the run saved in DIR with its options (--epochs may extend it)"},
-        {"--stop-after", "N", CLI_INT, &opts->stop_after, 1, 100000, NULL,
-         "stop after epoch N as if interrupted (the schedule still spans --epochs); "
-         "continue with --resume"},
-        {"--json", NULL, CLI_FLAG, &opts->json, 0, 0, NULL,
-         "print the result as one JSON object on stdout (progress goes to stderr)"},
-    };
-    return cli_parse("train", "[options]", argc, argv, options,
-                     (int)(sizeof options / sizeof options[0]));
-}
-
-/* The options over *opts.  When they name another recipe, they are parsed
- * again over that recipe's defaults, so the options beside --recipe win
- * wherever they stand. */
-static cli_parsed parse_options(train_options *opts, int argc, char **argv)
-{
-    const char *before = opts->recipe;
-    cli_parsed parsed = parse_table(opts, argc, argv);
-    if (parsed != CLI_PARSED_RUN || strcmp(before, opts->recipe) == 0)
-        return parsed;
-    *opts = strcmp(opts->recipe, "strong") == 0 ? strong_options : default_options;
-    return parse_table(opts, argc, argv);
-}
-
-/* --augment: "none" or "crop[:PAD],flip,cutout[:SIZE]". */
-#define DEFAULT_CROP_PAD 4
-#define DEFAULT_CUTOUT 8
-static bool parse_augment(const char *text, ct_augment *out)
-{
-    memset(out, 0, sizeof *out);
-    if (strcmp(text, "none") == 0)
-        return true;
-    char item[64];
-    while (*text) {
-        size_t len = strcspn(text, ",");
-        if (len == 0 || len >= sizeof item)
-            return false;
-        memcpy(item, text, len);
-        item[len] = '\0';
-        text += len + (text[len] == ',');
-        char *colon = strchr(item, ':');
-        long value = -1;
-        if (colon) {
-            char *end = NULL;
-            value = strtol(colon + 1, &end, 10);
-            if (end == colon + 1 || *end || value < 1 || value > 1024)
-                return false;
-            *colon = '\0';
-        }
-        if (strcmp(item, "crop") == 0)
-            out->crop_pad = value > 0 ? (int)value : DEFAULT_CROP_PAD;
-        else if (strcmp(item, "cutout") == 0)
-            out->cutout = value > 0 ? (int)value : DEFAULT_CUTOUT;
-        else if (strcmp(item, "flip") == 0 && !colon)
-            out->hflip = true;
-        else
-            return false;
-    }
-    return true;
-}
 
 /* ---- the trainer --------------------------------------------------------------- */
 
@@ -213,7 +72,7 @@ static ct_status add_optimizer(ct_graph *graph, const train_options *opts)
 }
 
 static int trainer_init(trainer *t, const train_options *opts, const run_info *info,
-                        const ct_dataset *data, ct_backend *backend)
+                        const ct_dataset *data, ct_backend *backend, const train_job *job)
 {
     t->batch = (int)opts->batch;
     t->classes = info->classes;
@@ -233,8 +92,9 @@ static int trainer_init(trainer *t, const train_options *opts, const run_info *i
         ct_plan_new(t->graph, backend, (uint64_t)opts->seed, &t->plan) != CT_OK)
         return cli_fail("train");
     ct_loader_args loader = {.batch = t->batch, .shuffle = true, .drop_last = true,
-                             .seed = (uint64_t)opts->seed, .n_threads = (int)opts->workers};
-    if (!parse_augment(opts->augment, &loader.augment))
+                             .seed = (uint64_t)opts->seed, .n_threads = (int)opts->workers,
+                             .shard = job->rank, .n_shards = job->size};
+    if (!train_parse_augment(opts->augment, &loader.augment))
         return CLI_EXIT_USAGE; /* checked before; cannot happen */
     if (ct_loader_new(data, &loader, &t->loader) != CT_OK)
         return cli_fail("train");
@@ -286,6 +146,7 @@ static int train_step(trainer *t, const float *images, const int64_t *labels, ep
 typedef struct run {
     train_options opts;
     run_args args;
+    train_job job;
     FILE *log;
     ct_dataset *train_data, *test_data;
     ct_backend *backend;
@@ -293,7 +154,9 @@ typedef struct run {
     trainer t;
     cli_evaluator *ev;
     long first_epoch;
-    double seconds, images_per_second, test_loss, test_accuracy;
+    int64_t first_batch; /* of first_epoch: a run resumed inside it starts there */
+    int64_t trained;     /* images, all ranks' */
+    double seconds, train_seconds, images_per_second, test_loss, test_accuracy;
 } run;
 
 static void run_free(run *r)
@@ -307,17 +170,31 @@ static void run_free(run *r)
     run_args_free(&r->args);
 }
 
+/* An epoch's figures over all ranks (each ran as many steps of one batch). */
+static int epoch_figures(run *r, const epoch_sums *mine, epoch_metrics *m)
+{
+    double sums[3] = {mine->loss, (double)mine->correct, (double)mine->steps};
+    CLI_TRY(train_job_sum(&r->job, sums, 3));
+    double steps = sums[2] > 0 ? sums[2] : 1;
+    m->train_loss = sums[0] / steps;
+    m->train_accuracy = sums[1] / (steps * (double)r->t.batch);
+    r->trained += (int64_t)sums[2] * r->t.batch;
+    m->images_per_second = sums[2] * (double)r->t.batch / m->train_seconds;
+    return CLI_EXIT_OK;
+}
+
 static int train_epoch(run *r, long epoch, int64_t total_steps, epoch_metrics *m)
 {
     trainer *t = &r->t;
     int64_t steps = ct_loader_batches(t->loader);
+    int64_t first = epoch == r->first_epoch ? r->first_batch : 0;
     epoch_sums sums = {0};
     progress bar;
     double start = cli_now();
     progress_start(&bar, r->log, epoch, r->opts.epochs, steps);
-    if (ct_loader_start(t->loader, epoch, 0) != CT_OK)
+    if (ct_loader_start(t->loader, epoch, first) != CT_OK)
         return cli_fail("train");
-    for (;;) {
+    while (r->opts.max_steps == 0 || ct_plan_step(t->plan) < r->opts.max_steps) {
         const float *images = NULL;
         const int64_t *labels = NULL;
         int n = 0;
@@ -328,84 +205,103 @@ static int train_epoch(run *r, long epoch, int64_t total_steps, epoch_metrics *m
         ct_plan_set_lr(t->plan, (float)schedule_lr(r->opts.schedule, r->opts.lr,
                                                    ct_plan_step(t->plan), total_steps));
         CLI_TRY(train_step(t, images, labels, &sums));
-        double elapsed = cli_now() - start;
-        progress_update(&bar, sums.steps, sums.loss / (double)sums.steps,
+        double elapsed = cli_now() - start; /* the bar: rank 0's shard, all ranks' speed */
+        progress_update(&bar, first + sums.steps, sums.loss / (double)sums.steps,
                         (double)sums.correct / (double)(sums.steps * t->batch),
-                        (double)(sums.steps * t->batch) / (elapsed > 0 ? elapsed : 1e-9));
+                        (double)(sums.steps * t->batch * r->job.size) /
+                            (elapsed > 0 ? elapsed : 1e-9));
     }
     m->train_seconds = cli_now() - start;
     progress_end(&bar);
     m->epoch = epoch;
+    m->partial = first + sums.steps < steps;
     m->lr = ct_plan_lr(t->plan);
-    m->train_loss = sums.loss / (double)(sums.steps > 0 ? sums.steps : 1);
-    m->train_accuracy = (double)sums.correct / (double)(sums.steps > 0 ? sums.steps * t->batch : 1);
-    m->images_per_second = (double)(sums.steps * t->batch) / m->train_seconds;
+    CLI_TRY(epoch_figures(r, &sums, m));
     m->loss_scaling = t->loss_scaling;
     m->loss_scale = ct_plan_loss_scale(t->plan);
     m->skipped_steps = ct_plan_skipped_steps(t->plan);
     CLI_TRY(cli_evaluator_copy_weights("train", r->ev, t->plan));
-    CLI_TRY(cli_evaluate("train", r->ev, r->test_data, &m->test_loss, &m->test_accuracy, NULL));
+    CLI_TRY(train_job_evaluate(&r->job, r->ev, r->test_data, &m->test_loss, &m->test_accuracy));
     m->seconds = cli_now() - start;
     return CLI_EXIT_OK;
 }
 
 static int train_epochs(run *r)
 {
-    int64_t steps_per_epoch = ct_loader_batches(r->t.loader);
-    int64_t total_steps = steps_per_epoch * r->opts.epochs;
-    double start = cli_now(), train_seconds = 0;
-    int64_t trained = 0;
+    int64_t total_steps = ct_loader_batches(r->t.loader) * r->opts.epochs;
+    double start = cli_now();
     long last = r->opts.stop_after > 0 && r->opts.stop_after < r->opts.epochs ? r->opts.stop_after
                                                                                : r->opts.epochs;
     for (long epoch = r->first_epoch; epoch <= last; epoch++) {
         epoch_metrics m = {0};
         CLI_TRY(train_epoch(r, epoch, total_steps, &m));
-        train_seconds += m.train_seconds;
-        trained += steps_per_epoch * r->t.batch;
+        r->train_seconds += m.train_seconds;
         fprintf(r->log,
                 "epoch %ld/%ld  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.1f s  "
-                "%.0f img/s\n",
+                "%.0f img/s%s\n",
                 epoch, r->opts.epochs, m.train_loss, 100.0 * m.train_accuracy, m.test_loss,
-                100.0 * m.test_accuracy, m.seconds, m.images_per_second);
+                100.0 * m.test_accuracy, m.seconds, m.images_per_second,
+                m.partial ? "  (stopped inside the epoch: --max-steps)" : "");
         if (m.loss_scaling)
             fprintf(r->log, "  fp16 loss scale %g, %lld step%s skipped so far (inf or NaN "
                     "gradients)\n", m.loss_scale, (long long)m.skipped_steps,
                     m.skipped_steps == 1 ? "" : "s");
         fflush(r->log);
-        CLI_TRY(run_save_epoch(r->opts.out, r->t.plan, &r->info, &r->args, &m));
+        if (r->job.rank == 0) /* the others' weights are the same */
+            CLI_TRY(run_save_epoch(r->opts.out, r->t.plan, &r->info, &r->args, &m, r->job.size));
         r->test_loss = m.test_loss;
         r->test_accuracy = m.test_accuracy;
+        if (r->opts.max_steps > 0 && ct_plan_step(r->t.plan) >= r->opts.max_steps)
+            break;
     }
     r->seconds = cli_now() - start;
-    r->images_per_second = train_seconds > 0 ? (double)trained / train_seconds : 0;
+    r->images_per_second = r->train_seconds > 0 ? (double)r->trained / r->train_seconds : 0;
     return CLI_EXIT_OK;
 }
 
 /* ---- setting up ---------------------------------------------------------------- */
 
-static int check_options(const train_options *opts)
+/* --resume: the saved state into the plan, and where to go on from. */
+static int resume(run *r)
 {
-    ct_augment augment;
-    if (!parse_augment(opts->augment, &augment)) {
+    const train_options *opts = &r->opts;
+    long done = 0;
+    CLI_TRY(run_resume_state(opts->resume, r->t.plan, r->job.size, &done));
+    int64_t step = ct_plan_step(r->t.plan), steps_per_epoch = ct_loader_batches(r->t.loader);
+    r->first_epoch = done + 1;
+    r->first_batch = step - (int64_t)done * steps_per_epoch;
+    if (r->first_batch < 0 || r->first_batch >= steps_per_epoch) {
         fprintf(stderr,
-                "cuttle train: --augment '%s' is not understood; use none or a comma list of "
-                "crop[:PAD], flip, cutout[:SIZE] (e.g. crop:4,flip)\n",
-                opts->augment);
+                "cuttle train: the run in %s stopped at step %lld, which is not in epoch %ld "
+                "of %lld steps: was its dataset another size?\n",
+                opts->resume, (long long)step, done + 1, (long long)steps_per_epoch);
+        return CLI_EXIT_FAILED;
+    }
+    if (done >= opts->epochs || (opts->max_steps > 0 && step >= opts->max_steps)) {
+        fprintf(stderr,
+                "cuttle train: the run in %s has done %ld epochs (%lld steps) already; pass "
+                "--epochs or --max-steps with more to train on\n",
+                opts->resume, done, (long long)step);
         return CLI_EXIT_USAGE;
     }
+    if (r->job.rank == 0)
+        CLI_TRY(run_trim_metrics(opts->out, done));
+    fprintf(r->log, "resuming %s after epoch %ld (step %lld)\n", opts->resume, done,
+            (long long)step);
     return CLI_EXIT_OK;
 }
 
 static int setup(run *r)
 {
     const train_options *opts = &r->opts;
-    r->log = opts->json ? stderr : stdout; /* --json keeps stdout for the JSON */
-    CLI_TRY(check_options(opts));
+    /* --json keeps stdout for the JSON; ranks other than 0 log nothing */
+    r->log = train_job_log(&r->job, opts->json ? stderr : stdout);
     CLI_TRY(cli_load_dataset("train", opts->data, opts->data_dir, "train", &r->train_data));
     CLI_TRY(cli_load_dataset("train", opts->data, opts->data_dir, "test", &r->test_data));
-    if (opts->batch > ct_dataset_size(r->train_data)) {
-        fprintf(stderr, "cuttle train: --batch %ld is larger than the %lld training images\n",
-                opts->batch, (long long)ct_dataset_size(r->train_data));
+    if (opts->batch * r->job.size > ct_dataset_size(r->train_data)) {
+        fprintf(stderr, "cuttle train: --batch %ld%s is larger than the %lld training images\n",
+                opts->batch, r->job.size > 1 ? " on every rank" : "",
+                (long long)ct_dataset_size(r->train_data));
         return CLI_EXIT_USAGE;
     }
     char name[128];
@@ -422,42 +318,39 @@ static int setup(run *r)
     CLI_TRY(cli_backend("train", &(cli_device){opts->device, opts->threads, opts->strict_device,
                                                opts->cuda_graph},
                         r->log, &r->backend));
-    CLI_TRY(trainer_init(&r->t, opts, &r->info, r->train_data, r->backend));
+    CLI_TRY(trainer_init(&r->t, opts, &r->info, r->train_data, r->backend, &r->job));
     int64_t test_size = ct_dataset_size(r->test_data);
     int eval_batch = (int)(test_size < EVAL_BATCH ? test_size : EVAL_BATCH);
     CLI_TRY(cli_evaluator_new("train", r->info.text, NULL, r->info.input, r->info.classes, eval_batch,
                               cli_precision(opts->precision), r->backend, &r->ev));
-    CLI_TRY(run_prepare_dir("train", opts->out));
+    if (r->job.rank == 0)
+        CLI_TRY(run_prepare_dir("train", opts->out));
     r->first_epoch = 1;
-    if (!opts->resume)
-        return run_trim_metrics(opts->out, 0); /* a new run replaces an old one's metrics */
-    long done = 0;
-    CLI_TRY(run_resume_state(opts->resume, r->t.plan, &done));
-    if (done >= opts->epochs) {
-        fprintf(stderr,
-                "cuttle train: the run in %s has done %ld epochs already; pass --epochs "
-                "with more to train on\n",
-                opts->resume, done);
-        return CLI_EXIT_USAGE;
-    }
-    CLI_TRY(run_trim_metrics(opts->out, done));
-    r->first_epoch = done + 1;
-    fprintf(r->log, "resuming %s after epoch %ld (step %lld)\n", opts->resume, done,
-            (long long)ct_plan_step(r->t.plan));
-    return CLI_EXIT_OK;
+    if (opts->resume)
+        CLI_TRY(resume(r));
+    else if (r->job.rank == 0)
+        CLI_TRY(run_trim_metrics(opts->out, 0)); /* a new run replaces an old one's metrics */
+    train_identity identity = {opts, r->info.text, ct_dataset_size(r->train_data), test_size,
+                               ct_plan_step(r->t.plan)};
+    CLI_TRY(train_job_agree(&r->job, &identity));
+    return train_job_share(&r->job, r->t.plan, opts->bucket_mb);
 }
 
 static void print_start(const run *r)
 {
     const train_options *o = &r->opts;
+    char ranks[96] = "";
+    if (r->job.size > 1)
+        snprintf(ranks, sizeof ranks, " per rank, %ld in all (%d ranks)", o->batch * r->job.size,
+                 r->job.size);
     fprintf(r->log,
             "train %s on %s (recipe %s): %lld training images, %lld test images; %s, lr %g "
-            "(%s), weight decay %g, augment %s, batch %ld, %ld epochs, seed %ld; precision %s; "
-            "backend %s; saving to %s\n",
+            "(%s), weight decay %g, augment %s, batch %ld%s, %ld epochs, seed %ld; precision "
+            "%s; backend %s; saving to %s\n",
             r->info.name, o->data, o->recipe, (long long)ct_dataset_size(r->train_data),
             (long long)ct_dataset_size(r->test_data),
             strcmp(o->optim, "sgd") == 0 ? "sgd (nesterov)" : o->optim, o->lr, o->schedule,
-            o->weight_decay, o->augment, o->batch, o->epochs, o->seed,
+            o->weight_decay, o->augment, o->batch, ranks, o->epochs, o->seed,
             o->precision ? o->precision : "fp32", ct_backend_name(r->backend), o->out);
     fflush(r->log);
 }
@@ -471,76 +364,38 @@ static void print_json(const run *r)
     printf("{\"model\": %s, \"dataset\": %s, \"epochs\": %ld, \"batch\": %ld, "
            "\"optimizer\": \"%s\", \"lr\": %g, \"schedule\": \"%s\", \"seed\": %ld, "
            "\"test_accuracy\": %.6f, \"test_loss\": %.6f, \"seconds\": %.3f, "
-           "\"images_per_second\": %.1f, \"checkpoint\": %s}\n",
+           "\"images_per_second\": %.1f, \"ranks\": %d, \"checkpoint\": %s}\n",
            model ? model : "null", data ? data : "null", r->opts.epochs, r->opts.batch,
            r->opts.optim, r->opts.lr, r->opts.schedule, r->opts.seed, r->test_accuracy,
-           r->test_loss, r->seconds, r->images_per_second, checkpoint ? checkpoint : "null");
+           r->test_loss, r->seconds, r->images_per_second, r->job.size,
+           checkpoint ? checkpoint : "null");
     free(model);
     free(data);
     free(checkpoint);
 }
 
-/* Defaults that depend on other options. */
-static void fill_defaults(train_options *opts, char *out_buffer, size_t capacity)
-{
-    bool sgd = strcmp(opts->optim, "sgd") == 0, adamw = strcmp(opts->optim, "adamw") == 0;
-    if (opts->lr == UNSET)
-        opts->lr = sgd ? SGD_PEAK_LR : adamw ? ADAMW_PEAK_LR : ADAM_LR;
-    if (opts->weight_decay == UNSET)
-        opts->weight_decay = sgd ? SGD_WEIGHT_DECAY : adamw ? ADAMW_WEIGHT_DECAY : 0;
-    if (!opts->out) {
-        char name[128];
-        cli_model_name(opts->model, name, sizeof name);
-        snprintf(out_buffer, capacity, "runs/%s-%s", name, opts->data);
-        opts->out = out_buffer;
-    }
-}
-
 int cmd_train(int argc, char **argv)
 {
-    run r = {.opts = default_options};
+    run r = {.opts = {0}};
     char out_buffer[512];
-    cli_parsed parsed = parse_options(&r.opts, argc, argv);
-    if (parsed != CLI_PARSED_RUN)
-        return parsed == CLI_PARSED_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-    int exit_status = CLI_EXIT_OK;
-    if (r.opts.resume) {
-        /* the saved options first, then this command line over them */
-        const char *resume = r.opts.resume;
-        exit_status = run_resume_args(resume, &r.args);
-        r.opts = default_options;
-        if (exit_status == CLI_EXIT_OK &&
-            parse_options(&r.opts, r.args.n, r.args.items) != CLI_PARSED_RUN) {
-            fprintf(stderr, "cuttle train: the options saved in %s are not valid\n", resume);
-            exit_status = CLI_EXIT_FAILED;
-        }
-        r.opts.out = resume;
-        const char *saved_recipe = r.opts.recipe;
-        if (exit_status == CLI_EXIT_OK)
-            parse_options(&r.opts, argc, argv);
-        if (exit_status == CLI_EXIT_OK && strcmp(saved_recipe, r.opts.recipe) != 0) {
-            fprintf(stderr, "cuttle train: the run in %s used --recipe %s; a resumed run keeps "
-                            "its recipe (drop --recipe, or start a new run)\n",
-                    resume, saved_recipe);
-            exit_status = CLI_EXIT_USAGE;
-        }
-    }
-    if (exit_status == CLI_EXIT_OK)
-        exit_status = run_args_append(&r.args, argc, argv);
-    if (exit_status == CLI_EXIT_OK) {
-        fill_defaults(&r.opts, out_buffer, sizeof out_buffer);
+    bool help = false;
+    int exit_status = train_options_parse(&r.opts, &r.args, argc, argv, out_buffer,
+                                          sizeof out_buffer, &help);
+    if (exit_status == CLI_EXIT_OK && !help)
+        exit_status = train_job_join(&r.job, &r.opts);
+    if (exit_status == CLI_EXIT_OK && !help)
         exit_status = setup(&r);
-    }
-    if (exit_status == CLI_EXIT_OK) {
+    if (exit_status == CLI_EXIT_OK && !help) {
         print_start(&r);
         exit_status = train_epochs(&r);
     }
-    if (exit_status == CLI_EXIT_OK) {
+    if (exit_status == CLI_EXIT_OK && !help) {
         fprintf(r.log, "test accuracy: %.2f%% (%lld images); saved to %s/" RUN_MODEL_FILE "\n",
                 100.0 * r.test_accuracy, (long long)ct_dataset_size(r.test_data), r.opts.out);
-        if (r.opts.json)
+        train_job_report(&r.job, r.log, r.train_seconds);
+        if (r.opts.json && r.job.rank == 0)
             print_json(&r);
     }
     run_free(&r);
-    return exit_status;
+    return train_job_end(&r.job, exit_status);
 }

@@ -45,7 +45,7 @@ static int add_arg(run_args *args, const char *text)
 }
 
 /* Options that steer one invocation, not the run: never saved. */
-static const char *const unsaved_options[] = {"--resume", "--stop-after"};
+static const char *const unsaved_options[] = {"--resume", "--stop-after", "--max-steps"};
 
 static bool is_unsaved(const char *arg, bool *takes_next)
 {
@@ -150,7 +150,7 @@ static int append_metrics(const char *dir, const epoch_metrics *m)
     if (m->loss_scaling)
         fprintf(file, ", \"loss_scale\": %.9g, \"skipped_steps\": %lld", m->loss_scale,
                 (long long)m->skipped_steps);
-    fprintf(file, "}\n");
+    fprintf(file, "%s}\n", m->partial ? ", \"partial\": true" : "");
     bool ok = fflush(file) == 0 && fsync(fileno(file)) == 0;
     ok = fclose(file) == 0 && ok;
     if (!ok) {
@@ -161,19 +161,21 @@ static int append_metrics(const char *dir, const epoch_metrics *m)
 }
 
 int run_save_epoch(const char *dir, ct_plan *plan, const run_info *info, const run_args *args,
-                   const epoch_metrics *m)
+                   const epoch_metrics *m, int ranks)
 {
-    char state_path[PATH_CAPACITY], model_path[PATH_CAPACITY], epoch[32], step[32];
+    char state_path[PATH_CAPACITY], model_path[PATH_CAPACITY], epoch[32], step[32], n_ranks[32];
     CLI_TRY(path_in(dir, RUN_STATE_FILE, state_path, sizeof state_path));
     CLI_TRY(path_in(dir, RUN_MODEL_FILE, model_path, sizeof model_path));
     CLI_TRY(append_metrics(dir, m));
-    snprintf(epoch, sizeof epoch, "%ld", m->epoch);
+    snprintf(epoch, sizeof epoch, "%ld", m->partial ? m->epoch - 1 : m->epoch);
     snprintf(step, sizeof step, "%" PRId64, ct_plan_step(plan));
+    snprintf(n_ranks, sizeof n_ranks, "%d", ranks);
     run_meta meta = {.n = 0};
     char *saved_args = args_json(args);
     bool ok = saved_args && run_meta_add_info(&meta, info) && run_meta_add(&meta, "epoch", epoch);
     int model_n_meta = meta.n;
-    ok = ok && run_meta_add(&meta, "step", step) && run_meta_add(&meta, "args", saved_args);
+    ok = ok && run_meta_add(&meta, "step", step) && run_meta_add(&meta, "ranks", n_ranks) &&
+         run_meta_add(&meta, "args", saved_args);
     free(saved_args);
     int exit_status = CLI_EXIT_OK;
     if (!ok) {
@@ -262,16 +264,26 @@ static bool parse_count(const char *text, long long *out)
     return end != text && !*end && errno == 0 && *out >= 0;
 }
 
-int run_resume_state(const char *dir, ct_plan *plan, long *epochs_done)
+int run_resume_state(const char *dir, ct_plan *plan, int ranks, long *epochs_done)
 {
     ct_checkpoint *state = NULL;
     CLI_TRY(open_state(dir, &state));
-    long long epoch = 0, step = 0;
+    long long epoch = 0, step = 0, saved_ranks = 1; /* no "ranks": from before mpirun */
+    const char *ranks_text = ct_checkpoint_meta(state, "ranks");
     int exit_status = CLI_EXIT_OK;
     if (!parse_count(ct_checkpoint_meta(state, "epoch"), &epoch) ||
-        !parse_count(ct_checkpoint_meta(state, "step"), &step))
-        exit_status = bad_state(dir, "lacks a valid 'epoch' or 'step'");
-    else if (ct_plan_load_checkpoint(plan, state, CT_SAVE_MODEL | CT_SAVE_OPTIMIZER) != CT_OK)
+        !parse_count(ct_checkpoint_meta(state, "step"), &step) ||
+        (ranks_text && !parse_count(ranks_text, &saved_ranks)))
+        exit_status = bad_state(dir, "lacks a valid 'epoch', 'step' or 'ranks'");
+    else if (saved_ranks != ranks) {
+        fprintf(stderr,
+                "cuttle train: the run in %s was trained by %lld process%s and this is %d: "
+                "resume it with %s%lld (another number of ranks would change every batch)\n",
+                dir, saved_ranks, saved_ranks == 1 ? "" : "es", ranks,
+                saved_ranks == 1 ? "one process, without mpirun, or mpirun -np " : "mpirun -np ",
+                saved_ranks);
+        exit_status = CLI_EXIT_USAGE;
+    } else if (ct_plan_load_checkpoint(plan, state, CT_SAVE_MODEL | CT_SAVE_OPTIMIZER) != CT_OK)
         exit_status = cli_fail("train");
     ct_checkpoint_close(state);
     if (exit_status == CLI_EXIT_OK) {

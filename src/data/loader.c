@@ -3,7 +3,8 @@
  * caller.
  *
  * Batch j of an epoch holds the items order[j*batch ...] of the epoch's
- * order (a permutation keyed by (seed, epoch) alone, or 0..n-1), each
+ * order (a permutation keyed by (seed, epoch) alone, or 0..n-1; of a
+ * shard, every n_shards-th item of it from the shard's index), each
  * augmented with draws keyed by (seed, epoch, item).  So a batch's bytes
  * are a pure function of (seed, epoch, j): the same for any number of
  * threads and any prefetch depth, and a run restarted at batch j sees what
@@ -49,9 +50,11 @@ typedef struct loader_slot {
 struct ct_loader {
     const ct_dataset *ds;
     ct_loader_args args;
-    int64_t n_items; /* the dataset's size when the loader was made */
+    int64_t n_dataset; /* the dataset's size when the loader was made */
+    int64_t n_shards;
+    int64_t n_items; /* of an epoch: n_dataset, or its shard's n_dataset / n_shards */
     int64_t n_batches;
-    int64_t *order; /* [n_items] this epoch's items */
+    int64_t *order; /* this epoch's items: [n_items] of the dataset's [n] */
     loader_slot *slots;
     int n_slots;
     pthread_t *threads;
@@ -156,11 +159,18 @@ static ct_status check_args(const ct_dataset *ds, const ct_loader_args *args)
                             LOADER_MAX_PREFETCH, args->prefetch,
                             ds->height < ds->width ? ds->height : ds->width, a->crop_pad,
                             a->cutout);
-    if (args->drop_last && args->batch > ds->n)
+    int n_shards = args->n_shards > 1 ? args->n_shards : 1;
+    if (args->n_shards < 0 || args->shard < 0 || args->shard >= n_shards)
+        return ct_set_error(CT_ERR_ARG,
+                            "ct_loader_new: shard %d of %d: the shard must be from 0 to "
+                            "n_shards - 1",
+                            args->shard, args->n_shards);
+    if (args->drop_last && args->batch > ds->n / n_shards)
         return ct_set_error(CT_ERR_ARG,
                             "ct_loader_new: a batch of %d with drop_last leaves no batch of a "
-                            "dataset of %lld items: use a smaller batch",
-                            args->batch, (long long)ds->n);
+                            "dataset of %lld items%s: use a smaller batch",
+                            args->batch, (long long)(ds->n / n_shards),
+                            n_shards > 1 ? " (a shard's)" : "");
     return CT_OK;
 }
 
@@ -180,8 +190,11 @@ ct_status ct_loader_new(const ct_dataset *dataset, const ct_loader_args *args, c
     if (loader->args.prefetch == 0)
         loader->args.prefetch = LOADER_DEFAULT_PREFETCH;
     int64_t batch = args->batch;
-    loader->n_items = dataset->n;
-    loader->n_batches = args->drop_last ? dataset->n / batch : (dataset->n + batch - 1) / batch;
+    loader->n_shards = args->n_shards > 1 ? args->n_shards : 1;
+    loader->n_dataset = dataset->n;
+    loader->n_items = dataset->n / loader->n_shards;
+    loader->n_batches = args->drop_last ? loader->n_items / batch
+                                        : (loader->n_items + batch - 1) / batch;
     loader->n_slots = loader->args.prefetch + 1;
     pthread_mutex_init(&loader->lock, NULL);
     pthread_cond_init(&loader->work, NULL);
@@ -255,13 +268,15 @@ ct_status ct_loader_start(ct_loader *loader, int64_t epoch, int64_t first_batch)
     while (loader->busy > 0)
         pthread_cond_wait(&loader->changed, &loader->lock);
     loader->epoch = epoch;
-    int64_t n = loader->n_items;
+    int64_t n = loader->n_dataset;
     if (loader->args.shuffle)
         ct_data_permutation(loader->args.seed, CT_RNG_STREAM_SHUFFLE, (uint32_t)epoch, n,
                             loader->order);
     else
         for (int64_t i = 0; i < n; i++)
             loader->order[i] = i;
+    for (int64_t i = 0; loader->n_shards > 1 && i < loader->n_items; i++)
+        loader->order[i] = loader->order[i * loader->n_shards + loader->args.shard];
     for (int s = 0; s < loader->n_slots; s++)
         loader->slots[s].ready = false;
     loader->next_claim = loader->next_return = loader->released = first_batch;

@@ -109,8 +109,12 @@ ct_status ct_plan_find_nonfinite(ct_plan *plan, ct_mode mode, char *what, size_t
         .plan = plan,
         .status = CT_OK,
     };
+    /* without the gradient hook: on its own, a rank of a data-parallel job
+     * must not start collectives that the others do not */
     ct_run_hook *before = ct_plan_swap_hook(plan, &h.hook);
+    ct_grad_hook *grad_before = ct_plan_swap_grad_hook(plan, NULL);
     ct_status status = ct_plan_run(plan, mode);
+    ct_plan_swap_grad_hook(plan, grad_before);
     ct_plan_swap_hook(plan, before);
     free(h.buffer);
     CT_TRY(status);

@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "graph/backend.h"
 #include "graph/fuse.h"
+#include "graph/grad_hook.h"
 #include "graph/impl.h"
 #include "graph/memplan.h"
 #include "graph/plan.h"
@@ -51,6 +52,7 @@ struct ct_plan {
     int64_t step;
     float lr;
     ct_run_hook *hook; /* the profiler, when profiling is on */
+    ct_grad_points grad; /* data parallel's hook between backward and the optimizer */
     /* Nodes the backend cannot run, run by its fallback (the CPU) on host
      * copies of the arena and state (NULL when there are none). */
     bool *on_host;
@@ -420,6 +422,7 @@ void ct_plan_free(ct_plan *plan)
             backend->fallback->iface->release(backend->fallback, host_copies[i]);
     free(plan->on_host);
     ct_plan_set_hook(plan, NULL);
+    ct_grad_points_free(&plan->grad);
     for (int mode = 0; mode < CT_MODE_COUNT; mode++) {
         free(plan->schedule[mode]);
         free(plan->runs[mode]);
@@ -508,9 +511,10 @@ static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
 {
     ct_backend *backend = plan->backend;
     ct_run_hook *hook = plan->hook;
+    const ct_grad_points *grad = mode == CT_TRAIN && plan->grad.hook ? &plan->grad : NULL;
     bool replayed = false;
     CT_TRY(ct_replay_run(&plan->replay, backend, mode, exec, plan->runs[mode],
-                         plan->n_runs[mode], !hook && !plan->on_host, &replayed));
+                         plan->n_runs[mode], !hook && !plan->on_host && !grad, &replayed));
     if (replayed)
         return backend->iface->synchronize(backend);
     ct_replay_count_eager(&plan->replay, mode);
@@ -520,6 +524,8 @@ static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
     for (int i = 0, done = 1; i < plan->n_runs[mode]; i += done) {
         const ct_tensor *node = plan->runs[mode][i];
         const ct_impl *ran = NULL;
+        if (grad)
+            CT_TRY(ct_grad_points_before(grad, i));
         if (hook)
             hook->node_begin(hook, mode, i);
         done = 1;
@@ -534,7 +540,11 @@ static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
                     hook->node_begin(hook, mode, i + k);
                 hook->node_end(hook, mode, i + k, ran->name, k == 0 ? done : 0);
             }
+        if (grad)
+            CT_TRY(ct_grad_points_after(grad, exec, i, done));
     }
+    if (grad)
+        CT_TRY(ct_grad_points_before(grad, plan->n_runs[mode]));
     CT_TRY(backend->iface->synchronize(backend));
     return hook ? hook->step_end(hook, mode, plan->step) : CT_OK;
 }
@@ -697,6 +707,28 @@ void ct_plan_set_hook(ct_plan *plan, ct_run_hook *hook)
     if (plan->hook && plan->hook != hook)
         plan->hook->destroy(plan->hook);
     plan->hook = hook;
+}
+
+ct_status ct_plan_set_grad_hook(ct_plan *plan, ct_grad_hook *hook)
+{
+    ct_grad_points_free(&plan->grad);
+    if (!hook)
+        return CT_OK;
+    ct_status status = ct_grad_points_build(&plan->grad, plan->graph, plan->runs[CT_TRAIN],
+                                            plan->n_runs[CT_TRAIN], plan->alias_of);
+    if (status != CT_OK) {
+        hook->destroy(hook);
+        return status;
+    }
+    plan->grad.hook = hook;
+    return CT_OK;
+}
+
+ct_grad_hook *ct_plan_swap_grad_hook(ct_plan *plan, ct_grad_hook *hook)
+{
+    ct_grad_hook *before = plan->grad.hook;
+    plan->grad.hook = hook;
+    return before;
 }
 
 ct_run_hook *ct_plan_swap_hook(ct_plan *plan, ct_run_hook *hook)

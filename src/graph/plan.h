@@ -9,6 +9,7 @@
 #define CT_GRAPH_PLAN_H
 
 #include "graph/backend.h"
+#include "graph/grad_hook.h"
 
 typedef struct ct_run_hook ct_run_hook;
 
@@ -40,6 +41,14 @@ ct_run_hook *ct_plan_swap_hook(ct_plan *plan, ct_run_hook *hook);
 /* Copies t's bytes as the plan holds them now, kept or not (a node of a
  * step, from its hook's node_end: its memory may be reused later). */
 ct_status ct_plan_peek(const ct_plan *plan, const ct_tensor *t, void *host, size_t bytes);
+
+/* Installs a hook between backward and the optimizer of each training step
+ * (graph/grad_hook.h; NULL: none), destroying the one before; the plan owns
+ * it from then on, also when this fails (it is destroyed then). */
+ct_status ct_plan_set_grad_hook(ct_plan *plan, ct_grad_hook *hook);
+/* Swaps in `hook` (NULL: none) without destroying the one before, which it
+ * returns: for a step that must not run it (graph/nonfinite.c). */
+ct_grad_hook *ct_plan_swap_grad_hook(ct_plan *plan, ct_grad_hook *hook);
 
 ct_backend *ct_plan_backend(const ct_plan *plan);
 /* The nodes a mode runs, in order (no views, no fused nodes). */

@@ -44,7 +44,9 @@ static ct_tensor *zero_state(ct_graph *graph, const ct_tensor *param, const char
  * takes the one before), so that all of them run before any update; each
  * update takes the last as its last source.  A check that finds an inf or
  * NaN sets ct_step_values.found_inf, and every update of the step then does
- * nothing.  NULL without loss scaling (or with an error recorded). */
+ * nothing.  NULL without loss scaling (or with an error recorded).  Of the
+ * optimizer phase: after anything that changes the gradients between
+ * backward and the update (graph/grad_hook.h, the data-parallel average). */
 static ct_tensor *finite_check(ct_graph *graph)
 {
     if (!graph->loss_scaling)
@@ -91,11 +93,11 @@ ct_status ct_graph_sgd(ct_graph *graph, ct_sgd_args args)
         return ct_set_error(CT_ERR_ARG,
                             "ct_graph_sgd: Nesterov momentum needs momentum > 0 and zero "
                             "dampening");
+    graph->has_optimizer = true; /* from here on, nodes are of the optimizer phase */
+    graph->optimizer_lr = args.lr;
     ct_tensor *check = finite_check(graph);
     if (graph->status != CT_OK)
         return graph->status;
-    graph->has_optimizer = true;
-    graph->optimizer_lr = args.lr;
     int n_state = graph->n_state;
     for (int i = 0; i < n_state; i++) {
         ct_tensor *param = graph->state[i];
@@ -124,11 +126,11 @@ ct_status ct_graph_adam(ct_graph *graph, ct_adam_args args)
                             "ct_graph_adam: betas (%g, %g) must be in [0, 1), eps %g > 0 and "
                             "weight decay %g >= 0 (ct_adam_defaults() gives PyTorch's)",
                             args.beta1, args.beta2, args.eps, args.weight_decay);
+    graph->has_optimizer = true; /* from here on, nodes are of the optimizer phase */
+    graph->optimizer_lr = args.lr;
     ct_tensor *check = finite_check(graph);
     if (graph->status != CT_OK)
         return graph->status;
-    graph->has_optimizer = true;
-    graph->optimizer_lr = args.lr;
     int n_state = graph->n_state;
     for (int i = 0; i < n_state; i++) {
         ct_tensor *param = graph->state[i];
