@@ -108,14 +108,7 @@ int cmd_export(int argc, char **argv)
          "a fixed batch size, or a dynamic batch axis (default dynamic)"},
         {"--softmax", NULL, CLI_FLAG, &o.softmax, 0, 0, NULL,
          "end the graph with a Softmax: probabilities instead of logits"},
-        {"--data", "NAME", CLI_TEXT, &o.data, 0, 0, cli_datasets,
-         "for a plain state_dict: the dataset that gives input, classes and normalization"},
-        {"--data-dir", "DIR", CLI_TEXT, &o.data_dir, 0, 0, NULL,
-         "where that dataset's files are (default: Debian's place for fashion-mnist)"},
-        {"--input", "CxHxW", CLI_TEXT, &o.input, 0, 0, NULL,
-         "for a plain state_dict without --data: the input's channels x height x width"},
-        {"--classes", "K", CLI_INT, &o.classes, 2, 100000, NULL,
-         "for a plain state_dict without --data: the number of classes"},
+        RUN_SOURCE_OPTIONS(o),
     };
     cli_parsed parsed = cli_parse("export", "--weights FILE --onnx OUT.onnx [options]", argc,
                                   argv, options, (int)(sizeof options / sizeof options[0]));

@@ -57,6 +57,19 @@ typedef struct run_source {
 int run_info_open(const char *command, const run_source *src, ct_checkpoint **checkpoint,
                   run_info *info);
 
+/* The cli_option entries that describe a plain state_dict (--data,
+ * --data-dir, --input, --classes), bound to the fields of that name of the
+ * struct `o` (data, data_dir, input: const char *; classes: long). */
+#define RUN_SOURCE_OPTIONS(o)                                                              \
+    {"--data", "NAME", CLI_TEXT, &(o).data, 0, 0, cli_datasets,                            \
+     "for a plain state_dict: the dataset that gives input, classes and normalization"},   \
+    {"--data-dir", "DIR", CLI_TEXT, &(o).data_dir, 0, 0, NULL,                             \
+     "where that dataset's files are (default: Debian's place for fashion-mnist)"},        \
+    {"--input", "CxHxW", CLI_TEXT, &(o).input, 0, 0, NULL,                                 \
+     "for a plain state_dict without --data: the input's channels x height x width"},      \
+    {"--classes", "K", CLI_INT, &(o).classes, 2, 100000, NULL,                             \
+     "for a plain state_dict without --data: the number of classes"}
+
 /* Metadata pairs whose strings this owns. */
 typedef struct run_meta {
     ct_meta items[RUN_META_CAPACITY];
