@@ -52,6 +52,18 @@ static int panel_width(int columns)
     return full * PANEL + (rest + 15) / 16 * 16;
 }
 
+/* The real columns of panel t, and the floats per k it is stored with
+ * (48, or the columns rounded up to 16 for the last). */
+static inline int panel_columns(int columns, int t)
+{
+    return columns - t * PANEL < PANEL ? columns - t * PANEL : PANEL;
+}
+
+static inline int panel_stride(int valid)
+{
+    return valid == PANEL ? PANEL : (valid + 15) / 16 * 16;
+}
+
 size_t ct_cpu_conv2d_panel_workspace(const ct_conv2d_shape *s, int n_threads)
 {
     size_t depth = (size_t)s->in_channels * s->kernel_h * s->kernel_w;
@@ -162,7 +174,7 @@ __attribute__((target("avx512f"))) static void multiply_panel(const panel_gemm *
                                                               const float *panel, int width,
                                                               int row_lo, int row_hi)
 {
-    int valid = g->columns - t * PANEL < PANEL ? g->columns - t * PANEL : PANEL;
+    int valid = panel_columns(g->columns, t);
     int vectors = (valid + 15) / 16, tail = valid - 16 * (vectors - 1);
     __mmask16 last = tail < 16 ? (__mmask16)((1u << tail) - 1u) : (__mmask16)0xFFFF;
     size_t lda = (size_t)g->depth, ldc = (size_t)g->columns;
@@ -195,8 +207,7 @@ static void by_channels(const ct_conv2d_shape *s, const float *x, const panel_ge
         /* the panels' rows k split between the threads */
         int k_lo = g->depth * id / team, k_hi = g->depth * (id + 1) / team;
         for (int t = 0; t < n_panels; t++) {
-            int valid = g->columns - t * PANEL < PANEL ? g->columns - t * PANEL : PANEL;
-            int width = valid == PANEL ? PANEL : (valid + 15) / 16 * 16;
+            int valid = panel_columns(g->columns, t), width = panel_stride(valid);
             pack_panel(s, x, t * PANEL, valid, width, k_lo, k_hi,
                        panels + (size_t)t * PANEL * g->depth);
         }
@@ -205,8 +216,7 @@ static void by_channels(const ct_conv2d_shape *s, const float *x, const panel_ge
         int blocks = g->rows / ROWS;
         for (int r = blocks * id / team * ROWS; r < blocks * (id + 1) / team * ROWS; r += ROWS)
             for (int t = 0; t < n_panels; t++) {
-                int valid = g->columns - t * PANEL < PANEL ? g->columns - t * PANEL : PANEL;
-                int width = valid == PANEL ? PANEL : (valid + 15) / 16 * 16;
+                int width = panel_stride(panel_columns(g->columns, t));
                 multiply_panel(g, t, panels + (size_t)t * PANEL * g->depth, width, r, r + ROWS);
             }
     }
@@ -223,8 +233,7 @@ static void by_panels(const ct_conv2d_shape *s, const float *x, const panel_gemm
         float *slot = slots + (size_t)ct_cpu_thread_num() * PANEL * g->depth;
 #pragma omp for schedule(static)
         for (int t = 0; t < n_panels; t++) {
-            int valid = g->columns - t * PANEL < PANEL ? g->columns - t * PANEL : PANEL;
-            int width = valid == PANEL ? PANEL : (valid + 15) / 16 * 16;
+            int valid = panel_columns(g->columns, t), width = panel_stride(valid);
             pack_panel(s, x, t * PANEL, valid, width, 0, g->depth, slot);
             multiply_panel(g, t, slot, width, 0, g->rows);
         }
