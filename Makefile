@@ -162,7 +162,7 @@ else ifeq ($(CUDA),emu)
 FOUND_CUDA := emulated (emu/: every GPU thread a fiber on the CPU; no GPU speed)
 FOUND_CUBLAS := emulated (reference shim)
 FOUND_CUDNN := emulated (reference shim)
-CUDA_DEFS := -DCT_HAVE_CUDA -DCT_HAVE_CUBLAS -DCT_HAVE_CUDNN -DCT_CUDA_ARCHS='"90"' \
+CUDA_DEFS := -DCT_HAVE_CUDA -DCT_CUDA_EMULATED -DCT_HAVE_CUBLAS -DCT_HAVE_CUDNN -DCT_CUDA_ARCHS='"90"' \
              -DCT_CUDA_PTX_ARCH=90
 CUDA_SRCS := $(sort $(wildcard src/cuda/*.cu))
 CUDA_C_SRCS := $(sort $(wildcard src/cuda/*.c))
@@ -414,6 +414,12 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB_A)
 $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $< $(LIB_A) $(LDLIBS_BASE)
+
+# The command line's JSON writer, tested on its own.
+$(BUILD)/tests/test_json_writer: $(BUILD)/obj/tests/test_json_writer.o \
+                                 $(BUILD)/obj/tools/json_writer.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_BASE) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_A) $(LDLIBS_BASE)
 
 # Counts cuttle's own allocations (see the test).
 $(BUILD)/tests/test_noalloc $(BUILD)/tests/test_alloc_failures: \

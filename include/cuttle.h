@@ -63,6 +63,23 @@ CT_API const char *ct_last_error(void);
 CT_API const char *ct_status_name(ct_status status);
 CT_API const char *ct_version(void);
 
+/* What this build of the library carries and what it uses on this machine
+ * (cuttle doctor prints it, like PyTorch's collect_env).  Static strings. */
+typedef struct ct_build_info {
+    const char *version;     /* ct_version() */
+    const char *compiler;    /* the C compiler that built the library */
+    const char *cuda;        /* "none", "cuda" (NVIDIA GPUs) or "emulated" (make CUDA=emu) */
+    const char *cuda_archs;  /* the sm_XY list compiled in; "" without CUDA */
+    bool cublas, cudnn;      /* built with the vendor paths (loaded at first use) */
+    bool nccl_header;        /* built with nccl.h (cuttle_cuda.h probes libnccl) */
+    const char *blas;        /* "OpenBLAS 0.3.21 ... (openmp)" or "built-in GEMM" */
+    bool openmp, zlib, png, jpeg, mpi;
+    const char *cpu_simd;    /* the widest vector path the CPU kernels take here:
+                                "avx512", "avx2" or "scalar" */
+    const char *int8_kernel; /* the INT8 path: "vnni", "avx2" or "ref" */
+} ct_build_info;
+CT_API void ct_build_info_get(ct_build_info *out);
+
 /* ---- dtypes ------------------------------------------------------------ */
 
 typedef enum ct_dtype {

@@ -6,6 +6,7 @@
  * sizes.  bench/peers/torch_bench.py measures PyTorch the same way with the
  * same options and JSON fields, and bench/compare runs both (docs/bench.md).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,52 +100,59 @@ static const char *cuda_graph_state(const workload *w, int *nodes, const char **
 static void print_json(const bench_options *opts, const workload *w, const bench_result *r)
 {
     const workload_options *o = &opts->work;
-    printf("{\"framework\": \"cuttle %s\", \"model\": ", ct_version());
-    workload_print_json_string(stdout, o->model);
-    printf(", \"batch\": %ld, \"input\": \"%dx%dx%d\", \"classes\": %ld, \"device\": ", o->batch,
-           w->channels, w->height, w->width, o->classes);
-    workload_print_json_string(stdout, o->device); /* as given, like the peer; see threads */
-    printf(", \"backend\": ");
-    workload_print_json_string(stdout, ct_backend_name(w->backend));
-    printf(", \"emulated\": %s", ct_backend_emulated(w->backend) ? "true" : "false");
-    printf(", \"precision\": \"%s\"", ct_precision_name(ct_graph_precision(w->graph)));
-    printf(", \"mode\": \"%s\", \"steps\": %ld, \"warmup\": %ld, \"median_ms\": %.4f, "
-           "\"p10_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, "
-           "\"mean_ms\": %.4f, \"images_per_second\": %.1f, \"peak_host_bytes\": %lld, "
-           "\"peak_device_bytes\": ",
-           o->mode, opts->steps, opts->warmup, r->median_ms, r->p10_ms, r->p90_ms, r->min_ms,
-           r->max_ms, r->mean_ms, r->images_per_second, (long long)r->peak_host_bytes);
+    json_writer out = json_writer_start(stdout);
+    json_object(&out);
+    workload_json_fields(&out, o, w);
+    json_field_int(&out, "classes", o->classes);
+    json_field_string(&out, "backend", ct_backend_name(w->backend));
+    json_field_string(&out, "precision", ct_precision_name(ct_graph_precision(w->graph)));
+    json_field_string(&out, "mode", o->mode);
+    json_field_int(&out, "steps", opts->steps);
+    json_field_int(&out, "warmup", opts->warmup);
+    json_field_fixed(&out, "median_ms", r->median_ms, 4);
+    json_field_fixed(&out, "p10_ms", r->p10_ms, 4);
+    json_field_fixed(&out, "p90_ms", r->p90_ms, 4);
+    json_field_fixed(&out, "min_ms", r->min_ms, 4);
+    json_field_fixed(&out, "max_ms", r->max_ms, 4);
+    json_field_fixed(&out, "mean_ms", r->mean_ms, 4);
+    json_field_fixed(&out, "images_per_second", r->images_per_second, 1);
+    json_field_int(&out, "peak_host_bytes", r->peak_host_bytes);
     if (r->peak_device_bytes >= 0)
-        printf("%lld", (long long)r->peak_device_bytes);
+        json_field_int(&out, "peak_device_bytes", r->peak_device_bytes);
     else
-        printf("null");
-    printf(", \"params\": %lld, \"threads\": %d, "
-           "\"arena_bytes\": %zu, \"state_bytes\": %zu, \"gflop_per_step\": %.6f, "
-           "\"gflops_per_second\": %.3f, ",
-           (long long)workload_params(w), ct_backend_threads(w->backend),
-           ct_plan_arena_bytes(w->plan), ct_plan_state_bytes(w->plan), r->gflops_per_step,
-           r->gflops_per_second);
-    if (r->peak.gflops > 0)
-        printf("\"peak_gflops\": %.1f, \"share_of_peak\": %.4f, \"peak_isa\": \"%s\", "
-               "\"avx2_peak_gflops\": %.1f, ",
-               r->peak.gflops, r->gflops_per_second / r->peak.gflops, r->peak.isa,
-               r->peak.avx2_gflops);
-    else
-        printf("\"peak_gflops\": null, \"share_of_peak\": null, \"peak_isa\": null, "
-               "\"avx2_peak_gflops\": null, ");
+        json_field_null(&out, "peak_device_bytes");
+    json_field_int(&out, "params", workload_params(w));
+    json_field_int(&out, "threads", ct_backend_threads(w->backend));
+    json_field_int(&out, "arena_bytes", (long long)ct_plan_arena_bytes(w->plan));
+    json_field_int(&out, "state_bytes", (long long)ct_plan_state_bytes(w->plan));
+    json_field_fixed(&out, "gflop_per_step", r->gflops_per_step, 6);
+    json_field_fixed(&out, "gflops_per_second", r->gflops_per_second, 3);
+    bool peak = r->peak.gflops > 0;
+    json_field_fixed(&out, "peak_gflops", peak ? r->peak.gflops : NAN, 1);
+    json_field_fixed(&out, "share_of_peak", peak ? r->gflops_per_second / r->peak.gflops : NAN,
+                     4);
+    json_field_string(&out, "peak_isa", peak ? r->peak.isa : NULL);
+    json_field_fixed(&out, "avx2_peak_gflops", peak ? r->peak.avx2_gflops : NAN, 1);
     const ct_optimize_report *opt = &w->optimized;
-    if (opt->kernels_before > 0)
-        printf("\"optimized\": {\"folded\": %d, \"removed\": %d, \"kernels_before\": %d, "
-               "\"kernels_after\": %d}, ",
-               opt->folded, opt->removed, opt->kernels_before, opt->kernels_after);
-    else
-        printf("\"optimized\": null, ");
+    json_key(&out, "optimized");
+    if (opt->kernels_before > 0) {
+        json_object(&out);
+        json_field_int(&out, "folded", opt->folded);
+        json_field_int(&out, "removed", opt->removed);
+        json_field_int(&out, "kernels_before", opt->kernels_before);
+        json_field_int(&out, "kernels_after", opt->kernels_after);
+        json_end(&out);
+    } else {
+        json_null(&out);
+    }
     int nodes = 0;
     const char *why = NULL, *graph = cuda_graph_state(w, &nodes, &why);
+    json_field_string(&out, "cuda_graph", graph);
     if (graph)
-        printf("\"cuda_graph\": \"%s\", \"graph_nodes\": %d}\n", graph, nodes);
+        json_field_int(&out, "graph_nodes", nodes);
     else
-        printf("\"cuda_graph\": null, \"graph_nodes\": null}\n");
+        json_field_null(&out, "graph_nodes");
+    json_end(&out);
 }
 
 static void print_text(const bench_options *opts, const workload *w, const bench_result *r)

@@ -4,8 +4,11 @@
  * loaded), each GPU and whether this binary carries machine code for it, a
  * smoke test (a small convolution and GEMM on the GPU against the CPU), and
  * an N x N SGEMM timed with cuttle's kernel, with cuBLAS and on the CPU.
- * First, the MPI library of data-parallel training and, under mpirun, the
- * job's size (rank 0 reports; the other ranks say nothing).
+ * First what holds on any machine: the build (its options, BLAS, the CUDA
+ * architectures compiled in), the CPU's threads and vector paths, and the
+ * MPI library of data-parallel training with, under mpirun, the job's size
+ * (rank 0 reports; the other ranks say nothing).  --json writes all of it,
+ * GPU or not, like PyTorch's collect_env.
  *
  * Exit status: 0 all good; 1 the smoke test or a library call failed;
  * 2 a bad command line; 3 no usable GPU (a CPU-only build, no driver or no
@@ -18,7 +21,7 @@
 
 #include "cli.h"
 #include "cuttle_cuda.h"
-#include "run_info.h"
+#include "json_writer.h"
 
 enum { DOCTOR_EXIT_NO_GPU = 3, DEFAULT_GEMM_SIZE = 10000, EMULATED_GEMM_SIZE = 256 };
 #define SMOKE_TOLERANCE 1e-4
@@ -26,15 +29,8 @@ enum { DOCTOR_EXIT_NO_GPU = 3, DEFAULT_GEMM_SIZE = 10000, EMULATED_GEMM_SIZE = 2
 typedef struct doctor_options {
     bool json, no_cpu_gemm;
     long gemm_size;
+    json_writer *out; /* --json: the object being written; NULL: text */
 } doctor_options;
-
-/* , "key": "why" (or null). */
-static void print_json_error(const char *key, const char *why)
-{
-    char *literal = why ? run_json_string(why) : NULL;
-    printf(", \"%s\": %s", key, literal ? literal : "null");
-    free(literal);
-}
 
 /* The MPI library and the job this process is part of (mpirun -np N). */
 typedef struct doctor_mpi {
@@ -69,29 +65,79 @@ static void print_mpi(const doctor_mpi *mpi)
                mpi->size == 1 ? "" : "0");
 }
 
-/* , "mpi": {...} (null without MPI). */
-static void print_mpi_json(const doctor_mpi *mpi)
+/* "mpi": {...} (null without MPI), "mpi_error". */
+static void print_mpi_json(json_writer *out, const doctor_mpi *mpi)
 {
-    char *library = mpi->library ? run_json_string(mpi->library) : NULL;
-    printf(", \"mpi\": ");
-    if (library)
-        printf("{\"library\": %s, \"world_size\": %d, \"rank\": %d}", library, mpi->size,
-               mpi->rank);
-    else
-        printf("null");
-    free(library);
-    print_json_error("mpi_error", mpi->error[0] ? mpi->error : NULL);
+    json_key(out, "mpi");
+    if (mpi->library) {
+        json_object(out);
+        json_field_string(out, "library", mpi->library);
+        json_field_int(out, "world_size", mpi->size);
+        json_field_int(out, "rank", mpi->rank);
+        json_end(out);
+    } else {
+        json_null(out);
+    }
+    json_field_string(out, "mpi_error", mpi->error[0] ? mpi->error : NULL);
 }
 
-static int no_gpu(const doctor_options *opts, const doctor_mpi *mpi, const char *why)
+/* The build and the CPU: known on every machine. */
+static void print_build(const doctor_options *opts)
 {
-    if (opts->json) {
-        printf("{\"gpu_available\": false, \"reason\": \"%s\"", why);
-        print_mpi_json(mpi);
-        printf("}\n");
+    ct_build_info b;
+    ct_build_info_get(&b);
+    ct_backend *cpu = NULL;
+    int threads = ct_backend_new("cpu", &cpu) == CT_OK ? ct_backend_threads(cpu) : 0;
+    ct_backend_free(cpu);
+    json_writer *out = opts->out;
+    if (out) {
+        json_key(out, "build");
+        json_object(out);
+        json_field_string(out, "version", b.version);
+        json_field_string(out, "compiler", b.compiler);
+        json_field_string(out, "cuda", b.cuda);
+        json_field_string(out, "cuda_archs", b.cuda_archs);
+        json_field_bool(out, "cublas", b.cublas);
+        json_field_bool(out, "cudnn", b.cudnn);
+        json_field_bool(out, "nccl_header", b.nccl_header);
+        json_field_string(out, "blas", b.blas);
+        json_field_bool(out, "openmp", b.openmp);
+        json_field_bool(out, "zlib", b.zlib);
+        json_field_bool(out, "png", b.png);
+        json_field_bool(out, "jpeg", b.jpeg);
+        json_field_bool(out, "mpi", b.mpi);
+        json_end(out);
+        json_key(out, "cpu");
+        json_object(out);
+        json_field_int(out, "threads", threads);
+        json_field_string(out, "simd", b.cpu_simd);
+        json_field_string(out, "int8_kernel", b.int8_kernel);
+        json_end(out);
+        return;
     }
+    printf("cuttle:        %s, built by %s\n", b.version, b.compiler);
+    if (b.cuda_archs[0])
+        printf("build:         CUDA%s (sm %s)%s%s; %s\n",
+               b.cuda[0] == 'e' ? " emulated" : "", b.cuda_archs, b.cublas ? ", cuBLAS" : "",
+               b.cudnn ? ", cuDNN" : "", b.openmp ? "OpenMP" : "no OpenMP");
     else
+        printf("build:         CPU only; %s\n", b.openmp ? "OpenMP" : "no OpenMP");
+    printf("BLAS:          %s\n", b.blas);
+    printf("formats:       zlib %s, PNG %s, JPEG %s\n", b.zlib ? "yes" : "no",
+           b.png ? "yes" : "no", b.jpeg ? "yes" : "no");
+    printf("CPU:           %d threads; %s kernels, INT8 %s\n", threads, b.cpu_simd,
+           b.int8_kernel);
+}
+
+static int no_gpu(const doctor_options *opts, const char *why)
+{
+    if (opts->out) {
+        json_field_bool(opts->out, "gpu_available", false);
+        json_field_string(opts->out, "reason", why);
+        json_end(opts->out);
+    } else {
         printf("No usable GPU: %s.\ncuttle runs on the CPU only here.\n", why);
+    }
     return DOCTOR_EXIT_NO_GPU;
 }
 
@@ -182,23 +228,26 @@ static ct_status time_gemm(const char *device, const char *kernels, int n, doubl
 }
 
 static void print_gemm(const doctor_options *opts, const char *label, const char *device,
-                       const char *kernels, bool *first)
+                       const char *kernels)
 {
     double ms = 0, n = (double)opts->gemm_size;
     ct_status status = time_gemm(device, kernels, (int)opts->gemm_size, &ms);
     double gflops = status == CT_OK ? 2.0 * n * n * n / (ms * 1e6) : 0;
-    if (opts->json) {
-        printf("%s\"%s\": ", *first ? "" : ", ", label);
-        if (status == CT_OK)
-            printf("{\"ms\": %.3f, \"gflops\": %.1f}", ms, gflops);
-        else
-            printf("{\"error\": \"%s\"}", ct_status_name(status));
+    if (opts->out) {
+        json_key(opts->out, label);
+        json_object(opts->out);
+        if (status == CT_OK) {
+            json_field_fixed(opts->out, "ms", ms, 3);
+            json_field_fixed(opts->out, "gflops", gflops, 1);
+        } else {
+            json_field_string(opts->out, "error", ct_last_error());
+        }
+        json_end(opts->out);
     } else if (status == CT_OK) {
         printf("  %-8s %10.1f ms  %9.1f GFLOP/s\n", label, ms, gflops);
     } else {
         printf("  %-8s failed: %s\n", label, ct_last_error());
     }
-    *first = false;
     fflush(stdout);
 }
 
@@ -220,23 +269,26 @@ static void print_library(const char *label, int built, int loaded, const char *
 static void print_versions(const doctor_options *opts, const ct_cuda_versions *v)
 {
     char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32], i[32];
-    if (opts->json) {
-        printf("\"driver_cuda\": \"%s\", \"runtime_built\": \"%s\", \"runtime_loaded\": "
-               "\"%s\", \"cublas_built\": \"%s\", \"cublas_loaded\": \"%s\", \"cudnn_built\": "
-               "\"%s\", \"cudnn_loaded\": \"%s\", \"nccl_built\": \"%s\", \"nccl_loaded\": "
-               "\"%s\", \"archs\": \"%s\", \"ptx_arch\": %d, \"emulated\": %s",
-               version_text(v->driver, 1000, 0, a, 32),
-               version_text(v->runtime_built, 1000, 0, b, 32),
-               version_text(v->runtime_loaded, 1000, 0, c, 32),
-               version_text(v->cublas_built, 10000, 100, d, 32),
-               version_text(v->cublas_loaded, 10000, 100, e, 32),
-               version_text(v->cudnn_built, 10000, 100, f, 32),
-               version_text(v->cudnn_loaded, 10000, 100, g, 32),
-               version_text(v->nccl_built, 10000, 100, h, 32),
-               version_text(v->nccl_loaded, 10000, 100, i, 32), ct_cuda_probe_archs(),
-               ct_cuda_probe_ptx_arch(), v->emulated ? "true" : "false");
-        print_json_error("cublas_error", v->cublas_error);
-        print_json_error("cudnn_error", v->cudnn_error);
+    if (opts->out) {
+        json_writer *out = opts->out;
+        json_key(out, "cuda");
+        json_object(out);
+        json_field_string(out, "driver_cuda", version_text(v->driver, 1000, 0, a, 32));
+        json_field_string(out, "driver_error", v->driver_error);
+        json_field_string(out, "runtime_built", version_text(v->runtime_built, 1000, 0, b, 32));
+        json_field_string(out, "runtime_loaded", version_text(v->runtime_loaded, 1000, 0, c, 32));
+        json_field_string(out, "cublas_built", version_text(v->cublas_built, 10000, 100, d, 32));
+        json_field_string(out, "cublas_loaded", version_text(v->cublas_loaded, 10000, 100, e, 32));
+        json_field_string(out, "cublas_error", v->cublas_error);
+        json_field_string(out, "cudnn_built", version_text(v->cudnn_built, 10000, 100, f, 32));
+        json_field_string(out, "cudnn_loaded", version_text(v->cudnn_loaded, 10000, 100, g, 32));
+        json_field_string(out, "cudnn_error", v->cudnn_error);
+        json_field_string(out, "nccl_built", version_text(v->nccl_built, 10000, 100, h, 32));
+        json_field_string(out, "nccl_loaded", version_text(v->nccl_loaded, 10000, 100, i, 32));
+        json_field_string(out, "archs", ct_cuda_probe_archs());
+        json_field_int(out, "ptx_arch", ct_cuda_probe_ptx_arch());
+        json_field_bool(out, "emulated", v->emulated);
+        json_end(out);
         return;
     }
     if (v->emulated) {
@@ -278,17 +330,24 @@ static void print_device(const doctor_options *opts, int index, const ct_cuda_de
         snprintf(code, sizeof code, "PTX only (JIT at load)");
     else
         snprintf(code, sizeof code, "NONE: rebuild with CUDA_ARCHS=%d%d", d->major, d->minor);
-    if (opts->json)
-        printf("%s{\"index\": %d, \"name\": \"%s\", \"compute_capability\": \"%d.%d\", "
-               "\"sms\": %d, \"memory_mib\": %zu, \"code\": \"%s\"}",
-               index ? ", " : "", index, d->name, d->major, d->minor, d->sm_count,
-               d->memory_bytes >> 20, code);
+    if (opts->out) {
+        char capability[16];
+        snprintf(capability, sizeof capability, "%d.%d", d->major, d->minor);
+        json_object(opts->out);
+        json_field_int(opts->out, "index", index);
+        json_field_string(opts->out, "name", d->name);
+        json_field_string(opts->out, "compute_capability", capability);
+        json_field_int(opts->out, "sms", d->sm_count);
+        json_field_int(opts->out, "memory_mib", (long long)(d->memory_bytes >> 20));
+        json_field_string(opts->out, "code", code);
+        json_end(opts->out);
+    }
     else
         printf("GPU %d:         %s, compute %d.%d, %d SMs, %.1f GiB; binary has %s\n", index,
                d->name, d->major, d->minor, d->sm_count, d->memory_bytes / 1073741824.0, code);
 }
 
-static int doctor_cuda(doctor_options *opts, const doctor_mpi *mpi)
+static int doctor_cuda(doctor_options *opts)
 {
     ct_cuda_versions versions;
     ct_cuda_probe_versions(&versions);
@@ -298,17 +357,14 @@ static int doctor_cuda(doctor_options *opts, const doctor_mpi *mpi)
     const char *why = NULL;
     int count = ct_cuda_probe_device_count(&why);
     bool built_with_cuda = ct_cuda_probe_archs()[0] != '\0';
-    if (count == 0) {
-        if (!opts->json && built_with_cuda)
-            print_versions(opts, &versions);
-        return no_gpu(opts, mpi, versions.driver_error ? versions.driver_error : why);
-    }
-    if (opts->json) {
-        printf("{\"gpu_available\": true, ");
+    if (opts->out || built_with_cuda)
         print_versions(opts, &versions);
-        printf(", \"gpus\": [");
-    } else {
-        print_versions(opts, &versions);
+    if (count == 0)
+        return no_gpu(opts, versions.driver_error ? versions.driver_error : why);
+    if (opts->out) {
+        json_field_bool(opts->out, "gpu_available", true);
+        json_key(opts->out, "gpus");
+        json_array(opts->out);
     }
     for (int i = 0; i < count; i++) {
         ct_cuda_device_info info;
@@ -318,9 +374,17 @@ static int doctor_cuda(doctor_options *opts, const doctor_mpi *mpi)
     double error = 0;
     ct_status status = smoke_test(&error);
     bool smoke_ok = status == CT_OK && error <= SMOKE_TOLERANCE;
-    if (opts->json) {
-        printf("], \"smoke_test\": {\"ok\": %s, \"max_rel_error\": %.3g}, \"gemm_size\": %ld, "
-               "\"gemm\": {", smoke_ok ? "true" : "false", error, opts->gemm_size);
+    if (opts->out) {
+        json_end(opts->out);
+        json_key(opts->out, "smoke_test");
+        json_object(opts->out);
+        json_field_bool(opts->out, "ok", smoke_ok);
+        json_field_number(opts->out, "max_rel_error", error);
+        json_field_string(opts->out, "error", status != CT_OK ? ct_last_error() : NULL);
+        json_end(opts->out);
+        json_field_int(opts->out, "gemm_size", opts->gemm_size);
+        json_key(opts->out, "gemm");
+        json_object(opts->out);
     } else {
         printf("smoke test:    conv + linear on cuda:0 vs cpu: %s (max rel error %.2g)%s%s\n",
                smoke_ok ? "ok" : "FAILED", error, status != CT_OK ? ": " : "",
@@ -328,23 +392,21 @@ static int doctor_cuda(doctor_options *opts, const doctor_mpi *mpi)
         printf("SGEMM %ld x %ld x %ld%s:\n", opts->gemm_size, opts->gemm_size, opts->gemm_size,
                versions.emulated ? " (emulated: CPU time, not GPU speed)" : "");
     }
-    bool first = true;
-    print_gemm(opts, "native", "cuda", "native", &first);
+    print_gemm(opts, "native", "cuda", "native");
     /* Without cuBLAS, "vendor" would time cuttle's kernel again under its name. */
     if (!versions.cublas_error)
-        print_gemm(opts, "cublas", "cuda", "vendor", &first);
-    else if (!opts->json)
+        print_gemm(opts, "cublas", "cuda", "vendor");
+    else if (!opts->out)
         printf("  cublas   not loaded (above)\n");
     if (!opts->no_cpu_gemm) {
         if (!opts->json)
             printf("  (the CPU run may take a while; --no-cpu-gemm or --gemm-size N skip or "
                    "shrink it)\n");
-        print_gemm(opts, "cpu", "cpu", NULL, &first);
+        print_gemm(opts, "cpu", "cpu", NULL);
     }
-    if (opts->json) {
-        printf("}");
-        print_mpi_json(mpi);
-        printf("}\n");
+    if (opts->out) {
+        json_end(opts->out);
+        json_end(opts->out);
     }
     return smoke_ok ? CLI_EXIT_OK : CLI_EXIT_FAILED;
 }
@@ -367,7 +429,15 @@ int cmd_doctor(int argc, char **argv)
     find_mpi(&mpi);
     if (mpi.rank != 0)
         return CLI_EXIT_OK; /* under mpirun, rank 0 reports */
-    if (!opts.json)
+    json_writer out = json_writer_start(stdout);
+    if (opts.json) {
+        opts.out = &out;
+        json_object(&out);
+        print_build(&opts);
+        print_mpi_json(&out, &mpi);
+    } else {
+        print_build(&opts);
         print_mpi(&mpi);
-    return doctor_cuda(&opts, &mpi);
+    }
+    return doctor_cuda(&opts);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_writer.h"
 #include "cli.h"
 #include "run_info.h"
 
@@ -64,24 +65,27 @@ static void print_confusion(FILE *out, const run_info *info, const int64_t *conf
 static void print_json(const eval_options *o, const run_info *info, int64_t n, double accuracy,
                        double loss, const int64_t *confusion)
 {
-    char *weights = run_json_string(o->weights), *model = run_json_string(info->name);
-    printf("{\"weights\": %s, \"model\": %s, \"dataset\": \"%s\", \"split\": \"%s\", "
-           "\"n\": %lld, \"accuracy\": %.6f, \"loss\": %.6f",
-           weights ? weights : "null", model ? model : "null", o->data, o->split, (long long)n,
-           accuracy, loss);
+    json_writer out = json_writer_start(stdout);
+    json_object(&out);
+    json_field_string(&out, "weights", o->weights);
+    json_field_string(&out, "model", info->name);
+    json_field_string(&out, "dataset", o->data);
+    json_field_string(&out, "split", o->split);
+    json_field_int(&out, "n", n);
+    json_field_fixed(&out, "accuracy", accuracy, 6);
+    json_field_fixed(&out, "loss", loss, 6);
     if (confusion) {
-        printf(", \"confusion\": [");
+        json_key(&out, "confusion");
+        json_array(&out);
         for (int t = 0; t < info->classes; t++) {
-            printf("%s[", t ? ", " : "");
+            json_array(&out);
             for (int p = 0; p < info->classes; p++)
-                printf("%s%lld", p ? ", " : "", (long long)confusion[t * info->classes + p]);
-            printf("]");
+                json_int(&out, confusion[t * info->classes + p]);
+            json_end(&out);
         }
-        printf("]");
+        json_end(&out);
     }
-    printf("}\n");
-    free(weights);
-    free(model);
+    json_end(&out);
 }
 
 static int evaluate(eval_options *o)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_writer.h"
 #include "cli.h"
 #include "run_files.h"
 #include "run_info.h"
@@ -114,16 +115,24 @@ static void print_report(const optimize_options *o, const run_info *info, const 
 {
     const double mib = 1048576.0;
     if (o->json) {
-        char *name = run_json_string(info->name), *file = run_json_string(path);
-        printf("{\"model\": %s, \"onnx\": %s, \"folded\": %d, \"removed\": %d, \"kernels_before\": %d, \"kernels_after\": "
-               "%d, \"arena_bytes_before\": %zu, \"arena_bytes_after\": %zu, \"values_before\": "
-               "%lld, \"values_after\": %lld, \"max_relative_error\": %.3g, \"batch\": %ld, "
-               "\"device\": \"%s\", \"ms_before\": %.4f, \"ms_after\": %.4f}\n",
-               name ? name : "null", file ? file : "null", r->folded, r->removed, r->kernels_before, r->kernels_after, r->arena_before,
-               r->arena_after, (long long)r->values_before, (long long)r->values_after,
-               mm->error, o->batch, ct_backend_name(backend), mm->ms_before, mm->ms_after);
-        free(name);
-        free(file);
+        json_writer out = json_writer_start(stdout);
+        json_object(&out);
+        json_field_string(&out, "model", info->name);
+        json_field_string(&out, "onnx", path);
+        json_field_int(&out, "folded", r->folded);
+        json_field_int(&out, "removed", r->removed);
+        json_field_int(&out, "kernels_before", r->kernels_before);
+        json_field_int(&out, "kernels_after", r->kernels_after);
+        json_field_int(&out, "arena_bytes_before", (long long)r->arena_before);
+        json_field_int(&out, "arena_bytes_after", (long long)r->arena_after);
+        json_field_int(&out, "values_before", r->values_before);
+        json_field_int(&out, "values_after", r->values_after);
+        json_field_number(&out, "max_relative_error", mm->error);
+        json_field_int(&out, "batch", o->batch);
+        json_field_string(&out, "device", ct_backend_name(backend));
+        json_field_fixed(&out, "ms_before", mm->ms_before, 4);
+        json_field_fixed(&out, "ms_after", mm->ms_after, 4);
+        json_end(&out);
         return;
     }
     printf("optimized %s (%dx%dx%d -> %d classes) for inference:\n", info->name, info->input[0],

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "json_writer.h"
 #include "cli.h"
 #include "npy.h"
 #include "run_info.h"
@@ -193,8 +194,10 @@ static void top_k(const double *probabilities, int classes, int k, int *out)
     }
 }
 
+/* One item's top-k, as text, or as an element of the predictions array of
+ * json (NULL for text). */
 static void print_item(const predict_options *o, const run_info *info, const item *it,
-                       const float *logits, bool first)
+                       const float *logits, json_writer *json)
 {
     int k = (int)(o->top < info->classes ? o->top : info->classes);
     double *probabilities = malloc(sizeof *probabilities * (size_t)info->classes);
@@ -206,7 +209,7 @@ static void print_item(const predict_options *o, const run_info *info, const ite
     }
     cli_softmax(logits, info->classes, probabilities);
     top_k(probabilities, info->classes, k, best);
-    if (!o->json) {
+    if (!json) {
         printf("%s", it->name);
         if (it->label >= 0)
             printf("  (labelled %s)", info->class_names[it->label]);
@@ -215,20 +218,25 @@ static void print_item(const predict_options *o, const run_info *info, const ite
             printf("  %d. %-20s %.4f\n", i + 1, info->class_names[best[i]],
                    probabilities[best[i]]);
     } else {
-        char *name = run_json_string(it->name);
-        printf("%s{\"input\": %s, \"label\": %lld, \"top\": [", first ? "" : ", ",
-               name ? name : "null", (long long)it->label);
+        json_object(json);
+        json_field_string(json, "input", it->name);
+        json_field_int(json, "label", it->label);
+        json_key(json, "top");
+        json_array(json);
         for (int i = 0; i < k; i++) {
-            char *class_name = run_json_string(info->class_names[best[i]]);
-            printf("%s{\"index\": %d, \"class\": %s, \"probability\": %.9g}", i ? ", " : "",
-                   best[i], class_name ? class_name : "null", probabilities[best[i]]);
-            free(class_name);
+            json_object(json);
+            json_field_int(json, "index", best[i]);
+            json_field_string(json, "class", info->class_names[best[i]]);
+            json_field_number(json, "probability", probabilities[best[i]]);
+            json_end(json);
         }
-        printf("], \"logits\": [");
+        json_end(json);
+        json_key(json, "logits");
+        json_array(json);
         for (int c = 0; c < info->classes; c++)
-            printf("%s%.9g", c ? ", " : "", (double)logits[c]);
-        printf("]}");
-        free(name);
+            json_number(json, logits[c]);
+        json_end(json);
+        json_end(json);
     }
     free(probabilities);
     free(best);
@@ -268,18 +276,25 @@ static int predict(const predict_options *o, char **args, int n_args)
         fprintf(stderr, "cuttle predict: out of host memory\n");
         exit_status = CLI_EXIT_FAILED;
     }
-    if (exit_status == CLI_EXIT_OK && o->json)
-        printf("{\"model\": \"%s\", \"predictions\": [", info.name);
+    json_writer json = json_writer_start(stdout);
+    if (exit_status == CLI_EXIT_OK && o->json) {
+        json_object(&json);
+        json_field_string(&json, "model", info.name);
+        json_key(&json, "predictions");
+        json_array(&json);
+    }
     for (int64_t start = 0; exit_status == CLI_EXIT_OK && start < in.n; start += batch) {
         int n = (int)(in.n - start < batch ? in.n - start : batch);
         exit_status = cli_evaluator_logits("predict", ev, in.images + (size_t)start * in.item_floats,
                                            n, logits);
         for (int b = 0; exit_status == CLI_EXIT_OK && b < n; b++)
             print_item(o, &info, &in.items[start + b], logits + (size_t)b * (size_t)info.classes,
-                       start + b == 0);
+                       o->json ? &json : NULL);
     }
-    if (exit_status == CLI_EXIT_OK && o->json)
-        printf("]}\n");
+    if (exit_status == CLI_EXIT_OK && o->json) {
+        json_end(&json);
+        json_end(&json);
+    }
     free(logits);
     free(in.items);
     free(in.images);

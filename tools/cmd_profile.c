@@ -245,48 +245,64 @@ static void print_text(const profile_options *opts, const workload *w,
     print_predicted(opts, totals);
 }
 
+/* The emulated device's counters of one op row and the model's times. */
+static void print_json_counts(json_writer *out, const ct_kernel_counts *c)
+{
+    json_key(out, "predicted");
+    json_object(out);
+    json_field_int(out, "launches", (long long)c->launches);
+    json_field_fixed(out, "bytes_moved", c->bytes_moved, 0);
+    json_field_fixed(out, "dram_bytes", c->dram_bytes, 0);
+    json_field_fixed(out, "bytes_used", c->bytes_used, 0);
+    json_field_fixed(out, "shared_wavefronts", c->shared_wavefronts, 0);
+    json_field_fixed(out, "shared_ideal_wavefronts", c->shared_ideal_wavefronts, 0);
+    json_field_fixed(out, "flops_executed", c->flops_executed, 0);
+    json_field_fixed(out, "tensor_flops", c->tensor_flops, 0);
+    json_field_fixed(out, "branches", c->branches, 0);
+    json_field_fixed(out, "divergent_branches", c->divergent_branches, 0);
+    json_field_fixed(out, "predicted_ms", c->predicted_ns / 1e6, 6);
+    json_field_fixed(out, "predicted_graph_ms", c->predicted_graph_ns / 1e6, 6);
+    json_field_fixed(out, "roofline_ms", c->roofline_ns / 1e6, 6);
+    json_end(out);
+}
+
 static void print_json(const profile_options *opts, const workload *w,
                        const profile_totals *totals)
 {
     const workload_options *o = &opts->work;
     double steps = (double)opts->steps;
-    printf("{\"framework\": \"cuttle %s\", \"model\": ", ct_version());
-    workload_print_json_string(stdout, o->model);
-    printf(", \"batch\": %ld, \"input\": \"%dx%dx%d\", \"device\": ", o->batch, w->channels,
-           w->height, w->width);
-    workload_print_json_string(stdout, o->device);
-    printf(", \"emulated\": %s", ct_backend_emulated(w->backend) ? "true" : "false");
-    printf(", \"mode\": \"%s\", \"steps\": %ld, \"warmup\": %ld, \"threads\": %d, "
-           "\"step_ms\": %.4f, \"nodes_ms\": %.4f, \"ops\": [",
-           o->mode, opts->steps, opts->warmup, ct_backend_threads(w->backend),
-           (double)totals->step_ns / NS_PER_MS / steps,
-           (double)totals->nodes_ns / NS_PER_MS / steps);
+    json_writer out = json_writer_start(stdout);
+    json_object(&out);
+    workload_json_fields(&out, o, w);
+    json_field_string(&out, "mode", o->mode);
+    json_field_int(&out, "steps", opts->steps);
+    json_field_int(&out, "warmup", opts->warmup);
+    json_field_int(&out, "threads", ct_backend_threads(w->backend));
+    json_field_fixed(&out, "step_ms", (double)totals->step_ns / NS_PER_MS / steps, 4);
+    json_field_fixed(&out, "nodes_ms", (double)totals->nodes_ns / NS_PER_MS / steps, 4);
+    json_key(&out, "ops");
+    json_array(&out);
     for (int i = 0; i < totals->n_rows; i++) {
         const op_row *row = &totals->rows[i];
-        printf("%s{\"phase\": \"%s\", \"op\": \"%s\", \"kernel\": \"%s\", \"calls\": %ld, "
-               "\"total_ms\": %.4f, "
-               "\"mean_ms\": %.5f, \"share\": %.5f, \"flops\": %.0f, \"bytes\": %.0f, "
-               "\"gflops_per_s\": %.3f, \"gbytes_per_s\": %.3f",
-               i ? ", " : "", ct_prof_phase_name(row->phase), row->op, row->kernel, row->calls,
-               (double)row->total_ns / NS_PER_MS,
-               (double)row->total_ns / NS_PER_MS / (double)row->calls,
-               (double)row->total_ns / (double)totals->step_ns, row->flops, row->bytes,
-               per_second(row->flops, row->total_ns), per_second(row->bytes, row->total_ns));
-        const ct_kernel_counts *c = &row->counts;
+        json_object(&out);
+        json_field_string(&out, "phase", ct_prof_phase_name(row->phase));
+        json_field_string(&out, "op", row->op);
+        json_field_string(&out, "kernel", row->kernel);
+        json_field_int(&out, "calls", row->calls);
+        json_field_fixed(&out, "total_ms", (double)row->total_ns / NS_PER_MS, 4);
+        json_field_fixed(&out, "mean_ms", (double)row->total_ns / NS_PER_MS / (double)row->calls,
+                         5);
+        json_field_fixed(&out, "share", (double)row->total_ns / (double)totals->step_ns, 5);
+        json_field_fixed(&out, "flops", row->flops, 0);
+        json_field_fixed(&out, "bytes", row->bytes, 0);
+        json_field_fixed(&out, "gflops_per_s", per_second(row->flops, row->total_ns), 3);
+        json_field_fixed(&out, "gbytes_per_s", per_second(row->bytes, row->total_ns), 3);
         if (row->counted_calls)
-            printf(", \"predicted\": {\"launches\": %lld, \"bytes_moved\": %.0f, "
-                   "\"dram_bytes\": %.0f, \"bytes_used\": %.0f, \"shared_wavefronts\": %.0f, "
-                   "\"shared_ideal_wavefronts\": %.0f, \"flops_executed\": %.0f, "
-                   "\"tensor_flops\": %.0f, \"branches\": %.0f, \"divergent_branches\": %.0f, "
-                   "\"predicted_ms\": %.6f, \"predicted_graph_ms\": %.6f, "
-                   "\"roofline_ms\": %.6f}",
-                   (long long)c->launches, c->bytes_moved, c->dram_bytes, c->bytes_used,
-                   c->shared_wavefronts, c->shared_ideal_wavefronts, c->flops_executed,
-                   c->tensor_flops, c->branches, c->divergent_branches, c->predicted_ns / 1e6,
-                   c->predicted_graph_ns / 1e6, c->roofline_ns / 1e6);
-        printf("}");
+            print_json_counts(&out, &row->counts);
+        json_end(&out);
     }
-    printf("]}\n");
+    json_end(&out);
+    json_end(&out);
 }
 
 static int run(const profile_options *opts, workload *w)

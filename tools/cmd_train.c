@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_writer.h"
 #include "cli.h"
 #include "progress.h"
 #include "run_files.h"
@@ -359,19 +360,23 @@ static void print_json(const run *r)
 {
     char path[600];
     snprintf(path, sizeof path, "%s/" RUN_MODEL_FILE, r->opts.out);
-    char *model = run_json_string(r->info.name), *data = run_json_string(r->opts.data);
-    char *checkpoint = run_json_string(path);
-    printf("{\"model\": %s, \"dataset\": %s, \"epochs\": %ld, \"batch\": %ld, "
-           "\"optimizer\": \"%s\", \"lr\": %g, \"schedule\": \"%s\", \"seed\": %ld, "
-           "\"test_accuracy\": %.6f, \"test_loss\": %.6f, \"seconds\": %.3f, "
-           "\"images_per_second\": %.1f, \"ranks\": %d, \"checkpoint\": %s}\n",
-           model ? model : "null", data ? data : "null", r->opts.epochs, r->opts.batch,
-           r->opts.optim, r->opts.lr, r->opts.schedule, r->opts.seed, r->test_accuracy,
-           r->test_loss, r->seconds, r->images_per_second, r->job.size,
-           checkpoint ? checkpoint : "null");
-    free(model);
-    free(data);
-    free(checkpoint);
+    json_writer out = json_writer_start(stdout);
+    json_object(&out);
+    json_field_string(&out, "model", r->info.name);
+    json_field_string(&out, "dataset", r->opts.data);
+    json_field_int(&out, "epochs", r->opts.epochs);
+    json_field_int(&out, "batch", r->opts.batch);
+    json_field_string(&out, "optimizer", r->opts.optim);
+    json_field_number(&out, "lr", r->opts.lr);
+    json_field_string(&out, "schedule", r->opts.schedule);
+    json_field_int(&out, "seed", r->opts.seed);
+    json_field_fixed(&out, "test_accuracy", r->test_accuracy, 6);
+    json_field_fixed(&out, "test_loss", r->test_loss, 6);
+    json_field_fixed(&out, "seconds", r->seconds, 3);
+    json_field_fixed(&out, "images_per_second", r->images_per_second, 1);
+    json_field_int(&out, "ranks", r->job.size);
+    json_field_string(&out, "checkpoint", path);
+    json_end(&out);
 }
 
 int cmd_train(int argc, char **argv)

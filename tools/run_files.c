@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "json_writer.h"
 #include "lib_internal.h"
 
 #define PATH_CAPACITY 1024
@@ -66,6 +67,14 @@ int run_args_append(run_args *args, int argc, char **argv)
         if (is_unsaved(argv[i], &takes_next)) {
             i += takes_next; /* and its value */
             continue;
+        }
+        /* Checkpoint metadata is UTF-8 text: a path that is not would be
+         * refused at the first save, after an epoch of work. */
+        if (!ct_json_utf8_valid(argv[i], strlen(argv[i]))) {
+            fprintf(stderr, "cuttle train: the argument \"%s\" is not UTF-8 text; a run keeps its "
+                    "arguments in its checkpoints for --resume, as text: rename that file or "
+                    "directory\n", argv[i]);
+            return CLI_EXIT_USAGE;
         }
         CLI_TRY(add_arg(args, argv[i]));
     }
@@ -141,16 +150,23 @@ static int append_metrics(const char *dir, const epoch_metrics *m)
         fprintf(stderr, "cuttle train: cannot write %s: %s\n", path, strerror(errno));
         return CLI_EXIT_FAILED;
     }
-    fprintf(file,
-            "{\"epoch\": %ld, \"train_loss\": %.6f, \"train_accuracy\": %.6f, "
-            "\"test_loss\": %.6f, \"test_accuracy\": %.6f, \"seconds\": %.3f, "
-            "\"images_per_second\": %.1f, \"lr\": %.6g",
-            m->epoch, m->train_loss, m->train_accuracy, m->test_loss, m->test_accuracy,
-            m->seconds, m->images_per_second, m->lr);
-    if (m->loss_scaling)
-        fprintf(file, ", \"loss_scale\": %.9g, \"skipped_steps\": %lld", m->loss_scale,
-                (long long)m->skipped_steps);
-    fprintf(file, "%s}\n", m->partial ? ", \"partial\": true" : "");
+    json_writer line = json_writer_start(file);
+    json_object(&line);
+    json_field_int(&line, "epoch", m->epoch);
+    json_field_fixed(&line, "train_loss", m->train_loss, 6);
+    json_field_fixed(&line, "train_accuracy", m->train_accuracy, 6);
+    json_field_fixed(&line, "test_loss", m->test_loss, 6);
+    json_field_fixed(&line, "test_accuracy", m->test_accuracy, 6);
+    json_field_fixed(&line, "seconds", m->seconds, 3);
+    json_field_fixed(&line, "images_per_second", m->images_per_second, 1);
+    json_field_number(&line, "lr", m->lr);
+    if (m->loss_scaling) {
+        json_field_number(&line, "loss_scale", m->loss_scale);
+        json_field_int(&line, "skipped_steps", m->skipped_steps);
+    }
+    if (m->partial)
+        json_field_bool(&line, "partial", true);
+    json_end(&line);
     bool ok = fflush(file) == 0 && fsync(fileno(file)) == 0;
     ok = fclose(file) == 0 && ok;
     if (!ok) {

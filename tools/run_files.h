@@ -25,7 +25,8 @@ typedef struct run_args {
 } run_args;
 
 /* Append argv[0..argc), leaving out --resume, --stop-after and --max-steps
- * (with their values), which steer one invocation. */
+ * (with their values), which steer one invocation; an argument that is not
+ * UTF-8 is refused (CLI_EXIT_USAGE), since checkpoints keep them as text. */
 int run_args_append(run_args *args, int argc, char **argv);
 void run_args_free(run_args *args);
 

@@ -10,15 +10,6 @@
 
 #define META_JSON_DEPTH 4
 
-char *run_json_string(const char *s)
-{
-    size_t need = ct_json_escape(NULL, 0, s, strlen(s));
-    char *out = malloc(need + 1);
-    if (out)
-        ct_json_escape(out, need + 1, s, strlen(s));
-    return out;
-}
-
 void run_info_free(run_info *info)
 {
     if (!info)

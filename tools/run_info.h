@@ -84,7 +84,4 @@ bool run_meta_add(run_meta *meta, const char *key, const char *value);
 bool run_meta_add_info(run_meta *meta, const run_info *info);
 void run_meta_free(run_meta *meta);
 
-/* A JSON string literal of s, malloc'ed. */
-char *run_json_string(const char *s);
-
 #endif

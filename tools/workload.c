@@ -212,19 +212,17 @@ int64_t workload_params(const workload *w)
     return w->params;
 }
 
-void workload_print_json_string(FILE *out, const char *s)
+void workload_json_fields(json_writer *out, const workload_options *opts, const workload *w)
 {
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
+    char framework[64], input[64];
+    snprintf(framework, sizeof framework, "cuttle %s", ct_version());
+    snprintf(input, sizeof input, "%dx%dx%d", w->channels, w->height, w->width);
+    json_field_string(out, "framework", framework);
+    json_field_string(out, "model", opts->model);
+    json_field_int(out, "batch", opts->batch);
+    json_field_string(out, "input", input);
+    json_field_string(out, "device", opts->device);
+    json_field_bool(out, "emulated", ct_backend_emulated(w->backend));
 }
 
 void workload_print_emulation_note(const workload *w)
@@ -241,17 +239,17 @@ int workload_print_param_shapes(const char *command, const workload_options *opt
     model.graph = NULL;
     int exit_status = build_graph(command, opts, &model, false);
     if (exit_status == CLI_EXIT_OK) {
-        printf("{");
+        json_writer out = json_writer_start(stdout);
+        json_object(&out);
         for (int i = 0; i < ct_graph_n_state(model.graph); i++) {
             const ct_tensor *t = ct_graph_state(model.graph, i);
-            printf("%s", i ? ", " : "");
-            workload_print_json_string(stdout, ct_tensor_name(t));
-            printf(": [");
+            json_key(&out, ct_tensor_name(t));
+            json_array(&out);
             for (int d = 0; d < ct_tensor_ndim(t); d++)
-                printf("%s%lld", d ? ", " : "", (long long)ct_tensor_dim(t, d));
-            printf("]");
+                json_int(&out, ct_tensor_dim(t, d));
+            json_end(&out);
         }
-        printf("}\n");
+        json_end(&out);
     }
     ct_graph_free(model.graph);
     return exit_status;

@@ -11,6 +11,7 @@
 #define CUTTLE_TOOLS_WORKLOAD_H
 
 #include "cli.h"
+#include "json_writer.h"
 
 #define WORKLOAD_LR 0.01f
 #define WORKLOAD_MOMENTUM 0.9f
@@ -69,8 +70,9 @@ int64_t workload_params(const workload *w);
 int workload_print_param_shapes(const char *command, const workload_options *opts,
                                 const workload *w);
 
-/* s as a JSON string literal on out. */
-void workload_print_json_string(FILE *out, const char *s);
+/* The fields bench and profile --json open with: framework, model, batch,
+ * input ("CxHxW"), device (as given, like the peer's), emulated. */
+void workload_json_fields(json_writer *out, const workload_options *opts, const workload *w);
 /* On an emulated device, the line that says its timings are not GPU speed
  * (text output); nothing otherwise. */
 void workload_print_emulation_note(const workload *w);

@@ -506,8 +506,19 @@ size_t ct_json_escape(char *out, size_t cap, const char *s, size_t len)
             JSON_PUT('0');
             JSON_PUT(hex[c >> 4]);
             JSON_PUT(hex[c & 15]);
-        } else {
+        } else if (c < 0x80) {
             JSON_PUT((char)c);
+        } else {
+            size_t length = utf8_sequence((const unsigned char *)s + i, len - i);
+            if (length == 0) { /* not UTF-8: U+FFFD, so that the literal stays valid JSON */
+                const char *replacement = "\\ufffd";
+                for (int k = 0; replacement[k]; k++)
+                    JSON_PUT(replacement[k]);
+                continue;
+            }
+            for (size_t k = 0; k < length; k++)
+                JSON_PUT(s[i + k]);
+            i += length - 1;
         }
     }
     JSON_PUT('"');

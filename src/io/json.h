@@ -102,7 +102,9 @@ const char *ct_json_kind(ct_json_type type);
 /* Write s[0, len) as a JSON string literal, quotes included, snprintf-style:
  * writes at most cap bytes including a NUL, and returns the length that the
  * whole literal needs (without the NUL).  Escapes '"', '\\' and control
- * characters; other bytes pass through (check UTF-8 first if it matters). */
+ * characters; a byte that does not start a valid UTF-8 sequence becomes
+ * \ufffd (the replacement character), so the literal is always valid JSON;
+ * everything else passes through. */
 size_t ct_json_escape(char *out, size_t cap, const char *s, size_t len);
 
 /* True when s[0, len) is valid UTF-8 (no overlongs, surrogates or > U+10FFFF). */
