@@ -169,8 +169,10 @@ static void draw_panel(FILE *out, const panel *p, const plot_run *runs, int n_ru
     int n_metrics = p->test == PLOT_N_METRICS ? 1 : 2;
     double min, max;
     bool any = value_range(runs, n_runs, metrics, n_metrics, p->scale, &min, &max);
-    if (!any)
-        min = 0, max = 1;
+    if (!any) { /* a panel without values: an empty 0..1 */
+        min = 0;
+        max = 1;
+    }
     svg_axis x = svg_axis_fit(epoch_min, epoch_max, X_TICKS, true, left, right);
     svg_axis y = svg_axis_fit(min, max, Y_TICKS, false, bottom, top);
     svg_group_begin(out, "panel");
