@@ -107,8 +107,9 @@ static bool point_ok(const plot_run *run, plot_metric metric, int e)
     return e >= 0 && e < run->n_epochs && isfinite(run->values[metric][e]);
 }
 
-/* One series: polylines over runs of finite points, a circle per point
- * that has no finite neighbour (or every point of a short series). */
+/* One series: a polyline over each stretch of finite points, and a dot on
+ * each point of a short series, or only on points without a finite
+ * neighbour (which no line shows) in a long one. */
 static void draw_series(FILE *out, const svg_axis *x, const svg_axis *y, const plot_run *run,
                         plot_metric metric, double scale, bool test, const char *colour)
 {

@@ -7,11 +7,13 @@
  * numbers exactly, the SVG states its scales: each panel is a
  * <g class="panel" data-metric="..." data-x-lo data-x-hi data-y-lo
  * data-y-hi> whose <rect class="plot-area"> maps x-lo..x-hi onto its width
- * and y-lo..y-hi onto its height (y up); each series is one or more
- * <polyline class="series" data-run data-split> (a gap where a value is
- * missing or not finite), and a point with no neighbour is a
- * <circle class="series-point">.  Bars are <rect class="bar" data-label>
- * on a <g class="bars" data-x-lo data-x-hi> over its plot-area.
+ * and y-lo..y-hi onto its height (y up; values drawn times data-scale);
+ * each series is a <g class="series" data-run data-split> of polylines (a
+ * gap where a value is missing or not finite) and dots,
+ * <circle class="series-point">, on every point up to 30 epochs, else on
+ * those without a neighbour.  Each
+ * bar is a <g class="bar" data-label> around its <rect>, on a
+ * <g class="bars" data-x-lo data-x-hi> over its plot-area.
  */
 #ifndef CUTTLE_TOOLS_PLOT_H
 #define CUTTLE_TOOLS_PLOT_H
