@@ -12,7 +12,7 @@
 #            and npm for the ONNX tests (ONNX Runtime itself comes from npm:
 #            scripts/setup-onnxruntime.sh)
 set -e
-packages="gcc g++ make pkg-config python3 libopenblas-openmp-dev zlib1g-dev libpng-dev libjpeg-dev openmpi-bin libopenmpi-dev dataset-fashion-mnist"
+packages="gcc g++ make pkg-config python3 libopenblas-openmp-dev zlib1g-dev libpng-dev libjpeg-dev openmpi-bin libopenmpi-dev dataset-fashion-mnist libxml2-utils"
 if [ "$1" = "--torch" ]; then
     packages="$packages python3-torch python3-torchvision python3-pil clang llvm-14-dev python3-onnx nodejs"
     command -v npm >/dev/null 2>&1 || packages="$packages npm" # a nodejs may bundle its own

@@ -177,6 +177,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_optimize(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);

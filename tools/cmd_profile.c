@@ -7,21 +7,26 @@
  * that the estimated FLOPs and bytes of the op (src/ops/cost.c) give.  The
  * nodes' times must add up to the step time measured around ct_plan_run;
  * the last line says how closely they do.  --trace writes every profiled
- * step as a Chrome trace (docs/profiling.md).
+ * step as a Chrome trace (docs/profiling.md), and beside it (TRACE.json
+ * gives TRACE.svg) a bar chart of the time per step of each op (plot.h);
+ * --svg FILE writes the chart without a trace, or somewhere else.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "plot.h"
 #include "workload.h"
 
 #define DEFAULT_STEPS 10
 #define DEFAULT_WARMUP 3
 #define NS_PER_MS 1e6
+#define OP_LABEL_CAPACITY 96
 
 typedef struct profile_options {
     workload_options work;
     long steps, warmup;
     const char *trace_path;
+    const char *svg_path;
     bool json;
 } profile_options;
 
@@ -305,6 +310,49 @@ static void print_json(const profile_options *opts, const workload *w,
     json_end(&out);
 }
 
+/* The chart's path: --svg, else the trace's with ".svg" for its ".json"
+ * (or after it); NULL for none. */
+static const char *svg_path(const profile_options *opts, char *buffer, size_t capacity)
+{
+    if (opts->svg_path || !opts->trace_path)
+        return opts->svg_path;
+    size_t len = strlen(opts->trace_path);
+    if (len >= 5 && strcmp(opts->trace_path + len - 5, ".json") == 0)
+        len -= 5;
+    if ((size_t)snprintf(buffer, capacity, "%.*s.svg", (int)len, opts->trace_path) >= capacity)
+        return NULL;
+    return buffer;
+}
+
+/* Each row's milliseconds per step as a bar, the phase its colour. */
+static int write_svg(const profile_options *opts, const workload *w,
+                     const profile_totals *totals, const char *path)
+{
+    plot_bar *bars = calloc((size_t)totals->n_rows + 1, sizeof *bars);
+    char *labels = calloc((size_t)totals->n_rows + 1, OP_LABEL_CAPACITY);
+    if (!bars || !labels) {
+        free(bars);
+        free(labels);
+        fprintf(stderr, "cuttle profile: out of host memory\n");
+        return CLI_EXIT_FAILED;
+    }
+    for (int i = 0; i < totals->n_rows; i++) {
+        const op_row *row = &totals->rows[i];
+        char *label = labels + (size_t)i * OP_LABEL_CAPACITY;
+        snprintf(label, OP_LABEL_CAPACITY, "%s (%s)", row->op, row->kernel);
+        bars[i] = (plot_bar){.label = label, .group = ct_prof_phase_name(row->phase),
+                             .value = (double)row->total_ns / NS_PER_MS / (double)opts->steps};
+    }
+    char title[512];
+    snprintf(title, sizeof title, "profile %s %s, batch %ld, on %s: time per step",
+             opts->work.model, opts->work.mode, opts->work.batch, ct_backend_name(w->backend));
+    int exit_status = plot_bars_write("profile", bars, totals->n_rows, title, "ms",
+                                      "time per step (ms)", path);
+    free(bars);
+    free(labels);
+    return exit_status;
+}
+
 static int run(const profile_options *opts, workload *w)
 {
     int exit_status = workload_init("profile", &opts->work, w);
@@ -318,6 +366,14 @@ static int run(const profile_options *opts, workload *w)
         qsort(totals.rows, (size_t)totals.n_rows, sizeof *totals.rows, compare_rows);
         (opts->json ? print_json : print_text)(opts, w, &totals);
     }
+    char buffer[1100];
+    const char *chart = svg_path(opts, buffer, sizeof buffer);
+    if (exit_status == CLI_EXIT_OK && opts->trace_path && !chart) {
+        fprintf(stderr, "cuttle profile: the path %s.svg is too long\n", opts->trace_path);
+        exit_status = CLI_EXIT_USAGE;
+    } else if (exit_status == CLI_EXIT_OK && chart) {
+        exit_status = write_svg(opts, w, &totals, chart);
+    }
     free(totals.rows);
     return exit_status;
 }
@@ -327,14 +383,17 @@ int cmd_profile(int argc, char **argv)
     profile_options opts = {
         .work = workload_defaults,
         .steps = DEFAULT_STEPS, .warmup = DEFAULT_WARMUP};
-    cli_option options[WORKLOAD_N_OPTIONS + 4];
+    cli_option options[WORKLOAD_N_OPTIONS + 5];
     workload_option_table(&opts.work, options);
     const cli_option own[] = {
         {"--steps", "N", CLI_INT, &opts.steps, 1, 100000, NULL, "profiled steps (default 10)"},
         {"--warmup", "N", CLI_INT, &opts.warmup, 0, 100000, NULL,
          "unprofiled steps first (default 3)"},
         {"--trace", "FILE", CLI_TEXT, &opts.trace_path, 0, 0, NULL,
-         "write the profiled steps as a Chrome trace (open it in ui.perfetto.dev)"},
+         "write the profiled steps as a Chrome trace (open it in ui.perfetto.dev), and the "
+         "time per op as an SVG bar chart beside it (FILE.json: FILE.svg)"},
+        {"--svg", "FILE", CLI_TEXT, &opts.svg_path, 0, 0, NULL,
+         "write the time per op as an SVG bar chart to FILE (default: beside --trace)"},
         {"--json", NULL, CLI_FLAG, &opts.json, 0, 0, NULL, "print one JSON object"},
     };
     memcpy(options + WORKLOAD_N_OPTIONS, own, sizeof own);

@@ -7,6 +7,7 @@
  *   state.safetensors  weights, optimizer state, and where the run is
  *                      (epoch, step, its options) for --resume
  *   metrics.jsonl      one JSON line per epoch
+ *   curves.svg         loss, accuracy and learning rate so far (cuttle plot)
  *
  * The default recipe (what the options default to): simplecnn, SGD with
  * Nesterov momentum 0.9 and weight decay 5e-4, batch 64, 15 epochs, a
@@ -27,6 +28,7 @@
 
 #include "json_writer.h"
 #include "cli.h"
+#include "plot.h"
 #include "progress.h"
 #include "run_files.h"
 #include "run_info.h"
@@ -227,6 +229,15 @@ static int train_epoch(run *r, long epoch, int64_t total_steps, epoch_metrics *m
     return CLI_EXIT_OK;
 }
 
+/* The curves so far into the run's directory.  A chart that cannot be drawn
+ * is worth a warning, not the training run. */
+static void draw_curves(const run *r)
+{
+    if (plot_curves_of_run("train", r->opts.out) != CLI_EXIT_OK)
+        fprintf(stderr, "cuttle train: warning: no " PLOT_CURVES_FILE
+                        " (above: why); training goes on\n");
+}
+
 static int train_epochs(run *r)
 {
     int64_t total_steps = ct_loader_batches(r->t.loader) * r->opts.epochs;
@@ -248,8 +259,10 @@ static int train_epochs(run *r)
                     "gradients)\n", m.loss_scale, (long long)m.skipped_steps,
                     m.skipped_steps == 1 ? "" : "s");
         fflush(r->log);
-        if (r->job.rank == 0) /* the others' weights are the same */
+        if (r->job.rank == 0) { /* the others' weights are the same */
             CLI_TRY(run_save_epoch(r->opts.out, r->t.plan, &r->info, &r->args, &m, r->job.size));
+            draw_curves(r);
+        }
         r->test_loss = m.test_loss;
         r->test_accuracy = m.test_accuracy;
         if (r->opts.max_steps > 0 && ct_plan_step(r->t.plan) >= r->opts.max_steps)

@@ -21,6 +21,7 @@ static void print_usage(FILE *out)
             "  predict    top classes of saved weights for images or dataset items\n"
             "  bench      time a model's training or inference step on synthetic data\n"
             "  profile    time every op of a step; per-op table and Chrome trace\n"
+            "  plot       draw the loss, accuracy and learning rate of runs as an SVG chart\n"
             "  export     write saved weights and their model as an ONNX file\n"
             "  optimize   fold batchnorms, drop dropout: a faster inference model (ONNX)\n"
             "  quantize   post-training INT8 on the CPU: calibrate, report, evaluate\n"
@@ -32,7 +33,8 @@ static void print_usage(FILE *out)
             "  cuttle train --model simplecnn --data fashion-mnist --epochs 15\n"
             "  cuttle eval --weights runs/simplecnn-fashion-mnist/model.safetensors\n"
             "  cuttle predict --weights runs/simplecnn-fashion-mnist/model.safetensors "
-            "fashion-mnist:test:0-4\n");
+            "fashion-mnist:test:0-4\n"
+            "  cuttle plot runs/simplecnn-fashion-mnist\n");
 }
 
 int main(int argc, char **argv)
@@ -61,6 +63,8 @@ int main(int argc, char **argv)
         return cmd_bench(argc - 2, argv + 2);
     if (strcmp(command, "profile") == 0)
         return cmd_profile(argc - 2, argv + 2);
+    if (strcmp(command, "plot") == 0)
+        return cmd_plot(argc - 2, argv + 2);
     if (strcmp(command, "export") == 0)
         return cmd_export(argc - 2, argv + 2);
     if (strcmp(command, "optimize") == 0)
