@@ -51,3 +51,24 @@ def load_data(name="fashion-mnist", split="test", data_dir=None, limit=None):
         return dataset.batch(np.arange(n))
     finally:
         dataset.close()
+
+
+def evaluate(net, dataset):
+    """Mean cross-entropy and accuracy of a Net over a whole dataset, in
+    batches of the net's size, the last padded with its first item (as
+    cuttle eval and train do)."""
+    n, batch = len(dataset), net.batch
+    loss, correct = 0.0, 0
+    logits = np.empty((batch, net.classes), np.float32)
+    for start in range(0, n, batch):
+        valid = min(batch, n - start)
+        indices = np.full(batch, start, np.int64)
+        indices[:valid] = np.arange(start, start + valid)
+        images, labels = dataset.batch(indices)
+        net.logits_of(images, logits)
+        rows, labels = logits[:valid].astype(np.float64), labels[:valid]
+        largest = rows.max(axis=1)
+        log_sum = largest + np.log(np.exp(rows - largest[:, None]).sum(axis=1))
+        loss += float((log_sum - rows[np.arange(valid), labels]).sum())
+        correct += int((logits[:valid].argmax(axis=1) == labels).sum())
+    return loss / n, correct / n
