@@ -7,8 +7,10 @@ from . import _lib
 from ._info import Info, short_name
 from ._lib import CT_SAVE_MODEL, Error, Meta, OnnxExportArgs, P, check, encode, lib
 from ._net import Backend, Net
+from .data import Dataset, evaluate
 
 PREDICT_BATCH = 64  # as cuttle predict: batches of up to 64, the last padded
+EVAL_BATCH = 500    # as cuttle eval
 STATE_BATCH = 1     # the net that holds the weights runs nothing but an ONNX export
 ONNX_MIN_OPSET, ONNX_MAX_OPSET = 13, 17
 
@@ -140,6 +142,25 @@ class Model:
             net.logits_of(padded, logits)
             out[start:] = logits[:len(chunk)]
         return out
+
+    def evaluate(self, data=None, split="test", data_dir=None):
+        """Mean cross-entropy, accuracy and item count over a dataset split
+        as `cuttle eval` computes them (data None: the dataset the model
+        was trained on)."""
+        self._open_backend()
+        data = data or self.dataset
+        if data is None:
+            raise ValueError(f"cuttle: {self.name} names no dataset it was trained on; give data=")
+        dataset = Dataset(data, split, data_dir)
+        try:
+            if dataset.image_shape != self.input_shape:
+                raise ValueError(f"cuttle: {data} has images {dataset.image_shape}; "
+                                 f"{self.name} takes {self.input_shape}")
+            n = len(dataset)
+            loss, accuracy = evaluate(self._predictor_for(min(n, EVAL_BATCH)), dataset)
+        finally:
+            dataset.close()
+        return {"loss": loss, "accuracy": accuracy, "n": n}
 
     def _check_images(self, x):
         if not isinstance(x, np.ndarray):
