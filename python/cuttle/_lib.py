@@ -207,10 +207,7 @@ def encode(text):
 def model_text(name_or_path):
     """The definition text of a built-in model or a model file."""
     text = P()
-    status = lib.ct_model_source(encode(name_or_path), ctypes.byref(text))
-    if status != CT_OK:
-        raise Error(f"{last_error()} (built-in models: {', '.join(builtin_models())})",
-                    lib.ct_status_name(status).decode())
+    check(lib.ct_model_source(encode(name_or_path), ctypes.byref(text)))
     try:
         return ctypes.string_at(text.value).decode()
     finally:

@@ -55,7 +55,11 @@ class Net:
         self.x = lib.ct_input(self.graph, b"x", CT_F32, 4, shape)
         self.labels = lib.ct_input(self.graph, b"labels", CT_I64, 1, shape) if labels else None
         self.logits = lib.ct_model_build(self.graph, text.encode(), self.x, classes)
-        check_ptr(self.logits, self.graph)
+        try:
+            check_ptr(self.logits, self.graph)
+        except Error:
+            self.close()
+            raise
         lib.ct_tensor_keep(self.logits)
 
     def make_plan(self, backend, seed):

@@ -25,6 +25,8 @@ class Model:
 
     def __init__(self, model="simplecnn", classes=10, input_shape=(1, 28, 28), device="cpu",
                  seed=1):
+        if not isinstance(seed, int) or not 0 <= seed < 2**64:
+            raise ValueError(f"cuttle: seed must be a whole number from 0, got {seed!r}")
         self._open(Info.plain(model, classes, input_shape), device, seed)
 
     @classmethod
@@ -58,10 +60,15 @@ class Model:
     def _from_net(cls, info, backend, net):
         """A model over a backend that this takes over, with another net's weights."""
         self = cls.__new__(cls)
-        self._info, self._backend, self._predictor = info, backend, None
-        self._net = Net(info.text, info.input_shape, info.classes, STATE_BATCH)
-        self._net.make_plan(backend, 1)
-        self._net.copy_state_from(net)
+        self._info, self._backend, self._net, self._predictor = info, None, None, None
+        state = Net(info.text, info.input_shape, info.classes, STATE_BATCH)
+        try:
+            state.make_plan(backend, 1)
+            state.copy_state_from(net)
+        except BaseException:
+            state.close()
+            raise
+        self._backend, self._net = backend, state
         return self
 
     def _open(self, info, device, seed):

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import schedule
 from ._info import Info
-from ._lib import (AdamArgs, Augment, Error, LoaderArgs, P, SgdArgs, check, check_ptr,
+from ._lib import (Augment, Error, LoaderArgs, P, SgdArgs, check, check_ptr,
                    CT_TRAIN, lib)
 from ._net import Backend, Net
 from .data import Dataset, evaluate

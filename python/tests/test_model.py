@@ -1,4 +1,5 @@
 """cuttle.Model against the command line on the same checkpoint."""
+import json
 import os
 
 import numpy as np
@@ -24,7 +25,6 @@ def test_predict_equals_cli_predict(model, cli_run, images, tmp_path):
 
 
 def test_evaluate_equals_cli_eval(model, cli_run, data_dir):
-    import json
     cli = json.loads(cuttle_cli("eval", "--weights", os.path.join(cli_run, "model.safetensors"),
                                 "--data-dir", data_dir, "--threads", "2", "--json"))
     ours = model.evaluate(data_dir=data_dir)
@@ -51,6 +51,32 @@ def test_exported_onnx_predicts_the_same_in_the_cli(model, images, tmp_path):
     np.save(tmp_path / "x.npy", images)
     assert np.array_equal(cli_predict("--model", path, str(tmp_path / "x.npy")),
                           model.predict(images))
+
+
+def write_plain_safetensors(path, state):
+    """A state_dict as safetensors without cuttle's metadata (as PyTorch's
+    safetensors.torch.save_file writes it)."""
+    header, offset = {}, 0
+    for name, value in state.items():
+        kind = {np.float32: "F32", np.int64: "I64"}[value.dtype.type]
+        header[name] = {"dtype": kind, "shape": list(value.shape),
+                        "data_offsets": [offset, offset + value.nbytes]}
+        offset += value.nbytes
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text)
+        for value in state.values():
+            f.write(value.tobytes())
+
+
+def test_plain_state_dict_loads_given_its_model(model, images, tmp_path):
+    path = str(tmp_path / "plain.safetensors")
+    write_plain_safetensors(path, model.state_dict())
+    with pytest.raises(cuttle.Error, match="model=, input_shape= and classes="):
+        cuttle.Model.load(path)
+    with cuttle.Model.load(path, model="simplecnn", input_shape=(1, 28, 28), classes=10) as m:
+        assert np.array_equal(m.predict(images), model.predict(images))
+        assert m.class_names == [str(c) for c in range(10)] and m.dataset is None
 
 
 def test_predict_takes_any_batch(model, images):
