@@ -92,14 +92,18 @@ class Net:
         tensors = [lib.ct_graph_state(self.graph, i) for i in range(n)]
         return [(lib.ct_tensor_name(t).decode(), t) for t in tensors]
 
-    def read(self, tensor):
-        """A new array holding a state tensor, an input or a kept tensor."""
+    @staticmethod
+    def shape_and_dtype(tensor):
         dtype = _DTYPES.get(lib.ct_tensor_dtype(tensor))
         if dtype is None:
-            raise Error(f"cuttle: {lib.ct_tensor_name(tensor).decode()} has a dtype NumPy is "
-                        f"not given here")
-        shape = [lib.ct_tensor_dim(tensor, d) for d in range(lib.ct_tensor_ndim(tensor))]
-        out = np.empty(shape, dtype)
+            raise Error(f"cuttle: {lib.ct_tensor_name(tensor).decode()} is neither f32, i32 "
+                        f"nor i64")
+        return tuple(lib.ct_tensor_dim(tensor, d) for d in range(lib.ct_tensor_ndim(tensor))), \
+            dtype
+
+    def read(self, tensor):
+        """A new array holding a state tensor, an input or a kept tensor."""
+        out = np.empty(*self.shape_and_dtype(tensor))
         check(lib.ct_plan_read(self.plan, tensor, pointer(out), out.nbytes))
         return out
 

@@ -90,7 +90,7 @@ class Model:
 
     @property
     def device(self):
-        return self._open_backend().name
+        return self._check_open().name
 
     def __repr__(self):
         if not self._net:
@@ -120,7 +120,7 @@ class Model:
         if _lib is not None and _lib.lib is not None:  # not at interpreter shutdown
             self.close()
 
-    def _open_backend(self):
+    def _check_open(self):
         if not getattr(self, "_net", None):
             raise Error("cuttle: this Model is closed")
         return self._backend
@@ -130,7 +130,7 @@ class Model:
     def predict(self, x):
         """Logits [N, classes] (float32) of images x [N, C, H, W] (float32,
         normalized like the training data: (pixel/255 - mean) / std)."""
-        self._open_backend()
+        self._check_open()
         x = self._check_images(x)
         n = x.shape[0]
         out = np.empty((n, self.classes), np.float32)
@@ -154,7 +154,7 @@ class Model:
         """Mean cross-entropy, accuracy and item count over a dataset split
         as `cuttle eval` computes them (data None: the dataset the model
         was trained on)."""
-        self._open_backend()
+        self._check_open()
         data = data or self.dataset
         if data is None:
             raise ValueError(f"cuttle: {self.name} names no dataset it was trained on; give data=")
@@ -187,11 +187,8 @@ class Model:
             if self._predictor is not None:
                 self._predictor.close()
                 self._predictor = None
-            info = self._info
-            net = Net(info.text, info.input_shape, info.classes, batch)
+            net = self._copy(batch)
             try:
-                net.make_plan(self._backend, 1)
-                net.copy_state_from(self._net)
                 net.optimize()
             except BaseException:
                 net.close()
@@ -199,12 +196,29 @@ class Model:
             self._predictor = net
         return self._predictor
 
+    def _copy(self, batch):
+        """A new net of the model on `batch` images, with its weights."""
+        info = self._info
+        net = Net(info.text, info.input_shape, info.classes, batch)
+        try:
+            net.make_plan(self._backend, 1)
+            net.copy_state_from(self._net)
+        except BaseException:
+            net.close()
+            raise
+        return net
+
+    def _meta(self):
+        """The metadata as a ct_meta array and its length."""
+        pairs = self._info.meta()
+        return (Meta * len(pairs))(*[Meta(k.encode(), v.encode()) for k, v in pairs]), len(pairs)
+
     # ---- weights ----
 
     def state_dict(self):
         """Parameters and buffers as NumPy arrays under PyTorch's names
         (float32; num_batches_tracked int64), in the model's order."""
-        self._open_backend()
+        self._check_open()
         return {name: self._net.read(tensor) for name, tensor in self._net.state()}
 
     def load_state_dict(self, state):
@@ -212,7 +226,7 @@ class Model:
         anything np.asarray takes: CPU torch tensors) with the same names,
         shapes and dtypes, as state_dict gives.  Nothing changes on a
         mismatch."""
-        self._open_backend()
+        self._check_open()
         arrays, expected = [], self._net.state()
         missing = [name for name, _ in expected if name not in state]
         unexpected = sorted(set(state) - {name for name, _ in expected})
@@ -220,12 +234,12 @@ class Model:
             raise ValueError(f"cuttle: load_state_dict: missing {missing}, unexpected "
                              f"{unexpected}")
         for name, tensor in expected:
-            want = self._net.read(tensor)
+            shape, dtype = self._net.shape_and_dtype(tensor)
             value = np.asarray(state[name])
-            if value.shape != want.shape or value.dtype != want.dtype:
+            if value.shape != shape or value.dtype != dtype:
                 raise ValueError(f"cuttle: load_state_dict: '{name}' is {value.dtype} "
-                                 f"{list(value.shape)}; the model's is {want.dtype} "
-                                 f"{list(want.shape)}")
+                                 f"{list(value.shape)}; the model's is {np.dtype(dtype)} "
+                                 f"{list(shape)}")
             arrays.append((tensor, np.ascontiguousarray(value)))
         for tensor, value in arrays:
             self._net.write(tensor, value)
@@ -236,33 +250,26 @@ class Model:
     def save(self, path):
         """A checkpoint that Model.load and cuttle eval/predict/export read:
         the state_dict and the model's metadata, written atomically."""
-        self._open_backend()
-        pairs = self._info.meta()
-        meta = (Meta * len(pairs))(*[Meta(k.encode(), v.encode()) for k, v in pairs])
-        check(lib.ct_plan_save(self._net.plan, encode(path), CT_SAVE_MODEL, len(pairs), meta))
+        self._check_open()
+        meta, n_meta = self._meta()
+        check(lib.ct_plan_save(self._net.plan, encode(path), CT_SAVE_MODEL, n_meta, meta))
 
     def export_onnx(self, path, opset=ONNX_MIN_OPSET, batch=None, softmax=False):
         """The inference graph as an ONNX file (docs/onnx.md) with this model's
         metadata, as cuttle export writes it: a dynamic batch axis, or a fixed
         `batch`; `softmax` ends it with probabilities instead of logits."""
-        self._open_backend()
+        self._check_open()
         if not (isinstance(opset, int) and ONNX_MIN_OPSET <= opset <= ONNX_MAX_OPSET):
             raise ValueError(f"cuttle: opset must be {ONNX_MIN_OPSET} to {ONNX_MAX_OPSET}, "
                              f"got {opset!r}")
         if batch is not None and not (isinstance(batch, int) and batch >= 1):
             raise ValueError(f"cuttle: batch must be None (dynamic) or a positive int, got "
                              f"{batch!r}")
-        net = self._net
-        if batch is not None:
-            net = Net(self.text, self.input_shape, self.classes, batch)
+        net = self._net if batch is None else self._copy(batch)
         try:
-            if batch is not None:
-                net.make_plan(self._backend, 1)
-                net.copy_state_from(self._net)
-            pairs = self._info.meta()
-            meta = (Meta * len(pairs))(*[Meta(k.encode(), v.encode()) for k, v in pairs])
-            args = OnnxExportArgs(opset, batch is not None, softmax, self.name.encode(),
-                                  len(pairs), meta)
+            meta, n_meta = self._meta()
+            args = OnnxExportArgs(opset, batch is not None, softmax, self.name.encode(), n_meta,
+                                  meta)
             check(lib.ct_onnx_export(net.plan, net.x, net.logits, ctypes.byref(args),
                                      encode(path)))
         finally:

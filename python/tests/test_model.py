@@ -51,6 +51,10 @@ def test_exported_onnx_predicts_the_same_in_the_cli(model, images, tmp_path):
     np.save(tmp_path / "x.npy", images)
     assert np.array_equal(cli_predict("--model", path, str(tmp_path / "x.npy")),
                           model.predict(images))
+    model.export_onnx(path, batch=5, opset=17)
+    np.save(tmp_path / "x5.npy", images[:5])
+    assert np.array_equal(cli_predict("--model", path, str(tmp_path / "x5.npy")),
+                          model.predict(images[:5]))
 
 
 def write_plain_safetensors(path, state):
