@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from . import schedule
+from . import schedule as schedules
 from ._info import Info
 from ._lib import (Augment, Error, LoaderArgs, P, SgdArgs, check, check_ptr,
                    CT_TRAIN, lib)
@@ -18,11 +18,11 @@ EVAL_BATCH = 500
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SGD_PEAK_LR, SGD_MOMENTUM, SGD_WEIGHT_DECAY = 0.05, 0.9, 5e-4
 ADAM_LR, ADAMW_PEAK_LR, ADAMW_WEIGHT_DECAY = 1e-3, 0.002, 0.01
-DEFAULT_CROP_PAD, DEFAULT_CUTOUT = 4, 8
+DEFAULT_CROP_PAD, DEFAULT_CUTOUT, MAX_AUGMENT_SIZE = 4, 8, 1024
 
 
 def train(model="simplecnn", data="fashion-mnist", data_dir=None, epochs=15, batch=64,
-          optim="sgd", lr=None, schedule_name="onecycle", momentum=SGD_MOMENTUM,
+          optim="sgd", lr=None, schedule="onecycle", momentum=SGD_MOMENTUM,
           weight_decay=None, label_smoothing=0.0, augment="none", seed=1, device="cpu",
           workers=1, max_steps=None, callback=None):
     """Train a model as `cuttle train` does with the same options (the
@@ -35,12 +35,13 @@ def train(model="simplecnn", data="fashion-mnist", data_dir=None, epochs=15, bat
     test_accuracy, seconds, images_per_second, lr, and partial (True when
     max_steps stopped the epoch early).  max_steps stops after that many
     steps in all (the schedule still spans all epochs), as --max-steps."""
+    options = dict(locals())
     if optim not in OPTIMIZERS:
         raise ValueError(f"cuttle: optim '{optim}' is not known; choose one of "
                          f"{', '.join(OPTIMIZERS)}")
-    if schedule_name not in schedule.NAMES:
-        raise ValueError(f"cuttle: schedule '{schedule_name}' is not known; choose one of "
-                         f"{', '.join(schedule.NAMES)}")
+    if schedule not in schedules.NAMES:
+        raise ValueError(f"cuttle: schedule '{schedule}' is not known; choose one of "
+                         f"{', '.join(schedules.NAMES)}")
     for name, value, low in (("epochs", epochs, 1), ("batch", batch, 1), ("workers", workers, 1),
                              ("seed", seed, 0)):
         if not isinstance(value, int) or value < low:
@@ -48,11 +49,11 @@ def train(model="simplecnn", data="fashion-mnist", data_dir=None, epochs=15, bat
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
         raise ValueError(f"cuttle: max_steps must be None or a positive int, got {max_steps!r}")
     if lr is None:
-        lr = SGD_PEAK_LR if optim == "sgd" else ADAMW_PEAK_LR if optim == "adamw" else ADAM_LR
+        options["lr"] = {"sgd": SGD_PEAK_LR, "adam": ADAM_LR, "adamw": ADAMW_PEAK_LR}[optim]
     if weight_decay is None:
-        weight_decay = SGD_WEIGHT_DECAY if optim == "sgd" else \
-            ADAMW_WEIGHT_DECAY if optim == "adamw" else 0.0
-    run = _Run(locals())
+        options["weight_decay"] = {"sgd": SGD_WEIGHT_DECAY, "adam": 0.0,
+                                   "adamw": ADAMW_WEIGHT_DECAY}[optim]
+    run = _Run(options)
     try:
         return run.train()
     finally:
@@ -65,14 +66,14 @@ def parse_augment(text):
     if text == "none":
         return out
     for item in text.split(","):
-        name, _, value = item.partition(":")
-        if value and not (value.isdigit() and 1 <= int(value) <= 1024):
+        name, colon, value = item.partition(":")
+        if colon and not (value.isdigit() and 1 <= int(value) <= MAX_AUGMENT_SIZE):
             name = ""
         if name == "crop":
-            out.crop_pad = int(value) if value else DEFAULT_CROP_PAD
+            out.crop_pad = int(value) if colon else DEFAULT_CROP_PAD
         elif name == "cutout":
-            out.cutout = int(value) if value else DEFAULT_CUTOUT
-        elif name == "flip" and not value and ":" not in item:
+            out.cutout = int(value) if colon else DEFAULT_CUTOUT
+        elif name == "flip" and not colon:
             out.hflip = True
         else:
             raise ValueError(f"cuttle: augment '{text}' is not understood; use none or a comma "
@@ -162,7 +163,7 @@ class _Run:
                                      ctypes.byref(n)))
             if n.value == 0:
                 break
-            lib.ct_plan_set_lr(plan, schedule.learning_rate(o["schedule_name"], o["lr"],
+            lib.ct_plan_set_lr(plan, schedules.learning_rate(o["schedule"], o["lr"],
                                                             lib.ct_plan_step(plan), total_steps))
             check(lib.ct_plan_write(plan, net.x, images, lib.ct_tensor_bytes(net.x)))
             check(lib.ct_plan_write(plan, net.labels, labels, lib.ct_tensor_bytes(net.labels)))

@@ -59,7 +59,7 @@ def test_trained_model_knows_its_data(python_run):
 
 
 @pytest.mark.parametrize("bad", [{"optim": "lion"}, {"augment": "rotate"}, {"epochs": 0},
-                                 {"schedule_name": "linear"}, {"max_steps": -1}],
+                                 {"schedule": "linear"}, {"max_steps": -1}],
                          ids=["optim", "augment", "epochs", "schedule", "max_steps"])
 def test_train_refuses_bad_options(bad):
     with pytest.raises(ValueError):
