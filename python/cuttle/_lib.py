@@ -13,7 +13,6 @@ import ctypes.util
 import os
 
 c_int64_p = ctypes.POINTER(ctypes.c_int64)
-c_float_p = ctypes.POINTER(ctypes.c_float)
 
 CT_OK = 0
 CT_F32, CT_I64 = 0, 6
@@ -89,7 +88,6 @@ _PROTOTYPES = {
     "ct_tensor_dtype": (ctypes.c_int, [P]),
     "ct_tensor_ndim": (ctypes.c_int, [P]),
     "ct_tensor_dim": (ctypes.c_int64, [P, ctypes.c_int]),
-    "ct_tensor_numel": (ctypes.c_int64, [P]),
     "ct_tensor_bytes": (ctypes.c_size_t, [P]),
     "ct_tensor_keep": (None, [P]),
     "ct_graph_n_state": (ctypes.c_int, [P]),
@@ -113,7 +111,6 @@ _PROTOTYPES = {
     "ct_plan_lr": (ctypes.c_float, [P]),
     "ct_plan_step": (ctypes.c_int64, [P]),
     "ct_plan_optimize": (_STATUS, [P, P, P, ctypes.POINTER(Optimized)]),
-    "ct_optimized_free": (None, [ctypes.POINTER(Optimized)]),
     "ct_plan_save": (_STATUS, [P, ctypes.c_char_p, ctypes.c_uint, ctypes.c_int,
                                ctypes.POINTER(Meta)]),
     "ct_checkpoint_open": (_STATUS, [ctypes.c_char_p, ctypes.POINTER(P)]),

@@ -114,6 +114,11 @@ def test_builtin_models_build_and_predict(name):
         assert state["bn1.num_batches_tracked"].dtype == np.int64
 
 
+def test_auto_device_takes_the_gpu_or_the_cpu():
+    with cuttle.Model(device="auto") as m:
+        assert m.device.startswith(("cpu", "cuda"))
+
+
 def test_closed_model_raises_instead_of_crashing(images):
     m = cuttle.Model()
     m.close()
