@@ -14,9 +14,14 @@
 #   make test-gpu          the GPU tests, which fail without a GPU (+ compute-sanitizer)
 #   make fuzz              the libFuzzer targets (FUZZ_SECONDS=30 each), in build-fuzz/
 #   make PREFIX=/opt/cuttle install
+#   make install-python    the Python package with this build's libcuttle.so in it, by pip
+#                          (PIP_FLAGS="--user" or "--break-system-packages" on Debian's
+#                          Python; docs/python.md)
 
 CC       ?= cc
 PREFIX   ?= /usr/local
+PYTHON   ?= python3
+PIP_FLAGS ?=
 SANITIZE ?= 0
 BLAS     ?= auto
 OPENMP   ?= 1
@@ -266,7 +271,7 @@ LIB_A  := $(BUILD)/libcuttle.a
 LIB_SO := $(BUILD)/libcuttle.so
 CLI    := $(BUILD)/cuttle
 
-.PHONY: all config test test-gpu test-gpu-emu check fuzz install uninstall clean
+.PHONY: all config test test-gpu test-gpu-emu check fuzz install install-python uninstall clean
 .SECONDARY:
 all: config $(LIB_A) $(LIB_SO) $(CLI) $(TEST_BINS) $(EXAMPLE_BINS) $(BENCH_BINS)
 
@@ -478,6 +483,15 @@ install: $(LIB_A) $(LIB_SO) $(CLI)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/.*CT_VERSION_STRING "\(.*\)"/\1/p' include/cuttle.h)|' \
 	    -e 's|@LIBS_PRIVATE@|$(strip $(filter -fopenmp,$(LDFLAGS_BASE)) $(LDLIBS_BASE))|' \
 	    cuttle.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cuttle.pc
+
+# A copy of python/ with the library beside the package's code, where it
+# looks first; built with the installed setuptools (no download).
+install-python: $(LIB_SO)
+	rm -rf $(BUILD)/python
+	mkdir -p $(BUILD)/python
+	cp -r python/pyproject.toml python/README.md python/cuttle $(BUILD)/python/
+	cp $(LIB_SO) $(BUILD)/python/cuttle/
+	$(PYTHON) -m pip install --no-build-isolation $(PIP_FLAGS) $(BUILD)/python
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libcuttle.a $(DESTDIR)$(PREFIX)/lib/libcuttle.so \

@@ -14,7 +14,7 @@
 set -e
 packages="gcc g++ make pkg-config python3 libopenblas-openmp-dev zlib1g-dev libpng-dev libjpeg-dev openmpi-bin libopenmpi-dev dataset-fashion-mnist libxml2-utils"
 if [ "$1" = "--torch" ]; then
-    packages="$packages python3-torch python3-torchvision python3-pil clang llvm-14-dev python3-onnx nodejs"
+    packages="$packages python3-torch python3-torchvision python3-pil clang llvm-14-dev python3-onnx nodejs python3-numpy python3-pytest"
     command -v npm >/dev/null 2>&1 || packages="$packages npm" # a nodejs may bundle its own
 fi
 missing=""
