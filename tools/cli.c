@@ -101,10 +101,6 @@ cli_parsed cli_parse_positional(const char *command, const char *usage, int n_ar
             print_help(command, usage, options, n_options);
             return CLI_PARSED_HELP;
         }
-        if (positional && strncmp(arg, "--", 2) != 0) {
-            positional[(*n_positional)++] = args[i];
-            continue;
-        }
         const char *equals = strchr(arg, '=');
         size_t name_length = equals ? (size_t)(equals - arg) : strlen(arg);
         const cli_option *option = NULL;
@@ -112,6 +108,11 @@ cli_parsed cli_parse_positional(const char *command, const char *usage, int n_ar
             if (strlen(options[o].name) == name_length &&
                 strncmp(options[o].name, arg, name_length) == 0)
                 option = &options[o];
+        /* Positional: what is not "--..." nor a short option such as -o. */
+        if (positional && !option && strncmp(arg, "--", 2) != 0) {
+            positional[(*n_positional)++] = args[i];
+            continue;
+        }
         if (!option) {
             fprintf(stderr, "cuttle %s: unknown %s '%.*s' (see cuttle %s --help)\n", command,
                     arg[0] == '-' ? "option" : "argument", (int)name_length, arg, command);

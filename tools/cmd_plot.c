@@ -49,23 +49,20 @@ int cmd_plot(int argc, char **argv)
 {
     const char *out_path = NULL;
     const cli_option options[] = {
-        {"--out", "FILE", CLI_TEXT, &out_path, 0, 0, NULL,
-         "the SVG to write, also -o FILE (default RUN_DIR/" PLOT_CURVES_FILE
-         " for one run; needed for several)"},
+        {"-o", "FILE", CLI_TEXT, &out_path, 0, 0, NULL,
+         "the SVG to write (default RUN_DIR/" PLOT_CURVES_FILE " for one run; needed for "
+         "several)"},
+        {"--out", "FILE", CLI_TEXT, &out_path, 0, 0, NULL, "the same as -o"},
     };
-    /* -o is --out: the option parser knows long names only */
-    char **args = malloc(sizeof *args * (size_t)(argc > 0 ? argc : 1));
     char **positional = malloc(sizeof *positional * (size_t)(argc > 0 ? argc : 1));
     int n_positional = 0, exit_status = CLI_EXIT_OK;
-    if (!args || !positional) {
+    if (!positional) {
         fprintf(stderr, "cuttle plot: out of host memory\n");
         exit_status = CLI_EXIT_FAILED;
     }
-    for (int i = 0; exit_status == CLI_EXIT_OK && i < argc; i++)
-        args[i] = strcmp(argv[i], "-o") == 0 ? "--out" : argv[i];
     cli_parsed parsed = CLI_PARSED_ERROR;
     if (exit_status == CLI_EXIT_OK)
-        parsed = cli_parse_positional("plot", "RUN_DIR... [-o FILE]", argc, args, options,
+        parsed = cli_parse_positional("plot", "RUN_DIR... [-o FILE]", argc, argv, options,
                                       (int)(sizeof options / sizeof options[0]), positional,
                                       &n_positional);
     if (exit_status == CLI_EXIT_OK && parsed != CLI_PARSED_RUN)
@@ -81,7 +78,6 @@ int cmd_plot(int argc, char **argv)
     } else if (exit_status == CLI_EXIT_OK) {
         exit_status = plot(out_path, positional, n_positional);
     }
-    free(args);
     free(positional);
     return exit_status;
 }
