@@ -473,16 +473,23 @@ check:
 	 cat build-emu/check.log; \
 	 tail -n 1 build/check.log build-san/check.log build-emu/check.log | awk '/passed/ {p += $$1; f += $$3} END {print "all builds: " p " passed, " f " failed"; exit f > 0}'
 
+# The version and the static library's dependencies, for the pkg-config
+# file and the CMake package (cmake/).
+INSTALL_SUBST := -e 's|@PREFIX@|$(PREFIX)|' \
+    -e 's|@VERSION@|$(shell sed -n 's/.*CT_VERSION_STRING "\(.*\)"/\1/p' include/cuttle.h)|' \
+    -e 's|@LIBS_PRIVATE@|$(strip $(filter -fopenmp,$(LDFLAGS_BASE)) $(LDLIBS_BASE))|'
+CMAKE_DIR := $(DESTDIR)$(PREFIX)/lib/cmake/cuttle
+
 install: $(LIB_A) $(LIB_SO) $(CLI)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
-	           $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	           $(DESTDIR)$(PREFIX)/lib/pkgconfig $(CMAKE_DIR)
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/cuttle.h include/cuttle_cuda.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/.*CT_VERSION_STRING "\(.*\)"/\1/p' include/cuttle.h)|' \
-	    -e 's|@LIBS_PRIVATE@|$(strip $(filter -fopenmp,$(LDFLAGS_BASE)) $(LDLIBS_BASE))|' \
-	    cuttle.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cuttle.pc
+	sed $(INSTALL_SUBST) cuttle.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cuttle.pc
+	sed $(INSTALL_SUBST) cmake/cuttleConfig.cmake.in > $(CMAKE_DIR)/cuttleConfig.cmake
+	sed $(INSTALL_SUBST) cmake/cuttleConfigVersion.cmake.in > $(CMAKE_DIR)/cuttleConfigVersion.cmake
 
 # A copy of python/ with the library beside the package's code, where it
 # looks first; built with the installed setuptools (no download).
@@ -497,7 +504,9 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libcuttle.a $(DESTDIR)$(PREFIX)/lib/libcuttle.so \
 	      $(DESTDIR)$(PREFIX)/include/cuttle.h $(DESTDIR)$(PREFIX)/include/cuttle_cuda.h \
 	      $(DESTDIR)$(PREFIX)/bin/cuttle \
-	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/cuttle.pc
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/cuttle.pc \
+	      $(CMAKE_DIR)/cuttleConfig.cmake $(CMAKE_DIR)/cuttleConfigVersion.cmake
+	-rmdir $(CMAKE_DIR)
 
 clean:
 	rm -rf build build-san build-emu build-emu-san build-fuzz

@@ -12,12 +12,13 @@
 #            and npm for the ONNX tests (ONNX Runtime itself comes from npm:
 #            scripts/setup-onnxruntime.sh); and python3-numpy, python3-pytest
 #            and python3-pip for the Python package's tests and its install
-#            (tests/test_python.sh).  libxml2-utils (xmllint) checks the SVG
-#            charts.
+#            (tests/test_python.sh); and cmake, which builds examples/ against
+#            the installed library (tests/test_install.sh).  libxml2-utils
+#            (xmllint) checks the SVG charts.
 set -e
 packages="gcc g++ make pkg-config python3 libopenblas-openmp-dev zlib1g-dev libpng-dev libjpeg-dev openmpi-bin libopenmpi-dev dataset-fashion-mnist libxml2-utils"
 if [ "$1" = "--torch" ]; then
-    packages="$packages python3-torch python3-torchvision python3-pil clang llvm-14-dev python3-onnx nodejs python3-numpy python3-pytest python3-pip"
+    packages="$packages python3-torch python3-torchvision python3-pil clang llvm-14-dev python3-onnx nodejs python3-numpy python3-pytest python3-pip cmake"
     command -v npm >/dev/null 2>&1 || packages="$packages npm" # a nodejs may bundle its own
 fi
 missing=""

@@ -26,6 +26,41 @@ else
     exit 1
 fi
 
+# CMake: find_package(cuttle) against the installed tree builds examples/
+# (examples/CMakeLists.txt) on the shared and on the static library, and
+# the programs run; a version newer than the installed one is refused.
+if command -v cmake > /dev/null 2>&1; then
+    cmake_log="$prefix/cmake.log"
+    if cmake -S examples -B "$prefix/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
+            > "$cmake_log" 2>&1 &&
+        cmake --build "$prefix/cmake-build" >> "$cmake_log" 2>&1 &&
+        "$prefix/cmake-build/two_layer" >> "$cmake_log" 2>&1 &&
+        "$prefix/cmake-build/two_layer_static" >> "$cmake_log" 2>&1 &&
+        ! ldd "$prefix/cmake-build/two_layer_static" | grep -q libcuttle &&
+        ldd "$prefix/cmake-build/two_layer" | grep -q "$prefix/lib/libcuttle.so" &&
+        "$prefix/cmake-build/mish_demo" cpu >> "$cmake_log" 2>&1; then
+        echo "PASS cmake_find_package_builds_the_examples"
+    else
+        echo "FAIL cmake_find_package_builds_the_examples"
+        sed 's/^/    /' "$cmake_log" >&2
+    fi
+    mkdir -p "$prefix/too-new"
+    printf 'cmake_minimum_required(VERSION 3.13)\nproject(t C)\nfind_package(cuttle 99.0 REQUIRED)\n' \
+        > "$prefix/too-new/CMakeLists.txt"
+    if cmake -S "$prefix/too-new" -B "$prefix/too-new/b" -DCMAKE_PREFIX_PATH="$prefix" \
+            > "$cmake_log" 2>&1; then
+        echo "FAIL cmake_refuses_a_newer_version"
+        sed 's/^/    /' "$cmake_log" >&2
+    elif grep -q "compatible" "$cmake_log" && grep -q "version: 0" "$cmake_log"; then
+        echo "PASS cmake_refuses_a_newer_version"
+    else
+        echo "FAIL cmake_refuses_a_newer_version (not for the version)"
+        sed 's/^/    /' "$cmake_log" >&2
+    fi
+else
+    echo "# skipped: cmake_* (no cmake: apt-get install cmake)"
+fi
+
 # The shared library exports exactly the functions include/ marks CT_API:
 # nothing internal (the build hides the rest), nothing public missing.
 exported=$(nm -D --defined-only "$prefix/lib/libcuttle.so" | awk '$2 ~ /[TDBRVW]/ {print $3}' | sort)
