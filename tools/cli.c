@@ -83,6 +83,8 @@ static bool set_value(const char *command, const cli_option *option, const char 
     return false;
 }
 
+bool cli_parse_only = false;
+
 cli_parsed cli_parse(const char *command, const char *usage, int n_args, char **args,
                      const cli_option *options, int n_options)
 {

@@ -50,6 +50,11 @@ typedef enum cli_parsed {
     CLI_PARSED_ERROR  /* a message naming the option was printed: exit 2 */
 } cli_parsed;
 
+/* Parse only (the command-line fuzz target, tests/fuzz/fuzz_cli.c): each
+ * command returns CLI_EXIT_OK once its options are parsed and checked,
+ * before it opens a dataset, a checkpoint or a device.  False otherwise. */
+extern bool cli_parse_only;
+
 /* Parse "--name value", "--name=value" and flags from args[0..n_args)
  * into the options' values, which hold their defaults beforehand. */
 cli_parsed cli_parse(const char *command, const char *usage, int n_args, char **args,

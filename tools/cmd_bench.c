@@ -244,7 +244,7 @@ int cmd_bench(int argc, char **argv)
         return parsed == CLI_PARSED_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     workload w = {0};
     int exit_status = workload_check("bench", &opts.work, &w);
-    if (exit_status == CLI_EXIT_OK)
+    if (exit_status == CLI_EXIT_OK && !cli_parse_only)
         exit_status = run(&opts, &w);
     workload_free(&w);
     return exit_status;

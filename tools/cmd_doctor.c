@@ -425,6 +425,8 @@ int cmd_doctor(int argc, char **argv)
                                   argv, options, (int)(sizeof options / sizeof options[0]));
     if (parsed != CLI_PARSED_RUN)
         return parsed == CLI_PARSED_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    if (cli_parse_only)
+        return CLI_EXIT_OK;
     doctor_mpi mpi;
     find_mpi(&mpi);
     if (mpi.rank != 0)

@@ -189,5 +189,5 @@ int cmd_eval(int argc, char **argv)
                                   argc, argv, options, (int)(sizeof options / sizeof options[0]));
     if (parsed != CLI_PARSED_RUN)
         return parsed == CLI_PARSED_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-    return evaluate(&o);
+    return cli_parse_only ? CLI_EXIT_OK : evaluate(&o);
 }

@@ -119,5 +119,5 @@ int cmd_export(int argc, char **argv)
                         "export --help)\n");
         return CLI_EXIT_USAGE;
     }
-    return export_model(&o);
+    return cli_parse_only ? CLI_EXIT_OK : export_model(&o);
 }

@@ -248,5 +248,5 @@ int cmd_optimize(int argc, char **argv)
                         "required (see cuttle optimize --help)\n");
         return CLI_EXIT_USAGE;
     }
-    return optimize_model(&o);
+    return cli_parse_only ? CLI_EXIT_OK : optimize_model(&o);
 }

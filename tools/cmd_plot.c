@@ -75,7 +75,7 @@ int cmd_plot(int argc, char **argv)
         fprintf(stderr, "cuttle plot: %d runs on one chart: say where it goes with -o FILE "
                         "(e.g. -o compare.svg)\n", n_positional);
         exit_status = CLI_EXIT_USAGE;
-    } else if (exit_status == CLI_EXIT_OK) {
+    } else if (exit_status == CLI_EXIT_OK && !cli_parse_only) {
         exit_status = plot(out_path, positional, n_positional);
     }
     free(positional);

@@ -354,7 +354,7 @@ int cmd_predict(int argc, char **argv)
         fprintf(stderr, "cuttle predict: no INPUT given: name image files or "
                         "DATASET:SPLIT:INDEX items\n");
     else if (parsed == CLI_PARSED_RUN)
-        exit_status = predict(&o, positional, n_positional);
+        exit_status = cli_parse_only ? CLI_EXIT_OK : predict(&o, positional, n_positional);
     free(positional);
     return exit_status;
 }

@@ -403,7 +403,7 @@ int cmd_profile(int argc, char **argv)
         return parsed == CLI_PARSED_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     workload w = {0};
     int exit_status = workload_check("profile", &opts.work, &w);
-    if (exit_status == CLI_EXIT_OK)
+    if (exit_status == CLI_EXIT_OK && !cli_parse_only)
         exit_status = run(&opts, &w);
     workload_free(&w);
     return exit_status;

@@ -243,5 +243,5 @@ int cmd_quantize(int argc, char **argv)
                         "nothing would load it; drop -o to calibrate, report and evaluate\n");
         return CLI_EXIT_USAGE;
     }
-    return quantize(&o);
+    return cli_parse_only ? CLI_EXIT_OK : quantize(&o);
 }

@@ -399,6 +399,7 @@ int cmd_train(int argc, char **argv)
     bool help = false;
     int exit_status = train_options_parse(&r.opts, &r.args, argc, argv, out_buffer,
                                           sizeof out_buffer, &help);
+    help = help || cli_parse_only; /* stop as --help does, once the options are checked */
     if (exit_status == CLI_EXIT_OK && !help)
         exit_status = train_job_join(&r.job, &r.opts);
     if (exit_status == CLI_EXIT_OK && !help)

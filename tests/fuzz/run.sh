@@ -5,7 +5,8 @@
 # function without the AVX2 kernels' target attribute, and refuses their
 # vector types there), then runs each for FUZZ_SECONDS (default 30) from its seed
 # corpus tests/fuzz/corpus/<name>/ (with tests/fuzz/<name>.dict when there
-# is one), on a copy of the corpus so that the repository's stays as it is.
+# is one, and the libFuzzer options in tests/fuzz/<name>.flags), on a copy
+# of the corpus so that the repository's stays as it is.
 # Prints "PASS fuzz_<name>" or "FAIL fuzz_<name>" (a crash, a leak, a
 # sanitizer report: the input is kept in build-fuzz/crashes/<name>/).
 # Without clang's libFuzzer: "SKIP ..." and status 0.
@@ -33,9 +34,15 @@ status=0
 for name in $targets; do
     bin=build-fuzz/fuzz/fuzz_$name
     mkdir -p build-fuzz/fuzz build-fuzz/crashes/$name
+    # fuzz_cli takes the command-line program along, its main() renamed (and
+    # MPI, which the library may have been built with, though parsing never
+    # starts it).
+    tools=""
+    [ "$name" = cli ] && tools="-D_POSIX_C_SOURCE=200809L -Itools -Dmain=cuttle_main
+        $(ls tools/*.c) $(mpicc --showme:link 2>/dev/null)"
     if ! "$CLANG" -std=c11 -g -O1 -fsanitize=fuzzer $SAN -Iinclude -Isrc \
-            "tests/fuzz/fuzz_$name.c" build-fuzz/libcuttle.a -lm -lz -lpng -ljpeg -pthread \
-            -o "$bin"; then
+            "tests/fuzz/fuzz_$name.c" $tools build-fuzz/libcuttle.a -lm -lz -lpng -ljpeg \
+            -pthread -o "$bin"; then
         echo "FAIL fuzz_$name (does not build)"
         status=1
         continue
@@ -44,6 +51,7 @@ for name in $targets; do
     cp -r "tests/fuzz/corpus/$name/." "$work/" 2>/dev/null
     dict=""
     [ -f "tests/fuzz/$name.dict" ] && dict="-dict=tests/fuzz/$name.dict"
+    [ -f "tests/fuzz/$name.flags" ] && dict="$dict $(cat "tests/fuzz/$name.flags")"
     if ASAN_OPTIONS=detect_leaks=1 "$bin" "$work" $dict -max_total_time="$SECONDS_EACH" \
             -rss_limit_mb=2048 -artifact_prefix="build-fuzz/crashes/$name/" \
             -print_final_stats=1 > "build-fuzz/fuzz_$name.log" 2>&1; then
