@@ -402,6 +402,20 @@ CT_API int64_t ct_plan_skipped_steps(const ct_plan *plan);
 CT_API bool ct_plan_step_skipped(const ct_plan *plan);
 /* The scale from now on and the clean steps before it doubles (resume, tests). */
 CT_API ct_status ct_plan_set_loss_scale(ct_plan *plan, float scale, int growth_interval);
+/* The loss scaler's whole state, to save with a run and restore when it
+ * resumes (cuttle train keeps it in state.safetensors, so that a resumed
+ * fp16 run goes on exactly as an uninterrupted one). */
+typedef struct ct_loss_scale_state {
+    float scale;
+    int growth_interval;   /* clean steps in a row that double the scale */
+    int clean_steps;       /* clean steps in a row so far (0 .. growth_interval - 1) */
+    int64_t skipped_steps; /* steps skipped so far */
+} ct_loss_scale_state;
+/* CT_ERR_STATE for a plan that does not scale its loss (all but fp16
+ * training); set: CT_ERR_ARG for a scale that is not finite and > 0 or
+ * counts out of range. */
+CT_API ct_status ct_plan_loss_scale_state(const ct_plan *plan, ct_loss_scale_state *out);
+CT_API ct_status ct_plan_set_loss_scale_state(ct_plan *plan, const ct_loss_scale_state *state);
 
 /* Runs one step of `mode` again node by node, checking every node's output,
  * and describes the first that holds an inf or NaN in `what` ("%14

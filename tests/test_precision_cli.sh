@@ -2,7 +2,7 @@
 # --precision on the command line, as a user runs it (CPU build): SimpleCNN
 # trained on a slice of Fashion-MNIST in bf16 and fp16 (the CPU's rounding
 # reference) ends near the fp32 run's loss and accuracy, fp16 logging its
-# loss scale (in metrics.jsonl too), and eval takes
+# loss scale (in metrics.jsonl too) and resuming with it exactly, and eval takes
 # --precision too; an unknown name lists the choices; tf32 on the CPU says
 # why not and what to use.  On CUDA see tests/gpu_cli.sh.  PASS/FAIL lines.
 NAME=precision_cli TRAIN=6400 TEST=1000
@@ -35,6 +35,27 @@ for p in ("bf16", "fp16"):
 PY
 ok=$((ok + $?))
 result train_bf16_fp16_track_fp32 "$ok" "$tmp/train-bf16.err" "$tmp/train-fp16.err"
+
+# fp16 resumed after epoch 1 (whose two skipped steps left the scale at
+# 16384) goes on with the saved scaler state: its weights, optimizer state,
+# scale and skipped steps equal the uninterrupted run's bit for bit.
+"$cuttle" train --data-dir "$tmp/data" --epochs 3 --precision fp16 --stop-after 1 \
+    --out "$tmp/fp16-resumed" > "$tmp/resume.out" 2> "$tmp/resume.err" &&
+    "$python" - "$tmp/fp16-resumed/state.safetensors" >> "$tmp/resume.err" 2>&1 <<'PY' &&
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+meta = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
+print(f"saved after epoch 1: scale {meta['loss_scale']}, clean {meta['loss_scale_clean_steps']},"
+      f" skipped {meta['loss_scale_skipped_steps']}")
+assert float(meta["loss_scale"]) < 65536 and int(meta["loss_scale_skipped_steps"]) > 0, meta
+PY
+    "$cuttle" train --resume "$tmp/fp16-resumed" --data-dir "$tmp/data" \
+        >> "$tmp/resume.out" 2>> "$tmp/resume.err" &&
+    "$python" tests/safetensors_diff.py "$tmp/fp16/state.safetensors" \
+        "$tmp/fp16-resumed/state.safetensors" 0 >> "$tmp/resume.err" 2>&1 &&
+    [ "$(tail -n 1 "$tmp/fp16/metrics.jsonl" | sed 's/.*"loss_scale"//')" = \
+      "$(tail -n 1 "$tmp/fp16-resumed/metrics.jsonl" | sed 's/.*"loss_scale"//')" ]
+result fp16_resume_keeps_the_loss_scale "$?" "$tmp/resume.err"
 
 "$cuttle" eval --weights "$tmp/fp32/model.safetensors" --data-dir "$tmp/data" \
     --precision bf16 --json > "$tmp/eval.json" 2> "$tmp/eval.err"

@@ -176,6 +176,25 @@ static int append_metrics(const char *dir, const epoch_metrics *m)
     return CLI_EXIT_OK;
 }
 
+/* fp16: the loss scaler's state, so that --resume goes on with it.  Keys:
+ * loss_scale, loss_scale_growth_interval, loss_scale_clean_steps,
+ * loss_scale_skipped_steps.  Nothing for other precisions. */
+static bool add_loss_scale(run_meta *meta, const ct_plan *plan)
+{
+    ct_loss_scale_state s;
+    if (ct_plan_loss_scale_state(plan, &s) != CT_OK)
+        return true;
+    char scale[32], growth[32], clean[32], skipped[32];
+    snprintf(scale, sizeof scale, "%.9g", s.scale); /* reads back as the same float */
+    snprintf(growth, sizeof growth, "%d", s.growth_interval);
+    snprintf(clean, sizeof clean, "%d", s.clean_steps);
+    snprintf(skipped, sizeof skipped, "%" PRId64, s.skipped_steps);
+    return run_meta_add(meta, "loss_scale", scale) &&
+           run_meta_add(meta, "loss_scale_growth_interval", growth) &&
+           run_meta_add(meta, "loss_scale_clean_steps", clean) &&
+           run_meta_add(meta, "loss_scale_skipped_steps", skipped);
+}
+
 int run_save_epoch(const char *dir, ct_plan *plan, const run_info *info, const run_args *args,
                    const epoch_metrics *m, int ranks)
 {
@@ -191,7 +210,7 @@ int run_save_epoch(const char *dir, ct_plan *plan, const run_info *info, const r
     bool ok = saved_args && run_meta_add_info(&meta, info) && run_meta_add(&meta, "epoch", epoch);
     int model_n_meta = meta.n;
     ok = ok && run_meta_add(&meta, "step", step) && run_meta_add(&meta, "ranks", n_ranks) &&
-         run_meta_add(&meta, "args", saved_args);
+         run_meta_add(&meta, "args", saved_args) && add_loss_scale(&meta, plan);
     free(saved_args);
     int exit_status = CLI_EXIT_OK;
     if (!ok) {
@@ -280,6 +299,29 @@ static bool parse_count(const char *text, long long *out)
     return end != text && !*end && errno == 0 && *out >= 0;
 }
 
+/* The saved scaler's state into an fp16 plan (a run saved before it was
+ * kept starts from the default scale); false when the keys are not valid. */
+static bool restore_loss_scale(const ct_checkpoint *state, ct_plan *plan)
+{
+    ct_loss_scale_state s;
+    const char *scale = ct_checkpoint_meta(state, "loss_scale");
+    if (!scale || ct_plan_loss_scale_state(plan, &s) != CT_OK)
+        return true;
+    long long growth = 0, clean = 0, skipped = 0;
+    char *end = NULL;
+    s.scale = strtof(scale, &end);
+    if (end == scale || *end || !parse_count(ct_checkpoint_meta(state, "loss_scale_growth_interval"),
+                                              &growth) ||
+        !parse_count(ct_checkpoint_meta(state, "loss_scale_clean_steps"), &clean) ||
+        !parse_count(ct_checkpoint_meta(state, "loss_scale_skipped_steps"), &skipped) ||
+        growth > INT32_MAX || clean > INT32_MAX)
+        return false;
+    s.growth_interval = (int)growth;
+    s.clean_steps = (int)clean;
+    s.skipped_steps = skipped;
+    return ct_plan_set_loss_scale_state(plan, &s) == CT_OK;
+}
+
 int run_resume_state(const char *dir, ct_plan *plan, int ranks, long *epochs_done)
 {
     ct_checkpoint *state = NULL;
@@ -299,8 +341,11 @@ int run_resume_state(const char *dir, ct_plan *plan, int ranks, long *epochs_don
                 saved_ranks == 1 ? "one process, without mpirun, or mpirun -np " : "mpirun -np ",
                 saved_ranks);
         exit_status = CLI_EXIT_USAGE;
-    } else if (ct_plan_load_checkpoint(plan, state, CT_SAVE_MODEL | CT_SAVE_OPTIMIZER) != CT_OK)
+    } else if (ct_plan_load_checkpoint(plan, state, CT_SAVE_MODEL | CT_SAVE_OPTIMIZER) != CT_OK) {
         exit_status = cli_fail("train");
+    } else if (!restore_loss_scale(state, plan)) {
+        exit_status = bad_state(dir, "has a 'loss_scale' that is not valid");
+    }
     ct_checkpoint_close(state);
     if (exit_status == CLI_EXIT_OK) {
         ct_plan_set_step(plan, step);

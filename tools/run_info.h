@@ -19,7 +19,7 @@
 #include "cli.h"
 
 #define RUN_MAX_CHANNELS 4
-#define RUN_META_CAPACITY 16
+#define RUN_META_CAPACITY 24
 
 typedef struct run_info {
     char *name, *text, *dataset;

@@ -87,16 +87,59 @@ bool ct_plan_step_skipped(const ct_plan *plan)
     return ct_plan_step_values(plan, &values) == CT_OK && values.found_inf != 0;
 }
 
-ct_status ct_plan_set_loss_scale(ct_plan *plan, float scale, int growth_interval)
+/* The plan's scaler into *out; CT_ERR_STATE when it has none. */
+static ct_status scaler_of(const ct_plan *plan, const char *function, ct_loss_scaler **out)
 {
     if (!plan)
-        return ct_set_error(CT_ERR_ARG, "ct_plan_set_loss_scale: plan is NULL");
-    ct_loss_scaler *scaler = ct_plan_loss_scaler(plan);
-    if (!scaler->on)
+        return ct_set_error(CT_ERR_ARG, "%s: plan is NULL", function);
+    *out = ct_plan_loss_scaler(plan);
+    if (!(*out)->on)
         return ct_set_error(CT_ERR_STATE,
-                            "ct_plan_set_loss_scale: this plan's graph does not scale its loss "
-                            "(only fp16 training does: ct_graph_set_precision, then "
-                            "ct_graph_backward)");
+                            "%s: this plan's graph does not scale its loss (only fp16 training "
+                            "does: ct_graph_set_precision, then ct_graph_backward)",
+                            function);
+    return CT_OK;
+}
+
+ct_status ct_plan_loss_scale_state(const ct_plan *plan, ct_loss_scale_state *out)
+{
+    ct_loss_scaler *scaler = NULL;
+    ct_status status = scaler_of(plan, "ct_plan_loss_scale_state", &scaler);
+    if (status != CT_OK)
+        return status;
+    *out = (ct_loss_scale_state){.scale = scaler->scale,
+                                 .growth_interval = scaler->growth_interval,
+                                 .clean_steps = scaler->clean,
+                                 .skipped_steps = scaler->skipped};
+    return CT_OK;
+}
+
+ct_status ct_plan_set_loss_scale_state(ct_plan *plan, const ct_loss_scale_state *state)
+{
+    ct_loss_scaler *scaler = NULL;
+    ct_status status = scaler_of(plan, "ct_plan_set_loss_scale_state", &scaler);
+    if (status != CT_OK)
+        return status;
+    if (!state || !(state->scale > 0) || !isfinite(state->scale) || state->growth_interval < 1 ||
+        state->clean_steps < 0 || state->clean_steps >= state->growth_interval ||
+        state->skipped_steps < 0)
+        return ct_set_error(CT_ERR_ARG,
+                            "ct_plan_set_loss_scale_state: needs a finite scale > 0, a growth "
+                            "interval >= 1, clean steps from 0 to below it and skipped steps "
+                            ">= 0");
+    scaler->scale = state->scale;
+    scaler->growth_interval = state->growth_interval;
+    scaler->clean = state->clean_steps;
+    scaler->skipped = state->skipped_steps;
+    return CT_OK;
+}
+
+ct_status ct_plan_set_loss_scale(ct_plan *plan, float scale, int growth_interval)
+{
+    ct_loss_scaler *scaler = NULL;
+    ct_status status = scaler_of(plan, "ct_plan_set_loss_scale", &scaler);
+    if (status != CT_OK)
+        return status;
     if (!(scale > 0) || !isfinite(scale) || growth_interval < 1)
         return ct_set_error(CT_ERR_ARG,
                             "ct_plan_set_loss_scale: scale %g must be finite and > 0 (a power "
