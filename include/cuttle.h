@@ -738,6 +738,14 @@ CT_API ct_status ct_dist_broadcast_plan(ct_dist *dist, ct_plan *plan, int root);
  * every run.  dist NULL: back to plain steps.  Nothing in a step allocates. */
 #define CT_DIST_DEFAULT_BUCKET_BYTES (25u << 20)
 CT_API ct_status ct_plan_set_dist(ct_plan *plan, ct_dist *dist, size_t bucket_bytes);
+/* Synchronized batchnorm (PyTorch's SyncBatchNorm), after ct_plan_set_dist:
+ * in training steps every batchnorm normalizes with the mean and variance
+ * of all ranks' batches together, updates its running statistics with
+ * them, and its gradient flows as over that whole batch, so N ranks at
+ * batch B train as one process at batch N*B.  Costs three small
+ * all-reduces per batchnorm and step.  CT_ERR_STATE without data-parallel
+ * steps; CT_ERR_UNSUPPORTED on a GPU backend (not yet). */
+CT_API ct_status ct_plan_set_sync_bn(ct_plan *plan, bool on);
 
 /* What the data-parallel steps of a job cost this rank, summed over its
  * steps so far. */

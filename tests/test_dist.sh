@@ -1,7 +1,7 @@
 #!/bin/sh
 # Data-parallel training under mpirun (docs/distributed.md), as a user runs
 # it, on a slice of Fashion-MNIST (SimpleCNN: no batchnorm, so nothing is
-# per rank but the data):
+# per rank but the data; and a small batchnorm network for --sync-bn):
 #   - 2 ranks of --batch 32 for 20 steps end with the weights of one process
 #     of --batch 64 (within 1e-5), whatever the bucket size;
 #   - a run resumed inside an epoch with the same number of ranks ends bit
@@ -11,7 +11,10 @@
 #     or is killed (SIGKILL) ends the job with a non-zero status, never a
 #     hang (every mpirun runs under `timeout`), and no half-written
 #     checkpoint is left;
-#   - doctor reports the world size; --sync-bn says "not yet".
+#   - --sync-bn: 2 ranks of a batchnorm network at --batch 32 end with the
+#     weights and running statistics of one process at --batch 64 (1e-5);
+#     without it they differ (each rank normalizes its own batch);
+#   - doctor reports the world size.
 # Without MPI in the build (or without mpirun) it says so and checks only
 # that a process started as one of several refuses to train alone.
 # PASS/FAIL lines.  Also under ASan + UBSan (BUILD=build-san sh
@@ -153,7 +156,38 @@ $mpirun -np 2 "$cuttle" doctor --json --no-cpu-gemm --gemm-size 16 > "$tmp/docto
 grep -q '"world_size": 2' "$tmp/doctor2.out"
 result doctor_reports_world_size "$?" "$tmp/doctor2.out"
 
-"$cuttle" $train --sync-bn --out "$tmp/z" > "$tmp/syncbn.out" 2>&1
-status=$?
-[ "$status" -eq 2 ] && grep -q "sync-bn is not available yet" "$tmp/syncbn.out"
-result sync_bn_says_not_yet "$?" "$tmp/syncbn.out"
+# ---- synchronized batchnorm --------------------------------------------------------
+# A small network with batchnorm after each conv (and in the classifier):
+# with --sync-bn, 2 ranks of 32 normalize over the 64 images together, so
+# they end with the weights and running statistics of one process of 64;
+# without it each rank normalizes its own 32 and they end elsewhere.
+cat > "$tmp/bn.model" <<'MODEL'
+model small_bn
+c1: conv 8 3 pad=1 bias=false
+b1: bn
+relu
+maxpool 2
+c2: conv 16 3 pad=1 bias=false
+b2: bn
+relu
+maxpool 2
+flatten
+fc1: linear 32
+b3: bn
+relu
+fc2: linear classes
+MODEL
+bn="$train --model $tmp/bn.model --max-steps 20"
+"$cuttle" $bn --batch 64 --out "$tmp/bn-one" > "$tmp/bn-one.out" 2>&1 &&
+    $mpirun -np 2 "$cuttle" $bn --batch 32 --sync-bn --out "$tmp/bn-sync" \
+        > "$tmp/bn-sync.out" 2>&1 &&
+    "$python" tests/safetensors_diff.py "$tmp/bn-one/model.safetensors" \
+        "$tmp/bn-sync/model.safetensors" 1e-5 > "$tmp/bn-diff.out" 2>&1
+result sync_bn_two_ranks_equal_one_process "$?" "$tmp/bn-one.out" "$tmp/bn-sync.out" \
+    "$tmp/bn-diff.out"
+sed 's/^/# --sync-bn, 2 ranks vs 1 process: /' "$tmp/bn-diff.out"
+$mpirun -np 2 "$cuttle" $bn --batch 32 --out "$tmp/bn-local" > "$tmp/bn-local.out" 2>&1 &&
+    ! "$python" tests/safetensors_diff.py "$tmp/bn-one/model.safetensors" \
+        "$tmp/bn-local/model.safetensors" 1e-3 > "$tmp/bn-local-diff.out" 2>&1
+result batchnorm_without_sync_bn_is_per_rank "$?" "$tmp/bn-local.out" "$tmp/bn-local-diff.out"
+sed 's/^/# without --sync-bn: /' "$tmp/bn-local-diff.out"

@@ -347,7 +347,7 @@ static int setup(run *r)
     train_identity identity = {opts, r->info.text, ct_dataset_size(r->train_data), test_size,
                                ct_plan_step(r->t.plan)};
     CLI_TRY(train_job_agree(&r->job, &identity));
-    return train_job_share(&r->job, r->t.plan, opts->bucket_mb);
+    return train_job_share(&r->job, r->t.plan, opts->bucket_mb, opts->sync_bn);
 }
 
 static void print_start(const run *r)

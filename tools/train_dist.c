@@ -139,12 +139,13 @@ int train_job_agree(train_job *job, const train_identity *identity)
     return exit_status;
 }
 
-int train_job_share(train_job *job, ct_plan *plan, double bucket_mb)
+int train_job_share(train_job *job, ct_plan *plan, double bucket_mb, bool sync_bn)
 {
     if (job->size == 1)
-        return CLI_EXIT_OK;
+        return CLI_EXIT_OK; /* one batch: synchronized batchnorm is plain batchnorm */
     if (ct_dist_broadcast_plan(job->dist, plan, 0) != CT_OK ||
-        ct_plan_set_dist(plan, job->dist, (size_t)(bucket_mb * BYTES_PER_MB)) != CT_OK)
+        ct_plan_set_dist(plan, job->dist, (size_t)(bucket_mb * BYTES_PER_MB)) != CT_OK ||
+        (sync_bn && ct_plan_set_sync_bn(plan, true) != CT_OK))
         return cli_fail("train");
     return CLI_EXIT_OK;
 }

@@ -41,8 +41,9 @@ int train_job_agree(train_job *job, const train_identity *identity);
 /* Makes the plan's training steps data-parallel: rank 0's weights and
  * optimizer state into every rank's plan (the same seed gave the same
  * ones; a resumed run read them from one file: this makes sure), then
- * gradients averaged over the ranks in buckets of bucket_mb MB. */
-int train_job_share(train_job *job, ct_plan *plan, double bucket_mb);
+ * gradients averaged over the ranks in buckets of bucket_mb MB, and with
+ * sync_bn batchnorm over all ranks' batches (--sync-bn). */
+int train_job_share(train_job *job, ct_plan *plan, double bucket_mb, bool sync_bn);
 /* One line on `log` of what the all-reduces cost rank 0 over the run. */
 void train_job_report(train_job *job, FILE *log, double train_seconds);
 

@@ -95,7 +95,7 @@ static cli_parsed parse_table(train_options *opts, int argc, char **argv)
          "under mpirun: the gradients of one all-reduce, in MB (default 25; "
          "docs/distributed.md)"},
         {"--sync-bn", NULL, CLI_FLAG, &opts->sync_bn, 0, 0, NULL,
-         "under mpirun: batchnorm statistics over all ranks' batches (not yet: refused)"},
+         "under mpirun: batchnorm statistics and gradients over all ranks' batches, as one process at the global batch (CPU)"},
         {"--json", NULL, CLI_FLAG, &opts->json, 0, 0, NULL,
          "print the result as one JSON object on stdout (progress goes to stderr)"},
     };
@@ -161,14 +161,6 @@ static int check_options(const train_options *opts)
                 "cuttle train: --augment '%s' is not understood; use none or a comma list of "
                 "crop[:PAD], flip, cutout[:SIZE] (e.g. crop:4,flip)\n",
                 opts->augment);
-        return CLI_EXIT_USAGE;
-    }
-    if (opts->sync_bn) {
-        fprintf(stderr,
-                "cuttle train: --sync-bn is not available yet: under mpirun each rank's "
-                "batchnorm uses its own batch's statistics (as PyTorch's DDP without "
-                "SyncBatchNorm), and rank 0's running statistics are saved; leave out "
-                "--sync-bn (docs/distributed.md)\n");
         return CLI_EXIT_USAGE;
     }
     return CLI_EXIT_OK;

@@ -95,13 +95,12 @@ void ct_cpu_batchnorm_backward_params(int n, int c, int inner, const float *x,
     }
 }
 
-/* dx = (dy - dbeta/M - (x - mean) * invstd*dgamma/M) * invstd*gamma,  M = n*inner */
-void ct_cpu_batchnorm_backward_data(int n, int c, int inner, const float *x, const float *dy,
-                                    const float *stats, const float *gamma,
-                                    const float *dparams, float *dx)
+/* dx = (dy - dbeta/M - (x - mean) * invstd*dgamma/M) * invstd*gamma over M values */
+static void backward_data(int n, int c, int inner, const float *x, const float *dy,
+                          const float *stats, const float *gamma, const float *dparams, double m,
+                          float *dx)
 {
     int64_t planes = (int64_t)n * c;
-    double m = (double)n * inner;
 #pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         int ch = (int)(p % c);
@@ -113,4 +112,70 @@ void ct_cpu_batchnorm_backward_data(int n, int c, int inner, const float *x, con
         for (int i = 0; i < inner; i++)
             dxp[i] = ct_bn_dx(&g, xp[i], dyp[i]);
     }
+}
+
+/* M = n*inner */
+void ct_cpu_batchnorm_backward_data(int n, int c, int inner, const float *x, const float *dy,
+                                    const float *stats, const float *gamma,
+                                    const float *dparams, float *dx)
+{
+    backward_data(n, c, inner, x, dy, stats, gamma, dparams, (double)n * inner, dx);
+}
+
+/* ---- synchronized over ranks (ct_plan_set_sync_bn) ------------------------------------ */
+
+size_t ct_cpu_batchnorm_sync_workspace(int c)
+{
+    return sizeof(double) * (2 * (size_t)c + 1) + sizeof(float) * 2 * (size_t)c;
+}
+
+/* The statistics of the union of every rank's batch, as one process with all
+ * of them would compute them: the channel sums and the count summed over the
+ * ranks give the mean, then the squared deviations from that mean summed
+ * over the ranks give the variance (two passes, as above). */
+int ct_cpu_batchnorm_stats_synced(int n, int c, int inner, const float *x, float momentum,
+                                  float eps, float *running_mean, float *running_var,
+                                  float *stats, const ct_rank_sum *ranks, void *workspace)
+{
+    int status;
+    double *sums = workspace;
+#pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
+    for (int ch = 0; ch < c; ch++)
+        sums[ch] = channel_sum(n, c, inner, x, ch);
+    sums[c] = (double)n * inner;
+    if ((status = ranks->sum(ranks->ctx, sums, c + 1)) != 0)
+        return status;
+    int64_t m = (int64_t)sums[c];
+    for (int ch = 0; ch < c; ch++)
+        stats[ch] = (float)(sums[ch] / (double)m); /* the mean, as the float pass 2 uses */
+#pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
+    for (int ch = 0; ch < c; ch++)
+        sums[c + ch] = channel_sq_dev(n, c, inner, x, ch, stats[ch]);
+    if ((status = ranks->sum(ranks->ctx, sums + c, c)) != 0)
+        return status;
+    for (int ch = 0; ch < c; ch++)
+        ct_bn_channel_stats(sums[ch] / (double)m, sums[c + ch], m, eps, momentum, &stats[ch],
+                            &stats[c + ch], &running_mean[ch], &running_var[ch]);
+    return 0;
+}
+
+/* dx from the parameter gradients summed over the ranks (each rank's dparams
+ * stay its own: they are its parameter gradients, averaged as the others). */
+int ct_cpu_batchnorm_backward_data_synced(int n, int c, int inner, const float *x,
+                                          const float *dy, const float *stats, const float *gamma,
+                                          const float *dparams, float *dx,
+                                          const ct_rank_sum *ranks, void *workspace)
+{
+    double *sums = workspace;
+    float *global = (float *)(sums + 2 * (size_t)c + 1);
+    for (int i = 0; i < 2 * c; i++)
+        sums[i] = dparams[i];
+    sums[2 * c] = (double)n * inner;
+    int status = ranks->sum(ranks->ctx, sums, 2 * c + 1);
+    if (status != 0)
+        return status;
+    for (int i = 0; i < 2 * c; i++)
+        global[i] = (float)sums[i];
+    backward_data(n, c, inner, x, dy, stats, gamma, global, sums[2 * c], dx);
+    return 0;
 }

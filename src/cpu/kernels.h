@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/rank_sum.h"
 #include "core/shapes.h"
 
 /* ---- gemm.c ------------------------------------------------------------ */
@@ -135,6 +136,18 @@ void ct_cpu_batchnorm_backward_params(int n, int c, int inner, const float *x,
 void ct_cpu_batchnorm_backward_data(int n, int c, int inner, const float *x, const float *dy,
                                     const float *stats, const float *gamma,
                                     const float *dparams, float *dx);
+/* Synchronized batchnorm (training): the statistics and dx over every rank's
+ * batch (ranks->sum adds values over the ranks in place); workspace:
+ * ct_cpu_batchnorm_sync_workspace(c) bytes, 8-byte aligned.  0, or the
+ * status ranks->sum failed with. */
+size_t ct_cpu_batchnorm_sync_workspace(int c);
+int ct_cpu_batchnorm_stats_synced(int n, int c, int inner, const float *x, float momentum,
+                                  float eps, float *running_mean, float *running_var,
+                                  float *stats, const ct_rank_sum *ranks, void *workspace);
+int ct_cpu_batchnorm_backward_data_synced(int n, int c, int inner, const float *x,
+                                          const float *dy, const float *stats, const float *gamma,
+                                          const float *dparams, float *dx,
+                                          const ct_rank_sum *ranks, void *workspace);
 
 /* ---- dropout.c ------------------------------------------------------------- */
 

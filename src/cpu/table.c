@@ -341,10 +341,16 @@ static ct_status run_add(const ct_exec *e, const ct_tensor *n)
 static ct_status run_bn_stats(const ct_exec *exec, const ct_tensor *node)
 {
     ct_nci dims = ct_nci_of(node->src[0]);
-    ct_cpu_batchnorm_stats(dims.n, dims.c, dims.inner, ct_in(exec, node, 0), exec->training,
-                           node->attr.bn.momentum, node->attr.bn.eps,
-                           ct_exec_data(exec, node->src[1]), ct_exec_data(exec, node->src[2]),
-                           ct_out(exec, node));
+    if (exec->training && exec->sync_bn)
+        CT_TRY((ct_status)ct_cpu_batchnorm_stats_synced(
+            dims.n, dims.c, dims.inner, ct_in(exec, node, 0), node->attr.bn.momentum,
+            node->attr.bn.eps, ct_exec_data(exec, node->src[1]), ct_exec_data(exec, node->src[2]),
+            ct_out(exec, node), exec->sync_bn, exec->workspace));
+    else
+        ct_cpu_batchnorm_stats(dims.n, dims.c, dims.inner, ct_in(exec, node, 0), exec->training,
+                               node->attr.bn.momentum, node->attr.bn.eps,
+                               ct_exec_data(exec, node->src[1]),
+                               ct_exec_data(exec, node->src[2]), ct_out(exec, node));
     if (exec->training && node->n_src > 3)
         (*(int64_t *)ct_exec_data(exec, node->src[3]))++;
     return CT_OK;
@@ -371,6 +377,11 @@ static ct_status run_bn_bwd_params(const ct_exec *exec, const ct_tensor *node)
 static ct_status run_bn_bwd_data(const ct_exec *exec, const ct_tensor *node)
 {
     ct_nci dims = ct_nci_of(node);
+    if (exec->training && exec->sync_bn)
+        return (ct_status)ct_cpu_batchnorm_backward_data_synced(
+            dims.n, dims.c, dims.inner, ct_in(exec, node, 0), ct_in(exec, node, 1),
+            ct_in(exec, node, 2), ct_in(exec, node, 3), ct_in(exec, node, 4), ct_out(exec, node),
+            exec->sync_bn, exec->workspace);
     ct_cpu_batchnorm_backward_data(dims.n, dims.c, dims.inner, ct_in(exec, node, 0),
                                    ct_in(exec, node, 1), ct_in(exec, node, 2),
                                    ct_in(exec, node, 3), ct_in(exec, node, 4),
@@ -537,14 +548,24 @@ static ct_status run_custom(const ct_exec *exec, const ct_tensor *node)
 }
 
 
-/* An op's one kernel, "native": `fn` run with the node's tensors. */
-#define NATIVE(impl, fn, fusions)                                                          \
+/* An op's one kernel, "native": `fn` run with the node's tensors (and a
+ * workspace of workspace_fn's size, or none for NULL). */
+#define NATIVE_WORKSPACE(impl, fn, fusions, workspace_fn)                                  \
     static ct_status impl##_run(ct_backend *backend, const ct_exec *e, const ct_tensor *n) \
     {                                                                                      \
         (void)backend;                                                                     \
         return fn(e, n);                                                                   \
     }                                                                                      \
-    static const ct_impl impl = {.name = "native", .fuses = (fusions), .run = impl##_run}
+    static const ct_impl impl = {                                                          \
+        .name = "native", .fuses = (fusions), .workspace = (workspace_fn), .run = impl##_run}
+#define NATIVE(impl, fn, fusions) NATIVE_WORKSPACE(impl, fn, fusions, NULL)
+
+/* Synchronized batchnorm's sums, for the channels of the node's input. */
+static size_t bn_sync_workspace(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    return ct_cpu_batchnorm_sync_workspace(ct_nci_of(node->src[0]).c);
+}
 
 NATIVE(channel_sum, run_channel_sum, 0);
 NATIVE(linear, run_linear, CT_FUSES_RELU);
@@ -562,10 +583,10 @@ NATIVE(sigmoid, run_sigmoid, 0);
 NATIVE(sigmoid_bwd, run_sigmoid_bwd, 0);
 NATIVE(tanh_, run_tanh, 0);
 NATIVE(tanh_bwd, run_tanh_bwd, 0);
-NATIVE(bn_stats, run_bn_stats, 0);
+NATIVE_WORKSPACE(bn_stats, run_bn_stats, 0, bn_sync_workspace);
 NATIVE(bn_apply, run_bn_apply, CT_FUSES_RELU);
 NATIVE(bn_bwd_params, run_bn_bwd_params, 0);
-NATIVE(bn_bwd_data, run_bn_bwd_data, 0);
+NATIVE_WORKSPACE(bn_bwd_data, run_bn_bwd_data, 0, bn_sync_workspace);
 NATIVE(dropout, run_dropout, 0);
 NATIVE(add, run_add, CT_FUSES_RELU);
 NATIVE(concat, run_concat, 0);

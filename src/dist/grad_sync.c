@@ -52,6 +52,7 @@ typedef struct grad_sync {
     int n_buckets;
     int *started; /* bucket indices in the order their sums started, this step */
     int n_started;
+    ct_rank_sum rank_sum; /* for synchronized batchnorm, when it is on */
 } grad_sync;
 
 static double now_seconds(void)
@@ -194,7 +195,7 @@ ct_status ct_plan_set_dist(ct_plan *plan, ct_dist *dist, size_t bucket_bytes)
             grad_sync_free(g);
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_set_dist: out of host memory");
     }
-    g->hook = (ct_grad_hook){grad_ready, grads_done, destroy};
+    g->hook = (ct_grad_hook){grad_ready, grads_done, destroy, NULL};
     g->dist = dist;
     g->backend = ct_plan_backend(plan);
     ct_status status = plan_buckets(g, graph, bucket_bytes ? bucket_bytes
@@ -210,6 +211,36 @@ ct_status ct_plan_set_dist(ct_plan *plan, ct_dist *dist, size_t bucket_bytes)
     for (int i = 0; i < g->n_buckets; i++)
         dist->stats.bytes += sizeof(float) * (size_t)g->buckets[i].count;
     return ct_plan_set_grad_hook(plan, &g->hook);
+}
+
+/* Synchronized batchnorm's sums: blocking, between the bucket sums in
+ * flight, at the same point of every rank's step (the same graph). */
+static int sum_over_ranks(void *ctx, double *values, int count)
+{
+    grad_sync *g = ctx;
+    double start = now_seconds();
+    ct_status status = g->dist->comm->iface->sum_f64(g->dist->comm, values, count);
+    g->dist->stats.comm_seconds += now_seconds() - start;
+    return (int)status;
+}
+
+ct_status ct_plan_set_sync_bn(ct_plan *plan, bool on)
+{
+    if (!plan)
+        return ct_set_error(CT_ERR_ARG, "ct_plan_set_sync_bn: plan is NULL");
+    ct_grad_hook *hook = ct_plan_grad_hook(plan);
+    if (!hook || hook->destroy != destroy)
+        return ct_set_error(CT_ERR_STATE, "ct_plan_set_sync_bn: the plan has no data-parallel "
+                                          "steps: call ct_plan_set_dist first");
+    const char *backend = ct_backend_name(ct_plan_backend(plan));
+    if (on && strncmp(backend, "cpu", 3) != 0)
+        return ct_set_error(CT_ERR_UNSUPPORTED,
+                            "ct_plan_set_sync_bn: synchronized batchnorm runs on the CPU "
+                            "backend only so far, and this plan is on %s", backend);
+    grad_sync *g = (grad_sync *)hook;
+    g->rank_sum = (ct_rank_sum){.sum = sum_over_ranks, .ctx = g};
+    hook->sync_bn = on ? &g->rank_sum : NULL;
+    return CT_OK;
 }
 
 ct_status ct_dist_broadcast_plan(ct_dist *dist, ct_plan *plan, int root)

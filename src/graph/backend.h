@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cuttle.h"
+#include "core/rank_sum.h"
 #include "core/step_values.h"
 #include "graph/graph.h"
 
@@ -50,6 +51,10 @@ typedef struct ct_exec {
     /* by node id, or NULL: storage roots held elsewhere for this node (the
      * CPU's f32 copies of 16-bit tensors, cpu/widen.c) */
     void *const *direct;
+    /* training steps with synchronized batchnorm (ct_plan_set_sync_bn):
+     * batchnorm's statistics and gradients over every rank's batch; NULL:
+     * this process's batch alone */
+    const ct_rank_sum *sync_bn;
 } ct_exec;
 
 static inline void *ct_exec_data(const ct_exec *exec, const ct_tensor *t)

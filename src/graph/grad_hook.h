@@ -25,6 +25,10 @@ struct ct_grad_hook {
      * may change the gradients in place (average them over the ranks). */
     ct_status (*grads_done)(ct_grad_hook *hook);
     void (*destroy)(ct_grad_hook *hook);
+    /* Synchronized batchnorm (ct_plan_set_sync_bn): the sums over the ranks
+     * that training steps' batchnorm kernels use (ct_exec.sync_bn); NULL:
+     * each rank's batchnorm sees its own batch. */
+    const ct_rank_sum *sync_bn;
 };
 
 /* Where in a training step's runs each gradient is finished: built by the

@@ -451,6 +451,7 @@ static ct_exec exec_of(const ct_plan *plan, ct_mode mode)
         .lr = plan->lr,
         .seed = plan->seed,
         .step_values = mode == CT_TRAIN ? plan->step_values : NULL,
+        .sync_bn = mode == CT_TRAIN && plan->grad.hook ? plan->grad.hook->sync_bn : NULL,
     };
     return exec;
 }
@@ -722,6 +723,11 @@ ct_status ct_plan_set_grad_hook(ct_plan *plan, ct_grad_hook *hook)
     }
     plan->grad.hook = hook;
     return CT_OK;
+}
+
+ct_grad_hook *ct_plan_grad_hook(const ct_plan *plan)
+{
+    return plan->grad.hook;
 }
 
 ct_grad_hook *ct_plan_swap_grad_hook(ct_plan *plan, ct_grad_hook *hook)

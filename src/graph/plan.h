@@ -46,6 +46,7 @@ ct_status ct_plan_peek(const ct_plan *plan, const ct_tensor *t, void *host, size
  * (graph/grad_hook.h; NULL: none), destroying the one before; the plan owns
  * it from then on, also when this fails (it is destroyed then). */
 ct_status ct_plan_set_grad_hook(ct_plan *plan, ct_grad_hook *hook);
+ct_grad_hook *ct_plan_grad_hook(const ct_plan *plan); /* NULL: none */
 /* Swaps in `hook` (NULL: none) without destroying the one before, which it
  * returns: for a step that must not run it (graph/nonfinite.c). */
 ct_grad_hook *ct_plan_swap_grad_hook(ct_plan *plan, ct_grad_hook *hook);
