@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "graph/graph.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 
 /* Longest problem list in one message; the rest are counted. */
@@ -127,6 +128,16 @@ const char *ct_checkpoint_meta(const ct_checkpoint *checkpoint, const char *key)
     if (!checkpoint || !key)
         return NULL;
     return ct_st_metadata(checkpoint->file, key);
+}
+
+const ct_st_file *ct_checkpoint_file(const ct_checkpoint *checkpoint)
+{
+    return checkpoint->file;
+}
+
+const char *ct_checkpoint_path(const ct_checkpoint *checkpoint)
+{
+    return checkpoint->path;
 }
 
 /* A list of problems that grows into one message. */
