@@ -103,7 +103,8 @@ static ct_st_tensor *add(saver *s, const char *name, ct_dtype dtype, int ndim,
 {
     ct_st_tensor *t = &s->tensors[s->n++];
     *t = (ct_st_tensor){.name = name, .dtype = dtype, .ndim = ndim, .data = data, .bytes = bytes};
-    memcpy(t->shape, shape, sizeof *shape * (size_t)ndim);
+    for (int d = 0; d < ndim; d++)
+        t->shape[d] = shape[d];
     return t;
 }
 
