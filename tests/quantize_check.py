@@ -26,9 +26,14 @@ import sys
 
 import numpy
 
-QDQ_TOL = 1e-2     # measured 1.0e-3 (SimpleCNN, classifier f32) and 3.8e-3 (all int8)
-QDQ_ROWS = 0.90    # measured 0.99 and 0.912
-QDQ_TOP1 = 0.99    # measured 1.0 and 1.0
+# Measured on the 500-image Fashion-MNIST slice (docs/quantization.md):
+# SimpleCNN as the test quantizes it 1.0e-3, 99 % of rows within 1e-5, top-1
+# 100 %; SimpleCNN all int8 3.8e-3, 91.2 %, 100 %; vgg8_bn 0.9e-3 to 1.1e-3,
+# but only 3 to 12 % of rows within 1e-5 (the deeper the model, the more
+# values cross a rounding boundary): QDQ_ROWS fits the test's SimpleCNN.
+QDQ_TOL = 1e-2
+QDQ_ROWS = 0.90
+QDQ_TOP1 = 0.99
 CLOSE = 1e-5
 
 
