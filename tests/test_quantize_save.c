@@ -360,6 +360,9 @@ static void bad_calls_refused(void)
     ct_quantized q;
     const char *path = tmpdir_path("calls.safetensors");
     quantize_and_save("simplecnn", CT_CALIB_MINMAX, false, path, &q);
+    CHECK(ct_plan_load(q.plan, path, CT_SAVE_MODEL) == CT_ERR_FORMAT &&
+              strstr(ct_last_error(), "is an int8 model (cuttle quantize -o), not fp32 weights"),
+          "an int8 file as fp32 weights: %s", ct_last_error());
     ct_meta clash[1] = {{"quantization", "fp32"}};
     CHECK(ct_quantized_save(&q, tmpdir_path("clash.safetensors"), 1, clash) == CT_ERR_ARG &&
               strstr(ct_last_error(), "quantization"),

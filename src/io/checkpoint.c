@@ -229,6 +229,11 @@ ct_status ct_plan_load_checkpoint(ct_plan *plan, const ct_checkpoint *checkpoint
         return ct_set_error(CT_ERR_ARG, "ct_plan_load_checkpoint: plan and checkpoint are "
                                         "required");
     CT_TRY(check_what("ct_plan_load_checkpoint", what));
+    if (ct_checkpoint_is_int8(checkpoint))
+        return ct_set_error(CT_ERR_FORMAT, "%s is an int8 model (cuttle quantize -o), not fp32 "
+                                           "weights: ct_plan_load_quantized builds its int8 "
+                                           "plan (cuttle eval, predict, bench --weights and "
+                                           "export take it)", checkpoint->path);
     const ct_graph *graph = ct_plan_graph(plan);
     report problems = {.len = 0};
     int n_selected = 0;
