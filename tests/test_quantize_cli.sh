@@ -6,7 +6,8 @@
 # -o; and what it refuses (an unknown method, more calibration images than the
 # split holds, no --calib), each with a message and exit status 2.
 # The int8 file (-o DIR): eval (at quantize's batch and at its own) and
-# predict on DIR/model.safetensors give the int8 accuracy quantize reported;
+# predict on DIR/model.safetensors give the int8 accuracy quantize reported
+# (--device auto takes the CPU for it);
 # bench and profile --weights run it (infer mode only); --precision,
 # --no-optimize and --mode train are refused with exit status 2; a corrupt
 # file (NaN scale, zero input scale, a zero point missing, truncated) is
@@ -78,6 +79,11 @@ for batch in 64 500; do
     echo "quantize reported $reported" >> "$tmp/eval$batch.out"
     result "quantize_cli_eval_int8_batch$batch" $ok "$tmp/eval$batch.out"
 done
+
+"$cuttle" eval --weights "$int8" --data-dir "$tmp/data" --device auto --threads 1 \
+    > "$tmp/auto.out" 2>&1 &&
+    grep -q "device auto: cpu .*(an int8 model: its int8 kernels run on the CPU)" "$tmp/auto.out"
+result quantize_cli_int8_auto_is_cpu $? "$tmp/auto.out"
 
 "$cuttle" predict --weights "$int8" --data-dir "$tmp/data" --json --top 1 --threads 1 \
     "fashion-mnist:test:0-$((TEST - 1))" > "$tmp/predict.json" 2> "$tmp/predict.err"

@@ -207,11 +207,19 @@ ct_tensor *cli_model_build(ct_graph *graph, const char *text, const ct_onnx *onn
     return onnx ? ct_onnx_build(graph, onnx, x) : ct_model_build(graph, text, x, classes);
 }
 
-static int open_backend(const char *command, const char *device, long threads, FILE *log,
-                        ct_backend **out)
+static int open_backend(const char *command, const char *device, long threads, bool int8,
+                        FILE *log, ct_backend **out)
 {
     char name[64];
     bool is_auto = strcmp(device, "auto") == 0;
+    if (is_auto && int8) {
+        snprintf(name, sizeof name, threads > 0 ? "cpu:%ld" : "cpu", threads);
+        if (ct_backend_new(name, out) != CT_OK)
+            return cli_fail(command);
+        fprintf(log, "device auto: %s (an int8 model: its int8 kernels run on the CPU)\n",
+                ct_backend_name(*out));
+        return CLI_EXIT_OK;
+    }
     if (is_auto) {
         if (ct_backend_new("cuda", out) == CT_OK) {
             fprintf(log, "device auto: %s\n", ct_backend_name(*out));
@@ -253,7 +261,8 @@ bool cli_on(const char *value)
 
 int cli_backend(const char *command, const cli_device *device, FILE *log, ct_backend **out)
 {
-    int exit_status = open_backend(command, device->device, device->threads, log, out);
+    int exit_status = open_backend(command, device->device, device->threads, device->int8, log,
+                                   out);
     if (exit_status == CLI_EXIT_OK) {
         ct_backend_set_strict(*out, device->strict);
         ct_backend_set_cuda_graph(*out, cli_on(device->cuda_graph));

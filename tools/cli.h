@@ -105,6 +105,7 @@ typedef struct cli_device {
     long threads;           /* > 0: the CPU threads */
     bool strict;            /* ct_backend_set_strict */
     const char *cuda_graph; /* "on" or NULL, or "off": ct_backend_set_cuda_graph */
+    bool int8;              /* the model is int8 (CPU kernels only): "auto" takes the CPU */
 } cli_device;
 
 /* The backend for a cli_device.  "auto" takes the GPU when there is one
