@@ -492,13 +492,15 @@ typedef struct ct_quantize_args {
 /* One conv2d or linear layer of the optimized graph, in graph order. */
 typedef struct ct_quantize_layer {
     char name[64];        /* its weight's name without ".weight" */
+    const char *weight;   /* its weight's name ("conv2.weight"), owned by the ct_quantized */
     bool quantized;       /* false: kept f32 (why: `reason`) */
     const char *reason;   /* static text, NULL when quantized */
     float in_lo, in_hi;   /* the calibrated range of its input */
     float in_scale;       /* u8 input: x ~ (q - in_zero_point) * in_scale */
     int in_zero_point;
     double sqnr_db;       /* its output, int8 graph against f32, on the first calibration
-                             batch: 10 log10(sum f^2 / sum (f - q)^2) (inf: equal) */
+                             batch: 10 log10(sum f^2 / sum (f - q)^2) (inf: equal; NaN:
+                             not measured, a model loaded from a file) */
 } ct_quantize_layer;
 
 typedef struct ct_quantized {
@@ -510,6 +512,8 @@ typedef struct ct_quantized {
     ct_optimize_report optimize; /* what ct_plan_optimize did first */
     int n_packed;
     struct ct_int8_weights **packed; /* owned: the int8 nodes read them */
+    ct_quantize_args args;  /* how it was calibrated (a loaded model: as its file says) */
+    int calib_batches, calib_batch; /* calibration batches and images per batch */
 } ct_quantized;
 
 /* An INT8 inference graph and plan from `plan` (on the CPU backend): the
@@ -586,6 +590,33 @@ CT_API ct_status ct_plan_load_checkpoint(ct_plan *plan, const ct_checkpoint *che
                                          unsigned what);
 /* ct_checkpoint_open + ct_plan_load_checkpoint + close. */
 CT_API ct_status ct_plan_load(ct_plan *plan, const char *path, unsigned what);
+
+/* The int8 model as a safetensors file (docs/quantization.md, "The int8
+ * file"), atomically like ct_plan_save: each int8 layer's weight as I8
+ * under the f32 weight's name ("conv2.weight", [out, in, kh, kw] or [out,
+ * in]) with "<weight>_scale" (F32 [out]), its input's "<layer>.input_scale"
+ * (F32 scalar) and "<layer>.input_zero_point" (U8 scalar); every other
+ * parameter and buffer of the int8 graph (the biases, batchnorms folded,
+ * and the layers kept f32) as F32 under its name.  The metadata holds
+ * "quantization" = "int8" (what marks the file), "calibration" (the
+ * method), "calibration_percentile" (percentile only),
+ * "calibration_batches" and "calibration_batch", then n_meta pairs of the
+ * caller's (none of those keys).  quantized->plan and ->graph must be there. */
+CT_API ct_status ct_quantized_save(const ct_quantized *quantized, const char *path, int n_meta,
+                                   const ct_meta *meta);
+/* Whether a checkpoint holds an int8 model (metadata "quantization" is "int8"). */
+CT_API bool ct_checkpoint_is_int8(const ct_checkpoint *checkpoint);
+/* The int8 model of a file that ct_quantized_save wrote, without
+ * calibrating: `plan` computes y from x for the same model definition (f32,
+ * on the CPU, any weights: they are not read), and the result is the plan
+ * ct_plan_quantize made before saving, bit for bit, at x's batch.  Each
+ * layer whose weight is I8 in the file is int8; the others are f32.
+ * CT_ERR_UNSUPPORTED on a backend without the int8 ops (naming it);
+ * CT_ERR_FORMAT, listing every problem, when a tensor is missing,
+ * unexpected or of another shape or dtype, or a scale is not finite and
+ * positive.  On error *out is zeroed.  ct_quantized_free frees it. */
+CT_API ct_status ct_plan_load_quantized(ct_plan *plan, const ct_tensor *x, const ct_tensor *y,
+                                        const ct_checkpoint *checkpoint, ct_quantized *out);
 /* Host threads that a backend's kernels use (the CPU's thread count). */
 CT_API int ct_backend_threads(const ct_backend *backend);
 

@@ -209,11 +209,19 @@ ct_tensor *cli_model_build(ct_graph *graph, const char *text, const ct_onnx *onn
     return onnx ? ct_onnx_build(graph, onnx, x) : ct_model_build(graph, text, x, classes);
 }
 
-static int open_backend(const char *command, const char *device, long threads, FILE *log,
-                        ct_backend **out)
+static int open_backend(const char *command, const char *device, long threads, bool int8,
+                        FILE *log, ct_backend **out)
 {
     char name[64];
     bool is_auto = strcmp(device, "auto") == 0;
+    if (is_auto && int8) {
+        snprintf(name, sizeof name, threads > 0 ? "cpu:%ld" : "cpu", threads);
+        if (ct_backend_new(name, out) != CT_OK)
+            return cli_fail(command);
+        fprintf(log, "device auto: %s (an int8 model: its int8 kernels run on the CPU)\n",
+                ct_backend_name(*out));
+        return CLI_EXIT_OK;
+    }
     if (is_auto) {
         if (ct_backend_new("cuda", out) == CT_OK) {
             fprintf(log, "device auto: %s\n", ct_backend_name(*out));
@@ -255,7 +263,8 @@ bool cli_on(const char *value)
 
 int cli_backend(const char *command, const cli_device *device, FILE *log, ct_backend **out)
 {
-    int exit_status = open_backend(command, device->device, device->threads, log, out);
+    int exit_status = open_backend(command, device->device, device->threads, device->int8, log,
+                                   out);
     if (exit_status == CLI_EXIT_OK) {
         ct_backend_set_strict(*out, device->strict);
         ct_backend_set_cuda_graph(*out, cli_on(device->cuda_graph));
@@ -288,9 +297,12 @@ void cli_evaluator_free(cli_evaluator *ev)
 {
     if (!ev)
         return;
-    ct_plan_free(ev->plan);
-    ct_graph_free(ev->graph);
-    ct_quantized_free(ev->quantized);
+    if (ev->quantized) { /* the plan and graph are its: freed before the weights they read */
+        ct_quantized_free(ev->quantized);
+    } else {
+        ct_plan_free(ev->plan);
+        ct_graph_free(ev->graph);
+    }
     free(ev->quantized);
     free(ev->images);
     free(ev->scores);
@@ -382,6 +394,18 @@ int cli_evaluator_optimize(const char *command, cli_evaluator *ev)
     return cli_optimize(command, &ev->graph, &ev->plan, &ev->x, &ev->logits, NULL);
 }
 
+/* The evaluator's model becomes q's int8 graph and plan (q owns them). */
+static void take_quantized(cli_evaluator *ev, ct_quantized *q)
+{
+    ct_plan_free(ev->plan);
+    ct_graph_free(ev->graph);
+    ev->graph = q->graph;
+    ev->plan = q->plan;
+    ev->x = q->x;
+    ev->logits = q->y;
+    ev->quantized = q;
+}
+
 const ct_quantized *cli_evaluator_quantize(const char *command, cli_evaluator *ev,
                                            const ct_quantize_args *args,
                                            const float *const *batches, int n_batches)
@@ -396,16 +420,46 @@ const ct_quantized *cli_evaluator_quantize(const char *command, cli_evaluator *e
         cli_fail(command);
         return NULL;
     }
-    ct_plan_free(ev->plan);
-    ct_graph_free(ev->graph);
-    ev->graph = q->graph;
-    ev->plan = q->plan;
-    ev->x = q->x;
-    ev->logits = q->y;
-    q->graph = NULL; /* the evaluator frees them, before the weights they read */
-    q->plan = NULL;
-    ev->quantized = q;
+    take_quantized(ev, q);
     return q;
+}
+
+int cli_evaluator_load(const char *command, cli_evaluator *ev, const ct_checkpoint *checkpoint,
+                       bool optimize)
+{
+    if (!ct_checkpoint_is_int8(checkpoint)) {
+        if (ct_plan_load_checkpoint(ev->plan, checkpoint, CT_SAVE_MODEL) != CT_OK)
+            return cli_fail(command);
+        return optimize ? cli_evaluator_optimize(command, ev) : CLI_EXIT_OK;
+    }
+    if (!optimize) {
+        fprintf(stderr, "cuttle %s: --no-optimize: an int8 model is built from the optimized "
+                        "graph (its batchnorms are folded into the int8 weights); leave the "
+                        "option out\n", command);
+        return CLI_EXIT_USAGE;
+    }
+    if (ct_graph_precision(ev->graph) != CT_PRECISION_FP32) {
+        fprintf(stderr, "cuttle %s: --precision %s: an int8 model runs its int8 layers on u8 "
+                        "and int8 values and the others in fp32; leave --precision out\n",
+                command, ct_precision_name(ct_graph_precision(ev->graph)));
+        return CLI_EXIT_USAGE;
+    }
+    ct_quantized *q = calloc(1, sizeof *q);
+    if (!q) {
+        fprintf(stderr, "cuttle %s: out of host memory\n", command);
+        return CLI_EXIT_FAILED;
+    }
+    if (ct_plan_load_quantized(ev->plan, ev->x, ev->logits, checkpoint, q) != CT_OK) {
+        free(q);
+        return cli_fail(command);
+    }
+    take_quantized(ev, q);
+    return CLI_EXIT_OK;
+}
+
+const ct_quantized *cli_evaluator_quantized(const cli_evaluator *ev)
+{
+    return ev->quantized;
 }
 
 int cli_evaluator_copy_weights(const char *command, cli_evaluator *ev, ct_plan *plan)

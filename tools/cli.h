@@ -110,6 +110,7 @@ typedef struct cli_device {
     long threads;           /* > 0: the CPU threads */
     bool strict;            /* ct_backend_set_strict */
     const char *cuda_graph; /* "on" or NULL, or "off": ct_backend_set_cuda_graph */
+    bool int8;              /* the model is int8 (CPU kernels only): "auto" takes the CPU */
 } cli_device;
 
 /* The backend for a cli_device.  "auto" takes the GPU when there is one
@@ -155,6 +156,16 @@ const ct_quantized *cli_evaluator_quantize(const char *command, cli_evaluator *e
                                            const ct_quantize_args *args,
                                            const float *const *batches, int n_batches);
 int cli_evaluator_copy_weights(const char *command, cli_evaluator *ev, ct_plan *plan);
+/* Load a checkpoint's model into the evaluator: an fp32 one's weights
+ * (then, if optimize, cli_evaluator_optimize), or an int8 model
+ * (ct_checkpoint_is_int8: ct_plan_load_quantized replaces the model by its
+ * int8 graph; it must be fp32 precision and optimize true, else
+ * CLI_EXIT_USAGE with a message). */
+int cli_evaluator_load(const char *command, cli_evaluator *ev, const ct_checkpoint *checkpoint,
+                       bool optimize);
+/* The int8 model after cli_evaluator_quantize or an int8 cli_evaluator_load,
+ * else NULL.  Borrowed. */
+const ct_quantized *cli_evaluator_quantized(const cli_evaluator *ev);
 /* Mean cross-entropy and accuracy (0..1) over the whole dataset; with
  * `confusion` non-NULL, also counts [true][predicted] (classes x classes). */
 int cli_evaluate(const char *command, cli_evaluator *ev, const ct_dataset *data, double *loss,

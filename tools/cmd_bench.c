@@ -133,6 +133,14 @@ static void print_json(const bench_options *opts, const workload *w, const bench
                      4);
     json_field_string(&out, "peak_isa", peak ? r->peak.isa : NULL);
     json_field_fixed(&out, "avx2_peak_gflops", peak ? r->peak.avx2_gflops : NAN, 1);
+    if (w->quantized) {
+        int n_int8 = 0;
+        for (int k = 0; k < w->quantized->n_layers; k++)
+            n_int8 += w->quantized->layers[k].quantized;
+        printf("  int8 model (%s calibration): %d of %d conv and linear layers int8; their "
+               "arithmetic is not in the GFLOP count\n",
+               ct_calib_method_name(w->quantized->args.method), n_int8, w->quantized->n_layers);
+    }
     const ct_optimize_report *opt = &w->optimized;
     json_key(&out, "optimized");
     if (opt->kernels_before > 0) {
@@ -180,6 +188,14 @@ static void print_text(const bench_options *opts, const workload *w, const bench
            (long long)workload_params(w), (double)ct_plan_arena_bytes(w->plan) / 1048576.0,
            (double)ct_plan_state_bytes(w->plan) / 1048576.0,
            (double)r->peak_host_bytes / 1048576.0);
+    if (w->quantized) {
+        int n_int8 = 0;
+        for (int k = 0; k < w->quantized->n_layers; k++)
+            n_int8 += w->quantized->layers[k].quantized;
+        printf("  int8 model (%s calibration): %d of %d conv and linear layers int8; their "
+               "arithmetic is not in the GFLOP count\n",
+               ct_calib_method_name(w->quantized->args.method), n_int8, w->quantized->n_layers);
+    }
     const ct_optimize_report *opt = &w->optimized;
     if (opt->kernels_before > 0)
         printf("  optimized for inference: %d batchnorm(s) folded, %d dropout(s) removed, %d "

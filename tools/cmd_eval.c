@@ -114,17 +114,18 @@ static int evaluate(eval_options *o)
         exit_status = check_dataset(&info, data, o->data);
     if (exit_status == CLI_EXIT_OK)
         exit_status = cli_backend("eval", &(cli_device){o->device, o->threads, o->strict_device,
-                                                      o->cuda_graph},
+                                                      o->cuda_graph,
+                                                      checkpoint &&
+                                                          ct_checkpoint_is_int8(checkpoint)},
                                   log, &backend);
     int64_t n = data ? ct_dataset_size(data) : 0;
     int batch = (int)(o->batch < n ? o->batch : n);
     if (exit_status == CLI_EXIT_OK)
         exit_status = cli_evaluator_new("eval", info.text, info.onnx, info.input, info.classes,
                                         batch, cli_precision(o->precision), backend, &ev);
-    if (exit_status == CLI_EXIT_OK && checkpoint &&
-        ct_plan_load_checkpoint(cli_evaluator_plan(ev), checkpoint, CT_SAVE_MODEL) != CT_OK)
-        exit_status = cli_fail("eval");
-    if (exit_status == CLI_EXIT_OK && !o->no_optimize)
+    if (exit_status == CLI_EXIT_OK && checkpoint)
+        exit_status = cli_evaluator_load("eval", ev, checkpoint, !o->no_optimize);
+    else if (exit_status == CLI_EXIT_OK && !o->no_optimize)
         exit_status = cli_evaluator_optimize("eval", ev);
     if (exit_status == CLI_EXIT_OK && o->confusion &&
         !(confusion = calloc((size_t)info.classes * (size_t)info.classes, sizeof *confusion))) {
@@ -134,6 +135,14 @@ static int evaluate(eval_options *o)
     double loss = 0, accuracy = 0;
     if (exit_status == CLI_EXIT_OK)
         exit_status = cli_evaluate("eval", ev, data, &loss, &accuracy, confusion);
+    const ct_quantized *int8 = ev ? cli_evaluator_quantized(ev) : NULL;
+    if (exit_status == CLI_EXIT_OK && int8) {
+        int n_int8 = 0;
+        for (int k = 0; k < int8->n_layers; k++)
+            n_int8 += int8->layers[k].quantized;
+        fprintf(log, "int8 model (%s calibration): %d of %d conv and linear layers int8\n",
+                ct_calib_method_name(int8->args.method), n_int8, int8->n_layers);
+    }
     if (exit_status == CLI_EXIT_OK) {
         fprintf(log, "%s on %s %s: accuracy %.2f%% (%lld/%lld), loss %.4f\n", info.name, o->data,
                 o->split, 100.0 * accuracy, (long long)(accuracy * (double)n + 0.5),
@@ -157,8 +166,8 @@ int cmd_eval(int argc, char **argv)
     eval_options o = {.split = "test", .device = "cpu", .batch = DEFAULT_EVAL_BATCH};
     const cli_option options[] = {
         {"--weights", "FILE", CLI_TEXT, &o.weights, 0, 0, NULL,
-         "the checkpoint (model.safetensors from cuttle train, or a state_dict) (required "
-         "unless --model is an ONNX file)"},
+         "the checkpoint (model.safetensors from cuttle train or cuttle quantize -o, or a "
+         "state_dict) (required unless --model is an ONNX file)"},
         {"--model", "NAME|FILE", CLI_TEXT, &o.model, 0, 0, NULL,
          "the model (default: the one recorded in the checkpoint); an .onnx file holds its "
          "weights"},

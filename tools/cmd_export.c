@@ -2,7 +2,9 @@
  * cuttle export: saved weights and their model as an ONNX file (the
  * inference graph, docs/onnx.md).  The checkpoint's metadata (model,
  * input, normalization, class names) goes into the file's metadata_props,
- * so that predict and eval run the .onnx file alone.
+ * so that predict and eval run the .onnx file alone.  An int8 model (cuttle
+ * quantize -o) is written in QDQ form: QuantizeLinear and DequantizeLinear
+ * around its int8 layers (docs/quantization.md).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +55,7 @@ static int export_model(const export_options *o)
     ct_backend *backend = NULL;
     ct_plan *plan = NULL;
     run_meta meta = {.n = 0};
+    ct_quantized quantized = {0};
     long batch = 0;
     int exit_status = parse_batch(o->batch, &batch);
     if (exit_status == CLI_EXIT_OK)
@@ -65,26 +68,33 @@ static int export_model(const export_options *o)
         ct_tensor *y = ct_model_build(graph, info.text, x, info.classes);
         ct_onnx_export_args args = {.opset = (int)o->opset, .fixed_batch = batch > 0,
                                     .softmax = o->softmax, .model_name = info.name};
+        bool int8 = ct_checkpoint_is_int8(checkpoint);
         if (ct_graph_status(graph) != CT_OK || ct_backend_new("cpu", &backend) != CT_OK ||
             ct_plan_new(graph, backend, 1, &plan) != CT_OK ||
-            ct_plan_load_checkpoint(plan, checkpoint, CT_SAVE_MODEL) != CT_OK) {
+            (int8 ? ct_plan_load_quantized(plan, x, y, checkpoint, &quantized)
+                  : ct_plan_load_checkpoint(plan, checkpoint, CT_SAVE_MODEL)) != CT_OK) {
             exit_status = cli_fail("export");
-        } else if (!run_meta_add_info(&meta, &info)) {
+        } else if (!run_meta_add_info(&meta, &info) ||
+                   (int8 && (!run_meta_add(&meta, "quantization", "int8") ||
+                             !run_meta_add(&meta, "calibration",
+                                           ct_calib_method_name(quantized.args.method))))) {
             fprintf(stderr, "cuttle export: out of host memory for the metadata\n");
             exit_status = CLI_EXIT_FAILED;
         } else {
             args.n_meta = meta.n;
             args.meta = meta.items;
-            if (ct_onnx_export(plan, x, y, &args, o->onnx) != CT_OK)
+            if ((int8 ? ct_onnx_export(quantized.plan, quantized.x, quantized.y, &args, o->onnx)
+                      : ct_onnx_export(plan, x, y, &args, o->onnx)) != CT_OK)
                 exit_status = cli_fail("export");
         }
     }
     if (exit_status == CLI_EXIT_OK)
-        printf("exported %s (%dx%dx%d -> %d classes%s) to %s: opset %ld, %s batch\n", info.name,
-               info.input[0], info.input[1], info.input[2], info.classes,
-               o->softmax ? ", softmax" : "", o->onnx, o->opset,
-               batch ? "a fixed" : "a dynamic");
+        printf("exported %s%s (%dx%dx%d -> %d classes%s) to %s: opset %ld, %s batch\n",
+               quantized.plan ? "the int8 model of " : "", info.name, info.input[0],
+               info.input[1], info.input[2], info.classes, o->softmax ? ", softmax" : "",
+               o->onnx, o->opset, batch ? "a fixed" : "a dynamic");
     run_meta_free(&meta);
+    ct_quantized_free(&quantized);
     ct_plan_free(plan);
     ct_backend_free(backend);
     ct_graph_free(graph);
@@ -98,7 +108,8 @@ int cmd_export(int argc, char **argv)
     export_options o = {.batch = "dynamic", .opset = EXPORT_MIN_OPSET};
     const cli_option options[] = {
         {"--weights", "FILE", CLI_TEXT, &o.weights, 0, 0, NULL,
-         "the checkpoint (model.safetensors from cuttle train, or a state_dict) (required)"},
+         "the checkpoint (model.safetensors from cuttle train, or a state_dict; an int8 model "
+         "from cuttle quantize -o is written in QDQ form) (required)"},
         {"--onnx", "FILE", CLI_TEXT, &o.onnx, 0, 0, NULL, "the ONNX file to write (required)"},
         {"--model", "NAME|FILE", CLI_TEXT, &o.model, 0, 0, NULL,
          "the model (default: the one recorded in the checkpoint)"},

@@ -261,15 +261,16 @@ static int predict(const predict_options *o, char **args, int n_args)
     int batch = (int)(in.n < PREDICT_BATCH ? in.n : PREDICT_BATCH);
     if (exit_status == CLI_EXIT_OK)
         exit_status = cli_backend("predict", &(cli_device){o->device, o->threads, o->strict_device,
-                                                      o->cuda_graph},
+                                                      o->cuda_graph,
+                                                      checkpoint &&
+                                                          ct_checkpoint_is_int8(checkpoint)},
                                   log, &backend);
     if (exit_status == CLI_EXIT_OK)
         exit_status = cli_evaluator_new("predict", info.text, info.onnx, info.input, info.classes, batch,
                                         cli_precision(o->precision), backend, &ev);
-    if (exit_status == CLI_EXIT_OK && checkpoint &&
-        ct_plan_load_checkpoint(cli_evaluator_plan(ev), checkpoint, CT_SAVE_MODEL) != CT_OK)
-        exit_status = cli_fail("predict");
-    if (exit_status == CLI_EXIT_OK && !o->no_optimize)
+    if (exit_status == CLI_EXIT_OK && checkpoint)
+        exit_status = cli_evaluator_load("predict", ev, checkpoint, !o->no_optimize);
+    else if (exit_status == CLI_EXIT_OK && !o->no_optimize)
         exit_status = cli_evaluator_optimize("predict", ev);
     if (exit_status == CLI_EXIT_OK &&
         !(logits = malloc(sizeof *logits * (size_t)batch * (size_t)info.classes))) {
@@ -310,8 +311,8 @@ int cmd_predict(int argc, char **argv)
     predict_options o = {.device = "cpu", .top = DEFAULT_TOP};
     const cli_option options[] = {
         {"--weights", "FILE", CLI_TEXT, &o.weights, 0, 0, NULL,
-         "the checkpoint (model.safetensors from cuttle train) (required unless --model is an "
-         "ONNX file)"},
+         "the checkpoint (model.safetensors from cuttle train or cuttle quantize -o) (required "
+         "unless --model is an ONNX file)"},
         {"--model", "NAME|FILE", CLI_TEXT, &o.model, 0, 0, NULL,
          "the model (default: the one recorded in the checkpoint); an .onnx file holds its "
          "weights"},

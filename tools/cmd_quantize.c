@@ -3,13 +3,15 @@
  * (ct_plan_quantize: batchnorms folded, N batches of a dataset split for
  * calibration, each conv2d and linear layer but the classifier int8), with
  * the error of every layer (SQNR), the accuracy of both models on the
- * dataset's test split and their time per batch.  It writes nothing yet:
- * saving the int8 model is the next step (docs/quantization.md).
+ * dataset's test split and their time per batch; with -o DIR, the int8
+ * model is saved to DIR/model.safetensors (ct_quantized_save, with the
+ * metadata eval, predict, bench and export read: docs/quantization.md).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "run_files.h"
 #include "run_info.h"
 
 #define QUANTIZE_TIMED_RUNS 5
@@ -130,9 +132,39 @@ static int evaluate(const quantize_options *o, const char *dataset, cli_evaluato
                "%d interleaved runs)\n",
                ms[0], ms[1], ms[0] / ms[1], o->batch, ct_backend_name(backend),
                QUANTIZE_TIMED_RUNS);
-        printf("nothing written: saving the int8 model is not implemented yet\n");
     }
     ct_dataset_free(data);
+    return exit_status;
+}
+
+/* DIR/model.safetensors: the int8 model with the run's metadata and where
+ * its calibration images came from. */
+static int save(const quantize_options *o, const run_info *info, const ct_quantized *q)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/model.safetensors", o->out) >= (int)sizeof path) {
+        fprintf(stderr, "cuttle quantize: -o %s: the path is too long\n", o->out);
+        return CLI_EXIT_USAGE;
+    }
+    CLI_TRY(run_prepare_dir("quantize", o->out));
+    run_meta meta = {.n = 0};
+    int exit_status = CLI_EXIT_OK;
+    char calib[256];
+    snprintf(calib, sizeof calib, "%s%s", o->calib, strchr(o->calib, ':') ? "" : ":train");
+    if (!run_meta_add_info(&meta, info) || !run_meta_add(&meta, "calibration_data", calib)) {
+        fprintf(stderr, "cuttle quantize: out of host memory for the metadata\n");
+        exit_status = CLI_EXIT_FAILED;
+    } else if (ct_quantized_save(q, path, meta.n, meta.items) != CT_OK) {
+        exit_status = cli_fail("quantize");
+    } else {
+        int n_int8 = 0;
+        for (int k = 0; k < q->n_layers; k++)
+            n_int8 += q->layers[k].quantized;
+        printf("saved the int8 model to %s (%d int8 layer%s, %d f32); run it with cuttle eval "
+               "or predict --weights %s, export it with cuttle export\n",
+               path, n_int8, n_int8 == 1 ? "" : "s", q->n_layers - n_int8, path);
+    }
+    run_meta_free(&meta);
     return exit_status;
 }
 
@@ -150,6 +182,13 @@ static int quantize(quantize_options *o)
     CLI_TRY(run_info_open("quantize", &(run_source){o->weights, o->model, dataset, o->data_dir,
                                                     NULL, 0},
                           &checkpoint, &info));
+    if (o->out && info.onnx) {
+        fprintf(stderr, "cuttle quantize: -o: %s is an ONNX model, and an int8 file records "
+                        "the model's definition, which an ONNX file does not have: quantize "
+                        "the cuttle checkpoint it came from\n", o->model);
+        run_info_free(&info);
+        return CLI_EXIT_USAGE;
+    }
     ct_dataset *calib = NULL;
     ct_backend *backend = NULL;
     cli_evaluator *ev[2] = {NULL, NULL};
@@ -162,7 +201,7 @@ static int quantize(quantize_options *o)
     if (exit_status == CLI_EXIT_OK)
         exit_status = calibration_batches(o, calib, batches);
     if (exit_status == CLI_EXIT_OK)
-        exit_status = cli_backend("quantize", &(cli_device){o->device, o->threads, false, NULL},
+        exit_status = cli_backend("quantize", &(cli_device){o->device, o->threads, false, NULL, false},
                                   stdout, &backend);
     for (int k = 0; k < 2 && exit_status == CLI_EXIT_OK; k++) {
         exit_status = cli_evaluator_new("quantize", info.text, info.onnx, info.input,
@@ -183,6 +222,10 @@ static int quantize(quantize_options *o)
         print_layers(q, o, info.name);
         exit_status = evaluate(o, dataset, ev, backend);
     }
+    if (exit_status == CLI_EXIT_OK && o->out)
+        exit_status = save(o, &info, q);
+    else if (exit_status == CLI_EXIT_OK)
+        printf("nothing written (-o DIR saves the int8 model)\n");
     for (long b = 0; batches && b < o->calib_batches; b++)
         free(batches[b]);
     free(batches);
@@ -227,7 +270,8 @@ int cmd_quantize(int argc, char **argv)
          "cpu or cpu:N (the int8 kernels are CPU-only; default cpu)"},
         {"--threads", "T", CLI_INT, &o.threads, 0, 4096, NULL, "CPU threads (default all)"},
         {"-o", "DIR", CLI_TEXT, &o.out, 0, 0, NULL,
-         "not yet: saving the int8 model is not implemented (refused)"},
+         "save the int8 model to DIR/model.safetensors, which eval, predict, bench --weights "
+         "and export take (default: nothing written)"},
     };
     cli_parsed parsed = cli_parse("quantize", "--weights FILE --calib DATASET[:SPLIT] [options]",
                                   argc, argv, options, (int)(sizeof options / sizeof options[0]));
@@ -236,11 +280,6 @@ int cmd_quantize(int argc, char **argv)
     if (!o.weights || !o.calib) {
         fprintf(stderr, "cuttle quantize: --weights FILE and --calib DATASET[:SPLIT] are "
                         "required (see cuttle quantize --help)\n");
-        return CLI_EXIT_USAGE;
-    }
-    if (o.out) {
-        fprintf(stderr, "cuttle quantize: -o: saving the int8 model is not implemented yet, and "
-                        "nothing would load it; drop -o to calibrate, report and evaluate\n");
         return CLI_EXIT_USAGE;
     }
     return cli_parse_only ? CLI_EXIT_OK : quantize(&o);

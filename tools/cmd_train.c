@@ -330,7 +330,7 @@ static int setup(run *r)
     free(text);
     CLI_TRY(exit_status);
     CLI_TRY(cli_backend("train", &(cli_device){opts->device, opts->threads, opts->strict_device,
-                                               opts->cuda_graph},
+                                               opts->cuda_graph, false},
                         r->log, &r->backend));
     CLI_TRY(trainer_init(&r->t, opts, &r->info, r->train_data, r->backend, &r->job));
     int64_t test_size = ct_dataset_size(r->test_data);

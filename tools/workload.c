@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "run_info.h"
+
 #define KIB 1024
 
 const char *const workload_modes[] = {"train", "infer", NULL};
@@ -32,10 +34,59 @@ static int open_onnx(const char *command, workload_options *opts, workload *w, i
     return CLI_EXIT_OK;
 }
 
+/* --weights: a cuttle checkpoint gives the model, input and classes (unless
+ * --model names another definition); an int8 model needs infer mode. */
+static int open_weights(const char *command, workload_options *opts, workload *w, int input[3])
+{
+    if (cli_model_is_onnx(opts->model)) {
+        fprintf(stderr, "cuttle %s: %s holds its weights; leave --weights out\n", command,
+                opts->model);
+        return CLI_EXIT_USAGE;
+    }
+    if (ct_checkpoint_open(opts->weights, &w->checkpoint) != CT_OK)
+        return cli_fail(command);
+    bool int8 = ct_checkpoint_is_int8(w->checkpoint);
+    if (int8 && strcmp(opts->mode, "infer") != 0) {
+        fprintf(stderr, "cuttle %s: %s is an int8 model, which runs inference only: give "
+                        "--mode infer\n", command, opts->weights);
+        return CLI_EXIT_USAGE;
+    }
+    if (int8 && (opts->no_optimize || (opts->precision && strcmp(opts->precision, "fp32")))) {
+        fprintf(stderr, "cuttle %s: %s is an int8 model, built from the optimized fp32 graph: "
+                        "leave --no-optimize and --precision out\n", command, opts->weights);
+        return CLI_EXIT_USAGE;
+    }
+    if (!ct_checkpoint_meta(w->checkpoint, "model"))
+        return CLI_EXIT_OK; /* a plain state_dict: --model, --input and --classes say */
+    run_info info;
+    int exit_status = run_info_read(command, w->checkpoint, opts->weights, &info);
+    int given[3];
+    if (exit_status == CLI_EXIT_OK && opts->input &&
+        (!cli_parse_input(opts->input, given) || memcmp(given, info.input, sizeof given))) {
+        fprintf(stderr, "cuttle %s: %s takes %dx%dx%d images; leave --input out or give that\n",
+                command, opts->weights, info.input[0], info.input[1], info.input[2]);
+        exit_status = CLI_EXIT_USAGE;
+    }
+    if (exit_status == CLI_EXIT_OK) {
+        memcpy(input, info.input, sizeof info.input);
+        opts->classes = info.classes;
+        if (opts->model == workload_defaults.model) { /* --model not given */
+            w->model_text = info.text;
+            info.text = NULL;
+            snprintf(w->model_name, sizeof w->model_name, "%s", info.name);
+            opts->model = w->model_name;
+        }
+    }
+    run_info_free(&info);
+    return exit_status;
+}
+
 int workload_check(const char *command, workload_options *opts, workload *w)
 {
     int input[3] = {1, 28, 28};
-    if (cli_model_is_onnx(opts->model))
+    if (opts->weights)
+        CLI_TRY(open_weights(command, opts, w, input));
+    else if (cli_model_is_onnx(opts->model))
         CLI_TRY(open_onnx(command, opts, w, input));
     else if (opts->input && !cli_parse_input(opts->input, input)) {
         fprintf(stderr,
@@ -110,6 +161,9 @@ void workload_option_table(workload_options *opts, cli_option *out)
         {"--model", "NAME|FILE", CLI_TEXT, &opts->model, 0, 0, NULL,
          "the model: a name, a model file or an ONNX file with its weights (default "
          "simplecnn)"},
+        {"--weights", "FILE", CLI_TEXT, &opts->weights, 0, 0, NULL,
+         "a checkpoint's weights (default: seeded random ones); one from cuttle train or "
+         "quantize -o (an int8 model: --mode infer) also gives the model, input and classes"},
         {"--batch", "B", CLI_INT, &opts->batch, 1, 65536, NULL, "batch size (default 64)"},
         {"--input", "CxHxW", CLI_TEXT, &opts->input, 0, 0, NULL,
          "image channels x height x width (default 1x28x28; an ONNX model's own)"},
@@ -149,9 +203,10 @@ static int build_graph(const char *command, const workload_options *opts, worklo
     w->x = ct_input(w->graph, "x", CT_F32, 4, shape);
     ct_graph_set_precision(w->graph, cli_precision(opts->precision));
     char *text = NULL;
-    if (!w->onnx)
+    if (!w->onnx && !w->model_text)
         CLI_TRY(cli_model_text(command, opts->model, &text));
-    w->logits = cli_model_build(w->graph, text, w->onnx, w->x, (int)opts->classes);
+    w->logits = cli_model_build(w->graph, w->model_text ? w->model_text : text, w->onnx, w->x,
+                                (int)opts->classes);
     free(text);
     if (ct_graph_status(w->graph) != CT_OK)
         return cli_fail(command);
@@ -165,6 +220,28 @@ static int build_graph(const char *command, const workload_options *opts, worklo
     if (ct_graph_status(w->graph) != CT_OK || ct_graph_backward(w->graph, loss) != CT_OK ||
         ct_graph_sgd(w->graph, sgd) != CT_OK)
         return cli_fail(command);
+    return CLI_EXIT_OK;
+}
+
+/* The int8 model of --weights replaces the f32 one. */
+static int load_int8(const char *command, workload *w)
+{
+    if (!(w->quantized = calloc(1, sizeof *w->quantized))) {
+        fprintf(stderr, "cuttle %s: out of host memory\n", command);
+        return CLI_EXIT_FAILED;
+    }
+    if (ct_plan_load_quantized(w->plan, w->x, w->logits, w->checkpoint, w->quantized) != CT_OK) {
+        free(w->quantized);
+        w->quantized = NULL;
+        return cli_fail(command);
+    }
+    ct_plan_free(w->plan);
+    ct_graph_free(w->graph);
+    w->plan = w->quantized->plan;
+    w->graph = w->quantized->graph;
+    w->x = w->quantized->x;
+    w->logits = w->quantized->y;
+    w->optimized = w->quantized->optimize;
     return CLI_EXIT_OK;
 }
 
@@ -193,17 +270,28 @@ int workload_init(const char *command, const workload_options *opts, workload *w
         const ct_tensor *t = ct_graph_state(w->graph, i);
         w->params += ct_tensor_is_param(t) ? ct_tensor_numel(t) : 0;
     }
-    if (w->mode == CT_EVAL && !opts->no_optimize)
+    if (w->checkpoint && ct_checkpoint_is_int8(w->checkpoint))
+        CLI_TRY(load_int8(command, w));
+    else if (w->checkpoint && ct_plan_load_checkpoint(w->plan, w->checkpoint, CT_SAVE_MODEL))
+        return cli_fail(command);
+    if (w->mode == CT_EVAL && !opts->no_optimize && !w->quantized)
         CLI_TRY(cli_optimize(command, &w->graph, &w->plan, &w->x, &w->logits, &w->optimized));
     return write_batch(command, opts, w);
 }
 
 void workload_free(workload *w)
 {
-    ct_plan_free(w->plan);
+    if (w->quantized) { /* its plan and graph, before the weights they read */
+        ct_quantized_free(w->quantized);
+        free(w->quantized);
+    } else {
+        ct_plan_free(w->plan);
+        ct_graph_free(w->graph);
+    }
     ct_backend_free(w->backend);
-    ct_graph_free(w->graph);
     ct_onnx_free(w->onnx);
+    ct_checkpoint_close(w->checkpoint);
+    free(w->model_text);
     memset(w, 0, sizeof *w);
 }
 

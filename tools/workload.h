@@ -21,6 +21,8 @@ extern const char *const workload_modes[]; /* "train", "infer", NULL */
 
 typedef struct workload_options {
     const char *model, *input, *device, *mode;
+    const char *weights;    /* NULL, or a checkpoint: its weights (an int8 file: its int8
+                               model), and with cuttle metadata its model, input, classes */
     long batch, classes, threads, seed;
     bool strict_device;
     bool no_optimize;       /* infer mode: run the model as built (ct_plan_optimize) */
@@ -32,10 +34,10 @@ typedef struct workload_options {
 /* simplecnn, 1x28x28 (input NULL), cpu, train, batch 64, 10 classes, seed 1. */
 extern const workload_options workload_defaults;
 
-/* The options bench and profile share (--model, --batch, --input,
+/* The options bench and profile share (--model, --weights, --batch, --input,
  * --classes, --device, --threads, --strict-device, --kernels, --cuda-graph, --precision,
  * --mode, --seed, --no-optimize), bound to opts, written to out[0..WORKLOAD_N_OPTIONS). */
-#define WORKLOAD_N_OPTIONS 13
+#define WORKLOAD_N_OPTIONS 14
 void workload_option_table(workload_options *opts, cli_option *out);
 
 typedef struct workload {
@@ -47,6 +49,10 @@ typedef struct workload {
     int channels, height, width;
     char device[64]; /* what was passed to ct_backend_new */
     ct_onnx *onnx;   /* --model FILE.onnx: the model and its weights */
+    ct_checkpoint *checkpoint; /* --weights */
+    char *model_text;          /* --weights with cuttle metadata: the model it records */
+    char model_name[128];      /* ... and its name (opts->model points here then) */
+    ct_quantized *quantized;   /* --weights of an int8 model: the plan and graph are its */
     bool cuda_graph; /* --cuda-graph on (the default) */
     int64_t params;  /* trainable parameters of the model as built */
     ct_optimize_report optimized; /* infer mode, unless --no-optimize */
@@ -55,7 +61,10 @@ typedef struct workload {
 /* Each returns an exit status, after printing what went wrong. */
 
 /* Check --input, --device and --threads before any work, and read an ONNX
- * model (its input and classes): CLI_EXIT_USAGE. */
+ * model (its input and classes) or --weights (a cuttle checkpoint's model,
+ * input and classes, which --model, --input and --classes may leave out;
+ * an int8 model runs in infer mode only, in fp32 precision, optimized):
+ * CLI_EXIT_USAGE. */
 int workload_check(const char *command, workload_options *opts, workload *w);
 /* Build, plan and fill the workload (call workload_check first); in infer
  * mode the plan is optimized for inference unless opts->no_optimize. */

@@ -96,6 +96,8 @@ typedef union ct_op_attr {
         float x_scale;
         int32_t x_zero_point;
         const struct ct_int8_weights *weights; /* borrowed: the ct_quantized owns them */
+        const char *weight_name; /* the f32 weight's ("conv2.weight"), borrowed likewise:
+                                    the names a saved model and an ONNX export use */
     } quant;
 } ct_op_attr;
 

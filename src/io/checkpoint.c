@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "graph/graph.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 
 /* Longest problem list in one message; the rest are counted. */
@@ -129,6 +130,16 @@ const char *ct_checkpoint_meta(const ct_checkpoint *checkpoint, const char *key)
     return ct_st_metadata(checkpoint->file, key);
 }
 
+const ct_st_file *ct_checkpoint_file(const ct_checkpoint *checkpoint)
+{
+    return checkpoint->file;
+}
+
+const char *ct_checkpoint_path(const ct_checkpoint *checkpoint)
+{
+    return checkpoint->path;
+}
+
 /* A list of problems that grows into one message. */
 typedef struct report {
     char text[CHECKPOINT_REPORT_CAPACITY];
@@ -218,6 +229,11 @@ ct_status ct_plan_load_checkpoint(ct_plan *plan, const ct_checkpoint *checkpoint
         return ct_set_error(CT_ERR_ARG, "ct_plan_load_checkpoint: plan and checkpoint are "
                                         "required");
     CT_TRY(check_what("ct_plan_load_checkpoint", what));
+    if (ct_checkpoint_is_int8(checkpoint))
+        return ct_set_error(CT_ERR_FORMAT, "%s is an int8 model (cuttle quantize -o), not fp32 "
+                                           "weights: ct_plan_load_quantized builds its int8 "
+                                           "plan (cuttle eval, predict, bench --weights and "
+                                           "export take it)", checkpoint->path);
     const ct_graph *graph = ct_plan_graph(plan);
     report problems = {.len = 0};
     int n_selected = 0;

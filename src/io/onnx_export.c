@@ -8,7 +8,10 @@
  * (its output is its input's name); a view is a Flatten or a Reshape.
  * Parameters and buffers are initializers under their own names, which are
  * PyTorch's state_dict names, so the file reads like torch.onnx's with
- * do_constant_folding=False.
+ * do_constant_folding=False.  The int8 layers of a quantized plan
+ * (qconv2d, qlinear) are written in QDQ form: QuantizeLinear and
+ * DequantizeLinear on the input, DequantizeLinear of the int8 weight per
+ * output channel, then the float Conv or Gemm (docs/quantization.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +22,8 @@
 #include "io/atomic_file.h"
 #include "io/onnx_import.h"
 #include "io/protobuf.h"
+#include "quant/int8.h"
+#include "quant/model.h"
 
 /* ModelProto, GraphProto, NodeProto, ... field numbers (onnx.proto). */
 enum {
@@ -165,21 +170,28 @@ static ct_status put_state(exporter *e, const ct_tensor *t)
     return status;
 }
 
-/* Begin a node: its op type, name, inputs and output; the caller adds
- * attributes and ends it with pb_end. */
-static size_t begin_node(exporter *e, const char *op_type, const ct_tensor *out, int n_inputs,
-                         const char *const *inputs)
+/* Begin a node of a given name and output; the caller adds attributes and
+ * ends it with pb_end. */
+static size_t begin_named_node(exporter *e, const char *op_type, const char *name, int n_inputs,
+                               const char *const *inputs, const char *output)
 {
-    char buf[EXPORT_NAME_CAPACITY], name[EXPORT_NAME_CAPACITY + 16];
     pb_writer *w = &e->w;
     size_t mark = pb_begin(w, GRAPH_NODE);
     for (int i = 0; i < n_inputs; i++)
         pb_put_string(w, NODE_INPUT, inputs[i]);
-    pb_put_string(w, NODE_OUTPUT, value_name(e, out, buf));
-    snprintf(name, sizeof name, "%s_%d", op_type, out->id);
+    pb_put_string(w, NODE_OUTPUT, output);
     pb_put_string(w, NODE_NAME, name);
     pb_put_string(w, NODE_OP_TYPE, op_type);
     return mark;
+}
+
+/* Begin a node named "<op>_<id>" whose output is `out`'s value. */
+static size_t begin_node(exporter *e, const char *op_type, const ct_tensor *out, int n_inputs,
+                         const char *const *inputs)
+{
+    char buf[EXPORT_NAME_CAPACITY], name[EXPORT_NAME_CAPACITY + 16];
+    snprintf(name, sizeof name, "%s_%d", op_type, out->id);
+    return begin_named_node(e, op_type, name, n_inputs, inputs, value_name(e, out, buf));
 }
 
 /* A node whose inputs are all of node's sources (NULL ones left out). */
@@ -194,15 +206,105 @@ static size_t begin_node_srcs(exporter *e, const char *op_type, const ct_tensor 
 
 /* ---- ops ------------------------------------------------------------------------------- */
 
+static void put_conv_attrs(pb_writer *w, const ct_conv2d_shape *c)
+{
+    int64_t dilations[2] = {c->dilation_h, c->dilation_w};
+    put_attr_ints(w, "dilations", dilations, 2);
+    put_attr_int(w, "group", c->groups);
+    put_window(w, c->kernel_h, c->kernel_w, c->stride_h, c->stride_w, c->pad_h, c->pad_w);
+}
+
 static void put_conv(exporter *e, const ct_tensor *node)
 {
-    const ct_conv2d_shape *c = &node->attr.conv;
     size_t mark = begin_node_srcs(e, "Conv", node, node->n_src);
-    int64_t dilations[2] = {c->dilation_h, c->dilation_w};
-    put_attr_ints(&e->w, "dilations", dilations, 2);
-    put_attr_int(&e->w, "group", c->groups);
-    put_window(&e->w, c->kernel_h, c->kernel_w, c->stride_h, c->stride_w, c->pad_h, c->pad_w);
+    put_conv_attrs(&e->w, &node->attr.conv);
     pb_end(&e->w, mark);
+}
+
+/* The names of an int8 layer's QDQ values, from its weight's ("conv2.weight"). */
+enum { QDQ_WEIGHT_SCALE, QDQ_WEIGHT_ZERO_POINT, QDQ_WEIGHT_DEQUANTIZED, QDQ_INPUT_SCALE,
+       QDQ_INPUT_ZERO_POINT, QDQ_INPUT_QUANTIZED, QDQ_INPUT_DEQUANTIZED, QDQ_NAMES };
+static const char *const qdq_suffixes[QDQ_NAMES] = {
+    "_scale", "_zero_point", "_dequantized", ".input_scale", ".input_zero_point",
+    ".input_quantized", ".input_dequantized"};
+
+/* An int8 layer (qconv2d, qlinear) in QDQ form, the layout ONNX Runtime's
+ * quantization tools write (opset 13: per-axis DequantizeLinear):
+ *   x (f32) -> QuantizeLinear(input_scale, input_zero_point: u8)
+ *           -> DequantizeLinear(input_scale, input_zero_point)    -> x'
+ *   weight (int8) -> DequantizeLinear(weight_scale [out], weight_zero_point
+ *                                     (int8 zeros [out]), axis 0) -> w'
+ *   Conv(x', w', bias) or Gemm(x', w', bias, transB 1)            -> y (f32)
+ * with the int8 file's names (docs/quantization.md).  The fused relu is
+ * the Relu node that follows, as in the f32 export. */
+static ct_status put_int8_layer(exporter *e, const ct_tensor *node)
+{
+    const ct_int8_weights *w = node->attr.quant.weights;
+    const char *weight = node->attr.quant.weight_name;
+    size_t length = strlen(weight), stem = ct_quant_stem_length(weight);
+    char *names[QDQ_NAMES] = {NULL};
+    int8_t *zeros = calloc((size_t)w->rows, 1);
+    ct_status status = zeros ? CT_OK : CT_ERR_MEMORY;
+    for (int i = 0; i < QDQ_NAMES && status == CT_OK; i++) {
+        size_t base = i < QDQ_INPUT_SCALE ? length : stem;
+        if (!(names[i] = malloc(base + strlen(qdq_suffixes[i]) + 1)))
+            status = CT_ERR_MEMORY;
+        else
+            sprintf(names[i], "%.*s%s", (int)base, weight, qdq_suffixes[i]);
+    }
+    if (status != CT_OK) {
+        for (int i = 0; i < QDQ_NAMES; i++)
+            free(names[i]);
+        free(zeros);
+        return ct_set_error(CT_ERR_MEMORY, "ct_onnx_export %s: out of memory", e->path);
+    }
+    pb_writer *pw = &e->w;
+    const ct_conv2d_shape *c = &node->attr.quant.conv;
+    int64_t rows = w->rows, dims[4] = {w->rows, w->depth, 0, 0};
+    int ndim = 2;
+    if (node->op == CT_OP_QCONV2D) {
+        dims[1] = c->in_channels / c->groups, dims[2] = c->kernel_h, dims[3] = c->kernel_w;
+        ndim = 4;
+    }
+    float x_scale = node->attr.quant.x_scale;
+    uint8_t x_zero_point = (uint8_t)node->attr.quant.x_zero_point;
+    put_initializer(pw, weight, ONNX_INT8, ndim, dims, w->values, (size_t)w->rows * w->depth);
+    put_initializer(pw, names[QDQ_WEIGHT_SCALE], ONNX_FLOAT, 1, &rows, w->scales,
+                    sizeof(float) * (size_t)rows);
+    put_initializer(pw, names[QDQ_WEIGHT_ZERO_POINT], ONNX_INT8, 1, &rows, zeros, (size_t)rows);
+    put_initializer(pw, names[QDQ_INPUT_SCALE], ONNX_FLOAT, 0, NULL, &x_scale, sizeof x_scale);
+    put_initializer(pw, names[QDQ_INPUT_ZERO_POINT], ONNX_UINT8, 0, NULL, &x_zero_point, 1);
+    char buf[EXPORT_NAME_CAPACITY], node_name[EXPORT_NAME_CAPACITY];
+    const char *quantize[3] = {value_name(e, node->src[0], buf), names[QDQ_INPUT_SCALE],
+                               names[QDQ_INPUT_ZERO_POINT]};
+    snprintf(node_name, sizeof node_name, "QuantizeLinear_%d", node->id);
+    pb_end(pw, begin_named_node(e, "QuantizeLinear", node_name, 3, quantize,
+                                names[QDQ_INPUT_QUANTIZED]));
+    const char *dequantize[3] = {names[QDQ_INPUT_QUANTIZED], names[QDQ_INPUT_SCALE],
+                                 names[QDQ_INPUT_ZERO_POINT]};
+    snprintf(node_name, sizeof node_name, "DequantizeLinear_input_%d", node->id);
+    pb_end(pw, begin_named_node(e, "DequantizeLinear", node_name, 3, dequantize,
+                                names[QDQ_INPUT_DEQUANTIZED]));
+    const char *weights[3] = {weight, names[QDQ_WEIGHT_SCALE], names[QDQ_WEIGHT_ZERO_POINT]};
+    snprintf(node_name, sizeof node_name, "DequantizeLinear_weight_%d", node->id);
+    size_t mark = begin_named_node(e, "DequantizeLinear", node_name, 3, weights,
+                                   names[QDQ_WEIGHT_DEQUANTIZED]);
+    put_attr_int(pw, "axis", 0);
+    pb_end(pw, mark);
+    char bias[EXPORT_NAME_CAPACITY];
+    const char *inputs[3] = {names[QDQ_INPUT_DEQUANTIZED], names[QDQ_WEIGHT_DEQUANTIZED],
+                             node->n_src > 1 ? value_name(e, node->src[1], bias) : NULL};
+    bool conv = node->op == CT_OP_QCONV2D;
+    mark = begin_node(e, conv ? "Conv" : "Gemm", node, node->n_src > 1 ? 3 : 2, inputs);
+    if (conv)
+        put_conv_attrs(pw, c);
+    else
+        put_attr_int(pw, "transB", 1);
+    pb_end(pw, mark);
+    for (int i = 0; i < QDQ_NAMES; i++)
+        free(names[i]);
+    free(zeros);
+    return CT_OK;
 }
 
 static void put_pool(exporter *e, const ct_tensor *node, const char *op_type)
@@ -269,6 +371,8 @@ static ct_status put_node(exporter *e, const ct_tensor *node)
     pb_writer *w = &e->w;
     switch (node->op) {
     case CT_OP_CONV2D: put_conv(e, node); return CT_OK;
+    case CT_OP_QCONV2D:
+    case CT_OP_QLINEAR: return put_int8_layer(e, node);
     case CT_OP_LINEAR: {
         size_t mark = begin_node_srcs(e, "Gemm", node, node->n_src);
         put_attr_int(w, "transB", 1);

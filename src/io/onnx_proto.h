@@ -25,9 +25,12 @@
 #define ONNX_MAX_FILE_BYTES ((uint64_t)2 << 30)
 #define ONNX_MAX_TENSOR_BYTES ((uint64_t)1 << 34)
 
-/* TensorProto.DataType values cuttle reads; others are named in errors. */
+/* TensorProto.DataType values cuttle reads (others are named in errors),
+ * and the two the int8 QDQ export writes. */
 enum {
     ONNX_FLOAT = 1,
+    ONNX_UINT8 = 2, /* written: activation zero points */
+    ONNX_INT8 = 3,  /* written: int8 weights and their zero points */
     ONNX_INT32 = 6,
     ONNX_INT64 = 7,
 };

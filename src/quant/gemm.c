@@ -78,10 +78,11 @@ ct_status ct_int8_weights_pack(int rows, int depth, const int8_t *q, const float
     if (w) {
         w->scales = malloc(sizeof(float) * rows);
         w->row_sums = malloc(sizeof(int32_t) * rows);
+        w->values = malloc((size_t)rows * (size_t)depth);
         w->packed = aligned_alloc(PACKED_ALIGNMENT, (bytes + PACKED_ALIGNMENT - 1) /
                                                         PACKED_ALIGNMENT * PACKED_ALIGNMENT);
     }
-    if (!w || !w->scales || !w->row_sums || !w->packed) {
+    if (!w || !w->scales || !w->row_sums || !w->packed || !w->values) {
         ct_int8_weights_free(w);
         return ct_set_error(CT_ERR_MEMORY, "int8 weights [%d, %d]: out of memory", rows, depth);
     }
@@ -89,6 +90,7 @@ ct_status ct_int8_weights_pack(int rows, int depth, const int8_t *q, const float
     w->rows = rows;
     w->depth = depth;
     memcpy(w->scales, scales, sizeof(float) * rows);
+    memcpy(w->values, q, (size_t)rows * (size_t)depth);
     for (int m = 0; m < rows; m++) {
         int32_t sum = 0;
         for (int k = 0; k < depth; k++)
@@ -111,6 +113,7 @@ void ct_int8_weights_free(ct_int8_weights *w)
     free(w->scales);
     free(w->row_sums);
     free(w->packed);
+    free(w->values);
     free(w);
 }
 

@@ -146,9 +146,12 @@ typedef struct ct_int8_weights {
     float *scales;         /* [rows] w_scale */
     int32_t *row_sums;     /* [rows] sum_k q[m, k]: the zero-point correction */
     void *packed;          /* the path's panels (docs/quantization.md) */
+    int8_t *values;        /* [rows, depth] q as given, row-major: what a saved model and
+                              an ONNX export hold */
 } ct_int8_weights;
 
-/* Packs q: [rows, depth] with scales: [rows] for the active path.
+/* Packs q: [rows, depth] with scales: [rows] for the active path (and
+ * keeps a copy of q as given).
  * CT_ERR_ARG for a bad size (depth above CT_INT8_MAX_DEPTH), CT_ERR_MEMORY. */
 ct_status ct_int8_weights_pack(int rows, int depth, const int8_t *q, const float *scales,
                                ct_int8_weights **out);

@@ -31,6 +31,7 @@
 #include "graph/impl.h"
 #include "graph/plan.h"
 #include "quant/int8.h"
+#include "quant/model.h"
 
 enum { HISTOGRAM_BINS = 2048 };
 /* A layer whose dot products are shorter stays f32: the f32 direct
@@ -39,20 +40,8 @@ enum { HISTOGRAM_BINS = 2048 };
 enum { MIN_INT8_DEPTH = 32 };
 #define DEFAULT_PERCENTILE 99.99
 
-typedef struct layer {
-    ct_tensor *node;   /* in the optimized graph: a conv2d or linear */
-    ct_int8_weights *weights;
-    uint64_t *histogram; /* [HISTOGRAM_BINS] over [lo, hi] */
-} layer;
-
-typedef struct quantizer {
-    const ct_quantize_args *args;
-    ct_optimized opt;
-    ct_plan *calib;        /* the optimized graph with the layers' tensors kept */
-    layer *layers;
-    ct_quantized *out;
-    float *buffer;         /* the largest layer input or output */
-} quantizer;
+typedef ct_quant_layer layer;
+typedef ct_quantizer quantizer;
 
 static const char *const method_names[] = {"minmax", "percentile", "entropy"};
 
@@ -90,13 +79,20 @@ static const char *keep_f32_reason(const ct_tensor *t, bool last, const ct_quant
     return NULL;
 }
 
-static ct_status find_layers(quantizer *q)
+size_t ct_quant_stem_length(const char *weight)
+{
+    size_t length = strlen(weight), suffix = strlen(".weight");
+    if (length >= suffix && strcmp(weight + length - suffix, ".weight") == 0)
+        length -= suffix;
+    return length;
+}
+
+ct_status ct_quant_layers_find(quantizer *q)
 {
     const ct_graph *g = q->opt.graph;
-    int count = 0, last = -1;
+    int count = 0;
     for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i]->op == CT_OP_CONV2D || g->nodes[i]->op == CT_OP_LINEAR)
-            count++, last = i;
+        count += g->nodes[i]->op == CT_OP_CONV2D || g->nodes[i]->op == CT_OP_LINEAR;
     if (count == 0)
         return ct_set_error(CT_ERR_ARG, "ct_plan_quantize: the model has no conv2d or linear "
                                         "layer to quantize");
@@ -104,27 +100,35 @@ static ct_status find_layers(quantizer *q)
     q->out->layers = calloc((size_t)count, sizeof *q->out->layers);
     if (!q->layers || !q->out->layers)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_quantize: out of host memory");
-    int k = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
+    q->out->n_layers = count;
+    for (int i = 0, k = 0; i < g->n_nodes; i++) {
         ct_tensor *t = g->nodes[i];
         if (t->op != CT_OP_CONV2D && t->op != CT_OP_LINEAR)
             continue;
         ct_quantize_layer *info = &q->out->layers[k];
         q->layers[k++].node = t;
         const char *name = ct_tensor_name(t->src[1]);
-        size_t stem = strlen(name), suffix = strlen(".weight");
-        if (stem >= suffix && strcmp(name + stem - suffix, ".weight") == 0)
-            stem -= suffix;
-        snprintf(info->name, sizeof info->name, "%.*s", (int)stem, name);
-        info->reason = keep_f32_reason(t, i == last, q->args);
-        info->quantized = !info->reason;
+        snprintf(info->name, sizeof info->name, "%.*s", (int)ct_quant_stem_length(name), name);
+        if (!(info->weight = strdup(name)))
+            return ct_set_error(CT_ERR_MEMORY, "ct_plan_quantize: out of host memory");
         info->in_lo = FLT_MAX;
         info->in_hi = -FLT_MAX;
+    }
+    return CT_OK;
+}
+
+/* Which layers become int8, and their tensors kept for calibration. */
+static void choose_layers(quantizer *q)
+{
+    int n = q->out->n_layers;
+    for (int k = 0; k < n; k++) {
+        ct_tensor *t = q->layers[k].node;
+        ct_quantize_layer *info = &q->out->layers[k];
+        info->reason = keep_f32_reason(t, k == n - 1, q->args);
+        info->quantized = !info->reason;
         ct_tensor_keep(t->src[0]);
         ct_tensor_keep(t);
     }
-    q->out->n_layers = count;
-    return CT_OK;
 }
 
 /* ---- calibration ------------------------------------------------------------- */
@@ -301,10 +305,7 @@ static ct_status copy_values(ct_plan *from, const ct_tensor *t, ct_plan *to, ct_
     return status;
 }
 
-typedef struct built {
-    ct_graph *graph;
-    ct_tensor **map; /* by optimized-graph id */
-} built;
+typedef ct_quant_built built;
 
 static ct_tensor *source(built *b, const ct_tensor *t)
 {
@@ -336,6 +337,7 @@ static ct_tensor *int8_node(quantizer *q, built *b, const ct_tensor *t, int k)
         node->attr.quant.x_scale = info->in_scale;
         node->attr.quant.x_zero_point = info->in_zero_point;
         node->attr.quant.weights = q->layers[k].weights;
+        node->attr.quant.weight_name = info->weight;
     }
     return node;
 }
@@ -356,9 +358,7 @@ static ct_tensor *copy_node(built *b, const ct_tensor *t)
     return copy;
 }
 
-/* The int8 graph and its plan, with its state from the calibration plan;
- * keep_layers: every layer's output kept (the SQNR), else only y. */
-static ct_status build_int8(quantizer *q, bool keep_layers, built *b, ct_plan **plan)
+ct_status ct_quant_build(quantizer *q, bool keep_layers, built *b, ct_plan **plan)
 {
     const ct_graph *old = q->opt.graph;
     b->graph = ct_graph_new();
@@ -401,7 +401,7 @@ static ct_status measure(quantizer *q, const float *batch)
 {
     built b = {0};
     ct_plan *plan = NULL;
-    ct_status status = build_int8(q, true, &b, &plan);
+    ct_status status = ct_quant_build(q, true, &b, &plan);
     if (status == CT_OK)
         status = run_batch(q->calib, q->opt.x, batch);
     if (status == CT_OK)
@@ -426,15 +426,20 @@ static ct_status measure(quantizer *q, const float *batch)
 
 /* ---- the whole ---------------------------------------------------------------- */
 
+bool ct_quant_backend_supported(const ct_backend *backend)
+{
+    const ct_impl *const *impls;
+    return ct_impl_list(backend, CT_OP_QCONV2D, &impls) > 0 &&
+           ct_impl_list(backend, CT_OP_QLINEAR, &impls) > 0;
+}
+
 static ct_status check_args(ct_plan *plan, const ct_tensor *x, const ct_quantize_args *args,
                             const float *const *batches, int n_batches)
 {
     if (!plan || !x || !args)
         return ct_set_error(CT_ERR_ARG, "ct_plan_quantize: plan, x, y and args are required");
     const ct_backend *backend = ct_plan_backend(plan);
-    const ct_impl *const *impls;
-    if (ct_impl_list(backend, CT_OP_QCONV2D, &impls) == 0 ||
-        ct_impl_list(backend, CT_OP_QLINEAR, &impls) == 0)
+    if (!ct_quant_backend_supported(backend))
         return ct_set_error(CT_ERR_UNSUPPORTED, "ct_plan_quantize: the int8 ops (qconv2d, "
                                                 "qlinear) run on the cpu backend only, not on "
                                                 "%s: plan the model on the cpu",
@@ -460,7 +465,8 @@ static ct_status quantize(quantizer *q, ct_plan *plan, const ct_tensor *x, const
 {
     CT_TRY(ct_plan_optimize(plan, x, y, &q->opt));
     q->out->optimize = q->opt.report;
-    CT_TRY(find_layers(q));
+    CT_TRY(ct_quant_layers_find(q));
+    choose_layers(q);
     CT_TRY(ct_plan_new(q->opt.graph, ct_plan_backend(plan), 0, &q->calib));
     size_t most = 0;
     for (int i = 0; i < q->opt.graph->n_nodes; i++) {
@@ -483,13 +489,38 @@ static ct_status quantize(quantizer *q, ct_plan *plan, const ct_tensor *x, const
             CT_TRY(pack_weights(q, k));
     CT_TRY(measure(q, batches[0]));
     built b = {0};
-    ct_status status = build_int8(q, false, &b, &q->out->plan);
+    ct_status status = ct_quant_build(q, false, &b, &q->out->plan);
     q->out->graph = b.graph;
     if (status == CT_OK) {
         q->out->x = b.map[q->opt.x->id];
         q->out->y = b.map[q->opt.y->id];
     }
     free(b.map);
+    return status;
+}
+
+ct_status ct_quant_finish(quantizer *q, ct_status status)
+{
+    ct_quantized *out = q->out;
+    int n_packed = 0;
+    for (int k = 0; k < out->n_layers && q->layers; k++)
+        n_packed += q->layers[k].weights != NULL;
+    out->packed = calloc((size_t)(n_packed ? n_packed : 1), sizeof *out->packed);
+    if (!out->packed && status == CT_OK)
+        status = ct_set_error(CT_ERR_MEMORY, "ct_plan_quantize: out of host memory");
+    for (int k = 0; k < out->n_layers && q->layers; k++) {
+        if (out->packed && q->layers[k].weights)
+            out->packed[out->n_packed++] = q->layers[k].weights;
+        else
+            ct_int8_weights_free(q->layers[k].weights);
+        free(q->layers[k].histogram);
+    }
+    free(q->layers);
+    free(q->buffer);
+    ct_plan_free(q->calib);
+    ct_optimized_free(&q->opt);
+    if (status != CT_OK)
+        ct_quantized_free(out);
     return status;
 }
 
@@ -501,28 +532,13 @@ ct_status ct_plan_quantize(ct_plan *plan, const ct_tensor *x, const ct_tensor *y
         return ct_set_error(CT_ERR_ARG, "ct_plan_quantize: out is NULL");
     memset(out, 0, sizeof *out);
     CT_TRY(check_args(plan, x, args, batches, n_batches));
+    out->args = *args;
+    if (out->args.method == CT_CALIB_PERCENTILE && out->args.percentile == 0)
+        out->args.percentile = DEFAULT_PERCENTILE;
+    out->calib_batches = n_batches;
+    out->calib_batch = (int)x->shape[0];
     quantizer q = {.args = args, .out = out};
-    ct_status status = quantize(&q, plan, x, y, batches, n_batches);
-    int n_packed = 0;
-    for (int k = 0; k < out->n_layers && q.layers; k++)
-        n_packed += q.layers[k].weights != NULL;
-    out->packed = calloc((size_t)(n_packed ? n_packed : 1), sizeof *out->packed);
-    if (!out->packed && status == CT_OK)
-        status = ct_set_error(CT_ERR_MEMORY, "ct_plan_quantize: out of host memory");
-    for (int k = 0; k < out->n_layers && q.layers; k++) {
-        if (out->packed && q.layers[k].weights)
-            out->packed[out->n_packed++] = q.layers[k].weights;
-        else
-            ct_int8_weights_free(q.layers[k].weights);
-        free(q.layers[k].histogram);
-    }
-    free(q.layers);
-    free(q.buffer);
-    ct_plan_free(q.calib);
-    ct_optimized_free(&q.opt);
-    if (status != CT_OK)
-        ct_quantized_free(out);
-    return status;
+    return ct_quant_finish(&q, quantize(&q, plan, x, y, batches, n_batches));
 }
 
 void ct_quantized_free(ct_quantized *quantized)
@@ -534,6 +550,8 @@ void ct_quantized_free(ct_quantized *quantized)
     for (int k = 0; k < quantized->n_packed; k++)
         ct_int8_weights_free(quantized->packed[k]);
     free(quantized->packed);
+    for (int k = 0; quantized->layers && k < quantized->n_layers; k++)
+        free((char *)quantized->layers[k].weight);
     free(quantized->layers);
     memset(quantized, 0, sizeof *quantized);
 }

@@ -2,7 +2,10 @@
  * libFuzzer target: safetensors checkpoints.  The bytes are a file: opened
  * (header, metadata, every tensor's place checked), its metadata read, and
  * loaded into a small model's plan, which matches names, shapes and dtypes
- * and copies what matches.  May be refused; may not crash or leak.
+ * and copies what matches; a file marked as an int8 model is loaded as one
+ * too (ct_plan_load_quantized: its int8 weights, scales and zero points
+ * checked, the int8 plan built; seed corpus/safetensors/int8.safetensors).
+ * May be refused; may not crash or leak.
  */
 #include <stdint.h>
 
@@ -14,15 +17,18 @@
 static const char *const MODEL = "c: conv 2 3; b: bn; relu; flatten; fc: linear classes";
 
 static ct_plan *plan;
+static ct_tensor *x, *y;
 
 static void make_plan(void)
 {
     ct_graph *graph = ct_graph_new();
     int64_t shape[4] = {1, 1, 4, 4};
-    ct_tensor *x = ct_input(graph, "x", CT_F32, 4, shape);
+    x = ct_input(graph, "x", CT_F32, 4, shape);
     ct_backend *backend = NULL;
-    if (ct_model_build(graph, MODEL, x, 3) && ct_backend_new("cpu:1", &backend) == CT_OK)
+    if ((y = ct_model_build(graph, MODEL, x, 3)) && ct_backend_new("cpu:1", &backend) == CT_OK) {
+        ct_tensor_keep(y);
         ct_plan_new(graph, backend, 1, &plan); /* kept for the whole run */
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -35,6 +41,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ct_checkpoint_meta(checkpoint, "model");
         if (plan)
             ct_plan_load_checkpoint(plan, checkpoint, CT_SAVE_MODEL | CT_SAVE_OPTIMIZER);
+        ct_quantized int8;
+        if (plan && ct_checkpoint_is_int8(checkpoint) &&
+            ct_plan_load_quantized(plan, x, y, checkpoint, &int8) == CT_OK) {
+            ct_plan_run(int8.plan, CT_EVAL);
+            ct_quantized_free(&int8);
+        }
     }
     ct_checkpoint_close(checkpoint);
     return 0;
