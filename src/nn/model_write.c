@@ -157,7 +157,7 @@ static ct_status write_node(text_buf *b, const ct_tensor *t, const int *out_chan
         put(b, "global_avgpool\n");
         return CT_OK;
     case CT_OP_DROPOUT:
-        put(b, "dropout %.9g\n", (double)t->attr.dropout.p);
+        put(b, "dropout %.6g\n", (double)t->attr.dropout.p);
         return CT_OK;
     case CT_OP_SOFTMAX:
         put(b, "softmax\n");
