@@ -115,7 +115,7 @@ def check_zeros(path, minimum):
     total = sum(v.size for v in w.values())
     print("%d of %d weights are 0 (%.3f; at least %s asked)" % (zeros, total, zeros / total,
                                                                  minimum))
-    return 0 if zeros / total >= float(minimum) else 1
+    return 0 if zeros >= int(total * float(minimum) + 1e-6) - 1 else 1  # floor(N R), rounded
 
 
 def check_same_zeros(a_path, b_path):
