@@ -31,7 +31,7 @@
 #define UNSET_RATIO (-1.0)
 
 typedef struct prune_options {
-    const char *weights, *model, *data, *data_dir, *input, *rank, *out, *device;
+    const char *weights, *model, *data, *data_dir, *input, *rank, *out, *device, *augment;
     double structured, unstructured, lr;
     long classes, finetune, batch, threads, seed;
 } prune_options;
@@ -223,6 +223,7 @@ static int finetune(prune_job *j)
     opts.seed = o->seed;
     opts.epochs = o->finetune;
     opts.schedule = "cosine";
+    opts.augment = o->augment;
     CLI_TRY(trainer_init(&j->t, &opts, &j->info, j->train, j->backend, 0, 1));
     CLI_TRY(copy_state(j->result, j->t.plan));
     if (o->unstructured != UNSET_RATIO) {
@@ -390,7 +391,7 @@ int cmd_prune(int argc, char **argv)
 {
     prune_options o = {.structured = UNSET_RATIO, .unstructured = UNSET_RATIO, .rank = "l1",
                        .finetune = -1, .batch = PRUNE_DEFAULT_BATCH, .lr = PRUNE_DEFAULT_LR,
-                       .seed = 1, .device = "cpu"};
+                       .seed = 1, .device = "cpu", .augment = "none"};
     const cli_option options[] = {
         {"--weights", "FILE", CLI_TEXT, &o.weights, 0, 0, NULL,
          "the checkpoint (model.safetensors from cuttle train; a state_dict with --model)"},
@@ -411,6 +412,9 @@ int cmd_prune(int argc, char **argv)
         {"--batch", "B", CLI_INT, &o.batch, 1, 65536, NULL, "fine-tuning batch (default 64)"},
         {"--lr", "X", CLI_FLOAT, &o.lr, 1e-7, 10, NULL,
          "fine-tuning learning rate: SGD (nesterov) on a cosine schedule from it (default 0.01)"},
+        {"--augment", "LIST", CLI_TEXT, &o.augment, 0, 0, NULL,
+         "fine-tuning augmentation as cuttle train takes it: none (default) or a comma list "
+         "of crop[:PAD] flip cutout[:SIZE]"},
         {"--seed", "S", CLI_INT, &o.seed, 0, 2147483647, NULL,
          "seed of the fine-tuning's shuffles and dropout (default 1)"},
         {"--device", "DEV", CLI_TEXT, &o.device, 0, 0, NULL,
@@ -434,6 +438,12 @@ int cmd_prune(int argc, char **argv)
     if (!o.weights || !o.out || o.finetune < 0) {
         fprintf(stderr, "cuttle prune: --weights FILE, --finetune EPOCHS and -o DIR are "
                         "required (see cuttle prune --help)\n");
+        return CLI_EXIT_USAGE;
+    }
+    ct_augment augment;
+    if (!train_parse_augment(o.augment, &augment)) {
+        fprintf(stderr, "cuttle prune: --augment '%s' is not understood; use none or a comma "
+                        "list of crop[:PAD], flip, cutout[:SIZE]\n", o.augment);
         return CLI_EXIT_USAGE;
     }
     if (o.model && cli_model_is_onnx(o.model)) {
