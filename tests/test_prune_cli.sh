@@ -21,8 +21,19 @@
 #                            batchnorm, missing or corrupt weights, a model
 #                            with no prunable conv: a message, nothing written
 # The slicing of each consumer is tested in tests/test_prune.c.
+# Without numpy the script is skipped; without torch and torchvision, the
+# PyTorch and resnet18 checks (SKIP lines).
 NAME=prune_cli TRAIN=384 TEST=100
 . tests/fashion_cli.sh
+if ! "$python" -c 'import numpy' 2>/dev/null; then
+    echo "SKIP $NAME: $python cannot import numpy"
+    exit 0
+fi
+torch=yes
+if ! "$python" -c 'import torch, torchvision' 2>/dev/null; then
+    torch=no
+    echo "SKIP prune_cli_torch_*, prune_cli_resnet18_*: $python cannot import torch and torchvision"
+fi
 failed=0
 check() { # name, status, files
     [ "$2" -eq 0 ] || failed=1
@@ -48,6 +59,7 @@ for spec in simplecnn:l1 vgg8_bn:bn; do
             --warmup 1 --threads 2 > "$tmp/$m.bench" 2>&1 ||
         cat "$tmp/$m.eval" "$tmp/$m.bench" >> "$tmp/$m.out" 2> /dev/null
     check "prune_cli_structured_$m" $? "$tmp/$m.out"
+    [ "$torch" = yes ] || continue
     "$cuttle" predict --weights "$tmp/p_$m/model.safetensors" --json --top 1 "$tmp/in.npy" \
         > "$tmp/$m.json" 2> "$tmp/why" &&
         "$python" tests/prune_check.py torch "$m" 1x28x28 "$tmp/p_$m/model.safetensors" \
@@ -56,7 +68,9 @@ for spec in simplecnn:l1 vgg8_bn:bn; do
 done
 
 # resnet18: its PyTorch twin's random weights (a plain state_dict)
-if "$python" tests/onnx/export_case.py make "$tmp" resnet18:1x28x28 > "$tmp/why" 2>&1; then
+if [ "$torch" = no ]; then
+    :
+elif "$python" tests/onnx/export_case.py make "$tmp" resnet18:1x28x28 > "$tmp/why" 2>&1; then
     "$cuttle" prune --weights "$tmp/resnet18.safetensors" --model resnet18 --data fashion-mnist \
         $data --structured 0.5 --finetune 0 -o "$tmp/p_resnet18" > "$tmp/r.out" 2>&1 &&
         grep -q "^  conv1  *64 -> 32 .*residual set 1" "$tmp/r.out" &&

@@ -216,14 +216,18 @@ static ct_status channel_scores(pruner *p, const ct_tensor *conv, double *s)
     return status;
 }
 
-static const double *sort_scores; /* for by_score: qsort has no context argument */
+typedef struct ranked {
+    double score;
+    int channel;
+} ranked;
 
+/* Highest score first; on a tie, the lower channel. */
 static int by_score(const void *a, const void *b)
 {
-    int i = *(const int *)a, j = *(const int *)b;
-    if (sort_scores[i] != sort_scores[j])
-        return sort_scores[i] > sort_scores[j] ? -1 : 1;
-    return i - j;
+    const ranked *x = a, *y = b;
+    if (x->score != y->score)
+        return x->score > y->score ? -1 : 1;
+    return x->channel - y->channel;
 }
 
 static int ascending(const void *a, const void *b)
@@ -236,8 +240,10 @@ static ct_status choose(pruner *p, int root, int channels)
 {
     double *score = calloc((size_t)channels * 2, sizeof *score), *mine = score + channels;
     int *order = malloc(sizeof *order * (size_t)channels);
-    ct_status status = score && order ? CT_OK
-                                      : ct_set_error(CT_ERR_MEMORY, "prune: out of host memory");
+    ranked *ranks = malloc(sizeof *ranks * (size_t)channels);
+    ct_status status = score && order && ranks
+                           ? CT_OK
+                           : ct_set_error(CT_ERR_MEMORY, "prune: out of host memory");
     for (int i = 0; i <= p->g->n_nodes - 1 && status == CT_OK; i++) {
         const ct_tensor *t = p->g->nodes[i];
         if (!p->needed[i] || t->op != CT_OP_CONV2D || find(p, i) != root)
@@ -253,9 +259,10 @@ static ct_status choose(pruner *p, int root, int channels)
     keep = keep < 1 ? 1 : keep;
     if (status == CT_OK) {
         for (int c = 0; c < channels; c++)
-            order[c] = c;
-        sort_scores = score;
-        qsort(order, (size_t)channels, sizeof *order, by_score);
+            ranks[c] = (ranked){score[c], c};
+        qsort(ranks, (size_t)channels, sizeof *ranks, by_score);
+        for (int k = 0; k < keep; k++)
+            order[k] = ranks[k].channel;
         qsort(order, (size_t)keep, sizeof *order, ascending);
         p->kept[root] = order;
         p->n_kept[root] = keep;
@@ -263,6 +270,7 @@ static ct_status choose(pruner *p, int root, int channels)
     }
     free(score);
     free(order);
+    free(ranks);
     return status;
 }
 
