@@ -206,7 +206,7 @@ static int setup(run *r)
     CLI_TRY(cli_backend("train", &(cli_device){opts->device, opts->threads, opts->strict_device,
                                                opts->cuda_graph},
                         r->log, &r->backend));
-    CLI_TRY(trainer_init(&r->t, opts, &r->info, r->train_data, r->backend, r->job.rank,
+    CLI_TRY(trainer_init(&r->t, "train", opts, &r->info, r->train_data, r->backend, r->job.rank,
                          r->job.size));
     int64_t test_size = ct_dataset_size(r->test_data);
     int eval_batch = (int)(test_size < EVAL_BATCH ? test_size : EVAL_BATCH);

@@ -33,13 +33,15 @@ static ct_status add_optimizer(ct_graph *graph, const train_options *opts)
     return ct_graph_adam(graph, adam);
 }
 
-int trainer_init(trainer *t, const train_options *opts, const run_info *info,
-                 const ct_dataset *data, ct_backend *backend, int rank, int ranks)
+int trainer_init(trainer *t, const char *command, const train_options *opts,
+                 const run_info *info, const ct_dataset *data, ct_backend *backend, int rank,
+                 int ranks)
 {
+    t->command = command;
     t->batch = (int)opts->batch;
     t->classes = info->classes;
     if (!(t->graph = ct_graph_new()))
-        return cli_fail("train");
+        return cli_fail(t->command);
     int64_t shape[4] = {opts->batch, info->input[0], info->input[1], info->input[2]};
     t->x = ct_input(t->graph, "x", CT_F32, 4, shape);
     t->labels = ct_input(t->graph, "labels", CT_I64, 1, shape);
@@ -48,20 +50,20 @@ int trainer_init(trainer *t, const train_options *opts, const run_info *info,
     t->logits = ct_model_build(t->graph, info->text, t->x, t->classes);
     t->loss = ct_cross_entropy(t->graph, t->logits, t->labels, (float)opts->label_smoothing);
     if (ct_graph_status(t->graph) != CT_OK)
-        return cli_fail("train");
+        return cli_fail(t->command);
     ct_tensor_keep(t->logits);
     if (ct_graph_backward(t->graph, t->loss) != CT_OK || add_optimizer(t->graph, opts) != CT_OK ||
         ct_plan_new(t->graph, backend, (uint64_t)opts->seed, &t->plan) != CT_OK)
-        return cli_fail("train");
+        return cli_fail(t->command);
     ct_loader_args loader = {.batch = t->batch, .shuffle = true, .drop_last = true,
                              .seed = (uint64_t)opts->seed, .n_threads = (int)opts->workers,
                              .shard = rank, .n_shards = ranks};
     if (!train_parse_augment(opts->augment, &loader.augment))
         return CLI_EXIT_USAGE; /* checked before; cannot happen */
     if (ct_loader_new(data, &loader, &t->loader) != CT_OK)
-        return cli_fail("train");
+        return cli_fail(t->command);
     if (!(t->scores = malloc(sizeof *t->scores * (size_t)t->classes * (size_t)t->batch))) {
-        fprintf(stderr, "cuttle train: out of host memory for the training batch\n");
+        fprintf(stderr, "cuttle %s: out of host memory for the training batch\n", t->command);
         return CLI_EXIT_FAILED;
     }
     return CLI_EXIT_OK;
@@ -75,7 +77,7 @@ static int train_step(trainer *t, const float *images, const int64_t *labels, ep
         ct_plan_run(t->plan, CT_TRAIN) != CT_OK ||
         ct_plan_read(t->plan, t->loss, &loss, sizeof loss) != CT_OK ||
         ct_plan_read_f32(t->plan, t->logits, t->scores, ct_tensor_numel(t->logits)) != CT_OK)
-        return cli_fail("train");
+        return cli_fail(t->command);
     if (!isfinite(loss) && t->loss_scaling && ct_plan_step_skipped(t->plan))
         return CLI_EXIT_OK; /* fp16: an overflow, the step skipped and the scale halved */
     if (!isfinite(loss)) { /* the step updated nothing: run it again to see where */
@@ -85,9 +87,9 @@ static int train_step(trainer *t, const float *images, const int64_t *labels, ep
         if (ct_plan_find_nonfinite(t->plan, CT_TRAIN, where, sizeof where) != CT_OK)
             snprintf(where, sizeof where, "not found (%s)", ct_last_error());
         fprintf(stderr,
-                "cuttle train: the loss is %g at step %lld: training diverged; the first inf or "
+                "cuttle %s: the loss is %g at step %lld: training diverged; the first inf or "
                 "NaN of that step: %s; try a lower --lr\n",
-                (double)loss, (long long)step, where[0] ? where : "none when it ran again");
+                t->command, (double)loss, (long long)step, where[0] ? where : "none when it ran again");
         return CLI_EXIT_FAILED;
     }
     if (t->after_step)
@@ -107,13 +109,13 @@ int trainer_run_epoch(trainer *t, const trainer_epoch *e, epoch_sums *sums)
     double start = cli_now();
     progress_start(&bar, e->log, e->epoch, e->epochs, steps);
     if (ct_loader_start(t->loader, e->epoch, e->first_batch) != CT_OK)
-        return cli_fail("train");
+        return cli_fail(t->command);
     while (e->max_steps == 0 || ct_plan_step(t->plan) < e->max_steps) {
         const float *images = NULL;
         const int64_t *labels = NULL;
         int n = 0;
         if (ct_loader_next(t->loader, &images, &labels, &n) != CT_OK)
-            return cli_fail("train");
+            return cli_fail(t->command);
         if (n == 0)
             break;
         ct_plan_set_lr(t->plan, (float)schedule_lr(e->schedule, e->lr, ct_plan_step(t->plan),

@@ -18,6 +18,7 @@ typedef int (*trainer_after_step)(void *user, ct_plan *plan);
 
 /* The training graph and plan, the loader, and host memory for one batch. */
 typedef struct trainer {
+    const char *command; /* "train", "prune": for messages */
     ct_graph *graph;
     ct_plan *plan;
     ct_loader *loader;
@@ -31,8 +32,9 @@ typedef struct trainer {
 
 /* The model of info->text with opts' optimizer, precision, seed, batch and
  * augmentation, on `data` (the shard `rank` of `ranks`: 0 and 1 for all). */
-int trainer_init(trainer *t, const train_options *opts, const run_info *info,
-                 const ct_dataset *data, ct_backend *backend, int rank, int ranks);
+int trainer_init(trainer *t, const char *command, const train_options *opts,
+                 const run_info *info, const ct_dataset *data, ct_backend *backend, int rank,
+                 int ranks);
 void trainer_free(trainer *t);
 
 /* Running sums over an epoch. */
