@@ -1,5 +1,5 @@
 /*
- * Pruning (src/quant/prune.c, prune_weights.c, nn/model_write.c).
+ * Pruning (src/nn/prune.c, prune_weights.c, nn/model_write.c).
  *
  * The structured cases zero, in every prunable convolution, the channels
  * that the ratio removes (chosen at random; the same ones across a set

@@ -4,7 +4,7 @@
  * parameters' names, branches by `save`/`use`/`add`, all for the input the
  * graph was built on (the file's `if`s, `repeat`s and blocks come out
  * resolved).  ct_model_build on the text makes the same parameters and the
- * same outputs.  Pruning (quant/prune.c) writes its smaller networks this
+ * same outputs.  Pruning (nn/prune.c) writes its smaller networks this
  * way, with new channel counts.
  */
 #ifndef CT_NN_MODEL_WRITE_H
