@@ -16,6 +16,7 @@
 #   prune_cli_unstructured   70% of simplecnn's weights zeroed, one epoch of
 #                            fine-tuning: still >= 70% zeros, and every zero
 #                            of the unfine-tuned result is still 0
+#   prune_cli_json           --json: the report as one JSON object
 #   prune_cli_refuses_*      a ratio outside (0, 1), both or neither of
 #                            --structured/--unstructured, --rank bn without
 #                            batchnorm, missing or corrupt weights, a model
@@ -100,6 +101,18 @@ weights="$tmp/run_simplecnn/model.safetensors"
     grep -q "^  conv2.weight  *2400 " "$tmp/u1.out" &&
     "$cuttle" eval --weights "$tmp/u1/model.safetensors" $data > /dev/null 2>> "$tmp/u1.out"
 check prune_cli_unstructured $? "$tmp/u0.out" "$tmp/u1.out"
+
+# --json: the report as one object, progress on stderr
+"$cuttle" prune --weights "$weights" $data --structured 0.5 --finetune 0 --json -o "$tmp/j" \
+    > "$tmp/j.json" 2> "$tmp/why" &&
+    "$python" - "$tmp/j.json" >> "$tmp/why" 2>&1 <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["method"] == "structured" and r["accuracy_finetuned"] is None, r
+assert [(l["name"], l["channels_after"]) for l in r["layers"]] == [("conv1", 3), ("conv2", 8)], r
+assert r["params_after"] < r["params_before"] and r["flops_after"] < r["flops_before"], r
+PY
+check prune_cli_json $? "$tmp/why" "$tmp/j.json"
 
 refused() { # name, exit status, expected text, arguments...
     name=$1 want=$2 text=$3

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json_writer.h"
 #include "run_files.h"
 #include "run_info.h"
 #include "trainer.h"
@@ -34,6 +35,7 @@ typedef struct prune_options {
     const char *weights, *model, *data, *data_dir, *input, *rank, *out, *device, *augment;
     double structured, unstructured, lr;
     long classes, finetune, batch, threads, seed;
+    bool json;
 } prune_options;
 
 static const char *const ranks[] = {"l1", "bn", NULL};
@@ -41,6 +43,7 @@ static const char *const ranks[] = {"l1", "bn", NULL};
 /* What one run holds, freed by job_free. */
 typedef struct prune_job {
     const prune_options *o;
+    FILE *log;                 /* progress: stdout, or stderr under --json */
     ct_checkpoint *checkpoint;
     run_info info;             /* the model's; then the pruned model's text and name */
     ct_dataset *train, *test;
@@ -234,9 +237,10 @@ static int finetune(prune_job *j)
     for (long epoch = 1; epoch <= o->finetune; epoch++) {
         epoch_sums sums = {0};
         trainer_epoch e = {.epoch = epoch, .epochs = o->finetune, .total_steps = total,
-                           .schedule = opts.schedule, .lr = opts.lr, .ranks = 1, .log = stdout};
+                           .schedule = opts.schedule, .lr = opts.lr, .ranks = 1, .log = j->log};
         CLI_TRY(trainer_run_epoch(&j->t, &e, &sums));
-        printf("fine-tune epoch %ld/%ld  train loss %.4f acc %.2f%%\n", epoch, o->finetune,
+        fprintf(j->log, "fine-tune epoch %ld/%ld  train loss %.4f acc %.2f%%\n", epoch,
+                o->finetune,
                sums.loss / (double)(sums.steps ? sums.steps : 1),
                100.0 * (double)sums.correct / (double)(sums.steps ? sums.steps * j->t.batch : 1));
     }
@@ -343,9 +347,57 @@ static void print_report(const prune_job *j, const char *path)
            PRUNE_MODEL_TEXT_FILE, path);
 }
 
+static void print_json(const prune_job *j, const char *path)
+{
+    const prune_options *o = j->o;
+    bool structured = o->structured != UNSET_RATIO;
+    json_writer out = json_writer_start(stdout);
+    json_object(&out);
+    json_field_string(&out, "model", j->info.name);
+    json_field_string(&out, "method", structured ? "structured" : "unstructured");
+    json_field_number(&out, "ratio", structured ? o->structured : o->unstructured);
+    if (structured)
+        json_field_string(&out, "rank", o->rank);
+    json_field_int(&out, "params_before", j->params[0]);
+    json_field_int(&out, "params_after", j->params[1]);
+    json_field_number(&out, "flops_before", j->flops[0]);
+    json_field_number(&out, "flops_after", j->flops[1]);
+    json_field_fixed(&out, "accuracy_before", j->accuracy[0], 6);
+    json_field_fixed(&out, "accuracy_pruned", j->accuracy[1], 6);
+    if (j->trained)
+        json_field_fixed(&out, "accuracy_finetuned", j->accuracy[2], 6);
+    else
+        json_field_null(&out, "accuracy_finetuned");
+    json_field_int(&out, "finetune_epochs", o->finetune);
+    json_key(&out, "layers");
+    json_array(&out);
+    int n = structured ? j->pruned.n_layers : j->sparsity.n_layers;
+    for (int k = 0; k < n; k++) {
+        json_object(&out);
+        if (structured) {
+            const ct_prune_layer *l = &j->pruned.layers[k];
+            json_field_string(&out, "name", l->name);
+            json_field_int(&out, "channels_before", l->channels_before);
+            json_field_int(&out, "channels_after", l->channels_after);
+            json_field_int(&out, "residual_set", l->tie);
+            json_field_string(&out, "kept_whole_because", l->reason);
+        } else {
+            const ct_weight_mask *m = &j->sparsity.layers[k];
+            json_field_string(&out, "name", m->name);
+            json_field_int(&out, "values", m->count);
+            json_field_int(&out, "pruned", m->zeros);
+            json_field_int(&out, "zeros_after", j->zeros_after[k]);
+        }
+        json_end(&out);
+    }
+    json_end(&out);
+    json_field_string(&out, "checkpoint", path);
+    json_end(&out);
+}
+
 static int run_prune(const prune_options *o)
 {
-    prune_job j = {.o = o};
+    prune_job j = {.o = o, .log = o->json ? stderr : stdout};
     char path[4096];
     int exit_status = run_info_open("prune", &(run_source){o->weights, o->model, o->data,
                                                           o->data_dir, o->input, o->classes},
@@ -359,7 +411,7 @@ static int run_prune(const prune_options *o)
         exit_status = load_data(&j);
     if (exit_status == CLI_EXIT_OK)
         exit_status = cli_backend("prune", &(cli_device){o->device, o->threads, false, NULL},
-                                  stdout, &j.backend);
+                                  j.log, &j.backend);
     if (exit_status == CLI_EXIT_OK)
         exit_status = load_model(&j);
     if (exit_status == CLI_EXIT_OK)
@@ -372,7 +424,9 @@ static int run_prune(const prune_options *o)
         exit_status = count_zeros(&j);
     if (exit_status == CLI_EXIT_OK)
         exit_status = write_outputs(&j, path, sizeof path);
-    if (exit_status == CLI_EXIT_OK)
+    if (exit_status == CLI_EXIT_OK && o->json)
+        print_json(&j, path);
+    else if (exit_status == CLI_EXIT_OK)
         print_report(&j, path);
     job_free(&j);
     return exit_status;
@@ -421,6 +475,8 @@ int cmd_prune(int argc, char **argv)
          "auto, cpu, cpu:N, cuda or cuda:N (default cpu)"},
         {"--threads", "T", CLI_INT, &o.threads, 0, 4096, NULL, "CPU threads (default all)"},
         RUN_SOURCE_OPTIONS(o),
+        {"--json", NULL, CLI_FLAG, &o.json, 0, 0, NULL,
+         "the report as one JSON object on stdout (progress goes to stderr)"},
     };
     cli_parsed parsed = cli_parse("prune",
                                   "--weights FILE (--structured R [--rank l1|bn] | "
