@@ -239,10 +239,10 @@ static int finetune(prune_job *j)
         trainer_epoch e = {.epoch = epoch, .epochs = o->finetune, .total_steps = total,
                            .schedule = opts.schedule, .lr = opts.lr, .ranks = 1, .log = j->log};
         CLI_TRY(trainer_run_epoch(&j->t, &e, &sums));
+        double steps = (double)(sums.steps ? sums.steps : 1);
         fprintf(j->log, "fine-tune epoch %ld/%ld  train loss %.4f acc %.2f%%\n", epoch,
-                o->finetune,
-               sums.loss / (double)(sums.steps ? sums.steps : 1),
-               100.0 * (double)sums.correct / (double)(sums.steps ? sums.steps * j->t.batch : 1));
+                o->finetune, sums.loss / steps,
+                100.0 * (double)sums.correct / (steps * j->t.batch));
     }
     j->result = j->t.plan;
     j->trained = true;
