@@ -535,6 +535,85 @@ CT_API void ct_quantized_free(ct_quantized *quantized);
 CT_API const char *ct_calib_method_name(ct_calib_method method);
 CT_API ct_status ct_calib_method_parse(const char *name, ct_calib_method *out);
 
+/* Pruning (docs/pruning.md). */
+typedef enum ct_prune_rank {
+    CT_PRUNE_RANK_L1 = 0, /* a channel's worth: the L1 norm of its filter */
+    CT_PRUNE_RANK_BN      /* |gamma| of the batchnorm right after the convolution */
+} ct_prune_rank;
+
+typedef struct ct_prune_args {
+    double ratio;       /* the share of each prunable convolution's output channels removed,
+                           in (0, 1): floor(C * ratio) of C, at least one channel kept */
+    ct_prune_rank rank;
+    const char *name;   /* the new model's name in its text (NULL: "pruned") */
+} ct_prune_args;
+
+/* One convolution of the graph, in graph order. */
+typedef struct ct_prune_layer {
+    char name[64];        /* its weight's name without ".weight" */
+    int channels_before, channels_after;
+    int tie;              /* 0: ranked alone; k > 0: one of the convolutions whose outputs
+                             residual additions tie together (set k), ranked and pruned
+                             together with one ranking */
+    const char *reason;   /* static text when it cannot be pruned, else NULL */
+} ct_prune_layer;
+
+typedef struct ct_pruned {
+    char *text;           /* the smaller model's definition (ct_model_build), owned */
+    ct_graph *graph;      /* the smaller model, built from text for inference, owned */
+    ct_plan *plan;        /* on the same backend, with the kept channels' values, owned */
+    ct_tensor *x, *y;     /* the new graph's input (write it) and logits (kept) */
+    int n_layers;
+    ct_prune_layer *layers; /* owned */
+} ct_pruned;
+
+/* Structured pruning: a smaller network that computes y from x as `plan`
+ * does, without the lowest-ranked output channels of each convolution.
+ * A channel is removed with everything that reads it: the next
+ * convolutions' input channels, the batchnorm's parameters and statistics,
+ * the first linear layer's input features after a flatten (a block of H*W
+ * per channel).  Channels that residual additions tie together are ranked
+ * as one set (the sum of each convolution's scores over its mean score)
+ * and the same channels leave every convolution of the set.  A channel is
+ * kept whole where anything else reads it (the model's output, a concat, a
+ * custom op, grouped convolutions: ct_prune_layer.reason).  The new model
+ * is written as a model text with the same parameter names and built from
+ * it; the plan's current values are used.  CT_ERR_ARG: a ratio outside
+ * (0, 1), CT_PRUNE_RANK_BN where a convolution to prune has no batchnorm
+ * after it, a model where no convolution can be pruned (the message says
+ * why).  `plan` is not changed.  On error *out is zeroed. */
+CT_API ct_status ct_plan_prune_channels(ct_plan *plan, const ct_tensor *x, const ct_tensor *y,
+                                        const ct_prune_args *args, ct_pruned *out);
+/* Frees the plan, the graph, the text and the layers; zeroes *pruned. */
+CT_API void ct_pruned_free(ct_pruned *pruned);
+
+/* Unstructured pruning: the weights of every convolution and linear layer
+ * that y depends on, with a mask of the ones kept. */
+typedef struct ct_weight_mask {
+    char name[64];        /* the weight's name */
+    int64_t count, zeros; /* values; values pruned */
+    uint8_t *keep;        /* count flags: 1 kept, 0 pruned; owned */
+} ct_weight_mask;
+
+typedef struct ct_sparsity {
+    int n_layers;
+    ct_weight_mask *layers; /* owned, in graph order */
+    float threshold;      /* |w| at or below it was pruned */
+    float *scratch;       /* for ct_plan_apply_masks, owned */
+} ct_sparsity;
+
+/* Global magnitude pruning: the floor(ratio * N) weights of smallest |w|
+ * among all N of y's convolutions and linear layers are set to 0 in the
+ * plan (ties at the threshold go too), and their masks returned.  ratio in
+ * (0, 1), else CT_ERR_ARG; CT_ERR_ARG also when y reads no such weight. */
+CT_API ct_status ct_plan_prune_weights(ct_plan *plan, const ct_tensor *y, double ratio,
+                                       ct_sparsity *out);
+/* Zeroes the pruned weights again in `plan`, whose graph holds weights of
+ * the masks' names and sizes (a training plan, after each step: pruned
+ * weights stay 0 while the rest are fine-tuned).  Allocates nothing. */
+CT_API ct_status ct_plan_apply_masks(ct_plan *plan, ct_sparsity *masks);
+CT_API void ct_sparsity_free(ct_sparsity *sparsity);
+
 /* The graph a plan runs.  Borrowed. */
 CT_API ct_graph *ct_plan_graph(const ct_plan *plan);
 

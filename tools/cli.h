@@ -197,5 +197,6 @@ int cmd_plot(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_optimize(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_prune(int argc, char **argv);
 
 #endif

@@ -22,128 +22,19 @@
  * A plan runs a graph of one batch size, so evaluation has its own graph
  * (forward only) and plan; the weights are copied into it by name.
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "json_writer.h"
 #include "cli.h"
 #include "plot.h"
-#include "progress.h"
 #include "run_files.h"
 #include "run_info.h"
-#include "schedule.h"
 #include "train_dist.h"
 #include "train_options.h"
+#include "trainer.h"
 
 #define EVAL_BATCH 500
-
-/* ---- the trainer --------------------------------------------------------------- */
-
-/* The training graph and plan, the loader, and host memory for one batch. */
-typedef struct trainer {
-    ct_graph *graph;
-    ct_plan *plan;
-    ct_loader *loader;
-    ct_tensor *x, *labels, *logits, *loss;
-    int batch, classes;
-    float *scores;
-    bool loss_scaling; /* fp16: an overflowing step is skipped, and training goes on */
-} trainer;
-
-static void trainer_free(trainer *t)
-{
-    ct_loader_free(t->loader);
-    ct_plan_free(t->plan);
-    ct_graph_free(t->graph);
-    free(t->scores);
-}
-
-static ct_status add_optimizer(ct_graph *graph, const train_options *opts)
-{
-    if (strcmp(opts->optim, "sgd") == 0) {
-        ct_sgd_args sgd = {.lr = (float)opts->lr, .momentum = (float)opts->momentum,
-                           .weight_decay = (float)opts->weight_decay,
-                           .nesterov = opts->momentum > 0};
-        return ct_graph_sgd(graph, sgd);
-    }
-    ct_adam_args adam = ct_adam_defaults();
-    adam.lr = (float)opts->lr;
-    adam.weight_decay = (float)opts->weight_decay;
-    adam.decoupled = strcmp(opts->optim, "adamw") == 0;
-    return ct_graph_adam(graph, adam);
-}
-
-static int trainer_init(trainer *t, const train_options *opts, const run_info *info,
-                        const ct_dataset *data, ct_backend *backend, const train_job *job)
-{
-    t->batch = (int)opts->batch;
-    t->classes = info->classes;
-    if (!(t->graph = ct_graph_new()))
-        return cli_fail("train");
-    int64_t shape[4] = {opts->batch, info->input[0], info->input[1], info->input[2]};
-    t->x = ct_input(t->graph, "x", CT_F32, 4, shape);
-    t->labels = ct_input(t->graph, "labels", CT_I64, 1, shape);
-    ct_graph_set_precision(t->graph, cli_precision(opts->precision));
-    t->loss_scaling = cli_precision(opts->precision) == CT_PRECISION_FP16;
-    t->logits = ct_model_build(t->graph, info->text, t->x, t->classes);
-    t->loss = ct_cross_entropy(t->graph, t->logits, t->labels, (float)opts->label_smoothing);
-    if (ct_graph_status(t->graph) != CT_OK)
-        return cli_fail("train");
-    ct_tensor_keep(t->logits);
-    if (ct_graph_backward(t->graph, t->loss) != CT_OK || add_optimizer(t->graph, opts) != CT_OK ||
-        ct_plan_new(t->graph, backend, (uint64_t)opts->seed, &t->plan) != CT_OK)
-        return cli_fail("train");
-    ct_loader_args loader = {.batch = t->batch, .shuffle = true, .drop_last = true,
-                             .seed = (uint64_t)opts->seed, .n_threads = (int)opts->workers,
-                             .shard = job->rank, .n_shards = job->size};
-    if (!train_parse_augment(opts->augment, &loader.augment))
-        return CLI_EXIT_USAGE; /* checked before; cannot happen */
-    if (ct_loader_new(data, &loader, &t->loader) != CT_OK)
-        return cli_fail("train");
-    if (!(t->scores = malloc(sizeof *t->scores * (size_t)t->classes * (size_t)t->batch))) {
-        fprintf(stderr, "cuttle train: out of host memory for the training batch\n");
-        return CLI_EXIT_FAILED;
-    }
-    return CLI_EXIT_OK;
-}
-
-/* Running sums over an epoch. */
-typedef struct epoch_sums {
-    double loss;
-    int64_t correct, steps;
-} epoch_sums;
-
-static int train_step(trainer *t, const float *images, const int64_t *labels, epoch_sums *sums)
-{
-    float loss = 0;
-    if (ct_plan_write(t->plan, t->x, images, ct_tensor_bytes(t->x)) != CT_OK ||
-        ct_plan_write(t->plan, t->labels, labels, ct_tensor_bytes(t->labels)) != CT_OK ||
-        ct_plan_run(t->plan, CT_TRAIN) != CT_OK ||
-        ct_plan_read(t->plan, t->loss, &loss, sizeof loss) != CT_OK ||
-        ct_plan_read_f32(t->plan, t->logits, t->scores, ct_tensor_numel(t->logits)) != CT_OK)
-        return cli_fail("train");
-    if (!isfinite(loss) && t->loss_scaling && ct_plan_step_skipped(t->plan))
-        return CLI_EXIT_OK; /* fp16: an overflow, the step skipped and the scale halved */
-    if (!isfinite(loss)) { /* the step updated nothing: run it again to see where */
-        int64_t step = ct_plan_step(t->plan) - 1;
-        char where[256] = "";
-        ct_plan_set_step(t->plan, step);
-        if (ct_plan_find_nonfinite(t->plan, CT_TRAIN, where, sizeof where) != CT_OK)
-            snprintf(where, sizeof where, "not found (%s)", ct_last_error());
-        fprintf(stderr,
-                "cuttle train: the loss is %g at step %lld: training diverged; the first inf or "
-                "NaN of that step: %s; try a lower --lr\n",
-                (double)loss, (long long)step, where[0] ? where : "none when it ran again");
-        return CLI_EXIT_FAILED;
-    }
-    sums->loss += loss;
-    sums->steps++;
-    for (int b = 0; b < t->batch; b++)
-        sums->correct += cli_argmax(t->scores + (size_t)b * (size_t)t->classes, t->classes) ==
-                         labels[b];
-    return CLI_EXIT_OK;
-}
 
 /* Everything a run holds, freed by run_free. */
 typedef struct run {
@@ -192,30 +83,13 @@ static int train_epoch(run *r, long epoch, int64_t total_steps, epoch_metrics *m
     int64_t steps = ct_loader_batches(t->loader);
     int64_t first = epoch == r->first_epoch ? r->first_batch : 0;
     epoch_sums sums = {0};
-    progress bar;
     double start = cli_now();
-    progress_start(&bar, r->log, epoch, r->opts.epochs, steps);
-    if (ct_loader_start(t->loader, epoch, first) != CT_OK)
-        return cli_fail("train");
-    while (r->opts.max_steps == 0 || ct_plan_step(t->plan) < r->opts.max_steps) {
-        const float *images = NULL;
-        const int64_t *labels = NULL;
-        int n = 0;
-        if (ct_loader_next(t->loader, &images, &labels, &n) != CT_OK)
-            return cli_fail("train");
-        if (n == 0)
-            break;
-        ct_plan_set_lr(t->plan, (float)schedule_lr(r->opts.schedule, r->opts.lr,
-                                                   ct_plan_step(t->plan), total_steps));
-        CLI_TRY(train_step(t, images, labels, &sums));
-        double elapsed = cli_now() - start; /* the bar: rank 0's shard, all ranks' speed */
-        progress_update(&bar, first + sums.steps, sums.loss / (double)sums.steps,
-                        (double)sums.correct / (double)(sums.steps * t->batch),
-                        (double)(sums.steps * t->batch * r->job.size) /
-                            (elapsed > 0 ? elapsed : 1e-9));
-    }
+    trainer_epoch e = {.epoch = epoch, .epochs = r->opts.epochs, .first_batch = first,
+                       .total_steps = total_steps, .max_steps = r->opts.max_steps,
+                       .schedule = r->opts.schedule, .lr = r->opts.lr, .ranks = r->job.size,
+                       .log = r->log};
+    CLI_TRY(trainer_run_epoch(t, &e, &sums));
     m->train_seconds = cli_now() - start;
-    progress_end(&bar);
     m->epoch = epoch;
     m->partial = first + sums.steps < steps;
     m->lr = ct_plan_lr(t->plan);
@@ -332,7 +206,8 @@ static int setup(run *r)
     CLI_TRY(cli_backend("train", &(cli_device){opts->device, opts->threads, opts->strict_device,
                                                opts->cuda_graph, false},
                         r->log, &r->backend));
-    CLI_TRY(trainer_init(&r->t, opts, &r->info, r->train_data, r->backend, &r->job));
+    CLI_TRY(trainer_init(&r->t, "train", opts, &r->info, r->train_data, r->backend, r->job.rank,
+                         r->job.size));
     int64_t test_size = ct_dataset_size(r->test_data);
     int eval_batch = (int)(test_size < EVAL_BATCH ? test_size : EVAL_BATCH);
     CLI_TRY(cli_evaluator_new("train", r->info.text, NULL, r->info.input, r->info.classes, eval_batch,

@@ -25,6 +25,7 @@ static void print_usage(FILE *out)
             "  export     write saved weights and their model as an ONNX file\n"
             "  optimize   fold batchnorms, drop dropout: a faster inference model (ONNX)\n"
             "  quantize   post-training INT8 on the CPU: calibrate, report, evaluate\n"
+            "  prune      remove conv channels or zero small weights, fine-tune, save\n"
             "  doctor     check the GPU, drivers and libraries (exit status 3: no GPU)\n"
             "  version    print the version of cuttle\n"
             "  help       show this help\n"
@@ -71,6 +72,8 @@ int main(int argc, char **argv)
         return cmd_optimize(argc - 2, argv + 2);
     if (strcmp(command, "quantize") == 0)
         return cmd_quantize(argc - 2, argv + 2);
+    if (strcmp(command, "prune") == 0)
+        return cmd_prune(argc - 2, argv + 2);
     if (strcmp(command, "doctor") == 0)
         return cmd_doctor(argc - 2, argv + 2);
     fprintf(stderr, "cuttle: unknown command '%s' (see cuttle --help)\n", command);

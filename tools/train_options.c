@@ -166,14 +166,26 @@ static int check_options(const train_options *opts)
     return CLI_EXIT_OK;
 }
 
-/* Defaults that depend on other options. */
-static void fill_defaults(train_options *opts, char *out_buffer, size_t capacity)
+/* The learning rate and weight decay, which depend on the optimizer. */
+static void fill_rates(train_options *opts)
 {
     bool sgd = strcmp(opts->optim, "sgd") == 0, adamw = strcmp(opts->optim, "adamw") == 0;
     if (opts->lr == UNSET)
         opts->lr = sgd ? SGD_PEAK_LR : adamw ? ADAMW_PEAK_LR : ADAM_LR;
     if (opts->weight_decay == UNSET)
         opts->weight_decay = sgd ? SGD_WEIGHT_DECAY : adamw ? ADAMW_WEIGHT_DECAY : 0;
+}
+
+void train_options_defaults(train_options *opts)
+{
+    *opts = default_options;
+    fill_rates(opts);
+}
+
+/* Defaults that depend on other options. */
+static void fill_defaults(train_options *opts, char *out_buffer, size_t capacity)
+{
+    fill_rates(opts);
     if (!opts->out) {
         char name[128];
         cli_model_name(opts->model, name, sizeof name);

@@ -24,6 +24,11 @@ typedef struct train_options {
 int train_options_parse(train_options *opts, run_args *args, int argc, char **argv,
                         char *out_buffer, size_t capacity, bool *help);
 
+/* The default recipe's options with the learning rate and weight decay
+ * filled in, for training without train's command line (cuttle prune's
+ * fine-tuning); out stays NULL. */
+void train_options_defaults(train_options *opts);
+
 /* --augment: "none" or "crop[:PAD],flip,cutout[:SIZE]". */
 bool train_parse_augment(const char *text, ct_augment *out);
 
