@@ -92,7 +92,8 @@ static int trainer_init(trainer *t, const train_options *opts, const run_info *i
         return cli_fail("train");
     ct_tensor_keep(t->logits);
     if (ct_graph_backward(t->graph, t->loss) != CT_OK || add_optimizer(t->graph, opts) != CT_OK ||
-        ct_plan_new(t->graph, backend, (uint64_t)opts->seed, &t->plan) != CT_OK)
+        ct_plan_new(t->graph, backend, (uint64_t)opts->seed, &t->plan) != CT_OK ||
+        ct_plan_set_check_numerics(t->plan, opts->check_numerics) != CT_OK)
         return cli_fail("train");
     ct_loader_args loader = {.batch = t->batch, .shuffle = true, .drop_last = true,
                              .seed = (uint64_t)opts->seed, .n_threads = (int)opts->workers,
@@ -118,8 +119,15 @@ static int train_step(trainer *t, const float *images, const int64_t *labels, ep
 {
     float loss = 0;
     if (ct_plan_write(t->plan, t->x, images, ct_tensor_bytes(t->x)) != CT_OK ||
-        ct_plan_write(t->plan, t->labels, labels, ct_tensor_bytes(t->labels)) != CT_OK ||
-        ct_plan_run(t->plan, CT_TRAIN) != CT_OK ||
+        ct_plan_write(t->plan, t->labels, labels, ct_tensor_bytes(t->labels)) != CT_OK)
+        return cli_fail("train");
+    ct_status ran = ct_plan_run(t->plan, CT_TRAIN);
+    if (ran == CT_ERR_NUMERIC) { /* --check-numerics */
+        fprintf(stderr, "cuttle train: --check-numerics stopped training at %s; nothing of "
+                "this epoch was saved; try a lower --lr\n", ct_last_error());
+        return CLI_EXIT_FAILED;
+    }
+    if (ran != CT_OK ||
         ct_plan_read(t->plan, t->loss, &loss, sizeof loss) != CT_OK ||
         ct_plan_read_f32(t->plan, t->logits, t->scores, ct_tensor_numel(t->logits)) != CT_OK)
         return cli_fail("train");
@@ -329,6 +337,12 @@ static int setup(run *r)
         run_info_from_dataset("train", name, text, opts->data, r->train_data, &r->info);
     free(text);
     CLI_TRY(exit_status);
+    if (opts->check_numerics && r->job.size > 1) {
+        fprintf(stderr, "cuttle train: --check-numerics runs in one process only: a rank that "
+                "stopped would leave the others waiting in an all-reduce; run it without "
+                "mpirun\n");
+        return CLI_EXIT_USAGE;
+    }
     CLI_TRY(cli_backend("train", &(cli_device){opts->device, opts->threads, opts->strict_device,
                                                opts->cuda_graph},
                         r->log, &r->backend));
