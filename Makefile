@@ -1,6 +1,9 @@
 # cuttle — build with `make`, test with `make test`, install with `make install`.
 #
 #   make SANITIZE=1        AddressSanitizer + UndefinedBehaviorSanitizer build (in build-san/)
+#   make TSAN=1 test-tsan  ThreadSanitizer build (in build-tsan/) of the tests that run threads,
+#                          and their run: clang with LLVM's OpenMP and its Archer tool, without
+#                          BLAS, CUDA or MPI (docs/reliability.md)
 #   make BLAS=0            without OpenBLAS (the built-in GEMM)
 #   make OPENMP=0          single-threaded CPU backend
 #   make CUDA=0            CPU only, even where nvcc is installed
@@ -28,7 +31,35 @@ OPENMP   ?= 1
 CUDA     ?= auto
 MPI      ?= auto
 CUDA_ARCHS ?= 80 86 89 90
+TSAN     ?= 0
 
+# ThreadSanitizer: GCC's libgomp is not instrumented, so its barriers look
+# like races; LLVM's libomp with Archer (an OMPT tool that tells TSan what
+# OpenMP synchronizes) does not.  OpenBLAS (built on libgomp), CUDA and MPI
+# stay out: the threads under test are cuttle's own.
+ifeq ($(TSAN),1)
+TSAN_CLANG := $(shell command -v clang-14 2>/dev/null || command -v clang 2>/dev/null)
+ifeq ($(origin CC),default)
+CC := $(or $(TSAN_CLANG),cc)
+endif
+BUILD    ?= build-tsan
+OPTFLAGS ?= -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+override BLAS := 0
+override CUDA := 0
+override MPI := 0
+# clang outlines a parallel loop's body into a function without the AVX2
+# kernels' target attribute and refuses their vector types there: the two
+# files with such loops get AVX2 whole (the build runs where it is built),
+# and without AVX2 here, OpenMP is left out (the pthreads are still tested).
+TSAN_AVX2 := $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo && echo 1)
+ifneq ($(TSAN_AVX2),1)
+override OPENMP := 0
+endif
+# GCC's libgomp would fill the reports with its barriers: pthreads only.
+ifeq ($(findstring clang,$(CC)),)
+override OPENMP := 0
+endif
+endif
 ifeq ($(CUDA)$(SANITIZE),emu1)
 BUILD    ?= build-emu-san
 else ifeq ($(CUDA),emu)
@@ -271,7 +302,7 @@ LIB_A  := $(BUILD)/libcuttle.a
 LIB_SO := $(BUILD)/libcuttle.so
 CLI    := $(BUILD)/cuttle
 
-.PHONY: all config test test-gpu test-gpu-emu check fuzz install install-python uninstall clean
+.PHONY: all config test test-gpu test-gpu-emu test-tsan check fuzz install install-python uninstall clean
 .SECONDARY:
 all: config $(LIB_A) $(LIB_SO) $(CLI) $(TEST_BINS) $(EXAMPLE_BINS) $(BENCH_BINS)
 
@@ -286,7 +317,7 @@ config:
 	@echo "  CUDA:     $(FOUND_CUDA)"
 	@echo "  cuBLAS:   $(if $(CUDA_SRCS),$(FOUND_CUBLAS),-)"
 	@echo "  cuDNN:    $(if $(CUDA_SRCS),$(FOUND_CUDNN),-)"
-	@echo "  sanitize: $(if $(filter 1,$(SANITIZE)),address+undefined,off)"
+	@echo "  sanitize: $(if $(filter 1,$(SANITIZE)),address+undefined,$(if $(filter 1,$(TSAN)),thread ($(CC)$(comma) Archer: $(or $(ARCHER_LIB),not found)),off))"
 ifeq ($(CUDA),emu)
 	@echo "  counters: $(FOUND_EMU_COUNTERS)"
 endif
@@ -296,6 +327,9 @@ $(BUILD)/obj/%.o: %.c
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS_BASE) $(INCLUDES) $(CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/obj/tools/%.o: INCLUDES := -Iinclude -Itools
+ifeq ($(TSAN)$(TSAN_AVX2),11)
+$(BUILD)/obj/src/cpu/conv_winograd.o $(BUILD)/obj/src/cpu/conv_avx2.o: CFLAGS += -mavx2 -mfma
+endif
 $(BUILD)/obj/examples/%.o: INCLUDES := -Iinclude
 
 $(BUILD)/gen/models.c: $(MODEL_FILES) models scripts/embed-models.sh
@@ -452,18 +486,35 @@ test-gpu-emu:
 	@$(MAKE) --no-print-directory CUDA=emu SANITIZE=1 all
 	@sh tests/run-gpu-emu.sh
 
+# The tests that run threads, under ThreadSanitizer (make TSAN=1
+# test-tsan): the loader's workers (pthreads) and the CPU backend's OpenMP
+# kernels, on 4 OpenMP threads whatever the cores, Archer loaded into
+# libomp.  A report fails the test (exit 66).  The other OpenMP tests run
+# clean too, but take a minute more (docs/reliability.md).
+TSAN_TESTS := test_loader test_alloc_failures test_cpu_kernels test_cpu_conv test_cpu_panel \
+              test_noalloc test_precision
+ARCHER_LIB := $(firstword $(wildcard /usr/lib/llvm-*/lib/libarcher.so))
+TSAN_RUN := OMP_NUM_THREADS=4 OMP_TOOL_LIBRARIES=$(ARCHER_LIB) \
+            TSAN_OPTIONS="ignore_noninstrumented_modules=1 exitcode=66 second_deadlock_stack=1" \
+            BUILD=build-tsan TESTS="$(TSAN_TESTS:%=build-tsan/tests/%)" sh tests/run.sh
+test-tsan:
+	@$(MAKE) --no-print-directory TSAN=1 config $(TSAN_TESTS:%=build-tsan/tests/%)
+	@$(TSAN_RUN)
+
 # The libFuzzer targets (tests/fuzz/), FUZZ_SECONDS each (default 30), on a
 # clang ASan + UBSan build of the library in build-fuzz/.
 fuzz:
 	@sh tests/fuzz/run.sh
 
-# The README's test command: the suite, the suite under ASan + UBSan, and
-# the GPU suite on the emulated device, with one closing line for all.
+# The README's test command: the suite, the suite under ASan + UBSan, the
+# GPU suite on the emulated device, and the tests that run threads under
+# TSan, with one closing line for all.
 check:
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory SANITIZE=1 all
 	@$(MAKE) --no-print-directory CUDA=emu all
 	@$(MAKE) --no-print-directory CUDA=emu SANITIZE=1 all
+	@$(MAKE) --no-print-directory TSAN=1 $(TSAN_TESTS:%=build-tsan/tests/%)
 	@BUILD=build sh tests/run.sh > build/check.log 2>&1; \
 	 cat build/check.log; \
 	 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -471,7 +522,9 @@ check:
 	 sed 's/^/[asan+ubsan] /' build-san/check.log; \
 	 sh tests/run-gpu-emu.sh > build-emu/check.log 2>&1; \
 	 cat build-emu/check.log; \
-	 tail -n 1 build/check.log build-san/check.log build-emu/check.log | awk '/passed/ {p += $$1; f += $$3} END {print "all builds: " p " passed, " f " failed"; exit f > 0}'
+	 $(TSAN_RUN) > build-tsan/check.log 2>&1; \
+	 sed 's/^/[tsan] /' build-tsan/check.log; \
+	 tail -n 1 build/check.log build-san/check.log build-emu/check.log build-tsan/check.log | awk '/passed/ {p += $$1; f += $$3} END {print "all builds: " p " passed, " f " failed"; exit f > 0}'
 
 # The version and the static library's dependencies, for the pkg-config
 # file and the CMake package (cmake/).
@@ -509,6 +562,6 @@ uninstall:
 	-rmdir $(CMAKE_DIR)
 
 clean:
-	rm -rf build build-san build-emu build-emu-san build-fuzz
+	rm -rf build build-san build-emu build-emu-san build-fuzz build-tsan
 
 -include $(LIB_OBJS:.o=.d) $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.d) $(TEST_CU_SRCS:tests/%.cu=$(BUILD)/obj/tests/%.d) $(TOOL_OBJS:.o=.d) $(TEST_SRCS:tests/%.c=$(BUILD)/obj/tests/%.d)

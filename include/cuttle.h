@@ -53,7 +53,8 @@ typedef enum ct_status {
     CT_ERR_UNSUPPORTED, /* valid, but not implemented on this backend or build */
     CT_ERR_DEVICE,      /* the device is missing or failed */
     CT_ERR_STATE,       /* called at the wrong time (e.g. backward twice) */
-    CT_ERR_INTERNAL     /* a bug in cuttle: please report it */
+    CT_ERR_INTERNAL,    /* a bug in cuttle: please report it */
+    CT_ERR_NUMERIC      /* an op made an inf or NaN (ct_plan_set_check_numerics) */
 } ct_status;
 
 /* The message of the last error on this thread ("" if none).  Borrowed:
@@ -425,6 +426,21 @@ CT_API ct_status ct_plan_set_loss_scale_state(ct_plan *plan, const ct_loss_scale
  * for the same dropout masks); slow, a copy per node. */
 CT_API ct_status ct_plan_find_nonfinite(ct_plan *plan, ct_mode mode, char *what,
                                         size_t capacity);
+
+/* Checks every node's output for an inf or NaN right after it runs, in
+ * every step from now on (on) or no more (off; the default), as a
+ * debugging mode: like PyTorch's anomaly detection it is slow (each
+ * output is copied to the host, a synchronization per node; steps run node
+ * by node, never from a CUDA Graph), and off it costs nothing.  The first
+ * node whose output is not finite stops the step with CT_ERR_NUMERIC and a
+ * message that names the step, the node (its op, shape and dtype), the
+ * first bad value and the layer (the parameter the node reads, or the
+ * nearest one upstream).  A stopped step does not count (ct_plan_step
+ * stays); stopped before the optimizer, it changed no parameter or
+ * optimizer state (batchnorm's running statistics may have moved).  Under
+ * fp16's loss scaling the gradients are not checked: their overflows are
+ * the scaler's to handle (the step is skipped).  Float tensors only. */
+CT_API ct_status ct_plan_set_check_numerics(ct_plan *plan, bool on);
 
 /* Learning rate for the next runs (schedules change it between steps). */
 CT_API void ct_plan_set_lr(ct_plan *plan, float lr);

@@ -8,7 +8,9 @@
 #            with it also clang, which builds the emulated device's kernels
 #            with the hooks its kernel counters need, and llvm-14-dev, the
 #            headers of the pass that counts their fp work and branches
-#            (emu/count_pass.cpp; docs/emulator.md); python3-onnx, nodejs
+#            (emu/count_pass.cpp; docs/emulator.md); libomp-14-dev, LLVM's
+#            OpenMP and its Archer tool for the ThreadSanitizer build
+#            (make TSAN=1 test-tsan); python3-onnx, nodejs
 #            and npm for the ONNX tests (ONNX Runtime itself comes from npm:
 #            scripts/setup-onnxruntime.sh); and python3-numpy, python3-pytest
 #            and python3-pip for the Python package's tests and its install
@@ -18,7 +20,7 @@
 set -e
 packages="gcc g++ make pkg-config python3 libopenblas-openmp-dev zlib1g-dev libpng-dev libjpeg-dev openmpi-bin libopenmpi-dev dataset-fashion-mnist libxml2-utils"
 if [ "$1" = "--torch" ]; then
-    packages="$packages python3-torch python3-torchvision python3-pil clang llvm-14-dev python3-onnx nodejs python3-numpy python3-pytest python3-pip cmake"
+    packages="$packages python3-torch python3-torchvision python3-pil clang llvm-14-dev libomp-14-dev python3-onnx nodejs python3-numpy python3-pytest python3-pip cmake"
     command -v npm >/dev/null 2>&1 || packages="$packages npm" # a nodejs may bundle its own
 fi
 missing=""

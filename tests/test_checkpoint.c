@@ -2,7 +2,8 @@
  * Tests of checkpoints (ct_plan_save / ct_plan_load): round trips of the
  * model and the optimizer state, metadata, continuing training exactly
  * after a load, precise refusals of files that do not fit, corrupt and
- * truncated files, and an atomic save that survives being killed.
+ * truncated files (a bit flipped in the data: the checksum), and an atomic
+ * save that survives being killed.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -260,6 +261,152 @@ static void corrupt_files_are_refused(void)
     net_free(&n);
 }
 
+/* The whole file at path in a malloc'd buffer; NULL if it cannot be read. */
+static unsigned char *read_file(const char *path, size_t *size)
+{
+    struct stat st;
+    FILE *in = fopen(path, "rb");
+    unsigned char *bytes = in && stat(path, &st) == 0 ? malloc((size_t)st.st_size + 1) : NULL;
+    bool ok = bytes && fread(bytes, 1, (size_t)st.st_size, in) == (size_t)st.st_size;
+    if (in)
+        fclose(in);
+    if (!ok) {
+        free(bytes);
+        return NULL;
+    }
+    *size = (size_t)st.st_size;
+    return bytes;
+}
+
+static bool write_file(const char *path, const unsigned char *bytes, size_t size)
+{
+    FILE *out = fopen(path, "wb");
+    bool ok = out && fwrite(bytes, 1, size, out) == size;
+    return out && fclose(out) == 0 && ok;
+}
+
+/* Where a safetensors file's data section starts. */
+static size_t data_start(const unsigned char *bytes)
+{
+    uint64_t header = 0;
+    for (int i = 7; i >= 0; i--)
+        header = header << 8 | bytes[i];
+    return 8 + (size_t)header;
+}
+
+/* One bit flipped anywhere in the data section (a disk or a copy gone
+ * bad): the load is refused by the checksum and the plan keeps its state. */
+static void flipped_data_bits_are_refused(void)
+{
+    char path[128], bad[128];
+    path_in_temp(path, sizeof path, "sound.safetensors");
+    path_in_temp(bad, sizeof bad, "flipped.safetensors");
+    net n, other;
+    CHECK(net_new(&n, CLASSES, true, 1) && net_new(&other, CLASSES, true, 2), "%s",
+          ct_last_error());
+    CHECK(net_step(&n, 0), "%s", ct_last_error());
+    unsigned what = CT_SAVE_MODEL | CT_SAVE_OPTIMIZER;
+    CHECK_OK(ct_plan_save(n.plan, path, what, 0, NULL));
+    size_t size = 0;
+    unsigned char *bytes = read_file(path, &size);
+    CHECK(bytes != NULL, "cannot read back %s", path);
+    if (!bytes)
+        return;
+    size_t start = data_start(bytes), data = size - start;
+    size_t offsets[] = {start, start + 1, start + data / 3, start + data / 2, size - 4, size - 1};
+    int bits[] = {0, 3, 7, 6, 1, 7};
+    for (size_t i = 0; i < sizeof offsets / sizeof offsets[0]; i++) {
+        bytes[offsets[i]] ^= (unsigned char)(1u << bits[i]);
+        CHECK(write_file(bad, bytes, size), "write %s", bad);
+        bytes[offsets[i]] ^= (unsigned char)(1u << bits[i]);
+        expect_refusal(other.plan, bad, what, CT_ERR_FORMAT, "does not match its checksum");
+        CHECK(strstr(ct_last_error(), bad) && strstr(ct_last_error(), "corrupt or was modified") &&
+                  strstr(ct_last_error(), "earlier checkpoint"),
+              "byte %zu: the message should name the file, say what happened and what to do: %s",
+              offsets[i], ct_last_error());
+    }
+    CHECK(!same_state(&other, &n, false), "a refused load changed the plan");
+    CHECK_OK(ct_plan_load(other.plan, path, what)); /* the sound file still loads */
+    CHECK(same_state(&other, &n, true), "the sound file loaded other values");
+    free(bytes);
+    net_free(&n);
+    net_free(&other);
+}
+
+/* Every single-bit flip in the header: refused, or (a flip that leaves the
+ * JSON valid and every tensor where it was: inside a metadata value) loads
+ * exactly the saved weights; never other weights. */
+static void flipped_header_bits_never_load_other_weights(void)
+{
+    char path[128], bad[128];
+    path_in_temp(path, sizeof path, "sound-header.safetensors");
+    path_in_temp(bad, sizeof bad, "flipped-header.safetensors");
+    net n, other;
+    CHECK(net_new(&n, CLASSES, false, 1) && net_new(&other, CLASSES, false, 2), "%s",
+          ct_last_error());
+    ct_meta meta[] = {{"model", "test net"}};
+    CHECK_OK(ct_plan_save(n.plan, path, CT_SAVE_MODEL, 1, meta));
+    size_t size = 0;
+    unsigned char *bytes = read_file(path, &size);
+    CHECK(bytes != NULL, "cannot read back %s", path);
+    if (!bytes)
+        return;
+    int loaded = 0, refused = 0;
+    for (size_t at = 0; at < data_start(bytes); at++) {
+        for (int bit = 0; bit < 8; bit++) {
+            bytes[at] ^= (unsigned char)(1u << bit);
+            CHECK(write_file(bad, bytes, size), "write %s", bad);
+            bytes[at] ^= (unsigned char)(1u << bit);
+            if (ct_plan_load(other.plan, bad, CT_SAVE_MODEL) != CT_OK) {
+                refused++;
+                continue;
+            }
+            loaded++;
+            CHECK(same_state(&other, &n, false), "byte %zu bit %d flipped: other weights loaded",
+                  at, bit);
+            CHECK_OK(ct_plan_load(other.plan, path, CT_SAVE_MODEL)); /* n's, for the next */
+        }
+    }
+    fprintf(stderr, "  header bit flips: %d refused, %d loaded the saved weights\n", refused,
+            loaded);
+    CHECK(refused > 0, "no flipped header was refused");
+    free(bytes);
+    net_free(&n);
+    net_free(&other);
+}
+
+/* A file without the checksum (PyTorch's, an older cuttle's) loads as
+ * before: unchecked. */
+static void file_without_checksum_loads(void)
+{
+    char path[128], plain[128];
+    path_in_temp(path, sizeof path, "with-sum.safetensors");
+    path_in_temp(plain, sizeof plain, "without-sum.safetensors");
+    net n, other;
+    CHECK(net_new(&n, CLASSES, false, 1) && net_new(&other, CLASSES, false, 2), "%s",
+          ct_last_error());
+    CHECK_OK(ct_plan_save(n.plan, path, CT_SAVE_MODEL, 0, NULL));
+    size_t size = 0;
+    unsigned char *bytes = read_file(path, &size);
+    CHECK(bytes != NULL, "cannot read back %s", path);
+    if (!bytes)
+        return;
+    bytes[size] = '\0';
+    /* the checksum's pair blanked with spaces, which JSON allows */
+    char *pair = strstr((char *)bytes + 8, "\"cuttle_checksum\":\"xxh64:");
+    CHECK(pair != NULL && (size_t)((unsigned char *)pair - bytes) < data_start(bytes),
+          "no checksum in the header");
+    if (pair) {
+        memset(pair, ' ', strlen("\"cuttle_checksum\":\"xxh64:0123456789abcdef\""));
+        CHECK(write_file(plain, bytes, size), "write %s", plain);
+        CHECK_OK(ct_plan_load(other.plan, plain, CT_SAVE_MODEL));
+        CHECK(same_state(&other, &n, false), "the file without a checksum loaded other values");
+    }
+    free(bytes);
+    net_free(&n);
+    net_free(&other);
+}
+
 /* A child saves over and over; killing it at any moment must leave a
  * complete checkpoint (the old or the new) at the path. */
 /* Temporary files of a checkpoint name in the temp folder ("<name>.tmp.<pid>"). */
@@ -368,6 +515,9 @@ int main(void)
     RUN(mismatches_are_listed);
     RUN(unexpected_tensors_are_named);
     RUN(corrupt_files_are_refused);
+    RUN(flipped_data_bits_are_refused);
+    RUN(flipped_header_bits_never_load_other_weights);
+    RUN(file_without_checksum_loads);
     RUN(killed_save_leaves_a_valid_file);
     RUN(full_disk_keeps_the_previous_checkpoint);
     char command[128];

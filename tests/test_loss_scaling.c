@@ -2,8 +2,10 @@
  * fp16's dynamic loss scaling and the steps it skips (graph/precision.c,
  * ops/optim.c), and a loss that is not finite in any precision: the step
  * updates nothing and ct_plan_find_nonfinite names the first op with an inf
- * or NaN (graph/nonfinite.c).  On the CPU and, where there is one, a CUDA
- * device (emulated or real); tests/test_cuda_graph.c replays a skipped step.
+ * or NaN (graph/nonfinite.c); with ct_plan_set_check_numerics, the step
+ * stops at the first op that makes one.  On the CPU and, where there is one,
+ * a CUDA device (emulated or real); tests/test_cuda_graph.c replays a
+ * skipped step.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -157,6 +159,107 @@ static void nan_loss(ct_backend *backend)
     nan_loss_names_the_first_op(backend, CT_PRECISION_BF16);
 }
 
+/* ---- ct_plan_set_check_numerics ----------------------------------------------------- */
+
+static void plant(scaled_mlp *m, const char *name, int index, float value)
+{
+    ct_tensor *t = ct_graph_find(m->graph, name);
+    CHECK(t != NULL, "no tensor '%s'", name);
+    if (!t)
+        return;
+    float values[16 * 12];
+    CHECK(ct_tensor_bytes(t) <= sizeof values, "'%s' is larger than expected", name);
+    CHECK_OK(ct_plan_read(m->plan, t, values, ct_tensor_bytes(t)));
+    values[index] = value;
+    CHECK_OK(ct_plan_write(m->plan, t, values, ct_tensor_bytes(t)));
+}
+
+/* An inf planted in fc2's weight after two clean steps (the second
+ * checked): the third stops at fc2's linear (in bf16, the cast making its
+ * 16-bit weight), naming the step, the pass and the layer; it does not
+ * count and updates nothing.  Off again, the step runs as it always did. */
+static void check_numerics_stops_at_the_first_op(ct_backend *backend, ct_precision precision)
+{
+    scaled_mlp m = make_scaled_mlp(backend, precision);
+    const char *name = ct_precision_name(precision);
+    CHECK_OK(ct_plan_run(m.plan, CT_TRAIN));
+    CHECK_OK(ct_plan_set_check_numerics(m.plan, true));
+    CHECK_OK(ct_plan_run(m.plan, CT_TRAIN));
+    plant(&m, "fc2.weight", 7, INFINITY);
+    float before[MLP_PARAMS], after[MLP_PARAMS];
+    read_params(&m, before, MLP_PARAMS);
+    ct_status status = ct_plan_run(m.plan, CT_TRAIN);
+    const char *message = ct_last_error();
+    CHECK(status == CT_ERR_NUMERIC, "%s: %s (%s)", name, ct_status_name(status), message);
+    CHECK(strstr(message, "step 2 (training, forward pass)") &&
+              (strstr(message, "(linear)") ||
+               (precision != CT_PRECISION_FP32 && strstr(message, "(cast)"))) &&
+              strstr(message, "layer 'fc2' (it reads 'fc2.weight')") &&
+              (strstr(message, "inf at [") || strstr(message, "nan at [")) &&
+              strstr(message, "first non-finite value"),
+          "%s: the message should name the step, pass, op and layer: %s", name, message);
+    CHECK(ct_plan_step(m.plan) == 2, "%s: the stopped step counted", name);
+    read_params(&m, after, MLP_PARAMS);
+    CHECK(memcmp(before, after, sizeof before) == 0, "%s: the stopped step moved the parameters",
+          name);
+    CHECK_OK(ct_plan_set_check_numerics(m.plan, false));
+    CHECK_OK(ct_plan_run(m.plan, CT_TRAIN));
+    CHECK(ct_plan_step_skipped(m.plan), "%s: unchecked, the NaN loss's step was not skipped", name);
+    CHECK(ct_plan_set_check_numerics(NULL, true) == CT_ERR_ARG, "NULL plan");
+    ct_plan_free(m.plan);
+    ct_graph_free(m.graph);
+}
+
+/* A NaN in fc1's momentum buffer leaves the loss finite: unchecked, the
+ * step goes through and writes NaN into fc1's weight unnoticed; checked,
+ * it stops at the optimizer's update, naming fc1. */
+static void check_numerics_catches_what_the_loss_misses(ct_backend *backend)
+{
+    for (int on = 0; on < 2; on++) {
+        scaled_mlp m = make_scaled_mlp(backend, CT_PRECISION_FP32);
+        CHECK_OK(ct_plan_run(m.plan, CT_TRAIN));
+        plant(&m, "fc1.weight.momentum_buffer", 5, NAN);
+        CHECK_OK(ct_plan_set_check_numerics(m.plan, on));
+        ct_status status = ct_plan_run(m.plan, CT_TRAIN);
+        float weight[16 * 12];
+        CHECK_OK(ct_plan_read(m.plan, ct_graph_find(m.graph, "fc1.weight"), weight,
+                              sizeof weight));
+        if (!on)
+            CHECK(status == CT_OK && !ct_plan_step_skipped(m.plan) && isnan(weight[5]),
+                  "unchecked, the NaN should have reached the weight silently: %s",
+                  ct_status_name(status));
+        else
+            CHECK(status == CT_ERR_NUMERIC && strstr(ct_last_error(), "step 1 (training, "
+                                                     "optimizer pass)") &&
+                      strstr(ct_last_error(), "'fc1.weight'"),
+                  "checked: %s (%s)", ct_status_name(status), ct_last_error());
+        ct_plan_free(m.plan);
+        ct_graph_free(m.graph);
+    }
+}
+
+/* fp16: a gradient that overflows under a huge loss scale is the scaler's
+ * to handle (the step skipped, the scale halved), not a stop. */
+static void check_numerics_leaves_fp16_overflow_to_the_scaler(ct_backend *backend)
+{
+    scaled_mlp m = make_scaled_mlp(backend, CT_PRECISION_FP16);
+    CHECK_OK(ct_plan_set_loss_scale(m.plan, 0x1p100f, 2000));
+    CHECK_OK(ct_plan_set_check_numerics(m.plan, true));
+    ct_status status = ct_plan_run(m.plan, CT_TRAIN);
+    CHECK(status == CT_OK && ct_plan_step_skipped(m.plan), "%s (%s)", ct_status_name(status),
+          ct_last_error());
+    ct_plan_free(m.plan);
+    ct_graph_free(m.graph);
+}
+
+static void check_numerics(ct_backend *backend)
+{
+    check_numerics_stops_at_the_first_op(backend, CT_PRECISION_FP32);
+    check_numerics_stops_at_the_first_op(backend, CT_PRECISION_BF16);
+    check_numerics_catches_what_the_loss_misses(backend);
+    check_numerics_leaves_fp16_overflow_to_the_scaler(backend);
+}
+
 static ct_backend *cpu_backend, *cuda_backend;
 
 static void cpu_loss_scaler(void)
@@ -174,6 +277,16 @@ static void cuda_loss_scaler(void)
 static void cpu_nan_loss(void)
 {
     nan_loss(cpu_backend);
+}
+
+static void cpu_check_numerics(void)
+{
+    check_numerics(cpu_backend);
+}
+
+static void cuda_check_numerics(void)
+{
+    check_numerics(cuda_backend);
 }
 
 static void cuda_nan_loss(void)
@@ -194,15 +307,17 @@ int main(void)
         return 1;
     RUN(cpu_loss_scaler);
     RUN(cpu_nan_loss);
+    RUN(cpu_check_numerics);
     if (ct_backend_new("cuda", &cuda_backend) == CT_OK) {
         RUN(cuda_loss_scaler);
         RUN(cuda_nan_loss);
+        RUN(cuda_check_numerics);
         ct_backend_free(cuda_backend);
     } else if (getenv("CT_REQUIRE_GPU")) {
         printf("FAIL cuda_cases (no CUDA device: %s)\n", ct_last_error());
         harness_failed++;
     } else {
-        fprintf(stderr, "test_loss_scaling: skipped 2 CUDA cases: %s\n", ct_last_error());
+        fprintf(stderr, "test_loss_scaling: skipped 3 CUDA cases: %s\n", ct_last_error());
     }
     ct_backend_free(cpu_backend);
     return harness_finish();

@@ -86,3 +86,11 @@ result tf32_on_cpu_says_why "$?" "$tmp/tf32.err"
 status=$?
 [ "$status" -eq 1 ] && grep -q "the loss is .* at step [0-9]*: training diverged; the first inf or NaN of that step: %[0-9]* (.*) \[.*\] (f32)" "$tmp/nan.err"
 result nan_loss_names_the_first_op "$?" "$tmp/nan.err"
+
+# With --check-numerics the same run stops at the first op whose output
+# holds an inf or NaN, naming the step, the node and its op, and the layer.
+"$cuttle" train --data-dir "$tmp/data" --epochs 2 --lr 10 --momentum 0.99 --check-numerics \
+    --out "$tmp/checked" > "$tmp/checked.out" 2> "$tmp/checked.err"
+status=$?
+[ "$status" -eq 1 ] && grep -q "check-numerics stopped training at step [0-9]* (training, [a-z]* pass): node %[0-9]* ([a-z0-9_]*) \[.*\] (f32) made the step's first non-finite value: -*[infa]* at \[[0-9,]*\] .*; layer '[a-z0-9_.]*' (.*'[a-z0-9_.]*')" "$tmp/checked.err"
+result check_numerics_names_op_node_layer_step "$?" "$tmp/checked.err"

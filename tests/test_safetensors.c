@@ -17,6 +17,7 @@
 
 #include "cuttle.h"
 #include "harness.h"
+#include "io/checksum.h"
 #include "io/json.h"
 #include "io/safetensors.h"
 
@@ -575,6 +576,98 @@ static void test_truncated_and_mangled(void)
     free(bytes);
 }
 
+/* ---- the checksum ------------------------------------------------------------ */
+
+/* XXH64 against the reference (python3-xxhash 3.2.0: xxhash.xxh64(b).hexdigest()),
+ * whole and fed in pieces of every split. */
+static void test_xxh64_reference(void)
+{
+    unsigned char ramp[768], text[40];
+    for (int i = 0; i < 768; i++)
+        ramp[i] = (unsigned char)i;
+    memset(text, 'z', 33);
+    memcpy(text + 33, "abcdefg", 7);
+    static unsigned char x31[31], y32[32];
+    memset(x31, 'x', sizeof x31);
+    memset(y32, 'y', sizeof y32);
+    struct {
+        const void *data;
+        size_t bytes;
+        uint64_t hash;
+    } cases[] = {
+        {"", 0, 0xef46db3751d8e999ULL},     {"a", 1, 0xd24ec4f1a98c6e5bULL},
+        {"abc", 3, 0x44bc2cf5ad770999ULL},  {ramp, 768, 0x8e03c838c596036fULL},
+        {x31, 31, 0x60dd0d01083b99f0ULL},   {y32, 32, 0x64da1f1d3495ce66ULL},
+        {text, 40, 0x031a8cfd830c16ddULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint64_t got = ct_xxh64(cases[i].data, cases[i].bytes, 0);
+        CHECK(got == cases[i].hash, "xxh64 of %zu bytes: %016llx, want %016llx", cases[i].bytes,
+              (unsigned long long)got, (unsigned long long)cases[i].hash);
+        for (size_t a = 0; a <= cases[i].bytes && cases[i].bytes <= 40; a++)
+            for (size_t b = a; b <= cases[i].bytes; b++) {
+                ct_xxh64_state state;
+                ct_xxh64_init(&state, 0);
+                const unsigned char *p = cases[i].data;
+                ct_xxh64_update(&state, p, a);
+                ct_xxh64_update(&state, p + a, b - a);
+                ct_xxh64_update(&state, p + b, cases[i].bytes - b);
+                CHECK(ct_xxh64_digest(&state) == cases[i].hash, "%zu bytes fed as %zu+%zu+%zu",
+                      cases[i].bytes, a, b - a, cases[i].bytes - b);
+            }
+    }
+}
+
+/* Saved files carry the data's checksum; a flipped data bit or a bad
+ * checksum text is refused; the key is not the caller's to give. */
+static void test_checksum(void)
+{
+    sample_tensors s;
+    make_samples(&s);
+    char path[256], broken[256];
+    temp_path(path, sizeof path, "summed.safetensors");
+    temp_path(broken, sizeof broken, "summed-broken.safetensors");
+    CHECK_OK(ct_st_save(path, 10, s.tensors, N_META, meta_keys, meta_values));
+    ct_st_file *file = NULL;
+    CHECK_OK(ct_st_load(path, &file));
+    const char *sum = file ? ct_st_metadata(file, CT_ST_CHECKSUM_KEY) : NULL;
+    CHECK(sum && strncmp(sum, "xxh64:", 6) == 0 && strlen(sum) == 22, "checksum '%s'",
+          sum ? sum : "(none)");
+    ct_st_free(file);
+    size_t len = 0;
+    unsigned char *bytes = read_bytes(path, &len);
+    if (!bytes)
+        return;
+    size_t start = 8 + (size_t)bytes[0] + ((size_t)bytes[1] << 8);
+    for (size_t at = start; at < len; at++) {
+        bytes[at] ^= 0x10;
+        CHECK(write_bytes(broken, bytes, len), "write");
+        bytes[at] ^= 0x10;
+        expect_refused(broken, CT_ERR_FORMAT, "does not match its checksum");
+    }
+    /* the checksum text itself: a digit changed, or not hex */
+    char *digits = NULL;
+    for (size_t at = 8; at + 7 < start && !digits; at++)
+        if (memcmp(bytes + at, "\"xxh64:", 7) == 0)
+            digits = (char *)bytes + at;
+    CHECK(digits != NULL, "no checksum text in the header");
+    if (digits) {
+        digits[7] = digits[7] == '0' ? '1' : '0';
+        CHECK(write_bytes(broken, bytes, len), "write");
+        expect_refused(broken, CT_ERR_FORMAT, "does not match its checksum");
+        digits[7] = 'g';
+        CHECK(write_bytes(broken, bytes, len), "write");
+        expect_refused(broken, CT_ERR_FORMAT, "16 hex digits");
+        memcpy(digits + 1, "crc32", 5);
+        CHECK(write_bytes(broken, bytes, len), "write");
+        expect_refused(broken, CT_ERR_FORMAT, "newer cuttle");
+    }
+    free(bytes);
+    const char *keys[1] = {CT_ST_CHECKSUM_KEY}, *values[1] = {"xxh64:0000000000000000"};
+    CHECK(ct_st_save(path, 1, s.tensors, 1, keys, values) == CT_ERR_ARG, "reserved key taken");
+    CHECK(strstr(ct_last_error(), "reserved"), "message: %s", ct_last_error());
+}
+
 /* ---- saving ------------------------------------------------------------------ */
 
 /* The file at path still holds exactly the sample tensors. */
@@ -743,6 +836,8 @@ int main(int argc, char **argv)
     RUN(test_saved_layout);
     RUN(test_refuses_corrupt);
     RUN(test_truncated_and_mangled);
+    RUN(test_xxh64_reference);
+    RUN(test_checksum);
     RUN(test_save_refuses_bad_arguments);
     RUN(test_save_onto_directory);
     RUN(test_save_failure_keeps_old_file);

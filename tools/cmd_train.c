@@ -203,6 +203,12 @@ static int setup(run *r)
         run_info_from_dataset("train", name, text, opts->data, r->train_data, &r->info);
     free(text);
     CLI_TRY(exit_status);
+    if (opts->check_numerics && r->job.size > 1) {
+        fprintf(stderr, "cuttle train: --check-numerics runs in one process only: a rank that "
+                "stopped would leave the others waiting in an all-reduce; run it without "
+                "mpirun\n");
+        return CLI_EXIT_USAGE;
+    }
     CLI_TRY(cli_backend("train", &(cli_device){opts->device, opts->threads, opts->strict_device,
                                                opts->cuda_graph, false},
                         r->log, &r->backend));

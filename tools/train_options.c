@@ -96,6 +96,9 @@ static cli_parsed parse_table(train_options *opts, int argc, char **argv)
          "docs/distributed.md)"},
         {"--sync-bn", NULL, CLI_FLAG, &opts->sync_bn, 0, 0, NULL,
          "under mpirun: batchnorm statistics and gradients over all ranks' batches, as one process at the global batch (CPU)"},
+        {"--check-numerics", NULL, CLI_FLAG, &opts->check_numerics, 0, 0, NULL,
+         "check every op's output for inf and NaN as it runs, and stop at the first with the "
+         "op, node, layer and step (slow: for finding where training diverges)"},
         {"--json", NULL, CLI_FLAG, &opts->json, 0, 0, NULL,
          "print the result as one JSON object on stdout (progress goes to stderr)"},
     };

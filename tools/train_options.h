@@ -14,7 +14,7 @@ typedef struct train_options {
         *cuda_graph, *precision;
     long epochs, batch, seed, threads, workers, stop_after, max_steps;
     double lr, weight_decay, momentum, label_smoothing, bucket_mb;
-    bool json, strict_device, sync_bn;
+    bool json, strict_device, sync_bn, check_numerics;
 } train_options;
 
 /* The options of `cuttle train ARGS` into *opts, over the options saved in

@@ -53,7 +53,8 @@ int trainer_init(trainer *t, const char *command, const train_options *opts,
         return cli_fail(t->command);
     ct_tensor_keep(t->logits);
     if (ct_graph_backward(t->graph, t->loss) != CT_OK || add_optimizer(t->graph, opts) != CT_OK ||
-        ct_plan_new(t->graph, backend, (uint64_t)opts->seed, &t->plan) != CT_OK)
+        ct_plan_new(t->graph, backend, (uint64_t)opts->seed, &t->plan) != CT_OK ||
+        ct_plan_set_check_numerics(t->plan, opts->check_numerics) != CT_OK)
         return cli_fail(t->command);
     ct_loader_args loader = {.batch = t->batch, .shuffle = true, .drop_last = true,
                              .seed = (uint64_t)opts->seed, .n_threads = (int)opts->workers,
@@ -73,8 +74,15 @@ static int train_step(trainer *t, const float *images, const int64_t *labels, ep
 {
     float loss = 0;
     if (ct_plan_write(t->plan, t->x, images, ct_tensor_bytes(t->x)) != CT_OK ||
-        ct_plan_write(t->plan, t->labels, labels, ct_tensor_bytes(t->labels)) != CT_OK ||
-        ct_plan_run(t->plan, CT_TRAIN) != CT_OK ||
+        ct_plan_write(t->plan, t->labels, labels, ct_tensor_bytes(t->labels)) != CT_OK)
+        return cli_fail(t->command);
+    ct_status ran = ct_plan_run(t->plan, CT_TRAIN);
+    if (ran == CT_ERR_NUMERIC) { /* --check-numerics */
+        fprintf(stderr, "cuttle %s: --check-numerics stopped training at %s; nothing of "
+                "this epoch was saved; try a lower --lr\n", t->command, ct_last_error());
+        return CLI_EXIT_FAILED;
+    }
+    if (ran != CT_OK ||
         ct_plan_read(t->plan, t->loss, &loss, sizeof loss) != CT_OK ||
         ct_plan_read_f32(t->plan, t->logits, t->scores, ct_tensor_numel(t->logits)) != CT_OK)
         return cli_fail(t->command);

@@ -40,6 +40,7 @@ const char *ct_status_name(ct_status status)
     case CT_ERR_DEVICE: return "CT_ERR_DEVICE";
     case CT_ERR_STATE: return "CT_ERR_STATE";
     case CT_ERR_INTERNAL: return "CT_ERR_INTERNAL";
+    case CT_ERR_NUMERIC: return "CT_ERR_NUMERIC";
     }
     return "CT_ERR_UNKNOWN";
 }

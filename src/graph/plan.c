@@ -53,6 +53,9 @@ struct ct_plan {
     float lr;
     ct_run_hook *hook; /* the profiler, when profiling is on */
     ct_grad_points grad; /* data parallel's hook between backward and the optimizer */
+    /* ct_plan_set_check_numerics: a host copy of the largest float output */
+    bool check_numerics;
+    void *numerics_buffer;
     /* Nodes the backend cannot run, run by its fallback (the CPU) on host
      * copies of the arena and state (NULL when there are none). */
     bool *on_host;
@@ -421,6 +424,7 @@ void ct_plan_free(ct_plan *plan)
         if (host_copies[i])
             backend->fallback->iface->release(backend->fallback, host_copies[i]);
     free(plan->on_host);
+    free(plan->numerics_buffer);
     ct_plan_set_hook(plan, NULL);
     ct_grad_points_free(&plan->grad);
     for (int mode = 0; mode < CT_MODE_COUNT; mode++) {
@@ -515,7 +519,8 @@ static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
     const ct_grad_points *grad = mode == CT_TRAIN && plan->grad.hook ? &plan->grad : NULL;
     bool replayed = false;
     CT_TRY(ct_replay_run(&plan->replay, backend, mode, exec, plan->runs[mode],
-                         plan->n_runs[mode], !hook && !plan->on_host && !grad, &replayed));
+                         plan->n_runs[mode],
+                         !hook && !plan->on_host && !grad && !plan->check_numerics, &replayed));
     if (replayed)
         return backend->iface->synchronize(backend);
     ct_replay_count_eager(&plan->replay, mode);
@@ -541,6 +546,10 @@ static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
                     hook->node_begin(hook, mode, i + k);
                 hook->node_end(hook, mode, i + k, ran->name, k == 0 ? done : 0);
             }
+        if (plan->check_numerics)
+            for (int k = 0; k < done; k++)
+                CT_TRY(ct_numerics_check(plan, mode, plan->runs[mode][i + k],
+                                         plan->numerics_buffer));
         if (grad)
             CT_TRY(ct_grad_points_after(grad, exec, i, done));
     }
@@ -742,6 +751,25 @@ ct_run_hook *ct_plan_swap_hook(ct_plan *plan, ct_run_hook *hook)
     ct_run_hook *before = plan->hook;
     plan->hook = hook;
     return before;
+}
+
+ct_status ct_plan_set_check_numerics(ct_plan *plan, bool on)
+{
+    if (!plan)
+        return ct_set_error(CT_ERR_ARG, "ct_plan_set_check_numerics: plan is NULL");
+    if (on && !plan->numerics_buffer) {
+        size_t largest = 1;
+        for (int mode = 0; mode < CT_MODE_COUNT; mode++)
+            for (int i = 0; i < plan->n_runs[mode]; i++) {
+                size_t bytes = ct_tensor_bytes(plan->runs[mode][i]);
+                largest = bytes > largest ? bytes : largest;
+            }
+        if (!(plan->numerics_buffer = malloc(largest)))
+            return ct_set_error(CT_ERR_MEMORY, "ct_plan_set_check_numerics: out of host memory "
+                                "for %zu bytes", largest);
+    }
+    plan->check_numerics = on;
+    return CT_OK;
 }
 
 ct_status ct_plan_peek(const ct_plan *plan, const ct_tensor *t, void *host, size_t bytes)

@@ -51,6 +51,11 @@ ct_grad_hook *ct_plan_grad_hook(const ct_plan *plan); /* NULL: none */
  * returns: for a step that must not run it (graph/nonfinite.c). */
 ct_grad_hook *ct_plan_swap_grad_hook(ct_plan *plan, ct_grad_hook *hook);
 
+/* ct_plan_set_check_numerics' check of a node that just ran, through a
+ * host buffer of its bytes (nonfinite.c): CT_ERR_NUMERIC, with the message,
+ * when its output holds an inf or NaN. */
+ct_status ct_numerics_check(ct_plan *plan, ct_mode mode, const ct_tensor *node, void *buffer);
+
 ct_backend *ct_plan_backend(const ct_plan *plan);
 /* The nodes a mode runs, in order (no views, no fused nodes). */
 const ct_tensor *const *ct_plan_runs(const ct_plan *plan, ct_mode mode, int *count);

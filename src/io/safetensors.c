@@ -4,7 +4,8 @@
  * Loading reads the whole file: the header into one buffer (parsed in place
  * by io/json.c; tensor names and metadata point into the parsed strings) and
  * the data section into one aligned buffer.  Everything the header says is
- * checked against the file before any tensor is handed out.
+ * checked against the file before any tensor is handed out, and the data
+ * against its checksum when the metadata has one (CT_ST_CHECKSUM_KEY).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -19,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "io/checksum.h"
 #include "io/json.h"
 
 /* The reference implementation refuses headers over 100 MB too. */
@@ -458,6 +460,49 @@ static ct_status st_parse_header(const char *path, ct_st_file *file, size_t data
     return status;
 }
 
+/* "xxh64:" and 16 hex digits into *hash; false if the text is not that. */
+static bool st_parse_checksum(const char *text, uint64_t *hash)
+{
+    size_t prefix = strlen(CT_ST_CHECKSUM_ALGO ":");
+    if (strncmp(text, CT_ST_CHECKSUM_ALGO ":", prefix) != 0 || strlen(text) != prefix + 16)
+        return false;
+    uint64_t value = 0;
+    for (const char *c = text + prefix; *c; c++) {
+        int digit = *c >= '0' && *c <= '9'   ? *c - '0'
+                    : *c >= 'a' && *c <= 'f' ? *c - 'a' + 10
+                                             : -1;
+        if (digit < 0)
+            return false;
+        value = value << 4 | (uint64_t)digit;
+    }
+    *hash = value;
+    return true;
+}
+
+/* The data section against the checksum in the metadata, if there is one. */
+static ct_status st_verify_checksum(const char *path, const ct_st_file *file, size_t data_bytes)
+{
+    const char *text = ct_st_metadata(file, CT_ST_CHECKSUM_KEY);
+    if (!text)
+        return CT_OK; /* PyTorch's files, and cuttle's before checksums */
+    uint64_t want = 0;
+    if (!st_parse_checksum(text, &want))
+        return ct_set_error(CT_ERR_FORMAT, "%s: the metadata's \"" CT_ST_CHECKSUM_KEY "\" is "
+                            "\"%.40s\", not \"" CT_ST_CHECKSUM_ALGO ":\" and 16 hex digits: the "
+                            "header is corrupt, or the file is from a newer cuttle",
+                            path, text);
+    uint64_t got = ct_xxh64(file->data, data_bytes, 0);
+    if (got != want)
+        return ct_set_error(CT_ERR_FORMAT,
+                            "%s: the tensor data does not match its checksum (" CT_ST_CHECKSUM_ALGO
+                            " %016" PRIx64 " in the header, %016" PRIx64 " of the %zu bytes "
+                            "of data): the file is corrupt or was modified after it was saved; "
+                            "its weights cannot be trusted: use another copy or an earlier "
+                            "checkpoint (or re-save it from where it was modified)",
+                            path, want, got, data_bytes);
+    return CT_OK;
+}
+
 ct_status ct_st_load(const char *path, ct_st_file **out)
 {
     if (!out)
@@ -487,6 +532,8 @@ ct_status ct_st_load(const char *path, ct_st_file **out)
     free(header);
     if (status == CT_OK)
         status = st_parse_header(path, file, data_bytes);
+    if (status == CT_OK)
+        status = st_verify_checksum(path, file, data_bytes);
     if (status != CT_OK) {
         ct_st_free(file);
         return status;

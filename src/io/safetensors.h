@@ -34,7 +34,8 @@ typedef struct ct_st_file ct_st_file;
 /* Read and check the whole file.  On success *out owns everything that the
  * accessors below return; otherwise *out is NULL and ct_last_error() names
  * the file, what is wrong and what to do.  CT_ERR_IO: cannot open or read;
- * CT_ERR_FORMAT: corrupt or not safetensors; CT_ERR_UNSUPPORTED: a dtype
+ * CT_ERR_FORMAT: corrupt or not safetensors, or the data does not match the
+ * checksum in its metadata (CT_ST_CHECKSUM_KEY); CT_ERR_UNSUPPORTED: a dtype
  * that cuttle does not handle (F64, BOOL, ...); CT_ERR_MEMORY. */
 ct_status ct_st_load(const char *path, ct_st_file **out);
 void ct_st_free(ct_st_file *file); /* NULL is fine */
@@ -53,8 +54,10 @@ const char *ct_st_metadata(const ct_st_file *file, const char *key);
  * atomically: the data goes to "<path>.tmp.<pid>", is flushed and fsynced,
  * renamed over path, and the directory is fsynced.  On failure the temporary
  * file is removed and an existing file at path is left as it was.
- * Names must be unique, valid UTF-8 and not "__metadata__"; bytes must equal
- * numel * dtype size. */
+ * The metadata gets one more pair, CT_ST_CHECKSUM_KEY: the data section's
+ * checksum, which ct_st_load verifies.
+ * Names must be unique, valid UTF-8 and not "__metadata__"; metadata keys
+ * not CT_ST_CHECKSUM_KEY; bytes must equal numel * dtype size. */
 ct_status ct_st_save(const char *path, int n, const ct_st_tensor *tensors, int n_meta,
                      const char *const *meta_keys, const char *const *meta_values);
 
@@ -62,6 +65,12 @@ ct_status ct_st_save(const char *path, int n, const ct_st_tensor *tensors, int n
 
 #define CT_ST_LENGTH_PREFIX_BYTES 8
 #define CT_ST_METADATA_KEY "__metadata__"
+/* The checksum of the data section that ct_st_save writes into the
+ * metadata, as "xxh64:" and 16 lowercase hex digits (io/checksum.h); a file
+ * that has it loads only if its data still hashes to it.  Files without it
+ * (PyTorch's, older cuttle's) load unchecked. */
+#define CT_ST_CHECKSUM_KEY "cuttle_checksum"
+#define CT_ST_CHECKSUM_ALGO "xxh64"
 
 /* The format's name of a dtype ("F32") and its size; NULL and 0 if invalid. */
 const char *ct_st_dtype_name(ct_dtype dtype);

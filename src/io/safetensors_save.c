@@ -1,7 +1,8 @@
 /*
- * Writing safetensors files (safetensors.h): build the header in memory,
- * then write header and data atomically (atomic_file.h), so that a crash or
- * an error at any point leaves either the old file or the new one.
+ * Writing safetensors files (safetensors.h): hash the data, build the
+ * header (with the hash in its metadata) in memory, then write header and
+ * data atomically (atomic_file.h), so that a crash or an error at any point
+ * leaves either the old file or the new one.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -16,6 +17,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/checksum.h"
 #include "io/json.h"
 
 /* The format pads the header with spaces so that the data starts aligned. */
@@ -138,11 +140,16 @@ static ct_status st_check_save_args(const char *path, int n, const ct_st_tensor 
         if (status != CT_OK)
             return status;
     }
-    for (int i = 0; i < n_meta; i++)
+    for (int i = 0; i < n_meta; i++) {
         if (!keys[i] || !values[i] || !ct_json_utf8_valid(keys[i], strlen(keys[i])) ||
             !ct_json_utf8_valid(values[i], strlen(values[i])))
             return ct_set_error(CT_ERR_ARG, "ct_st_save %s: metadata %d needs a UTF-8 key and "
                                 "value", path, i);
+        if (strcmp(keys[i], CT_ST_CHECKSUM_KEY) == 0)
+            return ct_set_error(CT_ERR_ARG, "ct_st_save %s: the metadata key \"%s\" is "
+                                "reserved: the save writes the data's checksum there", path,
+                                CT_ST_CHECKSUM_KEY);
+    }
     const char **names = malloc(((size_t)n + 1) * sizeof *names);
     if (!names)
         return ct_set_error(CT_ERR_MEMORY, "ct_st_save %s: out of memory", path);
@@ -158,22 +165,34 @@ static ct_status st_check_save_args(const char *path, int n, const ct_st_tensor 
     return CT_OK;
 }
 
+/* CT_ST_CHECKSUM_KEY's value: the hash of the data section, which is the
+ * tensors' bytes back to back. */
+static void st_checksum_text(int n, const ct_st_tensor *tensors, char *out, size_t capacity)
+{
+    ct_xxh64_state state;
+    ct_xxh64_init(&state, 0);
+    for (int i = 0; i < n; i++)
+        ct_xxh64_update(&state, tensors[i].data, tensors[i].bytes);
+    snprintf(out, capacity, CT_ST_CHECKSUM_ALGO ":%016" PRIx64, ct_xxh64_digest(&state));
+}
+
 /* The JSON header, padded with spaces so that the data starts 8-aligned. */
 static ct_status st_build_header(const char *path, int n, const ct_st_tensor *tensors, int n_meta,
                                  const char *const *keys, const char *const *values,
                                  st_text *text)
 {
-    st_text_add(text, "{");
-    if (n_meta > 0) {
-        st_text_add(text, "\"" CT_ST_METADATA_KEY "\":{");
-        for (int i = 0; i < n_meta; i++) {
-            st_text_add(text, i ? "," : "");
-            st_text_add_json_string(text, keys[i]);
-            st_text_add(text, ":");
-            st_text_add_json_string(text, values[i]);
-        }
-        st_text_add(text, n > 0 ? "}," : "}");
+    char checksum[64];
+    st_checksum_text(n, tensors, checksum, sizeof checksum);
+    st_text_add(text, "{\"" CT_ST_METADATA_KEY "\":{");
+    for (int i = 0; i < n_meta; i++) {
+        st_text_add_json_string(text, keys[i]);
+        st_text_add(text, ":");
+        st_text_add_json_string(text, values[i]);
+        st_text_add(text, ",");
     }
+    st_text_add(text, "\"" CT_ST_CHECKSUM_KEY "\":\"");
+    st_text_add(text, checksum);
+    st_text_add(text, n > 0 ? "\"}," : "\"}");
     uint64_t offset = 0;
     for (int i = 0; i < n; i++) {
         st_text_add(text, i ? "," : "");
