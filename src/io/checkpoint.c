@@ -18,8 +18,6 @@
 #include "io/safetensors.h"
 
 /* Longest problem list in one message; the rest are counted. */
-#define CHECKPOINT_REPORT_CAPACITY 1536
-#define CHECKPOINT_REPORT_ITEMS 12
 
 static const char *const optimizer_suffixes[] = {".momentum_buffer", ".exp_avg", ".exp_avg_sq"};
 
@@ -140,19 +138,10 @@ const char *ct_checkpoint_path(const ct_checkpoint *checkpoint)
     return checkpoint->path;
 }
 
-/* A list of problems that grows into one message. */
-typedef struct report {
-    char text[CHECKPOINT_REPORT_CAPACITY];
-    size_t len;
-    int count;
-} report;
-
-static void report_add(report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void report_add(report *r, const char *fmt, ...)
+void ct_load_report_add(ct_load_report *r, const char *fmt, ...)
 {
     r->count++;
-    if (r->count > CHECKPOINT_REPORT_ITEMS || r->len + 1 >= sizeof r->text)
+    if (r->count > CT_LOAD_REPORT_SHOWN || r->len + 1 >= sizeof r->text)
         return;
     va_list args;
     va_start(args, fmt);
@@ -163,7 +152,14 @@ static void report_add(report *r, const char *fmt, ...)
                                                              : sizeof r->text - r->len - 1;
 }
 
-static void shape_text(int ndim, const int64_t *shape, char *buf, size_t capacity)
+void ct_load_report_finish(ct_load_report *r)
+{
+    int hidden = r->count - CT_LOAD_REPORT_SHOWN;
+    if (hidden > 0)
+        snprintf(r->text + r->len, sizeof r->text - r->len, "\n  ... and %d more", hidden);
+}
+
+void ct_shape_text(int ndim, const int64_t *shape, char *buf, size_t capacity)
 {
     size_t len = (size_t)snprintf(buf, capacity, "[");
     for (int d = 0; d < ndim && len < capacity; d++)
@@ -185,29 +181,29 @@ static bool has_optimizer_suffix(const char *name)
 }
 
 /* Check one selected state tensor against the file. */
-static void check_tensor(const ct_tensor *t, const ct_st_tensor *found, report *r)
+static void check_tensor(const ct_tensor *t, const ct_st_tensor *found, ct_load_report *r)
 {
     char want[96], got[96];
     if (!found) {
-        report_add(r, "\n  missing: '%s'", t->name);
+        ct_load_report_add(r, "\n  missing: '%s'", t->name);
         return;
     }
     bool same_shape = found->ndim == t->ndim;
     for (int d = 0; same_shape && d < t->ndim; d++)
         same_shape = found->shape[d] == t->shape[d];
     if (!same_shape) {
-        shape_text(t->ndim, t->shape, want, sizeof want);
-        shape_text(found->ndim, found->shape, got, sizeof got);
-        report_add(r, "\n  shape of '%s': the model has %s, the file %s", t->name, want, got);
+        ct_shape_text(t->ndim, t->shape, want, sizeof want);
+        ct_shape_text(found->ndim, found->shape, got, sizeof got);
+        ct_load_report_add(r, "\n  shape of '%s': the model has %s, the file %s", t->name, want, got);
     } else if (found->dtype != t->dtype) {
-        report_add(r, "\n  dtype of '%s': the model has %s, the file %s", t->name,
+        ct_load_report_add(r, "\n  dtype of '%s': the model has %s, the file %s", t->name,
                    ct_dtype_name(t->dtype), ct_dtype_name(found->dtype));
     }
 }
 
 /* File tensors that nothing selected will take. */
 static void check_unexpected(const ct_graph *graph, const ct_st_file *file, unsigned what,
-                             report *r)
+                             ct_load_report *r)
 {
     for (int i = 0; i < ct_st_count(file); i++) {
         const ct_st_tensor *st = ct_st_get(file, i);
@@ -217,7 +213,7 @@ static void check_unexpected(const ct_graph *graph, const ct_st_file *file, unsi
         bool optimizer_kind = has_optimizer_suffix(st->name);
         if (optimizer_kind && !(what & CT_SAVE_OPTIMIZER))
             continue;
-        report_add(r, "\n  unexpected: '%s' is not %s of this model", st->name,
+        ct_load_report_add(r, "\n  unexpected: '%s' is not %s of this model", st->name,
                    optimizer_kind ? "optimizer state" : "a parameter or buffer");
     }
 }
@@ -235,7 +231,7 @@ ct_status ct_plan_load_checkpoint(ct_plan *plan, const ct_checkpoint *checkpoint
                                            "plan (cuttle eval, predict, bench --weights and "
                                            "export take it)", checkpoint->path);
     const ct_graph *graph = ct_plan_graph(plan);
-    report problems = {.len = 0};
+    ct_load_report problems = {.len = 0};
     int n_selected = 0;
     for (int i = 0; i < graph->n_state; i++) {
         const ct_tensor *t = graph->state[i];
@@ -249,10 +245,7 @@ ct_status ct_plan_load_checkpoint(ct_plan *plan, const ct_checkpoint *checkpoint
                             what == CT_SAVE_OPTIMIZER ? "optimizer state" : "state");
     check_unexpected(graph, checkpoint->file, what, &problems);
     if (problems.count > 0) {
-        int hidden = problems.count - CHECKPOINT_REPORT_ITEMS;
-        if (hidden > 0)
-            snprintf(problems.text + problems.len, sizeof problems.text - problems.len,
-                     "\n  ... and %d more", hidden);
+        ct_load_report_finish(&problems);
         return ct_set_error(CT_ERR_FORMAT,
                             "%s does not fit this model (%d problem%s; the model has %d "
                             "tensors to load):%s\n  Was it saved from a different model, input "

@@ -31,8 +31,6 @@
 enum { LIBRARY_META = 5, META_VALUE_CAPACITY = 40 };
 /* The tensors of one int8 layer: weight, weight scale, input scale, input zero point. */
 enum { LAYER_TENSORS = 4 };
-#define PROBLEMS_CAPACITY 2048
-#define PROBLEMS_SHOWN 12
 
 static bool is_int8_node(const ct_tensor *t)
 {
@@ -230,35 +228,9 @@ typedef struct loader {
     const char *path;
     const ct_st_tensor **used; /* file tensors that found their place */
     int n_used;
-    char text[PROBLEMS_CAPACITY];
-    size_t len;
-    int n_problems;
+    ct_load_report problems;
 } loader;
 
-static void problem(loader *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void problem(loader *l, const char *fmt, ...)
-{
-    if (++l->n_problems > PROBLEMS_SHOWN || l->len + 1 >= sizeof l->text)
-        return;
-    va_list args;
-    va_start(args, fmt);
-    int written = vsnprintf(l->text + l->len, sizeof l->text - l->len, fmt, args);
-    va_end(args);
-    if (written > 0)
-        l->len += (size_t)written < sizeof l->text - l->len ? (size_t)written
-                                                           : sizeof l->text - l->len - 1;
-}
-
-static void shape_text(int ndim, const int64_t *shape, char *buf, size_t capacity)
-{
-    size_t len = (size_t)snprintf(buf, capacity, "[");
-    for (int d = 0; d < ndim && len < capacity; d++)
-        len += (size_t)snprintf(buf + len, capacity - len, "%s%lld", d ? "," : "",
-                                (long long)shape[d]);
-    if (len < capacity)
-        snprintf(buf + len, capacity - len, "]");
-}
 
 /* The file's tensor `name`, checked for dtype and shape (ndim < 0: any
  * shape of `numel` elements); NULL, with the problem noted, if it does not fit. */
@@ -268,7 +240,7 @@ static const ct_st_tensor *take(loader *l, const char *name, ct_dtype dtype, int
     const ct_st_tensor *t = ct_st_find(l->file, name);
     char want[96], got[96];
     if (!t) {
-        problem(l, "\n  missing: '%s' (%s)", name, ct_dtype_name(dtype));
+        ct_load_report_add(&l->problems, "\n  missing: '%s' (%s)", name, ct_dtype_name(dtype));
         return NULL;
     }
     l->used[l->n_used++] = t;
@@ -282,13 +254,13 @@ static const ct_st_tensor *take(loader *l, const char *name, ct_dtype dtype, int
         if (ndim < 0)
             snprintf(want, sizeof want, "%lld element%s", (long long)numel, numel == 1 ? "" : "s");
         else
-            shape_text(ndim, shape, want, sizeof want);
-        shape_text(t->ndim, t->shape, got, sizeof got);
-        problem(l, "\n  shape of '%s': the model needs %s, the file has %s", name, want, got);
+            ct_shape_text(ndim, shape, want, sizeof want);
+        ct_shape_text(t->ndim, t->shape, got, sizeof got);
+        ct_load_report_add(&l->problems, "\n  shape of '%s': the model needs %s, the file has %s", name, want, got);
         return NULL;
     }
     if (t->dtype != dtype) {
-        problem(l, "\n  dtype of '%s': the model needs %s, the file has %s", name,
+        ct_load_report_add(&l->problems, "\n  dtype of '%s': the model needs %s, the file has %s", name,
                 ct_dtype_name(dtype), ct_dtype_name(t->dtype));
         return NULL;
     }
@@ -303,7 +275,7 @@ static bool scales_valid(loader *l, const ct_st_tensor *t)
     int64_t n = (int64_t)(t->bytes / sizeof(float));
     for (int64_t i = 0; i < n; i++)
         if (!(isfinite(scales[i]) && scales[i] > 0)) {
-            problem(l, "\n  '%s' holds %g at %lld: a scale must be finite and positive (a "
+            ct_load_report_add(&l->problems, "\n  '%s' holds %g at %lld: a scale must be finite and positive (a "
                        "corrupt file?)", t->name, (double)scales[i], (long long)i);
             return false;
         }
@@ -323,13 +295,13 @@ static ct_status read_layer(loader *l, int k)
     info->quantized = true;
     int rows = (int)w->shape[0], depth = (int)(ct_tensor_numel(w) / w->shape[0]);
     if (node->dtype != CT_F32 || w->dtype != CT_F32)
-        problem(l, "\n  '%s' is int8 in the file, but the model builds it in %s: build the "
+        ct_load_report_add(&l->problems, "\n  '%s' is int8 in the file, but the model builds it in %s: build the "
                    "model in fp32", w->name, ct_dtype_name(node->dtype));
     else if (node->op == CT_OP_CONV2D && node->attr.conv.groups != 1)
-        problem(l, "\n  '%s' is int8 in the file, but it is a grouped convolution (no int8 "
+        ct_load_report_add(&l->problems, "\n  '%s' is int8 in the file, but it is a grouped convolution (no int8 "
                    "kernel)", w->name);
     else if (depth > CT_INT8_MAX_DEPTH)
-        problem(l, "\n  '%s' is int8 in the file, but its depth %d is above %d (the int32 sums "
+        ct_load_report_add(&l->problems, "\n  '%s' is int8 in the file, but its depth %d is above %d (the int32 sums "
                    "would overflow)", w->name, depth, (int)CT_INT8_MAX_DEPTH);
     layer_names names;
     CT_TRY(names_of(w->name, &names));
@@ -344,7 +316,7 @@ static ct_status read_layer(loader *l, int k)
         valid = false;
     if (x_scale && !scales_valid(l, x_scale))
         valid = false;
-    if (!valid || l->n_problems > 0)
+    if (!valid || l->problems.count > 0)
         return CT_OK;
     info->in_scale = *(const float *)x_scale->data;
     info->in_zero_point = *(const uint8_t *)x_zero->data;
@@ -378,7 +350,7 @@ static void read_state(loader *l)
         for (int u = 0; u < l->n_used && !used; u++)
             used = l->used[u] == t;
         if (!used)
-            problem(l, "\n  unexpected: '%s' (%s) is not a tensor of this int8 model", t->name,
+            ct_load_report_add(&l->problems, "\n  unexpected: '%s' (%s) is not a tensor of this int8 model", t->name,
                     ct_dtype_name(t->dtype));
     }
 }
@@ -428,14 +400,13 @@ static ct_status load(loader *l, ct_plan *plan, const ct_tensor *x, const ct_ten
     for (int k = 0; k < l->q.out->n_layers; k++)
         CT_TRY(read_layer(l, k));
     read_state(l);
-    if (l->n_problems > 0) {
-        int hidden = l->n_problems - PROBLEMS_SHOWN;
-        if (hidden > 0)
-            snprintf(l->text + l->len, sizeof l->text - l->len, "\n  ... and %d more", hidden);
+    if (l->problems.count > 0) {
+        ct_load_report_finish(&l->problems);
         return ct_set_error(CT_ERR_FORMAT, "%s does not fit this model as an int8 model (%d "
                                            "problem%s):%s\n  Was it saved from another model, "
                                            "input size or number of classes, or is it corrupt?",
-                            l->path, l->n_problems, l->n_problems == 1 ? "" : "s", l->text);
+                            l->path, l->problems.count, l->problems.count == 1 ? "" : "s",
+                            l->problems.text);
     }
     CT_TRY(write_state(l));
     l->q.calib = l->q.opt.plan;
