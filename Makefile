@@ -241,7 +241,7 @@ else
 FOUND_CUDNN := not found (convolution and pooling run native kernels)
 endif
 ifneq ($(HAVE_NCCL_H),)
-CUDA_DEFS += -DCT_HAVE_NCCL_H
+CUDA_DEFS += -DCT_HAVE_NCCL_H -DCT_HAVE_NCCL
 endif
 ifeq ($(CUDART_LIB),)
 FOUND_CUDA := nvcc found at $(NVCC), but not libcudart_static.a (CPU only)

@@ -1,4 +1,4 @@
-/* Loading cuBLAS and cuDNN at first use (vendor_api.h). */
+/* Loading cuBLAS, cuDNN and NCCL at first use (vendor_api.h). */
 #define CT_VENDOR_API_TABLES
 #include "cuda/vendor_api.h"
 
@@ -24,7 +24,7 @@
 #define loader_error() dlerror()
 #endif
 
-#if defined(CT_HAVE_CUBLAS) || defined(CT_HAVE_CUDNN)
+#if defined(CT_HAVE_CUBLAS) || defined(CT_HAVE_CUDNN) || defined(CT_HAVE_NCCL)
 typedef struct vendor_library {
     const char *name;     /* "cuBLAS" */
     const char *variable; /* names another file */
@@ -126,7 +126,37 @@ const char *ct_cudnn_why(void)
 }
 #endif
 
-/* Both answer from the reason, which the first call finds out. */
+#ifdef CT_HAVE_NCCL
+ct_nccl_api ct_nccl;
+static vendor_library nccl_library = {
+    "NCCL", "CUTTLE_NCCL", "libnccl.so." CT_STR(NCCL_MAJOR),
+    "data-parallel training on GPUs needs it (training on one GPU does not)",
+    PTHREAD_ONCE_INIT, NULL, false, {0}};
+
+static void load_nccl(void)
+{
+    vendor_library *lib = &nccl_library;
+    ct_nccl_api *table = &ct_nccl;
+    if (!open_vendor(lib))
+        return;
+    CT_NCCL_FUNCTIONS(CT_VENDOR_FIND)
+    lib->loaded = true;
+}
+
+const char *ct_nccl_why(void)
+{
+    pthread_once(&nccl_library.once, load_nccl);
+    return nccl_library.loaded ? NULL : nccl_library.why;
+}
+#else
+const char *ct_nccl_why(void)
+{
+    return "this build has no NCCL (nccl.h was not found with the CUDA toolkit); "
+           "data-parallel training on GPUs needs it";
+}
+#endif
+
+/* All three answer from the reason, which the first call finds out. */
 ct_status ct_cublas_load(void)
 {
     const char *why = ct_cublas_why();
@@ -136,5 +166,11 @@ ct_status ct_cublas_load(void)
 ct_status ct_cudnn_load(void)
 {
     const char *why = ct_cudnn_why();
+    return why ? ct_set_error(CT_ERR_UNSUPPORTED, "%s", why) : CT_OK;
+}
+
+ct_status ct_nccl_load(void)
+{
+    const char *why = ct_nccl_why();
     return why ? ct_set_error(CT_ERR_UNSUPPORTED, "%s", why) : CT_OK;
 }

@@ -1,10 +1,10 @@
 /*
- * cuBLAS and cuDNN, loaded when first used (dlopen), not linked: a CUDA
+ * cuBLAS, cuDNN and NCCL, loaded when first used (dlopen), not linked: a CUDA
  * build of cuttle starts on a machine without them (or without any GPU),
  * and a command that never touches the GPU does not pay to map them
  * (about 0.2 s and 220 MB for cuBLAS, cuBLASLt and cuDNN).
  *
- * Include this instead of <cublas_v2.h> and <cudnn.h>.  Every function
+ * Include this instead of <cublas_v2.h>, <cudnn.h> and <nccl.h>.  Every function
  * cuttle calls is listed below; after ct_cublas_load() or ct_cudnn_load()
  * succeeded, the macros at the end make a plain call such as
  * `cublasSgemm(...)` go through the loaded table, so blas.c and dnn.c read
@@ -12,9 +12,9 @@
  * A call before its library loaded is a bug (a NULL function pointer).
  *
  * The library files are the sonames of the major versions cuttle was built
- * against (libcublas.so.13, libcudnn.so.9), found as the dynamic linker
- * finds libraries (the build's rpath, LD_LIBRARY_PATH, ld.so.cache);
- * CUTTLE_CUBLAS and CUTTLE_CUDNN name other files.  The emulated build
+ * against (libcublas.so.13, libcudnn.so.9, libnccl.so.2), found as the
+ * dynamic linker finds libraries (the build's rpath, LD_LIBRARY_PATH,
+ * ld.so.cache); CUTTLE_CUBLAS, CUTTLE_CUDNN and CUTTLE_NCCL name other files.  The emulated build
  * (make CUDA=emu) resolves the same names in its shims (emu/libraries.cpp).
  */
 #ifndef CT_CUDA_VENDOR_API_H
@@ -68,6 +68,22 @@ typedef struct ct_cudnn_api {
 extern ct_cudnn_api ct_cudnn;
 #endif
 
+#ifdef CT_HAVE_NCCL
+#include <nccl.h>
+
+/* What data-parallel training on GPUs calls (dist/nccl.c). */
+#define CT_NCCL_FUNCTIONS(X)                                                               \
+    X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommInitAll)            \
+    X(ncclCommDestroy) X(ncclCommAbort) X(ncclCommGetAsyncError) X(ncclCommCount)          \
+    X(ncclCommCuDevice) X(ncclCommUserRank) X(ncclAllReduce) X(ncclBroadcast)              \
+    X(ncclGroupStart) X(ncclGroupEnd) X(ncclGetErrorString) X(ncclGetLastError)
+
+typedef struct ct_nccl_api {
+    CT_NCCL_FUNCTIONS(CT_VENDOR_FIELD)
+} ct_nccl_api;
+extern ct_nccl_api ct_nccl;
+#endif
+
 /* Load the library and every function above, once per process (later
  * calls return the first answer).  CT_OK, or CT_ERR_UNSUPPORTED (the build
  * has no such library, or it could not be loaded) with the reason in
@@ -75,8 +91,10 @@ extern ct_cudnn_api ct_cudnn;
  * (NULL once loaded). */
 ct_status ct_cublas_load(void);
 ct_status ct_cudnn_load(void);
+ct_status ct_nccl_load(void);
 const char *ct_cublas_why(void);
 const char *ct_cudnn_why(void);
+const char *ct_nccl_why(void);
 
 #ifdef __cplusplus
 }
@@ -130,6 +148,24 @@ const char *ct_cudnn_why(void);
 #define cudnnDestroyPoolingDescriptor (ct_cudnn.cudnnDestroyPoolingDescriptor)
 #define cudnnSetPooling2dDescriptor (ct_cudnn.cudnnSetPooling2dDescriptor)
 #define cudnnPoolingForward (ct_cudnn.cudnnPoolingForward)
+#endif
+#ifdef CT_HAVE_NCCL
+#define ncclGetVersion (ct_nccl.ncclGetVersion)
+#define ncclGetUniqueId (ct_nccl.ncclGetUniqueId)
+#define ncclCommInitRank (ct_nccl.ncclCommInitRank)
+#define ncclCommInitAll (ct_nccl.ncclCommInitAll)
+#define ncclCommDestroy (ct_nccl.ncclCommDestroy)
+#define ncclCommAbort (ct_nccl.ncclCommAbort)
+#define ncclCommGetAsyncError (ct_nccl.ncclCommGetAsyncError)
+#define ncclCommCount (ct_nccl.ncclCommCount)
+#define ncclCommCuDevice (ct_nccl.ncclCommCuDevice)
+#define ncclCommUserRank (ct_nccl.ncclCommUserRank)
+#define ncclAllReduce (ct_nccl.ncclAllReduce)
+#define ncclBroadcast (ct_nccl.ncclBroadcast)
+#define ncclGroupStart (ct_nccl.ncclGroupStart)
+#define ncclGroupEnd (ct_nccl.ncclGroupEnd)
+#define ncclGetErrorString (ct_nccl.ncclGetErrorString)
+#define ncclGetLastError (ct_nccl.ncclGetLastError)
 #endif
 #endif
 
