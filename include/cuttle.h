@@ -833,6 +833,9 @@ CT_API ct_status ct_dist_init(ct_dist **out);
 CT_API void ct_dist_free(ct_dist *dist);
 CT_API int ct_dist_rank(const ct_dist *dist);
 CT_API int ct_dist_size(const ct_dist *dist);
+/* This rank's place among the job's ranks on its machine (0 on each
+ * machine's first): the GPU it trains on, one GPU per rank. */
+CT_API int ct_dist_local_rank(const ct_dist *dist);
 /* The MPI library this build links ("Open MPI v4.1.4, package: ..."), or
  * NULL in a build without MPI.  Static; callable at any time. */
 CT_API const char *ct_dist_library(void);

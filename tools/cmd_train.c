@@ -292,7 +292,8 @@ int cmd_train(int argc, char **argv)
     if (exit_status == CLI_EXIT_OK && !help) {
         fprintf(r.log, "test accuracy: %.2f%% (%lld images); saved to %s/" RUN_MODEL_FILE "\n",
                 100.0 * r.test_accuracy, (long long)ct_dataset_size(r.test_data), r.opts.out);
-        train_job_report(&r.job, r.log, r.train_seconds);
+        train_job_report(&r.job, r.log, r.train_seconds,
+                         strncmp(ct_backend_name(r.backend), "cuda", 4) == 0);
         if (r.opts.json && r.job.rank == 0)
             print_json(&r);
     }

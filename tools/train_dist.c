@@ -10,19 +10,18 @@
 #define IDENTITY_BYTES 2048
 #define BYTES_PER_MB (1024.0 * 1024.0)
 
-int train_job_join(train_job *job, const train_options *opts)
+int train_job_join(train_job *job, train_options *opts)
 {
     *job = (train_job){.size = 1};
     if (ct_dist_init(&job->dist) != CT_OK)
         return cli_fail("train");
     job->rank = ct_dist_rank(job->dist);
     job->size = ct_dist_size(job->dist);
-    if (job->size > 1 && strncmp(opts->device, "cpu", 3) != 0) {
-        fprintf(stderr,
-                "cuttle train: under mpirun the ranks train on the CPU for now (--device cpu "
-                "or cpu:N, not %s): GPU ranks need NCCL, which cuttle does not use yet\n",
-                opts->device);
-        return CLI_EXIT_USAGE;
+    /* One GPU per rank: plain "cuda" is the GPU of the rank's place on its
+     * machine; NCCL refuses two ranks on one GPU (dist/nccl.c says which). */
+    if (job->size > 1 && strcmp(opts->device, "cuda") == 0) {
+        snprintf(job->device, sizeof job->device, "cuda:%d", ct_dist_local_rank(job->dist));
+        opts->device = job->device;
     }
     return CLI_EXIT_OK;
 }
@@ -150,18 +149,20 @@ int train_job_share(train_job *job, ct_plan *plan, double bucket_mb, bool sync_b
     return CLI_EXIT_OK;
 }
 
-void train_job_report(train_job *job, FILE *log, double train_seconds)
+void train_job_report(train_job *job, FILE *log, double train_seconds, bool on_gpu)
 {
     ct_dist_stats stats;
     if (job->size == 1 || ct_dist_stats_get(job->dist, &stats) != CT_OK || stats.steps == 0)
         return;
     double steps = (double)stats.steps;
+    /* NCCL's calls only queue the sums: the GPU waits for them, not the host */
     fprintf(log,
-            "all-reduce (rank 0 of %d): %d bucket%s, %.2f MB per step; per step %.3f ms in MPI "
+            "all-reduce (rank 0 of %d): %d bucket%s, %.2f MB per step; per step %.3f ms in %s "
             "calls, %.3f ms of it waiting before the optimizer, of a %.3f ms step\n",
             job->size, stats.buckets, stats.buckets == 1 ? "" : "s",
             (double)stats.bytes / BYTES_PER_MB, 1e3 * stats.comm_seconds / steps,
-            1e3 * stats.wait_seconds / steps, 1e3 * train_seconds / steps);
+            on_gpu ? "NCCL" : "MPI", 1e3 * stats.wait_seconds / steps,
+            1e3 * train_seconds / steps);
 }
 
 int train_job_sum(train_job *job, double *values, int count)

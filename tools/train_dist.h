@@ -17,10 +17,13 @@ typedef struct train_job {
      * its own: no rank has to end the others */
     bool failed_together;
     FILE *quiet; /* the log of ranks other than 0: /dev/null */
+    char device[32]; /* "cuda:<local rank>" for a rank given --device cuda */
 } train_job;
 
-/* Joins the job (ct_dist_init) and refuses what it cannot do yet. */
-int train_job_join(train_job *job, const train_options *opts);
+/* Joins the job (ct_dist_init).  Under mpirun, --device cuda becomes the
+ * GPU of the rank's place on its machine (opts->device then points into
+ * the job). */
+int train_job_join(train_job *job, train_options *opts);
 /* Where rank 0 logs `log`; the others, nothing. */
 FILE *train_job_log(train_job *job, FILE *log);
 /* Leaves the job.  A rank that failed alone prints that it did and ends
@@ -45,7 +48,7 @@ int train_job_agree(train_job *job, const train_identity *identity);
  * sync_bn batchnorm over all ranks' batches (--sync-bn). */
 int train_job_share(train_job *job, ct_plan *plan, double bucket_mb, bool sync_bn);
 /* One line on `log` of what the all-reduces cost rank 0 over the run. */
-void train_job_report(train_job *job, FILE *log, double train_seconds);
+void train_job_report(train_job *job, FILE *log, double train_seconds, bool on_gpu);
 
 /* Sums of doubles over the ranks, in place. */
 int train_job_sum(train_job *job, double *values, int count);

@@ -79,6 +79,7 @@ static const ct_backend_i cpu_backend_i = {
     .release = cpu_release,
     .write = cpu_copy,
     .read = cpu_copy,
+    .copy = cpu_copy,
     .begin_step = cpu_begin_step,
     .run_node = cpu_run_node,
     .synchronize = cpu_synchronize,

@@ -87,6 +87,14 @@ static ct_status cuda_read(ct_backend *backend, void *host, const void *src, siz
     return CT_OK;
 }
 
+static ct_status cuda_copy(ct_backend *backend, void *dst, const void *src, size_t bytes)
+{
+    cuda_backend *b = impl_of(backend);
+    CT_TRY(cuda_set_device(b));
+    CT_CUDA_CALL(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, b->stream));
+    return CT_OK;
+}
+
 static void cuda_begin_step(ct_backend *backend)
 {
     cuda_backend *b = impl_of(backend);
@@ -410,6 +418,7 @@ static const ct_backend_i cuda_backend_i = {
     .release = cuda_release,
     .write = cuda_write,
     .read = cuda_read,
+    .copy = cuda_copy,
     .begin_step = cuda_begin_step,
     .run_node = cuda_run_node,
     .synchronize = cuda_synchronize,
@@ -501,6 +510,16 @@ ct_status ct_cuda_backend_new(int device, ct_backend **out)
     }
     cuda_rename(backend);
     *out = backend;
+    return CT_OK;
+}
+
+ct_status ct_cuda_backend_stream(const ct_backend *backend, int *device, void **stream)
+{
+    if (!backend || backend->iface != &cuda_backend_i)
+        return ct_set_error(CT_ERR_ARG, "ct_cuda_backend_stream: '%s' is not a CUDA backend",
+                            backend ? backend->name : "(null)");
+    *device = impl_of(backend)->device;
+    *stream = impl_of(backend)->stream;
     return CT_OK;
 }
 

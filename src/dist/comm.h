@@ -1,8 +1,9 @@
 /*
  * A communicator: the transport under data-parallel training, as a small
  * vtable.  MPI (dist/mpi.c) is the first, for tensors in host memory; a
- * job of one (dist/dist.c) is the trivial second.  NCCL, for GPU tensors,
- * would be a third: the same calls on device memory, ordered on a stream.
+ * job of one (dist/dist.c) is the trivial second.  NCCL (dist/nccl.c), for
+ * GPU tensors, is the third: the gradient sums on device memory, ordered on
+ * the GPU's stream.
  *
  * Calls come from one thread.  Collectives (all but destroy) must be made
  * by every rank in the same order, with the same counts.
@@ -43,6 +44,14 @@ typedef struct ct_comm_i {
 struct ct_comm {
     const ct_comm_i *iface;
     int rank, size;
+    int local_rank; /* among the ranks on this machine */
+    /* Its sums take memory of one GPU and are ordered on that GPU's stream:
+     * sum_start after the work queued there before it, wait before the work
+     * queued after it (neither waits on the host); such a sum leaves the
+     * mean over the ranks, not the sum.  It has only reserve, sum_start,
+     * test, wait, abort and destroy: the job's host communicator carries
+     * everything else. */
+    bool device;
 };
 
 #ifdef CT_HAVE_MPI
@@ -50,6 +59,13 @@ struct ct_comm {
 ct_status ct_comm_mpi_new(ct_comm **out);
 /* MPI_Get_library_version's first line. Static. */
 const char *ct_comm_mpi_library(void);
+#endif
+
+#if defined(CT_HAVE_CUDA) && defined(CT_HAVE_NCCL)
+/* NCCL between the GPUs of the job's ranks, one GPU per rank: the GPU and
+ * stream of `backend` (a CUDA backend); `host`, the job's communicator,
+ * carries NCCL's unique id from rank 0.  Collective: every rank calls it. */
+ct_status ct_comm_nccl_new(ct_comm *host, ct_backend *backend, ct_comm **out);
 #endif
 
 #endif

@@ -181,6 +181,11 @@ int ct_dist_size(const ct_dist *dist)
     return dist ? dist->comm->size : 1;
 }
 
+int ct_dist_local_rank(const ct_dist *dist)
+{
+    return dist ? dist->comm->local_rank : 0;
+}
+
 const char *ct_dist_library(void)
 {
 #ifdef CT_HAVE_MPI

@@ -9,14 +9,19 @@
  * bucket is one host buffer, allocated when the hook is made.
  *
  * A step.  As backward finishes a gradient (grad_ready), it is copied into
- * its bucket (the backend's read: a memcpy on the CPU; on a GPU it would
- * wait for the kernel that wrote it); when a bucket's last gradient is in,
- * its sum over the ranks starts (MPI_Iallreduce), and every later
- * grad_ready lets the sums in flight progress, so communication overlaps
- * the rest of backward.  Before the optimizer (grads_done) each sum is
- * waited for in the order they started, divided by the number of ranks
- * and copied back over the gradients.  Every rank runs the same graph, so
- * the buckets start in the same order everywhere, as collectives must.
+ * its bucket; when a bucket's last gradient is in, its sum over the ranks
+ * starts, and every later grad_ready lets the sums in flight progress, so
+ * communication overlaps the rest of backward.  Before the optimizer
+ * (grads_done) each sum is waited for in the order they started, divided
+ * by the number of ranks and copied back over the gradients.  Every rank
+ * runs the same graph, so the buckets start in the same order everywhere,
+ * as collectives must.
+ *
+ * Two transports.  On the CPU the buckets are host memory and the job's
+ * communicator sums them (MPI_Iallreduce).  On a GPU (dist/nccl.c) the
+ * buckets are device memory, the copies and the sums are queued on the
+ * GPU's streams without the host waiting for them, and NCCL leaves the
+ * mean itself.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +49,7 @@ typedef struct bucket {
 typedef struct grad_sync {
     ct_grad_hook hook; /* first: the plan calls through it */
     ct_dist *dist;
+    ct_comm *comm; /* the gradients': the job's, or a device communicator of its own */
     ct_backend *backend;
     grad_slot *slots; /* by bucket */
     int n_slots;
@@ -65,7 +71,7 @@ static double now_seconds(void)
 /* Lets the sums in flight progress, noting those that finished. */
 static ct_status progress(grad_sync *g)
 {
-    ct_comm *comm = g->dist->comm;
+    ct_comm *comm = g->comm;
     for (int k = 0; k < g->n_started; k++) {
         bucket *b = &g->buckets[g->started[k]];
         if (!b->done)
@@ -80,10 +86,13 @@ static ct_status grad_ready(ct_grad_hook *hook, const ct_tensor *param, void *gr
     grad_slot *slot = &g->slots[g->slot_of[param->state_index]];
     bucket *b = &g->buckets[slot->bucket];
     slot->grad = grad;
-    CT_TRY(g->backend->iface->read(g->backend, b->data + slot->offset, grad,
-                                   sizeof(float) * (size_t)slot->count));
+    ct_comm *comm = g->comm;
+    size_t bytes = sizeof(float) * (size_t)slot->count;
+    if (comm->device)
+        CT_TRY(g->backend->iface->copy(g->backend, b->data + slot->offset, grad, bytes));
+    else
+        CT_TRY(g->backend->iface->read(g->backend, b->data + slot->offset, grad, bytes));
     double start = now_seconds();
-    ct_comm *comm = g->dist->comm;
     if (++b->n_ready == b->n_slots) {
         CT_TRY(comm->iface->sum_start(comm, slot->bucket, b->data, b->count));
         g->started[g->n_started++] = slot->bucket;
@@ -96,7 +105,7 @@ static ct_status grad_ready(ct_grad_hook *hook, const ct_tensor *param, void *gr
 static ct_status grads_done(ct_grad_hook *hook)
 {
     grad_sync *g = (grad_sync *)hook;
-    ct_comm *comm = g->dist->comm;
+    ct_comm *comm = g->comm;
     if (g->n_started != g->n_buckets)
         return ct_set_error(CT_ERR_INTERNAL,
                             "data parallel: %d of %d gradient buckets were started before the "
@@ -111,12 +120,15 @@ static ct_status grads_done(ct_grad_hook *hook)
     float ranks = (float)comm->size;
     for (int i = 0; i < g->n_buckets; i++) {
         bucket *b = &g->buckets[i];
-        for (int64_t j = 0; j < b->count; j++)
+        for (int64_t j = 0; !comm->device && j < b->count; j++)
             b->data[j] /= ranks;
-        for (int s = b->first_slot; s < b->first_slot + b->n_slots; s++)
-            CT_TRY(g->backend->iface->write(g->backend, g->slots[s].grad,
-                                            b->data + g->slots[s].offset,
-                                            sizeof(float) * (size_t)g->slots[s].count));
+        for (int s = b->first_slot; s < b->first_slot + b->n_slots; s++) {
+            const float *mean = b->data + g->slots[s].offset;
+            size_t bytes = sizeof(float) * (size_t)g->slots[s].count;
+            CT_TRY(comm->device ? g->backend->iface->copy(g->backend, g->slots[s].grad, mean, bytes)
+                                : g->backend->iface->write(g->backend, g->slots[s].grad, mean,
+                                                           bytes));
+        }
         b->n_ready = 0;
         b->done = false;
     }
@@ -127,8 +139,14 @@ static ct_status grads_done(ct_grad_hook *hook)
 
 static void grad_sync_free(grad_sync *g)
 {
-    for (int i = 0; g->buckets && i < g->n_buckets; i++)
-        free(g->buckets[i].data);
+    for (int i = 0; g->buckets && i < g->n_buckets; i++) {
+        if (g->comm && g->comm->device && g->buckets[i].data)
+            g->backend->iface->release(g->backend, g->buckets[i].data);
+        else
+            free(g->buckets[i].data);
+    }
+    if (g->comm && g->comm != g->dist->comm)
+        g->comm->iface->destroy(g->comm);
     free(g->buckets);
     free(g->slots);
     free(g->slot_of);
@@ -165,13 +183,35 @@ static ct_status plan_buckets(grad_sync *g, const ct_graph *graph, size_t bucket
         last->count += count;
         last->n_slots++;
     }
-    for (int i = 0; i < g->n_buckets; i++)
-        if (!(g->buckets[i].data = malloc(sizeof(float) * (size_t)g->buckets[i].count)))
+    for (int i = 0; i < g->n_buckets; i++) {
+        size_t bytes = sizeof(float) * (size_t)g->buckets[i].count;
+        if (g->comm->device)
+            CT_TRY(g->backend->iface->alloc(g->backend, bytes, (void **)&g->buckets[i].data));
+        else if (!(g->buckets[i].data = malloc(bytes)))
             return ct_set_error(CT_ERR_MEMORY,
                                 "ct_plan_set_dist: out of host memory for a bucket of %lld "
                                 "floats",
                                 (long long)g->buckets[i].count);
+    }
     return CT_OK;
+}
+
+/* The gradients' communicator: on a GPU, NCCL between the ranks' GPUs;
+ * otherwise the job's own. */
+static ct_status gradient_comm(grad_sync *g)
+{
+    g->comm = g->dist->comm;
+    if (g->dist->comm->size == 1 || strncmp(ct_backend_name(g->backend), "cuda", 4) != 0)
+        return CT_OK;
+#if defined(CT_HAVE_CUDA) && defined(CT_HAVE_NCCL)
+    return ct_comm_nccl_new(g->dist->comm, g->backend, &g->comm);
+#else
+    return ct_set_error(CT_ERR_UNSUPPORTED,
+                        "ct_plan_set_dist: this plan is on %s, and this build has no NCCL to "
+                        "average gradients between GPUs (nccl.h was not found with the CUDA "
+                        "toolkit); train on the CPU, or rebuild with NCCL",
+                        ct_backend_name(g->backend));
+#endif
 }
 
 ct_status ct_plan_set_dist(ct_plan *plan, ct_dist *dist, size_t bucket_bytes)
@@ -198,10 +238,12 @@ ct_status ct_plan_set_dist(ct_plan *plan, ct_dist *dist, size_t bucket_bytes)
     g->hook = (ct_grad_hook){grad_ready, grads_done, destroy, NULL};
     g->dist = dist;
     g->backend = ct_plan_backend(plan);
-    ct_status status = plan_buckets(g, graph, bucket_bytes ? bucket_bytes
-                                                           : CT_DIST_DEFAULT_BUCKET_BYTES);
+    ct_status status = gradient_comm(g);
     if (status == CT_OK)
-        status = dist->comm->iface->reserve(dist->comm, g->n_buckets);
+        status = plan_buckets(g, graph, bucket_bytes ? bucket_bytes
+                                                     : CT_DIST_DEFAULT_BUCKET_BYTES);
+    if (status == CT_OK)
+        status = g->comm->iface->reserve(g->comm, g->n_buckets);
     if (status != CT_OK) {
         grad_sync_free(g);
         return status;

@@ -191,6 +191,13 @@ ct_status ct_comm_mpi_new(ct_comm **out)
     MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
     MPI_Comm_rank(c->world, &c->comm.rank);
     MPI_Comm_size(c->world, &c->comm.size);
+    /* the ranks that share this machine's memory: its GPUs are theirs */
+    MPI_Comm node;
+    if (MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->comm.rank, MPI_INFO_NULL,
+                            &node) == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &c->comm.local_rank);
+        MPI_Comm_free(&node);
+    }
     *out = &c->comm;
     return CT_OK;
 }

@@ -74,6 +74,10 @@ typedef struct ct_backend_i {
     void (*release)(ct_backend *backend, void *ptr);
     ct_status (*write)(ct_backend *backend, void *dst, const void *host, size_t bytes);
     ct_status (*read)(ct_backend *backend, void *host, const void *src, size_t bytes);
+    /* Backend memory to backend memory, ordered after the work queued so
+     * far and before the work queued next (on a GPU: on its stream, without
+     * waiting for it). */
+    ct_status (*copy)(ct_backend *backend, void *dst, const void *src, size_t bytes);
     /* Called once before the nodes of a step (thread settings, streams). */
     void (*begin_step)(ct_backend *backend);
     /* Optional: runs `impl` (chosen by graph/impl.c from the backend's

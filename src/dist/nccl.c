@@ -1,0 +1,299 @@
+/*
+ * The NCCL communicator (dist/comm.h): the gradient sums of a data-parallel
+ * job whose ranks each train on one GPU, on the gradients' device memory.
+ *
+ * Streams.  The sums run on a stream of their own, on the backend's GPU,
+ * so that on a GPU they overlap the backward kernels still queued on the
+ * backend's stream: sum_start records an event on the backend's stream,
+ * makes the NCCL stream wait for it and queues the all-reduce there; wait
+ * makes the backend's stream wait for the event recorded after it.  The
+ * host waits for neither; the step's end (the backend's synchronize) does.
+ *
+ * The mean.  Each all-reduce is ncclAvg (NCCL 2.10 and later), so the
+ * division by the number of ranks happens in the same pass, not in a
+ * kernel of ours.  For a given number of ranks, size and machine NCCL
+ * reduces in one order, run after run, and every rank gets the same bits.
+ *
+ * Joining.  NCCL's unique id comes from rank 0 over the job's host
+ * communicator (MPI).  Before that, the ranks tell each other whether
+ * they could load NCCL and which GPU they drive, so that a rank without
+ * NCCL, or two ranks on one GPU (which NCCL refuses only once it is
+ * initializing), stop every rank at once with the reason, instead of
+ * leaving the others waiting in ncclCommInitRank.
+ */
+#if defined(CT_HAVE_CUDA) && defined(CT_HAVE_NCCL)
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "cuda/check.h"
+#include "cuda/cuda.h"
+#include "cuda/vendor_api.h"
+#include "dist/comm.h"
+
+#define HOST_NAME_BYTES 64
+
+typedef struct nccl_comm {
+    ct_comm comm; /* first: the vtable's functions get it */
+    ncclComm_t nccl;
+    int device;
+    cudaStream_t work; /* the backend's, borrowed */
+    cudaStream_t own;  /* the sums' */
+    cudaEvent_t *ready, *done; /* per slot: the gradients are in; the sum is */
+    int n_slots;
+} nccl_comm;
+
+/* What each rank tells the others before NCCL starts. */
+typedef struct rank_card {
+    int loaded; /* NCCL could be loaded */
+    int device;
+    char host[HOST_NAME_BYTES];
+} rank_card;
+
+/* What rank 0 sends: whether it has an id, and the id. */
+typedef struct id_message {
+    int ok;
+    ncclUniqueId id;
+} id_message;
+
+static ct_status nccl_fail(const nccl_comm *c, ncclResult_t result, int line, const char *call)
+{
+    const char *detail = c && c->nccl ? ncclGetLastError(c->nccl) : ncclGetLastError(NULL);
+    return ct_set_error(result == ncclSystemError || result == ncclRemoteError ? CT_ERR_IO
+                                                                              : CT_ERR_DEVICE,
+                        "rank %d of %d: %s failed (dist/nccl.c:%d): %s%s%s",
+                        c ? c->comm.rank : -1, c ? c->comm.size : -1, call, line,
+                        ncclGetErrorString(result), detail && *detail ? ": " : "",
+                        detail ? detail : "");
+}
+
+#define NCCL_CALL(c, call)                                                               \
+    do {                                                                                 \
+        ncclResult_t nccl_result_ = (call);                                              \
+        if (nccl_result_ != ncclSuccess)                                                 \
+            return nccl_fail((c), nccl_result_, __LINE__, #call);                        \
+    } while (0)
+
+static ct_status nccl_reserve(ct_comm *comm, int n_slots)
+{
+    nccl_comm *c = (nccl_comm *)comm;
+    if (n_slots <= c->n_slots)
+        return CT_OK;
+    cudaEvent_t *ready = realloc(c->ready, sizeof *ready * (size_t)n_slots);
+    if (ready)
+        c->ready = ready;
+    cudaEvent_t *done = ready ? realloc(c->done, sizeof *done * (size_t)n_slots) : NULL;
+    if (done)
+        c->done = done;
+    if (!ready || !done)
+        return ct_set_error(CT_ERR_MEMORY, "NCCL communicator: out of host memory");
+    CT_CUDA_CALL(cudaSetDevice(c->device));
+    for (; c->n_slots < n_slots; c->n_slots++) {
+        CT_CUDA_CALL(cudaEventCreateWithFlags(&c->ready[c->n_slots], cudaEventDisableTiming));
+        if (cudaEventCreateWithFlags(&c->done[c->n_slots], cudaEventDisableTiming) !=
+            cudaSuccess) {
+            cudaEventDestroy(c->ready[c->n_slots]);
+            CT_CUDA_CALL(cudaGetLastError());
+        }
+    }
+    return CT_OK;
+}
+
+static ct_status nccl_sum_start(ct_comm *comm, int slot, float *data, int64_t count)
+{
+    nccl_comm *c = (nccl_comm *)comm;
+    CT_ASSERT(slot >= 0 && slot < c->n_slots);
+    CT_CUDA_CALL(cudaSetDevice(c->device));
+    CT_CUDA_CALL(cudaEventRecord(c->ready[slot], c->work));
+    CT_CUDA_CALL(cudaStreamWaitEvent(c->own, c->ready[slot], 0));
+    NCCL_CALL(c, ncclAllReduce(data, data, (size_t)count, ncclFloat, ncclAvg, c->nccl, c->own));
+    CT_CUDA_CALL(cudaEventRecord(c->done[slot], c->own));
+    return CT_OK;
+}
+
+/* The host has nothing to drive: NCCL moves the data itself. */
+static ct_status nccl_test(ct_comm *comm, int slot, bool *done)
+{
+    (void)comm, (void)slot;
+    *done = false;
+    return CT_OK;
+}
+
+static ct_status nccl_wait(ct_comm *comm, int slot)
+{
+    nccl_comm *c = (nccl_comm *)comm;
+    CT_ASSERT(slot >= 0 && slot < c->n_slots);
+    CT_CUDA_CALL(cudaSetDevice(c->device));
+    CT_CUDA_CALL(cudaStreamWaitEvent(c->work, c->done[slot], 0));
+    return CT_OK;
+}
+
+static ct_status host_only(const char *what)
+{
+    return ct_set_error(CT_ERR_INTERNAL, "NCCL communicator: %s goes through the job's host "
+                                         "communicator", what);
+}
+
+static ct_status nccl_sum_f32(ct_comm *comm, float *data, int64_t count)
+{
+    (void)comm, (void)data, (void)count;
+    return host_only("a blocking sum");
+}
+
+static ct_status nccl_sum_f64(ct_comm *comm, double *data, int count)
+{
+    (void)comm, (void)data, (void)count;
+    return host_only("a blocking sum");
+}
+
+static ct_status nccl_broadcast(ct_comm *comm, void *data, size_t bytes, int root)
+{
+    (void)comm, (void)data, (void)bytes, (void)root;
+    return host_only("a broadcast");
+}
+
+static ct_status nccl_allgather(ct_comm *comm, const void *mine, size_t bytes, void *all)
+{
+    (void)comm, (void)mine, (void)bytes, (void)all;
+    return host_only("an all-gather");
+}
+
+static ct_status nccl_barrier(ct_comm *comm)
+{
+    (void)comm;
+    return host_only("a barrier");
+}
+
+static void nccl_free(nccl_comm *c, bool abort)
+{
+    if (!c)
+        return;
+    cudaSetDevice(c->device);
+    if (c->nccl)
+        (abort ? ncclCommAbort : ncclCommDestroy)(c->nccl);
+    if (c->own)
+        cudaStreamDestroy(c->own);
+    for (int i = 0; i < c->n_slots; i++) {
+        cudaEventDestroy(c->ready[i]);
+        cudaEventDestroy(c->done[i]);
+    }
+    free(c->ready);
+    free(c->done);
+    free(c);
+}
+
+/* The job ends through its host communicator; this only lets go of NCCL
+ * without waiting for the other ranks. */
+static void nccl_abort(ct_comm *comm, int status)
+{
+    (void)status;
+    nccl_comm *c = (nccl_comm *)comm;
+    ncclCommAbort(c->nccl);
+    c->nccl = NULL;
+}
+
+static void nccl_destroy(ct_comm *comm)
+{
+    nccl_free((nccl_comm *)comm, false);
+}
+
+static const ct_comm_i nccl_iface = {
+    .reserve = nccl_reserve,
+    .sum_start = nccl_sum_start,
+    .test = nccl_test,
+    .wait = nccl_wait,
+    .sum_f32 = nccl_sum_f32,
+    .sum_f64 = nccl_sum_f64,
+    .broadcast = nccl_broadcast,
+    .allgather = nccl_allgather,
+    .barrier = nccl_barrier,
+    .abort = nccl_abort,
+    .destroy = nccl_destroy,
+};
+
+/* Every rank's card; a reason to stop (naming the rank) if any rank cannot
+ * go on, the same on every rank. */
+static ct_status exchange_cards(ct_comm *host, int device, const char *why_not_loaded)
+{
+    rank_card mine = {.loaded = why_not_loaded == NULL, .device = device};
+    if (gethostname(mine.host, sizeof mine.host - 1) != 0)
+        snprintf(mine.host, sizeof mine.host, "(unknown host)");
+    rank_card *all = calloc((size_t)host->size, sizeof *all);
+    if (!all)
+        return ct_set_error(CT_ERR_MEMORY, "NCCL communicator: out of host memory");
+    ct_status status = host->iface->allgather(host, &mine, sizeof mine, all);
+    for (int r = 0; status == CT_OK && r < host->size; r++) {
+        if (!all[r].loaded) {
+            status = r == host->rank
+                         ? ct_set_error(CT_ERR_UNSUPPORTED, "rank %d: %s", r, why_not_loaded)
+                         : ct_set_error(CT_ERR_UNSUPPORTED,
+                                        "rank %d could not load NCCL (its error says why): "
+                                        "every rank needs it to train on GPUs", r);
+            break;
+        }
+        for (int q = 0; q < r && status == CT_OK; q++)
+            if (all[q].device == all[r].device && strcmp(all[q].host, all[r].host) == 0)
+                status = ct_set_error(CT_ERR_ARG,
+                                      "ranks %d and %d both train on cuda:%d of %s: each rank "
+                                      "needs a GPU of its own (with --device cuda each rank "
+                                      "takes the GPU of its local rank on its machine)",
+                                      q, r, all[r].device, all[r].host);
+    }
+    free(all);
+    return status;
+}
+
+ct_status ct_comm_nccl_new(ct_comm *host, ct_backend *backend, ct_comm **out)
+{
+    *out = NULL;
+    int device = 0;
+    void *stream = NULL;
+    CT_TRY(ct_cuda_backend_stream(backend, &device, &stream));
+    const char *why = ct_nccl_why();
+    CT_TRY(exchange_cards(host, device, why));
+    nccl_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return ct_set_error(CT_ERR_MEMORY, "NCCL communicator: out of host memory");
+    c->comm = (ct_comm){.iface = &nccl_iface, .rank = host->rank, .size = host->size,
+                        .device = true};
+    c->device = device;
+    c->work = (cudaStream_t)stream;
+    id_message message = {0};
+    ct_status status = CT_OK;
+    if (host->rank == 0) {
+        ncclResult_t result = ncclGetUniqueId(&message.id);
+        message.ok = result == ncclSuccess;
+        if (!message.ok)
+            status = nccl_fail(c, result, __LINE__, "ncclGetUniqueId");
+    }
+    ct_status sent = host->iface->broadcast(host, &message, sizeof message, 0);
+    if (status == CT_OK && sent != CT_OK)
+        status = sent;
+    if (status == CT_OK && !message.ok)
+        status = ct_set_error(CT_ERR_DEVICE, "rank 0 could not make NCCL's unique id (its "
+                                             "error says why)");
+    if (status == CT_OK && cudaSetDevice(device) != cudaSuccess)
+        status = ct_cuda_fail(cudaGetLastError(), __FILE__, __LINE__, "cudaSetDevice(device)");
+    if (status == CT_OK &&
+        cudaStreamCreateWithFlags(&c->own, cudaStreamNonBlocking) != cudaSuccess)
+        status = ct_cuda_fail(cudaGetLastError(), __FILE__, __LINE__,
+                              "cudaStreamCreateWithFlags(&c->own, cudaStreamNonBlocking)");
+    if (status == CT_OK) {
+        ncclResult_t result = ncclCommInitRank(&c->nccl, host->size, message.id, host->rank);
+        if (result != ncclSuccess) {
+            c->nccl = NULL;
+            status = nccl_fail(c, result, __LINE__, "ncclCommInitRank");
+        }
+    }
+    if (status != CT_OK) {
+        nccl_free(c, true);
+        return status;
+    }
+    *out = &c->comm;
+    return CT_OK;
+}
+
+#endif
