@@ -5,18 +5,45 @@
 #ifndef CT_TESTS_FUZZ_FILE_H
 #define CT_TESTS_FUZZ_FILE_H
 
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A folder of this process's own, made once: "/tmp/cuttle-fuzz-<pid>". */
+static char fuzz_dir_path[64];
+
+/* At exit: the folder and what the runs left in it. */
+static void fuzz_dir_remove(void)
+{
+    DIR *dir = opendir(fuzz_dir_path);
+    struct dirent *entry;
+    char path[160];
+    while (dir && (entry = readdir(dir)))
+        if (entry->d_name[0] != '.') {
+            snprintf(path, sizeof path, "%s/%s", fuzz_dir_path, entry->d_name);
+            unlink(path);
+        }
+    if (dir)
+        closedir(dir);
+    rmdir(fuzz_dir_path);
+}
+
+/* A folder of this process's own, made once: "/dev/shm/cuttle-fuzz-<pid>"
+ * (memory: a file rewritten millions of times never reaches a disk), or
+ * under /tmp where there is no /dev/shm; removed when the process exits
+ * (not after a crash: libFuzzer keeps the crashing input itself). */
 static inline const char *fuzz_dir(void)
 {
-    static char dir[64];
+    char *dir = fuzz_dir_path;
     if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/cuttle-fuzz-%ld", (long)getpid());
-        mkdir(dir, 0700);
+        struct stat shm;
+        const char *root = stat("/dev/shm", &shm) == 0 && S_ISDIR(shm.st_mode) ? "/dev/shm"
+                                                                                : "/tmp";
+        snprintf(dir, sizeof fuzz_dir_path, "%s/cuttle-fuzz-%ld", root, (long)getpid());
+        if (mkdir(dir, 0700) == 0)
+            atexit(fuzz_dir_remove);
     }
     return dir;
 }
