@@ -20,23 +20,14 @@
 # PASS/FAIL lines.  Also under ASan + UBSan (BUILD=build-san sh
 # tests/test_dist.sh): LeakSanitizer then skips what Open MPI keeps until
 # exit (tests/lsan-mpi.supp), for which Open MPI must keep its plugins
-# loaded and LSan unwind whole stacks (the two settings below).
+# loaded and LSan unwind whole stacks (tests/mpi_job.sh sets both).
 BUILD=${BUILD:-build}
 cuttle="$BUILD/cuttle"
 python=${CUTTLE_PYTHON:-/usr/bin/python3}
 fashion=/usr/share/datasets/fashion-mnist
-limit=60 # seconds for one mpirun: a hang fails (exit status 124)
 tmp=$(mktemp -d)
 [ -n "$KEEP" ] || trap 'rm -rf "$tmp"' EXIT
-# Open MPI runs as root only when told twice; two ranks may exceed the cores.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Its shared-memory transport copies between processes with process_vm_readv,
-# which containers often forbid ("Read -1, expected ..., errno = 1"): plain
-# copies through shared memory work everywhere.
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_MCA_mca_base_component_disable_dlclose=1
-export LSAN_OPTIONS="suppressions=$(pwd)/tests/lsan-mpi.supp:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-mpirun="timeout $limit mpirun --oversubscribe"
+. tests/mpi_job.sh
 
 . tests/result.sh
 
@@ -126,20 +117,7 @@ for _ in $(seq 100); do
     [ -s "$tmp/killed/metrics.jsonl" ] && break
     sleep 0.1
 done
-children() { # the processes whose parent is $1
-    for status_file in /proc/[0-9]*/status; do
-        grep -q "^PPid:[[:space:]]*$1\$" "$status_file" 2> /dev/null &&
-            basename "$(dirname "$status_file")"
-    done
-}
-victim=""
-for launcher in $(children "$job"); do # timeout -> mpirun -> the ranks
-    for pid in $(children "$launcher"); do
-        tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null |
-            grep -q '^OMPI_COMM_WORLD_RANK=1$' && victim=$pid
-    done
-done
-[ -n "$victim" ] && kill -9 "$victim"
+victim=$(kill_rank "$job" 1)
 wait "$job"
 status=$?
 seconds=$(($(date +%s) - start))

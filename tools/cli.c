@@ -268,6 +268,13 @@ int cli_backend(const char *command, const cli_device *device, FILE *log, ct_bac
     if (exit_status == CLI_EXIT_OK) {
         ct_backend_set_strict(*out, device->strict);
         ct_backend_set_cuda_graph(*out, cli_on(device->cuda_graph));
+        ct_status status = device->kernels ? ct_backend_set_kernels(*out, device->kernels) : CT_OK;
+        if (status != CT_OK) {
+            exit_status = cli_fail(command);
+            exit_status = status == CT_ERR_ARG ? CLI_EXIT_USAGE : exit_status;
+            ct_backend_free(*out);
+            *out = NULL;
+        }
     }
     return exit_status;
 }

@@ -92,6 +92,9 @@ ct_tensor *cli_model_build(ct_graph *graph, const char *text, const ct_onnx *onn
  * is not "off" (NULL, an option not given, is on). */
 extern const char *const cli_on_off[];
 bool cli_on(const char *value);
+#define CLI_KERNELS_HELP                                                                 \
+    "native, vendor, auto or one implementation (im2col, winograd, cudnn, ...); "         \
+    "default: native on the CPU, auto on CUDA"
 #define CLI_CUDA_GRAPH_HELP                                                              \
     "on: record the step once as a CUDA Graph and replay it (one launch per step); off: " \
     "launch node by node (default on; no effect on the CPU)"
@@ -111,6 +114,7 @@ typedef struct cli_device {
     bool strict;            /* ct_backend_set_strict */
     const char *cuda_graph; /* "on" or NULL, or "off": ct_backend_set_cuda_graph */
     bool int8;              /* the model is int8 (CPU kernels only): "auto" takes the CPU */
+    const char *kernels;    /* NULL: the backend's default; ct_backend_set_kernels */
 } cli_device;
 
 /* The backend for a cli_device.  "auto" takes the GPU when there is one

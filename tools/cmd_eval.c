@@ -116,7 +116,8 @@ static int evaluate(eval_options *o)
         exit_status = cli_backend("eval", &(cli_device){o->device, o->threads, o->strict_device,
                                                       o->cuda_graph,
                                                       checkpoint &&
-                                                          ct_checkpoint_is_int8(checkpoint)},
+                                                          ct_checkpoint_is_int8(checkpoint),
+                                                      NULL},
                                   log, &backend);
     int64_t n = data ? ct_dataset_size(data) : 0;
     int batch = (int)(o->batch < n ? o->batch : n);

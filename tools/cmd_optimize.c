@@ -187,7 +187,8 @@ static int optimize_model(const optimize_options *o)
         exit_status = CLI_EXIT_USAGE;
     }
     if (exit_status == CLI_EXIT_OK)
-        exit_status = cli_backend("optimize", &(cli_device){o->device, o->threads, false, NULL, false},
+        exit_status = cli_backend("optimize",
+                                  &(cli_device){o->device, o->threads, false, NULL, false, NULL},
                                   o->json ? stderr : stdout, &backend);
     if (exit_status == CLI_EXIT_OK)
         exit_status = build(o, &info, checkpoint, backend, &m);

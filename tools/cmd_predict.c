@@ -263,7 +263,8 @@ static int predict(const predict_options *o, char **args, int n_args)
         exit_status = cli_backend("predict", &(cli_device){o->device, o->threads, o->strict_device,
                                                       o->cuda_graph,
                                                       checkpoint &&
-                                                          ct_checkpoint_is_int8(checkpoint)},
+                                                          ct_checkpoint_is_int8(checkpoint),
+                                                      NULL},
                                   log, &backend);
     if (exit_status == CLI_EXIT_OK)
         exit_status = cli_evaluator_new("predict", info.text, info.onnx, info.input, info.classes, batch,

@@ -410,7 +410,8 @@ static int run_prune(const prune_options *o)
     if (exit_status == CLI_EXIT_OK)
         exit_status = load_data(&j);
     if (exit_status == CLI_EXIT_OK)
-        exit_status = cli_backend("prune", &(cli_device){o->device, o->threads, false, NULL, false},
+        exit_status = cli_backend("prune",
+                                  &(cli_device){o->device, o->threads, false, NULL, false, NULL},
                                   j.log, &j.backend);
     if (exit_status == CLI_EXIT_OK)
         exit_status = load_model(&j);

@@ -201,7 +201,8 @@ static int quantize(quantize_options *o)
     if (exit_status == CLI_EXIT_OK)
         exit_status = calibration_batches(o, calib, batches);
     if (exit_status == CLI_EXIT_OK)
-        exit_status = cli_backend("quantize", &(cli_device){o->device, o->threads, false, NULL, false},
+        exit_status = cli_backend("quantize",
+                                  &(cli_device){o->device, o->threads, false, NULL, false, NULL},
                                   stdout, &backend);
     for (int k = 0; k < 2 && exit_status == CLI_EXIT_OK; k++) {
         exit_status = cli_evaluator_new("quantize", info.text, info.onnx, info.input,

@@ -210,7 +210,7 @@ static int setup(run *r)
         return CLI_EXIT_USAGE;
     }
     CLI_TRY(cli_backend("train", &(cli_device){opts->device, opts->threads, opts->strict_device,
-                                               opts->cuda_graph, false},
+                                               opts->cuda_graph, false, opts->kernels},
                         r->log, &r->backend));
     CLI_TRY(trainer_init(&r->t, "train", opts, &r->info, r->train_data, r->backend, r->job.rank,
                          r->job.size));

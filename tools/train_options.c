@@ -79,6 +79,7 @@ static cli_parsed parse_table(train_options *opts, int argc, char **argv)
          CLI_PRECISION_HELP},
         {"--strict-device", NULL, CLI_FLAG, &opts->strict_device, 0, 0, NULL,
          "refuse a model with ops the device cannot run (default: they run on the CPU)"},
+        {"--kernels", "K", CLI_TEXT, &opts->kernels, 0, 0, NULL, CLI_KERNELS_HELP},
         {"--workers", "N", CLI_INT, &opts->workers, 1, 64, NULL,
          "loader threads preparing batches ahead (default 1)"},
         {"--out", "DIR", CLI_TEXT, &opts->out, 0, 0, NULL,

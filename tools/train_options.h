@@ -10,8 +10,8 @@
 #include "run_files.h"
 
 typedef struct train_options {
-    const char *recipe, *model, *data, *data_dir, *optim, *schedule, *augment, *device, *out, *resume,
-        *cuda_graph, *precision;
+    const char *recipe, *model, *data, *data_dir, *optim, *schedule, *augment, *device, *kernels,
+        *out, *resume, *cuda_graph, *precision;
     long epochs, batch, seed, threads, workers, stop_after, max_steps;
     double lr, weight_decay, momentum, label_smoothing, bucket_mb;
     bool json, strict_device, sync_bn, check_numerics;

@@ -175,9 +175,7 @@ void workload_option_table(workload_options *opts, cli_option *out)
          "CPU threads, 0 for all cores (default 0)"},
         {"--strict-device", NULL, CLI_FLAG, &opts->strict_device, 0, 0, NULL,
          "refuse a model with ops the device cannot run (default: they run on the CPU)"},
-        {"--kernels", "K", CLI_TEXT, &opts->kernels, 0, 0, NULL,
-         "native, vendor, auto or one implementation (im2col, winograd, cudnn, ...); "
-         "default: native on the CPU, auto on CUDA"},
+        {"--kernels", "K", CLI_TEXT, &opts->kernels, 0, 0, NULL, CLI_KERNELS_HELP},
         {"--cuda-graph", "on|off", CLI_TEXT, &opts->cuda_graph, 0, 0, cli_on_off,
          CLI_CUDA_GRAPH_HELP},
         {"--precision", "P", CLI_TEXT, &opts->precision, 0, 0, cli_precisions,

@@ -1,0 +1,34 @@
+# Sourced by the tests that start mpirun (". tests/mpi_job.sh"; test_dist.sh,
+# dist_cuda.sh): Open MPI's settings for this machine, $mpirun (under
+# `timeout $limit`: a hang fails, exit status 124), and kill_rank, which
+# ends one rank of a running job with SIGKILL.
+limit=${limit:-60} # seconds for one mpirun
+# Open MPI runs as root only when told twice; two ranks may exceed the cores.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Its shared-memory transport copies between processes with process_vm_readv,
+# which containers often forbid ("Read -1, expected ..., errno = 1"): plain
+# copies through shared memory work everywhere.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_mca_base_component_disable_dlclose=1
+export LSAN_OPTIONS="suppressions=$(pwd)/tests/lsan-mpi.supp:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+mpirun="timeout $limit mpirun --oversubscribe"
+
+children() { # the processes whose parent is $1
+    for status_file in /proc/[0-9]*/status; do
+        grep -q "^PPid:[[:space:]]*$1\$" "$status_file" 2> /dev/null &&
+            basename "$(dirname "$status_file")"
+    done
+}
+
+# kill_rank JOB RANK: SIGKILL to rank RANK of the mpirun started in the
+# background as JOB (timeout -> mpirun -> the ranks); prints its pid.
+kill_rank() {
+    victim=""
+    for launcher in $(children "$1"); do
+        for pid in $(children "$launcher"); do
+            tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null |
+                grep -q "^OMPI_COMM_WORLD_RANK=$2\$" && victim=$pid
+        done
+    done
+    [ -n "$victim" ] && kill -9 "$victim" && echo "$victim"
+}
