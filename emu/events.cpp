@@ -12,7 +12,7 @@ namespace emu {
 
 bool is_event(const CUevent_st *event)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     return rt().events.count(event) != 0;
 }
 
@@ -24,7 +24,7 @@ extern "C" {
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     *event = new CUevent_st{current_device(), flags, 0, 0, false, 0.0, {}, 0};
     rt().events.insert(*event);
     return cudaSuccess;
@@ -37,7 +37,7 @@ cudaError_t cudaEventCreate(cudaEvent_t *event)
 
 cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     if (!is_event(event))
         return set_error(cudaErrorInvalidResourceHandle, "cudaEventDestroy: not a live event");
     run_until([event] { return event->seq == 0 || event->done; });
@@ -52,7 +52,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
  * when a launch of the graph reaches it. */
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned flags)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     stream_state *s = nullptr;
     if (!is_event(event))
         return set_error(cudaErrorInvalidResourceHandle, "cudaEventRecord: not a live event");
@@ -86,7 +86,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 
 static cudaError_t wait_event(cudaEvent_t event, const char *call)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     if (!is_event(event))
         return set_error(cudaErrorInvalidResourceHandle, std::string(call) + ": not a live event");
     if (check_event_wait(event, call) != cudaSuccess)
@@ -108,7 +108,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 
 int cuda_emu_event_counters(cudaEvent_t event, cuda_emu_kernel_counters *out)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     if (!is_event(event) || !event->done)
         return -1;
     *out = event->counters;
@@ -117,7 +117,7 @@ int cuda_emu_event_counters(cudaEvent_t event, cuda_emu_kernel_counters *out)
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     if (!is_event(start) || !is_event(end))
         return set_error(cudaErrorInvalidResourceHandle,
                          "cudaEventElapsedTime: not a live event");
@@ -135,7 +135,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     stream_state *s = nullptr;
     if (!is_event(event))
         return set_error(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: not a live event");

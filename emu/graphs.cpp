@@ -71,7 +71,7 @@ static bool forbids_unsafe_calls(const capture_state &c)
 
 cudaError_t check_unsafe_call(const std::string &call)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     std::string why;
     for (auto &entry : rt().streams) {
         stream_state *s = entry.second;
@@ -218,7 +218,7 @@ extern "C" {
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode)
 {
     runtime &r = rt();
-    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    std::lock_guard<runtime_lock> lock(r.lock);
     if (!r.config_error.empty())
         return set_error(cudaErrorInitializationError, r.config_error);
     stream_state *s = stream_of(stream);
@@ -253,7 +253,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
 {
     runtime &r = rt();
-    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    std::lock_guard<runtime_lock> lock(r.lock);
     if (graph)
         *graph = nullptr;
     stream_state *s = stream_of(stream);
@@ -291,7 +291,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *status)
 {
     runtime &r = rt();
-    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    std::lock_guard<runtime_lock> lock(r.lock);
     if (!r.config_error.empty())
         return set_error(cudaErrorInitializationError, r.config_error);
     stream_state *s = stream_of(stream);
@@ -318,7 +318,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
                                  unsigned long long flags)
 {
     runtime &r = rt();
-    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    std::lock_guard<runtime_lock> lock(r.lock);
     if (!exec)
         return set_error(cudaErrorInvalidValue, "cudaGraphInstantiate: exec is NULL");
     *exec = nullptr;
@@ -342,7 +342,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
 {
     runtime &r = rt();
-    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    std::lock_guard<runtime_lock> lock(r.lock);
     auto found = r.graph_execs.find((uintptr_t)exec);
     if (found == r.graph_execs.end())
         return set_error(cudaErrorInvalidValue,
@@ -392,7 +392,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     if (rt().graph_execs.erase((uintptr_t)exec) == 0)
         return set_error(cudaErrorInvalidValue,
                          "cudaGraphExecDestroy: not a live executable graph");
@@ -401,7 +401,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
 
 cudaError_t cudaGraphDestroy(cudaGraph_t graph)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     if (rt().graphs.erase((uintptr_t)graph) == 0)
         return set_error(cudaErrorInvalidValue, "cudaGraphDestroy: not a live graph");
     return cudaSuccess;
@@ -411,7 +411,7 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph)
  * it back (no call takes a node). */
 cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *count)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     auto found = rt().graphs.find((uintptr_t)graph);
     if (found == rt().graphs.end())
         return set_error(cudaErrorInvalidValue, "cudaGraphGetNodes: not a live graph");
@@ -431,7 +431,7 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t 
 
 unsigned long long cuda_emu_graph_launches(void)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     return rt().graph_launches;
 }
 

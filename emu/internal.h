@@ -28,6 +28,7 @@ struct settings {
     int sm_count;         /* CUDA_EMU_SMS */
     int compute_capability; /* CUDA_EMU_CC, major * 10 + minor */
     bool abort_on_error;  /* CUDA_EMU_ABORT=1: abort() at a kernel error (for a debugger) */
+    double nccl_timeout;  /* CUDA_EMU_NCCL_TIMEOUT: seconds a collective waits for its ranks */
 };
 const settings &config();
 

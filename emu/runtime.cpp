@@ -107,6 +107,17 @@ static settings read_settings()
             settings_error = std::string("CUDA_EMU_CC='") + cc +
                              "': expected a compute capability such as 8.0 or 9.0";
     }
+    s.nccl_timeout = 60;
+    const char *timeout = getenv("CUDA_EMU_NCCL_TIMEOUT");
+    if (timeout && *timeout) {
+        char *end = nullptr;
+        double seconds = strtod(timeout, &end);
+        if (end != timeout && !*end && seconds > 0 && seconds <= 86400)
+            s.nccl_timeout = seconds;
+        else
+            settings_error = std::string("CUDA_EMU_NCCL_TIMEOUT='") + timeout +
+                             "': expected seconds, more than 0 and at most 86400";
+    }
     const char *abort_setting = getenv("CUDA_EMU_ABORT");
     s.abort_on_error = abort_setting && strcmp(abort_setting, "1") == 0;
     return s;
@@ -398,7 +409,7 @@ cudaError_t cudaFuncSetAttribute(const void *kernel, cudaFuncAttribute attribute
                          "cudaFuncSetAttribute: " + std::to_string(value) +
                              " bytes of dynamic shared memory (the device allows 0 to " +
                              std::to_string(p.sharedMemPerBlockOptin) + ")");
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     rt().max_dynamic_shared[kernel] = value;
     return cudaSuccess;
 }
@@ -411,7 +422,7 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
     if (ready() != cudaSuccess || sticky(this_device) != cudaSuccess)
         return last_error;
     runtime &r = rt();
-    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    std::lock_guard<runtime_lock> lock(r.lock);
     if (check_unsafe_call("cudaMalloc") != cudaSuccess)
         return last_error;
     device_state &d = r.devices[(size_t)this_device];
@@ -434,7 +445,7 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
 static cudaError_t free_allocation(void *ptr, bool pinned)
 {
     runtime &r = rt();
-    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    std::lock_guard<runtime_lock> lock(r.lock);
     auto found = r.allocations.find((uintptr_t)ptr);
     if (found == r.allocations.end() || (found->second.device < 0) != pinned) {
         char text[128];
@@ -453,12 +464,12 @@ static cudaError_t free_allocation(void *ptr, bool pinned)
  * calls (the idiom that initializes a context is one). */
 cudaError_t cudaFree(void *ptr)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     if (check_unsafe_call("cudaFree") != cudaSuccess)
         return last_error;
     if (!ptr)
         return cudaSuccess;
-    run_until([] { return false; }); /* cudaFree waits for the whole device */
+    run_all(); /* cudaFree waits for the whole device */
     return free_allocation(ptr, false);
 }
 
@@ -467,7 +478,7 @@ static cudaError_t host_alloc(const char *call, void **ptr, size_t bytes)
     *ptr = nullptr;
     if (ready() != cudaSuccess)
         return last_error;
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     if (check_unsafe_call(call) != cudaSuccess)
         return last_error;
     void *memory = nullptr;
@@ -491,12 +502,12 @@ cudaError_t cudaMallocHost(void **ptr, size_t bytes)
 
 cudaError_t cudaFreeHost(void *ptr)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     if (check_unsafe_call("cudaFreeHost") != cudaSuccess)
         return last_error;
     if (!ptr)
         return cudaSuccess;
-    run_until([] { return false; });
+    run_all();
     return free_allocation(ptr, true);
 }
 
@@ -504,7 +515,7 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 {
     if (ready() != cudaSuccess)
         return last_error;
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     *total_bytes = config().memory_bytes;
     *free_bytes = config().memory_bytes - rt().devices[(size_t)this_device].in_use;
     return cudaSuccess;
@@ -515,7 +526,7 @@ cudaError_t cudaDeviceReset(void)
     if (ready() != cudaSuccess)
         return last_error;
     runtime &r = rt();
-    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    std::lock_guard<runtime_lock> lock(r.lock);
     int device = this_device;
     for (auto it = r.streams.begin(); it != r.streams.end();) {
         stream_state *s = it->second;
@@ -549,28 +560,28 @@ static bool failing_read;
 
 void cuda_emu_fail(const char *calls)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     failing_calls = std::string(",") + (calls ? calls : "") + ",";
     failing_read = true;
 }
 
 int cuda_emu_failures(const char *call)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     auto found = failures.find(call);
     return found == failures.end() ? 0 : found->second;
 }
 
 int cuda_emu_calls(const char *call)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     auto found = calls_made.find(call);
     return found == calls_made.end() ? 0 : found->second;
 }
 
 unsigned long long cuda_emu_kernel_launches(void)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     return rt().launches;
 }
 
@@ -587,7 +598,7 @@ void report_rejection(const char *function, const char *format, va_list args)
 
 bool injected_failure(const char *call)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     if (!failing_read) {
         const char *setting = getenv("CUDA_EMU_FAIL");
         failing_calls = std::string(",") + (setting ? setting : "") + ",";
@@ -603,7 +614,7 @@ bool injected_failure(const char *call)
 const allocation *find_range(const void *ptr, size_t bytes)
 {
     runtime &r = rt();
-    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    std::lock_guard<runtime_lock> lock(r.lock);
     auto next = r.allocations.upper_bound((uintptr_t)ptr);
     if (next == r.allocations.begin())
         return nullptr;

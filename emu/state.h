@@ -33,6 +33,64 @@ struct CUevent_st {
 
 namespace emu {
 
+/* The runtime's lock (runtime::lock): recursive, as the std::recursive_mutex
+ * it wraps, and a host thread that must wait for another host thread
+ * (run_until, for an NCCL collective whose other ranks' threads have not
+ * queued their parts yet) can let go of it whole meanwhile, however deeply
+ * it holds it. */
+class runtime_lock {
+public:
+    void lock()
+    {
+        mutex.lock();
+        depth++;
+    }
+    bool try_lock()
+    {
+        if (!mutex.try_lock())
+            return false;
+        depth++;
+        return true;
+    }
+    void unlock()
+    {
+        depth--;
+        mutex.unlock();
+    }
+    /* Let go of it whole; the depth, for take_back. */
+    int release_all()
+    {
+        int held = depth;
+        depth = 0;
+        for (int i = 0; i < held; i++)
+            mutex.unlock();
+        return held;
+    }
+    void take_back(int held)
+    {
+        for (int i = 0; i < held; i++)
+            mutex.lock();
+        depth = held;
+    }
+
+private:
+    std::recursive_mutex mutex;
+    int depth = 0; /* how deeply the owner holds it; only the owner touches it */
+};
+
+/* What an op waits for besides its stream's earlier work and its
+ * dependencies: the other ranks' parts of an NCCL collective between
+ * devices of this process (emu/nccl.cpp).  Called with the lock held. */
+struct op_gate {
+    virtual ~op_gate() = default;
+    /* Whether the op may run now. */
+    virtual bool open() = 0;
+    /* A host thread is waiting for it at `now` (steady seconds) with
+     * nothing else to run: when it gives up.  A time not after `now` means
+     * it has given up (failed), and open() holds from then on. */
+    virtual double stalled(double now) = 0;
+};
+
 /* OP_GRAPH: a graph's launch, its nodes run one after another as one op.
  * OP_WAIT: a graph's event wait node (cudaEventWaitExternal), which waits
  * before the graph starts (see cudaGraphLaunch) and does nothing itself. */
@@ -55,6 +113,7 @@ struct op {
     CUevent_st *event;                      /* OP_RECORD, OP_WAIT */
     std::shared_ptr<const graph_body> graph; /* OP_GRAPH */
     std::vector<dependency> after;
+    std::shared_ptr<op_gate> gate; /* null for all but NCCL collectives */
 };
 
 /* A captured graph: its nodes in capture order (one stream, so each depends
@@ -98,7 +157,7 @@ struct allocation {
 };
 
 struct runtime {
-    std::recursive_mutex lock;
+    runtime_lock lock;
     std::vector<device_state> devices;
     std::map<uintptr_t, allocation> allocations;
     std::map<uint64_t, stream_state *> streams; /* by id, the legacy streams included */
@@ -141,12 +200,26 @@ uint64_t queue(stream_state *s, op &&o);
 enum stream_use { USE_QUEUE, USE_WAIT };
 cudaError_t open_stream(cudaStream_t stream, const std::string &call, stream_use use,
                         stream_state **out);
-/* Run queued work until `done` holds (or nothing is left to run). */
+/* Run queued work until `done` holds (or nothing is left to run).  When
+ * nothing can run because a collective waits for parts that other host
+ * threads have not queued yet, let go of the lock and wait for them. */
 void run_until(const std::function<bool()> &done);
+/* Run all the work that can run (cudaFree, cudaFreeHost); wait only for
+ * collectives of the current device as run_until does. */
+void run_all();
 void run_stream(stream_state *s);
 void run_device(int device);
 /* Whether the op `seq` of stream `s` has run. */
 bool has_run(const stream_state *s, uint64_t seq);
+/* Where op `seq` of the stream numbered `stream` is: behind earlier work of
+ * its stream or unmet dependencies; first and free to run but for its
+ * gate; or no longer queued (it ran, or was dropped: its device failed
+ * first, or cudaDeviceReset). */
+enum op_place { OP_BEHIND, OP_FIRST, OP_GONE };
+op_place place_of(uint64_t stream, uint64_t seq);
+/* Wake the host threads that wait in run_until for other threads (queued
+ * work and finished work wake them too). */
+void wake_waiters();
 /* Whether `event` is a live event (cudaEventCreate, not yet destroyed). */
 bool is_event(const CUevent_st *event);
 

@@ -22,6 +22,8 @@
 #include <string.h>
 
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
 
 #include "emu.h"
 #include "counters.h"
@@ -71,6 +73,33 @@ bool has_run(const stream_state *s, uint64_t seq)
     return s->pending.empty() || s->pending.front().seq > seq;
 }
 
+static bool dependencies_met(const runtime &r, const op &o)
+{
+    for (const dependency &d : o.after)
+        if (!ran_before(r, d))
+            return false;
+    return true;
+}
+
+op_place place_of(uint64_t stream, uint64_t seq)
+{
+    runtime &r = rt();
+    auto found = r.streams.find(stream);
+    if (found == r.streams.end() || has_run(found->second, seq))
+        return OP_GONE;
+    const op &front = found->second->pending.front();
+    return front.seq == seq && dependencies_met(r, front) ? OP_FIRST : OP_BEHIND;
+}
+
+/* Host threads waiting in run_until for work that other host threads must
+ * queue (the parts of a collective) wait here. */
+static std::condition_variable_any work_changed;
+
+void wake_waiters()
+{
+    work_changed.notify_all();
+}
+
 /* The legacy stream waits for the blocking streams of its device, and they
  * for it (cudaStreamNonBlocking streams for neither).  A capture records
  * the op alone: the legacy stream cannot be used while a blocking stream
@@ -92,6 +121,7 @@ uint64_t queue(stream_state *s, op &&o)
             o.after.push_back(dependency{other->id, o.seq});
     }
     s->pending.push_back(std::move(o));
+    wake_waiters();
     return s->pending.back().seq;
 }
 
@@ -174,23 +204,66 @@ static void runnable(runtime &r, std::vector<stream_state *> *ready)
         stream_state *s = entry.second;
         if (s->pending.empty())
             continue;
-        bool free_to_run = true;
-        for (const dependency &d : s->pending.front().after)
-            free_to_run = free_to_run && ran_before(r, d);
-        if (free_to_run)
+        const op &front = s->pending.front();
+        if (dependencies_met(r, front) && (!front.gate || front.gate->open()))
             ready->push_back(s);
     }
 }
 
-void run_until(const std::function<bool()> &done)
+static double now_seconds()
+{
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+/* Nothing can run: wait for the host threads that must queue the missing
+ * parts of the collectives first on their streams (on `device`; -1: any
+ * device), letting go of the lock meanwhile, until one queues or runs work
+ * or a collective gives up.  False when no collective is waiting. */
+static bool wait_for_collectives(runtime &r, int device)
+{
+    double now = now_seconds(), until = INFINITY;
+    bool waiting = false, gave_up = false;
+    for (auto &entry : r.streams) {
+        stream_state *s = entry.second;
+        if (s->pending.empty() || (device >= 0 && s->device != device))
+            continue;
+        const op &front = s->pending.front();
+        if (!front.gate || !dependencies_met(r, front) || front.gate->open())
+            continue;
+        waiting = true;
+        double gives_up = front.gate->stalled(now);
+        if (gives_up <= now)
+            gave_up = true;
+        until = std::min(until, gives_up);
+    }
+    if (!waiting || gave_up)
+        return waiting;
+    struct whole_lock { /* the lock, let go of whole while waiting */
+        runtime_lock &runtime;
+        int held;
+        void unlock() { held = runtime.release_all(); }
+        void lock() { runtime.take_back(held); }
+    } whole{r.lock, 0};
+    using namespace std::chrono;
+    auto deadline = steady_clock::time_point(
+        duration_cast<steady_clock::duration>(duration<double>(until)));
+    work_changed.wait_until(whole, deadline);
+    return true;
+}
+
+static void run(const std::function<bool()> &done, int wait_device)
 {
     runtime &r = rt();
-    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    std::lock_guard<runtime_lock> lock(r.lock);
     std::vector<stream_state *> ready;
     while (!done()) {
         runnable(r, &ready);
-        if (ready.empty())
+        if (ready.empty()) {
+            if (wait_for_collectives(r, wait_device))
+                continue;
             return;
+        }
         stream_state *pick = ready[0];
         for (stream_state *s : ready) {
             uint64_t seq = s->pending.front().seq, best = pick->pending.front().seq;
@@ -203,7 +276,19 @@ void run_until(const std::function<bool()> &done)
         op o = std::move(pick->pending.front());
         pick->pending.pop_front();
         execute(pick, o);
+        if (o.gate)
+            wake_waiters();
     }
+}
+
+void run_until(const std::function<bool()> &done)
+{
+    run(done, -1);
+}
+
+void run_all()
+{
+    run([] { return false; }, current_device());
 }
 
 void run_stream(stream_state *s)
@@ -238,7 +323,7 @@ cudaError_t open_stream(cudaStream_t stream, const std::string &call, stream_use
 
 cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<void()> work)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     stream_state *s = nullptr;
     if (open_stream(stream, what, USE_QUEUE, &s) != cudaSuccess)
         return cudaPeekAtLastError();
@@ -265,7 +350,7 @@ static const char *base_name(const char *path)
 
 cudaError_t launch_kernel(kernel_launch &&l, cudaStream_t stream)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     std::string where = std::string("kernel ") + l.name + " (launched at " + base_name(l.file) +
                         ":" + std::to_string(l.line) + ")";
     stream_state *s = nullptr;
@@ -355,7 +440,7 @@ static cudaError_t copy_2d(const char *call, void *dst, size_t dpitch, const voi
                            cudaStream_t stream, bool wait)
 {
     runtime &r = rt();
-    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    std::lock_guard<runtime_lock> lock(r.lock);
     stream_state *s = nullptr;
     if (open_stream(stream, call, USE_QUEUE, &s) != cudaSuccess)
         return cudaPeekAtLastError();
@@ -404,7 +489,7 @@ static cudaError_t copy_2d(const char *call, void *dst, size_t dpitch, const voi
 static cudaError_t fill(const char *call, void *ptr, int value, size_t bytes,
                         cudaStream_t stream)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     stream_state *s = nullptr;
     if (open_stream(stream, call, USE_QUEUE, &s) != cudaSuccess)
         return cudaPeekAtLastError();
@@ -474,7 +559,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)
     runtime &r = rt();
     if (!r.config_error.empty())
         return set_error(cudaErrorInitializationError, r.config_error);
-    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    std::lock_guard<runtime_lock> lock(r.lock);
     stream_state *s = new stream_state{r.next_stream_id++, current_device(),
                                        !(flags & cudaStreamNonBlocking), false, {}, {}};
     r.streams[s->id] = s;
@@ -490,7 +575,7 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream)
 cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
     runtime &r = rt();
-    std::lock_guard<std::recursive_mutex> lock(r.lock);
+    std::lock_guard<runtime_lock> lock(r.lock);
     stream_state *s = stream ? stream_of(stream) : nullptr;
     if (!s || s->legacy)
         return set_error(cudaErrorInvalidResourceHandle, "cudaStreamDestroy: not a live stream");
@@ -508,7 +593,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 
 static cudaError_t wait_stream(cudaStream_t stream, const char *call)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     stream_state *s = nullptr;
     if (open_stream(stream, call, USE_WAIT, &s) != cudaSuccess)
         return cudaPeekAtLastError();
@@ -530,7 +615,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
-    std::lock_guard<std::recursive_mutex> lock(rt().lock);
+    std::lock_guard<runtime_lock> lock(rt().lock);
     if (sticky(current_device()) != cudaSuccess ||
         check_device_wait(current_device(), "cudaDeviceSynchronize") != cudaSuccess)
         return cudaPeekAtLastError();
