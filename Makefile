@@ -198,8 +198,9 @@ else ifeq ($(CUDA),emu)
 FOUND_CUDA := emulated (emu/: every GPU thread a fiber on the CPU; no GPU speed)
 FOUND_CUBLAS := emulated (reference shim)
 FOUND_CUDNN := emulated (reference shim)
-CUDA_DEFS := -DCT_HAVE_CUDA -DCT_CUDA_EMULATED -DCT_HAVE_CUBLAS -DCT_HAVE_CUDNN -DCT_CUDA_ARCHS='"90"' \
-             -DCT_CUDA_PTX_ARCH=90
+FOUND_NCCL := emulated (reference shim: ranks in one process or over shared memory)
+CUDA_DEFS := -DCT_HAVE_CUDA -DCT_CUDA_EMULATED -DCT_HAVE_CUBLAS -DCT_HAVE_CUDNN -DCT_HAVE_NCCL \
+             -DCT_HAVE_NCCL_H -DCT_CUDA_ARCHS='"90"' -DCT_CUDA_PTX_ARCH=90
 CUDA_SRCS := $(sort $(wildcard src/cuda/*.cu))
 CUDA_C_SRCS := $(sort $(wildcard src/cuda/*.c))
 # emu/count_pass.cpp is a compiler plugin, not part of the library.
@@ -242,6 +243,9 @@ FOUND_CUDNN := not found (convolution and pooling run native kernels)
 endif
 ifneq ($(HAVE_NCCL_H),)
 CUDA_DEFS += -DCT_HAVE_NCCL_H -DCT_HAVE_NCCL
+FOUND_NCCL := found (loaded at first use)
+else
+FOUND_NCCL := not found (data-parallel training on GPUs needs it)
 endif
 ifeq ($(CUDART_LIB),)
 FOUND_CUDA := nvcc found at $(NVCC), but not libcudart_static.a (CPU only)
@@ -317,6 +321,7 @@ config:
 	@echo "  CUDA:     $(FOUND_CUDA)"
 	@echo "  cuBLAS:   $(if $(CUDA_SRCS),$(FOUND_CUBLAS),-)"
 	@echo "  cuDNN:    $(if $(CUDA_SRCS),$(FOUND_CUDNN),-)"
+	@echo "  NCCL:     $(if $(CUDA_SRCS),$(FOUND_NCCL),-)"
 	@echo "  sanitize: $(if $(filter 1,$(SANITIZE)),address+undefined,$(if $(filter 1,$(TSAN)),thread ($(CC)$(comma) Archer: $(or $(ARCHER_LIB),not found)),off))"
 ifeq ($(CUDA),emu)
 	@echo "  counters: $(FOUND_EMU_COUNTERS)"
