@@ -23,8 +23,8 @@ typedef struct scaled_mlp {
     ct_tensor *x, *labels;
 } scaled_mlp;
 
-/* An fp16 MLP (conv-free: two linear layers) with SGD, planned on backend. */
-static scaled_mlp make_scaled_mlp(ct_backend *backend, ct_precision precision)
+/* An MLP (conv-free: two linear layers) with SGD (or Adam), planned on backend. */
+static scaled_mlp make_mlp(ct_backend *backend, ct_precision precision, bool adam)
 {
     scaled_mlp m = {.graph = ct_graph_new()};
     ct_graph *g = m.graph;
@@ -34,7 +34,10 @@ static scaled_mlp make_scaled_mlp(ct_backend *backend, ct_precision precision)
     ct_tensor *h = ct_relu(g, ct_layer_linear(g, "fc1", m.x, 16, true));
     ct_tensor *loss = ct_cross_entropy(g, ct_layer_linear(g, "fc2", h, 5, true), m.labels, 0);
     CHECK_OK(ct_graph_backward(g, loss));
-    CHECK_OK(ct_graph_sgd(g, (ct_sgd_args){.lr = 0.1f, .momentum = 0.9f}));
+    if (adam)
+        CHECK_OK(ct_graph_adam(g, ct_adam_defaults()));
+    else
+        CHECK_OK(ct_graph_sgd(g, (ct_sgd_args){.lr = 0.1f, .momentum = 0.9f}));
     CHECK_OK(ct_plan_new(g, backend, 3, &m.plan));
     float x[8 * 12];
     int64_t labels[8];
@@ -44,6 +47,11 @@ static scaled_mlp make_scaled_mlp(ct_backend *backend, ct_precision precision)
     CHECK_OK(ct_plan_write(m.plan, m.x, x, sizeof x));
     CHECK_OK(ct_plan_write(m.plan, m.labels, labels, sizeof labels));
     return m;
+}
+
+static scaled_mlp make_scaled_mlp(ct_backend *backend, ct_precision precision)
+{
+    return make_mlp(backend, precision, false);
 }
 
 /* Every parameter of the plan, concatenated into out (at most capacity floats). */
@@ -104,6 +112,35 @@ static void loss_scaler_on(ct_backend *backend)
     }
     double gap = harness_rel_err_f32(updated[0], updated[1], MLP_PARAMS);
     CHECK(gap < 1e-6, "the scale changed the update by %g", gap);
+}
+
+/* A skipped step is no update for the optimizer, as in PyTorch (GradScaler
+ * does not call the optimizer's step): after an overflow, the first clean
+ * step is Adam's first (bias correction with t = 1) and SGD's first (its
+ * momentum buffer set to the gradient), so the parameters end bit for bit
+ * where one clean step from the same start leaves them. */
+static void skipped_steps_are_not_updates(ct_backend *backend)
+{
+    for (int adam = 0; adam < 2; adam++) {
+        float ends[2][MLP_PARAMS];
+        for (int skip = 0; skip < 2; skip++) {
+            scaled_mlp m = make_mlp(backend, CT_PRECISION_FP16, adam);
+            if (skip) {
+                CHECK_OK(ct_plan_set_loss_scale(m.plan, 0x1p100f, 2000));
+                CHECK_OK(ct_plan_run(m.plan, CT_TRAIN));
+                CHECK(ct_plan_step_skipped(m.plan), "the overflow was not skipped");
+            }
+            CHECK_OK(ct_plan_set_loss_scale(m.plan, 0x1p10f, 2000));
+            CHECK_OK(ct_plan_run(m.plan, CT_TRAIN));
+            CHECK(!ct_plan_step_skipped(m.plan), "a clean step was skipped");
+            read_params(&m, ends[skip], MLP_PARAMS);
+            ct_plan_free(m.plan);
+            ct_graph_free(m.graph);
+        }
+        CHECK(memcmp(ends[0], ends[1], sizeof ends[0]) == 0,
+              "%s: a skipped step counted as an update (%g apart)", adam ? "Adam" : "SGD",
+              harness_rel_err_f32(ends[0], ends[1], MLP_PARAMS));
+    }
 }
 
 /* bf16 and fp32 scale nothing. */
@@ -268,10 +305,20 @@ static void cpu_loss_scaler(void)
     loss_scaler_off(cpu_backend);
 }
 
+static void cpu_skipped_steps_are_not_updates(void)
+{
+    skipped_steps_are_not_updates(cpu_backend);
+}
+
 static void cuda_loss_scaler(void)
 {
     loss_scaler_on(cuda_backend);
     loss_scaler_off(cuda_backend);
+}
+
+static void cuda_skipped_steps_are_not_updates(void)
+{
+    skipped_steps_are_not_updates(cuda_backend);
 }
 
 static void cpu_nan_loss(void)
@@ -306,10 +353,12 @@ int main(void)
     if (ct_backend_new("cpu", &cpu_backend) != CT_OK)
         return 1;
     RUN(cpu_loss_scaler);
+    RUN(cpu_skipped_steps_are_not_updates);
     RUN(cpu_nan_loss);
     RUN(cpu_check_numerics);
     if (ct_backend_new("cuda", &cuda_backend) == CT_OK) {
         RUN(cuda_loss_scaler);
+        RUN(cuda_skipped_steps_are_not_updates);
         RUN(cuda_nan_loss);
         RUN(cuda_check_numerics);
         ct_backend_free(cuda_backend);
@@ -317,7 +366,7 @@ int main(void)
         printf("FAIL cuda_cases (no CUDA device: %s)\n", ct_last_error());
         harness_failed++;
     } else {
-        fprintf(stderr, "test_loss_scaling: skipped 3 CUDA cases: %s\n", ct_last_error());
+        fprintf(stderr, "test_loss_scaling: skipped 4 CUDA cases: %s\n", ct_last_error());
     }
     ct_backend_free(cpu_backend);
     return harness_finish();

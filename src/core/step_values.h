@@ -16,6 +16,11 @@ typedef struct ct_step_values {
      * scaling, graph/precision.c; 1 otherwise): the updates divide by it */
     float loss_scale;
     int64_t step;      /* training steps completed before this one (8-byte offset) */
+    /* the optimizer's updates before this one: `step` less the steps fp16's
+     * loss scaling skipped, which PyTorch's optimizers do not count either
+     * (GradScaler does not call their step); SGD's first momentum and
+     * Adam's bias correction go by it */
+    int64_t updates;
     /* written 0 by the plan, set by a check_finite node that finds a
      * gradient inf or NaN: the updates of this step then do nothing */
     int32_t found_inf;

@@ -520,7 +520,7 @@ static ct_status run_sgd_update(const ct_exec *exec, const ct_tensor *node)
     ct_cpu_sgd_update(ct_tensor_numel(node), ct_exec_data(exec, node->src[0]),
                       ct_in(exec, node, 1), 1.0f / loss_scale(exec), momentum_buf, exec->lr,
                       a->momentum, a->dampening, a->weight_decay, a->nesterov,
-                      exec->step == 0);
+                      exec->updates == 0);
     return CT_OK;
 }
 
@@ -533,7 +533,7 @@ static ct_status run_adam_update(const ct_exec *exec, const ct_tensor *node)
                        ct_in(exec, node, 1), 1.0f / loss_scale(exec),
                        ct_exec_data(exec, node->src[2]),
                        ct_exec_data(exec, node->src[3]), exec->lr, a->beta1, a->beta2, a->eps,
-                       a->weight_decay, a->decoupled, exec->step + 1);
+                       a->weight_decay, a->decoupled, exec->updates + 1);
     return CT_OK;
 }
 

@@ -51,7 +51,7 @@ __global__ void sgd_momentum_kernel(int64_t count, float *param, const float *gr
     if (!update_scale(values, &unscale))
         return;
     float lr = values->lr;
-    bool first_step = values->step == 0;
+    bool first_step = values->updates == 0;
     float *const arrays[3] = {param, (float *)grad, buf};
     unsigned reads = first_step ? 0x3u : 0x7u; /* the first step only writes buf */
     ct_map(count, arrays, reads, 0x5u, [=](float *e) {
@@ -71,7 +71,7 @@ __global__ void adam_kernel(int64_t count, float *param, const float *grad, floa
     if (!update_scale(values, &unscale))
         return;
     ct_adam_step s = ct_adam_step_of(values->lr, beta1, beta2, eps, weight_decay, decoupled,
-                                     values->step + 1);
+                                     values->updates + 1);
     float *const arrays[4] = {param, (float *)grad, exp_avg, exp_avg_sq};
     ct_map(count, arrays, 0xfu, 0xdu, [&s, unscale](float *e) {
         e[0] = ct_adam_element(e[0], e[1] * unscale, &e[2], &e[3], &s);
@@ -123,7 +123,7 @@ __global__ void sgd_momentum_group_kernel(const __grid_constant__ ct_cuda_group 
     unsigned block, blocks;
     int t = group_tensor(g, b, &block, &blocks);
     float lr = values->lr;
-    bool first_step = values->step == 0;
+    bool first_step = values->updates == 0;
     float *const arrays[3] = {g.arrays[t][0], g.arrays[t][1], g.arrays[t][2]};
     ct_map_blocks(g.count[t], arrays, first_step ? 0x3u : 0x7u, 0x5u, block, blocks,
                   [=](float *e) {
@@ -144,7 +144,7 @@ __global__ void adam_group_kernel(const __grid_constant__ ct_cuda_group g,
     unsigned block, blocks;
     int t = group_tensor(g, b, &block, &blocks);
     ct_adam_step s = ct_adam_step_of(values->lr, beta1, beta2, eps, weight_decay, decoupled,
-                                     values->step + 1);
+                                     values->updates + 1);
     float *const arrays[4] = {g.arrays[t][0], g.arrays[t][1], g.arrays[t][2], g.arrays[t][3]};
     ct_map_blocks(g.count[t], arrays, 0xfu, 0xdu, block, blocks, [&s, unscale](float *e) {
         e[0] = ct_adam_element(e[0], e[1] * unscale, &e[2], &e[3], &s);

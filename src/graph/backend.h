@@ -43,6 +43,7 @@ typedef struct ct_exec {
     const ct_tensor *const *pool_into;
     bool training;
     int64_t step;               /* training steps completed before this one */
+    int64_t updates;            /* of them, those that updated (core/step_values.h) */
     float lr;
     uint64_t seed;
     /* lr and step again, in the backend's memory (NULL in eval): what the

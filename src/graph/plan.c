@@ -452,6 +452,7 @@ static ct_exec exec_of(const ct_plan *plan, ct_mode mode)
         .pool_into = mode == CT_EVAL ? plan->eval_pool_into : NULL,
         .training = mode == CT_TRAIN,
         .step = plan->step,
+        .updates = plan->step - plan->scaler.skipped,
         .lr = plan->lr,
         .seed = plan->seed,
         .step_values = mode == CT_TRAIN ? plan->step_values : NULL,
@@ -573,7 +574,7 @@ ct_status ct_plan_run(ct_plan *plan, ct_mode mode)
     ct_exec exec = exec_of(plan, mode);
     if (mode == CT_TRAIN) {
         ct_step_values values = {.lr = plan->lr, .loss_scale = plan->scaler.scale,
-                                 .step = plan->step};
+                                 .step = plan->step, .updates = exec.updates};
         CT_TRY(plan->backend->iface->write(plan->backend, plan->step_values, &values,
                                            sizeof values));
     }
