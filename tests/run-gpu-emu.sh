@@ -5,7 +5,9 @@
 # build.  Ends with "N passed, N failed" like tests/run.sh.  The forward
 # order trains 300 SimpleCNN steps on the command line; the other orders
 # train 40 (they look for races, which show in any step), the sanitized
-# build (about 40 times slower) 10, on fewer test images.
+# build (about 40 times slower) 10, on fewer test images.  Data-parallel
+# training over the emulator's NCCL between mpirun's processes
+# (tests/dist_cuda.sh, about 40 s) runs in the plain build's orders only.
 #   EMU_BUILD=build-emu EMU_SAN_BUILD=build-emu-san (either may be empty to skip)
 #   EMU_ORDERS="forward reverse shuffle"
 EMU_BUILD=${EMU_BUILD-build-emu}
@@ -14,11 +16,12 @@ EMU_ORDERS=${EMU_ORDERS-forward reverse shuffle}
 passed=0
 failed=0
 
-# run LABEL BUILD: every GPU test of BUILD, lines prefixed with the label.
+# run LABEL BUILD [MORE]: every GPU test of BUILD and the scripts MORE,
+# lines prefixed with the label.
 run() {
     label=$1
     log=$(mktemp)
-    CT_REQUIRE_GPU=1 BUILD=$2 TESTS="$2/tests/test_emu $2/tests/test_emu_graphs $2/tests/test_emu_counters $2/tests/test_emu_half $2/tests/test_emu_nccl $2/tests/test_emu_quant $2/tests/test_roofline $2/tests/test_gpu $2/tests/test_cuda_graph $2/tests/test_precision $2/tests/test_loss_scaling $2/tests/test_backend_ops $2/tests/test_custom_op $2/tests/test_custom_cuda $2/tests/test_optimize tests/gpu_cli.sh" \
+    CT_REQUIRE_GPU=1 BUILD=$2 TESTS="$2/tests/test_emu $2/tests/test_emu_graphs $2/tests/test_emu_counters $2/tests/test_emu_half $2/tests/test_emu_nccl $2/tests/test_emu_quant $2/tests/test_roofline $2/tests/test_gpu $2/tests/test_cuda_graph $2/tests/test_precision $2/tests/test_loss_scaling $2/tests/test_backend_ops $2/tests/test_custom_op $2/tests/test_custom_cuda $2/tests/test_optimize tests/gpu_cli.sh $3" \
         sh tests/run.sh > "$log" 2>&1
     sed "s/^/[$label] /" "$log"
     p=$(tail -n 1 "$log" | awk '/passed/ {print $1}')
@@ -33,7 +36,8 @@ if [ -n "$EMU_BUILD" ]; then
         images=1280 epochs=2
         [ "$order" = forward ] && images=6400 epochs=3
         CUDA_EMU_ORDER=$order CUDA_EMU_SEED=7 CUDA_EMU_DEVICES=2 \
-            GPU_CLI_TRAIN=$images GPU_CLI_EPOCHS=$epochs run "emu $order" "$EMU_BUILD"
+            GPU_CLI_TRAIN=$images GPU_CLI_EPOCHS=$epochs run "emu $order" "$EMU_BUILD" \
+            tests/dist_cuda.sh
     done
 fi
 if [ -n "$EMU_SAN_BUILD" ]; then

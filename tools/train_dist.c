@@ -142,9 +142,18 @@ int train_job_share(train_job *job, ct_plan *plan, double bucket_mb, bool sync_b
 {
     if (job->size == 1)
         return CLI_EXIT_OK; /* one batch: synchronized batchnorm is plain batchnorm */
-    if (ct_dist_broadcast_plan(job->dist, plan, 0) != CT_OK ||
-        ct_plan_set_dist(plan, job->dist, (size_t)(bucket_mb * BYTES_PER_MB)) != CT_OK ||
-        (sync_bn && ct_plan_set_sync_bn(plan, true) != CT_OK))
+    if (ct_dist_broadcast_plan(job->dist, plan, 0) != CT_OK)
+        return cli_fail("train");
+    ct_status status = ct_plan_set_dist(plan, job->dist, (size_t)(bucket_mb * BYTES_PER_MB));
+    /* What every rank finds alike (two ranks on one GPU, a rank without
+     * NCCL, gradients it cannot average) stops them together, said once. */
+    if (status == CT_ERR_ARG || status == CT_ERR_UNSUPPORTED) {
+        if (job->rank == 0)
+            cli_fail("train");
+        job->failed_together = true;
+        return CLI_EXIT_USAGE;
+    }
+    if (status != CT_OK || (sync_bn && ct_plan_set_sync_bn(plan, true) != CT_OK))
         return cli_fail("train");
     return CLI_EXIT_OK;
 }

@@ -1,0 +1,91 @@
+#!/bin/sh
+# Data-parallel training on GPUs under mpirun (docs/distributed.md), run in
+# the emulated GPU suite (tests/run-gpu-emu.sh: BUILD=build-emu, with
+# CUDA_EMU_DEVICES=2, so each process has two emulated GPUs; the ranks'
+# gradients go through the emulator's NCCL, one process to another):
+#   - 2 ranks of --batch 32 on --device cuda (each rank the GPU of its local
+#     rank: cuda:0 and cuda:1) for 20 steps end with the weights of one
+#     process of --batch 64 on cuda:0, within 1e-5;
+#   - two ranks given one GPU (--device cuda:0) are refused together before
+#     training (exit status 2), rank 0 naming both ranks and the GPU;
+#   - a rank whose GPU does not exist (3 ranks, 2 GPUs) ends the job,
+#     naming itself;
+#   - a rank killed (SIGKILL) while the job trains ends the job, never a
+#     hang, and leaves whole checkpoints;
+#   - doctor names the NCCL it loaded.
+# PASS/FAIL lines; without MPI or NCCL in the build it says so and passes nothing.
+BUILD=${BUILD:-build-emu}
+cuttle="$BUILD/cuttle"
+python=${CUTTLE_PYTHON:-/usr/bin/python3}
+fashion=/usr/share/datasets/fashion-mnist
+limit=240 # seconds for one mpirun: the emulated GPUs are slow
+tmp=$(mktemp -d)
+[ -n "$KEEP" ] || trap 'rm -rf "$tmp"' EXIT
+. tests/mpi_job.sh
+. tests/result.sh
+
+"$cuttle" doctor --json --no-cpu-gemm --gemm-size 16 > "$tmp/doctor.json" 2> /dev/null
+if grep -q '"mpi": null' "$tmp/doctor.json" || ! command -v mpirun > /dev/null 2>&1; then
+    echo "# skipped: this build has no MPI, or there is no mpirun"
+    exit 0
+fi
+if ! grep -q '"nccl_loaded": "[0-9]' "$tmp/doctor.json"; then
+    echo "# skipped: this build has no NCCL it can load"
+    exit 0
+fi
+mkdir -p "$tmp/data"
+# 960 images: 15 steps of 64 an epoch, so 20 steps end inside epoch 2
+"$python" tests/fashion_slice.py "$fashion" "$tmp/data" 960 200
+# native kernels: "auto" would time every candidate in the first step, which the
+# emulator does by counting every access (minutes)
+train="train --data-dir $tmp/data --max-steps 20 --kernels native"
+
+# ---- equality with one process --------------------------------------------------
+"$cuttle" $train --device cuda --batch 64 --out "$tmp/one" > "$tmp/one.out" 2>&1 &&
+    $mpirun -np 2 "$cuttle" $train --device cuda --batch 32 --out "$tmp/two" \
+        > "$tmp/two.out" 2>&1 &&
+    grep -q "batch 32 per rank, 64 in all (2 ranks)" "$tmp/two.out" &&
+    grep -q "in NCCL calls" "$tmp/two.out" &&
+    "$python" tests/safetensors_diff.py "$tmp/one/model.safetensors" \
+        "$tmp/two/model.safetensors" 1e-5 > "$tmp/diff.out"
+result two_gpu_ranks_equal_one_gpu_of_twice_the_batch "$?" "$tmp/one.out" "$tmp/two.out" \
+    "$tmp/diff.out"
+sed 's/^/# 2 GPU ranks vs 1 GPU: /' "$tmp/diff.out"
+
+# ---- refusals and faults --------------------------------------------------------
+$mpirun -np 2 "$cuttle" $train --device cuda:0 --batch 32 --out "$tmp/same" \
+    > "$tmp/same.out" 2>&1
+status=$?
+[ "$status" -eq 2 ] && [ "$(grep -c "ranks 0 and 1 both train on cuda:0" "$tmp/same.out")" -eq 1 ] &&
+    [ ! -e "$tmp/same/model.safetensors" ]
+result two_ranks_on_one_gpu_refused "$?" "$tmp/same.out"
+
+$mpirun -np 3 "$cuttle" $train --device cuda --batch 32 --out "$tmp/three" \
+    > "$tmp/three.out" 2>&1
+status=$?
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] && grep -q "cuda:2" "$tmp/three.out" &&
+    grep -q "rank 2 of 3 failed" "$tmp/three.out"
+result rank_without_a_gpu_ends_the_job "$?" "$tmp/three.out"
+
+# A long run; once it has saved an epoch, rank 1 is killed.
+$mpirun -np 2 "$cuttle" train --data-dir "$tmp/data" --kernels native --device cuda --batch 32 \
+    --epochs 100000 --out "$tmp/killed" > "$tmp/killed.out" 2>&1 &
+job=$!
+start=$(date +%s)
+for _ in $(seq 1200); do
+    [ -s "$tmp/killed/metrics.jsonl" ] && break
+    sleep 0.1
+done
+victim=$(kill_rank "$job" 1)
+wait "$job"
+status=$?
+seconds=$(($(date +%s) - start))
+echo "# killed GPU rank 1 (pid ${victim:-none found}): mpirun ended with $status after $seconds s"
+[ -n "$victim" ] && [ "$status" -ne 0 ] && [ "$status" -ne 124 ] &&
+    "$python" tests/safetensors_diff.py "$tmp/killed/state.safetensors" \
+        "$tmp/killed/state.safetensors" 0 > "$tmp/killed-check.out" 2>&1
+result killed_gpu_rank_ends_the_job "$?" "$tmp/killed.out" "$tmp/killed-check.out"
+
+$mpirun -np 2 "$cuttle" doctor --json --no-cpu-gemm --gemm-size 16 > "$tmp/doctor2.out" 2>&1
+grep -q '"world_size": 2' "$tmp/doctor2.out" && grep -q '"nccl_loaded": "[0-9]' "$tmp/doctor2.out"
+result doctor_reports_nccl_under_mpirun "$?" "$tmp/doctor2.out"
