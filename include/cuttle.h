@@ -888,6 +888,26 @@ typedef struct ct_dist_stats {
 } ct_dist_stats;
 CT_API ct_status ct_dist_stats_get(const ct_dist *dist, ct_dist_stats *out);
 
+/* Data parallel inside one process: plans of one model (the same graph
+ * built once per plan), each on a GPU of its own (a CUDA backend per GPU),
+ * trained as one.  ct_replicas_new copies plan 0's parameters, buffers and
+ * optimizer state into the others and joins their GPUs with NCCL; from
+ * then on ct_replicas_run runs every plan's step at once, a host thread
+ * each, and in CT_TRAIN steps the gradients are averaged over the plans
+ * (in buckets of about bucket_bytes, 0: 25 MB, as ct_plan_set_dist) before
+ * any optimizer reads them: write each plan its own part of the batch
+ * first, and the plans stay equal.  A step that fails on one GPU fails the
+ * run, and the replicas refuse to run again (the plans may differ).  The
+ * plans stay the caller's; free the replicas first.  A single plan runs
+ * alone, on any backend. */
+typedef struct ct_replicas ct_replicas;
+CT_API ct_status ct_replicas_new(ct_plan *const *plans, int n_plans, size_t bucket_bytes,
+                                 ct_replicas **out);
+CT_API ct_status ct_replicas_run(ct_replicas *replicas, ct_mode mode);
+/* What plan 0's data-parallel steps have cost so far. */
+CT_API ct_status ct_replicas_stats(const ct_replicas *replicas, ct_dist_stats *out);
+CT_API void ct_replicas_free(ct_replicas *replicas);
+
 /* ---- datasets ------------------------------------------------------------ */
 
 /* A labelled image dataset held in host memory as bytes: one split of

@@ -66,6 +66,10 @@ const char *ct_comm_mpi_library(void);
  * stream of `backend` (a CUDA backend); `host`, the job's communicator,
  * carries NCCL's unique id from rank 0.  Collective: every rank calls it. */
 ct_status ct_comm_nccl_new(ct_comm *host, ct_backend *backend, ct_comm **out);
+/* NCCL between the GPUs of n backends of this process (ncclCommInitAll):
+ * out[i] is rank i on backends[i]'s GPU and stream.  Each rank's calls must
+ * come from a thread of its own (or its collectives wait for the others). */
+ct_status ct_comm_nccl_group_new(ct_backend *const *backends, int n, ct_comm **out);
 #endif
 
 #endif

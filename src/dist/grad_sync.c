@@ -48,8 +48,10 @@ typedef struct bucket {
 
 typedef struct grad_sync {
     ct_grad_hook hook; /* first: the plan calls through it */
-    ct_dist *dist;
-    ct_comm *comm; /* the gradients': the job's, or a device communicator of its own */
+    ct_dist_stats *stats;
+    ct_comm *host;     /* the job's (synchronized batchnorm's sums); NULL: none */
+    ct_comm *comm;     /* the gradients': the job's, or a device communicator */
+    bool owns_comm;    /* made for this plan: destroyed with the hook */
     ct_backend *backend;
     grad_slot *slots; /* by bucket */
     int n_slots;
@@ -58,6 +60,7 @@ typedef struct grad_sync {
     int n_buckets;
     int *started; /* bucket indices in the order their sums started, this step */
     int n_started;
+    int *order;   /* ... in the last whole step (before one: index order) */
     ct_rank_sum rank_sum; /* for synchronized batchnorm, when it is on */
 } grad_sync;
 
@@ -67,6 +70,8 @@ static double now_seconds(void)
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
 }
+
+static void destroy(ct_grad_hook *hook);
 
 /* Lets the sums in flight progress, noting those that finished. */
 static ct_status progress(grad_sync *g)
@@ -98,7 +103,7 @@ static ct_status grad_ready(ct_grad_hook *hook, const ct_tensor *param, void *gr
         g->started[g->n_started++] = slot->bucket;
     }
     ct_status status = progress(g);
-    g->dist->stats.comm_seconds += now_seconds() - start;
+    g->stats->comm_seconds += now_seconds() - start;
     return status;
 }
 
@@ -115,8 +120,8 @@ static ct_status grads_done(ct_grad_hook *hook)
     for (int k = 0; k < g->n_started; k++)
         CT_TRY(comm->iface->wait(comm, g->started[k]));
     double waited = now_seconds() - start;
-    g->dist->stats.wait_seconds += waited;
-    g->dist->stats.comm_seconds += waited;
+    g->stats->wait_seconds += waited;
+    g->stats->comm_seconds += waited;
     float ranks = (float)comm->size;
     for (int i = 0; i < g->n_buckets; i++) {
         bucket *b = &g->buckets[i];
@@ -132,9 +137,38 @@ static ct_status grads_done(ct_grad_hook *hook)
         b->n_ready = 0;
         b->done = false;
     }
+    memcpy(g->order, g->started, sizeof *g->order * (size_t)g->n_buckets);
     g->n_started = 0;
-    g->dist->stats.steps++;
+    g->stats->steps++;
     return CT_OK;
+}
+
+ct_status ct_grad_sync_drain(ct_plan *plan)
+{
+    ct_grad_hook *hook = ct_plan_grad_hook(plan);
+    if (!hook || hook->destroy != destroy)
+        return CT_OK;
+    grad_sync *g = (grad_sync *)hook;
+    ct_status status = CT_OK;
+    for (int k = 0; k < g->n_buckets; k++) {
+        bucket *b = &g->buckets[g->order[k]];
+        if (b->n_ready == b->n_slots)
+            continue; /* started in the step */
+        ct_status started = g->comm->iface->sum_start(g->comm, g->order[k], b->data, b->count);
+        if (started == CT_OK)
+            g->started[g->n_started++] = g->order[k];
+        status = status == CT_OK ? started : status;
+    }
+    for (int k = 0; k < g->n_started; k++) {
+        ct_status waited = g->comm->iface->wait(g->comm, g->started[k]);
+        status = status == CT_OK ? waited : status;
+    }
+    for (int i = 0; i < g->n_buckets; i++) {
+        g->buckets[i].n_ready = 0;
+        g->buckets[i].done = false;
+    }
+    g->n_started = 0;
+    return status;
 }
 
 static void grad_sync_free(grad_sync *g)
@@ -145,12 +179,13 @@ static void grad_sync_free(grad_sync *g)
         else
             free(g->buckets[i].data);
     }
-    if (g->comm && g->comm != g->dist->comm)
+    if (g->comm && g->owns_comm)
         g->comm->iface->destroy(g->comm);
     free(g->buckets);
     free(g->slots);
     free(g->slot_of);
     free(g->started);
+    free(g->order);
     free(g);
 }
 
@@ -198,20 +233,62 @@ static ct_status plan_buckets(grad_sync *g, const ct_graph *graph, size_t bucket
 
 /* The gradients' communicator: on a GPU, NCCL between the ranks' GPUs;
  * otherwise the job's own. */
-static ct_status gradient_comm(grad_sync *g)
+static ct_status gradient_comm(ct_comm *host, ct_backend *backend, ct_comm **out)
 {
-    g->comm = g->dist->comm;
-    if (g->dist->comm->size == 1 || strncmp(ct_backend_name(g->backend), "cuda", 4) != 0)
+    *out = host;
+    if (host->size == 1 || strncmp(ct_backend_name(backend), "cuda", 4) != 0)
         return CT_OK;
 #if defined(CT_HAVE_CUDA) && defined(CT_HAVE_NCCL)
-    return ct_comm_nccl_new(g->dist->comm, g->backend, &g->comm);
+    return ct_comm_nccl_new(host, backend, out);
 #else
     return ct_set_error(CT_ERR_UNSUPPORTED,
                         "ct_plan_set_dist: this plan is on %s, and this build has no NCCL to "
                         "average gradients between GPUs (nccl.h was not found with the CUDA "
                         "toolkit); train on the CPU, or rebuild with NCCL",
-                        ct_backend_name(g->backend));
+                        ct_backend_name(backend));
 #endif
+}
+
+ct_status ct_grad_sync_attach(ct_plan *plan, ct_dist_stats *stats, ct_comm *host,
+                              ct_comm *grads, bool owns_grads, size_t bucket_bytes)
+{
+    const ct_graph *graph = ct_plan_graph(plan);
+    grad_sync *g = calloc(1, sizeof *g);
+    if (!g) {
+        if (owns_grads)
+            grads->iface->destroy(grads);
+        return ct_set_error(CT_ERR_MEMORY, "data-parallel steps: out of host memory");
+    }
+    g->comm = grads;
+    g->owns_comm = owns_grads;
+    g->backend = ct_plan_backend(plan);
+    int n_state = graph->n_state > 0 ? graph->n_state : 1;
+    if (!(g->slots = calloc((size_t)n_state, sizeof *g->slots)) ||
+        !(g->slot_of = calloc((size_t)n_state, sizeof *g->slot_of)) ||
+        !(g->buckets = calloc((size_t)n_state, sizeof *g->buckets)) ||
+        !(g->started = calloc((size_t)n_state, sizeof *g->started)) ||
+        !(g->order = calloc((size_t)n_state, sizeof *g->order))) {
+        grad_sync_free(g);
+        return ct_set_error(CT_ERR_MEMORY, "data-parallel steps: out of host memory");
+    }
+    g->hook = (ct_grad_hook){grad_ready, grads_done, destroy, NULL};
+    g->stats = stats;
+    g->host = host;
+    ct_status status =
+        plan_buckets(g, graph, bucket_bytes ? bucket_bytes : CT_DIST_DEFAULT_BUCKET_BYTES);
+    for (int i = 0; i < g->n_buckets; i++)
+        g->order[i] = i;
+    if (status == CT_OK)
+        status = g->comm->iface->reserve(g->comm, g->n_buckets);
+    if (status != CT_OK) {
+        grad_sync_free(g);
+        return status;
+    }
+    stats->buckets = g->n_buckets;
+    stats->bytes = 0;
+    for (int i = 0; i < g->n_buckets; i++)
+        stats->bytes += sizeof(float) * (size_t)g->buckets[i].count;
+    return ct_plan_set_grad_hook(plan, &g->hook);
 }
 
 ct_status ct_plan_set_dist(ct_plan *plan, ct_dist *dist, size_t bucket_bytes)
@@ -220,39 +297,14 @@ ct_status ct_plan_set_dist(ct_plan *plan, ct_dist *dist, size_t bucket_bytes)
         return ct_set_error(CT_ERR_ARG, "ct_plan_set_dist: plan is NULL");
     if (!dist)
         return ct_plan_set_grad_hook(plan, NULL);
-    const ct_graph *graph = ct_plan_graph(plan);
-    if (!graph->has_backward)
+    if (!ct_plan_graph(plan)->has_backward)
         return ct_set_error(CT_ERR_STATE,
                             "ct_plan_set_dist: the plan's graph has no gradients (call "
                             "ct_graph_backward before ct_plan_new)");
-    grad_sync *g = calloc(1, sizeof *g);
-    int n_state = graph->n_state > 0 ? graph->n_state : 1;
-    if (!g || !(g->slots = calloc((size_t)n_state, sizeof *g->slots)) ||
-        !(g->slot_of = calloc((size_t)n_state, sizeof *g->slot_of)) ||
-        !(g->buckets = calloc((size_t)n_state, sizeof *g->buckets)) ||
-        !(g->started = calloc((size_t)n_state, sizeof *g->started))) {
-        if (g)
-            grad_sync_free(g);
-        return ct_set_error(CT_ERR_MEMORY, "ct_plan_set_dist: out of host memory");
-    }
-    g->hook = (ct_grad_hook){grad_ready, grads_done, destroy, NULL};
-    g->dist = dist;
-    g->backend = ct_plan_backend(plan);
-    ct_status status = gradient_comm(g);
-    if (status == CT_OK)
-        status = plan_buckets(g, graph, bucket_bytes ? bucket_bytes
-                                                     : CT_DIST_DEFAULT_BUCKET_BYTES);
-    if (status == CT_OK)
-        status = g->comm->iface->reserve(g->comm, g->n_buckets);
-    if (status != CT_OK) {
-        grad_sync_free(g);
-        return status;
-    }
-    dist->stats.buckets = g->n_buckets;
-    dist->stats.bytes = 0;
-    for (int i = 0; i < g->n_buckets; i++)
-        dist->stats.bytes += sizeof(float) * (size_t)g->buckets[i].count;
-    return ct_plan_set_grad_hook(plan, &g->hook);
+    ct_comm *grads = NULL;
+    CT_TRY(gradient_comm(dist->comm, ct_plan_backend(plan), &grads));
+    return ct_grad_sync_attach(plan, &dist->stats, dist->comm, grads, grads != dist->comm,
+                               bucket_bytes);
 }
 
 /* Synchronized batchnorm's sums: blocking, between the bucket sums in
@@ -261,8 +313,8 @@ static int sum_over_ranks(void *ctx, double *values, int count)
 {
     grad_sync *g = ctx;
     double start = now_seconds();
-    ct_status status = g->dist->comm->iface->sum_f64(g->dist->comm, values, count);
-    g->dist->stats.comm_seconds += now_seconds() - start;
+    ct_status status = g->host->iface->sum_f64(g->host, values, count);
+    g->stats->comm_seconds += now_seconds() - start;
     return (int)status;
 }
 
@@ -280,6 +332,9 @@ ct_status ct_plan_set_sync_bn(ct_plan *plan, bool on)
                             "ct_plan_set_sync_bn: synchronized batchnorm runs on the CPU "
                             "backend only so far, and this plan is on %s", backend);
     grad_sync *g = (grad_sync *)hook;
+    if (on && !g->host)
+        return ct_set_error(CT_ERR_UNSUPPORTED, "ct_plan_set_sync_bn: these data-parallel "
+                                                "steps have no job to sum statistics over");
     g->rank_sum = (ct_rank_sum){.sum = sum_over_ranks, .ctx = g};
     hook->sync_bn = on ? &g->rank_sum : NULL;
     return CT_OK;

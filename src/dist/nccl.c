@@ -246,6 +246,29 @@ static ct_status exchange_cards(ct_comm *host, int device, const char *why_not_l
     return status;
 }
 
+/* A communicator of rank `rank` of `size` on the backend's GPU and stream,
+ * with its own stream; NCCL's handle comes later. */
+static ct_status comm_new(ct_backend *backend, int rank, int size, nccl_comm **out)
+{
+    int device = 0;
+    void *stream = NULL;
+    CT_TRY(ct_cuda_backend_stream(backend, &device, &stream));
+    nccl_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return ct_set_error(CT_ERR_MEMORY, "NCCL communicator: out of host memory");
+    c->comm = (ct_comm){.iface = &nccl_iface, .rank = rank, .size = size, .device = true};
+    c->device = device;
+    c->work = (cudaStream_t)stream;
+    if (cudaSetDevice(device) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&c->own, cudaStreamNonBlocking) != cudaSuccess) {
+        free(c);
+        return ct_cuda_fail(cudaGetLastError(), __FILE__, __LINE__,
+                            "cudaStreamCreateWithFlags(&c->own, cudaStreamNonBlocking)");
+    }
+    *out = c;
+    return CT_OK;
+}
+
 ct_status ct_comm_nccl_new(ct_comm *host, ct_backend *backend, ct_comm **out)
 {
     *out = NULL;
@@ -254,16 +277,10 @@ ct_status ct_comm_nccl_new(ct_comm *host, ct_backend *backend, ct_comm **out)
     CT_TRY(ct_cuda_backend_stream(backend, &device, &stream));
     const char *why = ct_nccl_why();
     CT_TRY(exchange_cards(host, device, why));
-    nccl_comm *c = calloc(1, sizeof *c);
-    if (!c)
-        return ct_set_error(CT_ERR_MEMORY, "NCCL communicator: out of host memory");
-    c->comm = (ct_comm){.iface = &nccl_iface, .rank = host->rank, .size = host->size,
-                        .device = true};
-    c->device = device;
-    c->work = (cudaStream_t)stream;
+    nccl_comm *c = NULL;
+    ct_status status = comm_new(backend, host->rank, host->size, &c);
     id_message message = {0};
-    ct_status status = CT_OK;
-    if (host->rank == 0) {
+    if (status == CT_OK && host->rank == 0) {
         ncclResult_t result = ncclGetUniqueId(&message.id);
         message.ok = result == ncclSuccess;
         if (!message.ok)
@@ -277,10 +294,6 @@ ct_status ct_comm_nccl_new(ct_comm *host, ct_backend *backend, ct_comm **out)
                                              "error says why)");
     if (status == CT_OK && cudaSetDevice(device) != cudaSuccess)
         status = ct_cuda_fail(cudaGetLastError(), __FILE__, __LINE__, "cudaSetDevice(device)");
-    if (status == CT_OK &&
-        cudaStreamCreateWithFlags(&c->own, cudaStreamNonBlocking) != cudaSuccess)
-        status = ct_cuda_fail(cudaGetLastError(), __FILE__, __LINE__,
-                              "cudaStreamCreateWithFlags(&c->own, cudaStreamNonBlocking)");
     if (status == CT_OK) {
         ncclResult_t result = ncclCommInitRank(&c->nccl, host->size, message.id, host->rank);
         if (result != ncclSuccess) {
@@ -294,6 +307,45 @@ ct_status ct_comm_nccl_new(ct_comm *host, ct_backend *backend, ct_comm **out)
     }
     *out = &c->comm;
     return CT_OK;
+}
+
+ct_status ct_comm_nccl_group_new(ct_backend *const *backends, int n, ct_comm **out)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = NULL;
+    CT_TRY(ct_nccl_load());
+    nccl_comm **comms = calloc((size_t)n, sizeof *comms);
+    ncclComm_t *handles = calloc((size_t)n, sizeof *handles);
+    int *devices = calloc((size_t)n, sizeof *devices);
+    ct_status status = comms && handles && devices
+                           ? CT_OK
+                           : ct_set_error(CT_ERR_MEMORY, "NCCL communicators: out of host memory");
+    for (int i = 0; status == CT_OK && i < n; i++) {
+        status = comm_new(backends[i], i, n, &comms[i]);
+        if (status == CT_OK)
+            devices[i] = comms[i]->device;
+        for (int j = 0; status == CT_OK && j < i; j++)
+            if (devices[j] == devices[i])
+                status = ct_set_error(CT_ERR_ARG, "plans %d and %d are both on cuda:%d: each "
+                                                  "needs a GPU of its own", j, i, devices[i]);
+    }
+    if (status == CT_OK) {
+        ncclResult_t result = ncclCommInitAll(handles, n, devices);
+        if (result != ncclSuccess)
+            status = nccl_fail(comms[0], result, __LINE__, "ncclCommInitAll");
+    }
+    for (int i = 0; comms && i < n; i++) {
+        if (status == CT_OK) {
+            comms[i]->nccl = handles[i];
+            out[i] = &comms[i]->comm;
+        } else {
+            nccl_free(comms[i], true);
+        }
+    }
+    free(comms);
+    free(handles);
+    free(devices);
+    return status;
 }
 
 #endif
