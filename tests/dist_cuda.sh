@@ -1,8 +1,11 @@
 #!/bin/sh
-# Data-parallel training on GPUs under mpirun (docs/distributed.md), run in
-# the emulated GPU suite (tests/run-gpu-emu.sh: BUILD=build-emu, with
-# CUDA_EMU_DEVICES=2, so each process has two emulated GPUs; the ranks'
-# gradients go through the emulator's NCCL, one process to another):
+# Data-parallel training on GPUs (docs/distributed.md), run in the emulated
+# GPU suite (tests/run-gpu-emu.sh: BUILD=build-emu, with CUDA_EMU_DEVICES=2,
+# so each process has two emulated GPUs; the gradients go through the
+# emulator's NCCL, between threads of one process or between processes):
+#   - one process on --device cuda:0,1 at --batch 32 (per GPU) for 20 steps
+#     ends within 1e-5 of one GPU at --batch 64, and a run resumed after 10
+#     steps ends bit for bit where it does; a GPU named twice is refused;
 #   - 2 ranks of --batch 32 on --device cuda (each rank the GPU of its local
 #     rank: cuda:0 and cuda:1) for 20 steps end with the weights of one
 #     process of --batch 64 on cuda:0, within 1e-5;
@@ -25,10 +28,6 @@ tmp=$(mktemp -d)
 . tests/result.sh
 
 "$cuttle" doctor --json --no-cpu-gemm --gemm-size 16 > "$tmp/doctor.json" 2> /dev/null
-if grep -q '"mpi": null' "$tmp/doctor.json" || ! command -v mpirun > /dev/null 2>&1; then
-    echo "# skipped: this build has no MPI, or there is no mpirun"
-    exit 0
-fi
 if ! grep -q '"nccl_loaded": "[0-9]' "$tmp/doctor.json"; then
     echo "# skipped: this build has no NCCL it can load"
     exit 0
@@ -39,9 +38,39 @@ mkdir -p "$tmp/data"
 # native kernels: "auto" would time every candidate in the first step, which the
 # emulator does by counting every access (minutes)
 train="train --data-dir $tmp/data --max-steps 20 --kernels native"
+"$cuttle" $train --device cuda --batch 64 --out "$tmp/one" > "$tmp/one.out" 2>&1
+one_status=$?
+
+# ---- two GPUs of one process ----------------------------------------------------
+[ "$one_status" -eq 0 ] &&
+    "$cuttle" $train --device cuda:0,1 --batch 32 --out "$tmp/pair" > "$tmp/pair.out" 2>&1 &&
+    grep -q "batch 32 per GPU, 64 in all (2 GPUs)" "$tmp/pair.out" &&
+    grep -q "all-reduce (2 GPUs)" "$tmp/pair.out" &&
+    "$python" tests/safetensors_diff.py "$tmp/one/model.safetensors" \
+        "$tmp/pair/model.safetensors" 1e-5 > "$tmp/pair-diff.out"
+result two_gpus_of_one_process_equal_one_gpu_of_twice_the_batch "$?" "$tmp/one.out" \
+    "$tmp/pair.out" "$tmp/pair-diff.out"
+sed 's/^/# 2 GPUs of one process vs 1 GPU: /' "$tmp/pair-diff.out"
+
+"$cuttle" $train --device cuda:0,1 --batch 32 --max-steps 10 --out "$tmp/pair-half" \
+    > "$tmp/pair-half.out" 2>&1 &&
+    "$cuttle" train --resume "$tmp/pair-half" --max-steps 20 --kernels native \
+        --device cuda:0,1 > "$tmp/pair-resume.out" 2>&1 &&
+    cmp -s "$tmp/pair/model.safetensors" "$tmp/pair-half/model.safetensors"
+result two_gpus_of_one_process_resume_exactly "$?" "$tmp/pair-half.out" "$tmp/pair-resume.out"
+
+"$cuttle" $train --device cuda:1,1 --out "$tmp/twice" > "$tmp/twice.out" 2>&1
+[ "$?" -eq 2 ] && grep -q "names cuda:1 twice" "$tmp/twice.out"
+result one_gpu_named_twice_refused "$?" "$tmp/twice.out"
+
+# ---- mpirun: one GPU per rank ---------------------------------------------------
+if grep -q '"mpi": null' "$tmp/doctor.json" || ! command -v mpirun > /dev/null 2>&1; then
+    echo "# skipped: this build has no MPI, or there is no mpirun"
+    exit 0
+fi
 
 # ---- equality with one process --------------------------------------------------
-"$cuttle" $train --device cuda --batch 64 --out "$tmp/one" > "$tmp/one.out" 2>&1 &&
+[ "$one_status" -eq 0 ] &&
     $mpirun -np 2 "$cuttle" $train --device cuda --batch 32 --out "$tmp/two" \
         > "$tmp/two.out" 2>&1 &&
     grep -q "batch 32 per rank, 64 in all (2 ranks)" "$tmp/two.out" &&

@@ -227,7 +227,7 @@ static int finetune(prune_job *j)
     opts.epochs = o->finetune;
     opts.schedule = "cosine";
     opts.augment = o->augment;
-    CLI_TRY(trainer_init(&j->t, "prune", &opts, &j->info, j->train, j->backend, 0, 1));
+    CLI_TRY(trainer_init(&j->t, "prune", &opts, &j->info, j->train, &j->backend, 1, 0, 1));
     CLI_TRY(copy_state(j->result, j->t.plan));
     if (o->unstructured != UNSET_RATIO) {
         j->t.after_step = put_masks_back;

@@ -43,7 +43,9 @@ typedef struct run {
     train_job job;
     FILE *log;
     ct_dataset *train_data, *test_data;
-    ct_backend *backend;
+    ct_backend *backend; /* backends[0] */
+    ct_backend *backends[TRAINER_MAX_PARTS];
+    int n_backends;
     run_info info;
     trainer t;
     cli_evaluator *ev;
@@ -58,7 +60,8 @@ static void run_free(run *r)
     cli_evaluator_free(r->ev);
     trainer_free(&r->t);
     run_info_free(&r->info);
-    ct_backend_free(r->backend);
+    for (int k = 0; k < r->n_backends; k++)
+        ct_backend_free(r->backends[k]);
     ct_dataset_free(r->test_data);
     ct_dataset_free(r->train_data);
     run_args_free(&r->args);
@@ -179,6 +182,60 @@ static int resume(run *r)
     return CLI_EXIT_OK;
 }
 
+/* --device cuda:0,1 (or cuda:0,cuda:1): one part of every batch on each
+ * GPU of this process.  names: the devices, one each. */
+static int device_list(const char *device, char names[][32], int *n)
+{
+    *n = 0;
+    for (const char *at = device; *at;) {
+        size_t length = strcspn(at, ",");
+        if (*n == TRAINER_MAX_PARTS || length == 0 || length >= 24) {
+            fprintf(stderr, "cuttle train: --device %s: give up to %d devices, such as "
+                    "cuda:0,1 or cuda:0,cuda:1\n", device, TRAINER_MAX_PARTS);
+            return CLI_EXIT_USAGE;
+        }
+        bool index = strspn(at, "0123456789") == length;
+        snprintf(names[*n], sizeof names[0], "%s%.*s", index ? "cuda:" : "", (int)length, at);
+        for (int k = 0; k < *n; k++)
+            if (strcmp(names[k], names[*n]) == 0) {
+                fprintf(stderr, "cuttle train: --device %s names %s twice: each part of the "
+                        "batch needs a GPU of its own\n", device, names[k]);
+                return CLI_EXIT_USAGE;
+            }
+        (*n)++;
+        at += length + (at[length] == ',');
+    }
+    if (*n > 1 && strncmp(names[0], "cuda", 4) != 0) {
+        fprintf(stderr, "cuttle train: --device %s: several devices must be GPUs (cuda:0,1)\n",
+                device);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* A backend for each device of --device. */
+static int open_backends(run *r)
+{
+    const train_options *opts = &r->opts;
+    char names[TRAINER_MAX_PARTS][32];
+    int n = 0;
+    CLI_TRY(device_list(opts->device, names, &n));
+    if (n > 1 && r->job.size > 1) {
+        fprintf(stderr, "cuttle train: --device %s: under mpirun each rank trains on one GPU "
+                "(--device cuda takes the rank's own)\n", opts->device);
+        return CLI_EXIT_USAGE;
+    }
+    for (int k = 0; k < n; k++) {
+        CLI_TRY(cli_backend("train", &(cli_device){n > 1 ? names[k] : opts->device, opts->threads,
+                                                   opts->strict_device, opts->cuda_graph, false,
+                                                   opts->kernels},
+                            r->log, &r->backends[k]));
+        r->n_backends = k + 1;
+    }
+    r->backend = r->backends[0];
+    return CLI_EXIT_OK;
+}
+
 static int setup(run *r)
 {
     const train_options *opts = &r->opts;
@@ -209,11 +266,14 @@ static int setup(run *r)
                 "mpirun\n");
         return CLI_EXIT_USAGE;
     }
-    CLI_TRY(cli_backend("train", &(cli_device){opts->device, opts->threads, opts->strict_device,
-                                               opts->cuda_graph, false, opts->kernels},
-                        r->log, &r->backend));
-    CLI_TRY(trainer_init(&r->t, "train", opts, &r->info, r->train_data, r->backend, r->job.rank,
-                         r->job.size));
+    CLI_TRY(open_backends(r));
+    if (opts->batch * r->n_backends > ct_dataset_size(r->train_data)) {
+        fprintf(stderr, "cuttle train: --batch %ld on %d GPUs is larger than the %lld training "
+                "images\n", opts->batch, r->n_backends, (long long)ct_dataset_size(r->train_data));
+        return CLI_EXIT_USAGE;
+    }
+    CLI_TRY(trainer_init(&r->t, "train", opts, &r->info, r->train_data, r->backends,
+                         r->n_backends, r->job.rank, r->job.size));
     int64_t test_size = ct_dataset_size(r->test_data);
     int eval_batch = (int)(test_size < EVAL_BATCH ? test_size : EVAL_BATCH);
     CLI_TRY(cli_evaluator_new("train", r->info.text, NULL, r->info.input, r->info.classes, eval_batch,
@@ -228,6 +288,12 @@ static int setup(run *r)
     train_identity identity = {opts, r->info.text, ct_dataset_size(r->train_data), test_size,
                                ct_plan_step(r->t.plan)};
     CLI_TRY(train_job_agree(&r->job, &identity));
+    if (opts->sync_bn && r->n_backends > 1) {
+        fprintf(stderr, "cuttle train: --sync-bn runs across mpirun's ranks on the CPU only so "
+                "far, not across the GPUs of one process\n");
+        return CLI_EXIT_USAGE;
+    }
+    CLI_TRY(trainer_join(&r->t, opts->bucket_mb));
     return train_job_share(&r->job, r->t.plan, opts->bucket_mb, opts->sync_bn);
 }
 
@@ -238,6 +304,13 @@ static void print_start(const run *r)
     if (r->job.size > 1)
         snprintf(ranks, sizeof ranks, " per rank, %ld in all (%d ranks)", o->batch * r->job.size,
                  r->job.size);
+    else if (r->n_backends > 1)
+        snprintf(ranks, sizeof ranks, " per GPU, %ld in all (%d GPUs)", o->batch * r->n_backends,
+                 r->n_backends);
+    char backends[512] = "";
+    for (int k = 0, used = 0; k < r->n_backends && used < (int)sizeof backends; k++)
+        used += snprintf(backends + used, sizeof backends - (size_t)used, "%s%s",
+                         k ? " and " : "", ct_backend_name(r->backends[k]));
     fprintf(r->log,
             "train %s on %s (recipe %s): %lld training images, %lld test images; %s, lr %g "
             "(%s), weight decay %g, augment %s, batch %ld%s, %ld epochs, seed %ld; precision "
@@ -246,8 +319,23 @@ static void print_start(const run *r)
             (long long)ct_dataset_size(r->test_data),
             strcmp(o->optim, "sgd") == 0 ? "sgd (nesterov)" : o->optim, o->lr, o->schedule,
             o->weight_decay, o->augment, o->batch, ranks, o->epochs, o->seed,
-            o->precision ? o->precision : "fp32", ct_backend_name(r->backend), o->out);
+            o->precision ? o->precision : "fp32", backends, o->out);
     fflush(r->log);
+}
+
+/* One line of what averaging between the GPUs of this process cost. */
+static void report_replicas(const run *r)
+{
+    ct_dist_stats stats;
+    if (!r->t.replicas || ct_replicas_stats(r->t.replicas, &stats) != CT_OK || stats.steps == 0)
+        return;
+    double steps = (double)stats.steps;
+    fprintf(r->log,
+            "all-reduce (%d GPUs): %d bucket%s, %.2f MB per step; per step %.3f ms in NCCL "
+            "calls (queued: the GPUs wait, not the host), of a %.3f ms step\n",
+            r->t.n_parts, stats.buckets, stats.buckets == 1 ? "" : "s",
+            (double)stats.bytes / (1024.0 * 1024.0), 1e3 * stats.comm_seconds / steps,
+            1e3 * r->train_seconds / steps);
 }
 
 static void print_json(const run *r)
@@ -294,6 +382,7 @@ int cmd_train(int argc, char **argv)
                 100.0 * r.test_accuracy, (long long)ct_dataset_size(r.test_data), r.opts.out);
         train_job_report(&r.job, r.log, r.train_seconds,
                          strncmp(ct_backend_name(r.backend), "cuda", 4) == 0);
+        report_replicas(&r);
         if (r.opts.json && r.job.rank == 0)
             print_json(&r);
     }

@@ -10,11 +10,16 @@
 #include "progress.h"
 #include "schedule.h"
 
+#define BYTES_PER_MB (1024.0 * 1024.0)
+
 void trainer_free(trainer *t)
 {
+    ct_replicas_free(t->replicas);
     ct_loader_free(t->loader);
-    ct_plan_free(t->plan);
-    ct_graph_free(t->graph);
+    for (int k = 0; k < t->n_parts; k++) {
+        ct_plan_free(t->parts[k].plan);
+        ct_graph_free(t->parts[k].graph);
+    }
     free(t->scores);
 }
 
@@ -33,29 +38,50 @@ static ct_status add_optimizer(ct_graph *graph, const train_options *opts)
     return ct_graph_adam(graph, adam);
 }
 
-int trainer_init(trainer *t, const char *command, const train_options *opts,
-                 const run_info *info, const ct_dataset *data, ct_backend *backend, int rank,
-                 int ranks)
+/* Part `part`'s graph and plan: the model with its loss, backward and
+ * optimizer, on `backend`. */
+static int build_part(trainer *t, const train_options *opts, const run_info *info,
+                      ct_backend *backend, trainer_part *part)
 {
-    t->command = command;
-    t->batch = (int)opts->batch;
-    t->classes = info->classes;
-    if (!(t->graph = ct_graph_new()))
+    if (!(part->graph = ct_graph_new()))
         return cli_fail(t->command);
     int64_t shape[4] = {opts->batch, info->input[0], info->input[1], info->input[2]};
-    t->x = ct_input(t->graph, "x", CT_F32, 4, shape);
-    t->labels = ct_input(t->graph, "labels", CT_I64, 1, shape);
-    ct_graph_set_precision(t->graph, cli_precision(opts->precision));
+    part->x = ct_input(part->graph, "x", CT_F32, 4, shape);
+    part->labels = ct_input(part->graph, "labels", CT_I64, 1, shape);
+    ct_graph_set_precision(part->graph, cli_precision(opts->precision));
+    part->logits = ct_model_build(part->graph, info->text, part->x, t->classes);
+    part->loss = ct_cross_entropy(part->graph, part->logits, part->labels,
+                                  (float)opts->label_smoothing);
+    if (ct_graph_status(part->graph) != CT_OK)
+        return cli_fail(t->command);
+    ct_tensor_keep(part->logits);
+    if (ct_graph_backward(part->graph, part->loss) != CT_OK ||
+        add_optimizer(part->graph, opts) != CT_OK ||
+        ct_plan_new(part->graph, backend, (uint64_t)opts->seed, &part->plan) != CT_OK ||
+        ct_plan_set_check_numerics(part->plan, opts->check_numerics) != CT_OK)
+        return cli_fail(t->command);
+    return CLI_EXIT_OK;
+}
+
+int trainer_init(trainer *t, const char *command, const train_options *opts,
+                 const run_info *info, const ct_dataset *data, ct_backend *const *backends,
+                 int n_backends, int rank, int ranks)
+{
+    t->command = command;
+    t->part_batch = (int)opts->batch;
+    t->batch = (int)opts->batch * n_backends;
+    t->classes = info->classes;
     t->loss_scaling = cli_precision(opts->precision) == CT_PRECISION_FP16;
-    t->logits = ct_model_build(t->graph, info->text, t->x, t->classes);
-    t->loss = ct_cross_entropy(t->graph, t->logits, t->labels, (float)opts->label_smoothing);
-    if (ct_graph_status(t->graph) != CT_OK)
-        return cli_fail(t->command);
-    ct_tensor_keep(t->logits);
-    if (ct_graph_backward(t->graph, t->loss) != CT_OK || add_optimizer(t->graph, opts) != CT_OK ||
-        ct_plan_new(t->graph, backend, (uint64_t)opts->seed, &t->plan) != CT_OK ||
-        ct_plan_set_check_numerics(t->plan, opts->check_numerics) != CT_OK)
-        return cli_fail(t->command);
+    for (int k = 0; k < n_backends && k < TRAINER_MAX_PARTS; k++) {
+        t->n_parts = k + 1;
+        CLI_TRY(build_part(t, opts, info, backends[k], &t->parts[k]));
+    }
+    t->graph = t->parts[0].graph;
+    t->plan = t->parts[0].plan;
+    t->x = t->parts[0].x;
+    t->labels = t->parts[0].labels;
+    t->logits = t->parts[0].logits;
+    t->loss = t->parts[0].loss;
     ct_loader_args loader = {.batch = t->batch, .shuffle = true, .drop_last = true,
                              .seed = (uint64_t)opts->seed, .n_threads = (int)opts->workers,
                              .shard = rank, .n_shards = ranks};
@@ -70,29 +96,72 @@ int trainer_init(trainer *t, const char *command, const train_options *opts,
     return CLI_EXIT_OK;
 }
 
+int trainer_join(trainer *t, double bucket_mb)
+{
+    if (t->n_parts == 1)
+        return CLI_EXIT_OK;
+    ct_plan *plans[TRAINER_MAX_PARTS];
+    for (int k = 0; k < t->n_parts; k++)
+        plans[k] = t->parts[k].plan;
+    if (ct_replicas_new(plans, t->n_parts, (size_t)(bucket_mb * BYTES_PER_MB), &t->replicas) !=
+        CT_OK)
+        return cli_fail(t->command);
+    return CLI_EXIT_OK;
+}
+
+/* The step's loss (the mean over the parts) and logits into t->scores;
+ * *bad: the first part whose loss is not finite (-1: none). */
+static int read_step(trainer *t, float *loss, int *bad)
+{
+    *loss = 0;
+    *bad = -1;
+    for (int k = 0; k < t->n_parts; k++) {
+        trainer_part *part = &t->parts[k];
+        float part_loss = 0;
+        size_t offset = (size_t)k * (size_t)t->part_batch * (size_t)t->classes;
+        if (ct_plan_read(part->plan, part->loss, &part_loss, sizeof part_loss) != CT_OK ||
+            ct_plan_read_f32(part->plan, part->logits, t->scores + offset,
+                             ct_tensor_numel(part->logits)) != CT_OK)
+            return cli_fail(t->command);
+        if (!isfinite(part_loss) && *bad < 0)
+            *bad = k;
+        *loss += part_loss / (float)t->n_parts;
+    }
+    return CLI_EXIT_OK;
+}
+
 static int train_step(trainer *t, const float *images, const int64_t *labels, epoch_sums *sums)
 {
-    float loss = 0;
-    if (ct_plan_write(t->plan, t->x, images, ct_tensor_bytes(t->x)) != CT_OK ||
-        ct_plan_write(t->plan, t->labels, labels, ct_tensor_bytes(t->labels)) != CT_OK)
-        return cli_fail(t->command);
-    ct_status ran = ct_plan_run(t->plan, CT_TRAIN);
+    size_t image = (size_t)ct_tensor_numel(t->x) / (size_t)t->part_batch;
+    for (int k = 0; k < t->n_parts; k++) {
+        trainer_part *part = &t->parts[k];
+        size_t first = (size_t)k * (size_t)t->part_batch;
+        if (ct_plan_write(part->plan, part->x, images + first * image,
+                          ct_tensor_bytes(part->x)) != CT_OK ||
+            ct_plan_write(part->plan, part->labels, labels + first,
+                          ct_tensor_bytes(part->labels)) != CT_OK)
+            return cli_fail(t->command);
+    }
+    ct_status ran = t->replicas ? ct_replicas_run(t->replicas, CT_TRAIN)
+                                : ct_plan_run(t->plan, CT_TRAIN);
     if (ran == CT_ERR_NUMERIC) { /* --check-numerics */
         fprintf(stderr, "cuttle %s: --check-numerics stopped training at %s; nothing of "
                 "this epoch was saved; try a lower --lr\n", t->command, ct_last_error());
         return CLI_EXIT_FAILED;
     }
-    if (ran != CT_OK ||
-        ct_plan_read(t->plan, t->loss, &loss, sizeof loss) != CT_OK ||
-        ct_plan_read_f32(t->plan, t->logits, t->scores, ct_tensor_numel(t->logits)) != CT_OK)
+    if (ran != CT_OK)
         return cli_fail(t->command);
-    if (!isfinite(loss) && t->loss_scaling && ct_plan_step_skipped(t->plan))
+    float loss = 0;
+    int bad = -1;
+    CLI_TRY(read_step(t, &loss, &bad));
+    if (bad >= 0 && t->loss_scaling && ct_plan_step_skipped(t->plan))
         return CLI_EXIT_OK; /* fp16: an overflow, the step skipped and the scale halved */
-    if (!isfinite(loss)) { /* the step updated nothing: run it again to see where */
-        int64_t step = ct_plan_step(t->plan) - 1;
+    if (bad >= 0) { /* the step updated nothing: run it again to see where */
+        ct_plan *plan = t->parts[bad].plan;
+        int64_t step = ct_plan_step(plan) - 1;
         char where[256] = "";
-        ct_plan_set_step(t->plan, step);
-        if (ct_plan_find_nonfinite(t->plan, CT_TRAIN, where, sizeof where) != CT_OK)
+        ct_plan_set_step(plan, step);
+        if (ct_plan_find_nonfinite(plan, CT_TRAIN, where, sizeof where) != CT_OK)
             snprintf(where, sizeof where, "not found (%s)", ct_last_error());
         fprintf(stderr,
                 "cuttle %s: the loss is %g at step %lld: training diverged; the first inf or "
@@ -126,8 +195,9 @@ int trainer_run_epoch(trainer *t, const trainer_epoch *e, epoch_sums *sums)
             return cli_fail(t->command);
         if (n == 0)
             break;
-        ct_plan_set_lr(t->plan, (float)schedule_lr(e->schedule, e->lr, ct_plan_step(t->plan),
-                                                   e->total_steps));
+        float lr = (float)schedule_lr(e->schedule, e->lr, ct_plan_step(t->plan), e->total_steps);
+        for (int k = 0; k < t->n_parts; k++)
+            ct_plan_set_lr(t->parts[k].plan, lr);
         CLI_TRY(train_step(t, images, labels, sums));
         double elapsed = cli_now() - start; /* the bar: rank 0's shard, all ranks' speed */
         progress_update(&bar, e->first_batch + sums->steps, sums->loss / (double)sums->steps,

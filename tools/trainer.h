@@ -16,14 +16,29 @@
  * zeros back this way. */
 typedef int (*trainer_after_step)(void *user, ct_plan *plan);
 
-/* The training graph and plan, the loader, and host memory for one batch. */
-typedef struct trainer {
-    const char *command; /* "train", "prune": for messages */
+/* One device's training graph and plan. */
+typedef struct trainer_part {
     ct_graph *graph;
     ct_plan *plan;
-    ct_loader *loader;
     ct_tensor *x, *labels, *logits, *loss;
-    int batch, classes;
+} trainer_part;
+
+#define TRAINER_MAX_PARTS 16
+
+/* The training graph and plan, the loader, and host memory for one batch.
+ * On several GPUs of this process (--device cuda:0,1) each has its part of
+ * every batch, the parts' plans joined by ct_replicas (trainer_join); part
+ * 0's plan is the one saved, resumed and evaluated. */
+typedef struct trainer {
+    const char *command; /* "train", "prune": for messages */
+    ct_graph *graph;     /* part 0's */
+    ct_plan *plan;       /* part 0's */
+    ct_loader *loader;
+    ct_tensor *x, *labels, *logits, *loss; /* part 0's */
+    int batch, classes;  /* batch: the loader's, all parts' together */
+    trainer_part parts[TRAINER_MAX_PARTS];
+    int n_parts, part_batch;
+    ct_replicas *replicas; /* several parts: made by trainer_join */
     float *scores;
     bool loss_scaling; /* fp16: an overflowing step is skipped, and training goes on */
     trainer_after_step after_step;
@@ -31,10 +46,14 @@ typedef struct trainer {
 } trainer;
 
 /* The model of info->text with opts' optimizer, precision, seed, batch and
- * augmentation, on `data` (the shard `rank` of `ranks`: 0 and 1 for all). */
+ * augmentation, on `data` (the shard `rank` of `ranks`: 0 and 1 for all),
+ * one part (opts->batch images) on each of the n_backends backends. */
 int trainer_init(trainer *t, const char *command, const train_options *opts,
-                 const run_info *info, const ct_dataset *data, ct_backend *backend, int rank,
-                 int ranks);
+                 const run_info *info, const ct_dataset *data, ct_backend *const *backends,
+                 int n_backends, int rank, int ranks);
+/* Several parts: part 0's weights, state and step into the others (once
+ * part 0 is where it starts: after a resume), and the parts joined. */
+int trainer_join(trainer *t, double bucket_mb);
 void trainer_free(trainer *t);
 
 /* Running sums over an epoch. */

@@ -60,7 +60,8 @@ static void *run_one(void *arg)
     return NULL;
 }
 
-/* Plan 0's parameters, buffers and optimizer state into every other plan. */
+/* Plan 0's parameters, buffers, optimizer state, step and loss scaler
+ * into every other plan. */
 static ct_status copy_state(ct_replicas *r)
 {
     const ct_graph *graph = ct_plan_graph(r->plans[0]);
@@ -80,6 +81,14 @@ static ct_status copy_state(ct_replicas *r)
                                    bytes);
     }
     free(host);
+    /* where they are: the step (the schedule's, the optimizers') and fp16's scaler */
+    ct_loss_scale_state scaler;
+    bool scaling = status == CT_OK && ct_plan_loss_scale_state(r->plans[0], &scaler) == CT_OK;
+    for (int k = 1; status == CT_OK && k < r->n; k++) {
+        ct_plan_set_step(r->plans[k], ct_plan_step(r->plans[0]));
+        if (scaling)
+            status = ct_plan_set_loss_scale_state(r->plans[k], &scaler);
+    }
     return status;
 }
 
