@@ -99,16 +99,7 @@ result rank_without_a_gpu_ends_the_job "$?" "$tmp/three.out"
 # A long run; once it has saved an epoch, rank 1 is killed.
 $mpirun -np 2 "$cuttle" train --data-dir "$tmp/data" --kernels native --device cuda --batch 32 \
     --epochs 100000 --out "$tmp/killed" > "$tmp/killed.out" 2>&1 &
-job=$!
-start=$(date +%s)
-for _ in $(seq 1200); do
-    [ -s "$tmp/killed/metrics.jsonl" ] && break
-    sleep 0.1
-done
-victim=$(kill_rank "$job" 1)
-wait "$job"
-status=$?
-seconds=$(($(date +%s) - start))
+kill_after_an_epoch $! "$tmp/killed" 1200
 echo "# killed GPU rank 1 (pid ${victim:-none found}): mpirun ended with $status after $seconds s"
 [ -n "$victim" ] && [ "$status" -ne 0 ] && [ "$status" -ne 124 ] &&
     "$python" tests/safetensors_diff.py "$tmp/killed/state.safetensors" \

@@ -1,7 +1,7 @@
 # Sourced by the tests that start mpirun (". tests/mpi_job.sh"; test_dist.sh,
 # dist_cuda.sh): Open MPI's settings for this machine, $mpirun (under
-# `timeout $limit`: a hang fails, exit status 124), and kill_rank, which
-# ends one rank of a running job with SIGKILL.
+# `timeout $limit`: a hang fails, exit status 124), kill_rank, which ends
+# one rank of a running job with SIGKILL, and kill_after_an_epoch.
 limit=${limit:-60} # seconds for one mpirun
 # Open MPI runs as root only when told twice; two ranks may exceed the cores.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -31,4 +31,20 @@ kill_rank() {
         done
     done
     [ -n "$victim" ] && kill -9 "$victim" && echo "$victim"
+}
+
+# kill_after_an_epoch JOB DIR TENTHS: once the training job JOB (mpirun in
+# the background) has saved an epoch into DIR (waiting at most TENTHS tenths
+# of a second), SIGKILL to its rank 1, then wait for the job.  Sets victim
+# (the pid killed, or empty), status (mpirun's) and seconds (from the start).
+kill_after_an_epoch() {
+    start=$(date +%s)
+    for _ in $(seq "$3"); do
+        [ -s "$2/metrics.jsonl" ] && break
+        sleep 0.1
+    done
+    victim=$(kill_rank "$1" 1)
+    wait "$1"
+    status=$?
+    seconds=$(($(date +%s) - start))
 }

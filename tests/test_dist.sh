@@ -111,16 +111,7 @@ result failing_rank_ends_the_job "$?" "$tmp/fail.out"
 # A long run; once it has saved an epoch, rank 1 is killed.
 $mpirun -np 2 "$cuttle" $train --batch 32 --epochs 100000 --out "$tmp/killed" \
     > "$tmp/killed.out" 2>&1 &
-job=$!
-start=$(date +%s)
-for _ in $(seq 100); do
-    [ -s "$tmp/killed/metrics.jsonl" ] && break
-    sleep 0.1
-done
-victim=$(kill_rank "$job" 1)
-wait "$job"
-status=$?
-seconds=$(($(date +%s) - start))
+kill_after_an_epoch $! "$tmp/killed" 100
 echo "# killed rank 1 (pid ${victim:-none found}): mpirun ended with $status after $seconds s"
 # the checkpoints are whole (each replaced atomically): eval and a reader take them
 [ -n "$victim" ] && [ "$status" -ne 0 ] && [ "$status" -ne 124 ] &&
