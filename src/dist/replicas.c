@@ -112,7 +112,7 @@ static ct_status check_alike(const ct_replicas *r)
 }
 
 /* NCCL between the plans' GPUs, and each plan's hook over its rank. */
-static ct_status connect(ct_replicas *r, size_t bucket_bytes)
+static ct_status join_gpus(ct_replicas *r, size_t bucket_bytes)
 {
 #if defined(CT_HAVE_CUDA) && defined(CT_HAVE_NCCL)
     ct_backend **backends = calloc((size_t)r->n, sizeof *backends);
@@ -134,7 +134,7 @@ static ct_status connect(ct_replicas *r, size_t bucket_bytes)
     }
     return status;
 #else
-    (void)bucket_bytes;
+    (void)r, (void)bucket_bytes;
     return ct_set_error(CT_ERR_UNSUPPORTED,
                         "ct_replicas_new: this build has no NCCL to average gradients between "
                         "GPUs (nccl.h was not found with the CUDA toolkit)");
@@ -168,7 +168,7 @@ ct_status ct_replicas_new(ct_plan *const *plans, int n_plans, size_t bucket_byte
     if (status == CT_OK && n_plans > 1)
         status = copy_state(r);
     if (status == CT_OK && n_plans > 1)
-        status = connect(r, bucket_bytes);
+        status = join_gpus(r, bucket_bytes);
     if (status != CT_OK) {
         ct_replicas_free(r);
         return status;
