@@ -872,8 +872,9 @@ CT_API ct_status ct_plan_set_dist(ct_plan *plan, ct_dist *dist, size_t bucket_by
  * of all ranks' batches together, updates its running statistics with
  * them, and its gradient flows as over that whole batch, so N ranks at
  * batch B train as one process at batch N*B.  Costs three small
- * all-reduces per batchnorm and step.  CT_ERR_STATE without data-parallel
- * steps; CT_ERR_UNSUPPORTED on a GPU backend (not yet). */
+ * all-reduces per batchnorm and step: MPI on the CPU, NCCL between GPUs
+ * (also the GPUs of ct_replicas, after ct_replicas_new), queued on the
+ * GPU's stream.  CT_ERR_STATE without data-parallel steps. */
 CT_API ct_status ct_plan_set_sync_bn(ct_plan *plan, bool on);
 
 /* What the data-parallel steps of a job cost this rank, summed over its

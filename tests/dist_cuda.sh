@@ -9,6 +9,9 @@
 #   - 2 ranks of --batch 32 on --device cuda (each rank the GPU of its local
 #     rank: cuda:0 and cuda:1) for 20 steps end with the weights of one
 #     process of --batch 64 on cuda:0, within 1e-5;
+#   - --sync-bn: a batchnorm network on two GPUs of 32, in one process and
+#     as two ranks, ends with the weights and running statistics of one GPU
+#     of 64 (1e-5);
 #   - two ranks given one GPU (--device cuda:0) are refused together before
 #     training (exit status 2), rank 0 naming both ranks and the GPU;
 #   - a rank whose GPU does not exist (3 ranks, 2 GPUs) ends the job,
@@ -59,6 +62,20 @@ sed 's/^/# 2 GPUs of one process vs 1 GPU: /' "$tmp/pair-diff.out"
     cmp -s "$tmp/pair/model.safetensors" "$tmp/pair-half/model.safetensors"
 result two_gpus_of_one_process_resume_exactly "$?" "$tmp/pair-half.out" "$tmp/pair-resume.out"
 
+# Synchronized batchnorm (tests/fixtures/small_bn.model, 8 steps): two GPUs of
+# 32 normalize over the 64 images together, as one GPU of 64 does.
+bn="train --data-dir $tmp/data --max-steps 8 --kernels native --model tests/fixtures/small_bn.model"
+"$cuttle" $bn --device cuda --batch 64 --out "$tmp/bn-one" > "$tmp/bn-one.out" 2>&1
+bn_status=$?
+[ "$bn_status" -eq 0 ] &&
+    "$cuttle" $bn --device cuda:0,1 --batch 32 --sync-bn --out "$tmp/bn-pair" \
+        > "$tmp/bn-pair.out" 2>&1 &&
+    "$python" tests/safetensors_diff.py "$tmp/bn-one/model.safetensors" \
+        "$tmp/bn-pair/model.safetensors" 1e-5 > "$tmp/bn-pair-diff.out"
+result sync_bn_two_gpus_of_one_process_equal_one_gpu "$?" "$tmp/bn-one.out" \
+    "$tmp/bn-pair.out" "$tmp/bn-pair-diff.out"
+sed 's/^/# --sync-bn, 2 GPUs of one process vs 1 GPU: /' "$tmp/bn-pair-diff.out"
+
 "$cuttle" $train --device cuda:1,1 --out "$tmp/twice" > "$tmp/twice.out" 2>&1
 [ "$?" -eq 2 ] && grep -q "names cuda:1 twice" "$tmp/twice.out"
 result one_gpu_named_twice_refused "$?" "$tmp/twice.out"
@@ -80,6 +97,15 @@ fi
 result two_gpu_ranks_equal_one_gpu_of_twice_the_batch "$?" "$tmp/one.out" "$tmp/two.out" \
     "$tmp/diff.out"
 sed 's/^/# 2 GPU ranks vs 1 GPU: /' "$tmp/diff.out"
+
+[ "$bn_status" -eq 0 ] &&
+    $mpirun -np 2 "$cuttle" $bn --device cuda --batch 32 --sync-bn --out "$tmp/bn-two" \
+        > "$tmp/bn-two.out" 2>&1 &&
+    "$python" tests/safetensors_diff.py "$tmp/bn-one/model.safetensors" \
+        "$tmp/bn-two/model.safetensors" 1e-5 > "$tmp/bn-two-diff.out"
+result sync_bn_two_gpu_ranks_equal_one_gpu "$?" "$tmp/bn-one.out" "$tmp/bn-two.out" \
+    "$tmp/bn-two-diff.out"
+sed 's/^/# --sync-bn, 2 GPU ranks vs 1 GPU: /' "$tmp/bn-two-diff.out"
 
 # ---- refusals and faults --------------------------------------------------------
 $mpirun -np 2 "$cuttle" $train --device cuda:0 --batch 32 --out "$tmp/same" \

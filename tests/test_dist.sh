@@ -126,27 +126,12 @@ grep -q '"world_size": 2' "$tmp/doctor2.out"
 result doctor_reports_world_size "$?" "$tmp/doctor2.out"
 
 # ---- synchronized batchnorm --------------------------------------------------------
-# A small network with batchnorm after each conv (and in the classifier):
+# A small network with batchnorm after each conv and in the classifier
+# (tests/fixtures/small_bn.model):
 # with --sync-bn, 2 ranks of 32 normalize over the 64 images together, so
 # they end with the weights and running statistics of one process of 64;
 # without it each rank normalizes its own 32 and they end elsewhere.
-cat > "$tmp/bn.model" <<'MODEL'
-model small_bn
-c1: conv 8 3 pad=1 bias=false
-b1: bn
-relu
-maxpool 2
-c2: conv 16 3 pad=1 bias=false
-b2: bn
-relu
-maxpool 2
-flatten
-fc1: linear 32
-b3: bn
-relu
-fc2: linear classes
-MODEL
-bn="$train --model $tmp/bn.model --max-steps 20"
+bn="$train --model tests/fixtures/small_bn.model --max-steps 20"
 "$cuttle" $bn --batch 64 --out "$tmp/bn-one" > "$tmp/bn-one.out" 2>&1 &&
     $mpirun -np 2 "$cuttle" $bn --batch 32 --sync-bn --out "$tmp/bn-sync" \
         > "$tmp/bn-sync.out" 2>&1 &&

@@ -3,7 +3,8 @@
  * of one model on two GPUs, each fed half of a batch, end where one plan fed
  * the whole batch does; they stay equal bit for bit; a step that fails on
  * one GPU fails the run without leaving the other waiting, and the replicas
- * refuse to go on; two plans on one GPU, plans of different models and bad
+ * refuse to go on; with batchnorm synchronized they end where one plan of
+ * the whole batch does (and without, elsewhere); two plans on one GPU, plans of different models and bad
  * arguments are refused.  The two-GPU cases need two CUDA devices (the
  * emulated suite runs with CUDA_EMU_DEVICES=2) and NCCL.
  */
@@ -23,23 +24,30 @@ typedef struct net {
     ct_tensor *x, *labels;
 } net;
 
-/* conv 3x3 -> relu -> linear, SGD with momentum, batch `batch`, on `device`. */
-static net make_net(const char *device, int batch, int hidden, ct_backend **backend)
+/* conv 3x3 (-> batchnorm) -> relu -> linear, SGD with momentum, batch
+ * `batch`, on `device`. */
+static net make_net_of(const char *device, int batch, int hidden, bool bn, ct_backend **backend)
 {
     net n = {.graph = ct_graph_new()};
     ct_graph *g = n.graph;
     n.x = ct_input(g, "x", CT_F32, 4, (int64_t[]){batch, 2, SIDE, SIDE});
     n.labels = ct_input(g, "labels", CT_I64, 1, (int64_t[]){batch});
-    ct_tensor *h = ct_relu(g, ct_layer_conv2d(g, "conv", n.x, hidden, 3, 3,
-                                              (ct_conv_args){.stride = {1, 1}, .pad = {1, 1},
-                                                             .dilation = {1, 1}, .groups = 1},
-                                              true));
+    ct_tensor *h = ct_layer_conv2d(g, "conv", n.x, hidden, 3, 3,
+                                   (ct_conv_args){.stride = {1, 1}, .pad = {1, 1},
+                                                  .dilation = {1, 1}, .groups = 1},
+                                   !bn);
+    h = ct_relu(g, bn ? ct_layer_batchnorm2d(g, "bn", h) : h);
     ct_tensor *logits = ct_layer_linear(g, "fc", ct_flatten(g, h), CLASSES, true);
     CHECK_OK(ct_graph_backward(g, ct_cross_entropy(g, logits, n.labels, 0)));
     CHECK_OK(ct_graph_sgd(g, (ct_sgd_args){.lr = 0.05f, .momentum = 0.9f, .nesterov = true}));
     CHECK_OK(ct_backend_new(device, backend));
     CHECK_OK(ct_plan_new(g, *backend, 7, &n.plan));
     return n;
+}
+
+static net make_net(const char *device, int batch, int hidden, ct_backend **backend)
+{
+    return make_net_of(device, batch, hidden, false, backend);
 }
 
 static void net_free(net *n, ct_backend *backend)
@@ -65,18 +73,25 @@ static void feed(net *n, const float *images, const int64_t *labels, int first, 
     CHECK_OK(ct_plan_write(n->plan, n->labels, labels + first, sizeof *labels * (size_t)count));
 }
 
-/* Every parameter, concatenated into out; how many floats. */
-static int read_params(net *n, float *out, int capacity)
+/* Every parameter (and, with buffers, every float buffer: running
+ * statistics), concatenated into out; how many floats. */
+static int read_state(net *n, bool buffers, float *out, int capacity)
 {
     int used = 0;
     for (int i = 0; i < ct_graph_n_state(n->graph); i++) {
         ct_tensor *t = ct_graph_state(n->graph, i);
-        if (!ct_tensor_is_param(t) || used + ct_tensor_numel(t) > capacity)
+        bool wanted = ct_tensor_is_param(t) || (buffers && ct_tensor_dtype(t) == CT_F32);
+        if (!wanted || used + ct_tensor_numel(t) > capacity)
             continue;
         CHECK_OK(ct_plan_read(n->plan, t, out + used, ct_tensor_bytes(t)));
         used += (int)ct_tensor_numel(t);
     }
     return used;
+}
+
+static int read_params(net *n, float *out, int capacity)
+{
+    return read_state(n, false, out, capacity);
 }
 
 enum { PARAMS = 6 * 2 * 9 + 6 + 6 * SIDE * SIDE * CLASSES + CLASSES };
@@ -116,6 +131,59 @@ static void replicas_equal_one_plan_of_twice_the_batch(void)
     net_free(&one, one_backend);
     net_free(&halves[0], backends[0]);
     net_free(&halves[1], backends[1]);
+}
+
+/* With batchnorm synchronized (ct_plan_set_sync_bn), two GPUs of HALF end
+ * with the parameters and running statistics of one of BATCH; without it
+ * each normalizes its own half, and they end elsewhere. */
+static void sync_bn_replicas_equal_one_plan(void)
+{
+    enum { STATE = 8192 }; /* room for every f32 tensor of the state */
+    ct_backend *one_backend, *backends[2][2];
+    net one = make_net_of("cuda:0", BATCH, 6, true, &one_backend);
+    float expected[STATE], got[2][STATE];
+    net halves[2][2];
+    ct_replicas *replicas[2] = {NULL, NULL};
+    for (int sync = 0; sync < 2; sync++) {
+        halves[sync][0] = make_net_of("cuda:0", HALF, 6, true, &backends[sync][0]);
+        halves[sync][1] = make_net_of("cuda:1", HALF, 6, true, &backends[sync][1]);
+        CHECK_OK(ct_replicas_new((ct_plan *[]){halves[sync][0].plan, halves[sync][1].plan}, 2,
+                                 0, &replicas[sync]));
+        for (int k = 0; sync && k < 2; k++)
+            CHECK_OK(ct_plan_set_sync_bn(halves[sync][k].plan, true));
+    }
+    float images[BATCH * IMAGE];
+    int64_t labels[BATCH];
+    for (int step = 0; step < STEPS; step++) {
+        batch_of(step, images, labels);
+        feed(&one, images, labels, 0, BATCH);
+        CHECK_OK(ct_plan_run(one.plan, CT_TRAIN));
+        for (int sync = 0; sync < 2; sync++) {
+            feed(&halves[sync][0], images, labels, 0, HALF);
+            feed(&halves[sync][1], images, labels, HALF, HALF);
+            CHECK_OK(ct_replicas_run(replicas[sync], CT_TRAIN));
+        }
+    }
+    int count = read_state(&one, true, expected, STATE);
+    CHECK(count > PARAMS - 6 * CLASSES, "%d floats of state", count); /* with running stats */
+    for (int sync = 0; sync < 2; sync++) {
+        CHECK(read_state(&halves[sync][0], true, got[0], STATE) == count &&
+                  read_state(&halves[sync][1], true, got[1], STATE) == count,
+              "the replicas' state");
+        double gap = harness_rel_err_f32(expected, got[0], count);
+        if (sync)
+            CHECK(gap < 1e-5, "synchronized: 2 GPUs of %d vs 1 of %d: %g apart", HALF, BATCH,
+                  gap);
+        else
+            CHECK(gap > 1e-3, "per-GPU batchnorm ended %g from one of %d", gap, BATCH);
+        /* (unsynchronized, each GPU keeps its own running statistics) */
+        CHECK(!sync || memcmp(got[0], got[1], sizeof(float) * (size_t)count) == 0,
+              "the synchronized replicas differ");
+        ct_replicas_free(replicas[sync]);
+        net_free(&halves[sync][0], backends[sync][0]);
+        net_free(&halves[sync][1], backends[sync][1]);
+    }
+    net_free(&one, one_backend);
 }
 
 /* A NaN in one GPU's images with --check-numerics: its step stops in the
@@ -196,13 +264,14 @@ int main(void)
     if (ct_backend_new("cuda:1", &probe) == CT_OK) {
         ct_backend_free(probe);
         RUN(replicas_equal_one_plan_of_twice_the_batch);
+        RUN(sync_bn_replicas_equal_one_plan);
         RUN(failed_step_ends_every_replica);
         RUN(one_gpu_twice_refused);
     } else if (getenv("CT_REQUIRE_GPU")) {
         printf("FAIL cuda_cases (two CUDA devices needed: %s)\n", ct_last_error());
         harness_failed++;
     } else {
-        fprintf(stderr, "test_replicas: skipped 3 cases on two GPUs: %s\n", ct_last_error());
+        fprintf(stderr, "test_replicas: skipped 4 cases on two GPUs: %s\n", ct_last_error());
     }
     return harness_finish();
 }

@@ -288,12 +288,7 @@ static int setup(run *r)
     train_identity identity = {opts, r->info.text, ct_dataset_size(r->train_data), test_size,
                                ct_plan_step(r->t.plan)};
     CLI_TRY(train_job_agree(&r->job, &identity));
-    if (opts->sync_bn && r->n_backends > 1) {
-        fprintf(stderr, "cuttle train: --sync-bn runs across mpirun's ranks on the CPU only so "
-                "far, not across the GPUs of one process\n");
-        return CLI_EXIT_USAGE;
-    }
-    CLI_TRY(trainer_join(&r->t, opts->bucket_mb));
+    CLI_TRY(trainer_join(&r->t, opts->bucket_mb, opts->sync_bn));
     return train_job_share(&r->job, r->t.plan, opts->bucket_mb, opts->sync_bn);
 }
 

@@ -96,7 +96,8 @@ static cli_parsed parse_table(train_options *opts, int argc, char **argv)
          "under mpirun: the gradients of one all-reduce, in MB (default 25; "
          "docs/distributed.md)"},
         {"--sync-bn", NULL, CLI_FLAG, &opts->sync_bn, 0, 0, NULL,
-         "under mpirun: batchnorm statistics and gradients over all ranks' batches, as one process at the global batch (CPU)"},
+         "under mpirun or on several GPUs (cuda:0,1): batchnorm statistics and gradients "
+         "over every rank's or GPU's batch, as one process at the global batch"},
         {"--check-numerics", NULL, CLI_FLAG, &opts->check_numerics, 0, 0, NULL,
          "check every op's output for inf and NaN as it runs, and stop at the first with the "
          "op, node, layer and step (slow: for finding where training diverges)"},

@@ -96,7 +96,7 @@ int trainer_init(trainer *t, const char *command, const train_options *opts,
     return CLI_EXIT_OK;
 }
 
-int trainer_join(trainer *t, double bucket_mb)
+int trainer_join(trainer *t, double bucket_mb, bool sync_bn)
 {
     if (t->n_parts == 1)
         return CLI_EXIT_OK;
@@ -106,6 +106,9 @@ int trainer_join(trainer *t, double bucket_mb)
     if (ct_replicas_new(plans, t->n_parts, (size_t)(bucket_mb * BYTES_PER_MB), &t->replicas) !=
         CT_OK)
         return cli_fail(t->command);
+    for (int k = 0; sync_bn && k < t->n_parts; k++)
+        if (ct_plan_set_sync_bn(plans[k], true) != CT_OK)
+            return cli_fail(t->command);
     return CLI_EXIT_OK;
 }
 

@@ -52,8 +52,9 @@ int trainer_init(trainer *t, const char *command, const train_options *opts,
                  const run_info *info, const ct_dataset *data, ct_backend *const *backends,
                  int n_backends, int rank, int ranks);
 /* Several parts: part 0's weights, state and step into the others (once
- * part 0 is where it starts: after a resume), and the parts joined. */
-int trainer_join(trainer *t, double bucket_mb);
+ * part 0 is where it starts: after a resume), and the parts joined;
+ * sync_bn: their batchnorms over the whole batch (--sync-bn). */
+int trainer_join(trainer *t, double bucket_mb, bool sync_bn);
 void trainer_free(trainer *t);
 
 /* Running sums over an epoch. */

@@ -289,17 +289,19 @@ __global__ void bn_params_finish_kernel(int c, ct_channel_chunks chunks, const d
     dparams[c + ch] = (float)channel_sums[threadIdx.x];
 }
 
-/* dx = (dy - dbeta/M - (x - mean) * invstd*dgamma/M) * invstd*gamma,  M = n*inner;
- * the grid of bn_apply_kernel, a table of ct_bn_grad per channel */
+/* dx = (dy - dbeta/M - (x - mean) * invstd*dgamma/M) * invstd*gamma,  M = n*inner,
+ * or *count (synchronized batchnorm: every rank's n*inner); the grid of
+ * bn_apply_kernel, a table of ct_bn_grad per channel */
 template <class T>
 static __global__ void bn_backward_data_kernel(int n, int c, int inner, bool vec,
                                                const T *x, const T *dy, const float *stats,
-                                               const float *gamma, const float *dparams, T *dx)
+                                               const float *gamma, const float *dparams,
+                                               const double *count, T *dx)
 {
     __shared__ float mean[BN_SEGMENT], dy_mean[BN_SEGMENT], projection[BN_SEGMENT],
         scale[BN_SEGMENT];
     bn_segment seg = bn_segment_of(c, inner);
-    double m = (double)n * inner;
+    double m = count ? *count : (double)n * inner;
     for (int w = threadIdx.x; w < seg.channels; w += blockDim.x) {
         int ch = seg.first + w;
         ct_bn_grad g = ct_bn_grad_of(stats[ch], stats[c + ch], gamma[ch], dparams[ch],
@@ -339,7 +341,8 @@ static bool bn_vec_fits(int inner, size_t size, const void *a, const void *b, co
 
 extern "C" size_t ct_cuda_batchnorm_workspace(int n, int c, int inner)
 {
-    return sizeof(double) * BN_PARTS * (size_t)c * ct_channel_chunks_most((int64_t)n * inner);
+    return sizeof(double) * BN_PARTS * (size_t)c * ct_channel_chunks_most((int64_t)n * inner) +
+           ct_cuda_batchnorm_sync_workspace(c);
 }
 
 extern "C" ct_status ct_cuda_batchnorm_stats(ct_dtype dtype, int n, int c, int inner,
@@ -409,7 +412,8 @@ extern "C" ct_status ct_cuda_batchnorm_backward_params(ct_dtype dtype, int n, in
 extern "C" ct_status ct_cuda_batchnorm_backward_data(ct_dtype dtype, int n, int c, int inner,
                                                      const void *x, const void *dy,
                                                      const float *stats, const float *gamma,
-                                                     const float *dparams, void *dx,
+                                                     const float *dparams,
+                                                     const double *count, void *dx,
                                                      cudaStream_t stream)
 {
     if ((int64_t)n * c * inner == 0)
@@ -420,7 +424,7 @@ extern "C" ct_status ct_cuda_batchnorm_backward_data(ct_dtype dtype, int n, int 
                        bn_segment_grid((const void *)bn_backward_data_kernel<T>, n, c, inner),
                        CT_CUDA_BLOCK, 0, stream, n, c, inner,
                        bn_vec_fits(inner, sizeof(T), x, dy, dx), (const T *)x, (const T *)dy,
-                       stats, gamma, dparams, (T *)dx);
+                       stats, gamma, dparams, count, (T *)dx);
         return CT_OK;
     });
 }

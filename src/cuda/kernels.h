@@ -30,6 +30,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuttle.h"
+#include "core/rank_sum.h"
 #include "core/shapes.h"
 #include "core/step_values.h"
 #include "quant/int8.h"
@@ -186,7 +187,8 @@ ct_status ct_cuda_tanh_backward(ct_dtype dtype, int64_t count, const void *y, co
 
 /* The statistics and the parameter gradients reduce each channel over many
  * blocks (channel_reduce.cuh); their parts go to the workspace, of
- * ct_cuda_batchnorm_workspace bytes for x: [n, c, inner]. */
+ * ct_cuda_batchnorm_workspace bytes for x: [n, c, inner] (room for the
+ * synchronized statistics' sums included). */
 size_t ct_cuda_batchnorm_workspace(int n, int c, int inner);
 /* dtype: of x, y, dy and dx alike (f32, f16 or bf16); statistics, gamma,
  * beta, running buffers and dparams are f32. */
@@ -205,10 +207,33 @@ ct_status ct_cuda_batchnorm_backward_params(ct_dtype dtype, int n, int c, int in
                                             const void *x, const void *dy, const float *stats,
                                             float *dparams, void *workspace,
                                             cudaStream_t stream);
+/* count: M of the gradient's formula from device memory (the synchronized
+ * backward, below); NULL: n*inner. */
 ct_status ct_cuda_batchnorm_backward_data(ct_dtype dtype, int n, int c, int inner,
                                           const void *x, const void *dy, const float *stats,
-                                          const float *gamma, const float *dparams, void *dx,
-                                          cudaStream_t stream);
+                                          const float *gamma, const float *dparams,
+                                          const double *count, void *dx, cudaStream_t stream);
+
+/* ---- batchnorm_sync.cu ----------------------------------------------------------- */
+
+/* Synchronized batchnorm (ct_plan_set_sync_bn) on the GPU: the statistics
+ * and dx over every rank's batch, as ct_cpu_batchnorm_stats_synced and
+ * ct_cpu_batchnorm_backward_data_synced compute them, with the sums over
+ * the ranks queued on the stream (ranks->device: NCCL).  The workspace of
+ * the backward data: ct_cuda_batchnorm_sync_workspace(c) bytes. */
+size_t ct_cuda_batchnorm_sync_workspace(int c);
+ct_status ct_cuda_batchnorm_stats_synced(ct_dtype dtype, int n, int c, int inner,
+                                         const void *x, float momentum, float eps,
+                                         float *running_mean, float *running_var,
+                                         int64_t *num_batches, float *stats,
+                                         const ct_rank_sum *ranks, void *workspace,
+                                         cudaStream_t stream);
+ct_status ct_cuda_batchnorm_backward_data_synced(ct_dtype dtype, int n, int c, int inner,
+                                                 const void *x, const void *dy,
+                                                 const float *stats, const float *gamma,
+                                                 const float *dparams, void *dx,
+                                                 const ct_rank_sum *ranks, void *workspace,
+                                                 cudaStream_t stream);
 
 /* ---- dropout.cu ------------------------------------------------------------------ */
 

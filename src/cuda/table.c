@@ -167,6 +167,11 @@ static ct_status run_bn_stats(cuda_backend *b, const ct_exec *e, const ct_tensor
 {
     ct_nci d = ct_nci_of(n->src[0]);
     int64_t *num_batches = n->n_src > 3 ? ct_exec_data(e, n->src[3]) : NULL;
+    if (e->training && e->sync_bn)
+        return ct_cuda_batchnorm_stats_synced(
+            n->src[0]->dtype, d.n, d.c, d.inner, ct_in(e, n, 0), n->attr.bn.momentum,
+            n->attr.bn.eps, ct_exec_data(e, n->src[1]), ct_exec_data(e, n->src[2]), num_batches,
+            ct_out(e, n), e->sync_bn, e->workspace, b->stream);
     return ct_cuda_batchnorm_stats(n->src[0]->dtype, d.n, d.c, d.inner, ct_in(e, n, 0),
                                    e->training, n->attr.bn.momentum, n->attr.bn.eps,
                                    ct_exec_data(e, n->src[1]), ct_exec_data(e, n->src[2]),
@@ -192,9 +197,13 @@ static ct_status run_bn_bwd_params(cuda_backend *b, const ct_exec *e, const ct_t
 static ct_status run_bn_bwd_data(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     ct_nci d = ct_nci_of(n);
+    if (e->training && e->sync_bn)
+        return ct_cuda_batchnorm_backward_data_synced(
+            n->dtype, d.n, d.c, d.inner, ct_in(e, n, 0), ct_in(e, n, 1), ct_in(e, n, 2),
+            ct_in(e, n, 3), ct_in(e, n, 4), ct_out(e, n), e->sync_bn, e->workspace, b->stream);
     return ct_cuda_batchnorm_backward_data(n->dtype, d.n, d.c, d.inner, ct_in(e, n, 0),
                                            ct_in(e, n, 1), ct_in(e, n, 2), ct_in(e, n, 3),
-                                           ct_in(e, n, 4), ct_out(e, n), b->stream);
+                                           ct_in(e, n, 4), NULL, ct_out(e, n), b->stream);
 }
 
 static ct_status run_dropout(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -501,6 +510,14 @@ static size_t channel_workspace(const ct_backend *backend, const ct_tensor *node
                                          : ct_cuda_batchnorm_workspace(d.n, d.c, d.inner);
 }
 
+/* Batchnorm's backward data sums the parameter gradients over the ranks
+ * when synchronized (ct_plan_set_sync_bn). */
+static size_t bn_sync_workspace(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    return ct_cuda_batchnorm_sync_workspace((int)ct_nci_of(node).c);
+}
+
 /* An implementation named `label` that runs `fn` on the backend's stream. */
 #define CUDA_IMPL(var, label, fn, ...)                                                     \
     static ct_status var##_run(ct_backend *backend, const ct_exec *e, const ct_tensor *n) \
@@ -544,7 +561,8 @@ NATIVE(bn_apply, run_bn_apply, .half = true, .supports = bn_apply_supports,
        .fuses = CT_FUSES_RELU);
 NATIVE(bn_bwd_params, run_bn_bwd_params, .workspace = channel_workspace, .half = true,
        .supports = bn_bwd_params_supports);
-NATIVE(bn_bwd_data, run_bn_bwd_data, .half = true, .supports = bn_bwd_data_supports);
+NATIVE(bn_bwd_data, run_bn_bwd_data, .workspace = bn_sync_workspace, .half = true,
+       .supports = bn_bwd_data_supports);
 NATIVE(dropout, run_dropout, HALF);
 NATIVE(add, run_add, HALF, .fuses = CT_FUSES_RELU);
 NATIVE(concat, run_concat, HALF);

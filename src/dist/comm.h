@@ -33,6 +33,11 @@ typedef struct ct_comm_i {
     /* Blocking sums in place. */
     ct_status (*sum_f32)(ct_comm *comm, float *data, int64_t count);
     ct_status (*sum_f64)(ct_comm *comm, double *data, int count);
+    /* Device communicators only (NULL on the others): the sums over the
+     * ranks, in place, of `count` doubles of the GPU's memory, queued on
+     * the backend's stream after the work queued there before the call,
+     * and before the work queued after it; the host does not wait. */
+    ct_status (*sum_f64_queued)(ct_comm *comm, double *data, int count);
     ct_status (*broadcast)(ct_comm *comm, void *data, size_t bytes, int root);
     ct_status (*allgather)(ct_comm *comm, const void *mine, size_t bytes, void *all);
     ct_status (*barrier)(ct_comm *comm);
@@ -49,8 +54,8 @@ struct ct_comm {
      * sum_start after the work queued there before it, wait before the work
      * queued after it (neither waits on the host); such a sum leaves the
      * mean over the ranks, not the sum.  It has only reserve, sum_start,
-     * test, wait, abort and destroy: the job's host communicator carries
-     * everything else. */
+     * test, wait, sum_f64_queued, abort and destroy: the job's host
+     * communicator carries everything else. */
     bool device;
 };
 

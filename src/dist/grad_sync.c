@@ -307,13 +307,24 @@ ct_status ct_plan_set_dist(ct_plan *plan, ct_dist *dist, size_t bucket_bytes)
                                bucket_bytes);
 }
 
-/* Synchronized batchnorm's sums: blocking, between the bucket sums in
- * flight, at the same point of every rank's step (the same graph). */
+/* Synchronized batchnorm's sums on the CPU: blocking, between the bucket
+ * sums in flight, at the same point of every rank's step (the same graph). */
 static int sum_over_ranks(void *ctx, double *values, int count)
 {
     grad_sync *g = ctx;
     double start = now_seconds();
     ct_status status = g->host->iface->sum_f64(g->host, values, count);
+    g->stats->comm_seconds += now_seconds() - start;
+    return (int)status;
+}
+
+/* ... on GPUs: queued on the GPU's stream through the gradients' NCCL
+ * communicator, in the same order as the bucket sums on every rank. */
+static int sum_over_gpus(void *ctx, double *values, int count)
+{
+    grad_sync *g = ctx;
+    double start = now_seconds();
+    ct_status status = g->comm->iface->sum_f64_queued(g->comm, values, count);
     g->stats->comm_seconds += now_seconds() - start;
     return (int)status;
 }
@@ -326,16 +337,19 @@ ct_status ct_plan_set_sync_bn(ct_plan *plan, bool on)
     if (!hook || hook->destroy != destroy)
         return ct_set_error(CT_ERR_STATE, "ct_plan_set_sync_bn: the plan has no data-parallel "
                                           "steps: call ct_plan_set_dist first");
-    const char *backend = ct_backend_name(ct_plan_backend(plan));
-    if (on && strncmp(backend, "cpu", 3) != 0)
-        return ct_set_error(CT_ERR_UNSUPPORTED,
-                            "ct_plan_set_sync_bn: synchronized batchnorm runs on the CPU "
-                            "backend only so far, and this plan is on %s", backend);
     grad_sync *g = (grad_sync *)hook;
-    if (on && !g->host)
-        return ct_set_error(CT_ERR_UNSUPPORTED, "ct_plan_set_sync_bn: these data-parallel "
-                                                "steps have no job to sum statistics over");
-    g->rank_sum = (ct_rank_sum){.sum = sum_over_ranks, .ctx = g};
+    bool on_gpus = g->comm->device;
+    if (on && on_gpus && !g->comm->iface->sum_f64_queued)
+        return ct_set_error(CT_ERR_UNSUPPORTED, "ct_plan_set_sync_bn: the communicator between "
+                                                "these GPUs cannot sum statistics");
+    if (on && !on_gpus && (!g->host || strncmp(ct_backend_name(g->backend), "cpu", 3) != 0))
+        return ct_set_error(CT_ERR_UNSUPPORTED,
+                            "ct_plan_set_sync_bn: these data-parallel steps on %s have no "
+                            "communicator to sum statistics over",
+                            ct_backend_name(g->backend));
+    g->rank_sum = (ct_rank_sum){.sum = on_gpus ? sum_over_gpus : sum_over_ranks,
+                                .ctx = g,
+                                .device = on_gpus};
     hook->sync_bn = on ? &g->rank_sum : NULL;
     return CT_OK;
 }

@@ -9,7 +9,12 @@
  * makes the backend's stream wait for the event recorded after it.  The
  * host waits for neither; the step's end (the backend's synchronize) does.
  *
- * The mean.  Each all-reduce is ncclAvg (NCCL 2.10 and later), so the
+ * Synchronized batchnorm's sums (sum_f64_queued) go the same way, through
+ * a pair of events of their own: every collective of the communicator is
+ * queued on its one stream, in the order the host calls them, which is the
+ * same on every rank.
+ *
+ * The mean.  Each gradient all-reduce is ncclAvg (NCCL 2.10 and later), so the
  * division by the number of ranks happens in the same pass, not in a
  * kernel of ours.  For a given number of ranks, size and machine NCCL
  * reduces in one order, run after run, and every rank gets the same bits.
@@ -44,6 +49,7 @@ typedef struct nccl_comm {
     cudaStream_t own;  /* the sums' */
     cudaEvent_t *ready, *done; /* per slot: the gradients are in; the sum is */
     int n_slots;
+    cudaEvent_t queued_in, queued_out; /* sum_f64_queued's: the same */
 } nccl_comm;
 
 /* What each rank tells the others before NCCL starts. */
@@ -114,6 +120,18 @@ static ct_status nccl_sum_start(ct_comm *comm, int slot, float *data, int64_t co
     return CT_OK;
 }
 
+static ct_status nccl_sum_f64_queued(ct_comm *comm, double *data, int count)
+{
+    nccl_comm *c = (nccl_comm *)comm;
+    CT_CUDA_CALL(cudaSetDevice(c->device));
+    CT_CUDA_CALL(cudaEventRecord(c->queued_in, c->work));
+    CT_CUDA_CALL(cudaStreamWaitEvent(c->own, c->queued_in, 0));
+    NCCL_CALL(c, ncclAllReduce(data, data, (size_t)count, ncclFloat64, ncclSum, c->nccl, c->own));
+    CT_CUDA_CALL(cudaEventRecord(c->queued_out, c->own));
+    CT_CUDA_CALL(cudaStreamWaitEvent(c->work, c->queued_out, 0));
+    return CT_OK;
+}
+
 /* The host has nothing to drive: NCCL moves the data itself. */
 static ct_status nccl_test(ct_comm *comm, int slot, bool *done)
 {
@@ -176,6 +194,10 @@ static void nccl_free(nccl_comm *c, bool abort)
         (abort ? ncclCommAbort : ncclCommDestroy)(c->nccl);
     if (c->own)
         cudaStreamDestroy(c->own);
+    if (c->queued_in)
+        cudaEventDestroy(c->queued_in);
+    if (c->queued_out)
+        cudaEventDestroy(c->queued_out);
     for (int i = 0; i < c->n_slots; i++) {
         cudaEventDestroy(c->ready[i]);
         cudaEventDestroy(c->done[i]);
@@ -207,6 +229,7 @@ static const ct_comm_i nccl_iface = {
     .wait = nccl_wait,
     .sum_f32 = nccl_sum_f32,
     .sum_f64 = nccl_sum_f64,
+    .sum_f64_queued = nccl_sum_f64_queued,
     .broadcast = nccl_broadcast,
     .allgather = nccl_allgather,
     .barrier = nccl_barrier,
@@ -260,10 +283,13 @@ static ct_status comm_new(ct_backend *backend, int rank, int size, nccl_comm **o
     c->device = device;
     c->work = (cudaStream_t)stream;
     if (cudaSetDevice(device) != cudaSuccess ||
-        cudaStreamCreateWithFlags(&c->own, cudaStreamNonBlocking) != cudaSuccess) {
-        free(c);
-        return ct_cuda_fail(cudaGetLastError(), __FILE__, __LINE__,
-                            "cudaStreamCreateWithFlags(&c->own, cudaStreamNonBlocking)");
+        cudaStreamCreateWithFlags(&c->own, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&c->queued_in, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventCreateWithFlags(&c->queued_out, cudaEventDisableTiming) != cudaSuccess) {
+        ct_status status = ct_cuda_fail(cudaGetLastError(), __FILE__, __LINE__,
+                                        "the NCCL communicator's stream and events");
+        nccl_free(c, false);
+        return status;
     }
     *out = c;
     return CT_OK;
