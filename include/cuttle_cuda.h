@@ -30,7 +30,8 @@ typedef struct ct_cuda_versions {
     int cudnn_built, cudnn_loaded;
     const char *cublas_error;    /* why cuBLAS is not loaded (absent, no such file), or NULL */
     const char *cudnn_error;     /* the same for cuDNN */
-    int nccl_built, nccl_loaded; /* loaded: dlopen("libnccl.so.2") + ncclGetVersion */
+    int nccl_built, nccl_loaded; /* loaded: the NCCL data-parallel training uses */
+    const char *nccl_error;      /* why NCCL is not loaded, or NULL */
     const char *driver_error;    /* why the driver could not be asked, or NULL */
     bool emulated;               /* the emulated device (make CUDA=emu): no driver, shims */
 } ct_cuda_versions;

@@ -285,6 +285,7 @@ static void print_versions(const doctor_options *opts, const ct_cuda_versions *v
         json_field_string(out, "cudnn_error", v->cudnn_error);
         json_field_string(out, "nccl_built", version_text(v->nccl_built, 10000, 100, h, 32));
         json_field_string(out, "nccl_loaded", version_text(v->nccl_loaded, 10000, 100, i, 32));
+        json_field_string(out, "nccl_error", v->nccl_error);
         json_field_string(out, "archs", ct_cuda_probe_archs());
         json_field_int(out, "ptx_arch", ct_cuda_probe_ptx_arch());
         json_field_bool(out, "emulated", v->emulated);
@@ -296,14 +297,18 @@ static void print_versions(const doctor_options *opts, const ct_cuda_versions *v
                "a fiber on the CPU,\n"
                "               cuBLAS and cuDNN are reference shims; results are checked, "
                "times are not GPU speed\n"
-               "CUDA API:      the runtime API of CUDA %s, cuBLAS %s, cuDNN %s (emulated)\n",
+               "CUDA API:      the runtime API of CUDA %s, cuBLAS %s, cuDNN %s, NCCL %s "
+               "(emulated)\n",
                version_text(v->runtime_built, 1000, 0, b, 32),
                version_text(v->cublas_built, 10000, 100, d, 32),
-               version_text(v->cudnn_built, 10000, 100, f, 32));
+               version_text(v->cudnn_built, 10000, 100, f, 32),
+               version_text(v->nccl_loaded, 10000, 100, i, 32));
         if (v->cublas_error)
             printf("cuBLAS:        %s\n", v->cublas_error);
         if (v->cudnn_error)
             printf("cuDNN:         %s\n", v->cudnn_error);
+        if (v->nccl_error)
+            printf("NCCL:          %s\n", v->nccl_error);
         return;
     }
     printf("driver:        supports CUDA %s%s%s\n", version_text(v->driver, 1000, 0, a, 32),
@@ -314,9 +319,7 @@ static void print_versions(const doctor_options *opts, const ct_cuda_versions *v
            v->driver && v->driver < v->runtime_built ? "  INCOMPATIBLE: update the driver" : "");
     print_library("cuBLAS:       ", v->cublas_built, v->cublas_loaded, v->cublas_error);
     print_library("cuDNN:        ", v->cudnn_built, v->cudnn_loaded, v->cudnn_error);
-    printf("NCCL:          header %s, libnccl.so.2 %s (not used by cuttle yet)\n",
-           version_text(v->nccl_built, 10000, 100, h, 32),
-           version_text(v->nccl_loaded, 10000, 100, i, 32));
+    print_library("NCCL:         ", v->nccl_built, v->nccl_loaded, v->nccl_error);
     printf("compiled for:  sm %s + PTX compute_%d\n", ct_cuda_probe_archs(),
            ct_cuda_probe_ptx_arch());
 }

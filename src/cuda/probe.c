@@ -34,17 +34,25 @@ int ct_cuda_probe_ptx_arch(void)
     return CT_CUDA_PTX_ARCH;
 }
 
+/* The NCCL that data-parallel training would use: the one vendor_api.c
+ * loads (libnccl.so.2, CUTTLE_NCCL, or the emulator's); in a build without
+ * nccl.h, whichever libnccl.so.2 the loader finds.  0: none. */
 static int nccl_loaded_version(void)
 {
+    int version = 0;
+#ifdef CT_HAVE_NCCL
+    if (ct_nccl_why() || ncclGetVersion(&version) != ncclSuccess)
+        version = 0;
+#else
     void *library = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!library)
         return 0;
-    int version = 0;
     int (*get_version)(int *) = NULL;
     *(void **)&get_version = dlsym(library, "ncclGetVersion");
     if (!get_version || get_version(&version) != 0)
         version = 0;
     dlclose(library);
+#endif
     return version;
 }
 
@@ -80,6 +88,7 @@ void ct_cuda_probe_versions(ct_cuda_versions *out)
     out->nccl_built = NCCL_VERSION_CODE;
 #endif
     out->nccl_loaded = nccl_loaded_version();
+    out->nccl_error = ct_nccl_why();
 }
 
 int ct_cuda_probe_device_count(const char **why)
