@@ -7,12 +7,13 @@
  */
 #include "cuda/gemm_tc.cuh"
 
-/* c[m,n] = relu?(op(a) op(b) + col_bias[n]), rounded to S once */
-template <class S_> struct tc_matrix_problem : ct_gemm_defaults {
+/* c[m,n] = relu?(op(a) op(b) + col_bias[n]), rounded to S once.  The
+ * transposes are template arguments: each kernel then has one pair of tile
+ * orders (gemm_tc.cuh), where all four in one kernel spilled registers. */
+template <class S_, bool trans_a, bool trans_b> struct tc_matrix_problem : ct_gemm_defaults {
     typedef S_ S;
     static constexpr const char *kernel_name = "tc_gemm<matrix>";
     int m, n, k, splits, k_chunk;
-    bool trans_a, trans_b;
     const S *a, *b;
     const float *col_bias;
     S *c;
@@ -37,19 +38,17 @@ template <class S_> struct tc_matrix_problem : ct_gemm_defaults {
     }
 };
 
-template <class S>
-static ct_status tc_matrix_run(bool trans_a, bool trans_b, int m, int n, int k, const void *a,
-                               int lda, const void *b, int ldb, void *c, int ldc,
-                               const float *col_bias, bool relu, cudaStream_t stream)
+template <class S, bool trans_a, bool trans_b>
+static ct_status tc_matrix_run(int m, int n, int k, const void *a, int lda, const void *b,
+                               int ldb, void *c, int ldc, const float *col_bias, bool relu,
+                               cudaStream_t stream)
 {
-    tc_matrix_problem<S> p;
+    tc_matrix_problem<S, trans_a, trans_b> p;
     p.m = m;
     p.n = n;
     p.k = k;
     p.splits = 1;
     p.k_chunk = k;
-    p.trans_a = trans_a;
-    p.trans_b = trans_b;
     p.a = (const S *)a;
     p.b = (const S *)b;
     p.col_bias = col_bias;
@@ -67,8 +66,8 @@ extern "C" ct_status ct_cuda_linear_forward_tc(ct_dtype dtype, int n, int in, in
                                                bool relu, void *y, cudaStream_t stream)
 {
     return ct_with_half_storage(dtype, [&](auto tag) {
-        return tc_matrix_run<decltype(tag)>(false, true, n, out, in, x, in, w, in, y, out, bias,
-                                            relu, stream);
+        return tc_matrix_run<decltype(tag), false, true>(n, out, in, x, in, w, in, y, out, bias,
+                                                         relu, stream);
     });
 }
 
@@ -78,8 +77,8 @@ extern "C" ct_status ct_cuda_linear_backward_data_tc(ct_dtype dtype, int n, int 
                                                      cudaStream_t stream)
 {
     return ct_with_half_storage(dtype, [&](auto tag) {
-        return tc_matrix_run<decltype(tag)>(false, false, n, in, out, dy, out, w, in, dx, in,
-                                            NULL, false, stream);
+        return tc_matrix_run<decltype(tag), false, false>(n, in, out, dy, out, w, in, dx, in,
+                                                          NULL, false, stream);
     });
 }
 
@@ -89,7 +88,7 @@ extern "C" ct_status ct_cuda_linear_backward_weight_tc(ct_dtype dtype, int n, in
                                                        cudaStream_t stream)
 {
     return ct_with_half_storage(dtype, [&](auto tag) {
-        return tc_matrix_run<decltype(tag)>(true, false, out, in, n, dy, out, x, in, dw, in,
-                                            NULL, false, stream);
+        return tc_matrix_run<decltype(tag), true, false>(out, in, n, dy, out, x, in, dw, in,
+                                                         NULL, false, stream);
     });
 }
