@@ -98,6 +98,9 @@ CT_API size_t ct_dtype_size(ct_dtype dtype);
 CT_API const char *ct_dtype_name(ct_dtype dtype); /* "f32", ... */
 
 #define CT_MAX_DIMS 6
+/* The largest tensor a graph takes: 2^48 bytes (256 TiB), far beyond any
+ * device, and small enough that no size computed from a shape overflows. */
+#define CT_MAX_TENSOR_BYTES ((int64_t)1 << 48)
 
 /* ---- graphs and tensors ------------------------------------------------ */
 

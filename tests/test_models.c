@@ -10,6 +10,7 @@
  *   test_models --torch-check FILE MODEL compare with PyTorch's logits in FILE
  *                                        (tests/test_models_torch.sh)
  */
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -512,6 +513,62 @@ static int torch_check(const char *path, const char *model)
     return failed;
 }
 
+/* Sizes that do not fit: a concat of a tensor with itself, 64 times over,
+ * and an input of 2^40 x 2^40 floats, are refused by shape, never
+ * wrapped around (the first was fuzz_model's crash of 2026-11-27). */
+static void test_sizes_beyond_any_tensor(void)
+{
+    static char text[4096];
+    int used = snprintf(text, sizeof text, "model doubling\n");
+    for (int i = 0; i < 64; i++) /* current, then twice itself: x3 a step */
+        used += snprintf(text + used, sizeof text - (size_t)used, "save t\nconcat t t\n");
+    ct_graph *graph;
+    ct_tensor *y = build(text, 3, 32, 32, N_CLASSES, &graph);
+    CHECK(!y && ct_graph_status(graph) == CT_ERR_SHAPE &&
+              strstr(ct_last_error(), "larger than the 256 TiB"),
+          "%s: %s", ct_status_name(ct_graph_status(graph)), ct_last_error());
+    ct_graph_free(graph);
+    graph = ct_graph_new();
+    int64_t huge[2] = {(int64_t)1 << 40, (int64_t)1 << 40};
+    CHECK(!ct_input(graph, "x", CT_F32, 2, huge) && ct_graph_status(graph) == CT_ERR_SHAPE,
+          "a 2^80-element input: %s", ct_last_error());
+    ct_graph_free(graph);
+}
+
+/* The fuzz corpus (tests/fuzz/corpus/model): the seeds build, and every
+ * text a fuzzer once crashed on (regress-*) builds or is refused with a
+ * message, on fuzz_model's input. */
+static void test_fuzz_corpus_builds_or_refuses(void)
+{
+    const char *folder = "tests/fuzz/corpus/model";
+    DIR *dir = opendir(folder);
+    CHECK(dir != NULL, "cannot open %s (run from the repository root)", folder);
+    int files = 0;
+    static char text[MAX_TEXT];
+    for (struct dirent *entry; dir && (entry = readdir(dir));) {
+        if (entry->d_name[0] == '.')
+            continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", folder, entry->d_name);
+        FILE *f = fopen(path, "rb");
+        size_t length = f ? fread(text, 1, sizeof text - 1, f) : 0;
+        if (f)
+            fclose(f);
+        text[length] = '\0';
+        ct_graph *graph;
+        ct_tensor *y = build(text, 3, 32, 32, N_CLASSES, &graph);
+        bool seed = strncmp(entry->d_name, "regress-", 8) != 0;
+        ct_status status = ct_graph_status(graph);
+        CHECK(seed ? y != NULL : (y != NULL || (status != CT_ERR_INTERNAL && status != CT_OK)),
+              "%s: %s: %s", path, ct_status_name(status), ct_last_error());
+        ct_graph_free(graph);
+        files++;
+    }
+    if (dir)
+        closedir(dir);
+    CHECK(files >= 11, "only %d files in %s", files, folder);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "--torch-check") == 0)
@@ -525,5 +582,7 @@ int main(int argc, char **argv)
     RUN(test_bad_calls);
     RUN(test_vgg_refuses_other_large_inputs);
     RUN(test_fuzz_truncated_and_garbled);
+    RUN(test_sizes_beyond_any_tensor);
+    RUN(test_fuzz_corpus_builds_or_refuses);
     return harness_finish();
 }

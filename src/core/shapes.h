@@ -7,6 +7,11 @@
 #define CT_CORE_SHAPES_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A tensor's shape as text, "[64,3,7,7]" (core/shapes.c). */
+void ct_shape_text(int ndim, const int64_t *shape, char *buf, size_t capacity);
 
 /* x: [n_batch, in_channels, in_h, in_w]
  * w: [out_channels, in_channels/groups, kernel_h, kernel_w]

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/shapes.h"
 
 #define CT_INITIAL_CAPACITY 64
 
@@ -108,6 +109,24 @@ static ct_tensor *append(ct_graph *graph, ct_op op, ct_dtype dtype, int ndim,
     if (ndim < 0 || ndim > CT_MAX_DIMS)
         return ct_graph_fail(graph, CT_ERR_SHAPE, "%s: %d dimensions (at most %d)",
                              ct_op_name(op), ndim, CT_MAX_DIMS);
+    /* Sizes stay representable: every product of a shape is checked here,
+     * once, and nothing later can overflow (a model file that doubles a
+     * dimension 64 times is refused, not wrapped). */
+    int64_t element = (int)dtype >= 0 && dtype < CT_DTYPE_COUNT ? (int64_t)ct_dtype_size(dtype) : 1;
+    int64_t bytes = element;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return ct_graph_fail(graph, CT_ERR_SHAPE, "%s: dimension %d is %lld (negative)",
+                                 ct_op_name(op), i, (long long)shape[i]);
+        if (__builtin_mul_overflow(bytes, shape[i], &bytes) || bytes > CT_MAX_TENSOR_BYTES) {
+            char text[160];
+            ct_shape_text(ndim, shape, text, sizeof text);
+            return ct_graph_fail(graph, CT_ERR_SHAPE,
+                                 "%s: an output of shape %s is larger than the %lld TiB a "
+                                 "tensor may hold",
+                                 ct_op_name(op), text, (long long)(CT_MAX_TENSOR_BYTES >> 40));
+        }
+    }
     ct_tensor *t = calloc(1, sizeof *t);
     if (!t || !grow((void **)&graph->nodes, &graph->nodes_capacity, graph->n_nodes + 1,
                     sizeof *graph->nodes)) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/shapes.h"
 #include "graph/graph.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
@@ -157,16 +158,6 @@ void ct_load_report_finish(ct_load_report *r)
     int hidden = r->count - CT_LOAD_REPORT_SHOWN;
     if (hidden > 0)
         snprintf(r->text + r->len, sizeof r->text - r->len, "\n  ... and %d more", hidden);
-}
-
-void ct_shape_text(int ndim, const int64_t *shape, char *buf, size_t capacity)
-{
-    size_t len = (size_t)snprintf(buf, capacity, "[");
-    for (int d = 0; d < ndim && len < capacity; d++)
-        len += (size_t)snprintf(buf + len, capacity - len, "%s%lld", d ? "," : "",
-                                (long long)shape[d]);
-    if (len < capacity)
-        snprintf(buf + len, capacity - len, "]");
 }
 
 static bool has_optimizer_suffix(const char *name)

@@ -26,7 +26,5 @@ void ct_load_report_add(ct_load_report *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Appends "\n  ... and N more" when problems were left out. */
 void ct_load_report_finish(ct_load_report *r);
-/* "[64,3,7,7]" */
-void ct_shape_text(int ndim, const int64_t *shape, char *buf, size_t capacity);
 
 #endif

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/shapes.h"
 #include "graph/graph.h"
 #include "graph/plan.h"
 #include "io/checkpoint.h"
