@@ -244,8 +244,8 @@ __global__ void conv_sum_parts(int64_t count, int splits, const float *parts, fl
     }
 }
 
-/* The tile of an m x n convolution GEMM, as ct_cuda_launch_gemm's
- * wide_rows: the wide tile (twice the FMAs per shared-memory read or more,
+/* The wide tile of an m x n convolution GEMM, as ct_cuda_launch_gemm's
+ * rows (ct_gemm_rows_for then takes the narrow one for few rows): the wide tile (twice the FMAs per shared-memory read or more,
  * gemm.cuh) with 128 rows, or 64 for 64 to 127 rows, where n fills its 128
  * columns; else 0, the 64 x 64 tile. */
 static int conv_wide(int m, int n)
@@ -262,12 +262,13 @@ static int conv_wide(int m, int n)
 template <class Problem>
 static ct_status conv_launch(Problem &p, int groups, bool k_patch, cudaStream_t stream)
 {
-    int wide = conv_wide(p.m, p.n);
+    int rows = ct_gemm_rows_for(p.m, conv_wide(p.m, p.n));
+    bool wide = rows == ct_gemm_wide::m || rows == ct_gemm_wide_64::m;
     int depth = wide ? ct_gemm_wide::depth : ct_gemm_small::depth;
-    int width = wide ? ct_gemm_wide::n : ct_gemm_small::n;
+    int width = wide ? ct_gemm_wide::n : rows ? ct_gemm_narrow::n : ct_gemm_small::n;
     p.scratch_floats = k_patch ? conv_patch_bound(p.g, depth, width)
                                : conv_patch_bound(p.g, width, CONV_WEIGHT_PIXELS);
-    return ct_cuda_launch_gemm(p, groups, wide, stream);
+    return ct_cuda_launch_gemm(p, groups, rows, stream);
 }
 
 /* The weight gradient's split of its reduction: enough blocks to fill the
@@ -277,9 +278,8 @@ static void conv_weight_split(const ct_conv2d_shape *s, int *splits, int *k_chun
     int og = s->out_channels / s->groups;
     int cols = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
     int64_t depth = (int64_t)s->n_batch * s->out_h * s->out_w;
-    int wide = conv_wide(og, cols);
-    int side_m = wide ? wide : ct_gemm_small::m;
-    int side_n = wide ? ct_gemm_wide::n : ct_gemm_small::n;
+    int side_m, side_n;
+    ct_gemm_tile_sides(ct_gemm_rows_for(og, conv_wide(og, cols)), &side_m, &side_n);
     int64_t tiles =
         (int64_t)((og + side_m - 1) / side_m) * ((cols + side_n - 1) / side_n) * s->groups;
     int64_t wanted = (2 * (int64_t)ct_cuda_sm_count() + tiles - 1) / tiles;

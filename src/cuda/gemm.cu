@@ -62,7 +62,8 @@ static ct_status gemm_run(bool trans_a, bool trans_b, int m, int n, int k, float
     p.beta = beta;
     p.relu = relu;
     bool wide = m >= GEMM_WIDE_MIN && n >= GEMM_WIDE_MIN;
-    return ct_cuda_launch_gemm(p, 1, wide ? (int)ct_gemm_wide::m : 0, stream);
+    return ct_cuda_launch_gemm(p, 1, ct_gemm_rows_for(m, wide ? (int)ct_gemm_wide::m : 0),
+                               stream);
 }
 
 extern "C" ct_status ct_cuda_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,

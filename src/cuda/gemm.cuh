@@ -68,9 +68,16 @@ enum {
     GEMM_WIDE_MIN = 512 /* rows and columns from which matrix products use it */
 };
 
+/* The narrow tile (ct_tiled_gemm_narrow, below). */
+enum {
+    GEMM_NARROW_M = 16, /* tile rows: products of at most this many rows use it */
+    GEMM_NARROW_N = 64,
+    GEMM_NARROW_COLUMN_THREADS = 32, /* threads along n; 8 along m */
+};
+
 /* The tile shapes, for a problem's stage_b<Tile> (below): the 64 x 64 tile
- * of ct_tiled_gemm and the 128 x 128 and 64 x 128 tiles of
- * ct_tiled_gemm_wide. */
+ * of ct_tiled_gemm, the 128 x 128 and 64 x 128 tiles of
+ * ct_tiled_gemm_wide and the 16 x 64 tile of ct_tiled_gemm_narrow. */
 template <int rows, int cols, int depth_, int pad_>
 struct ct_gemm_tile {
     static constexpr int m = rows, n = cols, depth = depth_, pad = pad_;
@@ -78,6 +85,7 @@ struct ct_gemm_tile {
 typedef ct_gemm_tile<GEMM_TILE_M, GEMM_TILE_N, GEMM_TILE_K, GEMM_PAD> ct_gemm_small;
 typedef ct_gemm_tile<GEMM_WIDE, GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD> ct_gemm_wide;
 typedef ct_gemm_tile<GEMM_WIDE / 2, GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD> ct_gemm_wide_64;
+typedef ct_gemm_tile<GEMM_NARROW_M, GEMM_NARROW_N, GEMM_TILE_K, GEMM_PAD> ct_gemm_narrow;
 
 /* Stage tile[kk][i] = load(group, k0 + kk, i0 + i) for a `depth` x `width`
  * slice (0 outside [0, limit) x [.., k_end)): threads run along k when
@@ -129,7 +137,9 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
     __shared__ float row_bias[GEMM_TILE_M];
     gemm_stage_row_bias<GEMM_TILE_M>(p, row_bias, group, m0);
     float acc[GEMM_REG][GEMM_REG];
+#pragma unroll
     for (int i = 0; i < GEMM_REG; i++)
+#pragma unroll
         for (int j = 0; j < GEMM_REG; j++)
             acc[i][j] = 0.0f;
     for (int k0 = k_begin; k0 < k_end; k0 += GEMM_TILE_K) {
@@ -160,7 +170,9 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
         }
         __syncthreads();
     }
+#pragma unroll
     for (int i = 0; i < GEMM_REG; i++)
+#pragma unroll
         for (int j = 0; j < GEMM_REG; j++) {
             int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
             float value = acc[i][j];
@@ -212,7 +224,9 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
     __shared__ float row_bias[tile::m];
     gemm_stage_row_bias<tile::m>(p, row_bias, group, m0);
     float acc[4 * halves][8];
+#pragma unroll
     for (int i = 0; i < 4 * halves; i++)
+#pragma unroll
         for (int j = 0; j < 8; j++)
             acc[i][j] = 0.0f;
     for (int k0 = k_begin; k0 < k_end; k0 += GEMM_WIDE_K) {
@@ -245,7 +259,9 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
         }
         __syncthreads();
     }
+#pragma unroll
     for (int i = 0; i < 4 * halves; i++)
+#pragma unroll
         for (int j = 0; j < 8; j++) {
             int row = GEMM_WIDE / 2 * (i / 4) + 4 * ty + i % 4;
             int m = m0 + row, n = n0 + tx + 16 * j;
@@ -257,23 +273,122 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
         }
 }
 
-/* Launch p over `groups` groups on the wide tile of `wide_rows` rows (128
- * or 64), or the 64 x 64 tile for 0 (nothing to do for an empty c). */
+/*
+ * The narrow tile, for products of at most 16 rows (a convolution's
+ * backward data or weight gradient over few channels, a classifier's
+ * weight gradient): 16 x 64 outputs per block of 256 threads, 2 x 2 per
+ * thread (rows ty and ty + 8, columns tx and tx + 32).  The 64-row tile
+ * computes 64 rows for every one of them, 4 to 11 times the work for 6 to
+ * 16 rows (the "FLOP x" of the profile: 24x in SimpleCNN's backward data
+ * with the k padding).  Per k step a warp (one ty) reads two broadcast
+ * words of a and two runs of 32 words of b: 4 wavefronts for 4 FMA
+ * instructions, a quarter of the FP32 rate where the 64 x 64 tile reaches
+ * half, so it wins from 4 times less work on up to 16 rows.  Staging as
+ * the 64 x 64 tile's (rows padded by 2 floats), the same sums in the same
+ * order: each c element adds its chunk's products in increasing k with
+ * float FMAs, so a product gives the same bits on either tile.  Static
+ * shared memory: 16 x (18 + 66) x 4 = 5.25 KiB.
+ */
 template <class Problem>
-static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, int wide_rows,
+static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_narrow(Problem p)
+{
+    typedef ct_gemm_narrow tile;
+    enum { ROWS = 2, COLS = 2, ROW_STEP = GEMM_THREADS / GEMM_NARROW_COLUMN_THREADS };
+    __shared__ float a_tile[tile::depth][tile::m + tile::pad];
+    __shared__ float b_tile[tile::depth][tile::n + tile::pad];
+    int group = blockIdx.z / p.splits, split = blockIdx.z % p.splits;
+    int m0 = blockIdx.y * tile::m, n0 = blockIdx.x * tile::n;
+    int tx = threadIdx.x % GEMM_NARROW_COLUMN_THREADS, ty = threadIdx.x / GEMM_NARROW_COLUMN_THREADS;
+    int k_begin = split * p.k_chunk;
+    int k_end = min(p.k, k_begin + p.k_chunk);
+    __shared__ float row_bias[tile::m];
+    gemm_stage_row_bias<tile::m>(p, row_bias, group, m0);
+    float acc[ROWS][COLS];
+#pragma unroll
+    for (int i = 0; i < ROWS; i++)
+#pragma unroll
+        for (int j = 0; j < COLS; j++)
+            acc[i][j] = 0.0f;
+    for (int k0 = k_begin; k0 < k_end; k0 += tile::depth) {
+        gemm_stage<tile::m, tile::depth, tile::pad>(
+            a_tile, p.a_along_k(), m0, p.m, k0, k_end,
+            [&](int k, int m) { return p.load_a(group, m, k); });
+        if constexpr (Problem::stages_b) {
+            CT_CUDA_DYNAMIC_SHARED(float, scratch);
+            p.template stage_b<tile>(b_tile, group, k0, k_end, n0, scratch);
+        } else {
+            gemm_stage<tile::n, tile::depth, tile::pad>(
+                b_tile, p.b_along_k(), n0, p.n, k0, k_end,
+                [&](int k, int n) { return p.load_b(group, k, n); });
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < tile::depth; kk++) {
+            float a_frag[ROWS], b_frag[COLS];
+#pragma unroll
+            for (int i = 0; i < ROWS; i++)
+                a_frag[i] = a_tile[kk][ty + ROW_STEP * i];
+#pragma unroll
+            for (int j = 0; j < COLS; j++)
+                b_frag[j] = b_tile[kk][tx + GEMM_NARROW_COLUMN_THREADS * j];
+#pragma unroll
+            for (int i = 0; i < ROWS; i++)
+#pragma unroll
+                for (int j = 0; j < COLS; j++)
+                    acc[i][j] = fmaf(a_frag[i], b_frag[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < ROWS; i++)
+#pragma unroll
+        for (int j = 0; j < COLS; j++) {
+            int row = ty + ROW_STEP * i;
+            int m = m0 + row, n = n0 + tx + GEMM_NARROW_COLUMN_THREADS * j;
+            float value = acc[i][j];
+            if constexpr (Problem::adds_row_bias)
+                value += row_bias[row];
+            if (m < p.m && n < p.n)
+                p.store(group, split, m, n, value);
+        }
+}
+
+/* The tile for an m-row product: the narrow one for at most GEMM_NARROW_M
+ * rows, else `wide_rows` (0: the 64 x 64 tile). */
+static inline int ct_gemm_rows_for(int m, int wide_rows)
+{
+    return m <= GEMM_NARROW_M ? (int)GEMM_NARROW_M : wide_rows;
+}
+
+/* The rows and columns of the tile of `rows` (ct_cuda_launch_gemm's). */
+static inline void ct_gemm_tile_sides(int rows, int *side_m, int *side_n)
+{
+    *side_m = rows ? rows : ct_gemm_small::m;
+    *side_n = rows == GEMM_NARROW_M ? ct_gemm_narrow::n : rows ? ct_gemm_wide::n
+                                                                : ct_gemm_small::n;
+}
+
+/* Launch p over `groups` groups on the tile of `rows` rows: the wide tile
+ * of 128 or 64 rows, the narrow tile of GEMM_NARROW_M, or the 64 x 64
+ * tile for 0 (nothing to do for an empty c). */
+template <class Problem>
+static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, int rows,
                                      cudaStream_t stream)
 {
     if (p.m <= 0 || p.n <= 0 || groups <= 0)
         return CT_OK;
-    int side_m = wide_rows ? wide_rows : ct_gemm_small::m;
-    int side_n = wide_rows ? ct_gemm_wide::n : ct_gemm_small::n;
+    int side_m, side_n;
+    ct_gemm_tile_sides(rows, &side_m, &side_n);
     dim3 grid((unsigned)((p.n + side_n - 1) / side_n), (unsigned)((p.m + side_m - 1) / side_m),
               (unsigned)(groups * p.splits));
     size_t shared = sizeof(float) * (size_t)p.scratch_floats;
-    if (wide_rows == ct_gemm_wide::m)
+    if (rows == GEMM_NARROW_M)
+        CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm_narrow<Problem>, grid,
+                             GEMM_THREADS, shared, stream, p);
+    else if (rows == ct_gemm_wide::m)
         CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, (ct_tiled_gemm_wide<Problem, 2>), grid,
                              GEMM_THREADS, shared, stream, p);
-    else if (wide_rows)
+    else if (rows)
         CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, (ct_tiled_gemm_wide<Problem, 1>), grid,
                              GEMM_THREADS, shared, stream, p);
     else
