@@ -124,6 +124,27 @@ static __device__ inline void gemm_stage_row_bias(const Problem &p, float *row_b
     }
 }
 
+/* One k slice of a and b into a Tile's shared tiles (a problem with
+ * stages_b fills b itself); a barrier must follow. */
+template <class Tile, class Problem>
+static __device__ inline void gemm_stage_slices(const Problem &p,
+                                                float (*a_tile)[Tile::m + Tile::pad],
+                                                float (*b_tile)[Tile::n + Tile::pad], int group,
+                                                int m0, int n0, int k0, int k_end)
+{
+    gemm_stage<Tile::m, Tile::depth, Tile::pad>(
+        a_tile, p.a_along_k(), m0, p.m, k0, k_end,
+        [&](int k, int m) { return p.load_a(group, m, k); });
+    if constexpr (Problem::stages_b) {
+        CT_CUDA_DYNAMIC_SHARED(float, scratch);
+        p.template stage_b<Tile>(b_tile, group, k0, k_end, n0, scratch);
+    } else {
+        gemm_stage<Tile::n, Tile::depth, Tile::pad>(
+            b_tile, p.b_along_k(), n0, p.n, k0, k_end,
+            [&](int k, int n) { return p.load_b(group, k, n); });
+    }
+}
+
 template <class Problem>
 static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
 {
@@ -143,15 +164,7 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
         for (int j = 0; j < GEMM_REG; j++)
             acc[i][j] = 0.0f;
     for (int k0 = k_begin; k0 < k_end; k0 += GEMM_TILE_K) {
-        gemm_stage<GEMM_TILE_M>(a_tile, p.a_along_k(), m0, p.m, k0, k_end,
-                                [&](int k, int m) { return p.load_a(group, m, k); });
-        if constexpr (Problem::stages_b) {
-            CT_CUDA_DYNAMIC_SHARED(float, scratch);
-            p.template stage_b<ct_gemm_small>(b_tile, group, k0, k_end, n0, scratch);
-        } else {
-            gemm_stage<GEMM_TILE_N>(b_tile, p.b_along_k(), n0, p.n, k0, k_end,
-                                    [&](int k, int n) { return p.load_b(group, k, n); });
-        }
+        gemm_stage_slices<ct_gemm_small>(p, a_tile, b_tile, group, m0, n0, k0, k_end);
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < GEMM_TILE_K; kk++) {
@@ -230,17 +243,7 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
         for (int j = 0; j < 8; j++)
             acc[i][j] = 0.0f;
     for (int k0 = k_begin; k0 < k_end; k0 += GEMM_WIDE_K) {
-        gemm_stage<tile::m, GEMM_WIDE_K, GEMM_WIDE_PAD>(
-            a_tile, p.a_along_k(), m0, p.m, k0, k_end,
-            [&](int k, int m) { return p.load_a(group, m, k); });
-        if constexpr (Problem::stages_b) {
-            CT_CUDA_DYNAMIC_SHARED(float, scratch);
-            p.template stage_b<tile>(b_tile, group, k0, k_end, n0, scratch);
-        } else {
-            gemm_stage<GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD>(
-                b_tile, p.b_along_k(), n0, p.n, k0, k_end,
-                [&](int k, int n) { return p.load_b(group, k, n); });
-        }
+        gemm_stage_slices<tile>(p, a_tile, b_tile, group, m0, n0, k0, k_end);
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < GEMM_WIDE_K; kk++) {
@@ -310,17 +313,7 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_narrow(Prob
         for (int j = 0; j < COLS; j++)
             acc[i][j] = 0.0f;
     for (int k0 = k_begin; k0 < k_end; k0 += tile::depth) {
-        gemm_stage<tile::m, tile::depth, tile::pad>(
-            a_tile, p.a_along_k(), m0, p.m, k0, k_end,
-            [&](int k, int m) { return p.load_a(group, m, k); });
-        if constexpr (Problem::stages_b) {
-            CT_CUDA_DYNAMIC_SHARED(float, scratch);
-            p.template stage_b<tile>(b_tile, group, k0, k_end, n0, scratch);
-        } else {
-            gemm_stage<tile::n, tile::depth, tile::pad>(
-                b_tile, p.b_along_k(), n0, p.n, k0, k_end,
-                [&](int k, int n) { return p.load_b(group, k, n); });
-        }
+        gemm_stage_slices<tile>(p, a_tile, b_tile, group, m0, n0, k0, k_end);
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < tile::depth; kk++) {
