@@ -58,6 +58,10 @@ enum {
     GEMM_THREADS_N = 16, /* threads along n; 16 along m */
     GEMM_REG = 4,        /* register block: GEMM_REG x GEMM_REG outputs per thread */
     GEMM_PAD = 2,        /* floats after each tile row: no bank conflicts (see above) */
+    /* Blocks per SM the 64 x 64 tile asks ptxas to fit (at most 64 registers
+     * a thread, 50% occupancy): left to itself, ptxas gave the matrix
+     * problem 48 registers and spilled 16 bytes (scripts/kernel-resources.sh). */
+    GEMM_MIN_BLOCKS = 4,
 };
 
 /* The wide tiles (ct_tiled_gemm_wide, below). */
@@ -146,7 +150,7 @@ static __device__ inline void gemm_stage_slices(const Problem &p,
 }
 
 template <class Problem>
-static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm(Problem p)
+static __global__ void __launch_bounds__(GEMM_THREADS, GEMM_MIN_BLOCKS) ct_tiled_gemm(Problem p)
 {
     __shared__ float a_tile[GEMM_TILE_K][GEMM_TILE_M + GEMM_PAD];
     __shared__ float b_tile[GEMM_TILE_K][GEMM_TILE_N + GEMM_PAD];
