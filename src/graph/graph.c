@@ -31,6 +31,7 @@ void ct_graph_free(ct_graph *graph)
     }
     free(graph->nodes);
     free(graph->state);
+    free(graph->by_name);
     free(graph);
 }
 
@@ -202,6 +203,45 @@ static bool valid_shape(ct_graph *graph, const char *what, const char *name, int
     return true;
 }
 
+/* ---- the name index (ct_graph.by_name) ---- */
+
+static size_t name_hash(const char *name) /* FNV-1a */
+{
+    uint64_t hash = 1469598103934665603u;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        hash = (hash ^ *c) * 1099511628211u;
+    return (size_t)hash;
+}
+
+static void index_put(ct_tensor **table, size_t capacity, ct_tensor *t)
+{
+    size_t mask = capacity - 1, i = name_hash(t->name) & mask;
+    while (table[i])
+        i = (i + 1) & mask;
+    table[i] = t;
+}
+
+/* Adds named node t; false when memory runs out (nothing changed). */
+static bool index_add(ct_graph *graph, ct_tensor *t)
+{
+    if (2 * (graph->n_named + 1) > graph->by_name_capacity) {
+        size_t capacity = graph->by_name_capacity ? 2 * graph->by_name_capacity
+                                                  : CT_INITIAL_CAPACITY;
+        ct_tensor **table = calloc(capacity, sizeof *table);
+        if (!table)
+            return false;
+        for (size_t i = 0; i < graph->by_name_capacity; i++)
+            if (graph->by_name[i])
+                index_put(table, capacity, graph->by_name[i]);
+        free(graph->by_name);
+        graph->by_name = table;
+        graph->by_name_capacity = capacity;
+    }
+    index_put(graph->by_name, graph->by_name_capacity, t);
+    graph->n_named++;
+    return true;
+}
+
 static ct_tensor *add_leaf(ct_graph *graph, ct_role role, const char *what, const char *name,
                            ct_dtype dtype, int ndim, const int64_t *shape)
 {
@@ -223,7 +263,7 @@ static ct_tensor *add_leaf(ct_graph *graph, ct_role role, const char *what, cons
     if (!t)
         return NULL;
     t->name = strdup(name);
-    if (!t->name)
+    if (!t->name || !index_add(graph, t))
         return ct_graph_fail(graph, CT_ERR_MEMORY, "%s '%s': out of host memory", what, name);
     t->role = role;
     t->phase = CT_PHASE_FORWARD;
@@ -340,12 +380,12 @@ ct_tensor *ct_graph_state(const ct_graph *graph, int index)
 
 ct_tensor *ct_graph_find(const ct_graph *graph, const char *name)
 {
-    if (!graph || !name)
+    if (!graph || !name || graph->by_name_capacity == 0)
         return NULL;
-    for (int i = 0; i < graph->n_nodes; i++) {
-        if (graph->nodes[i]->name && strcmp(graph->nodes[i]->name, name) == 0)
-            return graph->nodes[i];
-    }
+    size_t mask = graph->by_name_capacity - 1;
+    for (size_t i = name_hash(name) & mask; graph->by_name[i]; i = (i + 1) & mask)
+        if (strcmp(graph->by_name[i]->name, name) == 0)
+            return graph->by_name[i];
     return NULL;
 }
 

@@ -63,6 +63,11 @@ struct ct_graph {
     int n_nodes, nodes_capacity;
     ct_tensor **state;
     int n_state, state_capacity;
+    /* The named nodes (leaves: inputs, parameters, buffers) by name, for
+     * ct_graph_find: open addressing, a power of two at least twice
+     * n_named (graph.c).  A name never changes once given. */
+    ct_tensor **by_name;
+    size_t by_name_capacity, n_named;
     ct_status status; /* the first error while building */
     bool has_backward;
     bool has_optimizer;
