@@ -307,24 +307,18 @@ ct_status ct_plan_set_dist(ct_plan *plan, ct_dist *dist, size_t bucket_bytes)
                                bucket_bytes);
 }
 
-/* Synchronized batchnorm's sums on the CPU: blocking, between the bucket
- * sums in flight, at the same point of every rank's step (the same graph). */
+/* Synchronized batchnorm's sums, at the same point of every rank's step
+ * (the same graph): on the CPU blocking, over the job's communicator,
+ * between the bucket sums in flight; on GPUs queued on the GPU's stream
+ * through the gradients' NCCL communicator, in the same order as the
+ * bucket sums on every rank. */
 static int sum_over_ranks(void *ctx, double *values, int count)
 {
     grad_sync *g = ctx;
     double start = now_seconds();
-    ct_status status = g->host->iface->sum_f64(g->host, values, count);
-    g->stats->comm_seconds += now_seconds() - start;
-    return (int)status;
-}
-
-/* ... on GPUs: queued on the GPU's stream through the gradients' NCCL
- * communicator, in the same order as the bucket sums on every rank. */
-static int sum_over_gpus(void *ctx, double *values, int count)
-{
-    grad_sync *g = ctx;
-    double start = now_seconds();
-    ct_status status = g->comm->iface->sum_f64_queued(g->comm, values, count);
+    ct_status status = g->rank_sum.device
+                           ? g->comm->iface->sum_f64_queued(g->comm, values, count)
+                           : g->host->iface->sum_f64(g->host, values, count);
     g->stats->comm_seconds += now_seconds() - start;
     return (int)status;
 }
@@ -347,9 +341,7 @@ ct_status ct_plan_set_sync_bn(ct_plan *plan, bool on)
                             "ct_plan_set_sync_bn: these data-parallel steps on %s have no "
                             "communicator to sum statistics over",
                             ct_backend_name(g->backend));
-    g->rank_sum = (ct_rank_sum){.sum = on_gpus ? sum_over_gpus : sum_over_ranks,
-                                .ctx = g,
-                                .device = on_gpus};
+    g->rank_sum = (ct_rank_sum){.sum = sum_over_ranks, .ctx = g, .device = on_gpus};
     hook->sync_bn = on ? &g->rank_sum : NULL;
     return CT_OK;
 }

@@ -108,26 +108,32 @@ static ct_status nccl_reserve(ct_comm *comm, int n_slots)
     return CT_OK;
 }
 
+/* An in-place all-reduce on the communicator's stream after the work
+ * queued on the backend's (event `in`), `out` recorded after it. */
+static ct_status queue_all_reduce(nccl_comm *c, void *data, size_t count, ncclDataType_t type,
+                                  ncclRedOp_t op, cudaEvent_t in, cudaEvent_t out)
+{
+    CT_CUDA_CALL(cudaSetDevice(c->device));
+    CT_CUDA_CALL(cudaEventRecord(in, c->work));
+    CT_CUDA_CALL(cudaStreamWaitEvent(c->own, in, 0));
+    NCCL_CALL(c, ncclAllReduce(data, data, count, type, op, c->nccl, c->own));
+    CT_CUDA_CALL(cudaEventRecord(out, c->own));
+    return CT_OK;
+}
+
 static ct_status nccl_sum_start(ct_comm *comm, int slot, float *data, int64_t count)
 {
     nccl_comm *c = (nccl_comm *)comm;
     CT_ASSERT(slot >= 0 && slot < c->n_slots);
-    CT_CUDA_CALL(cudaSetDevice(c->device));
-    CT_CUDA_CALL(cudaEventRecord(c->ready[slot], c->work));
-    CT_CUDA_CALL(cudaStreamWaitEvent(c->own, c->ready[slot], 0));
-    NCCL_CALL(c, ncclAllReduce(data, data, (size_t)count, ncclFloat, ncclAvg, c->nccl, c->own));
-    CT_CUDA_CALL(cudaEventRecord(c->done[slot], c->own));
-    return CT_OK;
+    return queue_all_reduce(c, data, (size_t)count, ncclFloat, ncclAvg, c->ready[slot],
+                            c->done[slot]);
 }
 
 static ct_status nccl_sum_f64_queued(ct_comm *comm, double *data, int count)
 {
     nccl_comm *c = (nccl_comm *)comm;
-    CT_CUDA_CALL(cudaSetDevice(c->device));
-    CT_CUDA_CALL(cudaEventRecord(c->queued_in, c->work));
-    CT_CUDA_CALL(cudaStreamWaitEvent(c->own, c->queued_in, 0));
-    NCCL_CALL(c, ncclAllReduce(data, data, (size_t)count, ncclFloat64, ncclSum, c->nccl, c->own));
-    CT_CUDA_CALL(cudaEventRecord(c->queued_out, c->own));
+    CT_TRY(queue_all_reduce(c, data, (size_t)count, ncclFloat64, ncclSum, c->queued_in,
+                            c->queued_out));
     CT_CUDA_CALL(cudaStreamWaitEvent(c->work, c->queued_out, 0));
     return CT_OK;
 }

@@ -113,8 +113,7 @@ static ct_tensor *append(ct_graph *graph, ct_op op, ct_dtype dtype, int ndim,
     /* Sizes stay representable: every product of a shape is checked here,
      * once, and nothing later can overflow (a model file that doubles a
      * dimension 64 times is refused, not wrapped). */
-    int64_t element = (int)dtype >= 0 && dtype < CT_DTYPE_COUNT ? (int64_t)ct_dtype_size(dtype) : 1;
-    int64_t bytes = element;
+    int64_t bytes = (int)dtype >= 0 && dtype < CT_DTYPE_COUNT ? (int64_t)ct_dtype_size(dtype) : 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
             return ct_graph_fail(graph, CT_ERR_SHAPE, "%s: dimension %d is %lld (negative)",
