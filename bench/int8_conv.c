@@ -44,6 +44,7 @@ int main(int argc, char **argv)
     }
     if (threads > 0)
         ct_cpu_set_threads(threads);
+    threads = ct_cpu_max_threads();
     ct_conv2d_shape s = {batch, in_c, size, size, out_c, out_size, out_size, kernel, kernel,
                          stride, stride, pad, pad, 1, 1, 1};
     ct_conv2d_shape one = s;
@@ -75,7 +76,7 @@ int main(int argc, char **argv)
         if (!ct_int8_kernel_supported(k) || ct_int8_kernel_set(k) != CT_OK ||
             ct_int8_weights_pack(out_c, depth, q, scales, &weights[k]) != CT_OK)
             continue;
-        size_t bytes = ct_int8_conv2d_workspace(&s, weights[k]);
+        size_t bytes = ct_int8_conv2d_workspace(&s, weights[k], threads);
         workspace_bytes = bytes > workspace_bytes ? bytes : workspace_bytes;
     }
     ct_int8_kernel_set(CT_INT8_AUTO);
@@ -91,11 +92,11 @@ int main(int argc, char **argv)
             if (!w)
                 ct_cpu_conv2d_forward(&s, xf, wf, NULL, yf, workspace);
             else if (v % 2 == 0)
-                ct_int8_conv2d_forward(&s, x, x_q, w, &e, y, workspace);
+                ct_int8_conv2d_forward(&s, x, x_q, w, &e, y, workspace, threads);
             else
                 for (int n = 0; n < batch; n++)
                     ct_int8_conv2d_forward(&one, x + n * x_image, x_q, w, &e, y + n * y_image,
-                                           workspace);
+                                           workspace, threads);
             if (rep >= 0)
                 times[v * reps + rep] = now_seconds() - start;
         }

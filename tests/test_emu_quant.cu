@@ -196,7 +196,7 @@ static void conv_matches_cpu(void)
         layer_weights lw;
         weights_new(&lw, rows, depth, q, scales, bias);
         char *want = (char *)malloc(y_bytes), *got = (char *)malloc(y_bytes);
-        void *cpu_ws = malloc(ct_int8_conv2d_workspace(&s, lw.cpu) + 1), *gpu_ws = NULL;
+        void *cpu_ws = malloc(ct_int8_conv2d_workspace(&s, lw.cpu, 1) + 1), *gpu_ws = NULL;
         CHECK(cudaMalloc(&gpu_ws, ct_cuda_int8_conv2d_workspace(&s)) == cudaSuccess, "ws");
         uint8_t *x_dev = upload(x, x_count);
         char *y_dev = NULL;
@@ -206,7 +206,7 @@ static void conv_matches_cpu(void)
             memset(want, POISON, y_bytes);
             CHECK(cudaMemcpy(y_dev, want, y_bytes, cudaMemcpyHostToDevice) == cudaSuccess,
                   "poison");
-            ct_int8_conv2d_forward(&s, x, x_q, lw.cpu, &e, want, cpu_ws);
+            ct_int8_conv2d_forward(&s, x, x_q, lw.cpu, &e, want, cpu_ws, 1);
             e.bias = lw.bias_dev;
             CHECK_OK(ct_cuda_int8_conv2d_forward(&s, x_dev, x_q, &lw.gpu, &e, y_dev, gpu_ws, 0));
             CHECK(cudaMemcpy(got, y_dev, y_bytes, cudaMemcpyDeviceToHost) == cudaSuccess, "down");

@@ -424,6 +424,8 @@ static const conv_case CONV_CASES[] = {
     {4, 32, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1}, /* batch 4, stride 2: one GEMM for 4 images */
     {5, 6, 8, 8, 12, 3, 3, 1, 1, 1, 1, 1, 1},    /* images per GEMM 4, then 1 */
     {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1}, /* ResNet-18 layer1, batch 1 */
+    {6, 4, 20, 20, 16, 3, 3, 1, 1, 1, 1, 1, 1},  /* batch 6: threads take whole images */
+    {6, 8, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1},  /* 144-pixel planes: 2 images a thread's GEMM */
 };
 
 static ct_conv2d_shape conv_shape(const conv_case *k)
@@ -438,7 +440,8 @@ static ct_conv2d_shape conv_shape(const conv_case *k)
 /* y = the int8 convolution (linear when s is NULL: x [n_batch, depth]) on `kernel`. */
 static void run_layer(const ct_conv2d_shape *s, int n_batch, int rows, int depth,
                       const int8_t *q, const float *scales, const uint8_t *x, ct_quant_act x_q,
-                      const ct_int8_epilogue *e, ct_int8_kernel kernel, void *y, size_t y_bytes)
+                      const ct_int8_epilogue *e, ct_int8_kernel kernel, int threads, void *y,
+                      size_t y_bytes)
 {
     ct_int8_weights *w = NULL;
     CHECK_OK(ct_int8_kernel_set(kernel));
@@ -446,13 +449,20 @@ static void run_layer(const ct_conv2d_shape *s, int n_batch, int rows, int depth
     CHECK_OK(ct_int8_kernel_set(CT_INT8_AUTO));
     if (!w)
         return;
-    size_t bytes = s ? ct_int8_conv2d_workspace(s, w) : ct_int8_linear_workspace(n_batch, w);
+    size_t bytes = s ? ct_int8_conv2d_workspace(s, w, threads)
+                     : ct_int8_linear_workspace(n_batch, w);
+    if (s && s->n_batch == 6 && threads > 1) /* the batch-6 cases: a slot per thread */
+        CHECK(bytes == (size_t)threads * ct_int8_conv2d_workspace(s, w, 1),
+              "batch 6 on %d threads: workspace %zu, not %d slots", threads, bytes, threads);
     void *workspace = malloc(bytes + 1);
     memset(y, POISON, y_bytes);
+    int saved = ct_cpu_max_threads();
+    ct_cpu_set_threads(threads);
     if (s)
-        ct_int8_conv2d_forward(s, x, x_q, w, e, y, workspace);
+        ct_int8_conv2d_forward(s, x, x_q, w, e, y, workspace, threads);
     else
         ct_int8_linear_forward(n_batch, x, x_q, w, e, y, workspace);
+    ct_cpu_set_threads(saved);
     free(workspace);
     ct_int8_weights_free(w);
 }
@@ -486,7 +496,7 @@ static void check_layer(const ct_conv2d_shape *s, int n_batch, int rows, int dep
         ct_cpu_linear_forward(n_batch, depth, rows, xf, wf, bias, want);
     }
     ct_int8_epilogue e = {bias, false, false, {1.0f, 0}};
-    run_layer(s, n_batch, rows, depth, q, scales, x, x_q, &e, CT_INT8_REF, ref,
+    run_layer(s, n_batch, rows, depth, q, scales, x, x_q, &e, CT_INT8_REF, 1, ref,
               sizeof(float) * y_count);
     double err = harness_rel_err_f32((float *)ref, want, y_count);
     CHECK(err <= 1e-5, "int8 vs float on dequantized values: %.3g relative", err);
@@ -500,12 +510,18 @@ static void check_layer(const ct_conv2d_shape *s, int n_batch, int rows, int dep
         e.out_u8 = variant & 2;
         CHECK_OK(ct_quant_act_from_range(-0.5f * max_abs, 0.8f * max_abs, &e.out_q));
         size_t y_bytes = e.out_u8 ? (size_t)y_count : sizeof(float) * y_count;
-        run_layer(s, n_batch, rows, depth, q, scales, x, x_q, &e, CT_INT8_REF, ref, y_bytes);
-        for (int p = 0; p < n_paths; p++) {
-            run_layer(s, n_batch, rows, depth, q, scales, x, x_q, &e, paths[p], got, y_bytes);
-            CHECK(memcmp(got, ref, y_bytes) == 0, "%s differs from ref (relu %d, %s)",
-                  ct_int8_kernel_name(paths[p]), e.relu, e.out_u8 ? "u8" : "float");
-        }
+        run_layer(s, n_batch, rows, depth, q, scales, x, x_q, &e, CT_INT8_REF, 1, ref, y_bytes);
+        /* 3 threads: whole images per thread where the batch allows, else
+         * the threads inside each image */
+        for (int p = 0; p < n_paths; p++)
+            for (int threads = 1; threads <= 3; threads += 2) {
+                run_layer(s, n_batch, rows, depth, q, scales, x, x_q, &e, paths[p], threads,
+                          got, y_bytes);
+                CHECK(memcmp(got, ref, y_bytes) == 0,
+                      "%s on %d threads differs from ref (relu %d, %s)",
+                      ct_int8_kernel_name(paths[p]), threads, e.relu,
+                      e.out_u8 ? "u8" : "float");
+            }
     }
     free(xf);
     free(wf);

@@ -25,9 +25,9 @@ static size_t input_bytes(const ct_tensor *node)
 
 static size_t qconv2d_workspace(const ct_backend *backend, const ct_tensor *node)
 {
-    (void)backend;
-    return input_bytes(node) +
-           ct_int8_conv2d_workspace(&node->attr.quant.conv, node->attr.quant.weights);
+    return input_bytes(node) + ct_int8_conv2d_workspace(&node->attr.quant.conv,
+                                                        node->attr.quant.weights,
+                                                        backend->n_threads);
 }
 
 static size_t qlinear_workspace(const ct_backend *backend, const ct_tensor *node)
@@ -41,7 +41,6 @@ static size_t qlinear_workspace(const ct_backend *backend, const ct_tensor *node
  * bias, the fused relu and an f32 output. */
 static ct_status run(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
 {
-    (void)backend;
     ct_quant_act x_q = {node->attr.quant.x_scale, node->attr.quant.x_zero_point};
     uint8_t *qx = exec->workspace;
     void *workspace = (char *)exec->workspace + input_bytes(node);
@@ -50,7 +49,7 @@ static ct_status run(ct_backend *backend, const ct_exec *exec, const ct_tensor *
                           .relu = exec->epilogue && exec->epilogue[node->id] == CT_EPILOGUE_RELU};
     if (node->op == CT_OP_QCONV2D)
         ct_int8_conv2d_forward(&node->attr.quant.conv, qx, x_q, node->attr.quant.weights, &e,
-                               ct_out(exec, node), workspace);
+                               ct_out(exec, node), workspace, backend->n_threads);
     else
         ct_int8_linear_forward((int)node->src[0]->shape[0], qx, x_q, node->attr.quant.weights,
                                &e, ct_out(exec, node), workspace);

@@ -15,21 +15,33 @@
  * Linear: y[n, o] = epilogue(w[o, :] . (x[n, :] - x_zp)), the GEMM with
  * b = x read as its transpose [in, n] and out = y read as [out, n].
  *
- * Threads: the copies run in parallel over channels and rows of col, the
- * GEMM over tiles of the output (channels and pixels), so one image keeps
- * every core busy.  Accumulation: y is written with =.
+ * Threads: where the batch has enough images (groups of them) for every
+ * thread, each thread runs whole images, start to end, in a workspace slot
+ * of its own: no barrier inside a layer, and each image's copies stay in
+ * its core's cache (at batch 64, 2 threads, the per-image teams below
+ * spent a third of vgg8_bn's int8 step waiting in OpenMP: docs/perf.md).
+ * Otherwise (batch 1) the copies run in parallel over channels and rows of
+ * col and the GEMM over tiles of the output, so one image keeps every core
+ * busy.  Either way every output is one exact sum and its epilogue: the
+ * same bits for any thread count.  Accumulation: y is written with =.
  */
 #include <string.h>
 
 #include "core/error.h"
-#include "quant/int8.h"
+#include "cpu/threads.h"
+#include "quant/int8_paths.h"
 
 enum {
     WORKSPACE_ALIGNMENT = 64,
     PARALLEL_MIN_BYTES = 1 << 15,
     GEMM_MIN_COLUMNS = 256,      /* images per GEMM: until the GEMM is this wide */
     GROUP_COL_MAX_BYTES = 1 << 24, /* while their col matrix stays under 16 MiB */
+    ROW_COPY = 32,                 /* im2col copies rows this short as one fixed-size move */
+    BATCH_EVEN_UNITS = 4,          /* threads take whole images: units a multiple of the
+                                      threads, or at least this many per thread */
 };
+/* threads take whole images while their slots need no more than this */
+#define SLOTS_MAX_BYTES ((size_t)1 << 28)
 
 static size_t align_up(size_t bytes)
 {
@@ -45,9 +57,10 @@ static bool conv_is_pointwise(const ct_conv2d_shape *s)
 static int padded_h(const ct_conv2d_shape *s) { return s->in_h + 2 * s->pad_h; }
 static int padded_w(const ct_conv2d_shape *s) { return s->in_w + 2 * s->pad_w; }
 
+/* (ROW_COPY bytes past the planes: im2col's fixed-size reads) */
 static size_t padded_bytes(const ct_conv2d_shape *s)
 {
-    return align_up((size_t)s->in_channels * padded_h(s) * padded_w(s));
+    return align_up((size_t)s->in_channels * padded_h(s) * padded_w(s) + ROW_COPY);
 }
 
 /* Images per GEMM (see the top of the file); 1 for a pointwise conv. */
@@ -78,18 +91,38 @@ static size_t buffer_bytes(const ct_conv2d_shape *s, bool out_u8)
     return group > 1 ? align_up((size_t)s->out_channels * s->out_h * s->out_w * group * elem) : 0;
 }
 
-size_t ct_int8_conv2d_workspace(const ct_conv2d_shape *s, const ct_int8_weights *w)
+/* One thread's workspace for one image group: the copies, the group's
+ * output buffer and the GEMM's packed panels. */
+static size_t slot_bytes(const ct_conv2d_shape *s, const ct_int8_weights *w)
 {
     size_t copies = conv_is_pointwise(s) ? 0 : padded_bytes(s) + col_bytes(s);
     return copies + buffer_bytes(s, false) +
-           ct_int8_gemm_workspace(w, s->out_h * s->out_w * conv_image_group(s));
+           align_up(ct_int8_gemm_workspace(w, s->out_h * s->out_w * conv_image_group(s)));
+}
+
+/* Slots of the workspace: `threads` when threads take whole image groups
+ * (see the top of the file), else 1. */
+static int conv_slots(const ct_conv2d_shape *s, const ct_int8_weights *w, int threads)
+{
+    if (threads <= 1)
+        return 1;
+    int group = conv_image_group(s), units = (s->n_batch + group - 1) / group;
+    bool even = units % threads == 0 || units >= BATCH_EVEN_UNITS * threads;
+    bool fits = slot_bytes(s, w) <= SLOTS_MAX_BYTES / (size_t)threads;
+    return units >= threads && even && fits ? threads : 1;
+}
+
+size_t ct_int8_conv2d_workspace(const ct_conv2d_shape *s, const ct_int8_weights *w, int threads)
+{
+    return (size_t)conv_slots(s, w, threads) * slot_bytes(s, w);
 }
 
 /* xp: [C, H + 2 ph, W + 2 pw] = one image x: [C, H, W] framed by `zero`. */
-static void conv_pad(const ct_conv2d_shape *s, const uint8_t *x, uint8_t zero, uint8_t *xp)
+static void conv_pad(const ct_conv2d_shape *s, const uint8_t *x, uint8_t zero, uint8_t *xp,
+                     bool threaded)
 {
     int hp = padded_h(s), wp = padded_w(s);
-    bool parallel = (size_t)s->in_channels * hp * wp >= PARALLEL_MIN_BYTES;
+    bool parallel = threaded && (size_t)s->in_channels * hp * wp >= PARALLEL_MIN_BYTES;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int c = 0; c < s->in_channels; c++) {
         uint8_t *plane = xp + (size_t)c * hp * wp;
@@ -105,39 +138,59 @@ static void conv_pad(const ct_conv2d_shape *s, const uint8_t *x, uint8_t zero, u
     }
 }
 
-/* col: [C*KH*KW, P] at row stride ld from the padded image xp. */
-static void conv_im2col(const ct_conv2d_shape *s, const uint8_t *xp, uint8_t *col, size_t ld)
+/* One row of col: the window position at `at` (a place in the padded
+ * image) for every output pixel. */
+static void im2col_row(const ct_conv2d_shape *s, const uint8_t *at, uint8_t *row)
 {
-    int hp = padded_h(s), wp = padded_w(s), kernel_area = s->kernel_h * s->kernel_w;
-    int rows = s->in_channels * kernel_area;
-    size_t out_plane = (size_t)s->out_h * s->out_w;
-    bool parallel = rows * out_plane >= PARALLEL_MIN_BYTES;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int k = 0; k < rows; k++) {
-        int c = k / kernel_area, i = k % kernel_area / s->kernel_w, j = k % s->kernel_w;
-        const uint8_t *plane = xp + (size_t)c * hp * wp + (size_t)i * s->dilation_h * wp +
-                               (size_t)j * s->dilation_w;
-        uint8_t *row = col + k * ld;
-        for (int oh = 0; oh < s->out_h; oh++) {
-            const uint8_t *in = plane + (size_t)oh * s->stride_h * wp;
-            uint8_t *out = row + (size_t)oh * s->out_w;
-            if (s->stride_w == 1) {
-                memcpy(out, in, s->out_w);
-            } else {
-                for (int ow = 0; ow < s->out_w; ow++)
-                    out[ow] = in[ow * s->stride_w];
-            }
-        }
+    size_t in_step = (size_t)s->stride_h * padded_w(s);
+    int out_w = s->out_w, oh = 0;
+    if (s->stride_w != 1) {
+        for (; oh < s->out_h; oh++, at += in_step, row += out_w)
+            for (int ow = 0; ow < out_w; ow++)
+                row[ow] = at[ow * s->stride_w];
+        return;
     }
+    /* Short rows as one 32-byte move each (a libc call per 7-28 bytes cost
+     * more than the GEMM): the bytes past a row are rewritten by the rows
+     * after it, so only the rows whose move ends inside this image's part
+     * of col take it; ROW_COPY bytes of slack after the padded image cover
+     * the reads. */
+    int out_plane = s->out_h * out_w;
+    int fast = out_w <= ROW_COPY && out_plane >= ROW_COPY ? (out_plane - ROW_COPY) / out_w + 1 : 0;
+    for (; oh < fast; oh++, at += in_step, row += out_w)
+        memcpy(row, at, ROW_COPY);
+    for (; oh < s->out_h; oh++, at += in_step, row += out_w)
+        memcpy(row, at, out_w);
+}
+
+/* col: [C*KH*KW, P] at row stride ld from the padded image xp; row
+ * k = (c*KH + i)*KW + j. */
+static void conv_im2col(const ct_conv2d_shape *s, const uint8_t *xp, uint8_t *col, size_t ld,
+                        bool threaded)
+{
+    int wp = padded_w(s), kernel_area = s->kernel_h * s->kernel_w;
+    size_t plane = (size_t)padded_h(s) * wp, out_plane = (size_t)s->out_h * s->out_w;
+    bool parallel = threaded && (size_t)s->in_channels * kernel_area * out_plane >=
+                                    PARALLEL_MIN_BYTES;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int c = 0; c < s->in_channels; c++)
+        for (int i = 0; i < s->kernel_h; i++)
+            for (int j = 0; j < s->kernel_w; j++) {
+                size_t k = ((size_t)c * s->kernel_h + i) * s->kernel_w + j;
+                im2col_row(s,
+                           xp + c * plane + (size_t)i * s->dilation_h * wp +
+                               (size_t)j * s->dilation_w,
+                           col + k * ld);
+            }
 }
 
 /* y[g, o, :] = buffer[o, g*P : (g+1)*P] for the images of a group. */
 static void conv_scatter(const ct_conv2d_shape *s, int images, size_t elem, const char *buffer,
-                         char *y)
+                         char *y, bool threaded)
 {
     size_t plane_bytes = (size_t)s->out_h * s->out_w * elem, ld = plane_bytes * images;
     int items = images * s->out_channels;
-    bool parallel = items * plane_bytes >= PARALLEL_MIN_BYTES;
+    bool parallel = threaded && items * plane_bytes >= PARALLEL_MIN_BYTES;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int item = 0; item < items; item++) {
         int image = item / s->out_channels, o = item % s->out_channels;
@@ -145,36 +198,56 @@ static void conv_scatter(const ct_conv2d_shape *s, int images, size_t elem, cons
     }
 }
 
-void ct_int8_conv2d_forward(const ct_conv2d_shape *s, const uint8_t *x, ct_quant_act x_q,
-                            const ct_int8_weights *w, const ct_int8_epilogue *e, void *y,
-                            void *workspace)
+/* Images [n0, n0 + images) of the batch, one group's GEMM, in `slot`. */
+static void conv_group(const ct_conv2d_shape *s, const uint8_t *x, ct_quant_act x_q,
+                       const ct_int8_weights *w, const ct_int8_epilogue *e, void *y, int n0,
+                       int images, void *slot, bool threaded)
 {
-    CT_ASSERT(s->groups == 1 && w->rows == s->out_channels &&
-              w->depth == s->in_channels * s->kernel_h * s->kernel_w);
-    int out_plane = s->out_h * s->out_w, group = conv_image_group(s);
+    int out_plane = s->out_h * s->out_w, columns = images * out_plane;
     size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
     size_t elem = e->out_u8 ? 1 : sizeof(float);
     size_t y_image = (size_t)s->out_channels * out_plane * elem;
     bool pointwise = conv_is_pointwise(s);
-    uint8_t *xp = workspace, *col = xp + padded_bytes(s);
-    char *buffer = pointwise ? workspace : (char *)col + col_bytes(s);
+    uint8_t *xp = slot, *col = xp + padded_bytes(s);
+    char *buffer = pointwise ? slot : (char *)col + col_bytes(s);
     void *gemm_workspace = buffer + buffer_bytes(s, false);
-    for (int n0 = 0; n0 < s->n_batch; n0 += group) {
-        int images = s->n_batch - n0 < group ? s->n_batch - n0 : group;
-        int columns = images * out_plane;
-        const uint8_t *b = x + n0 * x_image;
-        if (!pointwise) {
-            for (int image = 0; image < images; image++) {
-                conv_pad(s, x + (n0 + image) * x_image, (uint8_t)x_q.zero_point, xp);
-                conv_im2col(s, xp, col + image * out_plane, columns);
-            }
-            b = col;
+    const uint8_t *b = x + n0 * x_image;
+    if (!pointwise) {
+        for (int image = 0; image < images; image++) {
+            conv_pad(s, x + (n0 + image) * x_image, (uint8_t)x_q.zero_point, xp, threaded);
+            conv_im2col(s, xp, col + image * out_plane, columns, threaded);
         }
-        char *out = images > 1 ? buffer : (char *)y + n0 * y_image;
-        ct_int8_matrix b_matrix = {(void *)b, columns, 1}, out_matrix = {out, columns, 1};
-        ct_int8_gemm(w, columns, b_matrix, x_q, e, out_matrix, gemm_workspace);
-        if (images > 1)
-            conv_scatter(s, images, elem, buffer, (char *)y + n0 * y_image);
+        b = col;
+    }
+    char *out = images > 1 ? buffer : (char *)y + n0 * y_image;
+    ct_int8_matrix b_matrix = {(void *)b, columns, 1}, out_matrix = {out, columns, 1};
+    ct_int8_gemm_threaded(w, columns, b_matrix, x_q, e, out_matrix, gemm_workspace, threaded);
+    if (images > 1)
+        conv_scatter(s, images, elem, buffer, (char *)y + n0 * y_image, threaded);
+}
+
+void ct_int8_conv2d_forward(const ct_conv2d_shape *s, const uint8_t *x, ct_quant_act x_q,
+                            const ct_int8_weights *w, const ct_int8_epilogue *e, void *y,
+                            void *workspace, int threads)
+{
+    CT_ASSERT(s->groups == 1 && w->rows == s->out_channels &&
+              w->depth == s->in_channels * s->kernel_h * s->kernel_w);
+    int group = conv_image_group(s), units = (s->n_batch + group - 1) / group;
+    int slots = conv_slots(s, w, threads);
+    size_t slot = slot_bytes(s, w);
+    if (slots == 1) {
+        for (int unit = 0; unit < units; unit++) {
+            int n0 = unit * group, images = s->n_batch - n0 < group ? s->n_batch - n0 : group;
+            conv_group(s, x, x_q, w, e, y, n0, images, workspace, true);
+        }
+        return;
+    }
+    /* dynamic: a thread that loses its core for a while takes fewer images */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(slots)
+    for (int unit = 0; unit < units; unit++) {
+        int n0 = unit * group, images = s->n_batch - n0 < group ? s->n_batch - n0 : group;
+        conv_group(s, x, x_q, w, e, y, n0, images,
+                   (char *)workspace + (size_t)ct_cpu_thread_num() * slot, false);
     }
 }
 

@@ -132,12 +132,12 @@ void ct_int8_store_row(const ct_int8_gemm_args *g, int m, int n0, int cols, cons
 }
 
 /* The reference: each sum in plain C, REF_BLOCK columns at a time. */
-static void gemm_ref(const ct_int8_gemm_args *g)
+static void gemm_ref(const ct_int8_gemm_args *g, bool threaded)
 {
     const ct_int8_weights *w = g->w;
     const int8_t *a = w->packed;
     const uint8_t *b = g->b.data;
-    bool parallel = (double)w->rows * g->n * w->depth >= PARALLEL_MIN_MACS;
+    bool parallel = threaded && (double)w->rows * g->n * w->depth >= PARALLEL_MIN_MACS;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int m = 0; m < w->rows; m++) {
         ct_int8_row row = ct_int8_row_of(g, m);
@@ -186,22 +186,24 @@ size_t ct_int8_gemm_workspace(const ct_int8_weights *w, int n)
     return path ? (size_t)ceil_div(n, path->nr) * b_panel_bytes(path, w->depth) : 0;
 }
 
-static void gemm_panels(const ct_int8_gemm_args *g, const ct_int8_path_i *path, char *packed_b)
+static void gemm_panels(const ct_int8_gemm_args *g, const ct_int8_path_i *path, char *packed_b,
+                        bool threaded)
 {
     const ct_int8_weights *w = g->w;
     int k_groups = ceil_div(w->depth, path->k_group), full_groups = w->depth / path->k_group;
     int panels_m = ceil_div(w->rows, path->mr), panels_n = ceil_div(g->n, path->nr);
     size_t a_bytes = (size_t)k_groups * path->mr * path->k_group * path->elem_bytes;
     size_t b_bytes = b_panel_bytes(path, w->depth);
-    bool parallel = (double)w->rows * g->n * w->depth >= PARALLEL_MIN_MACS;
+    bool parallel = threaded && (double)w->rows * g->n * w->depth >= PARALLEL_MIN_MACS;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int panel = 0; panel < panels_n; panel++) {
         int n0 = panel * path->nr;
         char *dst = packed_b + panel * b_bytes;
-        bool whole = g->b.col_stride == 1 && n0 + path->nr <= g->n;
-        if (whole)
-            path->pack_b_panel(g, w->depth, n0, dst);
-        pack_b_rest(g, path, n0, whole ? full_groups : 0, dst);
+        int cols = g->n - n0 < path->nr ? g->n - n0 : path->nr;
+        bool fast = g->b.col_stride == 1 && (cols == path->nr || path->packs_partial);
+        if (fast)
+            path->pack_b_panel(g, w->depth, n0, cols, dst);
+        pack_b_rest(g, path, n0, fast ? full_groups : 0, dst);
     }
     int tiles_m = ceil_div(panels_m, TILE_PANELS_M), tiles_n = ceil_div(panels_n, TILE_PANELS_N);
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
@@ -220,8 +222,9 @@ static void gemm_panels(const ct_int8_gemm_args *g, const ct_int8_path_i *path, 
     }
 }
 
-void ct_int8_gemm(const ct_int8_weights *w, int n, ct_int8_matrix b, ct_quant_act b_q,
-                  const ct_int8_epilogue *e, ct_int8_matrix out, void *workspace)
+void ct_int8_gemm_threaded(const ct_int8_weights *w, int n, ct_int8_matrix b, ct_quant_act b_q,
+                           const ct_int8_epilogue *e, ct_int8_matrix out, void *workspace,
+                           bool threaded)
 {
     CT_ASSERT(n >= 0 && b_q.scale > 0.0f && b_q.zero_point >= 0 && b_q.zero_point <= 255);
     CT_ASSERT(!e->out_u8 || (e->out_q.scale > 0.0f && e->out_q.zero_point >= 0 &&
@@ -232,7 +235,13 @@ void ct_int8_gemm(const ct_int8_weights *w, int n, ct_int8_matrix b, ct_quant_ac
         return;
     const ct_int8_path_i *path = ct_int8_path(w->kernel);
     if (path)
-        gemm_panels(&g, path, workspace);
+        gemm_panels(&g, path, workspace, threaded);
     else
-        gemm_ref(&g);
+        gemm_ref(&g, threaded);
+}
+
+void ct_int8_gemm(const ct_int8_weights *w, int n, ct_int8_matrix b, ct_quant_act b_q,
+                  const ct_int8_epilogue *e, ct_int8_matrix out, void *workspace)
+{
+    ct_int8_gemm_threaded(w, n, b, b_q, e, out, workspace, true);
 }

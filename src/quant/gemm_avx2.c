@@ -28,8 +28,10 @@
 enum { MR = 6, NR = 16, KG = 2, LANES = 8 };
 
 /* Panel [k/2][16][2] int16 from two rows of 16 bytes at a time. */
-AVX2 static void pack_b_panel(const ct_int8_gemm_args *g, int depth, int n0, void *panel)
+AVX2 static void pack_b_panel(const ct_int8_gemm_args *g, int depth, int n0, int cols,
+                              void *panel)
 {
+    (void)cols; /* always NR: packs_partial is false */
     const uint8_t *b = (const uint8_t *)g->b.data + n0;
     int16_t *dst = panel;
     for (int k = 0; k + KG <= depth; k += KG, dst += NR * KG) {
@@ -148,6 +150,6 @@ AVX2 static void quantize(int64_t count, const float *x, float inv_scale, int32_
     }
 }
 
-const ct_int8_path_i ct_int8_avx2_path = {MR, NR, KG, 2, pack_b_panel, tile, quantize};
+const ct_int8_path_i ct_int8_avx2_path = {MR, NR, KG, 2, false, pack_b_panel, tile, quantize};
 
 #endif

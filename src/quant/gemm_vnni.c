@@ -20,24 +20,35 @@
 #include <immintrin.h>
 #include <string.h>
 
-#define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
-#define VNNI_INLINE __attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) \
-    static inline
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#define VNNI_INLINE \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"), always_inline)) static inline
 
 enum { MR = 8, NR = 32, KG = 4, LANES = 16 };
 
-/* Panel [k/4][32][4] bytes: four rows of 16 columns interleaved at a time. */
-VNNI static void pack_b_panel(const ct_int8_gemm_args *g, int depth, int n0, void *panel)
+/* The lanes [0, count) of a vector (count may be <= 0 or > 16). */
+static __mmask16 lanes_mask(int count)
+{
+    return count >= LANES ? (__mmask16)0xFFFF : count <= 0 ? 0 : (__mmask16)((1u << count) - 1);
+}
+
+/* Panel [k/4][32][4] bytes: four rows of 16 columns interleaved at a time;
+ * the columns from cols on read as zeros (masked loads touch no byte past
+ * them). */
+VNNI static void pack_b_panel(const ct_int8_gemm_args *g, int depth, int n0, int cols,
+                              void *panel)
 {
     uint8_t *dst = panel;
     ptrdiff_t stride = g->b.row_stride;
+    __mmask16 masks[NR / LANES] = {lanes_mask(cols), lanes_mask(cols - LANES)};
     for (int k = 0; k + KG <= depth; k += KG) {
         for (int half = 0; half < NR; half += LANES, dst += LANES * KG) {
             const uint8_t *b = (const uint8_t *)g->b.data + k * stride + n0 + half;
-            __m128i r0 = _mm_loadu_si128((const __m128i *)b);
-            __m128i r1 = _mm_loadu_si128((const __m128i *)(b + stride));
-            __m128i r2 = _mm_loadu_si128((const __m128i *)(b + 2 * stride));
-            __m128i r3 = _mm_loadu_si128((const __m128i *)(b + 3 * stride));
+            __mmask16 mask = masks[half / LANES];
+            __m128i r0 = _mm_maskz_loadu_epi8(mask, b);
+            __m128i r1 = _mm_maskz_loadu_epi8(mask, b + stride);
+            __m128i r2 = _mm_maskz_loadu_epi8(mask, b + 2 * stride);
+            __m128i r3 = _mm_maskz_loadu_epi8(mask, b + 3 * stride);
             __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
             __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
             _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi16(lo01, lo23));
@@ -65,12 +76,6 @@ VNNI_INLINE __m512i requantize16(__m512 v, float inv_scale, int32_t zero_point)
     t = _mm512_min_ps(t, _mm512_set1_ps(CT_INT8_QUANT_CLAMP));
     __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(t), _mm512_set1_epi32(zero_point));
     return _mm512_min_epi32(_mm512_max_epi32(q, _mm512_setzero_si512()), _mm512_set1_epi32(255));
-}
-
-/* The lanes [0, count) of a vector (count may be <= 0 or > 16). */
-static __mmask16 lanes_mask(int count)
-{
-    return count >= LANES ? (__mmask16)0xFFFF : count <= 0 ? 0 : (__mmask16)((1u << count) - 1);
 }
 
 /* One row of a tile: 32 sums to out[m, n0 .. n0+cols). */
@@ -140,6 +145,6 @@ VNNI static void quantize(int64_t count, const float *x, float inv_scale, int32_
     }
 }
 
-const ct_int8_path_i ct_int8_vnni_path = {MR, NR, KG, 1, pack_b_panel, tile, quantize};
+const ct_int8_path_i ct_int8_vnni_path = {MR, NR, KG, 1, true, pack_b_panel, tile, quantize};
 
 #endif

@@ -185,11 +185,13 @@ void ct_int8_gemm(const ct_int8_weights *w, int n, ct_int8_matrix b, ct_quant_ac
 /* y[n,o,h,w] = epilogue(sum_{c,i,j} w[o,c,i,j] * (x[n, c, h*sh-ph+i*dh, w*sw-pw+j*dw] - x_zp))
  * x: uint8 [N, C, H, W], padding reads as x_q.zero_point (the real 0);
  * w packed from [O, C*KH*KW]; y: [N, O, out_h, out_w] (float or uint8).
- * groups must be 1. */
-size_t ct_int8_conv2d_workspace(const ct_conv2d_shape *s, const ct_int8_weights *w);
+ * groups must be 1.  threads: the most OpenMP threads it may use (the
+ * workspace holds one slot per thread where threads take whole images);
+ * forward takes the same count its workspace was sized for. */
+size_t ct_int8_conv2d_workspace(const ct_conv2d_shape *s, const ct_int8_weights *w, int threads);
 void ct_int8_conv2d_forward(const ct_conv2d_shape *s, const uint8_t *x, ct_quant_act x_q,
                             const ct_int8_weights *w, const ct_int8_epilogue *e, void *y,
-                            void *workspace);
+                            void *workspace, int threads);
 
 /* y[n, o] = epilogue(sum_i w[o, i] * (x[n, i] - x_zp));  x: uint8 [n, in],
  * w packed from [out, in], y: [n, out].  workspace: ct_int8_linear_workspace. */

@@ -30,10 +30,12 @@ typedef struct ct_int8_gemm_args {
 typedef struct ct_int8_path_i {
     int mr, nr, k_group;   /* panel geometry (above) */
     int elem_bytes;        /* 1: int8/uint8, 2: int16 */
-    /* The panel of columns [n0, n0 + nr) of b, all inside b and b's columns
-     * contiguous (col_stride 1), rows [0, depth / k_group * k_group) only:
-     * the shared code packs the rest. */
-    void (*pack_b_panel)(const ct_int8_gemm_args *g, int depth, int n0, void *panel);
+    bool packs_partial;    /* pack_b_panel takes cols < nr */
+    /* The panel of columns [n0, n0 + cols) of b (cols == nr unless
+     * packs_partial; zeros from cols to nr), b's columns contiguous
+     * (col_stride 1), rows [0, depth / k_group * k_group) only: the shared
+     * code packs the rest. */
+    void (*pack_b_panel)(const ct_int8_gemm_args *g, int depth, int n0, int cols, void *panel);
     /* out[m0 .. m0+rows, n0 .. n0+cols] = epilogue(a_panel . b_panel), rows <= mr,
      * cols <= nr; k_groups = ceil(depth / k_group). */
     void (*tile)(const ct_int8_gemm_args *g, int k_groups, const void *a_panel,
@@ -82,6 +84,12 @@ static inline void ct_int8_epilogue_store(const ct_int8_gemm_args *g, ct_int8_ro
 /* out[m, n0 + j] = row[j] for j < cols, row float or uint8 as the output
  * is: where a vector path's tile is partial or the output strided. */
 void ct_int8_store_row(const ct_int8_gemm_args *g, int m, int n0, int cols, const void *row);
+
+/* ct_int8_gemm, on the calling thread alone unless `threaded` (a caller
+ * that runs GEMMs in parallel itself: the convolution's images). */
+void ct_int8_gemm_threaded(const ct_int8_weights *w, int n, ct_int8_matrix b, ct_quant_act b_q,
+                           const ct_int8_epilogue *e, ct_int8_matrix out, void *workspace,
+                           bool threaded);
 
 /* The packed-weight layout (above): element (m, k) of q into panels. */
 void ct_int8_pack_panels(int rows, int depth, const int8_t *q, int mr, int k_group,

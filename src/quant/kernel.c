@@ -32,7 +32,7 @@ bool ct_int8_kernel_supported(ct_int8_kernel kernel)
         return __builtin_cpu_supports("avx2");
     if (kernel == CT_INT8_VNNI)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vnni");
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 #endif
     return false;
 }
