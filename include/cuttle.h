@@ -506,6 +506,8 @@ typedef struct ct_quantize_args {
     bool quantize_shallow; /* also layers whose dot products are shorter than 32 (a first
                               convolution on 1 or 3 channels): false keeps them f32, where
                               the f32 kernels are faster */
+    bool f32_activations;  /* pass f32 between consecutive int8 layers, each quantizing its
+                              own input (slower; the same results): false keeps them u8 */
 } ct_quantize_args;
 
 /* One conv2d or linear layer of the optimized graph, in graph order. */
@@ -517,6 +519,8 @@ typedef struct ct_quantize_layer {
     float in_lo, in_hi;   /* the calibrated range of its input */
     float in_scale;       /* u8 input: x ~ (q - in_zero_point) * in_scale */
     int in_zero_point;
+    bool out_u8;          /* writes u8 for the int8 layers that read it (requantized in its
+                             epilogue: the activations between them stay u8) */
     double sqnr_db;       /* its output, int8 graph against f32, on the first calibration
                              batch: 10 log10(sum f^2 / sum (f - q)^2) (inf: equal; NaN:
                              not measured, a model loaded from a file) */
@@ -543,7 +547,8 @@ typedef struct ct_quantized {
  * args->quantize_shallow) becomes an int8 op: per-channel
  * symmetric int8 weights, its input quantized to u8 with the calibrated
  * scale and zero point, int32 sums, the bias, a fused relu and the f32
- * output in the epilogue.  Activations between layers stay f32.  Other
+ * output in the epilogue, or u8 where only int8 layers read it (through max
+ * pools and flattens; args->f32_activations: f32 everywhere).  Other
  * backends: CT_ERR_UNSUPPORTED.  On error *out is zeroed. */
 CT_API ct_status ct_plan_quantize(ct_plan *plan, const ct_tensor *x, const ct_tensor *y,
                                   const ct_quantize_args *args, const float *const *batches,

@@ -426,6 +426,8 @@ static const conv_case CONV_CASES[] = {
     {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1}, /* ResNet-18 layer1, batch 1 */
     {6, 4, 20, 20, 16, 3, 3, 1, 1, 1, 1, 1, 1},  /* batch 6: threads take whole images */
     {6, 8, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1},  /* 144-pixel planes: 2 images a thread's GEMM */
+    {3, 4, 3, 3, 8, 3, 3, 1, 1, 1, 1, 1, 1},     /* rows of 3 bytes (copied byte by byte) */
+    {2, 4, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1},   /* rows of 40 bytes (one memcpy) */
 };
 
 static ct_conv2d_shape conv_shape(const conv_case *k)
@@ -556,6 +558,41 @@ static void linear_matches_float_linear_and_reference(void)
     }
 }
 
+/* The u8 max pool (int8 models' activations) is the f32 pool of the same
+ * values: 2x2/2 (the vectorizable path, odd sizes too) and padded or
+ * overlapping windows. */
+static void maxpool_u8_matches_float(void)
+{
+    static const int SHAPES[][7] = {
+        /* h   w  kernel stride pad */
+        {28, 28, 2, 2, 0}, {7, 9, 2, 2, 0}, {9, 8, 3, 2, 1}, {6, 5, 3, 1, 1}, {5, 5, 2, 1, 0},
+    };
+    rng_state = 33;
+    for (int i = 0; i < 5; i++) {
+        const int *k = SHAPES[i];
+        ct_pool2d_shape s = {3, 5, k[0], k[1], ct_window_count(k[0], k[2], k[3], k[4], 1),
+                             ct_window_count(k[1], k[2], k[3], k[4], 1), k[2], k[2], k[3], k[3],
+                             k[4], k[4], false};
+        int64_t nx = (int64_t)s.n_batch * s.channels * s.in_h * s.in_w;
+        int64_t ny = (int64_t)s.n_batch * s.channels * s.out_h * s.out_w;
+        uint8_t *x = malloc(nx), *y = malloc(ny);
+        float *xf = malloc(sizeof(float) * nx), *yf = malloc(sizeof(float) * ny);
+        for (int64_t j = 0; j < nx; j++)
+            xf[j] = x[j] = (uint8_t)(rng_next() >> 24);
+        ct_cpu_maxpool2d_forward(&s, xf, yf);
+        ct_cpu_maxpool2d_forward_u8(&s, x, y);
+        int64_t wrong = 0;
+        for (int64_t j = 0; j < ny; j++)
+            wrong += y[j] != (uint8_t)yf[j];
+        CHECK(wrong == 0, "pool %dx%d k%d s%d p%d: %lld of %lld outputs differ", k[0], k[1], k[2],
+              k[3], k[4], (long long)wrong, (long long)ny);
+        free(x);
+        free(y);
+        free(xf);
+        free(yf);
+    }
+}
+
 /* ---- the path setting ------------------------------------------------------------ */
 
 /* CT_INT8_KERNEL, read once per process: each value in a child of its own,
@@ -616,5 +653,6 @@ int main(void)
     RUN(gemm_same_bits_for_any_thread_count);
     RUN(conv_matches_float_conv_and_reference);
     RUN(linear_matches_float_linear_and_reference);
+    RUN(maxpool_u8_matches_float);
     return harness_finish();
 }

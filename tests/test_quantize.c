@@ -175,6 +175,68 @@ static void vgg8_bn_close_to_f32(void)
     check_model("vgg8_bn", 8, 6, CT_CALIB_ENTROPY, false);
 }
 
+static int count_u8(const ct_graph *graph, ct_op op)
+{
+    int count = 0;
+    for (int i = 0; i < graph->n_nodes; i++)
+        count += graph->nodes[i]->op == op && graph->nodes[i]->dtype == CT_U8;
+    return count;
+}
+
+/* u8 between consecutive int8 layers (requantized in the epilogue, u8 max
+ * pools, relus folded into the layers) gives the same logits, bit for bit,
+ * as f32 between them; u8_convs: the qconv2d layers whose output only int8
+ * layers read. */
+static void u8_same_bits(const char *name, int batch, int u8_convs, int u8_pools)
+{
+    model m;
+    model_open(&m, name, batch, "cpu");
+    ct_quantized q[2];
+    for (int k = 0; k < 2; k++) {
+        ct_quantize_args args = {.method = CT_CALIB_PERCENTILE, .f32_activations = k == 1};
+        CHECK_OK(ct_plan_quantize(m.plan, m.x, m.y, &args, (const float *const *)m.calib,
+                                  CALIB_BATCHES, &q[k]));
+    }
+    if (q[0].plan && q[1].plan) {
+        CHECK(count_u8(q[0].graph, CT_OP_QCONV2D) == u8_convs &&
+                  count_u8(q[0].graph, CT_OP_MAXPOOL2D) == u8_pools,
+              "%s: %d qconv2d and %d max pools write u8, expected %d and %d", name,
+              count_u8(q[0].graph, CT_OP_QCONV2D), count_u8(q[0].graph, CT_OP_MAXPOOL2D),
+              u8_convs, u8_pools);
+        CHECK(count_u8(q[1].graph, CT_OP_QCONV2D) == 0 && count_u8(q[1].graph, CT_OP_QLINEAR) == 0,
+              "%s: f32_activations still has u8 layers", name);
+        CHECK(count_ops(q[0].graph, CT_OP_RELU) == count_ops(q[1].graph, CT_OP_RELU) - u8_convs -
+                                                      count_u8(q[0].graph, CT_OP_QLINEAR),
+              "%s: %d relus left, %d without u8", name, count_ops(q[0].graph, CT_OP_RELU),
+              count_ops(q[1].graph, CT_OP_RELU));
+        int64_t nx = ct_tensor_numel(m.x), ny = ct_tensor_numel(m.y);
+        float *out[2] = {malloc(sizeof(float) * (size_t)ny), malloc(sizeof(float) * (size_t)ny)};
+        for (int b = 0; b < 3; b++) {
+            float *input = random_batch(nx);
+            for (int k = 0; k < 2; k++) {
+                CHECK_OK(ct_plan_write(q[k].plan, q[k].x, input, sizeof(float) * (size_t)nx));
+                CHECK_OK(ct_plan_run(q[k].plan, CT_EVAL));
+                CHECK_OK(ct_plan_read(q[k].plan, q[k].y, out[k], sizeof(float) * (size_t)ny));
+            }
+            CHECK(memcmp(out[0], out[1], sizeof(float) * (size_t)ny) == 0,
+                  "%s batch %d: u8 between the layers differs from f32 between them", name, b);
+            free(input);
+        }
+        free(out[0]);
+        free(out[1]);
+    }
+    for (int k = 0; k < 2; k++)
+        ct_quantized_free(&q[k]);
+    model_close(&m);
+}
+
+static void u8_between_layers_same_bits(void)
+{
+    u8_same_bits("simplecnn", 16, 1, 1); /* conv2 -> relu -> pool -> flatten -> fc1 */
+    u8_same_bits("vgg8_bn", 8, 5, 3);    /* every conv after the first */
+    u8_same_bits("resnet18", 2, 8, 0);   /* each block's first conv (its second feeds an add) */
+}
+
 /* Percentile and entropy ranges lie inside the min-max ones, and some
  * are narrower; entropy keeps the bottom. */
 static void clipped_ranges(ct_calib_method method)
@@ -270,6 +332,7 @@ int main(void)
 {
     RUN(simplecnn_close_to_f32);
     RUN(vgg8_bn_close_to_f32);
+    RUN(u8_between_layers_same_bits);
     RUN(percentile_clips);
     RUN(entropy_clips);
     RUN(bad_input_refused);

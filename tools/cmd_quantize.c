@@ -75,16 +75,21 @@ static void print_layers(const ct_quantized *q, const quantize_options *o, const
     printf("  batchnorms folded first: %d\n", q->optimize.folded);
     printf("  %-16s %-6s %-24s %-18s %s\n", "layer", "int8", "input range", "scale / zero",
            "SQNR (dB, output vs f32)");
+    int u8 = 0, int8 = 0;
     for (int k = 0; k < q->n_layers; k++) {
         const ct_quantize_layer *l = &q->layers[k];
+        u8 += l->out_u8;
+        int8 += l->quantized;
         if (l->quantized)
-            printf("  %-16s %-6s [%9.4g, %9.4g]   %-9.3g / %-6d %6.1f\n", l->name, "yes",
+            printf("  %-16s %-6s [%9.4g, %9.4g]   %-9.3g / %-6d %6.1f%s\n", l->name, "yes",
                    (double)l->in_lo, (double)l->in_hi, (double)l->in_scale, l->in_zero_point,
-                   l->sqnr_db);
+                   l->sqnr_db, l->out_u8 ? "  (writes u8)" : "");
         else
             printf("  %-16s %-6s %-43s %6.1f  (%s)\n", l->name, "f32", "", l->sqnr_db,
                    l->reason);
     }
+    printf("  between int8 layers: %d of %d int8 layers write u8 for the int8 layers after "
+           "them (the rest feed f32 ops)\n", u8, int8);
 }
 
 static int compare_doubles(const void *a, const void *b)

@@ -88,13 +88,19 @@ typedef union ct_op_attr {
         int n_attrs;
         float attrs[CT_CUSTOM_MAX_ATTRS];
     } custom;
-    /* QCONV2D, QLINEAR: x (f32) is quantized to u8 with (x_scale,
-     * x_zero_point), multiplied by the int8 weights, and dequantized to f32
-     * in the epilogue with the bias (quant/int8.h). */
+    /* QCONV2D, QLINEAR: x (f32, quantized here, or u8 already) is u8 with
+     * (x_scale, x_zero_point), multiplied by the int8 weights; the epilogue
+     * adds the bias, applies relu when `relu` (or a relu the planner fused)
+     * and writes f32, or u8 with (out_scale, out_zero_point) when the node
+     * is CT_U8: the next int8 layer's input grid (quant/int8.h,
+     * quant/model.c). */
     struct {
         ct_conv2d_shape conv; /* QCONV2D */
         float x_scale;
         int32_t x_zero_point;
+        bool relu;
+        float out_scale;        /* a CT_U8 node */
+        int32_t out_zero_point;
         const struct ct_int8_weights *weights; /* borrowed: the ct_quantized owns them */
         const char *weight_name; /* the f32 weight's ("conv2.weight"), borrowed likewise:
                                     the names a saved model and an ONNX export use */

@@ -93,6 +93,8 @@ void ct_cpu_linear_backward_weight(int n, int in, int out, const float *x, const
 
 /* y = max over the window (padding never wins). */
 void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y);
+/* The same on u8 (an int8 model's activations). */
+void ct_cpu_maxpool2d_forward_u8(const ct_pool2d_shape *s, const uint8_t *x, uint8_t *y);
 /* dx[argmax of each window] += dy (argmax recomputed from x; the first
  * maximum in row-major window order wins, as in PyTorch); other dx = 0. */
 void ct_cpu_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const float *dy,

@@ -181,6 +181,44 @@ void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y
     }
 }
 
+/* The same on u8 values (an int8 model's activations between layers,
+ * quant/model.c): max commutes with the monotone quantization, so this is
+ * the f32 pool's result quantized.  An empty window gives 0. */
+void ct_cpu_maxpool2d_forward_u8(const ct_pool2d_shape *s, const uint8_t *x, uint8_t *y)
+{
+    int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
+    int64_t planes = plane_count(s);
+    bool plain_2x2 = is_plain_2x2(s);
+#pragma omp parallel for if (pool_parallel(planes, in_plane / 4)) schedule(static)
+    for (int64_t p = 0; p < planes; p++) {
+        const uint8_t *xp = x + p * in_plane;
+        uint8_t *yp = y + p * out_plane;
+        if (plain_2x2) {
+            for (int oh = 0; oh < s->out_h; oh++) {
+                const uint8_t *restrict row0 = xp + (int64_t)2 * oh * s->in_w;
+                const uint8_t *restrict row1 = row0 + s->in_w;
+                uint8_t *restrict out = yp + (int64_t)oh * s->out_w;
+                for (int ow = 0; ow < s->out_w; ow++) {
+                    uint8_t top = row0[2 * ow] > row0[2 * ow + 1] ? row0[2 * ow] : row0[2 * ow + 1];
+                    uint8_t bottom =
+                        row1[2 * ow] > row1[2 * ow + 1] ? row1[2 * ow] : row1[2 * ow + 1];
+                    out[ow] = top > bottom ? top : bottom;
+                }
+            }
+            continue;
+        }
+        for (int oh = 0; oh < s->out_h; oh++)
+            for (int ow = 0; ow < s->out_w; ow++) {
+                ct_pool_window win = ct_pool_window_at(s, oh, ow);
+                uint8_t m = 0;
+                for (int h = win.h0; h < win.h1; h++)
+                    for (int w = win.w0; w < win.w1; w++)
+                        m = xp[(int64_t)h * s->in_w + w] > m ? xp[(int64_t)h * s->in_w + w] : m;
+                yp[(int64_t)oh * s->out_w + ow] = m;
+            }
+    }
+}
+
 /* The 2x2/2 unpadded backward of one plane: each input belongs to at most
  * one window, so every dx element is written once, without a memset and
  * without branches (the argmax of random data mispredicts half the time):

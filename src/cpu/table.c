@@ -248,7 +248,11 @@ static ct_status run_linear_bwd_weight(const ct_exec *exec, const ct_tensor *nod
 
 static ct_status run_maxpool2d(const ct_exec *exec, const ct_tensor *node)
 {
-    ct_cpu_maxpool2d_forward(&node->attr.pool, ct_in(exec, node, 0), ct_out(exec, node));
+    if (node->dtype == CT_U8)
+        ct_cpu_maxpool2d_forward_u8(&node->attr.pool, ct_exec_data(exec, node->src[0]),
+                                    ct_exec_data(exec, node));
+    else
+        ct_cpu_maxpool2d_forward(&node->attr.pool, ct_in(exec, node, 0), ct_out(exec, node));
     return CT_OK;
 }
 

@@ -236,7 +236,10 @@ static const char *const qdq_suffixes[QDQ_NAMES] = {
  *                                     (int8 zeros [out]), axis 0) -> w'
  *   Conv(x', w', bias) or Gemm(x', w', bias, transB 1)            -> y (f32)
  * with the int8 file's names (docs/quantization.md).  The fused relu is
- * the Relu node that follows, as in the f32 export. */
+ * the Relu node that follows, as in the f32 export; a relu folded into the
+ * layer (u8 between int8 layers) is a Relu after the Conv or Gemm.  A u8
+ * output is written as the f32 it stands for: the QDQ pair of each layer
+ * that reads it gives the same u8 values. */
 static ct_status put_int8_layer(exporter *e, const ct_tensor *node)
 {
     const ct_int8_weights *w = node->attr.quant.weights;
@@ -294,13 +297,21 @@ static ct_status put_int8_layer(exporter *e, const ct_tensor *node)
     char bias[EXPORT_NAME_CAPACITY];
     const char *inputs[3] = {names[QDQ_INPUT_DEQUANTIZED], names[QDQ_WEIGHT_DEQUANTIZED],
                              node->n_src > 1 ? value_name(e, node->src[1], bias) : NULL};
-    bool conv = node->op == CT_OP_QCONV2D;
-    mark = begin_node(e, conv ? "Conv" : "Gemm", node, node->n_src > 1 ? 3 : 2, inputs);
+    bool conv = node->op == CT_OP_QCONV2D, relu = node->attr.quant.relu;
+    char product[EXPORT_NAME_CAPACITY + 16], out[EXPORT_NAME_CAPACITY];
+    snprintf(product, sizeof product, "%s%s", value_name(e, node, out), relu ? "_prerelu" : "");
+    snprintf(node_name, sizeof node_name, "%s_%d", conv ? "Conv" : "Gemm", node->id);
+    mark = begin_named_node(e, conv ? "Conv" : "Gemm", node_name, node->n_src > 1 ? 3 : 2,
+                            inputs, product);
     if (conv)
         put_conv_attrs(pw, c);
     else
         put_attr_int(pw, "transB", 1);
     pb_end(pw, mark);
+    if (relu) {
+        const char *relu_in[1] = {product};
+        pb_end(pw, begin_node(e, "Relu", node, 1, relu_in));
+    }
     for (int i = 0; i < QDQ_NAMES; i++)
         free(names[i]);
     free(zeros);

@@ -36,7 +36,6 @@ enum {
     PARALLEL_MIN_BYTES = 1 << 15,
     GEMM_MIN_COLUMNS = 256,      /* images per GEMM: until the GEMM is this wide */
     GROUP_COL_MAX_BYTES = 1 << 24, /* while their col matrix stays under 16 MiB */
-    ROW_COPY = 32,                 /* im2col copies rows this short as one fixed-size move */
     BATCH_EVEN_UNITS = 4,          /* threads take whole images: units a multiple of the
                                       threads, or at least this many per thread */
 };
@@ -57,10 +56,9 @@ static bool conv_is_pointwise(const ct_conv2d_shape *s)
 static int padded_h(const ct_conv2d_shape *s) { return s->in_h + 2 * s->pad_h; }
 static int padded_w(const ct_conv2d_shape *s) { return s->in_w + 2 * s->pad_w; }
 
-/* (ROW_COPY bytes past the planes: im2col's fixed-size reads) */
 static size_t padded_bytes(const ct_conv2d_shape *s)
 {
-    return align_up((size_t)s->in_channels * padded_h(s) * padded_w(s) + ROW_COPY);
+    return align_up((size_t)s->in_channels * padded_h(s) * padded_w(s));
 }
 
 /* Images per GEMM (see the top of the file); 1 for a pointwise conv. */
@@ -117,6 +115,28 @@ size_t ct_int8_conv2d_workspace(const ct_conv2d_shape *s, const ct_int8_weights 
     return (size_t)conv_slots(s, w, threads) * slot_bytes(s, w);
 }
 
+/* A short row: a libc call per 1-28 bytes (the planes of 28x28 and
+ * smaller layers) cost more than the GEMM, so rows up to 32 bytes are two
+ * fixed-size moves that may overlap, which compilers inline. */
+static inline void copy_row(uint8_t *dst, const uint8_t *src, int n)
+{
+    if (n > 32) {
+        memcpy(dst, src, (size_t)n);
+    } else if (n >= 16) {
+        memcpy(dst, src, 16);
+        memcpy(dst + n - 16, src + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(dst, src, 8);
+        memcpy(dst + n - 8, src + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(dst, src, 4);
+        memcpy(dst + n - 4, src + n - 4, 4);
+    } else {
+        for (int i = 0; i < n; i++)
+            dst[i] = src[i];
+    }
+}
+
 /* xp: [C, H + 2 ph, W + 2 pw] = one image x: [C, H, W] framed by `zero`. */
 static void conv_pad(const ct_conv2d_shape *s, const uint8_t *x, uint8_t zero, uint8_t *xp,
                      bool threaded)
@@ -130,9 +150,9 @@ static void conv_pad(const ct_conv2d_shape *s, const uint8_t *x, uint8_t zero, u
         memset(plane, zero, (size_t)s->pad_h * wp);
         for (int h = 0; h < s->in_h; h++) {
             uint8_t *row = plane + (size_t)(h + s->pad_h) * wp;
-            memset(row, zero, s->pad_w);
-            memcpy(row + s->pad_w, in + (size_t)h * s->in_w, s->in_w);
-            memset(row + s->pad_w + s->in_w, zero, s->pad_w);
+            for (int j = 0; j < s->pad_w; j++)
+                row[j] = row[s->pad_w + s->in_w + j] = zero;
+            copy_row(row + s->pad_w, in + (size_t)h * s->in_w, s->in_w);
         }
         memset(plane + (size_t)(s->pad_h + s->in_h) * wp, zero, (size_t)s->pad_h * wp);
     }
@@ -143,24 +163,14 @@ static void conv_pad(const ct_conv2d_shape *s, const uint8_t *x, uint8_t zero, u
 static void im2col_row(const ct_conv2d_shape *s, const uint8_t *at, uint8_t *row)
 {
     size_t in_step = (size_t)s->stride_h * padded_w(s);
-    int out_w = s->out_w, oh = 0;
-    if (s->stride_w != 1) {
-        for (; oh < s->out_h; oh++, at += in_step, row += out_w)
+    int out_w = s->out_w;
+    for (int oh = 0; oh < s->out_h; oh++, at += in_step, row += out_w) {
+        if (s->stride_w == 1)
+            copy_row(row, at, out_w);
+        else
             for (int ow = 0; ow < out_w; ow++)
                 row[ow] = at[ow * s->stride_w];
-        return;
     }
-    /* Short rows as one 32-byte move each (a libc call per 7-28 bytes cost
-     * more than the GEMM): the bytes past a row are rewritten by the rows
-     * after it, so only the rows whose move ends inside this image's part
-     * of col take it; ROW_COPY bytes of slack after the padded image cover
-     * the reads. */
-    int out_plane = s->out_h * out_w;
-    int fast = out_w <= ROW_COPY && out_plane >= ROW_COPY ? (out_plane - ROW_COPY) / out_w + 1 : 0;
-    for (; oh < fast; oh++, at += in_step, row += out_w)
-        memcpy(row, at, ROW_COPY);
-    for (; oh < s->out_h; oh++, at += in_step, row += out_w)
-        memcpy(row, at, out_w);
 }
 
 /* col: [C*KH*KW, P] at row stride ld from the padded image xp; row

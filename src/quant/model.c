@@ -15,9 +15,10 @@
  *      is a qconv2d or qlinear node reading the f32 input and the bias; the
  *      node quantizes its input to u8 with the calibrated scale and zero
  *      point, and its weights (per output channel, symmetric int8, packed
- *      here, owned by the ct_quantized) multiply it.  Activations between
- *      layers stay f32.  The last layer (the classifier) stays f32 unless
- *      asked.
+ *      here, owned by the ct_quantized) multiply it.  Between consecutive
+ *      int8 layers (through max pools and flattens) the activations stay
+ *      u8, requantized in the first one's epilogue (quant/activations.c).
+ *      The last layer (the classifier) stays f32 unless asked.
  *   4. The error of each layer: the int8 graph, with the layers' outputs
  *      kept, against the f32 one on the first calibration batch (SQNR).
  */
@@ -325,12 +326,14 @@ static int layer_of(const quantizer *q, const ct_tensor *t)
     return -1;
 }
 
-static ct_tensor *int8_node(quantizer *q, built *b, const ct_tensor *t, int k)
+static ct_tensor *int8_node(quantizer *q, built *b, const ct_tensor *t, int k,
+                            const ct_quant_u8 *u8)
 {
     ct_tensor *srcs[2] = {source(b, t->src[0]), t->n_src == 3 ? source(b, t->src[2]) : NULL};
     ct_op op = t->op == CT_OP_CONV2D ? CT_OP_QCONV2D : CT_OP_QLINEAR;
-    ct_tensor *node = ct_graph_add_node(b->graph, op, CT_F32, t->ndim, t->shape,
-                                        srcs[1] ? 2 : 1, srcs);
+    bool out_u8 = u8->kind && u8->kind[t->id] == CT_QUANT_U8;
+    ct_tensor *node = ct_graph_add_node(b->graph, op, out_u8 ? CT_U8 : CT_F32, t->ndim,
+                                        t->shape, srcs[1] ? 2 : 1, srcs);
     if (node) {
         const ct_quantize_layer *info = &q->out->layers[k];
         node->attr.quant.conv = t->attr.conv;
@@ -338,11 +341,16 @@ static ct_tensor *int8_node(quantizer *q, built *b, const ct_tensor *t, int k)
         node->attr.quant.x_zero_point = info->in_zero_point;
         node->attr.quant.weights = q->layers[k].weights;
         node->attr.quant.weight_name = info->weight;
+        if (out_u8) {
+            node->attr.quant.relu = u8->relu[k];
+            node->attr.quant.out_scale = u8->out_q[k].scale;
+            node->attr.quant.out_zero_point = u8->out_q[k].zero_point;
+        }
     }
     return node;
 }
 
-static ct_tensor *copy_node(built *b, const ct_tensor *t)
+static ct_tensor *copy_node(built *b, const ct_tensor *t, ct_dtype dtype)
 {
     ct_tensor *srcs[CT_MAX_SRC];
     for (int s = 0; s < t->n_src; s++)
@@ -351,7 +359,7 @@ static ct_tensor *copy_node(built *b, const ct_tensor *t)
     if (t->op == CT_OP_VIEW)
         return ct_graph_add_view(b->graph, srcs[0], t->view_offset - t->src[0]->view_offset,
                                  t->ndim, t->shape);
-    ct_tensor *copy = ct_graph_add_node(b->graph, t->op, t->dtype, t->ndim, t->shape, t->n_src,
+    ct_tensor *copy = ct_graph_add_node(b->graph, t->op, dtype, t->ndim, t->shape, t->n_src,
                                         srcs);
     if (copy)
         copy->attr = t->attr;
@@ -365,16 +373,30 @@ ct_status ct_quant_build(quantizer *q, bool keep_layers, built *b, ct_plan **pla
     b->map = calloc((size_t)old->n_nodes, sizeof *b->map);
     if (!b->graph || !b->map)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_quantize: out of host memory");
+    /* u8 between the layers, unless every layer's output is read back
+     * (keep_layers: the report's errors) or asked not to */
+    ct_quant_u8 u8 = {0};
+    if (!keep_layers && !q->out->args.f32_activations)
+        CT_TRY(ct_quant_u8_plan(q, &u8));
     for (int i = 0; i < old->n_nodes && b->graph->status == CT_OK; i++) {
         const ct_tensor *t = old->nodes[i];
+        int kind = u8.kind ? u8.kind[i] : CT_QUANT_F32;
         if (t->op == CT_OP_LEAF)
             continue;
+        if (kind == CT_QUANT_U8_FOLDED) { /* a relu the layer before it applies */
+            b->map[i] = b->map[t->src[0]->id];
+            continue;
+        }
         int k = layer_of(q, t);
-        b->map[i] = k >= 0 && q->out->layers[k].quantized ? int8_node(q, b, t, k)
-                                                          : copy_node(b, t);
+        b->map[i] = k >= 0 && q->out->layers[k].quantized
+                        ? int8_node(q, b, t, k, &u8)
+                        : copy_node(b, t, kind == CT_QUANT_U8 ? CT_U8 : t->dtype);
         if (b->map[i] && (t == q->opt.y || (k >= 0 && keep_layers)))
             ct_tensor_keep(b->map[i]);
     }
+    for (int k = 0; k < q->out->n_layers; k++)
+        q->out->layers[k].out_u8 = u8.kind && u8.kind[q->layers[k].node->id] == CT_QUANT_U8;
+    ct_quant_u8_free(&u8);
     source(b, q->opt.x);
     CT_TRY(b->graph->status);
     CT_TRY(ct_plan_new(b->graph, ct_plan_backend(q->calib), 0, plan));

@@ -49,6 +49,18 @@ ct_status ct_quant_build(ct_quantizer *q, bool keep_layers, ct_quant_built *b, c
  * or the first error of its own. */
 ct_status ct_quant_finish(ct_quantizer *q, ct_status status);
 
+/* The activations that stay u8 between int8 layers (quant/activations.c),
+ * by node of q->opt.graph. */
+enum { CT_QUANT_F32 = 0, CT_QUANT_U8, CT_QUANT_U8_FOLDED /* a relu folded into its layer */ };
+typedef struct ct_quant_u8 {
+    uint8_t *kind;       /* [n_nodes] CT_QUANT_* */
+    ct_quant_act *out_q; /* [n_layers] a u8 layer's output grid */
+    bool *relu;          /* [n_layers] a u8 layer applies the relu folded into it */
+} ct_quant_u8;
+ct_status ct_quant_u8_plan(const ct_quantizer *q, ct_quant_u8 *plan);
+/* Accepts a zeroed plan. */
+void ct_quant_u8_free(ct_quant_u8 *plan);
+
 /* Whether the backend has kernels for qconv2d and qlinear (the CPU). */
 bool ct_quant_backend_supported(const ct_backend *backend);
 
