@@ -141,20 +141,21 @@ static inline void copy_row(uint8_t *dst, const uint8_t *src, int n)
 static void conv_pad(const ct_conv2d_shape *s, const uint8_t *x, uint8_t zero, uint8_t *xp,
                      bool threaded)
 {
-    int hp = padded_h(s), wp = padded_w(s);
+    const int hp = padded_h(s), wp = padded_w(s), in_h = s->in_h, in_w = s->in_w;
+    const int pad_h = s->pad_h, pad_w = s->pad_w; /* locals: see im2col_row */
     bool parallel = threaded && (size_t)s->in_channels * hp * wp >= PARALLEL_MIN_BYTES;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int c = 0; c < s->in_channels; c++) {
         uint8_t *plane = xp + (size_t)c * hp * wp;
-        const uint8_t *in = x + (size_t)c * s->in_h * s->in_w;
-        memset(plane, zero, (size_t)s->pad_h * wp);
-        for (int h = 0; h < s->in_h; h++) {
-            uint8_t *row = plane + (size_t)(h + s->pad_h) * wp;
-            for (int j = 0; j < s->pad_w; j++)
-                row[j] = row[s->pad_w + s->in_w + j] = zero;
-            copy_row(row + s->pad_w, in + (size_t)h * s->in_w, s->in_w);
+        const uint8_t *in = x + (size_t)c * in_h * in_w;
+        memset(plane, zero, (size_t)pad_h * wp);
+        for (int h = 0; h < in_h; h++) {
+            uint8_t *row = plane + (size_t)(h + pad_h) * wp;
+            for (int j = 0; j < pad_w; j++)
+                row[j] = row[pad_w + in_w + j] = zero;
+            copy_row(row + pad_w, in + (size_t)h * in_w, in_w);
         }
-        memset(plane + (size_t)(s->pad_h + s->in_h) * wp, zero, (size_t)s->pad_h * wp);
+        memset(plane + (size_t)(pad_h + in_h) * wp, zero, (size_t)pad_h * wp);
     }
 }
 
@@ -162,14 +163,21 @@ static void conv_pad(const ct_conv2d_shape *s, const uint8_t *x, uint8_t zero, u
  * image) for every output pixel. */
 static void im2col_row(const ct_conv2d_shape *s, const uint8_t *at, uint8_t *row)
 {
-    size_t in_step = (size_t)s->stride_h * padded_w(s);
-    int out_w = s->out_w;
-    for (int oh = 0; oh < s->out_h; oh++, at += in_step, row += out_w) {
-        if (s->stride_w == 1)
+    /* locals: the byte stores may alias *s, so fields read in the loops
+     * would be read again after every store */
+    const size_t in_step = (size_t)s->stride_h * padded_w(s);
+    const int out_w = s->out_w, out_h = s->out_h, stride = s->stride_w;
+    if (stride == 1) {
+        for (int oh = 0; oh < out_h; oh++, at += in_step, row += out_w)
             copy_row(row, at, out_w);
-        else
+    } else if (stride == 2) { /* a constant stride: the compiler vectorizes it */
+        for (int oh = 0; oh < out_h; oh++, at += in_step, row += out_w)
             for (int ow = 0; ow < out_w; ow++)
-                row[ow] = at[ow * s->stride_w];
+                row[ow] = at[2 * ow];
+    } else {
+        for (int oh = 0; oh < out_h; oh++, at += in_step, row += out_w)
+            for (int ow = 0; ow < out_w; ow++)
+                row[ow] = at[ow * stride];
     }
 }
 
