@@ -26,6 +26,7 @@
 #include "cpu/threads.h"
 #include "harness.h"
 #include "quant/int8.h"
+#include "quant/int8_paths.h"
 
 enum { POISON = 0xA5, OUT_GAP = 3 };
 
@@ -428,6 +429,8 @@ static const conv_case CONV_CASES[] = {
     {6, 8, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1},  /* 144-pixel planes: 2 images a thread's GEMM */
     {3, 4, 3, 3, 8, 3, 3, 1, 1, 1, 1, 1, 1},     /* rows of 3 bytes (copied byte by byte) */
     {2, 4, 40, 40, 8, 3, 3, 1, 1, 1, 1, 1, 1},   /* rows of 40 bytes (one memcpy) */
+    {1, 2, 5, 120, 8, 3, 3, 1, 1, 1, 1, 1, 1},   /* 120-pixel rows */
+    {1, 4, 40, 20, 8, 3, 3, 1, 1, 0, 0, 8, 8},   /* 4-pixel rows 20 apart: past a 128-byte window */
 };
 
 static ct_conv2d_shape conv_shape(const conv_case *k)
@@ -516,14 +519,22 @@ static void check_layer(const ct_conv2d_shape *s, int n_batch, int rows, int dep
         /* 3 threads: whole images per thread where the batch allows, else
          * the threads inside each image */
         for (int p = 0; p < n_paths; p++)
-            for (int threads = 1; threads <= 3; threads += 2) {
-                run_layer(s, n_batch, rows, depth, q, scales, x, x_q, &e, paths[p], threads,
-                          got, y_bytes);
-                CHECK(memcmp(got, ref, y_bytes) == 0,
-                      "%s on %d threads differs from ref (relu %d, %s)",
-                      ct_int8_kernel_name(paths[p]), threads, e.relu,
-                      e.out_u8 ? "u8" : "float");
-            }
+            for (int threads = 1; threads <= 3; threads += 2)
+                for (int images = 0; images < 2; images++) {
+                    /* panels packed from the padded images where the path
+                     * can (images 1), and from an im2col matrix */
+                    if (images && !ct_int8_image_packing(paths[p]))
+                        continue;
+                    ct_int8_image_packing_allow(images);
+                    run_layer(s, n_batch, rows, depth, q, scales, x, x_q, &e, paths[p],
+                              threads, got, y_bytes);
+                    ct_int8_image_packing_allow(true);
+                    CHECK(memcmp(got, ref, y_bytes) == 0,
+                          "%s on %d threads%s differs from ref (relu %d, %s)",
+                          ct_int8_kernel_name(paths[p]), threads,
+                          images ? ", panels from the images," : "", e.relu,
+                          e.out_u8 ? "u8" : "float");
+                }
     }
     free(xf);
     free(wf);

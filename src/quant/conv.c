@@ -89,12 +89,36 @@ static size_t buffer_bytes(const ct_conv2d_shape *s, bool out_u8)
     return group > 1 ? align_up((size_t)s->out_channels * s->out_h * s->out_w * group * elem) : 0;
 }
 
+/* Whether the GEMM packs its panels straight from the padded images (no
+ * im2col matrix; ct_int8_image): at stride 1 along w, where the path and
+ * the CPU can. */
+static bool from_images(const ct_conv2d_shape *s, const ct_int8_weights *w)
+{
+    return !conv_is_pointwise(s) && s->stride_w == 1 && ct_int8_image_packing(w->kernel);
+}
+
+static size_t image_bytes(const ct_conv2d_shape *s)
+{
+    return (size_t)s->in_channels * padded_h(s) * padded_w(s);
+}
+
+/* The copies of one image group: padded images and the row offsets
+ * (from_images), or one padded image and the im2col matrix. */
+static size_t copies_bytes(const ct_conv2d_shape *s, const ct_int8_weights *w)
+{
+    if (conv_is_pointwise(s))
+        return 0;
+    if (from_images(s, w))
+        return align_up(image_bytes(s) * conv_image_group(s) + CT_INT8_IMAGE_SLACK) +
+               align_up(sizeof(int32_t) * (size_t)w->depth);
+    return padded_bytes(s) + col_bytes(s);
+}
+
 /* One thread's workspace for one image group: the copies, the group's
  * output buffer and the GEMM's packed panels. */
 static size_t slot_bytes(const ct_conv2d_shape *s, const ct_int8_weights *w)
 {
-    size_t copies = conv_is_pointwise(s) ? 0 : padded_bytes(s) + col_bytes(s);
-    return copies + buffer_bytes(s, false) +
+    return copies_bytes(s, w) + buffer_bytes(s, false) +
            align_up(ct_int8_gemm_workspace(w, s->out_h * s->out_w * conv_image_group(s)));
 }
 
@@ -225,21 +249,39 @@ static void conv_group(const ct_conv2d_shape *s, const uint8_t *x, ct_quant_act 
     size_t x_image = (size_t)s->in_channels * s->in_h * s->in_w;
     size_t elem = e->out_u8 ? 1 : sizeof(float);
     size_t y_image = (size_t)s->out_channels * out_plane * elem;
-    bool pointwise = conv_is_pointwise(s);
-    uint8_t *xp = slot, *col = xp + padded_bytes(s);
-    char *buffer = pointwise ? slot : (char *)col + col_bytes(s);
+    uint8_t *xp = slot;
+    char *buffer = (char *)slot + copies_bytes(s, w);
     void *gemm_workspace = buffer + buffer_bytes(s, false);
-    const uint8_t *b = x + n0 * x_image;
-    if (!pointwise) {
-        for (int image = 0; image < images; image++) {
-            conv_pad(s, x + (n0 + image) * x_image, (uint8_t)x_q.zero_point, xp, threaded);
-            conv_im2col(s, xp, col + image * out_plane, columns, threaded);
-        }
-        b = col;
-    }
     char *out = images > 1 ? buffer : (char *)y + n0 * y_image;
-    ct_int8_matrix b_matrix = {(void *)b, columns, 1}, out_matrix = {out, columns, 1};
-    ct_int8_gemm_threaded(w, columns, b_matrix, x_q, e, out_matrix, gemm_workspace, threaded);
+    ct_int8_matrix out_matrix = {out, columns, 1};
+    if (from_images(s, w)) {
+        int32_t *row_offset = (int32_t *)(xp + align_up(image_bytes(s) * conv_image_group(s) +
+                                                        CT_INT8_IMAGE_SLACK));
+        int wp = padded_w(s), plane = padded_h(s) * wp;
+        for (int c = 0, k = 0; c < s->in_channels; c++)
+            for (int i = 0; i < s->kernel_h; i++)
+                for (int j = 0; j < s->kernel_w; j++, k++)
+                    row_offset[k] = c * plane + i * s->dilation_h * wp + j * s->dilation_w;
+        for (int image = 0; image < images; image++)
+            conv_pad(s, x + (n0 + image) * x_image, (uint8_t)x_q.zero_point,
+                     xp + image * image_bytes(s), threaded);
+        ct_int8_image source = {xp, row_offset, out_plane, s->out_w, (ptrdiff_t)image_bytes(s),
+                                (ptrdiff_t)s->stride_h * wp};
+        ct_int8_gemm_image(w, columns, &source, x_q, e, out_matrix, gemm_workspace, threaded);
+    } else {
+        const uint8_t *b = x + n0 * x_image;
+        if (!conv_is_pointwise(s)) {
+            uint8_t *col = xp + padded_bytes(s);
+            for (int image = 0; image < images; image++) {
+                conv_pad(s, x + (n0 + image) * x_image, (uint8_t)x_q.zero_point, xp, threaded);
+                conv_im2col(s, xp, col + image * out_plane, columns, threaded);
+            }
+            b = col;
+        }
+        ct_int8_matrix b_matrix = {(void *)b, columns, 1};
+        ct_int8_gemm_threaded(w, columns, b_matrix, x_q, e, out_matrix, gemm_workspace,
+                              threaded);
+    }
     if (images > 1)
         conv_scatter(s, images, elem, buffer, (char *)y + n0 * y_image, threaded);
 }

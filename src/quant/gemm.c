@@ -159,17 +159,22 @@ static void gemm_ref(const ct_int8_gemm_args *g, bool threaded)
 /* Rows [first_group * k_group, depth) of a b panel, and everything the
  * path's pack_b_panel does not do: any strides, the last columns, zeros
  * past the edges. */
+static inline int b_value(const ct_int8_gemm_args *g, int k, int n)
+{
+    if (g->image)
+        return g->image->xp[g->image->row_offset[k] + ct_int8_image_column(g->image, n)];
+    return ((const uint8_t *)g->b.data)[k * g->b.row_stride + n * g->b.col_stride];
+}
+
 static void pack_b_rest(const ct_int8_gemm_args *g, const ct_int8_path_i *path, int n0,
                         int first_group, void *panel)
 {
-    const uint8_t *b = g->b.data;
     int depth = g->w->depth, groups = ceil_div(depth, path->k_group);
     for (int group = first_group; group < groups; group++)
         for (int c = 0; c < path->nr; c++)
             for (int j = 0; j < path->k_group; j++) {
                 int k = group * path->k_group + j, n = n0 + c;
-                int value = k < depth && n < g->n ? b[k * g->b.row_stride + n * g->b.col_stride]
-                                                  : 0;
+                int value = k < depth && n < g->n ? b_value(g, k, n) : 0;
                 put_elem(panel, ((size_t)group * path->nr + c) * path->k_group + j,
                          path->elem_bytes, value);
             }
@@ -200,9 +205,14 @@ static void gemm_panels(const ct_int8_gemm_args *g, const ct_int8_path_i *path, 
         int n0 = panel * path->nr;
         char *dst = packed_b + panel * b_bytes;
         int cols = g->n - n0 < path->nr ? g->n - n0 : path->nr;
-        bool fast = g->b.col_stride == 1 && (cols == path->nr || path->packs_partial);
-        if (fast)
-            path->pack_b_panel(g, w->depth, n0, cols, dst);
+        bool fast;
+        if (g->image) {
+            fast = path->pack_image_panel && path->pack_image_panel(g, w->depth, n0, cols, dst);
+        } else {
+            fast = g->b.col_stride == 1 && (cols == path->nr || path->packs_partial);
+            if (fast)
+                path->pack_b_panel(g, w->depth, n0, cols, dst);
+        }
         pack_b_rest(g, path, n0, fast ? full_groups : 0, dst);
     }
     int tiles_m = ceil_div(panels_m, TILE_PANELS_M), tiles_n = ceil_div(panels_n, TILE_PANELS_N);
@@ -222,22 +232,40 @@ static void gemm_panels(const ct_int8_gemm_args *g, const ct_int8_path_i *path, 
     }
 }
 
+static void gemm_run(ct_int8_gemm_args *g, ct_quant_act b_q, void *workspace, bool threaded)
+{
+    const ct_int8_epilogue *e = g->e;
+    CT_ASSERT(g->n >= 0 && b_q.scale > 0.0f && b_q.zero_point >= 0 && b_q.zero_point <= 255);
+    CT_ASSERT(!e->out_u8 || (e->out_q.scale > 0.0f && e->out_q.zero_point >= 0 &&
+                             e->out_q.zero_point <= 255));
+    g->b_zero_point = b_q.zero_point;
+    g->b_scale = b_q.scale;
+    g->out_inv_scale = e->out_u8 ? 1.0f / e->out_q.scale : 0.0f;
+    if (g->n == 0)
+        return;
+    const ct_int8_path_i *path = ct_int8_path(g->w->kernel);
+    CT_ASSERT(path || !g->image);
+    if (path)
+        gemm_panels(g, path, workspace, threaded);
+    else
+        gemm_ref(g, threaded);
+}
+
 void ct_int8_gemm_threaded(const ct_int8_weights *w, int n, ct_int8_matrix b, ct_quant_act b_q,
                            const ct_int8_epilogue *e, ct_int8_matrix out, void *workspace,
                            bool threaded)
 {
-    CT_ASSERT(n >= 0 && b_q.scale > 0.0f && b_q.zero_point >= 0 && b_q.zero_point <= 255);
-    CT_ASSERT(!e->out_u8 || (e->out_q.scale > 0.0f && e->out_q.zero_point >= 0 &&
-                             e->out_q.zero_point <= 255));
-    ct_int8_gemm_args g = {w, n, b, out, b_q.zero_point, b_q.scale,
-                           e->out_u8 ? 1.0f / e->out_q.scale : 0.0f, e};
-    if (n == 0)
-        return;
-    const ct_int8_path_i *path = ct_int8_path(w->kernel);
-    if (path)
-        gemm_panels(&g, path, workspace, threaded);
-    else
-        gemm_ref(&g, threaded);
+    ct_int8_gemm_args g = {.w = w, .n = n, .b = b, .out = out, .e = e};
+    gemm_run(&g, b_q, workspace, threaded);
+}
+
+void ct_int8_gemm_image(const ct_int8_weights *w, int n, const ct_int8_image *image,
+                        ct_quant_act b_q, const ct_int8_epilogue *e, ct_int8_matrix out,
+                        void *workspace, bool threaded)
+{
+    CT_ASSERT(ct_int8_image_packing(w->kernel));
+    ct_int8_gemm_args g = {.w = w, .n = n, .out = out, .image = image, .e = e};
+    gemm_run(&g, b_q, workspace, threaded);
 }
 
 void ct_int8_gemm(const ct_int8_weights *w, int n, ct_int8_matrix b, ct_quant_act b_q,

@@ -150,6 +150,7 @@ AVX2 static void quantize(int64_t count, const float *x, float inv_scale, int32_
     }
 }
 
-const ct_int8_path_i ct_int8_avx2_path = {MR, NR, KG, 2, false, pack_b_panel, tile, quantize};
+const ct_int8_path_i ct_int8_avx2_path = {MR, NR, KG, 2, false, pack_b_panel, NULL, tile,
+                                           quantize};
 
 #endif

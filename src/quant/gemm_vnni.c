@@ -59,6 +59,70 @@ VNNI static void pack_b_panel(const ct_int8_gemm_args *g, int depth, int n0, int
     }
 }
 
+#define VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
+
+/* The same panel read from padded images (ct_int8_image), without an
+ * im2col matrix: each row k of the panel is 32 bytes picked from a 128-byte
+ * window of the image by one two-source byte permute (vpermt2b), with a
+ * second window where the panel's columns run into the next image; four
+ * rows then interleave into the [32][4] layout by two more permutes.
+ * False where a column lies 128 bytes or more past its window's start
+ * (rows wider than about 96 pixels) or the panel spans three images: the
+ * shared code packs those panels. */
+VBMI static bool pack_image_panel(const ct_int8_gemm_args *g, int depth, int n0, int cols,
+                                  void *panel)
+{
+    enum { WINDOW = 128 };
+    const ct_int8_image *im = g->image;
+    uint8_t rel[2][64] = {{0}};
+    ptrdiff_t base[2] = {ct_int8_image_column(im, n0), 0};
+    int first_image = n0 / im->image_columns;
+    uint64_t second = 0; /* columns from the second image */
+    for (int c = 0; c < cols; c++) {
+        int n = n0 + c, image = n / im->image_columns - first_image;
+        ptrdiff_t at = ct_int8_image_column(im, n);
+        if (image > 1)
+            return false;
+        if (image == 1 && !second)
+            base[1] = at; /* its first column: the lowest place */
+        second |= (uint64_t)image << c;
+        if (at - base[image] >= WINDOW)
+            return false;
+        rel[image][c] = (uint8_t)(at - base[image]);
+    }
+    /* out[4c + j] = row j's byte c: rows 0, 1 in the first table, 2, 3 in
+     * the second, 32 bytes each */
+    uint8_t interleave[2][64];
+    for (int half = 0; half < 2; half++)
+        for (int c = 0; c < LANES; c++)
+            for (int j = 0; j < KG; j++)
+                interleave[half][KG * c + j] = (uint8_t)(32 * j + LANES * half + c);
+    __m512i index[2] = {_mm512_loadu_si512(rel[0]), _mm512_loadu_si512(rel[1])};
+    __m512i order_lo = _mm512_loadu_si512(interleave[0]);
+    __m512i order_hi = _mm512_loadu_si512(interleave[1]);
+    uint8_t *dst = panel;
+    for (int k = 0; k + KG <= depth; k += KG, dst += NR * KG) {
+        __m256i rows[KG];
+        for (int j = 0; j < KG; j++) {
+            const uint8_t *at = im->xp + im->row_offset[k + j] + base[0];
+            __m512i v = _mm512_permutex2var_epi8(_mm512_loadu_si512(at), index[0],
+                                                 _mm512_loadu_si512(at + 64));
+            if (second) {
+                at = im->xp + im->row_offset[k + j] + base[1];
+                __m512i w = _mm512_permutex2var_epi8(_mm512_loadu_si512(at), index[1],
+                                                     _mm512_loadu_si512(at + 64));
+                v = _mm512_mask_blend_epi8(second, v, w);
+            }
+            rows[j] = _mm512_castsi512_si256(v);
+        }
+        __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(rows[0]), rows[1], 1);
+        __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(rows[2]), rows[3], 1);
+        _mm512_storeu_si512(dst, _mm512_permutex2var_epi8(a, order_lo, b));
+        _mm512_storeu_si512(dst + 64, _mm512_permutex2var_epi8(a, order_hi, b));
+    }
+    return true;
+}
+
 /* v = (float)(acc - correction) * scale + bias, then relu: the scalar rule. */
 VNNI_INLINE __m512 epilogue16(__m512i acc, ct_int8_row row, bool relu)
 {
@@ -145,6 +209,7 @@ VNNI static void quantize(int64_t count, const float *x, float inv_scale, int32_
     }
 }
 
-const ct_int8_path_i ct_int8_vnni_path = {MR, NR, KG, 1, true, pack_b_panel, tile, quantize};
+const ct_int8_path_i ct_int8_vnni_path = {MR, NR, KG, 1, true, pack_b_panel, pack_image_panel,
+                                           tile, quantize};
 
 #endif

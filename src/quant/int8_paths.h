@@ -16,11 +16,32 @@
 #include "cpu/simd.h"
 #include "quant/int8.h"
 
+/* A convolution's im2col matrix read straight from its padded images
+ * (stride 1 along w), not copied: column n is pixel p = n % image_columns of
+ * image n / image_columns, at (oh, ow) = (p / out_w, p % out_w), and
+ *   b[k, n] = xp[image * image_bytes + row_offset[k] + oh * row_step + ow]
+ * with CT_INT8_IMAGE_SLACK readable bytes after the last image. */
+typedef struct ct_int8_image {
+    const uint8_t *xp;
+    const int32_t *row_offset; /* [depth]: c * plane + i * dilation_h * wp + j * dilation_w */
+    int image_columns, out_w;
+    ptrdiff_t image_bytes, row_step;
+} ct_int8_image;
+enum { CT_INT8_IMAGE_SLACK = 128 };
+
+static inline ptrdiff_t ct_int8_image_column(const ct_int8_image *im, int n)
+{
+    int p = n % im->image_columns;
+    return (ptrdiff_t)(n / im->image_columns) * im->image_bytes +
+           (ptrdiff_t)(p / im->out_w) * im->row_step + p % im->out_w;
+}
+
 /* One GEMM call as the tiles see it. */
 typedef struct ct_int8_gemm_args {
     const ct_int8_weights *w;
     int n;
     ct_int8_matrix b, out;
+    const ct_int8_image *image; /* non-NULL: b is this, not b's matrix */
     int32_t b_zero_point;
     float b_scale;
     float out_inv_scale; /* 1 / e->out_q.scale when e->out_u8 */
@@ -36,6 +57,10 @@ typedef struct ct_int8_path_i {
      * (col_stride 1), rows [0, depth / k_group * k_group) only: the shared
      * code packs the rest. */
     void (*pack_b_panel)(const ct_int8_gemm_args *g, int depth, int n0, int cols, void *panel);
+    /* The same from g->image, where it can (false: the shared code packs
+     * the whole panel); NULL: never (see ct_int8_image_packing). */
+    bool (*pack_image_panel)(const ct_int8_gemm_args *g, int depth, int n0, int cols,
+                             void *panel);
     /* out[m0 .. m0+rows, n0 .. n0+cols] = epilogue(a_panel . b_panel), rows <= mr,
      * cols <= nr; k_groups = ceil(depth / k_group). */
     void (*tile)(const ct_int8_gemm_args *g, int k_groups, const void *a_panel,
@@ -90,6 +115,18 @@ void ct_int8_store_row(const ct_int8_gemm_args *g, int m, int n0, int cols, cons
 void ct_int8_gemm_threaded(const ct_int8_weights *w, int n, ct_int8_matrix b, ct_quant_act b_q,
                            const ct_int8_epilogue *e, ct_int8_matrix out, void *workspace,
                            bool threaded);
+/* The same with b read from padded images; only where
+ * ct_int8_image_packing(w->kernel). */
+void ct_int8_gemm_image(const ct_int8_weights *w, int n, const ct_int8_image *image,
+                        ct_quant_act b_q, const ct_int8_epilogue *e, ct_int8_matrix out,
+                        void *workspace, bool threaded);
+/* Whether the path packs panels from images on this CPU (VNNI with AVX-512
+ * VBMI's byte permutes). */
+bool ct_int8_image_packing(ct_int8_kernel kernel);
+/* Tests: false makes ct_int8_image_packing false everywhere (the im2col
+ * matrix on every path), true restores it.  Weights and workspaces sized
+ * under one setting must run under the same. */
+void ct_int8_image_packing_allow(bool allow);
 
 /* The packed-weight layout (above): element (m, k) of q into panels. */
 void ct_int8_pack_panels(int rows, int depth, const int8_t *q, int mr, int k_group,

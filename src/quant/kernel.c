@@ -86,3 +86,23 @@ const ct_int8_path_i *ct_int8_path(ct_int8_kernel kernel)
     CT_ASSERT(kernel == CT_INT8_REF);
     return NULL;
 }
+
+static atomic_bool image_packing_off = false;
+
+void ct_int8_image_packing_allow(bool allow)
+{
+    atomic_store(&image_packing_off, !allow);
+}
+
+bool ct_int8_image_packing(ct_int8_kernel kernel)
+{
+    const ct_int8_path_i *path = ct_int8_path(kernel);
+    if (atomic_load(&image_packing_off))
+        return false;
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    __builtin_cpu_init();
+    return path && path->pack_image_panel && __builtin_cpu_supports("avx512vbmi");
+#else
+    return path && path->pack_image_panel;
+#endif
+}
