@@ -35,10 +35,15 @@ for method in minmax percentile entropy; do
 import re, sys
 text = open(sys.argv[1]).read()
 f32, int8 = map(float, re.search(r"f32 ([0-9.]+)%, int8 ([0-9.]+)%", text).groups())
-sqnr = [float(v) for v in re.findall(r"^  \S+ +yes .* ([0-9.]+)$", text, re.M)]
+rows = re.findall(r"^  (\S+) +yes .* ([0-9.]+)(  \(writes u8\))?$", text, re.M)
+sqnr = [float(r[1]) for r in rows]
 assert abs(f32 - int8) <= 2.0, (f32, int8)
 assert f32 > 30, f32  # one epoch on 1280 images: far above chance (10 %)
 assert len(sqnr) == 3 and min(sqnr) > 20, sqnr
+# conv2 -> relu -> pool -> flatten -> fc1 -> relu -> fc2: u8 between them;
+# fc2 feeds the f32 classifier
+assert [r[0] for r in rows if r[2]] == ["conv2", "fc1"], rows
+assert "2 of 3 int8 layers write u8" in text, text
 PY
     result "quantize_cli_$method" $? "$tmp/$method.out"
 done
