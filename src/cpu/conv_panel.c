@@ -59,9 +59,12 @@ static inline int panel_columns(int columns, int t)
     return columns - t * PANEL < PANEL ? columns - t * PANEL : PANEL;
 }
 
+/* (A panel of one column is that column along k: the 7x7 layers' 49th
+ * column, which multiply_panel takes as dot products, not a 16-wide tile
+ * with 15 zero lanes.) */
 static inline int panel_stride(int valid)
 {
-    return valid == PANEL ? PANEL : (valid + 15) / 16 * 16;
+    return valid == PANEL ? PANEL : valid == 1 ? 1 : (valid + 15) / 16 * 16;
 }
 
 size_t ct_cpu_conv2d_panel_workspace(const ct_conv2d_shape *s, int n_threads)
@@ -110,6 +113,9 @@ static void pack_panel(const ct_conv2d_shape *s, const float *x, int n0, int val
                     out[q - ow] = 0.0f;
                 if (sw == 1)
                     memcpy(out + (lo - ow), row + lo, sizeof(float) * (size_t)(hi - lo));
+                else if (sw == 2) /* a constant stride (ResNet's stem): vectorized */
+                    for (int q = lo; q < hi; q++)
+                        out[q - ow] = row[2 * q];
                 else
                     for (int q = lo; q < hi; q++)
                         out[q - ow] = row[q * sw];
@@ -161,6 +167,30 @@ tile(const int nv, __mmask16 last, int depth, const float *a, size_t lda, const 
     }
 }
 
+/* c[i * ldc] = a[i][depth] . v[depth] for the 8 rows (+ bias, relu): a
+ * one-column panel as eight dot products, 16 k at a time, the weights read
+ * along their rows.  The sum is in 16 lanes, then across them (another
+ * order than the tiles' k order, the same for any thread count). */
+__attribute__((target("avx512f"))) static void dot_column(int depth, const float *a, size_t lda,
+                                                          const float *v, float *c, size_t ldc,
+                                                          const float *bias, bool relu)
+{
+    __m512 acc[ROWS];
+    for (int i = 0; i < ROWS; i++)
+        acc[i] = _mm512_setzero_ps();
+    for (int k = 0; k < depth; k += 16) {
+        __mmask16 lanes = depth - k >= 16 ? (__mmask16)0xFFFF
+                                          : (__mmask16)((1u << (depth - k)) - 1u);
+        __m512 x = _mm512_maskz_loadu_ps(lanes, v + k);
+        for (int i = 0; i < ROWS; i++)
+            acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, a + i * lda + k), x, acc[i]);
+    }
+    for (int i = 0; i < ROWS; i++) {
+        float sum = _mm512_reduce_add_ps(acc[i]) + (bias ? bias[i] : 0.0f);
+        c[i * ldc] = relu && sum < 0.0f ? 0.0f : sum;
+    }
+}
+
 typedef struct panel_gemm {
     int rows, columns, depth, width; /* M, N, K, floats per k of the panels */
     const float *w, *bias;
@@ -181,6 +211,10 @@ __attribute__((target("avx512f"))) static void multiply_panel(const panel_gemm *
     for (int r = row_lo; r < row_hi; r += ROWS) {
         const float *bias = g->bias ? g->bias + r : NULL;
         float *c = g->y + r * ldc + t * PANEL;
+        if (width == 1) {
+            dot_column(g->depth, g->w + r * lda, lda, panel, c, ldc, bias, g->relu);
+            continue;
+        }
         for (int k0 = 0; k0 < g->depth; k0 += DEPTH) {
             int depth = g->depth - k0 < DEPTH ? g->depth - k0 : DEPTH;
             bool accumulate = k0 > 0, finish = k0 + depth == g->depth;
