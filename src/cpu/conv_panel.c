@@ -96,8 +96,16 @@ static void pack_panel(const ct_conv2d_shape *s, const float *x, int n0, int val
     int area = s->kernel_h * s->kernel_w, sw = s->stride_w;
     size_t plane = (size_t)s->in_h * s->in_w;
     panel += (size_t)k_lo * width;
+    /* row k = (c * KH + i) * KW + j, counted along (no division per row) */
+    int c = k_lo / area, i = k_lo % area / s->kernel_w, j = k_lo % s->kernel_w;
     for (int k = k_lo; k < k_hi; k++, panel += width) {
-        int c = k / area, i = k % area / s->kernel_w, j = k % s->kernel_w;
+        if (k > k_lo && ++j == s->kernel_w) {
+            j = 0;
+            if (++i == s->kernel_h) {
+                i = 0;
+                c++;
+            }
+        }
         int w_offset = ct_window_input(0, j, sw, s->pad_w, s->dilation_w), ow_lo, ow_hi;
         ct_window_valid_range(w_offset, sw, s->in_w, s->out_w, &ow_lo, &ow_hi);
         float *out = panel;
@@ -124,7 +132,8 @@ static void pack_panel(const ct_conv2d_shape *s, const float *x, int n0, int val
             }
             out += run_length[r];
         }
-        memset(panel + valid, 0, sizeof(float) * (size_t)(width - valid));
+        if (width > valid)
+            memset(panel + valid, 0, sizeof(float) * (size_t)(width - valid));
     }
 }
 
