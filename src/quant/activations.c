@@ -84,12 +84,10 @@ static bool passes_u8(const ct_tensor *t, const ct_tensor *from)
 /* The int8 layer whose input is t (src[0]), or -1. */
 static int int8_reader(const ct_quantizer *q, const ct_tensor *t, const ct_tensor *from)
 {
-    if ((t->op != CT_OP_CONV2D && t->op != CT_OP_LINEAR) || t->src[0] != from)
+    if (t->n_src < 1 || t->src[0] != from)
         return -1;
-    for (int k = 0; k < q->out->n_layers; k++)
-        if (q->layers[k].node == t)
-            return q->out->layers[k].quantized ? k : -1;
-    return -1;
+    int k = ct_quant_layer_of(q, t);
+    return k >= 0 && q->out->layers[k].quantized ? k : -1;
 }
 
 /* The region of layer k (see the top): whether it can be u8, its grid in

@@ -205,13 +205,22 @@ static void im2col_row(const ct_conv2d_shape *s, const uint8_t *at, uint8_t *row
     }
 }
 
+/* Where tap (c, i, j)'s window starts in a padded image: row k = (c*KH +
+ * i)*KW + j of the im2col matrix begins there. */
+static size_t tap_offset(const ct_conv2d_shape *s, int c, int i, int j)
+{
+    size_t wp = (size_t)padded_w(s);
+    return (size_t)c * padded_h(s) * wp + (size_t)i * s->dilation_h * wp +
+           (size_t)j * s->dilation_w;
+}
+
 /* col: [C*KH*KW, P] at row stride ld from the padded image xp; row
  * k = (c*KH + i)*KW + j. */
 static void conv_im2col(const ct_conv2d_shape *s, const uint8_t *xp, uint8_t *col, size_t ld,
                         bool threaded)
 {
-    int wp = padded_w(s), kernel_area = s->kernel_h * s->kernel_w;
-    size_t plane = (size_t)padded_h(s) * wp, out_plane = (size_t)s->out_h * s->out_w;
+    int kernel_area = s->kernel_h * s->kernel_w;
+    size_t out_plane = (size_t)s->out_h * s->out_w;
     bool parallel = threaded && (size_t)s->in_channels * kernel_area * out_plane >=
                                     PARALLEL_MIN_BYTES;
 #pragma omp parallel for schedule(static) if (parallel)
@@ -219,10 +228,7 @@ static void conv_im2col(const ct_conv2d_shape *s, const uint8_t *xp, uint8_t *co
         for (int i = 0; i < s->kernel_h; i++)
             for (int j = 0; j < s->kernel_w; j++) {
                 size_t k = ((size_t)c * s->kernel_h + i) * s->kernel_w + j;
-                im2col_row(s,
-                           xp + c * plane + (size_t)i * s->dilation_h * wp +
-                               (size_t)j * s->dilation_w,
-                           col + k * ld);
+                im2col_row(s, xp + tap_offset(s, c, i, j), col + k * ld);
             }
 }
 
@@ -257,16 +263,15 @@ static void conv_group(const ct_conv2d_shape *s, const uint8_t *x, ct_quant_act 
     if (from_images(s, w)) {
         int32_t *row_offset = (int32_t *)(xp + align_up(image_bytes(s) * conv_image_group(s) +
                                                         CT_INT8_IMAGE_SLACK));
-        int wp = padded_w(s), plane = padded_h(s) * wp;
         for (int c = 0, k = 0; c < s->in_channels; c++)
             for (int i = 0; i < s->kernel_h; i++)
                 for (int j = 0; j < s->kernel_w; j++, k++)
-                    row_offset[k] = c * plane + i * s->dilation_h * wp + j * s->dilation_w;
+                    row_offset[k] = (int32_t)tap_offset(s, c, i, j);
         for (int image = 0; image < images; image++)
             conv_pad(s, x + (n0 + image) * x_image, (uint8_t)x_q.zero_point,
                      xp + image * image_bytes(s), threaded);
         ct_int8_image source = {xp, row_offset, out_plane, s->out_w, (ptrdiff_t)image_bytes(s),
-                                (ptrdiff_t)s->stride_h * wp};
+                                (ptrdiff_t)s->stride_h * padded_w(s)};
         ct_int8_gemm_image(w, columns, &source, x_q, e, out_matrix, gemm_workspace, threaded);
     } else {
         const uint8_t *b = x + n0 * x_image;
@@ -286,6 +291,13 @@ static void conv_group(const ct_conv2d_shape *s, const uint8_t *x, ct_quant_act 
         conv_scatter(s, images, elem, buffer, (char *)y + n0 * y_image, threaded);
 }
 
+/* The images of group `unit` (the last may have fewer). */
+static int group_images(const ct_conv2d_shape *s, int group, int unit)
+{
+    int left = s->n_batch - unit * group;
+    return left < group ? left : group;
+}
+
 void ct_int8_conv2d_forward(const ct_conv2d_shape *s, const uint8_t *x, ct_quant_act x_q,
                             const ct_int8_weights *w, const ct_int8_epilogue *e, void *y,
                             void *workspace, int threads)
@@ -295,20 +307,17 @@ void ct_int8_conv2d_forward(const ct_conv2d_shape *s, const uint8_t *x, ct_quant
     int group = conv_image_group(s), units = (s->n_batch + group - 1) / group;
     int slots = conv_slots(s, w, threads);
     size_t slot = slot_bytes(s, w);
-    if (slots == 1) {
-        for (int unit = 0; unit < units; unit++) {
-            int n0 = unit * group, images = s->n_batch - n0 < group ? s->n_batch - n0 : group;
-            conv_group(s, x, x_q, w, e, y, n0, images, workspace, true);
-        }
+    if (slots == 1) { /* the threads work inside each group */
+        for (int unit = 0; unit < units; unit++)
+            conv_group(s, x, x_q, w, e, y, unit * group, group_images(s, group, unit),
+                       workspace, true);
         return;
     }
     /* dynamic: a thread that loses its core for a while takes fewer images */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(slots)
-    for (int unit = 0; unit < units; unit++) {
-        int n0 = unit * group, images = s->n_batch - n0 < group ? s->n_batch - n0 : group;
-        conv_group(s, x, x_q, w, e, y, n0, images,
+    for (int unit = 0; unit < units; unit++)
+        conv_group(s, x, x_q, w, e, y, unit * group, group_images(s, group, unit),
                    (char *)workspace + (size_t)ct_cpu_thread_num() * slot, false);
-    }
 }
 
 size_t ct_int8_linear_workspace(int n, const ct_int8_weights *w)

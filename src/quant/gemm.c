@@ -156,9 +156,7 @@ static void gemm_ref(const ct_int8_gemm_args *g, bool threaded)
     }
 }
 
-/* Rows [first_group * k_group, depth) of a b panel, and everything the
- * path's pack_b_panel does not do: any strides, the last columns, zeros
- * past the edges. */
+/* b[k, n], from its matrix or its images. */
 static inline int b_value(const ct_int8_gemm_args *g, int k, int n)
 {
     if (g->image)
@@ -166,6 +164,9 @@ static inline int b_value(const ct_int8_gemm_args *g, int k, int n)
     return ((const uint8_t *)g->b.data)[k * g->b.row_stride + n * g->b.col_stride];
 }
 
+/* Rows [first_group * k_group, depth) of a b panel, and everything the
+ * path's pack_b_panel does not do: any strides, the last columns, zeros
+ * past the edges. */
 static void pack_b_rest(const ct_int8_gemm_args *g, const ct_int8_path_i *path, int n0,
                         int first_group, void *panel)
 {

@@ -318,7 +318,7 @@ static ct_tensor *source(built *b, const ct_tensor *t)
     return b->map[t->id];
 }
 
-static int layer_of(const quantizer *q, const ct_tensor *t)
+int ct_quant_layer_of(const quantizer *q, const ct_tensor *t)
 {
     for (int k = 0; k < q->out->n_layers; k++)
         if (q->layers[k].node == t)
@@ -387,7 +387,7 @@ ct_status ct_quant_build(quantizer *q, bool keep_layers, built *b, ct_plan **pla
             b->map[i] = b->map[t->src[0]->id];
             continue;
         }
-        int k = layer_of(q, t);
+        int k = ct_quant_layer_of(q, t);
         b->map[i] = k >= 0 && q->out->layers[k].quantized
                         ? int8_node(q, b, t, k, &u8)
                         : copy_node(b, t, kind == CT_QUANT_U8 ? CT_U8 : t->dtype);

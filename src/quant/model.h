@@ -32,6 +32,9 @@ typedef struct ct_quantizer {
  * q->layers and q->out->layers (named, not yet quantized). */
 ct_status ct_quant_layers_find(ct_quantizer *q);
 
+/* The index in q->layers of the layer whose node is t, or -1. */
+int ct_quant_layer_of(const ct_quantizer *q, const ct_tensor *t);
+
 /* The int8 graph and its plan (on q->calib's backend), with its state from
  * q->calib: each layer marked quantized in q->out->layers, with its packed
  * weights in q->layers, becomes a qconv2d or qlinear node; the rest is
