@@ -2,10 +2,11 @@
  * Times the CPU's convolution paths on one shape: one JSON line per path
  * and kernel (forward, backward data, backward weight, forward with relu
  * and 2x2 max pool), for each path that fits the shape: "direct" and
- * "winograd" (AVX2; not with CT_CPU_SIMD=0) and "im2col" (any shape), so
- * they stay comparable (docs/perf.md).
+ * "winograd" (AVX2; not with CT_CPU_SIMD=0), "im2col" (any shape) and
+ * "panel" (AVX-512; forward with bias only), so they stay comparable
+ * (docs/perf.md).  --forward times the forward kernel alone.
  *   conv_kernels [--batch N] [--in C] [--out O] [--size S] [--kernel K]
- *                [--pad P] [--stride T] [--reps R] [--threads T]
+ *                [--pad P] [--stride T] [--reps R] [--threads T] [--forward]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,12 +29,17 @@ static float *random_floats(size_t count, unsigned seed)
     return p;
 }
 
-static const char *const PATHS[3] = {"direct", "winograd", "im2col"};
+static const char *const PATHS[4] = {"direct", "winograd", "im2col", "panel"};
 
-/* direct (0) and Winograd (1) need AVX2 and their shapes; im2col runs any. */
+/* direct (0) and Winograd (1) need AVX2 and their shapes, panel (3)
+ * AVX-512 and its; im2col (2) runs any. */
 static int path_fits(int path, const ct_conv2d_shape *s)
 {
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (path == 2)
+        return 1;
+    if (path == 3)
+        return ct_cpu_simd_avx512() && ct_cpu_conv2d_panel_fits(s);
     if (!ct_cpu_simd_avx2())
         return 0;
     return path == 0 ? ct_cpu_conv2d_direct_fits(s) : ct_cpu_conv2d_winograd_fits(s);
@@ -50,6 +56,10 @@ static void run_kernel(int path, int k, const ct_conv2d_shape *s, const float *x
                        float *pooled, void *workspace)
 {
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (path == 3) {
+        ct_cpu_conv2d_panel_forward(s, x, w, bias, false, y, workspace);
+        return;
+    }
     if (path == 0) {
         if (k == 0) ct_cpu_conv2d_direct_forward(s, x, w, bias, false, y, workspace);
         else if (k == 1) ct_cpu_conv2d_direct_backward_data(s, dy, w, dx, workspace);
@@ -81,8 +91,14 @@ static void run_kernel(int path, int k, const ct_conv2d_shape *s, const float *x
 int main(int argc, char **argv)
 {
     int batch = 64, in_c = 6, out_c = 16, size = 12, kernel = 5, pad = 0, stride = 1;
-    int reps = 200, threads = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    int reps = 200, threads = 0, kernels = 4;
+    for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "--forward") == 0) {
+            kernels = 1;
+            i--;
+            continue;
+        }
+        if (i + 1 == argc) { fprintf(stderr, "conv_kernels: %s needs a value\n", argv[i]); return 2; }
         int value = atoi(argv[i + 1]);
         if (strcmp(argv[i], "--batch") == 0) batch = value;
         else if (strcmp(argv[i], "--in") == 0) in_c = value;
@@ -110,15 +126,17 @@ int main(int argc, char **argv)
     float *dy = random_floats(ny, 4), *y = random_floats(ny, 5), *dx = random_floats(nx, 6);
     float *dw = random_floats(nw, 7);
     float *pooled = random_floats(ny / 4 + 1, 8);
-    void *workspace = malloc(ct_cpu_conv2d_workspace(&s, ct_cpu_max_threads()) + 64);
+    size_t bytes = ct_cpu_conv2d_workspace(&s, ct_cpu_max_threads());
+    size_t panel_bytes = ct_cpu_conv2d_panel_workspace(&s, ct_cpu_max_threads());
+    void *workspace = malloc((bytes > panel_bytes ? bytes : panel_bytes) + 64);
     double *times = malloc(sizeof(double) * (size_t)reps);
     double flop = 2.0 * ny * in_c * kernel * kernel;
     const char *names[4] = {"forward", "backward_data", "backward_weight",
                             "forward_relu_maxpool"};
-    for (int path = 0; path < 3; path++) {
-        if (path < 2 && !path_fits(path, &s))
+    for (int path = 0; path < 4; path++) {
+        if (!path_fits(path, &s))
             continue;
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < (path == 3 ? 1 : kernels); k++) {
             for (int rep = -reps / 10 - 1; rep < reps; rep++) {
                 double start = now_seconds();
                 run_kernel(path, k, &s, x, w, bias, dy, y, dx, dw, pooled, workspace);

@@ -33,7 +33,7 @@
 #include "cpu/threads.h"
 
 #define PANEL 48 /* columns per panel: three vectors of 16 */
-#define ROWS 8   /* output channels per register tile */
+#define ROWS 8   /* output channels per register tile (CT_TILE_ROWS) */
 #define DEPTH 256 /* k per block */
 /* From this many panels per thread, threads split the panels (each packs
  * and multiplies its own), else the output channels (docs/perf.md). */
@@ -77,6 +77,10 @@ size_t ct_cpu_conv2d_panel_workspace(const ct_conv2d_shape *s, int n_threads)
 
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
 #include <immintrin.h>
+
+#include "cpu/panel_tile.h"
+
+_Static_assert(ROWS == CT_TILE_ROWS, "the panels' row blocks are the tile's rows");
 
 /* The output columns [n0, n0 + valid) of one image as rows k of a panel
  * `width` wide (zeros past valid): the im2col of those positions, one run
@@ -137,45 +141,6 @@ static void pack_panel(const ct_conv2d_shape *s, const float *x, int n0, int val
     }
 }
 
-/* c[8][16*nv] (+)= a[8][depth] . panel[depth][16*nv]; the last vector of
- * c is stored under `last`.  finish: add the bias, apply the relu. */
-static inline __attribute__((always_inline, target("avx512f"))) void
-tile(const int nv, __mmask16 last, int depth, const float *a, size_t lda, const float *panel,
-     int width, float *c, size_t ldc, bool accumulate, bool finish, const float *bias, bool relu)
-{
-    __m512 acc[ROWS][3];
-    for (int i = 0; i < ROWS; i++)
-        for (int j = 0; j < nv; j++)
-            acc[i][j] = !accumulate     ? _mm512_setzero_ps()
-                        : j == nv - 1 ? _mm512_maskz_loadu_ps(last, c + i * ldc + 16 * j)
-                                      : _mm512_loadu_ps(c + i * ldc + 16 * j);
-    for (int p = 0; p < depth; p++) {
-        const float *row = panel + (size_t)p * width;
-        __m512 b[3];
-        for (int j = 0; j < nv; j++)
-            b[j] = _mm512_loadu_ps(row + 16 * j);
-        for (int i = 0; i < ROWS; i++) {
-            __m512 ai = _mm512_set1_ps(a[i * lda + p]);
-            for (int j = 0; j < nv; j++)
-                acc[i][j] = _mm512_fmadd_ps(ai, b[j], acc[i][j]);
-        }
-    }
-    for (int i = 0; i < ROWS; i++) {
-        __m512 shift = finish && bias ? _mm512_set1_ps(bias[i]) : _mm512_setzero_ps();
-        for (int j = 0; j < nv; j++) {
-            __m512 v = finish ? _mm512_add_ps(acc[i][j], shift) : acc[i][j];
-            /* max(v, 0) with v first keeps a NaN (the relu's contract) */
-            if (finish && relu)
-                v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ),
-                                         v, _mm512_setzero_ps());
-            if (j == nv - 1)
-                _mm512_mask_storeu_ps(c + i * ldc + 16 * j, last, v);
-            else
-                _mm512_storeu_ps(c + i * ldc + 16 * j, v);
-        }
-    }
-}
-
 /* c[i * ldc] = a[i][depth] . v[depth] for the 8 rows (+ bias, relu): a
  * one-column panel as eight dot products, 16 k at a time, the weights read
  * along their rows.  The sum is in 16 lanes, then across them (another
@@ -229,11 +194,14 @@ __attribute__((target("avx512f"))) static void multiply_panel(const panel_gemm *
             bool accumulate = k0 > 0, finish = k0 + depth == g->depth;
             const float *a = g->w + r * lda + k0, *b = panel + (size_t)k0 * width;
             if (vectors == 3)
-                tile(3, last, depth, a, lda, b, width, c, ldc, accumulate, finish, bias, g->relu);
+                ct_panel_tile(3, last, depth, a, lda, 1, b, width, c, ldc, accumulate, finish,
+                              bias, g->relu);
             else if (vectors == 2)
-                tile(2, last, depth, a, lda, b, width, c, ldc, accumulate, finish, bias, g->relu);
+                ct_panel_tile(2, last, depth, a, lda, 1, b, width, c, ldc, accumulate, finish,
+                              bias, g->relu);
             else
-                tile(1, last, depth, a, lda, b, width, c, ldc, accumulate, finish, bias, g->relu);
+                ct_panel_tile(1, last, depth, a, lda, 1, b, width, c, ldc, accumulate, finish,
+                              bias, g->relu);
         }
     }
 }

@@ -52,6 +52,7 @@
 #include "core/error.h"
 #include "cpu/conv_winograd.h"
 #include "cpu/kernels.h"
+#include "cpu/panel_tile.h"
 #include "cpu/threads.h"
 
 #define AVX2 __attribute__((target("avx2,fma")))
@@ -66,8 +67,9 @@ enum {
     /* Fewer tiles over the whole batch and each of the 36 GEMMs [K,C] x [C,T]
      * is a thin product that streams its 4x larger U from memory: ResNet-18's
      * 512-channel 7x7 layers at batch 1 (4 tiles) took 6 ms against im2col's
-     * 2 ms, its 14x14 ones (16 tiles) 1.4 ms against 1.25 (docs/perf.md). */
-    MIN_TILES = 32,
+     * 2 ms.  Its 14x14 ones (16 tiles) pay now that inference keeps U between
+     * runs and multiplies it on the AVX-512 tile (docs/perf.md). */
+    MIN_TILES = 16,
     MIN_BLOCK = 64, MAX_BLOCK = 2048,
 };
 /* V and M of one block together (bytes); U adds 144 * K * C bytes. */
@@ -101,6 +103,19 @@ static int ceil_div(int a, int b)
 static int channels_max(const ct_conv2d_shape *s)
 {
     return s->in_channels > s->out_channels ? s->in_channels : s->out_channels;
+}
+
+/* Whether U[xi] (rows x C) is stored in blocks of 8 rows packed along C,
+ * U[xi][row / 8][c][row % 8], for the AVX-512 products (multiply_points):
+ * then the tile reads one sequential stream, which the prefetchers keep up
+ * with when U comes from memory (inference keeps U between runs: a 14x14
+ * layer's 9.4 MB of it, read as eight 1 KB rows at a time, ran at half the
+ * speed of the same layer with U in the cache). */
+_Static_assert(LANES == CT_TILE_ROWS, "a packed block of U is one transform group's lanes");
+
+static bool packed_rows(int rows)
+{
+    return rows % CT_TILE_ROWS == 0 && ct_cpu_simd_avx512();
 }
 
 static int block_tiles(const ct_conv2d_shape *s)
@@ -439,15 +454,20 @@ AVX2 static void transform_block(transform_kind kind, const wino_pass *p, const 
  * flip, p = c*K + k and w_p = w[k, c] turned by 180 degrees (backward data). */
 AVX2 static void weight_transform(const float *w, int out_c, int in_c, bool flip, float *u)
 {
-    int count = out_c * in_c, groups = ceil_div(count, LANES);
+    /* the pass's U[xi] is [rows, cols]: [K, C], or [C, K] flipped */
+    int rows = flip ? in_c : out_c, cols = flip ? out_c : in_c, count = out_c * in_c;
+    bool packed = packed_rows(rows);
+    int groups = ceil_div(count, LANES);
 #pragma omp parallel for schedule(static)
     for (int g = 0; g < groups; g++) {
+        /* the group's lanes: 8 elements along a row of U, or packed, down a
+         * column (one block of 8 rows, stored together) */
         int p0 = g * LANES, lanes = count - p0 < LANES ? count - p0 : LANES;
         float gathered[9][LANES] = {{0}};
         for (int l = 0; l < lanes; l++) {
-            int p = p0 + l;
-            const float *kernel = flip ? w + ((size_t)(p % out_c) * in_c + p / out_c) * 9
-                                       : w + (size_t)p * 9;
+            int r = packed ? g / cols * LANES + l : (p0 + l) / cols;
+            int q = packed ? g % cols : (p0 + l) % cols;
+            const float *kernel = w + ((size_t)(flip ? q : r) * in_c + (flip ? r : q)) * 9;
             for (int e = 0; e < 9; e++)
                 gathered[e][l] = kernel[flip ? 8 - e : e];
         }
@@ -458,6 +478,8 @@ AVX2 static void weight_transform(const float *w, int out_c, int in_c, bool flip
             apply_g(&kv[0][j], 3, &t[0][j], 3);
         for (int a = 0; a < ALPHA; a++)
             apply_g(t[a], 1, o[a], 1);
+        /* packed: block g / cols, column g % cols, at ((g / cols) * cols +
+         * g % cols) * 8 = g * 8, the same place as the plain layout's */
         for (int xi = 0; xi < POINTS; xi++) {
             float *dst = u + (size_t)xi * count + p0;
             if (lanes == LANES) {
@@ -525,6 +547,68 @@ static int block_width(int count)
     return (count + LANES - 1) / LANES * LANES;
 }
 
+enum { TILE_COLUMNS = 48, TILE_DEPTH = 256 }; /* three vectors; c per block of the sum */
+
+/* multiply_points on the tile: threads take (point, 8 rows of K) units.
+ * width is a multiple of 8, not 16: a row's last vector may read 8 floats
+ * past it (into the next row, or past V's last into M, all workspace);
+ * those lanes of the sums are never stored. */
+__attribute__((target("avx512f"))) static void multiply_points_tiled(const wino_pass *p,
+                                                                     const float *u,
+                                                                     const float *v, float *m,
+                                                                     int width)
+{
+    int k = p->out_c, c = p->in_c, row_blocks = k / CT_TILE_ROWS;
+#pragma omp parallel for schedule(static)
+    for (int unit = 0; unit < POINTS * row_blocks; unit++) {
+        int xi = unit / row_blocks, r = unit % row_blocks * CT_TILE_ROWS;
+        const float *a = u + ((size_t)xi * k + r) * c, *b = v + (size_t)xi * c * width;
+        /* a: rows r..r+7, packed: (i, c) at a[c * 8 + i] */
+        float *out = m + ((size_t)xi * k + r) * width;
+        for (int t0 = 0; t0 < width; t0 += TILE_COLUMNS) {
+            int columns = width - t0 < TILE_COLUMNS ? width - t0 : TILE_COLUMNS;
+            int vectors = (columns + 15) / 16, tail = columns - 16 * (vectors - 1);
+            __mmask16 last = (__mmask16)((1u << tail) - 1u);
+            for (int c0 = 0; c0 < c; c0 += TILE_DEPTH) {
+                int depth = c - c0 < TILE_DEPTH ? c - c0 : TILE_DEPTH;
+                const float *ak = a + (size_t)c0 * CT_TILE_ROWS, *bk = b + (size_t)c0 * width + t0;
+                float *ck = out + t0;
+                if (vectors == 3)
+                    ct_panel_tile(3, last, depth, ak, 1, CT_TILE_ROWS, bk, width, ck, width,
+                                  c0 > 0, false, NULL, false);
+                else if (vectors == 2)
+                    ct_panel_tile(2, last, depth, ak, 1, CT_TILE_ROWS, bk, width, ck, width,
+                                  c0 > 0, false, NULL, false);
+                else
+                    ct_panel_tile(1, last, depth, ak, 1, CT_TILE_ROWS, bk, width, ck, width,
+                                  c0 > 0, false, NULL, false);
+            }
+        }
+    }
+}
+
+/* M[xi] = U[xi] . V[xi] for the 36 points: [K, width] = [K, C] . [C, width].
+ * With AVX-512 and K a multiple of 8, on the panel convolution's register
+ * tile from U packed as it was transformed (packed_rows): a GEMM library
+ * packs all of U[xi] on every call, which costs as much as the product when
+ * the block has few tiles (one image's 14x14 layer: 16).  Else one
+ * ct_cpu_gemm per point.  Either way each element is summed in c order by
+ * one thread, whatever the thread count. */
+static void multiply_points(const wino_pass *p, const float *u, const float *v, float *m,
+                            int width)
+{
+    if (packed_rows(p->out_c)) {
+        multiply_points_tiled(p, u, v, m, width);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int xi = 0; xi < POINTS; xi++)
+        ct_cpu_gemm(false, false, p->out_c, width, p->in_c, 1.0f,
+                    u + (size_t)xi * p->out_c * p->in_c, p->in_c,
+                    v + (size_t)xi * p->in_c * width, width, 0.0f,
+                    m + (size_t)xi * p->out_c * width, width);
+}
+
 /* y = conv(in, U) over the pass's tiles (forward, or backward data). */
 static void run_pass(const wino_pass *p, const float *in, const float *u, const float *bias,
                      bool relu, float *out, wino_space ws)
@@ -533,12 +617,7 @@ static void run_pass(const wino_pass *p, const float *in, const float *u, const 
         int count = block_count(p, t0), width = block_width(count);
         locate_block(p, t0, count, ws.at);
         transform_block(INPUT_TILES, p, in, ws.at, count, width, NULL, false, ws.v);
-#pragma omp parallel for schedule(static)
-        for (int xi = 0; xi < POINTS; xi++)
-            ct_cpu_gemm(false, false, p->out_c, width, p->in_c, 1.0f,
-                        u + (size_t)xi * p->out_c * p->in_c, p->in_c,
-                        ws.v + (size_t)xi * p->in_c * width, width, 0.0f,
-                        ws.m + (size_t)xi * p->out_c * width, width);
+        multiply_points(p, u, ws.v, ws.m, width);
         transform_block(OUTPUT_TILES, p, ws.m, ws.at, count, width, bias, relu, out);
     }
 }
@@ -549,14 +628,33 @@ static wino_pass forward_pass(const ct_conv2d_shape *s)
                      s->pad_h, s->pad_w);
 }
 
+size_t ct_cpu_conv2d_winograd_weights_bytes(const ct_conv2d_shape *s)
+{
+    return sizeof(float) * POINTS * (size_t)s->in_channels * s->out_channels;
+}
+
+void ct_cpu_conv2d_winograd_transform_weights(const ct_conv2d_shape *s, const float *w,
+                                              float *u)
+{
+    CT_ASSERT(ct_cpu_conv2d_winograd_fits(s));
+    weight_transform(w, s->out_channels, s->in_channels, false, u);
+}
+
+void ct_cpu_conv2d_winograd_forward_transformed(const ct_conv2d_shape *s, const float *x,
+                                                const float *u, const float *bias, bool relu,
+                                                float *y, void *workspace)
+{
+    CT_ASSERT(ct_cpu_conv2d_winograd_fits(s));
+    wino_pass p = forward_pass(s);
+    run_pass(&p, x, u, bias, relu, y, carve(s, workspace));
+}
+
 void ct_cpu_conv2d_winograd_forward(const ct_conv2d_shape *s, const float *x, const float *w,
                                     const float *bias, bool relu, float *y, void *workspace)
 {
-    CT_ASSERT(ct_cpu_conv2d_winograd_fits(s));
     wino_space ws = carve(s, workspace);
-    wino_pass p = forward_pass(s);
-    weight_transform(w, s->out_channels, s->in_channels, false, ws.u);
-    run_pass(&p, x, ws.u, bias, relu, y, ws);
+    ct_cpu_conv2d_winograd_transform_weights(s, w, ws.u);
+    ct_cpu_conv2d_winograd_forward_transformed(s, x, ws.u, bias, relu, y, workspace);
 }
 
 void ct_cpu_conv2d_winograd_backward_data(const ct_conv2d_shape *s, const float *dy,

@@ -24,6 +24,15 @@ size_t ct_cpu_conv2d_winograd_workspace(const ct_conv2d_shape *s);
 /* relu: store max(y, 0) (NaN kept), as ct_cpu_conv2d_forward_relu. */
 void ct_cpu_conv2d_winograd_forward(const ct_conv2d_shape *s, const float *x, const float *w,
                                     const float *bias, bool relu, float *y, void *workspace);
+/* The forward in two halves: the weights' transform U (weights_bytes of
+ * it; a plan keeps it between inference runs, graph/prepared.h), and the
+ * forward on U, which leaves the workspace's own U unused. */
+size_t ct_cpu_conv2d_winograd_weights_bytes(const ct_conv2d_shape *s);
+void ct_cpu_conv2d_winograd_transform_weights(const ct_conv2d_shape *s, const float *w,
+                                              float *u);
+void ct_cpu_conv2d_winograd_forward_transformed(const ct_conv2d_shape *s, const float *x,
+                                                const float *u, const float *bias, bool relu,
+                                                float *y, void *workspace);
 void ct_cpu_conv2d_winograd_backward_data(const ct_conv2d_shape *s, const float *dy,
                                           const float *w, float *dx, void *workspace);
 void ct_cpu_conv2d_winograd_backward_weight(const ct_conv2d_shape *s, const float *x,

@@ -19,6 +19,7 @@
 #include "cpu/simd.h"
 #include "graph/impl.h"
 #include "graph/node_args.h"
+#include "graph/prepared.h"
 #include "ops/ops.h"
 
 static bool fused_relu(const ct_exec *exec, const ct_tensor *node)
@@ -44,16 +45,22 @@ static void pool_after(const ct_conv2d_shape *s, const float *y, float *pooled)
 
 /* conv2d on one path: the relu epilogue, and the eval max pool it computes
  * too (ct_exec.pool_into), as the plan fused them. */
-static ct_status run_conv_forward(const ct_exec *exec, const ct_tensor *node,
-                                  conv_forward_fn forward)
+static ct_status run_conv_forward_on(const ct_exec *exec, const ct_tensor *node,
+                                     conv_forward_fn forward, const float *weights)
 {
     const ct_conv2d_shape *s = &node->attr.conv;
     const ct_tensor *pool = exec->pool_into ? exec->pool_into[node->id] : NULL;
-    forward(s, ct_in(exec, node, 0), ct_in(exec, node, 1), ct_in_opt(exec, node, 2),
+    forward(s, ct_in(exec, node, 0), weights, ct_in_opt(exec, node, 2),
             pool || fused_relu(exec, node), ct_out(exec, node), exec->workspace);
     if (pool)
         pool_after(s, ct_out(exec, node), ct_out(exec, pool));
     return CT_OK;
+}
+
+static ct_status run_conv_forward(const ct_exec *exec, const ct_tensor *node,
+                                  conv_forward_fn forward)
+{
+    return run_conv_forward_on(exec, node, forward, ct_in(exec, node, 1));
 }
 
 static ct_status run_conv_backward(const ct_exec *exec, const ct_tensor *node,
@@ -150,11 +157,20 @@ static size_t winograd_workspace(const ct_backend *backend, const ct_tensor *nod
     return ct_cpu_conv2d_winograd_workspace(&node->attr.conv);
 }
 
+/* An inference run keeps the transformed weights (graph/prepared.h). */
 static ct_status run_winograd(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
 {
-    (void)backend;
-    if (node->op == CT_OP_CONV2D)
-        return run_conv_forward(exec, node, ct_cpu_conv2d_winograd_forward);
+    if (node->op == CT_OP_CONV2D) {
+        const ct_conv2d_shape *s = &node->attr.conv;
+        bool fresh = false;
+        float *u = ct_exec_prepared(backend, exec, node, node->src[1],
+                                    ct_cpu_conv2d_winograd_weights_bytes(s), &fresh);
+        if (!u)
+            return run_conv_forward(exec, node, ct_cpu_conv2d_winograd_forward);
+        if (!fresh)
+            ct_cpu_conv2d_winograd_transform_weights(s, ct_in(exec, node, 1), u);
+        return run_conv_forward_on(exec, node, ct_cpu_conv2d_winograd_forward_transformed, u);
+    }
     return run_conv_backward(exec, node, node->op == CT_OP_CONV2D_BWD_DATA
                                              ? ct_cpu_conv2d_winograd_backward_data
                                              : ct_cpu_conv2d_winograd_backward_weight);

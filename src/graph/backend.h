@@ -30,6 +30,8 @@ typedef enum ct_epilogue {
     CT_EPILOGUE_RELU
 } ct_epilogue;
 
+typedef struct ct_prepared ct_prepared; /* graph/prepared.h */
+
 /* What a node needs to run: the resolved memory and the step's settings. */
 typedef struct ct_exec {
     uint8_t *arena;
@@ -56,6 +58,9 @@ typedef struct ct_exec {
      * batchnorm's statistics and gradients over every rank's batch; NULL:
      * this process's batch alone */
     const ct_rank_sum *sync_bn;
+    /* memory kernels keep between inference runs (graph/prepared.h), NULL
+     * in training steps */
+    ct_prepared *prepared;
 } ct_exec;
 
 static inline void *ct_exec_data(const ct_exec *exec, const ct_tensor *t)

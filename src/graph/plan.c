@@ -23,6 +23,7 @@
 #include "graph/memplan.h"
 #include "graph/plan.h"
 #include "graph/precision.h"
+#include "graph/prepared.h"
 #include "graph/replay.h"
 
 #define CT_MODE_COUNT 2
@@ -61,6 +62,7 @@ struct ct_plan {
     bool *on_host;
     void *host_arena, *host_state, *host_workspace;
     size_t host_workspace_bytes;
+    ct_prepared *prepared; /* what kernels keep between inference runs */
 };
 
 static bool is_root(const ct_tensor *t, ct_mode mode)
@@ -349,6 +351,7 @@ static ct_status plan_build(ct_plan *plan)
     if (!plan->offsets || !plan->storage || !plan->alias_of || !plan->epilogue ||
         !plan->eval_pool_into || !plan->eval_skip)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
+    CT_TRY(ct_prepared_new(plan->n_nodes, &plan->prepared));
     CT_TRY(build_schedule(plan, CT_TRAIN));
     CT_TRY(build_schedule(plan, CT_EVAL));
     CT_TRY(find_host_nodes(plan));
@@ -423,6 +426,7 @@ void ct_plan_free(ct_plan *plan)
     for (int i = 0; i < 3; i++)
         if (host_copies[i])
             backend->fallback->iface->release(backend->fallback, host_copies[i]);
+    ct_prepared_free(plan->prepared);
     free(plan->on_host);
     free(plan->numerics_buffer);
     ct_plan_set_hook(plan, NULL);
@@ -457,6 +461,7 @@ static ct_exec exec_of(const ct_plan *plan, ct_mode mode)
         .seed = plan->seed,
         .step_values = mode == CT_TRAIN ? plan->step_values : NULL,
         .sync_bn = mode == CT_TRAIN && plan->grad.hook ? plan->grad.hook->sync_bn : NULL,
+        .prepared = mode == CT_EVAL ? plan->prepared : NULL,
     };
     return exec;
 }
@@ -573,6 +578,7 @@ ct_status ct_plan_run(ct_plan *plan, ct_mode mode)
                             "plan");
     ct_exec exec = exec_of(plan, mode);
     if (mode == CT_TRAIN) {
+        ct_prepared_stepped(plan->prepared); /* the step updates the parameters */
         ct_step_values values = {.lr = plan->lr, .loss_scale = plan->scaler.scale,
                                  .step = plan->step, .updates = exec.updates};
         CT_TRY(plan->backend->iface->write(plan->backend, plan->step_values, &values,
@@ -638,7 +644,18 @@ ct_status ct_plan_write(ct_plan *plan, ct_tensor *t, const void *host, size_t by
     CT_TRY(locate(plan, t, bytes, true, &dst));
     if (!host)
         return ct_set_error(CT_ERR_ARG, "ct_plan_write: host data is NULL");
+    ct_prepared_wrote(plan->prepared, t);
     return plan->backend->iface->write(plan->backend, dst, host, bytes);
+}
+
+size_t ct_plan_kept_bytes(const ct_plan *plan)
+{
+    return plan ? ct_prepared_bytes(plan->prepared) : 0;
+}
+
+uint64_t ct_plan_kept_made(const ct_plan *plan)
+{
+    return plan && plan->prepared ? plan->prepared->made : 0;
 }
 
 ct_status ct_plan_read(ct_plan *plan, const ct_tensor *t, void *host, size_t bytes)

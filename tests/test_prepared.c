@@ -1,0 +1,177 @@
+/*
+ * What inference keeps between runs (graph/prepared.h): the CPU's Winograd
+ * convolution transforms its weights once and reuses them, and its output
+ * must follow every change of those weights: a ct_plan_write (a load, a
+ * new checkpoint), a training step.  Each case compares a plan that kept
+ * the transform with a fresh plan given the same weights, bit for bit (the
+ * same kernel computes both).
+ */
+#include <string.h>
+
+#include "cpu/simd.h"
+#include "cuttle.h"
+#include "graph/plan.h"
+#include "harness.h"
+
+/* x [2, 32, 12, 12] -> conv 3x3 pad 1 -> y: 18 tiles of 4x4, Winograd's */
+enum { N = 2, C = 32, S = 12, CLASSES = C };
+#define X_COUNT (N * C * S * S)
+#define W_COUNT (C * C * 9)
+#define U_BYTES (36 * C * C * sizeof(float))
+
+typedef struct net {
+    ct_graph *graph;
+    ct_tensor *x, *w, *bias, *y, *labels;
+} net;
+
+/* The convolution, and with `train` a loss and SGD after it. */
+static net make_net(bool train)
+{
+    net n = {ct_graph_new(), NULL, NULL, NULL, NULL, NULL};
+    n.x = ct_input(n.graph, "x", CT_F32, 4, (int64_t[]){N, C, S, S});
+    n.w = ct_param(n.graph, "conv.weight", 4, (int64_t[]){C, C, 3, 3}, CT_INIT_CONST, 0.0f);
+    n.bias = ct_param(n.graph, "conv.bias", 1, (int64_t[]){C}, CT_INIT_CONST, 0.0f);
+    n.y = ct_conv2d(n.graph, n.x, n.w, n.bias, (ct_conv_args){.pad = {1, 1}});
+    ct_tensor_keep(n.y);
+    if (train) {
+        n.labels = ct_input(n.graph, "labels", CT_I32, 1, (int64_t[]){N});
+        ct_tensor *logits = ct_flatten(n.graph, ct_global_avgpool(n.graph, n.y));
+        CHECK_OK(ct_graph_backward(n.graph, ct_cross_entropy(n.graph, logits, n.labels, 0.0f)));
+        CHECK_OK(ct_graph_sgd(n.graph, (ct_sgd_args){.lr = 0.5f}));
+    }
+    return n;
+}
+
+static ct_plan *plan_on_winograd(const net *n, ct_backend **backend)
+{
+    ct_plan *plan = NULL;
+    CHECK_OK(ct_backend_new("cpu", backend));
+    CHECK_OK(ct_backend_set_kernels(*backend, "winograd"));
+    CHECK_OK(ct_plan_new(n->graph, *backend, 1, &plan));
+    return plan;
+}
+
+static float zeros[C];
+
+/* bias NULL: zeros */
+static void write_inputs(ct_plan *plan, const net *n, const float *x, const float *w,
+                         const float *bias)
+{
+    CHECK_OK(ct_plan_write(plan, n->x, x, sizeof(float) * X_COUNT));
+    CHECK_OK(ct_plan_write(plan, n->w, w, sizeof(float) * W_COUNT));
+    CHECK_OK(ct_plan_write(plan, n->bias, bias ? bias : zeros, sizeof zeros));
+    if (n->labels)
+        CHECK_OK(ct_plan_write(plan, n->labels, (int32_t[]){3, 17}, 2 * sizeof(int32_t)));
+}
+
+/* y of a fresh plan of a net like `n` given x, w and bias. */
+static void fresh_eval(bool train, const float *x, const float *w, const float *bias, float *y)
+{
+    net n = make_net(train);
+    ct_backend *backend = NULL;
+    ct_plan *plan = plan_on_winograd(&n, &backend);
+    if (plan) {
+        write_inputs(plan, &n, x, w, bias);
+        CHECK_OK(ct_plan_run(plan, CT_EVAL));
+        CHECK_OK(ct_plan_read(plan, n.y, y, sizeof(float) * X_COUNT));
+    }
+    ct_plan_free(plan);
+    ct_backend_free(backend);
+    ct_graph_free(n.graph);
+}
+
+static bool have_winograd(void)
+{
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    return ct_cpu_simd_avx2();
+#else
+    return false;
+#endif
+}
+
+static float x_values[X_COUNT], w_first[W_COUNT], w_second[W_COUNT];
+static float y_kept[X_COUNT], y_again[X_COUNT], y_fresh[X_COUNT];
+
+static void eval_follows_written_weights(void)
+{
+    net n = make_net(false);
+    ct_backend *backend = NULL;
+    ct_plan *plan = plan_on_winograd(&n, &backend);
+    if (!plan)
+        return;
+    write_inputs(plan, &n, x_values, w_first, NULL);
+    CHECK_OK(ct_plan_run(plan, CT_EVAL));
+    CHECK(ct_plan_kept_bytes(plan) == U_BYTES, "kept %zu bytes, expected the transform's %zu",
+          ct_plan_kept_bytes(plan), U_BYTES);
+    CHECK_OK(ct_plan_read(plan, n.y, y_kept, sizeof y_kept));
+    CHECK_OK(ct_plan_run(plan, CT_EVAL)); /* on the kept transform */
+    CHECK(ct_plan_kept_made(plan) == 1, "the transform was made %d times in two runs",
+          (int)ct_plan_kept_made(plan));
+    CHECK_OK(ct_plan_read(plan, n.y, y_again, sizeof y_again));
+    CHECK(memcmp(y_kept, y_again, sizeof y_kept) == 0, "a second run changed y");
+    fresh_eval(false, x_values, w_first, NULL, y_fresh);
+    CHECK(memcmp(y_kept, y_fresh, sizeof y_kept) == 0, "the kept transform is not a fresh one");
+
+    /* new weights: the next run transforms them */
+    CHECK_OK(ct_plan_write(plan, n.w, w_second, sizeof w_second));
+    CHECK_OK(ct_plan_run(plan, CT_EVAL));
+    CHECK_OK(ct_plan_read(plan, n.y, y_kept, sizeof y_kept));
+    fresh_eval(false, x_values, w_second, NULL, y_fresh);
+    CHECK(memcmp(y_kept, y_fresh, sizeof y_kept) == 0,
+          "after ct_plan_write of new weights, y is not what they give");
+    CHECK(memcmp(y_kept, y_again, sizeof y_kept) != 0, "the two weights gave the same y");
+    CHECK(ct_plan_kept_made(plan) == 2, "made %d times", (int)ct_plan_kept_made(plan));
+    /* a new input alone keeps the transform */
+    CHECK_OK(ct_plan_write(plan, n.x, x_values, sizeof x_values));
+    CHECK_OK(ct_plan_run(plan, CT_EVAL));
+    CHECK(ct_plan_kept_made(plan) == 2, "a new input made the transform again");
+    CHECK(ct_plan_kept_bytes(plan) == U_BYTES, "kept %zu bytes after a new input",
+          ct_plan_kept_bytes(plan));
+    ct_plan_free(plan);
+    ct_backend_free(backend);
+    ct_graph_free(n.graph);
+}
+
+static void eval_follows_training_steps(void)
+{
+    net n = make_net(true);
+    ct_backend *backend = NULL;
+    ct_plan *plan = plan_on_winograd(&n, &backend);
+    if (!plan)
+        return;
+    write_inputs(plan, &n, x_values, w_first, NULL);
+    CHECK_OK(ct_plan_run(plan, CT_EVAL));
+    CHECK_OK(ct_plan_read(plan, n.y, y_again, sizeof y_again));
+    CHECK_OK(ct_plan_run(plan, CT_TRAIN)); /* the forward on w_first, then w changes */
+    CHECK(ct_plan_kept_bytes(plan) == U_BYTES, "a training step kept %zu bytes more",
+          ct_plan_kept_bytes(plan) - U_BYTES);
+    CHECK_OK(ct_plan_run(plan, CT_EVAL));
+    CHECK(ct_plan_kept_made(plan) == 2, "made %d times around a training step",
+          (int)ct_plan_kept_made(plan));
+    CHECK_OK(ct_plan_read(plan, n.y, y_kept, sizeof y_kept));
+    static float trained[W_COUNT], trained_bias[C];
+    CHECK_OK(ct_plan_read(plan, n.w, trained, sizeof trained));
+    CHECK_OK(ct_plan_read(plan, n.bias, trained_bias, sizeof trained_bias));
+    CHECK(memcmp(trained, w_first, sizeof trained) != 0, "the step did not change the weights");
+    fresh_eval(true, x_values, trained, trained_bias, y_fresh);
+    CHECK(memcmp(y_kept, y_fresh, sizeof y_kept) == 0,
+          "after a training step, y is not what the trained weights give");
+    CHECK(memcmp(y_kept, y_again, sizeof y_kept) != 0, "the step left y as it was");
+    ct_plan_free(plan);
+    ct_backend_free(backend);
+    ct_graph_free(n.graph);
+}
+
+int main(void)
+{
+    if (!have_winograd()) {
+        printf("test_prepared: skipped: no AVX2 kernels here (the Winograd convolution)\n");
+        return 0;
+    }
+    harness_fill(x_values, X_COUNT, 1, -1, 1);
+    harness_fill(w_first, W_COUNT, 2, -0.1f, 0.1f);
+    harness_fill(w_second, W_COUNT, 3, -0.1f, 0.1f);
+    RUN(eval_follows_written_weights);
+    RUN(eval_follows_training_steps);
+    return harness_finish();
+}
