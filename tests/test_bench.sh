@@ -146,6 +146,35 @@ for s in steps:  # every node of a step lies inside it
 PY
 result profile_trace_is_chrome_json $?
 
+# --layers: one row per node in run order, named, with its kernel, time,
+# FLOPs and the share of the CPU's measured peak; the rows add up to the nodes.
+"$cuttle" profile --mode infer --batch 16 --steps 3 --warmup 1 --layers --json \
+    > "$tmp/layers.json" 2> "$tmp/err" &&
+    "$cuttle" profile --mode infer --batch 16 --steps 2 --warmup 0 --layers > "$tmp/layers.txt" \
+        2>> "$tmp/err" &&
+    grep -q "^per layer, in run order" "$tmp/layers.txt" &&
+    grep -q "% of peak: of the measured" "$tmp/layers.txt" &&
+    grep -Eq "^%[0-9]+ \(conv2d\) +forward +[a-z0-9]+ +[0-9.]+ +[0-9.]+% +[0-9.]+ +[0-9.]+%" \
+        "$tmp/layers.txt" &&
+    "$python" - "$tmp/layers.json" <<'PY'
+import json, math, sys
+profile = json.load(open(sys.argv[1]))
+layers, ops = profile["layers"], profile["ops"]
+assert profile["peak_gflops"] > 0, profile["peak_gflops"]
+assert len(layers) == sum(op["calls"] for op in ops) // profile["steps"], (len(layers), ops)
+conv = [l for l in layers if l["op"] == "conv2d"]
+assert len(conv) == 2 and all(l["flops"] > 0 and l["shapes"] for l in conv), conv
+for l in layers:
+    assert l["layer"] and l["kernel"] and l["phase"] == "forward", l
+    assert l["gflops_per_s"] >= 0 and 0 <= l["share_of_peak"] < 10, l
+    assert math.isclose(l["share_of_peak"] * profile["peak_gflops"], l["gflops_per_s"],
+                        rel_tol=0.02, abs_tol=1e-3), l
+# the layers' times add up to the nodes' time per step
+assert math.isclose(sum(l["mean_ms"] for l in layers), profile["nodes_ms"], rel_tol=0.01), \
+    (sum(l["mean_ms"] for l in layers), profile["nodes_ms"])
+PY
+result profile_layers_names_each_node $?
+
 # --kernels NAME runs that implementation where it can: every conv2d row says im2col.
 "$cuttle" profile --kernels im2col --batch 8 --steps 1 --warmup 0 --json \
     > "$tmp/im2col.json" 2> "$tmp/err" &&

@@ -10,10 +10,15 @@
  * step as a Chrome trace (docs/profiling.md), and beside it (TRACE.json
  * gives TRACE.svg) a bar chart of the time per step of each op (plot.h);
  * --svg FILE writes the chart without a trace, or somewhere else.
+ * --layers adds one row per node, in order (its name, kernel, shapes, mean
+ * time, GFLOP/s and, on the CPU, the share of the measured FMA peak), so
+ * that the slow layers are known by name.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_peak.h"
 #include "plot.h"
 #include "workload.h"
 
@@ -27,7 +32,7 @@ typedef struct profile_options {
     long steps, warmup;
     const char *trace_path;
     const char *svg_path;
-    bool json;
+    bool json, layers;
 } profile_options;
 
 /* The time of one op in one phase over all the profiled steps. */
@@ -42,9 +47,18 @@ typedef struct op_row {
     ct_kernel_counts counts; /* their sums */
 } op_row;
 
+/* One node over the profiled steps (--layers). */
+typedef struct layer_row {
+    const ct_prof_record *record; /* the last step's: its strings stay valid */
+    int64_t total_ns;
+} layer_row;
+
 typedef struct profile_totals {
     op_row *rows;
     int n_rows, capacity;
+    layer_row *layers; /* --layers: by node, in run order */
+    int n_layers;
+    cpu_peak peak;     /* --layers on a CPU: its FMA peak; zeros elsewhere */
     int64_t step_ns;  /* measured around ct_plan_run */
     int64_t nodes_ns; /* the nodes' own times */
     const char *predicted_for; /* ct_profile.predicted_for */
@@ -100,6 +114,11 @@ static int add_step(profile_totals *totals, const ct_profile *profile)
          * clock (CUDA events) says how long it ran. */
         int64_t ns = r->device_start_ns >= 0 ? r->device_end_ns - r->device_start_ns
                                              : r->end_ns - r->start_ns;
+        if (totals->layers && i < totals->capacity) {
+            totals->layers[i].record = r;
+            totals->layers[i].total_ns += ns;
+            totals->n_layers = i + 1 > totals->n_layers ? i + 1 : totals->n_layers;
+        }
         row->calls++;
         row->total_ns += ns;
         row->flops += r->flops;
@@ -122,8 +141,11 @@ static int profile_steps(const profile_options *opts, workload *w, profile_total
         return cli_fail("profile");
     totals->capacity = ct_plan_n_nodes(w->plan, w->mode);
     totals->rows = calloc((size_t)totals->capacity + 1, sizeof *totals->rows);
-    int exit_status = totals->rows ? CLI_EXIT_OK : CLI_EXIT_FAILED;
-    if (!totals->rows)
+    if (opts->layers)
+        totals->layers = calloc((size_t)totals->capacity + 1, sizeof *totals->layers);
+    int exit_status = totals->rows && (totals->layers || !opts->layers) ? CLI_EXIT_OK
+                                                                         : CLI_EXIT_FAILED;
+    if (exit_status != CLI_EXIT_OK)
         fprintf(stderr, "cuttle profile: out of host memory\n");
     for (long step = 0; step < opts->steps && exit_status == CLI_EXIT_OK; step++) {
         ct_profile profile;
@@ -212,6 +234,47 @@ static void print_predicted(const profile_options *opts, const profile_totals *t
            graph_step / 1e6, 100.0 * ratio(floor / steps, graph_step));
 }
 
+/* A layer's mean time per step (ns), and its share of the CPU's peak. */
+static double layer_ns(const profile_options *opts, const layer_row *l)
+{
+    return (double)l->total_ns / (double)opts->steps;
+}
+
+static double layer_share_of_peak(const profile_totals *totals, const layer_row *l, double ns)
+{
+    return totals->peak.gflops > 0 && ns > 0 ? l->record->flops / ns / totals->peak.gflops : 0;
+}
+
+/* --layers: every node in run order, the slow ones findable by name. */
+static void print_layers(const profile_options *opts, const profile_totals *totals)
+{
+    if (!totals->layers)
+        return;
+    printf("\nper layer, in run order (mean per step");
+    if (totals->peak.gflops > 0)
+        printf("; %% of peak: of the measured %s FMA peak, %.1f GFLOP/s", totals->peak.isa,
+               totals->peak.gflops);
+    printf(")\n%-30s %-9s %-10s %9s %6s %8s %7s %8s  %s\n", "layer", "phase", "kernel", "ms",
+           "share", "GFLOP/s", "% peak", "GB/s", "shapes");
+    for (int i = 0; i < totals->n_layers; i++) {
+        const layer_row *l = &totals->layers[i];
+        const ct_prof_record *r = l->record;
+        double ns = layer_ns(opts, l);
+        char share_of_peak[16] = "-";
+        if (totals->peak.gflops > 0)
+            snprintf(share_of_peak, sizeof share_of_peak, "%.1f%%",
+                     100.0 * layer_share_of_peak(totals, l, ns));
+        printf("%-30s %-9s %-10s %9.4f %5.1f%% %8.2f %7s %8.2f  %s\n", r->label,
+               ct_prof_phase_name(r->phase), r->kernel, ns / NS_PER_MS,
+               100.0 * ns * (double)opts->steps / (double)totals->step_ns,
+               ns > 0 ? r->flops / ns : 0.0, share_of_peak, ns > 0 ? r->bytes / ns : 0.0,
+               r->shapes);
+    }
+    if (totals->peak.gflops > 0)
+        printf("(FLOPs are the direct method's: a kernel that does less arithmetic for the "
+               "same result, Winograd's, can pass 100%%)\n");
+}
+
 static void print_text(const profile_options *opts, const workload *w,
                        const profile_totals *totals)
 {
@@ -248,6 +311,7 @@ static void print_text(const profile_options *opts, const workload *w,
     printf("\nper step: nodes %.3f ms, measured step %.3f ms (the nodes are %.1f%% of it)\n",
            nodes_ms, step_ms, 100.0 * nodes_ms / step_ms);
     print_predicted(opts, totals);
+    print_layers(opts, totals);
 }
 
 /* The emulated device's counters of one op row and the model's times. */
@@ -268,6 +332,34 @@ static void print_json_counts(json_writer *out, const ct_kernel_counts *c)
     json_field_fixed(out, "predicted_ms", c->predicted_ns / 1e6, 6);
     json_field_fixed(out, "predicted_graph_ms", c->predicted_graph_ns / 1e6, 6);
     json_field_fixed(out, "roofline_ms", c->roofline_ns / 1e6, 6);
+    json_end(out);
+}
+
+static void print_json_layers(json_writer *out, const profile_options *opts,
+                              const profile_totals *totals)
+{
+    bool peak = totals->peak.gflops > 0;
+    json_field_fixed(out, "peak_gflops", peak ? totals->peak.gflops : NAN, 1);
+    json_key(out, "layers");
+    json_array(out);
+    for (int i = 0; i < totals->n_layers; i++) {
+        const layer_row *l = &totals->layers[i];
+        const ct_prof_record *r = l->record;
+        double ns = layer_ns(opts, l);
+        json_object(out);
+        json_field_string(out, "layer", r->label);
+        json_field_string(out, "phase", ct_prof_phase_name(r->phase));
+        json_field_string(out, "op", r->op);
+        json_field_string(out, "kernel", r->kernel);
+        json_field_string(out, "shapes", r->shapes);
+        json_field_fixed(out, "mean_ms", ns / NS_PER_MS, 5);
+        json_field_fixed(out, "flops", r->flops, 0);
+        json_field_fixed(out, "bytes", r->bytes, 0);
+        json_field_fixed(out, "gflops_per_s", ns > 0 ? r->flops / ns : 0.0, 3);
+        json_field_fixed(out, "share_of_peak", peak ? layer_share_of_peak(totals, l, ns) : NAN,
+                         4);
+        json_end(out);
+    }
     json_end(out);
 }
 
@@ -307,6 +399,8 @@ static void print_json(const profile_options *opts, const workload *w,
         json_end(&out);
     }
     json_end(&out);
+    if (totals->layers)
+        print_json_layers(&out, opts, totals);
     json_end(&out);
 }
 
@@ -362,6 +456,9 @@ static int run(const profile_options *opts, workload *w)
     profile_totals totals = {0};
     if (exit_status == CLI_EXIT_OK)
         exit_status = profile_steps(opts, w, &totals);
+    if (exit_status == CLI_EXIT_OK && totals.layers &&
+        strncmp(ct_backend_name(w->backend), "cpu", 3) == 0)
+        cpu_peak_measure(ct_backend_threads(w->backend), &totals.peak);
     if (exit_status == CLI_EXIT_OK) {
         qsort(totals.rows, (size_t)totals.n_rows, sizeof *totals.rows, compare_rows);
         (opts->json ? print_json : print_text)(opts, w, &totals);
@@ -375,6 +472,7 @@ static int run(const profile_options *opts, workload *w)
         exit_status = write_svg(opts, w, &totals, chart);
     }
     free(totals.rows);
+    free(totals.layers);
     return exit_status;
 }
 
@@ -383,7 +481,7 @@ int cmd_profile(int argc, char **argv)
     profile_options opts = {
         .work = workload_defaults,
         .steps = DEFAULT_STEPS, .warmup = DEFAULT_WARMUP};
-    cli_option options[WORKLOAD_N_OPTIONS + 5];
+    cli_option options[WORKLOAD_N_OPTIONS + 6];
     workload_option_table(&opts.work, options);
     const cli_option own[] = {
         {"--steps", "N", CLI_INT, &opts.steps, 1, 100000, NULL, "profiled steps (default 10)"},
@@ -394,6 +492,9 @@ int cmd_profile(int argc, char **argv)
          "time per op as an SVG bar chart beside it (FILE.json: FILE.svg)"},
         {"--svg", "FILE", CLI_TEXT, &opts.svg_path, 0, 0, NULL,
          "write the time per op as an SVG bar chart to FILE (default: beside --trace)"},
+        {"--layers", NULL, CLI_FLAG, &opts.layers, 0, 0, NULL,
+         "also one row per node in run order: kernel, shapes, time, GFLOP/s and the share of "
+         "the CPU's measured FMA peak"},
         {"--json", NULL, CLI_FLAG, &opts.json, 0, 0, NULL, "print one JSON object"},
     };
     memcpy(options + WORKLOAD_N_OPTIONS, own, sizeof own);
