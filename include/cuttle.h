@@ -644,6 +644,10 @@ CT_API ct_graph *ct_plan_graph(const ct_plan *plan);
 /* Bytes of the activation arena (its planned peak) and of the state. */
 CT_API size_t ct_plan_arena_bytes(const ct_plan *plan);
 CT_API size_t ct_plan_state_bytes(const ct_plan *plan);
+/* Bytes kernels keep between inference runs, made at the first CT_EVAL run
+ * and again after the weights change: the CPU's Winograd convolutions keep
+ * their transformed weights (4x the weights of those 3x3 layers). */
+CT_API size_t ct_plan_kept_bytes(const ct_plan *plan);
 /* Nodes run by one step in a mode. */
 CT_API int ct_plan_n_nodes(const ct_plan *plan, ct_mode mode);
 /* The arithmetic of one step in a mode, from each op's formula (a

@@ -125,6 +125,7 @@ static void print_json(const bench_options *opts, const workload *w, const bench
     json_field_int(&out, "threads", ct_backend_threads(w->backend));
     json_field_int(&out, "arena_bytes", (long long)ct_plan_arena_bytes(w->plan));
     json_field_int(&out, "state_bytes", (long long)ct_plan_state_bytes(w->plan));
+    json_field_int(&out, "kept_bytes", (long long)ct_plan_kept_bytes(w->plan));
     json_field_fixed(&out, "gflop_per_step", r->gflops_per_step, 6);
     json_field_fixed(&out, "gflops_per_second", r->gflops_per_second, 3);
     bool peak = r->peak.gflops > 0;
@@ -184,10 +185,12 @@ static void print_text(const bench_options *opts, const workload *w, const bench
         printf(";\n  %.0f%% of the AVX2 peak of %.0f GFLOP/s (the vectors cuttle's CPU kernels use)",
                100.0 * r->gflops_per_second / r->peak.avx2_gflops, r->peak.avx2_gflops);
     printf("\n");
-    printf("  %lld parameters; arena %.2f MiB, state %.2f MiB; peak host memory %.1f MiB\n",
-           (long long)workload_params(w), (double)ct_plan_arena_bytes(w->plan) / 1048576.0,
-           (double)ct_plan_state_bytes(w->plan) / 1048576.0,
-           (double)r->peak_host_bytes / 1048576.0);
+    printf("  %lld parameters; arena %.2f MiB, state %.2f MiB", (long long)workload_params(w),
+           (double)ct_plan_arena_bytes(w->plan) / 1048576.0,
+           (double)ct_plan_state_bytes(w->plan) / 1048576.0);
+    if (ct_plan_kept_bytes(w->plan) > 0)
+        printf(", kept between runs %.2f MiB", (double)ct_plan_kept_bytes(w->plan) / 1048576.0);
+    printf("; peak host memory %.1f MiB\n", (double)r->peak_host_bytes / 1048576.0);
     if (w->quantized) {
         int n_int8 = 0;
         for (int k = 0; k < w->quantized->n_layers; k++)

@@ -292,7 +292,7 @@ def report(torch, args, model, device, times):
         if device != "cpu" else None,
         "params": sum(p.numel() for p in model.parameters()),
         "threads": torch.get_num_threads(),
-        "arena_bytes": None, "state_bytes": None,
+        "arena_bytes": None, "state_bytes": None, "kept_bytes": None,
         # cuttle's arithmetic fields (its ops' FLOP formulas): not counted here
         "gflop_per_step": None, "gflops_per_second": None, "peak_gflops": None,
         "share_of_peak": None, "peak_isa": None, "avx2_peak_gflops": None,

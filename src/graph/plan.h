@@ -57,9 +57,8 @@ ct_grad_hook *ct_plan_swap_grad_hook(ct_plan *plan, ct_grad_hook *hook);
 ct_status ct_numerics_check(ct_plan *plan, ct_mode mode, const ct_tensor *node, void *buffer);
 
 ct_backend *ct_plan_backend(const ct_plan *plan);
-/* What kernels keep between the plan's inference runs (graph/prepared.h):
- * the bytes now, and how many times a kernel (re)made it. */
-size_t ct_plan_kept_bytes(const ct_plan *plan);
+/* How many times a kernel (re)made what it keeps between the plan's
+ * inference runs (graph/prepared.h; ct_plan_kept_bytes the bytes). */
 uint64_t ct_plan_kept_made(const ct_plan *plan);
 /* The nodes a mode runs, in order (no views, no fused nodes). */
 const ct_tensor *const *ct_plan_runs(const ct_plan *plan, ct_mode mode, int *count);
