@@ -2,11 +2,15 @@
  * Times the CPU's convolution paths on one shape: one JSON line per path
  * and kernel (forward, backward data, backward weight, forward with relu
  * and 2x2 max pool), for each path that fits the shape: "direct" and
- * "winograd" (AVX2; not with CT_CPU_SIMD=0), "im2col" (any shape) and
- * "panel" (AVX-512; forward with bias only), so they stay comparable
- * (docs/perf.md).  --forward times the forward kernel alone.
+ * "winograd" (AVX2; not with CT_CPU_SIMD=0), "im2col" (any shape),
+ * "panel" (AVX-512; forward with bias only) and "winograd_kept" (the forward
+ * on weights transformed once, as inference keeps them), so they stay
+ * comparable (docs/perf.md).  --forward times the forward kernel alone;
+ * --flush MB reads MB megabytes between runs (untimed), so that weights
+ * and workspace come from memory, as in a whole network.
  *   conv_kernels [--batch N] [--in C] [--out O] [--size S] [--kernel K]
  *                [--pad P] [--stride T] [--reps R] [--threads T] [--forward]
+ *                [--flush MB]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,16 +33,18 @@ static float *random_floats(size_t count, unsigned seed)
     return p;
 }
 
-static const char *const PATHS[4] = {"direct", "winograd", "im2col", "panel"};
+enum { N_PATHS = 5, PATH_PANEL = 3, PATH_WINOGRAD_KEPT = 4 };
+static const char *const PATHS[N_PATHS] = {"direct", "winograd", "im2col", "panel",
+                                           "winograd_kept"};
 
-/* direct (0) and Winograd (1) need AVX2 and their shapes, panel (3)
+/* direct (0) and Winograd (1, 4) need AVX2 and their shapes, panel (3)
  * AVX-512 and its; im2col (2) runs any. */
 static int path_fits(int path, const ct_conv2d_shape *s)
 {
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
     if (path == 2)
         return 1;
-    if (path == 3)
+    if (path == PATH_PANEL)
         return ct_cpu_simd_avx512() && ct_cpu_conv2d_panel_fits(s);
     if (!ct_cpu_simd_avx2())
         return 0;
@@ -50,14 +56,19 @@ static int path_fits(int path, const ct_conv2d_shape *s)
 #endif
 }
 
-/* Kernel k (forward, backward data, backward weight, relu+maxpool) of a path. */
+/* Kernel k (forward, backward data, backward weight, relu+maxpool) of a
+ * path; u: the kept Winograd weights (path 4). */
 static void run_kernel(int path, int k, const ct_conv2d_shape *s, const float *x, const float *w,
-                       const float *bias, const float *dy, float *y, float *dx, float *dw,
-                       float *pooled, void *workspace)
+                       const float *u, const float *bias, const float *dy, float *y, float *dx,
+                       float *dw, float *pooled, void *workspace)
 {
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
-    if (path == 3) {
+    if (path == PATH_PANEL) {
         ct_cpu_conv2d_panel_forward(s, x, w, bias, false, y, workspace);
+        return;
+    }
+    if (path == PATH_WINOGRAD_KEPT) {
+        ct_cpu_conv2d_winograd_forward_transformed(s, x, u, bias, false, y, workspace);
         return;
     }
     if (path == 0) {
@@ -82,6 +93,7 @@ static void run_kernel(int path, int k, const ct_conv2d_shape *s, const float *x
     }
 #endif
     (void)path;
+    (void)u;
     if (k == 0) ct_cpu_conv2d_forward(s, x, w, bias, y, workspace);
     else if (k == 1) ct_cpu_conv2d_backward_data(s, dy, w, dx, workspace);
     else if (k == 2) ct_cpu_conv2d_backward_weight(s, x, dy, dw, workspace);
@@ -91,7 +103,7 @@ static void run_kernel(int path, int k, const ct_conv2d_shape *s, const float *x
 int main(int argc, char **argv)
 {
     int batch = 64, in_c = 6, out_c = 16, size = 12, kernel = 5, pad = 0, stride = 1;
-    int reps = 200, threads = 0, kernels = 4;
+    int reps = 200, threads = 0, kernels = 4, flush_mb = 0;
     for (int i = 1; i < argc; i += 2) {
         if (strcmp(argv[i], "--forward") == 0) {
             kernels = 1;
@@ -109,10 +121,11 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--stride") == 0) stride = value;
         else if (strcmp(argv[i], "--reps") == 0) reps = value;
         else if (strcmp(argv[i], "--threads") == 0) threads = value;
+        else if (strcmp(argv[i], "--flush") == 0) flush_mb = value;
         else { fprintf(stderr, "conv_kernels: unknown option %s\n", argv[i]); return 2; }
     }
     int out_size = (size + 2 * pad - kernel) / stride + 1;
-    if (batch < 1 || reps < 1 || out_size < 1) {
+    if (batch < 1 || reps < 1 || out_size < 1 || flush_mb < 0) {
         fprintf(stderr, "conv_kernels: bad sizes\n");
         return 2;
     }
@@ -130,16 +143,32 @@ int main(int argc, char **argv)
     size_t panel_bytes = ct_cpu_conv2d_panel_workspace(&s, ct_cpu_max_threads());
     void *workspace = malloc((bytes > panel_bytes ? bytes : panel_bytes) + 64);
     double *times = malloc(sizeof(double) * (size_t)reps);
+    float *u = NULL;
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (path_fits(1, &s)) {
+        u = malloc(ct_cpu_conv2d_winograd_weights_bytes(&s));
+        ct_cpu_conv2d_winograd_transform_weights(&s, w, u);
+    }
+#endif
+    size_t flush_bytes = (size_t)flush_mb << 20;
+    /* written, so that its pages are its own (calloc's untouched pages are
+     * all one zero page, which evicts nothing) */
+    volatile unsigned char *flush = flush_bytes ? malloc(flush_bytes) : NULL;
+    if (flush)
+        memset((void *)flush, 1, flush_bytes);
+    unsigned flushed = 0;
     double flop = 2.0 * ny * in_c * kernel * kernel;
     const char *names[4] = {"forward", "backward_data", "backward_weight",
                             "forward_relu_maxpool"};
-    for (int path = 0; path < 4; path++) {
-        if (!path_fits(path, &s))
+    for (int path = 0; path < N_PATHS; path++) {
+        if (!path_fits(path == PATH_WINOGRAD_KEPT ? 1 : path, &s))
             continue;
-        for (int k = 0; k < (path == 3 ? 1 : kernels); k++) {
+        for (int k = 0; k < (path >= PATH_PANEL ? 1 : kernels); k++) {
             for (int rep = -reps / 10 - 1; rep < reps; rep++) {
+                for (size_t b = 0; b < flush_bytes; b += 64)
+                    flushed += flush[b];
                 double start = now_seconds();
-                run_kernel(path, k, &s, x, w, bias, dy, y, dx, dw, pooled, workspace);
+                run_kernel(path, k, &s, x, w, u, bias, dy, y, dx, dw, pooled, workspace);
                 if (rep >= 0)
                     times[rep] = now_seconds() - start;
             }
@@ -154,5 +183,7 @@ int main(int argc, char **argv)
     free(x); free(w); free(bias); free(dy); free(y); free(dx); free(dw); free(pooled);
     free(workspace);
     free(times);
-    return 0;
+    free(u);
+    free((void *)flush);
+    return flushed == 1 ? 1 : 0; /* flushed is read so the loop stays */
 }
