@@ -29,18 +29,6 @@ for lib in libpng16.so.16 libjpeg.so.62; do
     path=$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')
     [ -n "$path" ] && cp -L "$path" .gpu/lib/
 done
-/usr/bin/python3 - "$FASHION" .gpu/fashion <<'PY'
-import gzip, struct, sys
-src, dst = sys.argv[1:]
-for prefix, n in (("train", 6400), ("t10k", 1000)):
-    for kind, header in (("images-idx3", ">IIII"), ("labels-idx1", ">II")):
-        with gzip.open(f"{src}/{prefix}-{kind}-ubyte.gz") as f:
-            fields = list(struct.unpack(header, f.read(struct.calcsize(header))))
-            item = 1 if len(fields) == 2 else fields[2] * fields[3]
-            fields[1] = n
-            body = f.read(n * item)
-        with gzip.open(f"{dst}/{prefix}-{kind}-ubyte.gz", "wb") as f:
-            f.write(struct.pack(header, *fields) + body)
-PY
+/usr/bin/python3 tests/fashion_slice.py --gzip "$FASHION" .gpu/fashion 6400 1000
 cp scripts/gpu-check.sh .gpu/
 du -sh .gpu

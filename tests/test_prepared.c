@@ -42,15 +42,6 @@ static net make_net(bool train)
     return n;
 }
 
-static ct_plan *plan_on_winograd(const net *n, ct_backend **backend)
-{
-    ct_plan *plan = NULL;
-    CHECK_OK(ct_backend_new("cpu", backend));
-    CHECK_OK(ct_backend_set_kernels(*backend, "winograd"));
-    CHECK_OK(ct_plan_new(n->graph, *backend, 1, &plan));
-    return plan;
-}
-
 static float zeros[C];
 
 /* bias NULL: zeros */
@@ -64,20 +55,41 @@ static void write_inputs(ct_plan *plan, const net *n, const float *x, const floa
         CHECK_OK(ct_plan_write(plan, n->labels, (int32_t[]){3, 17}, 2 * sizeof(int32_t)));
 }
 
-/* y of a fresh plan of a net like `n` given x, w and bias. */
+/* A net, its plan on the Winograd kernels given x, w and bias (NULL:
+ * zeros), after one inference run. */
+typedef struct session {
+    net n;
+    ct_backend *backend;
+    ct_plan *plan; /* NULL when it could not be made (a failed CHECK says why) */
+} session;
+
+static session open_session(bool train, const float *x, const float *w, const float *bias)
+{
+    session s = {make_net(train), NULL, NULL};
+    CHECK_OK(ct_backend_new("cpu", &s.backend));
+    CHECK_OK(ct_backend_set_kernels(s.backend, "winograd"));
+    CHECK_OK(ct_plan_new(s.n.graph, s.backend, 1, &s.plan));
+    if (s.plan) {
+        write_inputs(s.plan, &s.n, x, w, bias);
+        CHECK_OK(ct_plan_run(s.plan, CT_EVAL));
+    }
+    return s;
+}
+
+static void close_session(session *s)
+{
+    ct_plan_free(s->plan);
+    ct_backend_free(s->backend);
+    ct_graph_free(s->n.graph);
+}
+
+/* y of a fresh plan given x, w and bias. */
 static void fresh_eval(bool train, const float *x, const float *w, const float *bias, float *y)
 {
-    net n = make_net(train);
-    ct_backend *backend = NULL;
-    ct_plan *plan = plan_on_winograd(&n, &backend);
-    if (plan) {
-        write_inputs(plan, &n, x, w, bias);
-        CHECK_OK(ct_plan_run(plan, CT_EVAL));
-        CHECK_OK(ct_plan_read(plan, n.y, y, sizeof(float) * X_COUNT));
-    }
-    ct_plan_free(plan);
-    ct_backend_free(backend);
-    ct_graph_free(n.graph);
+    session s = open_session(train, x, w, bias);
+    if (s.plan)
+        CHECK_OK(ct_plan_read(s.plan, s.n.y, y, sizeof(float) * X_COUNT));
+    close_session(&s);
 }
 
 static bool have_winograd(void)
@@ -94,13 +106,13 @@ static float y_kept[X_COUNT], y_again[X_COUNT], y_fresh[X_COUNT];
 
 static void eval_follows_written_weights(void)
 {
-    net n = make_net(false);
-    ct_backend *backend = NULL;
-    ct_plan *plan = plan_on_winograd(&n, &backend);
-    if (!plan)
+    session s = open_session(false, x_values, w_first, NULL);
+    ct_plan *plan = s.plan;
+    const net n = s.n;
+    if (!plan) {
+        close_session(&s);
         return;
-    write_inputs(plan, &n, x_values, w_first, NULL);
-    CHECK_OK(ct_plan_run(plan, CT_EVAL));
+    }
     CHECK(ct_plan_kept_bytes(plan) == U_BYTES, "kept %zu bytes, expected the transform's %zu",
           ct_plan_kept_bytes(plan), U_BYTES);
     CHECK_OK(ct_plan_read(plan, n.y, y_kept, sizeof y_kept));
@@ -127,20 +139,18 @@ static void eval_follows_written_weights(void)
     CHECK(ct_plan_kept_made(plan) == 2, "a new input made the transform again");
     CHECK(ct_plan_kept_bytes(plan) == U_BYTES, "kept %zu bytes after a new input",
           ct_plan_kept_bytes(plan));
-    ct_plan_free(plan);
-    ct_backend_free(backend);
-    ct_graph_free(n.graph);
+    close_session(&s);
 }
 
 static void eval_follows_training_steps(void)
 {
-    net n = make_net(true);
-    ct_backend *backend = NULL;
-    ct_plan *plan = plan_on_winograd(&n, &backend);
-    if (!plan)
+    session s = open_session(true, x_values, w_first, NULL);
+    ct_plan *plan = s.plan;
+    const net n = s.n;
+    if (!plan) {
+        close_session(&s);
         return;
-    write_inputs(plan, &n, x_values, w_first, NULL);
-    CHECK_OK(ct_plan_run(plan, CT_EVAL));
+    }
     CHECK_OK(ct_plan_read(plan, n.y, y_again, sizeof y_again));
     CHECK_OK(ct_plan_run(plan, CT_TRAIN)); /* the forward on w_first, then w changes */
     CHECK(ct_plan_kept_bytes(plan) == U_BYTES, "a training step kept %zu bytes more",
@@ -157,9 +167,7 @@ static void eval_follows_training_steps(void)
     CHECK(memcmp(y_kept, y_fresh, sizeof y_kept) == 0,
           "after a training step, y is not what the trained weights give");
     CHECK(memcmp(y_kept, y_again, sizeof y_kept) != 0, "the step left y as it was");
-    ct_plan_free(plan);
-    ct_backend_free(backend);
-    ct_graph_free(n.graph);
+    close_session(&s);
 }
 
 int main(void)

@@ -22,48 +22,10 @@
 #include "graph/impl.h"
 #include "graph/memplan.h"
 #include "graph/plan.h"
+#include "graph/plan_impl.h"
 #include "graph/precision.h"
 #include "graph/prepared.h"
 #include "graph/replay.h"
-
-#define CT_MODE_COUNT 2
-
-struct ct_plan {
-    ct_graph *graph;
-    ct_backend *backend;
-    int n_nodes; /* the graph's size when planned: it must not change */
-    const ct_tensor **schedule[CT_MODE_COUNT];
-    int n_schedule[CT_MODE_COUNT];
-    /* The nodes that run a kernel: the schedule without views and without
-     * ops fused into their producer (relus; in eval, also 2x2 max pools). */
-    const ct_tensor **runs[CT_MODE_COUNT];
-    int n_runs[CT_MODE_COUNT];
-    size_t *offsets;  /* by node id */
-    uint8_t *storage; /* ct_storage by node id */
-    const ct_tensor **alias_of; /* by node id: a fused relu's producer, else NULL */
-    uint8_t *epilogue;          /* ct_epilogue by node id */
-    const ct_tensor **eval_pool_into; /* by node id: the pool an eval conv also computes */
-    bool *eval_skip;                  /* by node id: computed by another kernel in eval */
-    void *arena, *state, *workspace;
-    size_t arena_bytes, state_bytes, workspace_bytes;
-    ct_step_values *step_values; /* in the backend's memory: see ct_exec */
-    ct_loss_scaler scaler;       /* fp16's loss scaling (graph/precision.h) */
-    ct_replay replay;
-    uint64_t seed;
-    int64_t step;
-    float lr;
-    ct_run_hook *hook; /* the profiler, when profiling is on */
-    ct_grad_points grad; /* data parallel's hook between backward and the optimizer */
-    /* ct_plan_set_check_numerics: a host copy of the largest float output */
-    bool check_numerics;
-    void *numerics_buffer;
-    /* Nodes the backend cannot run, run by its fallback (the CPU) on host
-     * copies of the arena and state (NULL when there are none). */
-    bool *on_host;
-    void *host_arena, *host_state, *host_workspace;
-    size_t host_workspace_bytes;
-    ct_prepared *prepared; /* what kernels keep between inference runs */
-};
 
 static bool is_root(const ct_tensor *t, ct_mode mode)
 {
@@ -241,41 +203,6 @@ static ct_status init_state(ct_plan *plan)
     return status;
 }
 
-/* An op the backend cannot run goes to its fallback (shared/DESIGN.md: "an
- * unsupported op falls back to the CPU with a clear log line"), unless the
- * backend is strict or has none.  Marks plan->on_host and says so once. */
-static ct_status find_host_nodes(ct_plan *plan)
-{
-    const ct_backend *backend = plan->backend, *fallback = backend->fallback;
-    char names[256] = "";
-    bool named[CT_OP_COUNT] = {false};
-    int count = 0, n_named = 0;
-    /* The training schedule holds the evaluation one (see the top). */
-    for (int i = 0; i < plan->n_schedule[CT_TRAIN]; i++) {
-        const ct_tensor *t = plan->schedule[CT_TRAIN][i];
-        if (t->op == CT_OP_LEAF || t->op == CT_OP_VIEW || ct_impl_supported(backend, t))
-            continue;
-        if (backend->strict || !fallback || !ct_impl_supported(fallback, t))
-            return ct_set_error(CT_ERR_UNSUPPORTED, "backend %s cannot run %s (%s)%s",
-                                backend->name, ct_tensor_name(t), ct_op_name(t->op),
-                                backend->strict ? " and is strict (ct_backend_set_strict)" : "");
-        if (!plan->on_host && !(plan->on_host = calloc((size_t)plan->n_nodes, sizeof(bool))))
-            return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
-        plan->on_host[t->id] = true;
-        count++;
-        if (!named[t->op] && n_named++ < 6)
-            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
-                     n_named > 1 ? ", " : "", ct_op_name(t->op));
-        named[t->op] = true;
-    }
-    if (count > 0)
-        fprintf(stderr,
-                "cuttle: %s cannot run %d node(s) of this graph (%s%s); they run on %s, with "
-                "copies between them (a strict backend refuses instead)\n",
-                backend->name, count, names, n_named > 6 ? ", ..." : "", fallback->name);
-    return CT_OK;
-}
-
 /* The workspace each side needs: the largest of its nodes'. */
 static void size_workspaces(ct_plan *plan)
 {
@@ -301,24 +228,6 @@ static ct_status allocate(ct_plan *plan, size_t bytes, void **out, const char *w
     if (status != CT_OK)
         return ct_set_error(status, "ct_plan_new: cannot allocate the %s (%zu bytes) on %s: %s",
                             what, bytes, plan->backend->name, ct_last_error());
-    return CT_OK;
-}
-
-/* The fallback's memory: host copies of the arena and the state, at the
- * same offsets, so its kernels find every tensor where the plan put it. */
-static ct_status allocate_host_copies(ct_plan *plan)
-{
-    if (!plan->on_host)
-        return CT_OK;
-    ct_backend *host = plan->backend->fallback;
-    const size_t bytes[3] = {plan->arena_bytes, plan->state_bytes, plan->host_workspace_bytes};
-    void **where[3] = {&plan->host_arena, &plan->host_state, &plan->host_workspace};
-    for (int i = 0; i < 3; i++)
-        if (bytes[i] > 0 && host->iface->alloc(host, bytes[i], where[i]) != CT_OK)
-            return ct_set_error(CT_ERR_MEMORY,
-                                "ct_plan_new: no host memory (%zu bytes) for the nodes that "
-                                "run on %s",
-                                bytes[i], host->name);
     return CT_OK;
 }
 
@@ -354,7 +263,7 @@ static ct_status plan_build(ct_plan *plan)
     CT_TRY(ct_prepared_new(plan->n_nodes, &plan->prepared));
     CT_TRY(build_schedule(plan, CT_TRAIN));
     CT_TRY(build_schedule(plan, CT_EVAL));
-    CT_TRY(find_host_nodes(plan));
+    CT_TRY(ct_plan_find_host_nodes(plan));
     ct_fuse_relu(plan->graph, plan->backend, plan->on_host, plan->alias_of, plan->epilogue);
     ct_fuse_eval_maxpool(plan->graph, plan->backend, plan->on_host, plan->schedule[CT_EVAL],
                          plan->n_schedule[CT_EVAL], plan->alias_of, plan->epilogue,
@@ -374,7 +283,7 @@ static ct_status plan_build(ct_plan *plan)
                     "per-step values"));
     ct_step_values none = {.lr = plan->lr, .loss_scale = plan->scaler.scale};
     CT_TRY(plan->backend->iface->write(plan->backend, plan->step_values, &none, sizeof none));
-    CT_TRY(allocate_host_copies(plan));
+    CT_TRY(ct_plan_allocate_host_copies(plan));
     return init_state(plan);
 }
 
@@ -444,7 +353,7 @@ void ct_plan_free(ct_plan *plan)
     free(plan);
 }
 
-static ct_exec exec_of(const ct_plan *plan, ct_mode mode)
+ct_exec ct_plan_exec(const ct_plan *plan, ct_mode mode)
 {
     ct_exec exec = {
         .arena = plan->arena,
@@ -464,56 +373,6 @@ static ct_exec exec_of(const ct_plan *plan, ct_mode mode)
         .prepared = mode == CT_EVAL ? plan->prepared : NULL,
     };
     return exec;
-}
-
-/* Copies a tensor's bytes between the backend's memory and the host copy. */
-static ct_status copy_tensor(ct_plan *plan, const ct_exec *exec, const ct_exec *host,
-                             const ct_tensor *t, bool to_host)
-{
-    ct_backend *backend = plan->backend;
-    size_t bytes = ct_tensor_bytes(t);
-    void *there = ct_exec_data(exec, t), *here = ct_exec_data(host, t);
-    return to_host ? backend->iface->read(backend, here, there, bytes)
-                   : backend->iface->write(backend, there, here, bytes);
-}
-
-/* A node the backend cannot run, on its fallback: its inputs copied to the
- * host, the fallback's kernel, then its output and every state tensor it
- * reads copied back (optimizer updates and batchnorm statistics change
- * their state sources in place).  read() waits for the backend's queued
- * work; the copies back are queued before the next kernel. */
-static ct_status run_on_host(ct_plan *plan, const ct_exec *exec, const ct_tensor *node,
-                             const ct_impl **ran)
-{
-    ct_backend *host = plan->backend->fallback;
-    ct_exec host_exec = *exec;
-    host_exec.arena = plan->host_arena;
-    host_exec.state = plan->host_state;
-    host_exec.workspace = plan->host_workspace;
-    /* the step's values in host memory, and the finding of an inf or NaN
-     * (the loss, fp16's check) back to the backend's */
-    ct_step_values values;
-    if (exec->step_values) {
-        CT_TRY(plan->backend->iface->read(plan->backend, &values, exec->step_values,
-                                          sizeof values));
-        host_exec.step_values = &values;
-    }
-    int32_t found_before = exec->step_values ? values.found_inf : 0;
-    for (int s = 0; s < node->n_src; s++)
-        CT_TRY(copy_tensor(plan, exec, &host_exec, node->src[s], true));
-    host->iface->begin_step(host);
-    CT_TRY(ct_impl_run(host, &host_exec, node, ran));
-    CT_TRY(host->iface->synchronize(host));
-    if (exec->step_values && values.found_inf != found_before)
-        CT_TRY(plan->backend->iface->write(plan->backend, (void *)exec->step_values, &values,
-                                           sizeof values));
-    CT_TRY(copy_tensor(plan, exec, &host_exec, node, false));
-    for (int s = 0; s < node->n_src; s++) {
-        const ct_tensor *src = node->src[s]->view_of ? node->src[s]->view_of : node->src[s];
-        if (exec->storage[src->id] == CT_STORAGE_STATE)
-            CT_TRY(copy_tensor(plan, exec, &host_exec, node->src[s], false));
-    }
-    return CT_OK;
 }
 
 /* The one run loop: every step, profiled or not, replayed or not, goes
@@ -542,7 +401,7 @@ static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
             hook->node_begin(hook, mode, i);
         done = 1;
         if (plan->on_host && plan->on_host[node->id])
-            CT_TRY(run_on_host(plan, exec, node, &ran));
+            CT_TRY(ct_plan_run_on_host(plan, exec, node, &ran));
         else
             CT_TRY(ct_impl_run_next(backend, exec, plan->runs[mode] + i,
                                     plan->n_runs[mode] - i, &done, &ran));
@@ -576,7 +435,7 @@ ct_status ct_plan_run(ct_plan *plan, ct_mode mode)
         return ct_set_error(CT_ERR_STATE,
                             "ct_plan_run: the graph grew after the plan was made; make a new "
                             "plan");
-    ct_exec exec = exec_of(plan, mode);
+    ct_exec exec = ct_plan_exec(plan, mode);
     if (mode == CT_TRAIN) {
         ct_prepared_stepped(plan->prepared); /* the step updates the parameters */
         ct_step_values values = {.lr = plan->lr, .loss_scale = plan->scaler.scale,
@@ -633,7 +492,7 @@ static ct_status locate(const ct_plan *plan, const ct_tensor *t, size_t bytes, b
                             "ct_plan_read: '%s' is not kept after a run; call ct_tensor_keep "
                             "on it before ct_plan_new",
                             ct_tensor_name(t));
-    ct_exec exec = exec_of(plan, CT_EVAL);
+    ct_exec exec = ct_plan_exec(plan, CT_EVAL);
     *where = ct_exec_data(&exec, t);
     return CT_OK;
 }
@@ -646,16 +505,6 @@ ct_status ct_plan_write(ct_plan *plan, ct_tensor *t, const void *host, size_t by
         return ct_set_error(CT_ERR_ARG, "ct_plan_write: host data is NULL");
     ct_prepared_wrote(plan->prepared, t);
     return plan->backend->iface->write(plan->backend, dst, host, bytes);
-}
-
-size_t ct_plan_kept_bytes(const ct_plan *plan)
-{
-    return plan ? ct_prepared_bytes(plan->prepared) : 0;
-}
-
-uint64_t ct_plan_kept_made(const ct_plan *plan)
-{
-    return plan && plan->prepared ? plan->prepared->made : 0;
 }
 
 ct_status ct_plan_read(ct_plan *plan, const ct_tensor *t, void *host, size_t bytes)
@@ -684,130 +533,4 @@ int ct_plan_cuda_graph(const ct_plan *plan, ct_mode mode, int *nodes, const char
     if (r->failed && why)
         *why = r->why;
     return r->failed ? -1 : 0;
-}
-
-void ct_plan_set_lr(ct_plan *plan, float lr)
-{
-    if (plan)
-        plan->lr = lr;
-}
-
-float ct_plan_lr(const ct_plan *plan)
-{
-    return plan ? plan->lr : 0.0f;
-}
-
-int64_t ct_plan_step(const ct_plan *plan)
-{
-    return plan ? plan->step : 0;
-}
-
-void ct_plan_set_step(ct_plan *plan, int64_t step)
-{
-    if (plan && step >= 0)
-        plan->step = step;
-}
-
-ct_graph *ct_plan_graph(const ct_plan *plan)
-{
-    return plan ? plan->graph : NULL;
-}
-
-size_t ct_plan_arena_bytes(const ct_plan *plan)
-{
-    return plan ? plan->arena_bytes : 0;
-}
-
-size_t ct_plan_state_bytes(const ct_plan *plan)
-{
-    return plan ? plan->state_bytes : 0;
-}
-
-int ct_plan_n_nodes(const ct_plan *plan, ct_mode mode)
-{
-    if (!plan || (mode != CT_TRAIN && mode != CT_EVAL))
-        return 0;
-    return plan->n_schedule[mode];
-}
-
-void ct_plan_set_hook(ct_plan *plan, ct_run_hook *hook)
-{
-    if (plan->hook && plan->hook != hook)
-        plan->hook->destroy(plan->hook);
-    plan->hook = hook;
-}
-
-ct_status ct_plan_set_grad_hook(ct_plan *plan, ct_grad_hook *hook)
-{
-    ct_grad_points_free(&plan->grad);
-    if (!hook)
-        return CT_OK;
-    ct_status status = ct_grad_points_build(&plan->grad, plan->graph, plan->runs[CT_TRAIN],
-                                            plan->n_runs[CT_TRAIN], plan->alias_of);
-    if (status != CT_OK) {
-        hook->destroy(hook);
-        return status;
-    }
-    plan->grad.hook = hook;
-    return CT_OK;
-}
-
-ct_grad_hook *ct_plan_grad_hook(const ct_plan *plan)
-{
-    return plan->grad.hook;
-}
-
-ct_grad_hook *ct_plan_swap_grad_hook(ct_plan *plan, ct_grad_hook *hook)
-{
-    ct_grad_hook *before = plan->grad.hook;
-    plan->grad.hook = hook;
-    return before;
-}
-
-ct_run_hook *ct_plan_swap_hook(ct_plan *plan, ct_run_hook *hook)
-{
-    ct_run_hook *before = plan->hook;
-    plan->hook = hook;
-    return before;
-}
-
-ct_status ct_plan_set_check_numerics(ct_plan *plan, bool on)
-{
-    if (!plan)
-        return ct_set_error(CT_ERR_ARG, "ct_plan_set_check_numerics: plan is NULL");
-    if (on && !plan->numerics_buffer) {
-        size_t largest = 1;
-        for (int mode = 0; mode < CT_MODE_COUNT; mode++)
-            for (int i = 0; i < plan->n_runs[mode]; i++) {
-                size_t bytes = ct_tensor_bytes(plan->runs[mode][i]);
-                largest = bytes > largest ? bytes : largest;
-            }
-        if (!(plan->numerics_buffer = malloc(largest)))
-            return ct_set_error(CT_ERR_MEMORY, "ct_plan_set_check_numerics: out of host memory "
-                                "for %zu bytes", largest);
-    }
-    plan->check_numerics = on;
-    return CT_OK;
-}
-
-ct_status ct_plan_peek(const ct_plan *plan, const ct_tensor *t, void *host, size_t bytes)
-{
-    ct_exec exec = exec_of(plan, CT_TRAIN);
-    return plan->backend->iface->read(plan->backend, host, ct_exec_data(&exec, t), bytes);
-}
-
-ct_run_hook *ct_plan_hook(const ct_plan *plan)
-{
-    return plan->hook;
-}
-
-ct_backend *ct_plan_backend(const ct_plan *plan)
-{
-    return plan->backend;
-}
-
-const ct_tensor *const *ct_plan_runs(const ct_plan *plan, ct_mode mode, int *count)
-{
-    *count = plan->n_runs[mode];
-    return plan->runs[mode];
 }

@@ -1,9 +1,9 @@
 /*
  * What the layers above the graph may ask of a plan (the plan itself is
- * private to plan.c): its backend, the nodes each mode runs, and one hook
- * around ct_plan_run's single run loop.  The profiler (src/prof/) is such a
- * hook, so the graph never calls up into it and there is one loop to keep
- * right.
+ * private to src/graph/plan*.c, through graph/plan_impl.h): its backend,
+ * the nodes each mode runs, and one hook around ct_plan_run's single run
+ * loop.  The profiler (src/prof/) is such a hook, so the graph never calls
+ * up into it and there is one loop to keep right.
  */
 #ifndef CT_GRAPH_PLAN_H
 #define CT_GRAPH_PLAN_H
