@@ -65,10 +65,16 @@ void *ct_exec_prepared(ct_backend *backend, const ct_exec *exec, const ct_tensor
 {
     *fresh = false;
     ct_prepared *p = exec->prepared;
-    if (!p || exec->training || node->id >= p->n_nodes || root_of(from)->id >= p->n_nodes)
+    const ct_tensor *source = root_of(from);
+    /* Only state the plan holds (a parameter, written by ct_plan_write or
+     * training steps, whose counts say when it changed): a computed weight,
+     * such as a 16-bit cast of the f32 one, changes with what it is
+     * computed from, which these counts do not follow. */
+    if (!p || exec->training || node->id >= p->n_nodes || source->id >= p->n_nodes ||
+        source->op != CT_OP_LEAF || exec->storage[source->id] != CT_STORAGE_STATE)
         return NULL;
     ct_prepared_slot *slot = &p->slots[node->id];
-    uint64_t writes = p->writes[root_of(from)->id];
+    uint64_t writes = p->writes[source->id];
     if (slot->data && (slot->backend != backend || slot->bytes < bytes)) {
         slot->backend->iface->release(slot->backend, slot->data);
         *slot = (ct_prepared_slot){0};

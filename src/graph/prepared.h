@@ -50,8 +50,9 @@ size_t ct_prepared_bytes(const ct_prepared *prepared);
 /* For a kernel running `node` on `backend`: `bytes` of memory kept for the
  * node, made from its input `from` (*fresh: made from from's values as they
  * are now; else the caller fills it, now).  NULL where the run keeps none
- * (training, exec->prepared NULL) or the backend has no memory for it: the
- * kernel then works in its workspace as without. */
+ * (training, exec->prepared NULL), `from` is not a parameter or buffer the
+ * plan holds (a computed tensor: its changes are not counted) or the
+ * backend has no memory for it: the kernel then works as without. */
 void *ct_exec_prepared(ct_backend *backend, const ct_exec *exec, const ct_tensor *node,
                        const ct_tensor *from, size_t bytes, bool *fresh);
 
