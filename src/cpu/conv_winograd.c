@@ -164,42 +164,49 @@ static int block_width(int count)
 
 enum { TILE_COLUMNS = 48, TILE_DEPTH = 256 }; /* three vectors; c per block of the sum */
 
-/* multiply_points on the tile: threads take (point, 8 rows of K) units.
+/* One unit of multiply_points on the tile: point xi, rows r..r+7 of K.
  * width is a multiple of 8, not 16: a row's last vector may read 8 floats
  * past it (into the next row, or past V's last into M, all workspace);
  * those lanes of the sums are never stored. */
-__attribute__((target("avx512f"))) static void multiply_points_tiled(const wino_pass *p,
-                                                                     const float *u,
-                                                                     const float *v, float *m,
-                                                                     int width)
+__attribute__((target("avx512f"))) static void multiply_unit(const wino_pass *p, const float *u,
+                                                             const float *v, float *m,
+                                                             int width, int xi, int r)
 {
-    int k = p->out_c, c = p->in_c, row_blocks = k / CT_TILE_ROWS;
-#pragma omp parallel for schedule(static)
-    for (int unit = 0; unit < POINTS * row_blocks; unit++) {
-        int xi = unit / row_blocks, r = unit % row_blocks * CT_TILE_ROWS;
-        const float *a = u + ((size_t)xi * k + r) * c, *b = v + (size_t)xi * c * width;
-        /* a: rows r..r+7, packed: (i, c) at a[c * 8 + i] */
-        float *out = m + ((size_t)xi * k + r) * width;
-        for (int t0 = 0; t0 < width; t0 += TILE_COLUMNS) {
-            int columns = width - t0 < TILE_COLUMNS ? width - t0 : TILE_COLUMNS;
-            int vectors = (columns + 15) / 16, tail = columns - 16 * (vectors - 1);
-            __mmask16 last = (__mmask16)((1u << tail) - 1u);
-            for (int c0 = 0; c0 < c; c0 += TILE_DEPTH) {
-                int depth = c - c0 < TILE_DEPTH ? c - c0 : TILE_DEPTH;
-                const float *ak = a + (size_t)c0 * CT_TILE_ROWS, *bk = b + (size_t)c0 * width + t0;
-                float *ck = out + t0;
-                if (vectors == 3)
-                    ct_panel_tile(3, last, depth, ak, 1, CT_TILE_ROWS, bk, width, ck, width,
-                                  c0 > 0, false, NULL, false);
-                else if (vectors == 2)
-                    ct_panel_tile(2, last, depth, ak, 1, CT_TILE_ROWS, bk, width, ck, width,
-                                  c0 > 0, false, NULL, false);
-                else
-                    ct_panel_tile(1, last, depth, ak, 1, CT_TILE_ROWS, bk, width, ck, width,
-                                  c0 > 0, false, NULL, false);
-            }
+    int k = p->out_c, c = p->in_c;
+    /* rows r..r+7 of U[xi], packed: (i, c) at a[c * 8 + i] */
+    const float *a = u + ((size_t)xi * k + r) * c, *b = v + (size_t)xi * c * width;
+    float *out = m + ((size_t)xi * k + r) * width;
+    for (int t0 = 0; t0 < width; t0 += TILE_COLUMNS) {
+        int columns = width - t0 < TILE_COLUMNS ? width - t0 : TILE_COLUMNS;
+        int vectors = (columns + 15) / 16, tail = columns - 16 * (vectors - 1);
+        __mmask16 last = (__mmask16)((1u << tail) - 1u);
+        for (int c0 = 0; c0 < c; c0 += TILE_DEPTH) {
+            int depth = c - c0 < TILE_DEPTH ? c - c0 : TILE_DEPTH;
+            const float *ak = a + (size_t)c0 * CT_TILE_ROWS, *bk = b + (size_t)c0 * width + t0;
+            float *ck = out + t0;
+            if (vectors == 3)
+                ct_panel_tile(3, last, depth, ak, 1, CT_TILE_ROWS, bk, width, ck, width, c0 > 0,
+                              false, NULL, false);
+            else if (vectors == 2)
+                ct_panel_tile(2, last, depth, ak, 1, CT_TILE_ROWS, bk, width, ck, width, c0 > 0,
+                              false, NULL, false);
+            else
+                ct_panel_tile(1, last, depth, ak, 1, CT_TILE_ROWS, bk, width, ck, width, c0 > 0,
+                              false, NULL, false);
         }
     }
+}
+
+/* multiply_points on the tile: threads take (point, 8 rows of K) units.
+ * (The parallel loop stays outside the AVX-512 function: clang outlines a
+ * loop's body without its function's target.) */
+static void multiply_points_tiled(const wino_pass *p, const float *u, const float *v, float *m,
+                                  int width)
+{
+    int row_blocks = p->out_c / CT_TILE_ROWS;
+#pragma omp parallel for schedule(static)
+    for (int unit = 0; unit < POINTS * row_blocks; unit++)
+        multiply_unit(p, u, v, m, width, unit / row_blocks, unit % row_blocks * CT_TILE_ROWS);
 }
 
 /* M[xi] = U[xi] . V[xi] for the 36 points: [K, width] = [K, C] . [C, width].
