@@ -16,7 +16,10 @@
 
 #define LINE_WORDS 8 /* uint64 words per 64-byte cache line */
 
-static double read_gbps(const uint64_t *words, size_t count, uint64_t *sum)
+/* Where the sums go, so that the reads are not optimized away. */
+static volatile uint64_t sink;
+
+static double read_gbps(const uint64_t *words, size_t count)
 {
     double best = 1e30;
     for (int pass = 0; pass < 10; pass++) {
@@ -27,7 +30,7 @@ static double read_gbps(const uint64_t *words, size_t count, uint64_t *sum)
             total += words[i];
         double seconds = now_seconds() - start;
         best = seconds < best ? seconds : best;
-        *sum += total;
+        sink = total;
     }
     return (double)(count * sizeof *words) / best * 1e-9;
 }
@@ -36,7 +39,6 @@ int main(int argc, char **argv)
 {
     static const int defaults[] = {4, 16, 32, 64, 256};
     int n = argc > 1 ? argc - 1 : (int)(sizeof defaults / sizeof defaults[0]);
-    uint64_t sum = 0;
     for (int k = 0; k < n; k++) {
         int mb = argc > 1 ? atoi(argv[k + 1]) : defaults[k];
         if (mb < 1) {
@@ -50,8 +52,8 @@ int main(int argc, char **argv)
             return 1;
         }
         memset(words, 1, count * sizeof *words); /* pages of its own, not the zero page */
-        printf("{\"mb\": %d, \"read_gbps\": %.1f}\n", mb, read_gbps(words, count, &sum));
+        printf("{\"mb\": %d, \"read_gbps\": %.1f}\n", mb, read_gbps(words, count));
         free(words);
     }
-    return sum == 1 ? 1 : 0; /* the sums are used */
+    return 0;
 }

@@ -111,91 +111,93 @@ static bool have_winograd(void)
 static float x_values[X_COUNT], w_first[W_COUNT], w_second[W_COUNT];
 static float y_kept[X_COUNT], y_again[X_COUNT], y_fresh[X_COUNT];
 
-static void eval_follows_written_weights(void)
+static void eval_follows_written_weights_on(ct_plan *plan, const net *n)
 {
-    session s = open_session(NET_PLAIN, x_values, w_first, NULL);
-    ct_plan *plan = s.plan;
-    const net n = s.n;
-    if (!plan) {
-        close_session(&s);
-        return;
-    }
     CHECK(ct_plan_kept_bytes(plan) == U_BYTES, "kept %zu bytes, expected the transform's %zu",
           ct_plan_kept_bytes(plan), U_BYTES);
-    CHECK_OK(ct_plan_read(plan, n.y, y_kept, sizeof y_kept));
+    CHECK_OK(ct_plan_read(plan, n->y, y_kept, sizeof y_kept));
     CHECK_OK(ct_plan_run(plan, CT_EVAL)); /* on the kept transform */
     CHECK(ct_plan_kept_made(plan) == 1, "the transform was made %d times in two runs",
           (int)ct_plan_kept_made(plan));
-    CHECK_OK(ct_plan_read(plan, n.y, y_again, sizeof y_again));
+    CHECK_OK(ct_plan_read(plan, n->y, y_again, sizeof y_again));
     CHECK(memcmp(y_kept, y_again, sizeof y_kept) == 0, "a second run changed y");
     fresh_eval(NET_PLAIN, x_values, w_first, NULL, y_fresh);
     CHECK(memcmp(y_kept, y_fresh, sizeof y_kept) == 0, "the kept transform is not a fresh one");
 
     /* new weights: the next run transforms them */
-    CHECK_OK(ct_plan_write(plan, n.w, w_second, sizeof w_second));
+    CHECK_OK(ct_plan_write(plan, n->w, w_second, sizeof w_second));
     CHECK_OK(ct_plan_run(plan, CT_EVAL));
-    CHECK_OK(ct_plan_read(plan, n.y, y_kept, sizeof y_kept));
+    CHECK_OK(ct_plan_read(plan, n->y, y_kept, sizeof y_kept));
     fresh_eval(NET_PLAIN, x_values, w_second, NULL, y_fresh);
     CHECK(memcmp(y_kept, y_fresh, sizeof y_kept) == 0,
           "after ct_plan_write of new weights, y is not what they give");
     CHECK(memcmp(y_kept, y_again, sizeof y_kept) != 0, "the two weights gave the same y");
     CHECK(ct_plan_kept_made(plan) == 2, "made %d times", (int)ct_plan_kept_made(plan));
     /* a new input alone keeps the transform */
-    CHECK_OK(ct_plan_write(plan, n.x, x_values, sizeof x_values));
+    CHECK_OK(ct_plan_write(plan, n->x, x_values, sizeof x_values));
     CHECK_OK(ct_plan_run(plan, CT_EVAL));
     CHECK(ct_plan_kept_made(plan) == 2, "a new input made the transform again");
     CHECK(ct_plan_kept_bytes(plan) == U_BYTES, "kept %zu bytes after a new input",
           ct_plan_kept_bytes(plan));
-    close_session(&s);
 }
 
-static void eval_follows_training_steps(void)
+static void eval_follows_training_steps_on(ct_plan *plan, const net *n)
 {
-    session s = open_session(NET_TRAIN, x_values, w_first, NULL);
-    ct_plan *plan = s.plan;
-    const net n = s.n;
-    if (!plan) {
-        close_session(&s);
-        return;
-    }
-    CHECK_OK(ct_plan_read(plan, n.y, y_again, sizeof y_again));
+    CHECK_OK(ct_plan_read(plan, n->y, y_again, sizeof y_again));
     CHECK_OK(ct_plan_run(plan, CT_TRAIN)); /* the forward on w_first, then w changes */
     CHECK(ct_plan_kept_bytes(plan) == U_BYTES, "a training step kept %zu bytes more",
           ct_plan_kept_bytes(plan) - U_BYTES);
     CHECK_OK(ct_plan_run(plan, CT_EVAL));
     CHECK(ct_plan_kept_made(plan) == 2, "made %d times around a training step",
           (int)ct_plan_kept_made(plan));
-    CHECK_OK(ct_plan_read(plan, n.y, y_kept, sizeof y_kept));
+    CHECK_OK(ct_plan_read(plan, n->y, y_kept, sizeof y_kept));
     static float trained[W_COUNT], trained_bias[C];
-    CHECK_OK(ct_plan_read(plan, n.w, trained, sizeof trained));
-    CHECK_OK(ct_plan_read(plan, n.bias, trained_bias, sizeof trained_bias));
+    CHECK_OK(ct_plan_read(plan, n->w, trained, sizeof trained));
+    CHECK_OK(ct_plan_read(plan, n->bias, trained_bias, sizeof trained_bias));
     CHECK(memcmp(trained, w_first, sizeof trained) != 0, "the step did not change the weights");
     fresh_eval(NET_TRAIN, x_values, trained, trained_bias, y_fresh);
     CHECK(memcmp(y_kept, y_fresh, sizeof y_kept) == 0,
           "after a training step, y is not what the trained weights give");
     CHECK(memcmp(y_kept, y_again, sizeof y_kept) != 0, "the step left y as it was");
-    close_session(&s);
 }
 
 /* A weight computed from a parameter (as a 16-bit cast of the f32 weight
  * is) changes when the parameter is written, which no count of the
  * computed tensor shows: such a weight is transformed on every run. */
-static void computed_weights_are_not_kept(void)
+static void computed_weights_are_not_kept_on(ct_plan *plan, const net *n)
 {
-    session s = open_session(NET_COMPUTED, x_values, w_first, NULL);
-    if (!s.plan) {
-        close_session(&s);
-        return;
-    }
-    CHECK(ct_plan_kept_bytes(s.plan) == 0, "kept %zu bytes for a computed weight",
-          ct_plan_kept_bytes(s.plan));
-    CHECK_OK(ct_plan_write(s.plan, s.n.w, w_second, sizeof w_second));
-    CHECK_OK(ct_plan_run(s.plan, CT_EVAL));
-    CHECK_OK(ct_plan_read(s.plan, s.n.y, y_kept, sizeof y_kept));
+    CHECK(ct_plan_kept_bytes(plan) == 0, "kept %zu bytes for a computed weight",
+          ct_plan_kept_bytes(plan));
+    CHECK_OK(ct_plan_write(plan, n->w, w_second, sizeof w_second));
+    CHECK_OK(ct_plan_run(plan, CT_EVAL));
+    CHECK_OK(ct_plan_read(plan, n->y, y_kept, sizeof y_kept));
     fresh_eval(NET_COMPUTED, x_values, w_second, NULL, y_fresh);
     CHECK(memcmp(y_kept, y_fresh, sizeof y_kept) == 0,
           "after a write of the parameter, y is not what the new weight gives");
+}
+
+/* Each case on a session of its kind, given x_values and w_first. */
+static void in_session(net_kind kind, void (*body)(ct_plan *plan, const net *n))
+{
+    session s = open_session(kind, x_values, w_first, NULL);
+    if (s.plan)
+        body(s.plan, &s.n);
     close_session(&s);
+}
+
+static void eval_follows_written_weights(void)
+{
+    in_session(NET_PLAIN, eval_follows_written_weights_on);
+}
+
+static void eval_follows_training_steps(void)
+{
+    in_session(NET_TRAIN, eval_follows_training_steps_on);
+}
+
+static void computed_weights_are_not_kept(void)
+{
+    in_session(NET_COMPUTED, computed_weights_are_not_kept_on);
 }
 
 int main(void)

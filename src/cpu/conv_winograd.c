@@ -1,5 +1,6 @@
 /*
- * Winograd convolution F(4x4, 3x3) with AVX2 + FMA (Lavin and Gray, 2016).
+ * Winograd convolution F(4x4, 3x3) with AVX2 + FMA (Lavin and Gray, 2016);
+ * the transforms are in winograd_transforms.c.
  *
  * A 3x3 convolution computes each 4x4 tile of outputs from a 6x6 tile of
  * inputs.  In the transformed domain that is one multiply per point:
@@ -29,7 +30,9 @@
  * M stay in the cache.  Per block:
  *   1. transforms in parallel over (channel, 8 tiles): the 8 tiles are the
  *      8 lanes of a vector, their 6x6 windows loaded as rows and transposed;
- *   2. the 36 GEMMs in parallel over xi, each on one thread (ct_cpu_gemm
+ *   2. the 36 GEMMs (multiply_points): with AVX-512 and K a multiple of 8,
+ *      on the panel tile in parallel over (xi, 8 rows of K), U packed by 8
+ *      rows; else in parallel over xi, each on one thread (ct_cpu_gemm
  *      inside a parallel region: OpenBLAS's OpenMP build runs it on the
  *      calling thread, the native GEMM's nested region has one thread);
  *   3. the output transform in parallel over (output channel, 8 tiles).
