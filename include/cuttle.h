@@ -385,6 +385,16 @@ CT_API ct_status ct_plan_run(ct_plan *plan, ct_mode mode);
  * ct_tensor_bytes(t).  Readable: state, inputs, kept tensors. */
 CT_API ct_status ct_plan_write(ct_plan *plan, ct_tensor *t, const void *host, size_t bytes);
 CT_API ct_status ct_plan_read(ct_plan *plan, const ct_tensor *t, void *host, size_t bytes);
+/* Queues `host`'s bytes as input t's value for a later run: every
+ * ct_plan_run begins by giving each input with values queued its oldest
+ * one (ct_plan_write writes at once; a queued value still comes after it).
+ * At most 2 values wait per input.  `host` may be reused on return.  On a
+ * GPU the copy goes through pinned memory on a stream of its own, so a
+ * training loop that stages batch j+1 before it runs step j has the copy
+ * of j+1 run beside step j instead of before step j+1.  Only inputs
+ * (ct_input).  ct_plan_find_nonfinite's run takes nothing: it runs the
+ * last step again on the inputs that step had. */
+CT_API ct_status ct_plan_stage(ct_plan *plan, ct_tensor *t, const void *host, size_t bytes);
 /* Reads a float tensor (f32, f16 or bf16) as `count` floats, converting;
  * count must equal ct_tensor_numel(t).  (Model outputs under bf16 or fp16
  * precision are 16-bit.) */

@@ -74,7 +74,7 @@ tail -n 45 "$OUT/step.log" >&3
 export CT_REQUIRE_GPU=1
 step test_gpu 120 "$B/test_gpu"
 step test_backend_ops 90 "$B/test_backend_ops"
-for t in test_cuda_graph test_precision test_loss_scaling test_optimize \
+for t in test_cuda_graph test_stage test_precision test_loss_scaling test_optimize \
          test_replicas; do
     step "$t" 60 "$B/$t"
 done

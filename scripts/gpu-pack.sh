@@ -12,7 +12,7 @@
 set -e
 cd "$(dirname "$0")/.."
 FASHION=${FASHION:-/usr/share/datasets/fashion-mnist}
-TESTS="test_gpu test_backend_ops test_cuda_graph test_precision test_loss_scaling test_optimize test_replicas"
+TESTS="test_gpu test_backend_ops test_cuda_graph test_stage test_precision test_loss_scaling test_optimize test_replicas"
 jobs=$(nproc)
 make -j"$jobs" BUILD=build-gpu CUDA=1 CUDA_ARCHS=90 BLAS=0 MPI=0 build-gpu/cuttle \
     $(for t in $TESTS; do echo build-gpu/tests/$t; done)

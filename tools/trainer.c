@@ -21,6 +21,7 @@ void trainer_free(trainer *t)
         ct_graph_free(t->parts[k].graph);
     }
     free(t->scores);
+    free(t->step_labels);
 }
 
 static ct_status add_optimizer(ct_graph *graph, const train_options *opts)
@@ -89,7 +90,8 @@ int trainer_init(trainer *t, const char *command, const train_options *opts,
         return CLI_EXIT_USAGE; /* checked before; cannot happen */
     if (ct_loader_new(data, &loader, &t->loader) != CT_OK)
         return cli_fail(t->command);
-    if (!(t->scores = malloc(sizeof *t->scores * (size_t)t->classes * (size_t)t->batch))) {
+    if (!(t->scores = malloc(sizeof *t->scores * (size_t)t->classes * (size_t)t->batch)) ||
+        !(t->step_labels = malloc(sizeof *t->step_labels * (size_t)t->batch))) {
         fprintf(stderr, "cuttle %s: out of host memory for the training batch\n", t->command);
         return CLI_EXIT_FAILED;
     }
@@ -133,18 +135,27 @@ static int read_step(trainer *t, float *loss, int *bad)
     return CLI_EXIT_OK;
 }
 
-static int train_step(trainer *t, const float *images, const int64_t *labels, epoch_sums *sums)
+/* Queues a batch for the step after the ones queued before (ct_plan_stage):
+ * each part its slice.  On a GPU its copy runs beside the step queued
+ * before it. */
+static int stage_batch(trainer *t, const float *images, const int64_t *labels)
 {
     size_t image = (size_t)ct_tensor_numel(t->x) / (size_t)t->part_batch;
     for (int k = 0; k < t->n_parts; k++) {
         trainer_part *part = &t->parts[k];
         size_t first = (size_t)k * (size_t)t->part_batch;
-        if (ct_plan_write(part->plan, part->x, images + first * image,
+        if (ct_plan_stage(part->plan, part->x, images + first * image,
                           ct_tensor_bytes(part->x)) != CT_OK ||
-            ct_plan_write(part->plan, part->labels, labels + first,
+            ct_plan_stage(part->plan, part->labels, labels + first,
                           ct_tensor_bytes(part->labels)) != CT_OK)
             return cli_fail(t->command);
     }
+    return CLI_EXIT_OK;
+}
+
+/* Runs the step whose batch was staged first; `labels` are its labels. */
+static int train_step(trainer *t, const int64_t *labels, epoch_sums *sums)
+{
     ct_status ran = t->replicas ? ct_replicas_run(t->replicas, CT_TRAIN)
                                 : ct_plan_run(t->plan, CT_TRAIN);
     if (ran == CT_ERR_NUMERIC) { /* --check-numerics */
@@ -182,6 +193,9 @@ static int train_step(trainer *t, const float *images, const int64_t *labels, ep
     return CLI_EXIT_OK;
 }
 
+/* Batch j + 1 is staged before step j runs, so that on a GPU its copy runs
+ * beside step j; the loader's next call lets go of batch j, whose labels
+ * the step's accuracy still needs: they are copied first. */
 int trainer_run_epoch(trainer *t, const trainer_epoch *e, epoch_sums *sums)
 {
     int64_t steps = ct_loader_batches(t->loader);
@@ -190,23 +204,33 @@ int trainer_run_epoch(trainer *t, const trainer_epoch *e, epoch_sums *sums)
     progress_start(&bar, e->log, e->epoch, e->epochs, steps);
     if (ct_loader_start(t->loader, e->epoch, e->first_batch) != CT_OK)
         return cli_fail(t->command);
-    while (e->max_steps == 0 || ct_plan_step(t->plan) < e->max_steps) {
-        const float *images = NULL;
-        const int64_t *labels = NULL;
-        int n = 0;
-        if (ct_loader_next(t->loader, &images, &labels, &n) != CT_OK)
+    const float *images = NULL;
+    const int64_t *labels = NULL;
+    int n = 0;
+    bool room = e->max_steps == 0 || ct_plan_step(t->plan) < e->max_steps;
+    if (room && ct_loader_next(t->loader, &images, &labels, &n) != CT_OK)
+        return cli_fail(t->command);
+    if (n > 0)
+        CLI_TRY(stage_batch(t, images, labels));
+    while (n > 0) {
+        memcpy(t->step_labels, labels, sizeof *labels * (size_t)t->batch);
+        int next = 0;
+        int64_t step = ct_plan_step(t->plan);
+        if ((e->max_steps == 0 || step + 1 < e->max_steps) &&
+            ct_loader_next(t->loader, &images, &labels, &next) != CT_OK)
             return cli_fail(t->command);
-        if (n == 0)
-            break;
-        float lr = (float)schedule_lr(e->schedule, e->lr, ct_plan_step(t->plan), e->total_steps);
+        if (next > 0)
+            CLI_TRY(stage_batch(t, images, labels));
+        float lr = (float)schedule_lr(e->schedule, e->lr, step, e->total_steps);
         for (int k = 0; k < t->n_parts; k++)
             ct_plan_set_lr(t->parts[k].plan, lr);
-        CLI_TRY(train_step(t, images, labels, sums));
+        CLI_TRY(train_step(t, t->step_labels, sums));
         double elapsed = cli_now() - start; /* the bar: rank 0's shard, all ranks' speed */
         progress_update(&bar, e->first_batch + sums->steps, sums->loss / (double)sums->steps,
                         (double)sums->correct / (double)(sums->steps * t->batch),
                         (double)(sums->steps * t->batch * e->ranks) /
                             (elapsed > 0 ? elapsed : 1e-9));
+        n = next;
     }
     progress_end(&bar);
     return CLI_EXIT_OK;

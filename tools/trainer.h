@@ -40,6 +40,7 @@ typedef struct trainer {
     int n_parts, part_batch;
     ct_replicas *replicas; /* several parts: made by trainer_join */
     float *scores;
+    int64_t *step_labels; /* the running step's labels (the loader's slot moves on) */
     bool loss_scaling; /* fp16: an overflowing step is skipped, and training goes on */
     trainer_after_step after_step;
     void *user;

@@ -355,6 +355,8 @@ static void cuda_destroy(ct_backend *backend)
             cudaFree(b->bad_row);
         if (b->stream)
             cudaStreamDestroy(b->stream);
+        if (b->copy_stream)
+            cudaStreamDestroy(b->copy_stream);
         free(b);
     }
     free(backend);
@@ -441,6 +443,10 @@ static const ct_backend_i cuda_backend_i = {
     .replay = cuda_replay_run,
     .replay_free = cuda_replay_free,
     .replay_nodes = cuda_replay_nodes,
+    .stage_new = ct_cuda_stage_new,
+    .stage_put = ct_cuda_stage_put,
+    .stage_take = ct_cuda_stage_take,
+    .stage_free = ct_cuda_stage_free,
 };
 
 /* Streams, events, the label word and the vendor handles of a new backend. */

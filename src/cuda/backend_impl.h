@@ -18,6 +18,7 @@ typedef struct cuda_backend {
     char gpu_name[256];
     int major, minor;              /* compute capability */
     cudaStream_t stream;
+    cudaStream_t copy_stream;      /* staged inputs' copies (staging.c), made at first use */
     ct_cuda_allocator allocator;
     ct_cuda_blas *blas;
     ct_cuda_dnn *dnn;
@@ -27,6 +28,12 @@ typedef struct cuda_backend {
     const ct_tensor *ce_node;      /* the cross-entropy node of this step, if any */
     const void *ce_labels;
 } cuda_backend;
+
+/* Staged inputs (staging.c; graph/backend.h's stage_*). */
+ct_status ct_cuda_stage_new(ct_backend *backend, size_t bytes, void **stage);
+ct_status ct_cuda_stage_put(ct_backend *backend, void *stage, const void *host, size_t bytes);
+ct_status ct_cuda_stage_take(ct_backend *backend, void *stage, void *dst, size_t bytes);
+void ct_cuda_stage_free(ct_backend *backend, void *stage);
 
 /* The op table (table.c; graph/impl.h). */
 extern const ct_impl *const ct_cuda_impls[CT_OP_COUNT][CT_MAX_IMPLS];

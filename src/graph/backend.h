@@ -132,6 +132,17 @@ typedef struct ct_backend_i {
     ct_status (*replay)(ct_backend *backend, void *replay);
     void (*replay_free)(ct_backend *backend, void *replay);
     int (*replay_nodes)(const ct_backend *backend, const void *replay);
+    /* Optional (NULL: the plan keeps staged inputs in host memory and
+     * writes them when a run takes them; graph/staging.h): a buffer of
+     * `bytes` for ct_plan_stage.  stage_put copies host data into it and
+     * starts moving it to the device without waiting for the work queued
+     * so far (a GPU: pinned memory, a copy stream); `host` may be reused
+     * on return.  stage_take copies the buffer's data to dst, after that
+     * move and before the work queued next.  stage_free waits for both. */
+    ct_status (*stage_new)(ct_backend *backend, size_t bytes, void **stage);
+    ct_status (*stage_put)(ct_backend *backend, void *stage, const void *host, size_t bytes);
+    ct_status (*stage_take)(ct_backend *backend, void *stage, void *dst, size_t bytes);
+    void (*stage_free)(ct_backend *backend, void *stage);
 } ct_backend_i;
 
 #define CT_BACKEND_NAME_CAPACITY 96

@@ -229,7 +229,7 @@ ct_status ct_plan_find_nonfinite(ct_plan *plan, ct_mode mode, char *what, size_t
      * must not start collectives that the others do not */
     ct_run_hook *before = ct_plan_swap_hook(plan, &h.hook);
     ct_grad_hook *grad_before = ct_plan_swap_grad_hook(plan, NULL);
-    ct_status status = ct_plan_run(plan, mode);
+    ct_status status = ct_plan_run_taking(plan, mode, false); /* the step's own inputs */
     ct_plan_swap_grad_hook(plan, grad_before);
     ct_plan_swap_hook(plan, before);
     free(h.buffer);

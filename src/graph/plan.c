@@ -336,6 +336,7 @@ void ct_plan_free(ct_plan *plan)
         if (host_copies[i])
             backend->fallback->iface->release(backend->fallback, host_copies[i]);
     ct_prepared_free(plan->prepared);
+    ct_staging_free(plan->staging, backend);
     free(plan->on_host);
     free(plan->numerics_buffer);
     ct_plan_set_hook(plan, NULL);
@@ -426,6 +427,11 @@ static ct_status run_schedule(ct_plan *plan, ct_mode mode, const ct_exec *exec)
 
 ct_status ct_plan_run(ct_plan *plan, ct_mode mode)
 {
+    return ct_plan_run_taking(plan, mode, true);
+}
+
+ct_status ct_plan_run_taking(ct_plan *plan, ct_mode mode, bool take_staged)
+{
     if (!plan)
         return ct_set_error(CT_ERR_ARG, "ct_plan_run: plan is NULL");
     if (mode != CT_TRAIN && mode != CT_EVAL)
@@ -436,6 +442,8 @@ ct_status ct_plan_run(ct_plan *plan, ct_mode mode)
                             "ct_plan_run: the graph grew after the plan was made; make a new "
                             "plan");
     ct_exec exec = ct_plan_exec(plan, mode);
+    if (take_staged)
+        CT_TRY(ct_staging_take(plan->staging, plan->backend, &exec));
     if (mode == CT_TRAIN) {
         ct_prepared_stepped(plan->prepared); /* the step updates the parameters */
         ct_step_values values = {.lr = plan->lr, .loss_scale = plan->scaler.scale,
@@ -464,11 +472,11 @@ ct_loss_scaler *ct_plan_loss_scaler(const ct_plan *plan)
     return (ct_loss_scaler *)&plan->scaler;
 }
 
-/* Resolve a tensor for copying; `writing` allows only inputs and state. */
-static ct_status locate(const ct_plan *plan, const ct_tensor *t, size_t bytes, bool writing,
-                        void **where)
+/* Resolve a tensor for copying by the function `what`; `writing` allows
+ * only inputs and state. */
+static ct_status locate(const ct_plan *plan, const ct_tensor *t, size_t bytes, const char *what,
+                        bool writing, void **where)
 {
-    const char *what = writing ? "ct_plan_write" : "ct_plan_read";
     if (!plan || !t)
         return ct_set_error(CT_ERR_ARG, "%s: plan and tensor are required", what);
     if (t->graph != plan->graph || t->id >= plan->n_nodes)
@@ -484,9 +492,9 @@ static ct_status locate(const ct_plan *plan, const ct_tensor *t, size_t bytes, b
     ct_storage storage = (ct_storage)plan->storage[root->id];
     if (writing && t->op != CT_OP_LEAF)
         return ct_set_error(CT_ERR_ARG,
-                            "ct_plan_write: '%s' is computed by the graph; only inputs, "
+                            "%s: '%s' is computed by the graph; only inputs, "
                             "parameters and buffers can be written",
-                            ct_tensor_name(t));
+                            what, ct_tensor_name(t));
     if (!writing && storage != CT_STORAGE_STATE && !(storage == CT_STORAGE_ARENA && t->keep))
         return ct_set_error(CT_ERR_ARG,
                             "ct_plan_read: '%s' is not kept after a run; call ct_tensor_keep "
@@ -500,17 +508,31 @@ static ct_status locate(const ct_plan *plan, const ct_tensor *t, size_t bytes, b
 ct_status ct_plan_write(ct_plan *plan, ct_tensor *t, const void *host, size_t bytes)
 {
     void *dst = NULL;
-    CT_TRY(locate(plan, t, bytes, true, &dst));
+    CT_TRY(locate(plan, t, bytes, "ct_plan_write", true, &dst));
     if (!host)
         return ct_set_error(CT_ERR_ARG, "ct_plan_write: host data is NULL");
     ct_prepared_wrote(plan->prepared, t);
     return plan->backend->iface->write(plan->backend, dst, host, bytes);
 }
 
+ct_status ct_plan_stage(ct_plan *plan, ct_tensor *t, const void *host, size_t bytes)
+{
+    void *dst = NULL;
+    CT_TRY(locate(plan, t, bytes, "ct_plan_stage", true, &dst));
+    if (t->role != CT_ROLE_INPUT)
+        return ct_set_error(CT_ERR_ARG,
+                            "ct_plan_stage: '%s' is not an input (ct_input); write parameters "
+                            "and buffers with ct_plan_write",
+                            ct_tensor_name(t));
+    if (!host)
+        return ct_set_error(CT_ERR_ARG, "ct_plan_stage: host data is NULL");
+    return ct_staging_put(&plan->staging, plan->backend, t, host, bytes);
+}
+
 ct_status ct_plan_read(ct_plan *plan, const ct_tensor *t, void *host, size_t bytes)
 {
     void *src = NULL;
-    CT_TRY(locate(plan, t, bytes, false, &src));
+    CT_TRY(locate(plan, t, bytes, "ct_plan_read", false, &src));
     if (!host)
         return ct_set_error(CT_ERR_ARG, "ct_plan_read: host buffer is NULL");
     return plan->backend->iface->read(plan->backend, host, src, bytes);

@@ -56,6 +56,11 @@ ct_grad_hook *ct_plan_swap_grad_hook(ct_plan *plan, ct_grad_hook *hook);
  * when its output holds an inf or NaN. */
 ct_status ct_numerics_check(ct_plan *plan, ct_mode mode, const ct_tensor *node, void *buffer);
 
+/* ct_plan_run, which takes the inputs staged for it (ct_plan_stage) when
+ * take_staged; a step run again on the inputs it ran with takes none
+ * (graph/nonfinite.c). */
+ct_status ct_plan_run_taking(ct_plan *plan, ct_mode mode, bool take_staged);
+
 ct_backend *ct_plan_backend(const ct_plan *plan);
 /* How many times a kernel (re)made what it keeps between the plan's
  * inference runs (graph/prepared.h; ct_plan_kept_bytes the bytes). */

@@ -12,6 +12,7 @@
 #include "graph/plan.h"
 #include "graph/precision.h"
 #include "graph/replay.h"
+#include "graph/staging.h"
 
 #define CT_MODE_COUNT 2
 
@@ -50,6 +51,7 @@ struct ct_plan {
     void *host_arena, *host_state, *host_workspace;
     size_t host_workspace_bytes;
     ct_prepared *prepared; /* what kernels keep between inference runs */
+    ct_staging *staging;   /* inputs staged for later runs (ct_plan_stage), or NULL */
 };
 
 /* The memory and settings a step of `mode` runs with. */
