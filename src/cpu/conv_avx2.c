@@ -28,6 +28,7 @@
 
 #include "core/error.h"
 #include "cpu/conv_direct.h"
+#include "cpu/conv_scatter.h"
 #include "cpu/threads.h"
 
 #define AVX2 __attribute__((target("avx2,fma")))
@@ -112,6 +113,8 @@ static size_t thread_floats(const ct_conv2d_shape *s)
     size_t image = padded_floats(f.in_c, f.hp, f.wp), dy_image = padded_floats(b.in_c, b.hp, b.wp);
     size_t weight = WEIGHT_GROUP * image + round_floats(weight_count(s) * LANES);
     size_t most = image > dy_image ? image : dy_image;
+    size_t scatter = ct_cpu_conv2d_scatter_fits(s) ? ct_cpu_conv2d_scatter_thread_floats(s) : 0;
+    most = most > scatter ? most : scatter;
     return most > weight ? most : weight;
 }
 
@@ -417,9 +420,13 @@ void ct_cpu_conv2d_direct_forward_relu_maxpool(const ct_conv2d_shape *s, const f
 void ct_cpu_conv2d_direct_backward_data(const ct_conv2d_shape *s, const float *dy,
                                         const float *w, float *dx, void *workspace)
 {
+    size_t per_thread = thread_floats(s);
+    if (ct_cpu_conv2d_scatter_fits(s)) { /* every product a real one (conv_scatter.c) */
+        ct_cpu_conv2d_scatter_backward_data(s, dy, w, dx, workspace, per_thread);
+        return;
+    }
     plane_geom g = backward_data_geom(s);
     int area = s->kernel_h * s->kernel_w, in_c = s->in_channels;
-    size_t per_thread = thread_floats(s);
     /* wt[c, o, i, j] = w[o, c, KH-1-i, KW-1-j], after the threads' regions. */
     float *flipped = (float *)workspace + per_thread * (size_t)ct_cpu_max_threads();
     for (int o = 0; o < s->out_channels; o++)

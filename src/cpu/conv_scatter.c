@@ -1,0 +1,223 @@
+/*
+ * Backward data of the direct convolution (stride 1, undilated, one group)
+ * as a scatter of dy through the kernel, on AVX-512:
+ *
+ *   full[c, y, x] = sum_{o,i,j} w[o,c,i,j] * dy[o, y-i, x-j]
+ *   dx[c, y, x]   = full[c, y + pad_h, x + pad_w]
+ *
+ * The forward-shaped kernel (conv_avx2.c) computes dx as a convolution of
+ * dy padded by k-1: on SimpleCNN's 6 -> 16 layer (dy 8x8, dx 12x12) more
+ * than half of its products meet that padding, and a 12-wide row fills one
+ * and a half vectors of 8.  Here every product is one of the sum's:
+ *
+ *   acc[b][j] += dy[o, y0-i : y0-i+R, :] * w[o, c0+b, i, j]
+ *
+ * for one block of full's rows [y0, y0+R) and channels c0..c0+CB-1: a
+ * vector of 16 lanes holds R rows of dy (R = 2 where dy's rows are at most
+ * 8 wide, each padded to 8; else one row, or a 16-wide piece of one), so
+ * acc[b][j] holds row y0+r, columns j.. of full, shifted by the kernel
+ * column j.  The dy rows are read from a copy with one zero row above and
+ * below and zeros past each row's end, so a block's two rows need no
+ * bounds.  CB x KW accumulators (at most 24 of the 32 registers), one dy
+ * load and CB x KW broadcast weights (folded into the FMAs) per CB x KW
+ * FMAs.  When o and i are done, the KW shifted vectors are added into a
+ * zeroed copy of full, j in increasing order; every full value sums its
+ * products over o, then i, in increasing order.  Threads take whole
+ * images: the bits do not depend on their number.
+ */
+#include "cpu/conv_scatter.h"
+
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "cpu/threads.h"
+
+#define AVX512 __attribute__((target("avx512f")))
+#define AVX512_INLINE __attribute__((target("avx512f"), always_inline)) static inline
+
+enum {
+    LANES = 16,
+    MAX_KW = 7,
+    MAX_ACC = 24,     /* CB x KW accumulators */
+    SLACK = LANES,    /* floats after full's rows: a block's last add may pass them */
+    ALIGN_FLOATS = 16,
+};
+
+/* Where the rows go: dy's copy [out_c][h + 2][pitch], full [in_c][rows][full_w]. */
+typedef struct scatter_geom {
+    int out_c, in_c, h, w, kh, kw;
+    int pitch;       /* floats per dy row in the copy: 8 (two rows a vector) or a multiple of 16 */
+    int rows_per;    /* R: dy rows in a vector */
+    int full_h, full_w, full_rows; /* full's rows (h + kh - 1), its row width, rows allocated */
+    int cb;          /* channels per register block */
+} scatter_geom;
+
+static size_t round_floats(size_t count)
+{
+    return (count + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+}
+
+static scatter_geom geom_of(const ct_conv2d_shape *s)
+{
+    scatter_geom g = {.out_c = s->out_channels, .in_c = s->in_channels, .h = s->out_h,
+                      .w = s->out_w, .kh = s->kernel_h, .kw = s->kernel_w};
+    g.pitch = g.w <= LANES / 2 ? LANES / 2 : (g.w + LANES - 1) / LANES * LANES;
+    g.rows_per = g.pitch == LANES / 2 ? 2 : 1;
+    g.full_h = g.h + g.kh - 1;
+    g.full_w = g.pitch + g.kw - 1;
+    g.full_rows = (g.full_h + g.rows_per - 1) / g.rows_per * g.rows_per;
+    g.cb = MAX_ACC / g.kw < 4 ? MAX_ACC / g.kw : 4;
+    return g;
+}
+
+/* Where dy's rows fill at least 3/4 of the lanes they take: with 10-wide
+ * rows (6 of 16 lanes idle) the scatter measured 10% slower than the
+ * forward-shaped kernel, with 8 and 32 it was 1.5x and 1.3x faster
+ * (docs/perf.md). */
+bool ct_cpu_conv2d_scatter_fits(const ct_conv2d_shape *s)
+{
+    if (!(ct_cpu_simd_avx512() && s->groups == 1 && s->stride_h == 1 && s->stride_w == 1 &&
+          s->dilation_h == 1 && s->dilation_w == 1 && s->pad_h < s->kernel_h &&
+          s->pad_w < s->kernel_w && s->kernel_w <= MAX_KW && s->out_w > 0))
+        return false;
+    scatter_geom g = geom_of(s);
+    return 4 * g.w >= 3 * g.pitch;
+}
+
+static size_t dy_floats(const scatter_geom *g)
+{
+    return round_floats((size_t)g->out_c * (g->h + 2) * g->pitch);
+}
+
+static size_t full_floats(const scatter_geom *g)
+{
+    return round_floats((size_t)g->in_c * g->full_rows * g->full_w + SLACK);
+}
+
+size_t ct_cpu_conv2d_scatter_thread_floats(const ct_conv2d_shape *s)
+{
+    scatter_geom g = geom_of(s);
+    return dy_floats(&g) + full_floats(&g);
+}
+
+/* One block: full[c0+b, y0.., col0 + j + lane] += the products of every o, i. */
+AVX512_INLINE void scatter_block(const scatter_geom *g, const float *dy_pad, const float *w,
+                                 float *full, int c0, int y0, int col0, const int CB,
+                                 const int KW)
+{
+    __m512 acc[4][MAX_KW];
+    #pragma GCC unroll 4
+    for (int b = 0; b < CB; b++)
+        #pragma GCC unroll 7
+        for (int j = 0; j < KW; j++)
+            acc[b][j] = _mm512_setzero_ps();
+    int i_lo = y0 - g->h + 1 > 0 ? y0 - g->h + 1 : 0;
+    int i_hi = y0 + g->rows_per - 1 < g->kh - 1 ? y0 + g->rows_per - 1 : g->kh - 1;
+    size_t area = (size_t)g->kh * KW, plane = (size_t)(g->h + 2) * g->pitch;
+    for (int o = 0; o < g->out_c; o++) {
+        const float *w_o = w + ((size_t)o * g->in_c + c0) * area;
+        const float *dy_o = dy_pad + o * plane + col0;
+        for (int i = i_lo; i <= i_hi; i++) {
+            /* rows y0-i.., stored one down (the zero row above) */
+            __m512 dv = _mm512_loadu_ps(dy_o + (size_t)(y0 - i + 1) * g->pitch);
+            const float *w_i = w_o + (size_t)i * KW;
+            #pragma GCC unroll 4
+            for (int b = 0; b < CB; b++)
+                #pragma GCC unroll 7
+                for (int j = 0; j < KW; j++)
+                    acc[b][j] = _mm512_fmadd_ps(dv, _mm512_set1_ps(w_i[b * area + j]),
+                                                acc[b][j]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int b = 0; b < CB; b++) {
+        float *f = full + ((size_t)(c0 + b) * g->full_rows + y0) * g->full_w + col0;
+        #pragma GCC unroll 7
+        for (int j = 0; j < KW; j++) {
+            if (g->rows_per == 2) {
+                __m256 top = _mm512_castps512_ps256(acc[b][j]);
+                __m256 bottom = _mm256_castpd_ps(_mm512_extractf64x4_pd(
+                    _mm512_castps_pd(acc[b][j]), 1));
+                _mm256_storeu_ps(f + j, _mm256_add_ps(_mm256_loadu_ps(f + j), top));
+                _mm256_storeu_ps(f + g->full_w + j,
+                                 _mm256_add_ps(_mm256_loadu_ps(f + g->full_w + j), bottom));
+            } else {
+                _mm512_storeu_ps(f + j, _mm512_add_ps(_mm512_loadu_ps(f + j), acc[b][j]));
+            }
+        }
+    }
+}
+
+typedef void (*scatter_block_fn)(const scatter_geom *g, const float *dy_pad, const float *w,
+                                 float *full, int c0, int y0, int col0);
+
+#define SCATTER_BLOCK(CB, KW)                                                               \
+    static AVX512 void scatter_block_##CB##_##KW(const scatter_geom *g, const float *dy_pad, \
+                                                 const float *w, float *full, int c0, int y0, \
+                                                 int col0)                                  \
+    {                                                                                       \
+        scatter_block(g, dy_pad, w, full, c0, y0, col0, CB, KW);                            \
+    }
+#define SCATTER_BLOCKS(KW) SCATTER_BLOCK(1, KW) SCATTER_BLOCK(2, KW) SCATTER_BLOCK(3, KW) \
+    SCATTER_BLOCK(4, KW)
+SCATTER_BLOCKS(1)
+SCATTER_BLOCKS(2)
+SCATTER_BLOCKS(3)
+SCATTER_BLOCKS(4)
+SCATTER_BLOCKS(5)
+SCATTER_BLOCKS(6)
+SCATTER_BLOCKS(7)
+
+#define SCATTER_ROW(KW) {scatter_block_1_##KW, scatter_block_2_##KW, scatter_block_3_##KW, \
+                         scatter_block_4_##KW}
+static const scatter_block_fn scatter_blocks[MAX_KW][4] = {
+    SCATTER_ROW(1), SCATTER_ROW(2), SCATTER_ROW(3), SCATTER_ROW(4),
+    SCATTER_ROW(5), SCATTER_ROW(6), SCATTER_ROW(7),
+};
+
+/* dx of one image from its dy, through the thread's dy copy and full. */
+static void scatter_image(const scatter_geom *g, const ct_conv2d_shape *s, const float *dy,
+                          const float *w, float *dx, float *dy_pad, float *full)
+{
+    memset(dy_pad, 0, sizeof(float) * dy_floats(g));
+    for (int o = 0; o < g->out_c; o++)
+        for (int row = 0; row < g->h; row++)
+            memcpy(dy_pad + ((size_t)o * (g->h + 2) + row + 1) * g->pitch,
+                   dy + ((size_t)o * g->h + row) * g->w, sizeof(float) * (size_t)g->w);
+    memset(full, 0, sizeof(float) * full_floats(g));
+    int n_blocks = (g->in_c + g->cb - 1) / g->cb;
+    for (int block = 0; block < n_blocks; block++) {
+        int c0 = block * g->in_c / n_blocks, c1 = (block + 1) * g->in_c / n_blocks;
+        for (int y0 = 0; y0 < g->full_h; y0 += g->rows_per)
+            for (int col0 = 0; col0 < g->pitch; col0 += LANES / g->rows_per)
+                scatter_blocks[g->kw - 1][c1 - c0 - 1](g, dy_pad, w, full, c0, y0, col0);
+    }
+    for (int c = 0; c < g->in_c; c++)
+        for (int y = 0; y < s->in_h; y++)
+            memcpy(dx + ((size_t)c * s->in_h + y) * s->in_w,
+                   full + ((size_t)c * g->full_rows + y + s->pad_h) * g->full_w + s->pad_w,
+                   sizeof(float) * (size_t)s->in_w);
+}
+
+void ct_cpu_conv2d_scatter_backward_data(const ct_conv2d_shape *s, const float *dy,
+                                         const float *w, float *dx, float *workspace,
+                                         size_t per_thread)
+{
+    scatter_geom g = geom_of(s);
+    size_t dy_image = (size_t)s->out_channels * s->out_h * s->out_w;
+    size_t dx_image = (size_t)s->in_channels * s->in_h * s->in_w;
+#pragma omp parallel
+    {
+        int thread = ct_cpu_thread_num(), team = ct_cpu_team_size();
+        float *dy_pad = workspace + (size_t)thread * per_thread;
+        float *full = dy_pad + dy_floats(&g);
+        int first = (int)((long long)s->n_batch * thread / team);
+        int last = (int)((long long)s->n_batch * (thread + 1) / team);
+        for (int n = first; n < last; n++)
+            scatter_image(&g, s, dy + n * dy_image, w, dx + n * dx_image, dy_pad, full);
+    }
+}
+
+#endif
