@@ -357,7 +357,7 @@ int cli_evaluator_new(const char *command, const char *model_text, const ct_onnx
     size_t image_floats = (size_t)(shape[0] * shape[1] * shape[2] * shape[3]);
     ev->images = malloc(sizeof *ev->images * image_floats);
     ev->scores = malloc(sizeof *ev->scores * (size_t)batch * (size_t)ev->classes);
-    ev->labels = malloc(sizeof *ev->labels * (size_t)batch);
+    ev->labels = malloc(sizeof *ev->labels * 2 * (size_t)batch); /* two batches' */
     ev->indices = malloc(sizeof *ev->indices * (size_t)batch);
     ev->copy_buffer = malloc(largest ? largest : 1);
     int exit_status = status == CT_OK ? CLI_EXIT_OK : cli_fail(command);
@@ -539,20 +539,38 @@ void cli_softmax(const float *row, int classes, double *probabilities)
         probabilities[c] /= sum;
 }
 
+/* Batch j of the shard (rows past its end repeat its first item) into
+ * ev->images and labels, and staged for a later run. */
+static ct_status prepare_batch(cli_evaluator *ev, const ct_dataset *data, int shard, int n_shards,
+                               int64_t n_mine, int64_t j, int64_t *labels)
+{
+    int64_t start = j * ev->batch;
+    int valid = (int)(n_mine - start < ev->batch ? n_mine - start : ev->batch);
+    for (int b = 0; b < ev->batch; b++) /* padding: repeat an item */
+        ev->indices[b] = shard + (start + (b < valid ? b : 0)) * n_shards;
+    ct_status status = ct_dataset_batch(data, ev->indices, ev->batch, ev->images, labels);
+    return status == CT_OK ? ct_plan_stage(ev->plan, ev->x, ev->images, ct_tensor_bytes(ev->x))
+                           : status;
+}
+
+/* Batch j + 1 is staged before batch j runs: on a GPU its copy runs beside
+ * batch j (ct_plan_stage); ev->labels holds both batches' labels. */
 int cli_evaluate_sums(const char *command, cli_evaluator *ev, const ct_dataset *data, int shard,
                       int n_shards, cli_eval_sums *sums, int64_t *confusion)
 {
     int64_t n = ct_dataset_size(data);
     int64_t n_mine = n > shard ? (n - shard + n_shards - 1) / n_shards : 0;
+    int64_t n_batches = (n_mine + ev->batch - 1) / ev->batch;
     *sums = (cli_eval_sums){0};
-    for (int64_t start = 0; start < n_mine; start += ev->batch) {
-        int valid = (int)(n_mine - start < ev->batch ? n_mine - start : ev->batch);
-        for (int b = 0; b < ev->batch; b++) /* padding: repeat an item */
-            ev->indices[b] = shard + (start + (b < valid ? b : 0)) * n_shards;
-        ct_status status = ct_dataset_batch(data, ev->indices, ev->batch, ev->images, ev->labels);
-        size_t image_bytes = ct_tensor_bytes(ev->x);
-        if (status == CT_OK)
-            status = ct_plan_write(ev->plan, ev->x, ev->images, image_bytes);
+    if (n_batches > 0 && prepare_batch(ev, data, shard, n_shards, n_mine, 0, ev->labels) != CT_OK)
+        return cli_fail(command);
+    for (int64_t j = 0; j < n_batches; j++) {
+        int64_t *labels = ev->labels + (j % 2) * ev->batch;
+        int valid = (int)(n_mine - j * ev->batch < ev->batch ? n_mine - j * ev->batch : ev->batch);
+        ct_status status = CT_OK;
+        if (j + 1 < n_batches)
+            status = prepare_batch(ev, data, shard, n_shards, n_mine, j + 1,
+                                   ev->labels + ((j + 1) % 2) * ev->batch);
         if (status == CT_OK)
             status = ct_plan_run(ev->plan, CT_EVAL);
         if (status == CT_OK)
@@ -563,10 +581,10 @@ int cli_evaluate_sums(const char *command, cli_evaluator *ev, const ct_dataset *
         for (int b = 0; b < valid; b++) {
             const float *row = ev->scores + (size_t)b * (size_t)ev->classes;
             int predicted = cli_argmax(row, ev->classes);
-            sums->correct += predicted == ev->labels[b];
-            sums->loss += cli_cross_entropy(row, ev->classes, ev->labels[b]);
+            sums->correct += predicted == labels[b];
+            sums->loss += cli_cross_entropy(row, ev->classes, labels[b]);
             if (confusion)
-                confusion[ev->labels[b] * ev->classes + predicted]++;
+                confusion[labels[b] * ev->classes + predicted]++;
         }
     }
     sums->count = n_mine;
