@@ -20,11 +20,12 @@
 
 #include "cuttle.h"
 #include "harness.h"
+#include "step_bytes.h"
 #ifdef CT_HAVE_CUDA
 #include <cuda_runtime_api.h> /* the emulator's: CUDA_EMU, cuda_emu_fail */
 #endif
 
-enum { STEPS = 6, MAX_PARTS = 64 };
+enum { STEPS = 6 };
 
 #define TOL_TRAINING 1e-4 /* GPU against CPU after several steps (test_gpu's) */
 
@@ -96,30 +97,6 @@ static void fill(ct_plan *plan, const model *m)
         fill_tensor(plan, ct_graph_state(m->graph, i), m->classes, 300 + (uint64_t)i);
 }
 
-/* Everything a step leaves behind: the loss, every state tensor (inputs,
- * parameters, optimizer buffers) and every gradient, as bytes. */
-static void *read_everything(ct_plan *plan, const model *m, size_t *bytes)
-{
-    const ct_tensor *parts[MAX_PARTS];
-    int n = 0;
-    parts[n++] = m->loss;
-    for (int i = 0; i < ct_graph_n_state(m->graph) && n + 2 <= MAX_PARTS; i++) {
-        parts[n++] = ct_graph_state(m->graph, i);
-        if (ct_tensor_grad(ct_graph_state(m->graph, i)))
-            parts[n++] = ct_tensor_grad(ct_graph_state(m->graph, i));
-    }
-    size_t total = 0, offset = 0;
-    for (int i = 0; i < n; i++)
-        total += ct_tensor_bytes(parts[i]);
-    char *data = malloc(total);
-    for (int i = 0; i < n; i++) {
-        CHECK_OK(ct_plan_read(plan, parts[i], data + offset, ct_tensor_bytes(parts[i])));
-        offset += ct_tensor_bytes(parts[i]);
-    }
-    *bytes = total;
-    return data;
-}
-
 /* The parameters and optimizer state against the CPU's: the learning rate
  * and step count of each step reached the kernels (the same bits on both
  * GPU plans would not show a value both failed to update). */
@@ -142,8 +119,8 @@ static void check_against_cpu(ct_plan *gpu, ct_plan *host, const model *m)
 static void check_same_bits(ct_plan *replayed, ct_plan *eager, const model *m, const char *when)
 {
     size_t bytes_a = 0, bytes_b = 0;
-    void *a = read_everything(replayed, m, &bytes_a);
-    void *b = read_everything(eager, m, &bytes_b);
+    void *a = step_bytes(replayed, m->graph, m->loss, &bytes_a);
+    void *b = step_bytes(eager, m->graph, m->loss, &bytes_b);
     CHECK(bytes_a == bytes_b && memcmp(a, b, bytes_a) == 0,
           "%s: replayed steps differ from the same steps node by node (%zu bytes)", when,
           bytes_a);

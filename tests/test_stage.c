@@ -16,8 +16,9 @@
 
 #include "cuttle.h"
 #include "harness.h"
+#include "step_bytes.h"
 
-enum { BATCH = 8, STEPS = 6, CLASSES = 10, IMAGE = 28 * 28, MAX_PARTS = 64 };
+enum { BATCH = 8, STEPS = 6, CLASSES = 10, IMAGE = 28 * 28 };
 
 typedef struct model {
     ct_graph *graph;
@@ -68,29 +69,6 @@ static void write_batch(ct_plan *p, const model *m, int j)
     CHECK_OK(ct_plan_write(p, m->labels, labels, sizeof labels));
 }
 
-/* The loss, every state tensor and every gradient, as bytes. */
-static void *read_everything(ct_plan *plan, const model *m, size_t *bytes)
-{
-    const ct_tensor *parts[MAX_PARTS];
-    int n = 0;
-    parts[n++] = m->loss;
-    for (int i = 0; i < ct_graph_n_state(m->graph) && n + 2 <= MAX_PARTS; i++) {
-        parts[n++] = ct_graph_state(m->graph, i);
-        if (ct_tensor_grad(ct_graph_state(m->graph, i)))
-            parts[n++] = ct_tensor_grad(ct_graph_state(m->graph, i));
-    }
-    size_t total = 0, offset = 0;
-    for (int i = 0; i < n; i++)
-        total += ct_tensor_bytes(parts[i]);
-    char *data = malloc(total);
-    for (int i = 0; i < n; i++) {
-        CHECK_OK(ct_plan_read(plan, parts[i], data + offset, ct_tensor_bytes(parts[i])));
-        offset += ct_tensor_bytes(parts[i]);
-    }
-    *bytes = total;
-    return data;
-}
-
 /* STEPS steps fed the pipelined way (stage j+1, then run j) against the
  * same steps fed by ct_plan_write: the same bits after every step. */
 static void pipelined_matches_written(const char *device, bool cuda_graph)
@@ -114,8 +92,8 @@ static void pipelined_matches_written(const char *device, bool cuda_graph)
             write_batch(written, &m, j);
             CHECK_OK(ct_plan_run(written, CT_TRAIN));
             size_t bytes_a = 0, bytes_b = 0;
-            void *a = read_everything(staged, &m, &bytes_a);
-            void *b = read_everything(written, &m, &bytes_b);
+            void *a = step_bytes(staged, m.graph, m.loss, &bytes_a);
+            void *b = step_bytes(written, m.graph, m.loss, &bytes_b);
             CHECK(bytes_a == bytes_b && memcmp(a, b, bytes_a) == 0,
                   "%s (CUDA graph %s), step %d: the staged plan differs from the written one",
                   device, cuda_graph ? "on" : "off", j);
