@@ -105,6 +105,7 @@ _PROTOTYPES = {
     "ct_plan_free": (None, [P]),
     "ct_plan_run": (_STATUS, [P, ctypes.c_int]),
     "ct_plan_write": (_STATUS, [P, P, P, ctypes.c_size_t]),
+    "ct_plan_stage": (_STATUS, [P, P, P, ctypes.c_size_t]),
     "ct_plan_read": (_STATUS, [P, P, P, ctypes.c_size_t]),
     "ct_plan_read_f32": (_STATUS, [P, P, P, ctypes.c_int64]),
     "ct_plan_set_lr": (None, [P, ctypes.c_float]),

@@ -158,23 +158,35 @@ class _Run:
         loss_sum, correct, steps = 0.0, 0, 0
         start = time.monotonic()
         check(lib.ct_loader_start(self.loader, epoch, 0))
-        while not o["max_steps"] or lib.ct_plan_step(plan) < o["max_steps"]:
+
+        def next_batch(ahead):
+            """The loader's next batch, staged for a later step (ct_plan_stage: on
+            a GPU its copy runs beside the step before it); 0 at the epoch's end
+            or where max_steps leaves no room for it."""
+            if o["max_steps"] and lib.ct_plan_step(plan) + ahead >= o["max_steps"]:
+                return 0
             check(lib.ct_loader_next(self.loader, ctypes.byref(images), ctypes.byref(labels),
                                      ctypes.byref(n)))
-            if n.value == 0:
-                break
+            if n.value:
+                check(lib.ct_plan_stage(plan, net.x, images, lib.ct_tensor_bytes(net.x)))
+                check(lib.ct_plan_stage(plan, net.labels, labels,
+                                        lib.ct_tensor_bytes(net.labels)))
+            return n.value
+
+        count = next_batch(0)
+        while count:
+            # this step's labels, before the loader moves on to the next batch
+            batch_labels = np.ctypeslib.as_array(ctypes.cast(labels, ctypes.POINTER(
+                ctypes.c_int64)), (o["batch"],)).copy()
+            count = next_batch(1)  # batch j + 1, staged before step j runs
             lib.ct_plan_set_lr(plan, schedules.learning_rate(o["schedule"], o["lr"],
                                                             lib.ct_plan_step(plan), total_steps))
-            check(lib.ct_plan_write(plan, net.x, images, lib.ct_tensor_bytes(net.x)))
-            check(lib.ct_plan_write(plan, net.labels, labels, lib.ct_tensor_bytes(net.labels)))
             check(lib.ct_plan_run(plan, CT_TRAIN))
             check(lib.ct_plan_read(plan, self.loss, loss.ctypes.data_as(P), loss.nbytes))
             check(lib.ct_plan_read_f32(plan, net.logits, logits.ctypes.data_as(P), logits.size))
             if not math.isfinite(loss[0]):
                 raise Error(f"cuttle: the loss is {loss[0]} at step {lib.ct_plan_step(plan) - 1}:"
                             f" training diverged; try a lower lr", "CT_ERR_STATE")
-            batch_labels = np.ctypeslib.as_array(ctypes.cast(labels, ctypes.POINTER(
-                ctypes.c_int64)), (o["batch"],))
             loss_sum += float(loss[0])
             correct += int((logits.argmax(axis=1) == batch_labels).sum())
             steps += 1
