@@ -47,26 +47,19 @@ static void batch(int j, float *images, int64_t *labels)
         labels[b] = (b * 3 + j) % CLASSES;
 }
 
-/* Stages batch j on plan p, then scribbles over the host's copy (which
- * the plan must no longer need). */
-static void stage_batch(ct_plan *p, const model *m, int j)
+/* Batch j into plan p: staged (then the host's copy, which the plan must
+ * no longer need, scribbled over) or written. */
+static void feed_batch(ct_plan *p, const model *m, int j, bool stage)
 {
     float images[BATCH * IMAGE];
     int64_t labels[BATCH];
     batch(j, images, labels);
-    CHECK_OK(ct_plan_stage(p, m->x, images, sizeof images));
-    CHECK_OK(ct_plan_stage(p, m->labels, labels, sizeof labels));
+    ct_status (*feed)(ct_plan *, ct_tensor *, const void *, size_t) =
+        stage ? ct_plan_stage : ct_plan_write;
+    CHECK_OK(feed(p, m->x, images, sizeof images));
+    CHECK_OK(feed(p, m->labels, labels, sizeof labels));
     memset(images, 0xff, sizeof images);
     memset(labels, 0xff, sizeof labels);
-}
-
-static void write_batch(ct_plan *p, const model *m, int j)
-{
-    float images[BATCH * IMAGE];
-    int64_t labels[BATCH];
-    batch(j, images, labels);
-    CHECK_OK(ct_plan_write(p, m->x, images, sizeof images));
-    CHECK_OK(ct_plan_write(p, m->labels, labels, sizeof labels));
 }
 
 /* STEPS steps fed the pipelined way (stage j+1, then run j) against the
@@ -84,12 +77,12 @@ static void pipelined_matches_written(const char *device, bool cuda_graph)
     CHECK_OK(ct_plan_new(m.graph, backend, 7, &staged));
     CHECK_OK(ct_plan_new(m.graph, backend, 7, &written));
     if (staged && written) {
-        stage_batch(staged, &m, 0);
+        feed_batch(staged, &m, 0, true);
         for (int j = 0; j < STEPS; j++) {
             if (j + 1 < STEPS)
-                stage_batch(staged, &m, j + 1);
+                feed_batch(staged, &m, j + 1, true);
             CHECK_OK(ct_plan_run(staged, CT_TRAIN));
-            write_batch(written, &m, j);
+            feed_batch(written, &m, j, false);
             CHECK_OK(ct_plan_run(written, CT_TRAIN));
             size_t bytes_a = 0, bytes_b = 0;
             void *a = step_bytes(staged, m.graph, m.loss, &bytes_a);
@@ -215,15 +208,15 @@ static void staged_replay_allocates_nothing(void)
     ct_plan *p = NULL;
     CHECK_OK(ct_plan_new(m.graph, backend, 7, &p));
     if (p) {
-        stage_batch(p, &m, 0);
+        feed_batch(p, &m, 0, true);
         for (int j = 0; j < 3; j++) { /* two node by node, one recorded */
-            stage_batch(p, &m, j + 1);
+            feed_batch(p, &m, j + 1, true);
             CHECK_OK(ct_plan_run(p, CT_TRAIN));
         }
         ct_memory_stats before, after;
         CHECK_OK(ct_backend_memory_stats(backend, &before));
         for (int j = 3; j < 7; j++) {
-            stage_batch(p, &m, j + 1);
+            feed_batch(p, &m, j + 1, true);
             CHECK_OK(ct_plan_run(p, CT_TRAIN));
         }
         CHECK_OK(ct_backend_memory_stats(backend, &after));

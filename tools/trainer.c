@@ -135,18 +135,26 @@ static int read_step(trainer *t, float *loss, int *bad)
     return CLI_EXIT_OK;
 }
 
-/* Queues a batch for the step after the ones queued before (ct_plan_stage):
- * each part its slice.  On a GPU its copy runs beside the step queued
- * before it. */
-static int stage_batch(trainer *t, const float *images, const int64_t *labels)
+/* The loader's next batch, queued for the step after the ones queued
+ * before (ct_plan_stage), each part its slice: on a GPU its copy runs
+ * beside the step queued before it.  *n: its items, 0 at the epoch's end
+ * or where max_steps leaves no room for a step `ahead` steps from now. */
+static int stage_next(trainer *t, const trainer_epoch *e, int64_t ahead, const int64_t **labels,
+                      int *n)
 {
+    const float *images = NULL;
+    *n = 0;
+    if (e->max_steps != 0 && ct_plan_step(t->plan) + ahead >= e->max_steps)
+        return CLI_EXIT_OK;
+    if (ct_loader_next(t->loader, &images, labels, n) != CT_OK)
+        return cli_fail(t->command);
     size_t image = (size_t)ct_tensor_numel(t->x) / (size_t)t->part_batch;
-    for (int k = 0; k < t->n_parts; k++) {
+    for (int k = 0; k < t->n_parts && *n > 0; k++) {
         trainer_part *part = &t->parts[k];
         size_t first = (size_t)k * (size_t)t->part_batch;
         if (ct_plan_stage(part->plan, part->x, images + first * image,
                           ct_tensor_bytes(part->x)) != CT_OK ||
-            ct_plan_stage(part->plan, part->labels, labels + first,
+            ct_plan_stage(part->plan, part->labels, *labels + first,
                           ct_tensor_bytes(part->labels)) != CT_OK)
             return cli_fail(t->command);
     }
@@ -204,23 +212,13 @@ int trainer_run_epoch(trainer *t, const trainer_epoch *e, epoch_sums *sums)
     progress_start(&bar, e->log, e->epoch, e->epochs, steps);
     if (ct_loader_start(t->loader, e->epoch, e->first_batch) != CT_OK)
         return cli_fail(t->command);
-    const float *images = NULL;
     const int64_t *labels = NULL;
     int n = 0;
-    bool room = e->max_steps == 0 || ct_plan_step(t->plan) < e->max_steps;
-    if (room && ct_loader_next(t->loader, &images, &labels, &n) != CT_OK)
-        return cli_fail(t->command);
-    if (n > 0)
-        CLI_TRY(stage_batch(t, images, labels));
+    CLI_TRY(stage_next(t, e, 0, &labels, &n));
     while (n > 0) {
         memcpy(t->step_labels, labels, sizeof *labels * (size_t)t->batch);
-        int next = 0;
         int64_t step = ct_plan_step(t->plan);
-        if ((e->max_steps == 0 || step + 1 < e->max_steps) &&
-            ct_loader_next(t->loader, &images, &labels, &next) != CT_OK)
-            return cli_fail(t->command);
-        if (next > 0)
-            CLI_TRY(stage_batch(t, images, labels));
+        CLI_TRY(stage_next(t, e, 1, &labels, &n)); /* batch j + 1, before step j */
         float lr = (float)schedule_lr(e->schedule, e->lr, step, e->total_steps);
         for (int k = 0; k < t->n_parts; k++)
             ct_plan_set_lr(t->parts[k].plan, lr);
@@ -230,7 +228,6 @@ int trainer_run_epoch(trainer *t, const trainer_epoch *e, epoch_sums *sums)
                         (double)sums->correct / (double)(sums->steps * t->batch),
                         (double)(sums->steps * t->batch * e->ranks) /
                             (elapsed > 0 ? elapsed : 1e-9));
-        n = next;
     }
     progress_end(&bar);
     return CLI_EXIT_OK;

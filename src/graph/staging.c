@@ -100,12 +100,6 @@ ct_status ct_staging_take(ct_staging *staging, ct_backend *backend, const ct_exe
     return CT_OK;
 }
 
-int ct_staging_queued(const ct_staging *staging, const ct_tensor *t)
-{
-    const staged_input *in = find(staging, t);
-    return in ? in->count : 0;
-}
-
 void ct_staging_free(ct_staging *staging, ct_backend *backend)
 {
     if (!staging)

@@ -25,8 +25,6 @@ ct_status ct_staging_put(ct_staging **staging, ct_backend *backend, const ct_ten
 /* Gives every input with a queued value its oldest, into exec's memory,
  * ordered before the work queued next on the backend. */
 ct_status ct_staging_take(ct_staging *staging, ct_backend *backend, const ct_exec *exec);
-/* Values queued for t (0 without staging). */
-int ct_staging_queued(const ct_staging *staging, const ct_tensor *t);
 void ct_staging_free(ct_staging *staging, ct_backend *backend);
 
 #endif
