@@ -35,14 +35,19 @@ enum {
  * the channels the slice's taps cover, the source rows of the block's 64
  * pixels; scratch_floats 0 reads through the map instead.  The forward
  * pass's bias is one coalesced read of the tile's 64 values (row_bias).
+ * On the narrow tile (at most 16 channels) a's rows are read whole, once
+ * per block (gemm_stage_a_strip): w's rows of Cg*KK floats are no whole
+ * number of sectors where Cg*KK is no multiple of 8, and a 16-float k
+ * slice of them was 3 sectors for 2 (71% of SimpleCNN's conv2 reads).
  */
-struct conv_gemm_problem {
+struct conv_gemm_problem : ct_gemm_defaults {
     static constexpr const char *kernel_name = "gemm<conv_forward>";
     static constexpr bool stages_b = true;
     static constexpr bool adds_row_bias = true;
+    static constexpr bool strips_a = true; /* on the narrow tile, where it fits */
     int m, n, k, splits, k_chunk; /* m = Og (Cg), n = N * dst plane, k = Cg*KK (Og*KK) */
-    int scratch_floats;           /* the patch; 0: read b through the map */
-    int a_pitch;                  /* floats between rows of a */
+    /* scratch_floats: the patch; 0: read b through the map */
+    int a_pitch; /* floats between rows of a */
     conv_geometry g;
     const float *a, *src, *bias;
     float *dst;
@@ -56,6 +61,11 @@ struct conv_gemm_problem {
     {
         return a[((size_t)grp * m + row) * a_pitch + depth];
     }
+    __device__ const float *a_row(int grp, int row) const
+    {
+        return a + ((size_t)grp * m + row) * a_pitch;
+    }
+    __device__ size_t a_row_pitch() const { return (size_t)a_pitch; }
     __device__ float load_b(int grp, int depth, int pixel) const
     {
         int taps = g.kernel_h * g.kernel_w;
@@ -177,10 +187,11 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
     static constexpr const char *kernel_name = "gemm<conv_backward_weight>";
     static constexpr bool stages_b = true;
     int m, n, k, splits, k_chunk; /* m = Og, n = Cg*KK, k = N*P */
-    int scratch_floats;           /* the patch; 0: read b through load_b */
+    /* scratch_floats: the patch; 0: read b through load_b */
     conv_geometry g;              /* forward: col as the forward pass reads it */
     const float *x, *dy;
-    float *dw, *parts; /* parts: [splits, O, Cg*KK] when splits > 1 */
+    float *dw, *parts; /* parts: [splits, O, parts_pitch] when splits > 1 */
+    int parts_pitch;   /* Cg*KK rounded up to whole sectors (conv_sum_parts) */
 
     /* dy[n, o, p] and col[cij, np] both run along k (output pixels). */
     __device__ bool a_along_k() const { return true; }
@@ -228,19 +239,33 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
         if (splits == 1)
             dw[index] = value;
         else
-            parts[(size_t)split * g.dst_c * n + index] = value;
+            parts[((size_t)split * g.dst_c + grp * m + o) * parts_pitch + cij] = value;
     }
 };
 
-/* dw[i] = sum_{split in order} parts[split, i] */
-__global__ void conv_sum_parts(int64_t count, int splits, const float *parts, float *dw)
+/*
+ * dw[o, j] = sum_{split in order} parts[split, o, j] for the O rows of n
+ * floats of dw, parts' rows `pitch` floats apart.  The pitch is n rounded
+ * up to whole sectors, so that the GEMM's warps store whole sectors of
+ * parts (a row of 150 floats began mid-sector: 81.5% of the stored sectors
+ * used); i runs over the padded rows here, so each part is read in
+ * aligned runs and dw written in runs as long as a warp's share of a row.
+ * (i over dw's own index instead wrote dw in whole sectors but read parts
+ * at 77%: a warp's 32 values began mid-sector in most rows.)
+ */
+__global__ void conv_sum_parts(int64_t padded, int n, int pitch, int splits, const float *parts,
+                               float *dw)
 {
-    CT_CUDA_GRID_STRIDE(i, count)
+    CT_CUDA_GRID_STRIDE(i, padded)
     {
+        int64_t o = i / pitch;
+        int j = (int)(i % pitch);
+        if (j >= n)
+            continue;
         float sum = 0.0f;
         for (int split = 0; split < splits; split++)
-            sum += parts[split * count + i];
-        dw[i] = sum;
+            sum += parts[split * padded + i];
+        dw[o * n + j] = sum;
     }
 }
 
@@ -268,6 +293,8 @@ static ct_status conv_launch(Problem &p, int groups, bool k_patch, cudaStream_t 
     int width = wide ? ct_gemm_wide::n : rows ? ct_gemm_narrow::n : ct_gemm_small::n;
     p.scratch_floats = k_patch ? conv_patch_bound(p.g, depth, width)
                                : conv_patch_bound(p.g, width, CONV_WEIGHT_PIXELS);
+    if constexpr (Problem::strips_a)
+        p.a_strip = rows == GEMM_NARROW_M ? ct_gemm_narrow_strip(p.k_chunk, p.scratch_floats) : 0;
     return ct_cuda_launch_gemm(p, groups, rows, stream);
 }
 
@@ -299,9 +326,9 @@ extern "C" size_t ct_cuda_conv2d_workspace(const ct_conv2d_shape *s)
 {
     int splits, k_chunk;
     conv_weight_split(s, &splits, &k_chunk);
-    size_t weights = (size_t)s->out_channels * (s->in_channels / s->groups) * s->kernel_h *
-                     s->kernel_w;
-    return splits > 1 ? sizeof(float) * splits * weights : 0;
+    size_t rows = (size_t)s->out_channels;
+    int pitch = conv_sector_pitch(s->in_channels / s->groups * s->kernel_h * s->kernel_w);
+    return splits > 1 ? sizeof(float) * splits * rows * pitch : 0;
 }
 
 extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const float *x,
@@ -373,10 +400,12 @@ extern "C" ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, co
     p.dy = dy;
     p.dw = dw;
     p.parts = (float *)workspace;
+    p.parts_pitch = conv_sector_pitch(p.n);
     CT_TRY(conv_launch(p, s->groups, false, stream));
     if (p.splits == 1)
         return CT_OK;
-    int64_t count = (int64_t)s->out_channels * p.n;
-    CT_CUDA_LAUNCH_ITEMS(conv_sum_parts, count, stream, count, p.splits, p.parts, dw);
+    int64_t padded = (int64_t)s->out_channels * p.parts_pitch;
+    CT_CUDA_LAUNCH_ITEMS(conv_sum_parts, padded, stream, padded, p.n, p.parts_pitch, p.splits,
+                         p.parts, dw);
     return CT_OK;
 }

@@ -43,6 +43,11 @@
  *     called by every thread, leaving tile[kk][i] = b(k0 + kk, n0 + i) for
  *     kk < Tile::depth, i < Tile::n (0 outside the problem) once the
  *     block's next barrier is passed.
+ * A problem with `static constexpr bool strips_a` whose launch sets
+ * `int a_strip` (a row pitch, ct_gemm_narrow_strip) has a's rows along k,
+ * each contiguous from `const float *a_row(int group, int m)` on, rows
+ * `size_t a_row_pitch()` floats apart; the narrow tile then copies its
+ * rows of a over the whole k chunk once, after the scratch (below).
  */
 #ifndef CT_CUDA_GEMM_CUH
 #define CT_CUDA_GEMM_CUH
@@ -111,7 +116,9 @@ static __device__ inline void gemm_stage(float (*tile)[width + pad], bool along_
 struct ct_gemm_defaults {
     static constexpr bool stages_b = false;
     static constexpr bool adds_row_bias = false;
+    static constexpr bool strips_a = false;
     int scratch_floats = 0;
+    int a_strip = 0;
 };
 
 /* row_bias[i] = p.row_bias(group, m0 + i) for the tile's `rows` rows (0
@@ -128,8 +135,23 @@ static __device__ inline void gemm_stage_row_bias(const Problem &p, float *row_b
     }
 }
 
-/* One k slice of a and b into a Tile's shared tiles (a problem with
- * stages_b fills b itself); a barrier must follow. */
+/* One k slice of b into a Tile's shared tile (a problem with stages_b
+ * fills it itself); a barrier must follow. */
+template <class Tile, class Problem>
+static __device__ inline void gemm_stage_b(const Problem &p, float (*b_tile)[Tile::n + Tile::pad],
+                                           int group, int n0, int k0, int k_end)
+{
+    if constexpr (Problem::stages_b) {
+        CT_CUDA_DYNAMIC_SHARED(float, scratch);
+        p.template stage_b<Tile>(b_tile, group, k0, k_end, n0, scratch);
+    } else {
+        gemm_stage<Tile::n, Tile::depth, Tile::pad>(
+            b_tile, p.b_along_k(), n0, p.n, k0, k_end,
+            [&](int k, int n) { return p.load_b(group, k, n); });
+    }
+}
+
+/* One k slice of a and b into a Tile's shared tiles; a barrier must follow. */
 template <class Tile, class Problem>
 static __device__ inline void gemm_stage_slices(const Problem &p,
                                                 float (*a_tile)[Tile::m + Tile::pad],
@@ -139,14 +161,28 @@ static __device__ inline void gemm_stage_slices(const Problem &p,
     gemm_stage<Tile::m, Tile::depth, Tile::pad>(
         a_tile, p.a_along_k(), m0, p.m, k0, k_end,
         [&](int k, int m) { return p.load_a(group, m, k); });
-    if constexpr (Problem::stages_b) {
-        CT_CUDA_DYNAMIC_SHARED(float, scratch);
-        p.template stage_b<Tile>(b_tile, group, k0, k_end, n0, scratch);
-    } else {
-        gemm_stage<Tile::n, Tile::depth, Tile::pad>(
-            b_tile, p.b_along_k(), n0, p.n, k0, k_end,
-            [&](int k, int n) { return p.load_b(group, k, n); });
-    }
+    gemm_stage_b<Tile>(p, b_tile, group, n0, k0, k_end);
+}
+
+/* The narrow tile's a strip (a problem with strips_a, launched with
+ * a_strip): strip[r * a_strip + kk] = a(m0 + r, k_begin + kk) for its
+ * `rows` rows, 0 past p.m and from k_end up to a_strip (a whole number of
+ * k slices, so that the last slice's products past k_end are 0 x 0, never
+ * 0 x garbage).  A row is one run from a sector boundary (ct_copy_runs):
+ * a k slice of a row at a time, a warp reads 16 floats of it, 3 sectors
+ * for 2 wherever the rows' pitch is no multiple of 8 floats (a 5x5
+ * convolution's weights over 6 channels: 150).  Visible after the block's
+ * next barrier. */
+template <int rows, class Problem>
+static __device__ inline void gemm_stage_a_strip(const Problem &p, float *strip, int group,
+                                                 int m0, int k_begin, int k_end)
+{
+    int count = min(rows, p.m - m0), run = k_end - k_begin, tail = p.a_strip - run;
+    ct_copy_runs(strip, p.a_strip, p.a_row(group, m0) + k_begin, p.a_row_pitch(), count, run);
+    for (int e = threadIdx.x; e < count * tail; e += GEMM_THREADS)
+        strip[e / tail * p.a_strip + run + e % tail] = 0.0f;
+    for (int e = count * p.a_strip + threadIdx.x; e < rows * p.a_strip; e += GEMM_THREADS)
+        strip[e] = 0.0f;
 }
 
 template <class Problem>
@@ -294,7 +330,10 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
  * the 64 x 64 tile's (rows padded by 2 floats), the same sums in the same
  * order: each c element adds its chunk's products in increasing k with
  * float FMAs, so a product gives the same bits on either tile.  Static
- * shared memory: 16 x (18 + 66) x 4 = 5.25 KiB.
+ * shared memory: 16 x (18 + 66) x 4 = 5.25 KiB.  With an a strip (a
+ * problem with strips_a), the block reads a's 16 rows over its whole k
+ * chunk once, into the dynamic shared memory after the scratch, and each
+ * k step's a words from there (a broadcast per warp, as from the tile).
  */
 template <class Problem>
 static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_narrow(Problem p)
@@ -316,15 +355,29 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_narrow(Prob
 #pragma unroll
         for (int j = 0; j < COLS; j++)
             acc[i][j] = 0.0f;
+    float *a_strip = nullptr;
+    if constexpr (Problem::strips_a) {
+        if (p.a_strip) {
+            CT_CUDA_DYNAMIC_SHARED(float, scratch);
+            a_strip = scratch + p.scratch_floats;
+            gemm_stage_a_strip<tile::m>(p, a_strip, group, m0, k_begin, k_end);
+        }
+    }
+    /* a(row, k0 + kk) at a_at[kk * k_step + row * row_step] */
+    int k_step = a_strip ? 1 : tile::m + tile::pad, row_step = a_strip ? p.a_strip : 1;
     for (int k0 = k_begin; k0 < k_end; k0 += tile::depth) {
-        gemm_stage_slices<tile>(p, a_tile, b_tile, group, m0, n0, k0, k_end);
+        if (a_strip)
+            gemm_stage_b<tile>(p, b_tile, group, n0, k0, k_end);
+        else
+            gemm_stage_slices<tile>(p, a_tile, b_tile, group, m0, n0, k0, k_end);
         __syncthreads();
+        const float *a_at = a_strip ? a_strip + (k0 - k_begin) : &a_tile[0][0];
 #pragma unroll
         for (int kk = 0; kk < tile::depth; kk++) {
             float a_frag[ROWS], b_frag[COLS];
 #pragma unroll
             for (int i = 0; i < ROWS; i++)
-                a_frag[i] = a_tile[kk][ty + ROW_STEP * i];
+                a_frag[i] = a_at[kk * k_step + (ty + ROW_STEP * i) * row_step];
 #pragma unroll
             for (int j = 0; j < COLS; j++)
                 b_frag[j] = b_tile[kk][tx + GEMM_NARROW_COLUMN_THREADS * j];
@@ -348,6 +401,19 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_narrow(Prob
             if (m < p.m && n < p.n)
                 p.store(group, split, m, n, value);
         }
+}
+
+/* The row pitch of the narrow tile's a strip (gemm_stage_a_strip) for a k
+ * chunk of `depth` beside `scratch_floats` floats of scratch, or 0 where
+ * the block's shared memory would pass the 48 KiB a block has without
+ * opting in. */
+static inline int ct_gemm_narrow_strip(int depth, int scratch_floats)
+{
+    int pitch = (depth + GEMM_TILE_K - 1) / GEMM_TILE_K * GEMM_TILE_K;
+    size_t fixed = sizeof(float) * (GEMM_TILE_K * (GEMM_NARROW_M + GEMM_PAD + GEMM_NARROW_N +
+                                                   GEMM_PAD) + GEMM_NARROW_M);
+    size_t dynamic = sizeof(float) * ((size_t)scratch_floats + (size_t)GEMM_NARROW_M * pitch);
+    return fixed + dynamic <= 48 * 1024 ? pitch : 0;
 }
 
 /* The tile for an m-row product: the narrow one for at most GEMM_NARROW_M
@@ -378,7 +444,8 @@ static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, int rows,
     ct_gemm_tile_sides(rows, &side_m, &side_n);
     dim3 grid((unsigned)((p.n + side_n - 1) / side_n), (unsigned)((p.m + side_m - 1) / side_m),
               (unsigned)(groups * p.splits));
-    size_t shared = sizeof(float) * (size_t)p.scratch_floats;
+    size_t shared = sizeof(float) * ((size_t)p.scratch_floats +
+                                     (rows == GEMM_NARROW_M ? (size_t)GEMM_NARROW_M * p.a_strip : 0));
     if (rows == GEMM_NARROW_M)
         CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm_narrow<Problem>, grid,
                              GEMM_THREADS, shared, stream, p);
