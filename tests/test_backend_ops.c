@@ -328,6 +328,16 @@ static ct_status build_maxpool(ct_graph *g, tracked *t, const entry *e)
     return finish_vjp(g, t, e, ct_maxpool2d(g, main_input(g, t, e, true), e->pool));
 }
 
+/* relu -> max pool, in f32 or (with a precision) 16 bits: in backward the
+ * relu_bwd is fused into the pool's backward on CUDA (graph/fuse.c), and x
+ * has as many values <= 0 as above, so the mask matters. */
+static ct_status build_relu_maxpool(ct_graph *g, tracked *t, const entry *e)
+{
+    if (e->precision == CT_PRECISION_FP32)
+        return finish_vjp(g, t, e, ct_maxpool2d(g, ct_relu(g, main_input(g, t, e, true)), e->pool));
+    return finish_half(g, t, e, ct_maxpool2d(g, ct_relu(g, half_input(g, t, e)), e->pool));
+}
+
 static ct_status build_avgpool(ct_graph *g, tracked *t, const entry *e)
 {
     return finish_vjp(g, t, e, ct_avgpool2d(g, main_input(g, t, e, true), e->pool));
@@ -395,6 +405,7 @@ static ct_status build_cnn(ct_graph *g, tracked *t, const entry *e)
 #define LINEAR CT_OP_LINEAR, CT_OP_LINEAR_BWD_DATA, CT_OP_LINEAR_BWD_WEIGHT
 #define CONV CT_OP_CONV2D, CT_OP_CONV2D_BWD_DATA, CT_OP_CONV2D_BWD_WEIGHT
 #define MAXPOOL OPS(CT_OP_MAXPOOL2D, CT_OP_MAXPOOL2D_BWD)
+#define RELU_MAXPOOL OPS(CT_OP_RELU, CT_OP_MAXPOOL2D, CT_OP_MAXPOOL2D_BWD)
 #define AVGPOOL OPS(CT_OP_AVGPOOL2D, CT_OP_AVGPOOL2D_BWD)
 #define GLOBAL_AVGPOOL OPS(CT_OP_GLOBAL_AVGPOOL, CT_OP_GLOBAL_AVGPOOL_BWD)
 #define BATCHNORM OPS(CT_OP_BN_STATS, CT_OP_BN_APPLY, CT_OP_BN_BWD_PARAMS, CT_OP_BN_BWD_DATA, \
@@ -614,6 +625,15 @@ static const entry entries[] = {
     {"maxpool_overlapping_odd", build_maxpool, MAXPOOL, X(2, 3, 11, 8),
      .pool = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}}},
     {"maxpool_large", build_maxpool, MAXPOOL, X(2, 35, 67, 65), POOL_3X3_SAME},
+    {"relu_maxpool_2x2", build_relu_maxpool, RELU_MAXPOOL, X(2, 5, 10, 12),
+     .pool = {.kernel = {2, 2}}},
+    {"relu_maxpool_overlapping", build_relu_maxpool, RELU_MAXPOOL, X(2, 5, 11, 9),
+     .pool = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}}},
+    {"relu_maxpool_2x2_bf16", build_relu_maxpool, RELU_MAXPOOL, X(2, 5, 10, 12),
+     .pool = {.kernel = {2, 2}}, .tol = TOL_EXACT, .precision = CT_PRECISION_BF16},
+    {"relu_maxpool_overlapping_fp16", build_relu_maxpool, RELU_MAXPOOL, X(2, 5, 11, 9),
+     .pool = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}}, .tol = TOL_EXACT,
+     .precision = CT_PRECISION_FP16},
     {"avgpool_one", build_avgpool, AVGPOOL, X(1, 1, 1, 1), .pool = {.kernel = {1, 1}}},
     {"avgpool_2x2_odd", build_avgpool, AVGPOOL, X(3, 33, 9, 11), .pool = {.kernel = {2, 2}}},
     {"avgpool_exclude_pad_odd", build_avgpool, AVGPOOL, X(2, 4, 9, 9),

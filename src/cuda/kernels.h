@@ -150,14 +150,17 @@ ct_status ct_cuda_channel_sum(ct_dtype dtype, int n, int c, int inner, const voi
 bool ct_cuda_maxpool2x2_fits(const ct_pool2d_shape *s);
 ct_status ct_cuda_maxpool2x2_forward(ct_dtype dtype, const ct_pool2d_shape *s, const void *x,
                                      void *y, cudaStream_t stream);
-/* Its backward where every input is in one window (even height too). */
+/* Its backward where every input is in one window (even height too).  The
+ * max pool backward kernels with `relu` also apply the backward of a relu
+ * whose output x is (a fused relu_bwd, graph/fuse.c): dx is 0 where x <= 0
+ * (ct_relu_grad). */
 bool ct_cuda_maxpool2x2_backward_fits(const ct_pool2d_shape *s);
 ct_status ct_cuda_maxpool2x2_backward(ct_dtype dtype, const ct_pool2d_shape *s, const void *x,
-                                      const void *dy, void *dx, cudaStream_t stream);
+                                      const void *dy, void *dx, bool relu, cudaStream_t stream);
 ct_status ct_cuda_maxpool2d_forward(ct_dtype dtype, const ct_pool2d_shape *s, const void *x,
                                     void *y, cudaStream_t stream);
 ct_status ct_cuda_maxpool2d_backward(ct_dtype dtype, const ct_pool2d_shape *s, const void *x,
-                                     const void *dy, void *dx, cudaStream_t stream);
+                                     const void *dy, void *dx, bool relu, cudaStream_t stream);
 ct_status ct_cuda_avgpool2d_forward(ct_dtype dtype, const ct_pool2d_shape *s, const void *x,
                                     void *y, cudaStream_t stream);
 ct_status ct_cuda_avgpool2d_backward(ct_dtype dtype, const ct_pool2d_shape *s, const void *dy,

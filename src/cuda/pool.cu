@@ -123,7 +123,8 @@ __global__ void maxpool2x2_forward_kernel(ct_pool2d_shape s, const T *x, T *y)
 
 /* dx[p,h,w] = sum of dy[p,oh,ow] over the windows whose argmax is (h,w) */
 template <class T>
-__global__ void maxpool_backward_kernel(ct_pool2d_shape s, const T *x, const T *dy, T *dx)
+__global__ void maxpool_backward_kernel(ct_pool2d_shape s, const T *x, const T *dy, T *dx,
+                                        bool relu)
 {
     int64_t in_plane = (int64_t)s.in_h * s.in_w, out_plane = (int64_t)s.out_h * s.out_w;
     int64_t count = (int64_t)s.n_batch * s.channels * in_plane;
@@ -145,7 +146,7 @@ __global__ void maxpool_backward_kernel(ct_pool2d_shape s, const T *x, const T *
                 if (pool_window_argmax(xp, s.in_w, win, &unused_max) == target)
                     sum += ct_load_f32(dy, p * out_plane + (int64_t)oh * s.out_w + ow);
             }
-        ct_store_f32(dx, index, sum);
+        ct_store_f32(dx, index, relu ? ct_relu_grad(ct_load_f32(xp, target), sum) : sum);
     }
 }
 
@@ -155,7 +156,8 @@ __global__ void maxpool_backward_kernel(ct_pool2d_shape s, const T *x, const T *
  * stores: 0, but 0 + dy at the window's argmax (the general kernel's sum,
  * so -0.0 becomes +0.0 there too). */
 template <class T>
-__global__ void maxpool2x2_backward_kernel(ct_pool2d_shape s, const T *x, const T *dy, T *dx)
+__global__ void maxpool2x2_backward_kernel(ct_pool2d_shape s, const T *x, const T *dy, T *dx,
+                                           bool relu)
 {
     int64_t out_plane = (int64_t)s.out_h * s.out_w;
     int64_t count = (int64_t)s.n_batch * s.channels * out_plane;
@@ -176,6 +178,8 @@ __global__ void maxpool2x2_backward_kernel(ct_pool2d_shape s, const T *x, const 
                 best = i;
             }
         grad[best] = 0.0f + ct_load_f32(dy, index);
+        if (relu) /* only the argmax may be nonzero, and x there is m */
+            grad[best] = ct_relu_grad(m, grad[best]);
         store_pair(dx + top, grad);
         store_pair(dx + top + s.in_w, grad + 2);
     }
@@ -307,20 +311,20 @@ extern "C" bool ct_cuda_maxpool2x2_backward_fits(const ct_pool2d_shape *s)
 
 extern "C" ct_status ct_cuda_maxpool2x2_backward(ct_dtype dtype, const ct_pool2d_shape *s,
                                                  const void *x, const void *dy, void *dx,
-                                                 cudaStream_t stream)
+                                                 bool relu, cudaStream_t stream)
 {
     if (((uintptr_t)x | (uintptr_t)dx) % (2 * ct_dtype_size(dtype)) != 0)
-        return ct_cuda_maxpool2d_backward(dtype, s, x, dy, dx, stream);
+        return ct_cuda_maxpool2d_backward(dtype, s, x, dy, dx, relu, stream);
     return POOL_LAUNCH(dtype, maxpool2x2_backward_kernel, pool_out_count(s), stream, *s,
-                       (const T *)x, (const T *)dy, (T *)dx);
+                       (const T *)x, (const T *)dy, (T *)dx, relu);
 }
 
 extern "C" ct_status ct_cuda_maxpool2d_backward(ct_dtype dtype, const ct_pool2d_shape *s,
                                                 const void *x, const void *dy, void *dx,
-                                                cudaStream_t stream)
+                                                bool relu, cudaStream_t stream)
 {
     return POOL_LAUNCH(dtype, maxpool_backward_kernel, pool_in_count(s), stream, *s,
-                       (const T *)x, (const T *)dy, (T *)dx);
+                       (const T *)x, (const T *)dy, (T *)dx, relu);
 }
 
 extern "C" ct_status ct_cuda_avgpool2d_forward(ct_dtype dtype, const ct_pool2d_shape *s,

@@ -28,6 +28,12 @@ static bool fused_relu(const ct_exec *e, const ct_tensor *n)
     return e->epilogue[n->id] == CT_EPILOGUE_RELU;
 }
 
+/* A relu_bwd fused into the max pool's backward (graph/fuse.c). */
+static bool fused_relu_bwd(const ct_exec *e, const ct_tensor *n)
+{
+    return e->epilogue[n->id] == CT_EPILOGUE_RELU_BWD;
+}
+
 static ct_status run_conv2d_direct(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_cuda_conv2d_forward_direct(&n->attr.conv, ct_in(e, n, 0), ct_in(e, n, 1),
@@ -103,13 +109,14 @@ static ct_status run_maxpool2x2(cuda_backend *b, const ct_exec *e, const ct_tens
 static ct_status run_maxpool2x2_bwd(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_cuda_maxpool2x2_backward(n->dtype, &n->attr.pool, ct_in(e, n, 0),
-                                       ct_in(e, n, 1), ct_out(e, n), b->stream);
+                                       ct_in(e, n, 1), ct_out(e, n), fused_relu_bwd(e, n),
+                                       b->stream);
 }
 
 static ct_status run_maxpool2d_bwd(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_cuda_maxpool2d_backward(n->dtype, &n->attr.pool, ct_in(e, n, 0), ct_in(e, n, 1),
-                                      ct_out(e, n), b->stream);
+                                      ct_out(e, n), fused_relu_bwd(e, n), b->stream);
 }
 
 static ct_status run_avgpool2d(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -543,8 +550,8 @@ NATIVE(linear_bwd_weight, run_linear_bwd_weight);
 CUDA_IMPL(maxpool2x2, "pool2x2", run_maxpool2x2, .half = true, .supports = maxpool2x2_supports);
 NATIVE(maxpool2d, run_maxpool2d, HALF);
 CUDA_IMPL(maxpool2x2_bwd, "pool2x2", run_maxpool2x2_bwd, .half = true,
-          .supports = maxpool2x2_bwd_supports);
-NATIVE(maxpool2d_bwd, run_maxpool2d_bwd, HALF);
+          .supports = maxpool2x2_bwd_supports, .fuses = CT_FUSES_RELU_BWD);
+NATIVE(maxpool2d_bwd, run_maxpool2d_bwd, HALF, .fuses = CT_FUSES_RELU_BWD);
 NATIVE(avgpool2d, run_avgpool2d, HALF);
 NATIVE(avgpool2d_bwd, run_avgpool2d_bwd, HALF);
 NATIVE(global_avgpool, run_global_avgpool, HALF);

@@ -24,10 +24,14 @@ typedef enum ct_storage {
 } ct_storage;
 
 /* What a kernel does to its output before storing it, decided by the plan
- * (src/graph/fuse.c): CT_EPILOGUE_RELU stores max(y, 0) (NaN kept). */
+ * (src/graph/fuse.c): CT_EPILOGUE_RELU stores max(y, 0) (NaN kept);
+ * CT_EPILOGUE_RELU_BWD, on a max pool's backward, stores the backward of
+ * the relu whose output is the pool's input: 0 where that input is <= 0
+ * (ct_relu_grad). */
 typedef enum ct_epilogue {
     CT_EPILOGUE_NONE = 0,
-    CT_EPILOGUE_RELU
+    CT_EPILOGUE_RELU,
+    CT_EPILOGUE_RELU_BWD
 } ct_epilogue;
 
 typedef struct ct_prepared ct_prepared; /* graph/prepared.h */

@@ -1,4 +1,5 @@
-/* Plan-time fusion of an activation into the kernel that produces its input. */
+/* Plan-time fusion of an activation (or its backward) into the kernel that
+ * produces its input. */
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -15,33 +16,61 @@ static bool produces_for_relu(const ct_tensor *t)
            t->phase == CT_PHASE_FORWARD && !t->keep && !t->view_of;
 }
 
-int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
-                 const ct_tensor **alias_of, uint8_t *epilogue)
+/* Readers of each of the n nodes: sources and views both count.  NULL
+ * without memory (fusing is an optimization: the plan then runs unfused). */
+static int *count_readers(const ct_tensor *const *nodes, int n, int n_ids)
 {
-    /* Readers of each node: sources and views both count. */
-    int *readers = calloc((size_t)graph->n_nodes + 1, sizeof *readers);
+    int *readers = calloc((size_t)n_ids + 1, sizeof *readers);
     if (!readers)
-        return 0; /* fusing is an optimization: without memory, run unfused */
-    for (int i = 0; i < graph->n_nodes; i++) {
-        const ct_tensor *t = graph->nodes[i];
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        const ct_tensor *t = nodes[i];
         for (int s = 0; s < t->n_src; s++)
             readers[t->src[s]->id]++;
         if (t->view_of && (t->n_src == 0 || t->src[0] != t->view_of))
             readers[t->view_of->id]++;
     }
+    return readers;
+}
+
+/* The producer that `node` (a relu, or a relu_bwd) can be fused into, with
+ * the fusion it takes, or NULL: a relu into the forward kernel that made
+ * its input; a relu_bwd into the max pool backward that made its dy, where
+ * the pool's input is the relu's output (the mask the pool kernel reads
+ * anyway: conv -> relu -> max pool, backward). */
+static const ct_tensor *relu_producer(const ct_tensor *node, unsigned *fusion)
+{
+    if (node->op == CT_OP_RELU && produces_for_relu(node->src[0])) {
+        *fusion = CT_FUSES_RELU;
+        return node->src[0];
+    }
+    const ct_tensor *pool_bwd = node->op == CT_OP_RELU_BWD ? node->src[1] : NULL;
+    if (pool_bwd && pool_bwd->op == CT_OP_MAXPOOL2D_BWD && pool_bwd->src[0] == node->src[0] &&
+        !pool_bwd->keep && !pool_bwd->view_of) {
+        *fusion = CT_FUSES_RELU_BWD;
+        return pool_bwd;
+    }
+    return NULL;
+}
+
+int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
+                 const ct_tensor **alias_of, uint8_t *epilogue)
+{
+    int *readers = count_readers((const ct_tensor *const *)graph->nodes, graph->n_nodes,
+                                 graph->n_nodes);
+    if (!readers)
+        return 0;
     int fused = 0;
     for (int i = 0; i < graph->n_nodes; i++) {
         const ct_tensor *relu = graph->nodes[i];
-        if (relu->op != CT_OP_RELU)
-            continue;
-        const ct_tensor *producer = relu->src[0];
-        if (!produces_for_relu(producer) || readers[producer->id] != 1 ||
-            (on_host && on_host[producer->id]) ||
-            !ct_impl_fuses(backend, producer, CT_FUSES_RELU, NULL))
+        unsigned fusion = 0;
+        const ct_tensor *producer = relu_producer(relu, &fusion);
+        if (!producer || readers[producer->id] != 1 || (on_host && on_host[producer->id]) ||
+            !ct_impl_fuses(backend, producer, fusion, NULL))
             continue;
         CT_ASSERT(producer->dtype == relu->dtype && ct_same_shape(producer, relu));
         alias_of[relu->id] = producer;
-        epilogue[producer->id] = CT_EPILOGUE_RELU;
+        epilogue[producer->id] = fusion == CT_FUSES_RELU ? CT_EPILOGUE_RELU : CT_EPILOGUE_RELU_BWD;
         fused++;
     }
     free(readers);
@@ -53,16 +82,9 @@ int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend, const
                          const ct_tensor **alias_of, const uint8_t *epilogue,
                          const ct_tensor **pool_into)
 {
-    int *readers = calloc((size_t)graph->n_nodes + 1, sizeof *readers);
+    int *readers = count_readers(schedule, n_schedule, graph->n_nodes);
     if (!readers)
         return 0;
-    for (int i = 0; i < n_schedule; i++) {
-        const ct_tensor *t = schedule[i];
-        for (int s = 0; s < t->n_src; s++)
-            readers[t->src[s]->id]++;
-        if (t->view_of && (t->n_src == 0 || t->src[0] != t->view_of))
-            readers[t->view_of->id]++;
-    }
     int fused = 0;
     for (int i = 0; i < n_schedule; i++) {
         const ct_tensor *pool = schedule[i];

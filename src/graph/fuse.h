@@ -19,7 +19,11 @@
  * its readers (relu_bwd, maxpool, the next layer) read the producer's bytes.
  * Both arrays are indexed by node id and zeroed by the caller.  A producer
  * with on_host set (by node id; NULL: none) runs on the fallback backend and
- * is never fused.  Returns how many were fused. */
+ * is never fused.  The same for a relu_bwd whose dy is a max pool's
+ * backward that nothing else reads, over the relu's own output (conv ->
+ * relu -> max pool): epilogue[pool_bwd id] = CT_EPILOGUE_RELU_BWD where
+ * every implementation applies CT_FUSES_RELU_BWD.  Returns how many were
+ * fused. */
 int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
                  const ct_tensor **alias_of, uint8_t *epilogue);
 
