@@ -186,12 +186,13 @@ enum {
 struct conv_backward_weight_problem : ct_gemm_defaults {
     static constexpr const char *kernel_name = "gemm<conv_backward_weight>";
     static constexpr bool stages_b = true;
-    int m, n, k, splits, k_chunk; /* m = Og, n = Cg*KK, k = N*P */
+    int m, n, k, splits, k_chunk; /* m = Og, n = Cg*KK (+ 1 with db), k = N*P */
+    int n_w;                      /* Cg*KK: the weight columns; column n_w is db's */
     /* scratch_floats: the patch; 0: read b through load_b */
     conv_geometry g;              /* forward: col as the forward pass reads it */
     const float *x, *dy;
-    float *dw, *parts; /* parts: [splits, O, parts_pitch] when splits > 1 */
-    int parts_pitch;   /* Cg*KK rounded up to whole sectors (conv_sum_parts) */
+    float *dw, *db, *parts; /* parts: [splits, O, parts_pitch] when splits > 1 */
+    int parts_pitch;        /* Cg*KK + 1 rounded up to whole sectors (conv_sum_parts) */
 
     /* dy[n, o, p] and col[cij, np] both run along k (output pixels). */
     __device__ bool a_along_k() const { return true; }
@@ -205,7 +206,7 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
     __device__ float load_b(int grp, int np, int cij) const
     {
         int taps = g.kernel_h * g.kernel_w;
-        return conv_gather(g, x, grp, cij / taps, cij % taps, np);
+        return cij < n_w ? conv_gather(g, x, grp, cij / taps, cij % taps, np) : 1.0f;
     }
     template <class Tile>
     __device__ void stage_b(float (*tile)[Tile::n + Tile::pad], int grp, int k0, int k_end,
@@ -218,7 +219,8 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
             return;
         }
         int taps = g.kernel_h * g.kernel_w, cols_end = min(n0 + Tile::n, n);
-        int c_lo = n0 / taps, nc = (cols_end - 1) / taps - c_lo + 1;
+        int w_end = min(cols_end, n_w); /* the weight columns; db's, of ones, after */
+        int c_lo = n0 / taps, nc = w_end > n0 ? (w_end - 1) / taps - c_lo + 1 : 0;
         int k_begin = (int)(blockIdx.z % splits) * k_chunk;
         int first = k_begin + (k0 - k_begin) / CONV_WEIGHT_PIXELS * CONV_WEIGHT_PIXELS;
         conv_patch at = conv_patch_for(g, c_lo, nc, first, min(first + CONV_WEIGHT_PIXELS, k_end));
@@ -228,24 +230,27 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
         }
         for (int e = threadIdx.x; e < Tile::depth * Tile::n; e += GEMM_THREADS) {
             int kk = e % Tile::depth, i = e / Tile::depth, cij = n0 + i;
-            tile[kk][i] = k0 + kk < k_end && cij < cols_end
+            tile[kk][i] = k0 + kk >= k_end || cij >= cols_end ? 0.0f
+                          : cij < w_end
                               ? conv_patch_read(at, g, patch, cij / taps - c_lo, cij % taps, k0 + kk)
-                              : 0.0f;
+                              : 1.0f;
         }
     }
     __device__ void store(int grp, int split, int o, int cij, float value) const
     {
-        size_t index = ((size_t)grp * m + o) * n + cij;
-        if (splits == 1)
-            dw[index] = value;
-        else
+        if (splits > 1)
             parts[((size_t)split * g.dst_c + grp * m + o) * parts_pitch + cij] = value;
+        else if (cij < n_w)
+            dw[((size_t)grp * m + o) * n_w + cij] = value;
+        else
+            db[grp * m + o] = value;
     }
 };
 
 /*
  * dw[o, j] = sum_{split in order} parts[split, o, j] for the O rows of n
- * floats of dw, parts' rows `pitch` floats apart.  The pitch is n rounded
+ * floats of dw, parts' rows `pitch` floats apart; db[o] (when given) the
+ * same of column n.  The pitch is n rounded
  * up to whole sectors, so that the GEMM's warps store whole sectors of
  * parts (a row of 150 floats began mid-sector: 81.5% of the stored sectors
  * used); i runs over the padded rows here, so each part is read in
@@ -254,18 +259,21 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
  * at 77%: a warp's 32 values began mid-sector in most rows.)
  */
 __global__ void conv_sum_parts(int64_t padded, int n, int pitch, int splits, const float *parts,
-                               float *dw)
+                               float *dw, float *db)
 {
     CT_CUDA_GRID_STRIDE(i, padded)
     {
         int64_t o = i / pitch;
         int j = (int)(i % pitch);
-        if (j >= n)
+        if (j > n || (j == n && !db))
             continue;
         float sum = 0.0f;
         for (int split = 0; split < splits; split++)
             sum += parts[split * padded + i];
-        dw[o * n + j] = sum;
+        if (j < n)
+            dw[o * n + j] = sum;
+        else
+            db[o] = sum; /* column n: the bias gradient's */
     }
 }
 
@@ -327,7 +335,7 @@ extern "C" size_t ct_cuda_conv2d_workspace(const ct_conv2d_shape *s)
     int splits, k_chunk;
     conv_weight_split(s, &splits, &k_chunk);
     size_t rows = (size_t)s->out_channels;
-    int pitch = conv_sector_pitch(s->in_channels / s->groups * s->kernel_h * s->kernel_w);
+    int pitch = conv_sector_pitch(s->in_channels / s->groups * s->kernel_h * s->kernel_w + 1);
     return splits > 1 ? sizeof(float) * splits * rows * pitch : 0;
 }
 
@@ -387,25 +395,27 @@ extern "C" ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, cons
 }
 
 extern "C" ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x,
-                                                    const float *dy, float *dw,
+                                                    const float *dy, float *dw, float *db,
                                                     void *workspace, cudaStream_t stream)
 {
     conv_backward_weight_problem p;
     p.m = s->out_channels / s->groups;
-    p.n = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
+    p.n_w = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
+    p.n = p.n_w + (db ? 1 : 0);
     p.k = s->n_batch * s->out_h * s->out_w;
     conv_weight_split(s, &p.splits, &p.k_chunk);
     p.g = conv_geometry_of(s, false);
     p.x = x;
     p.dy = dy;
     p.dw = dw;
+    p.db = db;
     p.parts = (float *)workspace;
-    p.parts_pitch = conv_sector_pitch(p.n);
+    p.parts_pitch = conv_sector_pitch(p.n_w + 1);
     CT_TRY(conv_launch(p, s->groups, false, stream));
     if (p.splits == 1)
         return CT_OK;
     int64_t padded = (int64_t)s->out_channels * p.parts_pitch;
-    CT_CUDA_LAUNCH_ITEMS(conv_sum_parts, padded, stream, padded, p.n, p.parts_pitch, p.splits,
-                         p.parts, dw);
+    CT_CUDA_LAUNCH_ITEMS(conv_sum_parts, padded, stream, padded, p.n_w, p.parts_pitch, p.splits,
+                         p.parts, dw, db);
     return CT_OK;
 }

@@ -130,9 +130,12 @@ size_t ct_cuda_conv2d_backward_data_workspace(const ct_conv2d_shape *s);
 ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy,
                                        const float *w, float *dx, void *workspace,
                                        cudaStream_t stream);
+/* With db (else NULL), the bias gradient too: db[o] = sum of dy over its
+ * images and pixels, as one more GEMM column of ones (float sums in k
+ * order, then the split parts in order). */
 ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x,
-                                         const float *dy, float *dw, void *workspace,
-                                         cudaStream_t stream);
+                                         const float *dy, float *dw, float *db,
+                                         void *workspace, cudaStream_t stream);
 /* db[ch] = sum_{n,i} dy[n,ch,i] (the bias gradient), each channel reduced over
  * many blocks (channel_reduce.cuh) with its parts in the workspace, of
  * ct_cuda_channel_sum_workspace bytes.  dtype: of dy (f32, f16 or bf16); db

@@ -56,8 +56,10 @@ static ct_status run_conv2d_bwd_data(cuda_backend *b, const ct_exec *e, const ct
 
 static ct_status run_conv2d_bwd_weight(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
+    const ct_tensor *bias = e->bias_into ? e->bias_into[n->id] : NULL;
     return ct_cuda_conv2d_backward_weight(&n->attr.conv, ct_in(e, n, 0), ct_in(e, n, 1),
-                                          ct_out(e, n), e->workspace, b->stream);
+                                          ct_out(e, n), bias ? ct_exec_data(e, bias) : NULL,
+                                          e->workspace, b->stream);
 }
 
 static ct_status run_channel_sum(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -539,7 +541,7 @@ CUDA_IMPL(conv2d_direct, "direct", run_conv2d_direct, .supports = direct_support
 CUDA_IMPL(conv2d, "implicit_gemm", run_conv2d, .fuses = CT_FUSES_RELU);
 CUDA_IMPL(conv2d_bwd_data, "implicit_gemm", run_conv2d_bwd_data, .workspace = conv_workspace);
 CUDA_IMPL(conv2d_bwd_weight, "implicit_gemm", run_conv2d_bwd_weight,
-          .workspace = conv_workspace);
+          .workspace = conv_workspace, .fuses = CT_FUSES_BIAS_GRAD);
 NATIVE(channel_sum, run_channel_sum, .workspace = channel_workspace, .half = true,
        .supports = channel_sum_supports);
 NATIVE(linear, run_linear, .fuses = CT_FUSES_RELU);
@@ -628,9 +630,12 @@ static ct_status run_cublas(cuda_backend *b, const ct_exec *e, const ct_tensor *
     return ct_cuda_blas_run(b->blas, e, n);
 }
 
-/* The vendor calls apply a fused relu with the bias (ct_cuda_add_bias). */
+/* The vendor calls apply a fused relu with the bias (ct_cuda_add_bias); a
+ * fused bias gradient runs channel_sum's kernel after cuDNN's weight
+ * gradient. */
 CUDA_IMPL(cudnn, "cudnn", run_cudnn, .kind = CT_IMPL_VENDOR, .supports = cudnn_supports,
-          .ready = cudnn_ready, .workspace = cudnn_workspace, .fuses = CT_FUSES_RELU);
+          .ready = cudnn_ready, .workspace = cudnn_workspace,
+          .fuses = CT_FUSES_RELU | CT_FUSES_BIAS_GRAD);
 CUDA_IMPL(cublas, "cublas", run_cublas, .kind = CT_IMPL_VENDOR, .supports = cublas_supports,
           .ready = cublas_ready, .fuses = CT_FUSES_RELU);
 

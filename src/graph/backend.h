@@ -47,6 +47,10 @@ typedef struct ct_exec {
     /* by node id, or NULL: the max pool a conv+relu also computes (its
      * kernel writes the pool node's output; see ct_fuse_eval_maxpool) */
     const ct_tensor *const *pool_into;
+    /* by node id, or NULL: the bias gradient (channel_sum node) a weight
+     * gradient also computes (its kernel writes that node's output; see
+     * ct_fuse_bias_grad) */
+    const ct_tensor *const *bias_into;
     bool training;
     int64_t step;               /* training steps completed before this one */
     int64_t updates;            /* of them, those that updated (core/step_values.h) */

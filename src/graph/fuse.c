@@ -102,3 +102,33 @@ int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend, const
     free(readers);
     return fused;
 }
+
+int ct_fuse_bias_grad(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
+                      const ct_tensor **bias_into)
+{
+    /* the weight gradient reading each dy, by the dy's id */
+    const ct_tensor **weight_of = calloc((size_t)graph->n_nodes + 1, sizeof *weight_of);
+    if (!weight_of)
+        return 0;
+    for (int i = 0; i < graph->n_nodes; i++) {
+        const ct_tensor *w = graph->nodes[i];
+        if (w->op == CT_OP_CONV2D_BWD_WEIGHT && w->dtype == CT_F32 &&
+            !(on_host && on_host[w->id]))
+            weight_of[w->src[1]->id] = w;
+    }
+    int fused = 0;
+    for (int i = 0; i < graph->n_nodes; i++) {
+        const ct_tensor *sum = graph->nodes[i];
+        if (sum->op != CT_OP_CHANNEL_SUM || sum->dtype != CT_F32 || sum->view_of ||
+            (on_host && on_host[sum->id]))
+            continue;
+        const ct_tensor *w = weight_of[sum->src[0]->id];
+        if (!w || bias_into[w->id] || sum->src[0]->dtype != CT_F32 || sum->ndim != 1 ||
+            sum->shape[0] != w->shape[0] || !ct_impl_fuses(backend, w, CT_FUSES_BIAS_GRAD, NULL))
+            continue;
+        bias_into[w->id] = sum;
+        fused++;
+    }
+    free(weight_of);
+    return fused;
+}

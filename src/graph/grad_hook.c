@@ -13,15 +13,19 @@
 #include "graph/grad_hook.h"
 
 /* The node whose run writes t's bytes. */
-static const ct_tensor *writer_of(const ct_tensor *t, const ct_tensor *const *alias_of)
+static const ct_tensor *writer_of(const ct_tensor *t, const ct_tensor *const *alias_of,
+                                  const ct_tensor *const *written_by)
 {
     const ct_tensor *root = ct_storage_root(t);
+    if (written_by[root->id])
+        return written_by[root->id];
     return alias_of[root->id] ? alias_of[root->id] : root;
 }
 
 ct_status ct_grad_points_build(ct_grad_points *points, const ct_graph *graph,
                                const ct_tensor *const *runs, int n_runs,
-                               const ct_tensor *const *alias_of)
+                               const ct_tensor *const *alias_of,
+                               const ct_tensor *const *written_by)
 {
     int n_nodes = graph->n_nodes;
     int *run_of = malloc(sizeof *run_of * (size_t)(n_nodes + 1));
@@ -46,7 +50,7 @@ ct_status ct_grad_points_build(ct_grad_points *points, const ct_graph *graph,
             const ct_tensor *param = graph->state[i];
             if (param->role != CT_ROLE_PARAM || !param->grad)
                 continue;
-            int at = run_of[writer_of(param->grad, alias_of)->id];
+            int at = run_of[writer_of(param->grad, alias_of, written_by)->id];
             if (at < 0 || at >= points->done_at) {
                 status = ct_set_error(CT_ERR_STATE,
                                       "gradient hook: the gradient of '%s' is written %s",

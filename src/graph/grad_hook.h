@@ -41,13 +41,15 @@ typedef struct ct_grad_points {
     int done_at;               /* the first optimizer node's run index, or n_runs */
 } ct_grad_points;
 
-/* For the training runs `runs` of `graph`; alias_of (by node id, as the
- * plan's): the producer that a fused relu writes through, else NULL.
+/* For the training runs `runs` of `graph`; alias_of and written_by (by
+ * node id, as the plan's): the producer that a fused relu writes through,
+ * and the weight gradient that computes a fused bias gradient, else NULL.
  * CT_ERR_STATE if a gradient is written by no run or after the first
  * optimizer node. */
 ct_status ct_grad_points_build(ct_grad_points *points, const ct_graph *graph,
                                const ct_tensor *const *runs, int n_runs,
-                               const ct_tensor *const *alias_of);
+                               const ct_tensor *const *alias_of,
+                               const ct_tensor *const *written_by);
 /* Frees the points and destroys their hook; leaves them empty. */
 void ct_grad_points_free(ct_grad_points *points);
 

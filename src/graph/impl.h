@@ -40,12 +40,15 @@ typedef enum ct_impl_kind {
 
 /* Epilogues an implementation applies as it stores its output (graph/fuse.c):
  * a relu (ct_exec.epilogue), a relu then a 2x2 stride-2 unpadded max pool
- * written to the pool's output (ct_exec.pool_into), and (a max pool's
- * backward) the backward of the relu before the pool (ct_exec.epilogue). */
+ * written to the pool's output (ct_exec.pool_into), (a max pool's
+ * backward) the backward of the relu before the pool (ct_exec.epilogue),
+ * and (a convolution's weight gradient) its bias gradient too. */
 enum {
     CT_FUSES_RELU = 1u << 0,
     CT_FUSES_RELU_MAXPOOL2X2 = 1u << 1,
-    CT_FUSES_RELU_BWD = 1u << 2
+    CT_FUSES_RELU_BWD = 1u << 2,
+    /* (a weight gradient) the bias gradient of the same dy: ct_exec.bias_into */
+    CT_FUSES_BIAS_GRAD = 1u << 3
 };
 
 struct ct_impl {

@@ -134,6 +134,10 @@ static ct_status layout_arena(ct_plan *plan)
         const ct_tensor *pool = plan->eval_pool_into[schedule[pos]->id];
         if (pool && item_of[pool->id] >= 0 && items[item_of[pool->id]].first > pos)
             items[item_of[pool->id]].first = pos;
+        /* the same for a bias gradient that a weight gradient writes */
+        const ct_tensor *bias = plan->bias_into[schedule[pos]->id];
+        if (bias && item_of[bias->id] >= 0 && items[item_of[bias->id]].first > pos)
+            items[item_of[bias->id]].first = pos;
     }
     size_t peak = ct_memplan_layout(items, n_items, item_offsets);
     /* In schedule order, so a fused relu is placed before views of it. */
@@ -212,6 +216,11 @@ static void size_workspaces(ct_plan *plan)
             bool host = plan->on_host && plan->on_host[t->id];
             const ct_backend *runner = host ? plan->backend->fallback : plan->backend;
             size_t bytes = ct_impl_workspace(runner, t);
+            /* a fused bias gradient may run its own kernel after the
+             * weight gradient's (a vendor call's), in the same workspace */
+            const ct_tensor *bias = mode == CT_TRAIN ? plan->bias_into[t->id] : NULL;
+            if (bias && ct_impl_workspace(runner, bias) > bytes)
+                bytes = ct_impl_workspace(runner, bias);
             size_t *most = host ? &plan->host_workspace_bytes : &plan->workspace_bytes;
             if (bytes > *most)
                 *most = bytes;
@@ -242,7 +251,7 @@ static ct_status build_runs(ct_plan *plan, ct_mode mode)
     for (int i = 0; i < n; i++) {
         const ct_tensor *node = plan->schedule[mode][i];
         if (node->op != CT_OP_VIEW && !plan->alias_of[node->id] &&
-            !(mode == CT_EVAL && plan->eval_skip[node->id]))
+            !(mode == CT_EVAL && plan->eval_skip[node->id]) && !plan->written_by[node->id])
             plan->runs[mode][count++] = node;
     }
     plan->n_runs[mode] = count;
@@ -257,8 +266,10 @@ static ct_status plan_build(ct_plan *plan)
     plan->epilogue = calloc((size_t)plan->n_nodes + 1, sizeof *plan->epilogue);
     plan->eval_pool_into = calloc((size_t)plan->n_nodes + 1, sizeof *plan->eval_pool_into);
     plan->eval_skip = calloc((size_t)plan->n_nodes + 1, sizeof *plan->eval_skip);
+    plan->bias_into = calloc((size_t)plan->n_nodes + 1, sizeof *plan->bias_into);
+    plan->written_by = calloc((size_t)plan->n_nodes + 1, sizeof *plan->written_by);
     if (!plan->offsets || !plan->storage || !plan->alias_of || !plan->epilogue ||
-        !plan->eval_pool_into || !plan->eval_skip)
+        !plan->eval_pool_into || !plan->eval_skip || !plan->bias_into || !plan->written_by)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
     CT_TRY(ct_prepared_new(plan->n_nodes, &plan->prepared));
     CT_TRY(build_schedule(plan, CT_TRAIN));
@@ -271,6 +282,10 @@ static ct_status plan_build(ct_plan *plan)
     for (int i = 0; i < plan->n_nodes; i++)
         if (plan->eval_pool_into[i])
             plan->eval_skip[plan->eval_pool_into[i]->id] = true;
+    ct_fuse_bias_grad(plan->graph, plan->backend, plan->on_host, plan->bias_into);
+    for (int i = 0; i < plan->n_nodes; i++)
+        if (plan->bias_into[i])
+            plan->written_by[plan->bias_into[i]->id] = plan->graph->nodes[i];
     CT_TRY(build_runs(plan, CT_TRAIN));
     CT_TRY(build_runs(plan, CT_EVAL));
     layout_state(plan);
@@ -350,6 +365,8 @@ void ct_plan_free(ct_plan *plan)
     free(plan->alias_of);
     free(plan->epilogue);
     free(plan->eval_pool_into);
+    free(plan->bias_into);
+    free(plan->written_by);
     free(plan->eval_skip);
     free(plan);
 }
@@ -364,6 +381,7 @@ ct_exec ct_plan_exec(const ct_plan *plan, ct_mode mode)
         .workspace = plan->workspace,
         .epilogue = plan->epilogue,
         .pool_into = mode == CT_EVAL ? plan->eval_pool_into : NULL,
+        .bias_into = mode == CT_TRAIN ? plan->bias_into : NULL,
         .training = mode == CT_TRAIN,
         .step = plan->step,
         .updates = plan->step - plan->scaler.skipped,

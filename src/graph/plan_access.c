@@ -72,7 +72,8 @@ ct_status ct_plan_set_grad_hook(ct_plan *plan, ct_grad_hook *hook)
     if (!hook)
         return CT_OK;
     ct_status status = ct_grad_points_build(&plan->grad, plan->graph, plan->runs[CT_TRAIN],
-                                            plan->n_runs[CT_TRAIN], plan->alias_of);
+                                            plan->n_runs[CT_TRAIN], plan->alias_of,
+                                            plan->written_by);
     if (status != CT_OK) {
         hook->destroy(hook);
         return status;

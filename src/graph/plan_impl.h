@@ -32,6 +32,10 @@ struct ct_plan {
     uint8_t *epilogue;          /* ct_epilogue by node id */
     const ct_tensor **eval_pool_into; /* by node id: the pool an eval conv also computes */
     bool *eval_skip;                  /* by node id: computed by another kernel in eval */
+    /* by node id: the bias gradient a weight gradient also computes (its
+     * kernel writes that channel_sum node's output; ct_fuse_bias_grad) */
+    const ct_tensor **bias_into;
+    const ct_tensor **written_by; /* by node id: the weight gradient that computes it */
     void *arena, *state, *workspace;
     size_t arena_bytes, state_bytes, workspace_bytes;
     ct_step_values *step_values; /* in the backend's memory: see ct_exec */
