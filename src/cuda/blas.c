@@ -97,7 +97,12 @@ ct_status ct_cuda_blas_run(ct_cuda_blas *blas, const ct_exec *exec, const ct_ten
     case CT_OP_LINEAR_BWD_WEIGHT: { /* dw[o,i] = dy^T . x  (src: x, dy) */
         int n = (int)node->src[0]->shape[0], in = (int)node->src[0]->shape[1];
         int o = (int)node->src[1]->shape[1];
-        return row_major_gemm(blas, true, false, o, in, n, b, o, a, in, out, in);
+        CT_TRY(row_major_gemm(blas, true, false, o, in, n, b, o, a, in, out, in));
+        /* a fused bias gradient (graph/fuse.c): channel_sum's own kernel */
+        const ct_tensor *bias = exec->bias_into ? exec->bias_into[node->id] : NULL;
+        return bias ? ct_cuda_channel_sum(CT_F32, n, o, 1, b, ct_exec_data(exec, bias),
+                                          exec->workspace, blas->stream)
+                    : CT_OK;
     }
     default:
         return ct_set_error(CT_ERR_INTERNAL, "cuBLAS path asked to run %s",

@@ -6,10 +6,15 @@
  */
 #include "cuda/gemm.cuh"
 
-/* c[m,n] = alpha * op(a) op(b) + beta * c (+ col_bias[n] when given) */
+/* c[m,n] = alpha * op(a) op(b) + beta * c (+ col_bias[n] when given).
+ * With row_sums (else NULL), b has one more column, all ones, past its
+ * b_cols, and that column of the product, alpha * sum_k op(a)[m, k], goes
+ * to row_sums[m] (a linear layer's bias gradient beside its weight's). */
 struct gemm_problem : ct_gemm_defaults {
     static constexpr const char *kernel_name = "gemm<matrix>";
     int m, n, k, splits, k_chunk;
+    int b_cols; /* n, or n - 1 with row_sums */
+    float *row_sums;
     bool trans_a, trans_b;
     const float *a, *b, *col_bias;
     float *c;
@@ -25,10 +30,16 @@ struct gemm_problem : ct_gemm_defaults {
     }
     __device__ float load_b(int, int depth, int col) const
     {
+        if (col >= b_cols)
+            return 1.0f;
         return trans_b ? b[(size_t)col * ldb + depth] : b[(size_t)depth * ldb + col];
     }
     __device__ void store(int, int, int row, int col, float value) const
     {
+        if (col >= b_cols) {
+            row_sums[row] = alpha * value;
+            return;
+        }
         float *out = c + (size_t)row * ldc + col;
         float result = alpha * value;
         if (beta != 0.0f)
@@ -41,11 +52,14 @@ struct gemm_problem : ct_gemm_defaults {
 
 static ct_status gemm_run(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                           const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                          int ldc, const float *col_bias, bool relu, cudaStream_t stream)
+                          int ldc, const float *col_bias, bool relu, float *row_sums,
+                          cudaStream_t stream)
 {
     gemm_problem p;
     p.m = m;
-    p.n = n;
+    p.b_cols = n;
+    p.n = n + (row_sums ? 1 : 0);
+    p.row_sums = row_sums;
     p.k = k;
     p.splits = 1;
     p.k_chunk = k;
@@ -71,7 +85,7 @@ extern "C" ct_status ct_cuda_gemm(bool trans_a, bool trans_b, int m, int n, int 
                                   float *c, int ldc, cudaStream_t stream)
 {
     return gemm_run(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL,
-                    false, stream);
+                    false, NULL, stream);
 }
 
 /* y[n,o] = relu?(bias[o] + sum_i x[n,i] w[o,i]):  y = x . w^T */
@@ -79,7 +93,7 @@ extern "C" ct_status ct_cuda_linear_forward(int n, int in, int out, const float 
                                             const float *w, const float *bias, bool relu,
                                             float *y, cudaStream_t stream)
 {
-    return gemm_run(false, true, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, bias, relu,
+    return gemm_run(false, true, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, bias, relu, NULL,
                     stream);
 }
 
@@ -89,14 +103,15 @@ extern "C" ct_status ct_cuda_linear_backward_data(int n, int in, int out, const 
                                                   cudaStream_t stream)
 {
     return gemm_run(false, false, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, NULL, false,
-                    stream);
+                    NULL, stream);
 }
 
-/* dw[o,i] = sum_n dy[n,o] x[n,i]:  dw = dy^T . x */
+/* dw[o,i] = sum_n dy[n,o] x[n,i]:  dw = dy^T . x; db[o] = sum_n dy[n,o] as
+ * the column of ones after x's */
 extern "C" ct_status ct_cuda_linear_backward_weight(int n, int in, int out, const float *x,
-                                                    const float *dy, float *dw,
+                                                    const float *dy, float *dw, float *db,
                                                     cudaStream_t stream)
 {
     return gemm_run(true, false, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in, NULL, false,
-                    stream);
+                    db, stream);
 }

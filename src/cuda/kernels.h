@@ -55,8 +55,10 @@ ct_status ct_cuda_linear_forward(int n, int in, int out, const float *x, const f
                                  const float *bias, bool relu, float *y, cudaStream_t stream);
 ct_status ct_cuda_linear_backward_data(int n, int in, int out, const float *dy, const float *w,
                                        float *dx, cudaStream_t stream);
+/* With db (else NULL), the bias gradient too: db[o] = sum_n dy[n, o]. */
 ct_status ct_cuda_linear_backward_weight(int n, int in, int out, const float *x,
-                                         const float *dy, float *dw, cudaStream_t stream);
+                                         const float *dy, float *dw, float *db,
+                                         cudaStream_t stream);
 
 /* ---- quant.cu: INT8 with __dp4a (src/quant/int8.h states the rule) ---------- */
 

@@ -28,6 +28,14 @@ static bool fused_relu(const ct_exec *e, const ct_tensor *n)
     return e->epilogue[n->id] == CT_EPILOGUE_RELU;
 }
 
+/* The output of the bias gradient a weight gradient also computes
+ * (graph/fuse.c), or NULL. */
+static float *fused_bias(const ct_exec *e, const ct_tensor *n)
+{
+    const ct_tensor *bias = e->bias_into ? e->bias_into[n->id] : NULL;
+    return bias ? ct_exec_data(e, bias) : NULL;
+}
+
 /* A relu_bwd fused into the max pool's backward (graph/fuse.c). */
 static bool fused_relu_bwd(const ct_exec *e, const ct_tensor *n)
 {
@@ -56,10 +64,9 @@ static ct_status run_conv2d_bwd_data(cuda_backend *b, const ct_exec *e, const ct
 
 static ct_status run_conv2d_bwd_weight(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
-    const ct_tensor *bias = e->bias_into ? e->bias_into[n->id] : NULL;
     return ct_cuda_conv2d_backward_weight(&n->attr.conv, ct_in(e, n, 0), ct_in(e, n, 1),
-                                          ct_out(e, n), bias ? ct_exec_data(e, bias) : NULL,
-                                          e->workspace, b->stream);
+                                          ct_out(e, n), fused_bias(e, n), e->workspace,
+                                          b->stream);
 }
 
 static ct_status run_channel_sum(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -90,7 +97,7 @@ static ct_status run_linear_bwd_weight(cuda_backend *b, const ct_exec *e, const 
     const ct_tensor *x = n->src[0], *dy = n->src[1];
     return ct_cuda_linear_backward_weight((int)x->shape[0], (int)x->shape[1],
                                           (int)dy->shape[1], ct_in(e, n, 0), ct_in(e, n, 1),
-                                          ct_out(e, n), b->stream);
+                                          ct_out(e, n), fused_bias(e, n), b->stream);
 }
 
 /* The kernels below that take a dtype get the node's: its sources have it
@@ -546,7 +553,7 @@ NATIVE(channel_sum, run_channel_sum, .workspace = channel_workspace, .half = tru
        .supports = channel_sum_supports);
 NATIVE(linear, run_linear, .fuses = CT_FUSES_RELU);
 NATIVE(linear_bwd_data, run_linear_bwd_data);
-NATIVE(linear_bwd_weight, run_linear_bwd_weight);
+NATIVE(linear_bwd_weight, run_linear_bwd_weight, .fuses = CT_FUSES_BIAS_GRAD);
 /* HALF: takes f16 and bf16 nodes too (graph/impl.h), of one dtype. */
 #define HALF .half = true, .supports = same_dtype_supports
 CUDA_IMPL(maxpool2x2, "pool2x2", run_maxpool2x2, .half = true, .supports = maxpool2x2_supports);
@@ -631,13 +638,13 @@ static ct_status run_cublas(cuda_backend *b, const ct_exec *e, const ct_tensor *
 }
 
 /* The vendor calls apply a fused relu with the bias (ct_cuda_add_bias); a
- * fused bias gradient runs channel_sum's kernel after cuDNN's weight
- * gradient. */
+ * fused bias gradient runs channel_sum's kernel after cuDNN's or cuBLAS's
+ * weight gradient. */
 CUDA_IMPL(cudnn, "cudnn", run_cudnn, .kind = CT_IMPL_VENDOR, .supports = cudnn_supports,
           .ready = cudnn_ready, .workspace = cudnn_workspace,
           .fuses = CT_FUSES_RELU | CT_FUSES_BIAS_GRAD);
 CUDA_IMPL(cublas, "cublas", run_cublas, .kind = CT_IMPL_VENDOR, .supports = cublas_supports,
-          .ready = cublas_ready, .fuses = CT_FUSES_RELU);
+          .ready = cublas_ready, .fuses = CT_FUSES_RELU | CT_FUSES_BIAS_GRAD);
 
 const ct_impl *const ct_cuda_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
     [CT_OP_CONV2D] = {&ct_cuda_conv2d_tc, &conv2d_direct, &conv2d, &cudnn},

@@ -112,8 +112,8 @@ int ct_fuse_bias_grad(const ct_graph *graph, const ct_backend *backend, const bo
         return 0;
     for (int i = 0; i < graph->n_nodes; i++) {
         const ct_tensor *w = graph->nodes[i];
-        if (w->op == CT_OP_CONV2D_BWD_WEIGHT && w->dtype == CT_F32 &&
-            !(on_host && on_host[w->id]))
+        if ((w->op == CT_OP_CONV2D_BWD_WEIGHT || w->op == CT_OP_LINEAR_BWD_WEIGHT) &&
+            w->dtype == CT_F32 && !(on_host && on_host[w->id]))
             weight_of[w->src[1]->id] = w;
     }
     int fused = 0;
