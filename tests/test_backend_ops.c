@@ -328,6 +328,17 @@ static ct_status build_maxpool(ct_graph *g, tracked *t, const entry *e)
     return finish_vjp(g, t, e, ct_maxpool2d(g, main_input(g, t, e, true), e->pool));
 }
 
+/* conv -> relu -> conv: in backward the relu_bwd is fused into the second
+ * conv's backward data on CUDA (graph/fuse.c), its GEMM storing 0 where
+ * the relu's output is 0. */
+static ct_status build_conv_relu_conv(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *h = ct_relu(g, ct_layer_conv2d(g, "conv1", main_input(g, t, e, true), e->out,
+                                              e->kernel[0], e->kernel[1], e->conv, e->bias));
+    return finish_vjp(g, t, e, ct_layer_conv2d(g, "conv2", h, 5, 3, 3,
+                                               (ct_conv_args){.pad = {1, 1}}, e->bias));
+}
+
 /* relu -> max pool, in f32 or (with a precision) 16 bits: in backward the
  * relu_bwd is fused into the pool's backward on CUDA (graph/fuse.c), and x
  * has as many values <= 0 as above, so the mask matters. */
@@ -625,6 +636,8 @@ static const entry entries[] = {
     {"maxpool_overlapping_odd", build_maxpool, MAXPOOL, X(2, 3, 11, 8),
      .pool = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}}},
     {"maxpool_large", build_maxpool, MAXPOOL, X(2, 35, 67, 65), POOL_3X3_SAME},
+    {"conv_relu_conv", build_conv_relu_conv, OPS(CONV, CT_OP_RELU, CT_OP_RELU_BWD), X(2, 3, 9, 11),
+     .out = 7, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true},
     {"relu_maxpool_2x2", build_relu_maxpool, RELU_MAXPOOL, X(2, 5, 10, 12),
      .pool = {.kernel = {2, 2}}},
     {"relu_maxpool_overlapping", build_relu_maxpool, RELU_MAXPOOL, X(2, 5, 11, 9),

@@ -14,6 +14,25 @@
 #include "cuda/kernels.h"
 #include "cuda/vendor_api.h"
 
+ct_status ct_cuda_vendor_relu_bwd(const ct_exec *exec, const ct_tensor *node, float *dx,
+                                  int64_t count, cudaStream_t stream)
+{
+    if (exec->epilogue[node->id] != CT_EPILOGUE_RELU_BWD)
+        return CT_OK;
+    return ct_cuda_relu_backward(CT_F32, count, ct_exec_data(exec, exec->epilogue_src[node->id]),
+                                 dx, dx, stream);
+}
+
+ct_status ct_cuda_vendor_bias_grad(const ct_exec *exec, const ct_tensor *node, const float *dy,
+                                   int n, int c, int inner, cudaStream_t stream)
+{
+    const ct_tensor *bias = exec->bias_into ? exec->bias_into[node->id] : NULL;
+    if (!bias)
+        return CT_OK;
+    return ct_cuda_channel_sum(CT_F32, n, c, inner, dy, ct_exec_data(exec, bias),
+                               exec->workspace, stream);
+}
+
 #ifdef CT_HAVE_CUBLAS
 
 struct ct_cuda_blas {
@@ -92,17 +111,14 @@ ct_status ct_cuda_blas_run(ct_cuda_blas *blas, const ct_exec *exec, const ct_ten
     case CT_OP_LINEAR_BWD_DATA: { /* dx[n,i] = dy . w */
         int n = (int)node->src[0]->shape[0], o = (int)node->src[1]->shape[0];
         int in = (int)node->src[1]->shape[1];
-        return row_major_gemm(blas, false, false, n, in, o, a, o, b, in, out, in);
+        CT_TRY(row_major_gemm(blas, false, false, n, in, o, a, o, b, in, out, in));
+        return ct_cuda_vendor_relu_bwd(exec, node, out, (int64_t)n * in, blas->stream);
     }
     case CT_OP_LINEAR_BWD_WEIGHT: { /* dw[o,i] = dy^T . x  (src: x, dy) */
         int n = (int)node->src[0]->shape[0], in = (int)node->src[0]->shape[1];
         int o = (int)node->src[1]->shape[1];
         CT_TRY(row_major_gemm(blas, true, false, o, in, n, b, o, a, in, out, in));
-        /* a fused bias gradient (graph/fuse.c): channel_sum's own kernel */
-        const ct_tensor *bias = exec->bias_into ? exec->bias_into[node->id] : NULL;
-        return bias ? ct_cuda_channel_sum(CT_F32, n, o, 1, b, ct_exec_data(exec, bias),
-                                          exec->workspace, blas->stream)
-                    : CT_OK;
+        return ct_cuda_vendor_bias_grad(exec, node, b, n, o, 1, blas->stream);
     }
     default:
         return ct_set_error(CT_ERR_INTERNAL, "cuBLAS path asked to run %s",

@@ -17,6 +17,7 @@
  *
  * Accumulation: all outputs (y, dx, dw, db) are written with =.
  */
+#include "core/math_shared.h"
 #include "cuda/conv_patch.cuh"
 
 enum {
@@ -52,6 +53,9 @@ struct conv_gemm_problem : ct_gemm_defaults {
     const float *a, *src, *bias;
     float *dst;
     bool relu; /* forward: store max(y, 0) (a fused relu; NaN stays NaN) */
+    /* backward data: store the backward of the relu whose output this is
+     * (same layout as dst; a fused relu_bwd), else NULL */
+    const float *relu_mask;
 
     /* a[m, k] runs along k; col along n (destination pixels). */
     __device__ bool a_along_k() const { return true; }
@@ -98,8 +102,10 @@ struct conv_gemm_problem : ct_gemm_defaults {
     __device__ void store(int grp, int, int row, int pixel, float value) const
     {
         int plane = g.dst_h * g.dst_w;
-        dst[((size_t)(pixel / plane) * g.dst_c + grp * m + row) * plane + pixel % plane] =
-            relu && value < 0.0f ? 0.0f : value;
+        size_t at = ((size_t)(pixel / plane) * g.dst_c + grp * m + row) * plane + pixel % plane;
+        if (relu_mask)
+            value = ct_relu_grad(relu_mask[at], value);
+        dst[at] = relu && value < 0.0f ? 0.0f : value;
     }
 };
 
@@ -357,6 +363,7 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
     p.bias = bias;
     p.dst = y;
     p.relu = relu;
+    p.relu_mask = NULL;
     return conv_launch(p, s->groups, true, stream);
 }
 
@@ -369,7 +376,8 @@ extern "C" size_t ct_cuda_conv2d_backward_data_workspace(const ct_conv2d_shape *
 
 /* dx = wt . dcol, after packing wt into the workspace */
 extern "C" ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy,
-                                                  const float *w, float *dx, void *workspace,
+                                                  const float *w, const float *relu_mask,
+                                                  float *dx, void *workspace,
                                                   cudaStream_t stream)
 {
     conv_backward_data_problem p;
@@ -385,6 +393,7 @@ extern "C" ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, cons
     p.bias = NULL;
     p.dst = dx;
     p.relu = false;
+    p.relu_mask = relu_mask;
     if (p.m <= 0 || p.n <= 0)
         return CT_OK;
     conv_pack_tile tile = conv_pack_tile_for(s);

@@ -312,19 +312,14 @@ ct_status ct_cuda_dnn_run(ct_cuda_dnn *dnn, const ct_exec *exec, const ct_tensor
         CT_CUDNN_CALL(cudnnConvolutionBackwardData(h, &one, e->w_desc, b, e->y_desc, a,
                                                    e->conv_desc, e->algo, exec->workspace,
                                                    e->workspace, &zero, e->x_desc, out));
-        return CT_OK;
+        return ct_cuda_vendor_relu_bwd(exec, node, out, ct_tensor_numel(node), dnn->stream);
     case CT_OP_CONV2D_BWD_WEIGHT: { /* (x, dy) */
         CT_CUDNN_CALL(cudnnConvolutionBackwardFilter(h, &one, e->x_desc, a, e->y_desc, b,
                                                      e->conv_desc, e->algo, exec->workspace,
                                                      e->workspace, &zero, e->w_desc, out));
-        /* a fused bias gradient (graph/fuse.c): the channel_sum node's own
-         * kernel, in the workspace the filter's call is done with */
-        const ct_tensor *bias = exec->bias_into ? exec->bias_into[node->id] : NULL;
         const ct_conv2d_shape *s = &node->attr.conv;
-        return bias ? ct_cuda_channel_sum(CT_F32, s->n_batch, s->out_channels,
-                                          s->out_h * s->out_w, b, ct_exec_data(exec, bias),
-                                          exec->workspace, dnn->stream)
-                    : CT_OK;
+        return ct_cuda_vendor_bias_grad(exec, node, b, s->n_batch, s->out_channels,
+                                        s->out_h * s->out_w, dnn->stream);
     }
     case CT_OP_MAXPOOL2D:
     case CT_OP_AVGPOOL2D:

@@ -4,6 +4,7 @@
  *   x: [n, in]   w: [out, in]   bias: [out]   y: [n, out]
  * The bias is added as each output is stored.  Outputs are written with =.
  */
+#include "core/math_shared.h"
 #include "cuda/gemm.cuh"
 
 /* c[m,n] = alpha * op(a) op(b) + beta * c (+ col_bias[n] when given).
@@ -15,6 +16,10 @@ struct gemm_problem : ct_gemm_defaults {
     int m, n, k, splits, k_chunk;
     int b_cols; /* n, or n - 1 with row_sums */
     float *row_sums;
+    /* with relu_mask (else NULL), each result is stored as the backward of
+     * the relu whose output is relu_mask (same layout as c): 0 where it is
+     * <= 0 (a fused relu_bwd, graph/fuse.c) */
+    const float *relu_mask;
     bool trans_a, trans_b;
     const float *a, *b, *col_bias;
     float *c;
@@ -46,6 +51,8 @@ struct gemm_problem : ct_gemm_defaults {
             result += beta * *out;
         if (col_bias)
             result += col_bias[col];
+        if (relu_mask)
+            result = ct_relu_grad(relu_mask[(size_t)row * ldc + col], result);
         *out = relu && result < 0.0f ? 0.0f : result;
     }
 };
@@ -53,9 +60,10 @@ struct gemm_problem : ct_gemm_defaults {
 static ct_status gemm_run(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                           const float *a, int lda, const float *b, int ldb, float beta, float *c,
                           int ldc, const float *col_bias, bool relu, float *row_sums,
-                          cudaStream_t stream)
+                          const float *relu_mask, cudaStream_t stream)
 {
     gemm_problem p;
+    p.relu_mask = relu_mask;
     p.m = m;
     p.b_cols = n;
     p.n = n + (row_sums ? 1 : 0);
@@ -85,7 +93,7 @@ extern "C" ct_status ct_cuda_gemm(bool trans_a, bool trans_b, int m, int n, int 
                                   float *c, int ldc, cudaStream_t stream)
 {
     return gemm_run(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL,
-                    false, NULL, stream);
+                    false, NULL, NULL, stream);
 }
 
 /* y[n,o] = relu?(bias[o] + sum_i x[n,i] w[o,i]):  y = x . w^T */
@@ -94,16 +102,17 @@ extern "C" ct_status ct_cuda_linear_forward(int n, int in, int out, const float 
                                             float *y, cudaStream_t stream)
 {
     return gemm_run(false, true, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, bias, relu, NULL,
-                    stream);
+                    NULL, stream);
 }
 
-/* dx[n,i] = sum_o dy[n,o] w[o,i]:  dx = dy . w */
+/* dx[n,i] = sum_o dy[n,o] w[o,i]:  dx = dy . w (then the relu's backward
+ * where relu_mask is given) */
 extern "C" ct_status ct_cuda_linear_backward_data(int n, int in, int out, const float *dy,
-                                                  const float *w, float *dx,
-                                                  cudaStream_t stream)
+                                                  const float *w, const float *relu_mask,
+                                                  float *dx, cudaStream_t stream)
 {
     return gemm_run(false, false, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, NULL, false,
-                    NULL, stream);
+                    NULL, relu_mask, stream);
 }
 
 /* dw[o,i] = sum_n dy[n,o] x[n,i]:  dw = dy^T . x; db[o] = sum_n dy[n,o] as
@@ -113,5 +122,5 @@ extern "C" ct_status ct_cuda_linear_backward_weight(int n, int in, int out, cons
                                                     cudaStream_t stream)
 {
     return gemm_run(true, false, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in, NULL, false,
-                    db, stream);
+                    db, NULL, stream);
 }

@@ -53,8 +53,10 @@ ct_status ct_cuda_gemm(bool trans_a, bool trans_b, int m, int n, int k, float al
 /* relu: store max(y, 0) (a relu fused into the layer, graph/fuse.c) */
 ct_status ct_cuda_linear_forward(int n, int in, int out, const float *x, const float *w,
                                  const float *bias, bool relu, float *y, cudaStream_t stream);
+/* relu_mask (else NULL): a fused relu_bwd, dx masked by the relu output
+ * relu_mask (ct_relu_grad), graph/fuse.c */
 ct_status ct_cuda_linear_backward_data(int n, int in, int out, const float *dy, const float *w,
-                                       float *dx, cudaStream_t stream);
+                                       const float *relu_mask, float *dx, cudaStream_t stream);
 /* With db (else NULL), the bias gradient too: db[o] = sum_n dy[n, o]. */
 ct_status ct_cuda_linear_backward_weight(int n, int in, int out, const float *x,
                                          const float *dy, float *dw, float *db,
@@ -130,8 +132,8 @@ ct_status ct_cuda_conv2d_forward_direct(const ct_conv2d_shape *s, const float *x
 /* Backward data at stride 1 packs the flipped weights in its workspace. */
 size_t ct_cuda_conv2d_backward_data_workspace(const ct_conv2d_shape *s);
 ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy,
-                                       const float *w, float *dx, void *workspace,
-                                       cudaStream_t stream);
+                                       const float *w, const float *relu_mask, float *dx,
+                                       void *workspace, cudaStream_t stream);
 /* With db (else NULL), the bias gradient too: db[o] = sum of dy over its
  * images and pixels, as one more GEMM column of ones (float sums in k
  * order, then the split parts in order). */

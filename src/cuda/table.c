@@ -42,6 +42,13 @@ static bool fused_relu_bwd(const ct_exec *e, const ct_tensor *n)
     return e->epilogue[n->id] == CT_EPILOGUE_RELU_BWD;
 }
 
+/* The relu output that a relu_bwd fused into a backward data masks its
+ * result with, or NULL. */
+static const float *relu_mask(const ct_exec *e, const ct_tensor *n)
+{
+    return fused_relu_bwd(e, n) ? ct_exec_data(e, e->epilogue_src[n->id]) : NULL;
+}
+
 static ct_status run_conv2d_direct(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_cuda_conv2d_forward_direct(&n->attr.conv, ct_in(e, n, 0), ct_in(e, n, 1),
@@ -59,7 +66,7 @@ static ct_status run_conv2d(cuda_backend *b, const ct_exec *e, const ct_tensor *
 static ct_status run_conv2d_bwd_data(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_cuda_conv2d_backward_data(&n->attr.conv, ct_in(e, n, 0), ct_in(e, n, 1),
-                                        ct_out(e, n), e->workspace, b->stream);
+                                        relu_mask(e, n), ct_out(e, n), e->workspace, b->stream);
 }
 
 static ct_status run_conv2d_bwd_weight(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -88,8 +95,8 @@ static ct_status run_linear_bwd_data(cuda_backend *b, const ct_exec *e, const ct
 {
     const ct_tensor *dy = n->src[0], *w = n->src[1];
     return ct_cuda_linear_backward_data((int)dy->shape[0], (int)w->shape[1], (int)w->shape[0],
-                                        ct_in(e, n, 0), ct_in(e, n, 1), ct_out(e, n),
-                                        b->stream);
+                                        ct_in(e, n, 0), ct_in(e, n, 1), relu_mask(e, n),
+                                        ct_out(e, n), b->stream);
 }
 
 static ct_status run_linear_bwd_weight(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -546,13 +553,14 @@ static size_t bn_sync_workspace(const ct_backend *backend, const ct_tensor *node
 CUDA_IMPL(conv2d_direct, "direct", run_conv2d_direct, .supports = direct_supports,
           .fuses = CT_FUSES_RELU);
 CUDA_IMPL(conv2d, "implicit_gemm", run_conv2d, .fuses = CT_FUSES_RELU);
-CUDA_IMPL(conv2d_bwd_data, "implicit_gemm", run_conv2d_bwd_data, .workspace = conv_workspace);
+CUDA_IMPL(conv2d_bwd_data, "implicit_gemm", run_conv2d_bwd_data, .workspace = conv_workspace,
+          .fuses = CT_FUSES_RELU_BWD);
 CUDA_IMPL(conv2d_bwd_weight, "implicit_gemm", run_conv2d_bwd_weight,
           .workspace = conv_workspace, .fuses = CT_FUSES_BIAS_GRAD);
 NATIVE(channel_sum, run_channel_sum, .workspace = channel_workspace, .half = true,
        .supports = channel_sum_supports);
 NATIVE(linear, run_linear, .fuses = CT_FUSES_RELU);
-NATIVE(linear_bwd_data, run_linear_bwd_data);
+NATIVE(linear_bwd_data, run_linear_bwd_data, .fuses = CT_FUSES_RELU_BWD);
 NATIVE(linear_bwd_weight, run_linear_bwd_weight, .fuses = CT_FUSES_BIAS_GRAD);
 /* HALF: takes f16 and bf16 nodes too (graph/impl.h), of one dtype. */
 #define HALF .half = true, .supports = same_dtype_supports
@@ -639,12 +647,14 @@ static ct_status run_cublas(cuda_backend *b, const ct_exec *e, const ct_tensor *
 
 /* The vendor calls apply a fused relu with the bias (ct_cuda_add_bias); a
  * fused bias gradient runs channel_sum's kernel after cuDNN's or cuBLAS's
- * weight gradient. */
+ * weight gradient, a fused relu_bwd relu_bwd's kernel after their backward
+ * data (ct_cuda_relu_backward_fused). */
 CUDA_IMPL(cudnn, "cudnn", run_cudnn, .kind = CT_IMPL_VENDOR, .supports = cudnn_supports,
           .ready = cudnn_ready, .workspace = cudnn_workspace,
-          .fuses = CT_FUSES_RELU | CT_FUSES_BIAS_GRAD);
+          .fuses = CT_FUSES_RELU | CT_FUSES_BIAS_GRAD | CT_FUSES_RELU_BWD);
 CUDA_IMPL(cublas, "cublas", run_cublas, .kind = CT_IMPL_VENDOR, .supports = cublas_supports,
-          .ready = cublas_ready, .fuses = CT_FUSES_RELU | CT_FUSES_BIAS_GRAD);
+          .ready = cublas_ready,
+          .fuses = CT_FUSES_RELU | CT_FUSES_BIAS_GRAD | CT_FUSES_RELU_BWD);
 
 const ct_impl *const ct_cuda_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
     [CT_OP_CONV2D] = {&ct_cuda_conv2d_tc, &conv2d_direct, &conv2d, &cudnn},

@@ -44,6 +44,9 @@ typedef struct ct_exec {
     const uint8_t *storage;     /* ct_storage by node id */
     void *workspace;
     const uint8_t *epilogue;    /* ct_epilogue by node id */
+    /* by node id: the relu output a CT_EPILOGUE_RELU_BWD masks with (for a
+     * max pool's backward, the pool's own input) */
+    const ct_tensor *const *epilogue_src;
     /* by node id, or NULL: the max pool a conv+relu also computes (its
      * kernel writes the pool node's output; see ct_fuse_eval_maxpool) */
     const ct_tensor *const *pool_into;

@@ -35,26 +35,30 @@ static int *count_readers(const ct_tensor *const *nodes, int n, int n_ids)
 
 /* The producer that `node` (a relu, or a relu_bwd) can be fused into, with
  * the fusion it takes, or NULL: a relu into the forward kernel that made
- * its input; a relu_bwd into the max pool backward that made its dy, where
- * the pool's input is the relu's output (the mask the pool kernel reads
- * anyway: conv -> relu -> max pool, backward). */
+ * its input; a relu_bwd into the kernel that made its dy: a max pool's
+ * backward whose input is the relu's output (the mask the pool kernel
+ * reads anyway: conv -> relu -> max pool), or the backward data of the
+ * linear or convolution layer that the relu feeds (its GEMM reads the
+ * relu's output as it stores: relu -> linear, relu -> conv). */
 static const ct_tensor *relu_producer(const ct_tensor *node, unsigned *fusion)
 {
     if (node->op == CT_OP_RELU && produces_for_relu(node->src[0])) {
         *fusion = CT_FUSES_RELU;
         return node->src[0];
     }
-    const ct_tensor *pool_bwd = node->op == CT_OP_RELU_BWD ? node->src[1] : NULL;
-    if (pool_bwd && pool_bwd->op == CT_OP_MAXPOOL2D_BWD && pool_bwd->src[0] == node->src[0] &&
-        !pool_bwd->keep && !pool_bwd->view_of) {
-        *fusion = CT_FUSES_RELU_BWD;
-        return pool_bwd;
-    }
+    const ct_tensor *dy = node->op == CT_OP_RELU_BWD ? node->src[1] : NULL;
+    if (!dy || dy->keep || dy->view_of)
+        return NULL;
+    *fusion = CT_FUSES_RELU_BWD;
+    if (dy->op == CT_OP_MAXPOOL2D_BWD && dy->src[0] == node->src[0])
+        return dy;
+    if (dy->op == CT_OP_LINEAR_BWD_DATA || dy->op == CT_OP_CONV2D_BWD_DATA)
+        return dy;
     return NULL;
 }
 
 int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
-                 const ct_tensor **alias_of, uint8_t *epilogue)
+                 const ct_tensor **alias_of, uint8_t *epilogue, const ct_tensor **epilogue_src)
 {
     int *readers = count_readers((const ct_tensor *const *)graph->nodes, graph->n_nodes,
                                  graph->n_nodes);
@@ -71,6 +75,8 @@ int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const bool *o
         CT_ASSERT(producer->dtype == relu->dtype && ct_same_shape(producer, relu));
         alias_of[relu->id] = producer;
         epilogue[producer->id] = fusion == CT_FUSES_RELU ? CT_EPILOGUE_RELU : CT_EPILOGUE_RELU_BWD;
+        if (fusion == CT_FUSES_RELU_BWD)
+            epilogue_src[producer->id] = relu->src[0]; /* the relu's output */
         fused++;
     }
     free(readers);

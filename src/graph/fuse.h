@@ -19,13 +19,15 @@
  * its readers (relu_bwd, maxpool, the next layer) read the producer's bytes.
  * Both arrays are indexed by node id and zeroed by the caller.  A producer
  * with on_host set (by node id; NULL: none) runs on the fallback backend and
- * is never fused.  The same for a relu_bwd whose dy is a max pool's
- * backward that nothing else reads, over the relu's own output (conv ->
- * relu -> max pool): epilogue[pool_bwd id] = CT_EPILOGUE_RELU_BWD where
- * every implementation applies CT_FUSES_RELU_BWD.  Returns how many were
- * fused. */
+ * is never fused.  The same for a relu_bwd whose dy nothing else reads
+ * and is a max pool's backward over the relu's own output (conv -> relu
+ * -> max pool), or a linear or convolution backward data (relu -> linear,
+ * relu -> conv): epilogue[producer id] = CT_EPILOGUE_RELU_BWD and
+ * epilogue_src[producer id] = the relu's output, which the producer's
+ * kernel reads as it stores, where every implementation applies
+ * CT_FUSES_RELU_BWD.  Returns how many were fused. */
 int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
-                 const ct_tensor **alias_of, uint8_t *epilogue);
+                 const ct_tensor **alias_of, uint8_t *epilogue, const ct_tensor **epilogue_src);
 
 /* For the evaluation schedule only (after ct_fuse_relu): a max pool whose
  * input is a fused conv+relu that nothing else in `schedule` reads (in

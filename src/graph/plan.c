@@ -267,15 +267,18 @@ static ct_status plan_build(ct_plan *plan)
     plan->eval_pool_into = calloc((size_t)plan->n_nodes + 1, sizeof *plan->eval_pool_into);
     plan->eval_skip = calloc((size_t)plan->n_nodes + 1, sizeof *plan->eval_skip);
     plan->bias_into = calloc((size_t)plan->n_nodes + 1, sizeof *plan->bias_into);
+    plan->epilogue_src = calloc((size_t)plan->n_nodes + 1, sizeof *plan->epilogue_src);
     plan->written_by = calloc((size_t)plan->n_nodes + 1, sizeof *plan->written_by);
     if (!plan->offsets || !plan->storage || !plan->alias_of || !plan->epilogue ||
-        !plan->eval_pool_into || !plan->eval_skip || !plan->bias_into || !plan->written_by)
+        !plan->eval_pool_into || !plan->eval_skip || !plan->bias_into || !plan->written_by ||
+        !plan->epilogue_src)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
     CT_TRY(ct_prepared_new(plan->n_nodes, &plan->prepared));
     CT_TRY(build_schedule(plan, CT_TRAIN));
     CT_TRY(build_schedule(plan, CT_EVAL));
     CT_TRY(ct_plan_find_host_nodes(plan));
-    ct_fuse_relu(plan->graph, plan->backend, plan->on_host, plan->alias_of, plan->epilogue);
+    ct_fuse_relu(plan->graph, plan->backend, plan->on_host, plan->alias_of, plan->epilogue,
+                 plan->epilogue_src);
     ct_fuse_eval_maxpool(plan->graph, plan->backend, plan->on_host, plan->schedule[CT_EVAL],
                          plan->n_schedule[CT_EVAL], plan->alias_of, plan->epilogue,
                          plan->eval_pool_into);
@@ -366,6 +369,7 @@ void ct_plan_free(ct_plan *plan)
     free(plan->epilogue);
     free(plan->eval_pool_into);
     free(plan->bias_into);
+    free(plan->epilogue_src);
     free(plan->written_by);
     free(plan->eval_skip);
     free(plan);
@@ -380,6 +384,7 @@ ct_exec ct_plan_exec(const ct_plan *plan, ct_mode mode)
         .storage = plan->storage,
         .workspace = plan->workspace,
         .epilogue = plan->epilogue,
+        .epilogue_src = plan->epilogue_src,
         .pool_into = mode == CT_EVAL ? plan->eval_pool_into : NULL,
         .bias_into = mode == CT_TRAIN ? plan->bias_into : NULL,
         .training = mode == CT_TRAIN,

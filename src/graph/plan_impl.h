@@ -30,6 +30,7 @@ struct ct_plan {
     uint8_t *storage; /* ct_storage by node id */
     const ct_tensor **alias_of; /* by node id: a fused relu's producer, else NULL */
     uint8_t *epilogue;          /* ct_epilogue by node id */
+    const ct_tensor **epilogue_src; /* by node id: what a CT_EPILOGUE_RELU_BWD reads */
     const ct_tensor **eval_pool_into; /* by node id: the pool an eval conv also computes */
     bool *eval_skip;                  /* by node id: computed by another kernel in eval */
     /* by node id: the bias gradient a weight gradient also computes (its
