@@ -167,7 +167,7 @@ __global__ void maxpool2x2_backward_kernel(ct_pool2d_shape s, const T *x, const 
         int64_t p = at.plane;
         int oh = at.row, ow = at.col;
         int64_t top = (p * s.in_h + 2 * oh) * s.in_w + 2 * ow;
-        float window[4], grad[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float window[4], grad[4];
         load_pair(x + top, window);
         load_pair(x + top + s.in_w, window + 2);
         int best = 0;
@@ -177,9 +177,14 @@ __global__ void maxpool2x2_backward_kernel(ct_pool2d_shape s, const T *x, const 
                 m = window[i];
                 best = i;
             }
-        grad[best] = 0.0f + ct_load_f32(dy, index);
+        float g = 0.0f + ct_load_f32(dy, index);
         if (relu) /* only the argmax may be nonzero, and x there is m */
-            grad[best] = ct_relu_grad(m, grad[best]);
+            g = ct_relu_grad(m, g);
+        /* selects, not grad[best] = g: a dynamic index put grad on the
+         * stack (16 bytes of local memory, scripts/kernel-resources.sh) */
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            grad[i] = i == best ? g : 0.0f;
         store_pair(dx + top, grad);
         store_pair(dx + top + s.in_w, grad + 2);
     }
