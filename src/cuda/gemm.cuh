@@ -444,8 +444,8 @@ static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, int rows,
     ct_gemm_tile_sides(rows, &side_m, &side_n);
     dim3 grid((unsigned)((p.n + side_n - 1) / side_n), (unsigned)((p.m + side_m - 1) / side_m),
               (unsigned)(groups * p.splits));
-    size_t shared = sizeof(float) * ((size_t)p.scratch_floats +
-                                     (rows == GEMM_NARROW_M ? (size_t)GEMM_NARROW_M * p.a_strip : 0));
+    size_t strip = rows == GEMM_NARROW_M ? (size_t)GEMM_NARROW_M * p.a_strip : 0;
+    size_t shared = sizeof(float) * ((size_t)p.scratch_floats + strip);
     if (rows == GEMM_NARROW_M)
         CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm_narrow<Problem>, grid,
                              GEMM_THREADS, shared, stream, p);

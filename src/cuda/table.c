@@ -36,7 +36,8 @@ static float *fused_bias(const ct_exec *e, const ct_tensor *n)
     return bias ? ct_exec_data(e, bias) : NULL;
 }
 
-/* A relu_bwd fused into the max pool's backward (graph/fuse.c). */
+/* A relu_bwd fused into this node: a max pool's backward, or a backward
+ * data (graph/fuse.c). */
 static bool fused_relu_bwd(const ct_exec *e, const ct_tensor *n)
 {
     return e->epilogue[n->id] == CT_EPILOGUE_RELU_BWD;

@@ -25,9 +25,10 @@ typedef enum ct_storage {
 
 /* What a kernel does to its output before storing it, decided by the plan
  * (src/graph/fuse.c): CT_EPILOGUE_RELU stores max(y, 0) (NaN kept);
- * CT_EPILOGUE_RELU_BWD, on a max pool's backward, stores the backward of
- * the relu whose output is the pool's input: 0 where that input is <= 0
- * (ct_relu_grad). */
+ * CT_EPILOGUE_RELU_BWD, on a max pool's backward or a linear or
+ * convolution backward data, stores the backward of the relu whose output
+ * is ct_exec.epilogue_src (for the pool, its own input): 0 where that
+ * output is <= 0 (ct_relu_grad). */
 typedef enum ct_epilogue {
     CT_EPILOGUE_NONE = 0,
     CT_EPILOGUE_RELU,

@@ -46,9 +46,10 @@ int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend, const
  * is also the dy of a convolution's or linear layer's weight gradient
  * (f32, its output channels the bias's) that every implementation can
  * finish with the bias gradient (CT_FUSES_BIAS_GRAD: the native GEMMs sum
- * dy as one more column of b, all ones).  Sets bias_into[weight gradient id] = the channel_sum
- * node, which then runs nothing: the weight gradient's kernel writes its
- * output.  Neither may run on the fallback (on_host).  Returns how many. */
+ * dy as one more column of b, all ones).  Sets bias_into[weight gradient
+ * id] = the channel_sum node, which then runs nothing: the weight
+ * gradient's kernel writes its output.  Neither may run on the fallback
+ * (on_host).  Returns how many. */
 int ct_fuse_bias_grad(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
                       const ct_tensor **bias_into);
 
