@@ -305,6 +305,7 @@ TOOL_OBJS  := $(TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB_A  := $(BUILD)/libcuttle.a
 LIB_SO := $(BUILD)/libcuttle.so
 CLI    := $(BUILD)/cuttle
+FLAGS_STAMP := $(BUILD)/flags
 
 .PHONY: all config test test-gpu test-gpu-emu test-tsan check fuzz install install-python uninstall clean
 .SECONDARY:
@@ -327,7 +328,7 @@ ifeq ($(CUDA),emu)
 	@echo "  counters: $(FOUND_EMU_COUNTERS)"
 endif
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS_BASE) $(INCLUDES) $(CFLAGS) -MMD -MP -c $< -o $@
@@ -341,7 +342,7 @@ $(BUILD)/gen/models.c: $(MODEL_FILES) models scripts/embed-models.sh
 	@mkdir -p $(dir $@)
 	@sh scripts/embed-models.sh $(MODEL_FILES) > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/obj/gen/models.o: $(BUILD)/gen/models.c
+$(BUILD)/obj/gen/models.o: $(BUILD)/gen/models.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS_BASE) $(INCLUDES) $(CFLAGS) -c $< -o $@
@@ -385,7 +386,7 @@ EMU_KERNEL_CXX := $(CXX)
 EMU_KERNEL_FLAGS :=
 FOUND_EMU_COUNTERS := none (they need clang, without SANITIZE)
 endif
-$(BUILD)/obj/%.o: %.cu $(EMU_PLUGIN)
+$(BUILD)/obj/%.o: %.cu $(EMU_PLUGIN) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  CXX-EMU $<"
 	@$(EMU_KERNEL_CXX) $(EMU_KERNEL_FLAGS) $(EMU_CXXFLAGS) -Wno-unknown-pragmas -x c++ \
@@ -396,7 +397,7 @@ $(BUILD)/count_pass.so: emu/count_pass.cpp emu/count_hooks.h
 	@echo "  CXX     $<"
 	@$(EMU_CLANG) $(patsubst -I%,-isystem %,$(shell $(LLVM_CONFIG) --cxxflags)) -Wall -Wextra \
 	        -Werror -fPIC -shared -O2 $< -o $@
-$(BUILD)/obj/emu/%.o: emu/%.cpp
+$(BUILD)/obj/emu/%.o: emu/%.cpp $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  CXX     $<"
 	@$(CXX) $(EMU_CXXFLAGS) -MMD -MP -c $< -o $@
@@ -418,10 +419,24 @@ $(BUILD)/obj/tests/%.group.o: $(BUILD)/obj/emu/shared_begin.o $(BUILD)/obj/tests
                               $(BUILD)/obj/emu/shared_end.o
 	@$(emu_group)
 else
-$(BUILD)/obj/%.o: %.cu
+$(BUILD)/obj/%.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  NVCC    $<"
 	@$(NVCC) $(NVCCFLAGS_BASE) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+endif
+
+# The flags the objects in $(BUILD)/ were compiled with: when they change
+# (another CUDA=, BLAS= or OPTFLAGS=, a library found or gone), every object
+# is rebuilt, not only those whose sources changed; mixing objects of two
+# configurations links wrong or not at all.  Written at parse time, and only
+# when different, so an unchanged configuration rebuilds nothing.
+BUILD_FLAGS := $(CC) $(CFLAGS_BASE) $(CFLAGS) | $(NVCC) $(NVCCFLAGS_BASE) $(NVCCFLAGS) | \
+               $(CXX) $(EMU_CXXFLAGS) $(EMU_KERNEL_FLAGS)
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+ifneq ($(file < $(FLAGS_STAMP)),$(BUILD_FLAGS))
+$(shell mkdir -p $(BUILD))
+$(file > $(FLAGS_STAMP),$(BUILD_FLAGS))
+endif
 endif
 
 $(LIB_A): $(LIB_OBJS)
