@@ -658,11 +658,14 @@ CT_API size_t ct_plan_state_bytes(const ct_plan *plan);
  * and again after the weights change: the CPU's Winograd convolutions keep
  * their transformed weights (4x the weights of those 3x3 layers). */
 CT_API size_t ct_plan_kept_bytes(const ct_plan *plan);
-/* Nodes run by one step in a mode. */
+/* Nodes of one step in a mode: all it schedules, views and the nodes whose
+ * work another node's kernel does (fusions) included, so at least the
+ * number of kernels the step runs. */
 CT_API int ct_plan_n_nodes(const ct_plan *plan, ct_mode mode);
 /* The arithmetic of one step in a mode, from each op's formula (a
- * multiply-add counted as 2; what the math needs, not what a kernel does):
- * a step's FLOPs for achieved GFLOP/s against a peak. */
+ * multiply-add counted as 2; what the math needs, not what a kernel does;
+ * the same whichever nodes the plan fused): a step's FLOPs for achieved
+ * GFLOP/s against a peak. */
 CT_API double ct_plan_flops(const ct_plan *plan, ct_mode mode);
 
 /* ---- checkpoints ----------------------------------------------------------- */

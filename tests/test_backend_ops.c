@@ -4,7 +4,8 @@
  * test-backend-ops for cuttle.
  *
  * The reference is the CPU backend on one thread with its portable C
- * kernels (ct_cpu_simd_set(false): the CPU file is the spec).  Compared
+ * kernels (ct_cpu_simd_set(false): the CPU file is the spec), each node
+ * run by its own kernel (no plan-time fusion, graph/fuse.c).  Compared
  * with it: "cpu" (all cores; AVX2, direct and Winograd convolutions, fused
  * relu and eval relu+maxpool), "cuda-native" and "cuda-vendor"
  * (cuBLAS/cuDNN for convolution, linear and pooling forward).  Each entry
@@ -1092,13 +1093,14 @@ int main(void)
         report("cpu_backends");
         return harness_finish();
     }
+    reference_backend->unfused = true; /* each node its own kernel: fusions are checked */
     column columns[MAX_COLUMNS];
     static const char *const cpu_modes[] = {"native", "auto"};
     static const char *const gpu_modes[] = {"native", "vendor"};
     int n_columns = add_columns(columns, 0, cpu, "cpu", cpu_modes, 2);
     ct_backend *backends[MAX_BACKENDS] = {cpu};
     int n_backends = 1;
-    printf("# reference: %s, portable kernels\n", ct_backend_name(reference_backend));
+    printf("# reference: %s, portable kernels, unfused\n", ct_backend_name(reference_backend));
     if (ct_backend_new("cuda", &gpu) == CT_OK) {
 #ifdef CT_HAVE_CUDA
         CHECK_OK(ct_cuda_backend_poison(gpu, true));

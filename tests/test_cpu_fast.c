@@ -99,7 +99,7 @@ static void conv_backward_on(conv_path path, const ct_conv2d_shape *s, const flo
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
     if (path == PATH_DIRECT && ct_cpu_simd_avx2()) {
         ct_cpu_conv2d_direct_backward_data(s, dy, w, dx, workspace);
-        ct_cpu_conv2d_direct_backward_weight(s, x, dy, dw, workspace);
+        ct_cpu_conv2d_direct_backward_weight(s, x, dy, dw, NULL, workspace);
         return;
     }
     if (path == PATH_WINOGRAD && ct_cpu_simd_avx2()) {
@@ -395,9 +395,9 @@ static void maxpool_2x2_backward_same_bits(void)
         for (int64_t i = 5; i < nx; i += 23)
             x[i] = NAN;
         float *fast = nan_floats(nx), *portable = nan_floats(nx);
-        ct_cpu_maxpool2d_backward(&s, x, dy, fast);
+        ct_cpu_maxpool2d_backward(&s, x, dy, false, fast);
         ct_cpu_simd_set(false);
-        ct_cpu_maxpool2d_backward(&s, x, dy, portable);
+        ct_cpu_maxpool2d_backward(&s, x, dy, false, portable);
         ct_cpu_simd_set(true);
         CHECK(memcmp(fast, portable, sizeof(float) * (size_t)nx) == 0,
               "maxpool backward %dx%dx%d: vector and scalar differ", planes, h, w);

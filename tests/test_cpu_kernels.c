@@ -172,7 +172,7 @@ static void check_pool(const ct_pool2d_shape *s, bool is_max, bool ties, const c
     poison(dx, in);
     if (is_max) {
         ct_cpu_maxpool2d_forward(s, x, y);
-        ct_cpu_maxpool2d_backward(s, x, dy, dx);
+        ct_cpu_maxpool2d_backward(s, x, dy, false, dx);
         ref_maxpool(s, x, dy, y_ref, dx_ref);
     } else {
         ct_cpu_avgpool2d_forward(s, x, y);

@@ -8,6 +8,8 @@
 #include "core/error.h"
 #include "graph/backend.h"
 #include "graph/memplan.h"
+#include "graph/plan.h"
+#include "ops/ops.h"
 #include "harness.h"
 
 /* ---- memory plan ---------------------------------------------------------- */
@@ -168,6 +170,43 @@ static void test_arena_reuses_memory(void)
           ct_plan_n_nodes(plan, CT_TRAIN));
     ct_plan_free(plan);
     ct_backend_free(backend);
+    ct_graph_free(m.graph);
+}
+
+/* The CPU fuses SimpleCNN's backward as CUDA does (graph/fuse.c): each
+ * relu before a max pool has its backward in the pool's, every bias
+ * gradient is computed by its layer's weight gradient.  What runs: the
+ * relu_bwd of fc1 and fc2 only, no channel_sum; and the math of the step
+ * (ct_plan_flops) counts the fused nodes' too. */
+static void test_cpu_training_step_fuses_relu_bwd_and_bias_grads(void)
+{
+    cnn m = build_cnn(8, false, true);
+    ct_backend *backend = NULL, *unfused = NULL;
+    ct_plan *plan = NULL, *reference = NULL;
+    CHECK_OK(ct_backend_new("cpu", &backend));
+    CHECK_OK(ct_backend_new("cpu", &unfused));
+    unfused->unfused = true;
+    CHECK_OK(ct_plan_new(m.graph, backend, 1, &plan));
+    CHECK_OK(ct_plan_new(m.graph, unfused, 1, &reference));
+    int n = 0, relu_bwd = 0, channel_sum = 0;
+    const ct_tensor *const *runs = ct_plan_runs(plan, CT_TRAIN, &n);
+    for (int i = 0; i < n; i++) {
+        relu_bwd += runs[i]->op == CT_OP_RELU_BWD;
+        channel_sum += runs[i]->op == CT_OP_CHANNEL_SUM;
+    }
+    CHECK(relu_bwd == 2 && channel_sum == 0, "%d relu_bwd and %d channel_sum run", relu_bwd,
+          channel_sum);
+    /* fewer than unfused: the 4 forward relus, 2 relu_bwd, 5 bias sums */
+    int n_unfused = 0;
+    ct_plan_runs(reference, CT_TRAIN, &n_unfused);
+    CHECK(n_unfused - n == 4 + 2 + 5, "train runs %d nodes, %d unfused", n, n_unfused);
+    CHECK(ct_plan_flops(plan, CT_TRAIN) == ct_plan_flops(reference, CT_TRAIN),
+          "%.0f FLOPs fused, %.0f unfused", ct_plan_flops(plan, CT_TRAIN),
+          ct_plan_flops(reference, CT_TRAIN));
+    ct_plan_free(plan);
+    ct_plan_free(reference);
+    ct_backend_free(backend);
+    ct_backend_free(unfused);
     ct_graph_free(m.graph);
 }
 
@@ -366,6 +405,7 @@ int main(void)
     RUN(test_memplan_no_live_overlap);
     RUN(test_same_seed_same_training_bit_for_bit);
     RUN(test_arena_reuses_memory);
+    RUN(test_cpu_training_step_fuses_relu_bwd_and_bias_grads);
     RUN(test_eval_is_deterministic_and_does_not_train);
     RUN(test_run_refuses_bad_labels);
     RUN(test_plan_access_errors);

@@ -14,7 +14,9 @@
  *                    flipped and transposed: wt[c,o,i,j] = w[o,c,KH-1-i,KW-1-j]
  *   backward weight: dw[o,c,i,j] = sum_{n,oh,ow} dy[n,o,oh,ow] * xp[n,c,oh+i,ow+j]
  *                    8-lane partial sums per chunk of images, then the chunks'
- *                    sums added in chunk order.
+ *                    sums added in chunk order; with the bias gradient (fused,
+ *                    graph/fuse.c) db[o] = sum_{n,oh,ow} dy[n,o,oh,ow] the same
+ *                    way, each group's dy summed while the products left it in cache.
  * The batch is cut into WEIGHT_CHUNKS fixed chunks whatever the thread count,
  * so every result is the same bits for any number of threads.
  * Accumulation: all outputs are written with =.
@@ -29,6 +31,7 @@
 #include "core/error.h"
 #include "cpu/conv_direct.h"
 #include "cpu/conv_scatter.h"
+#include "cpu/lanes.h"
 #include "cpu/threads.h"
 
 #define AVX2 __attribute__((target("avx2,fma")))
@@ -118,9 +121,15 @@ static size_t thread_floats(const ct_conv2d_shape *s)
     return most > weight ? most : weight;
 }
 
+/* The chunks' bias sums (doubles) after their weight sums. */
+static size_t bias_sum_floats(const ct_conv2d_shape *s)
+{
+    return round_floats((size_t)s->out_channels * WEIGHT_CHUNKS * 2);
+}
+
 size_t ct_cpu_conv2d_direct_workspace(const ct_conv2d_shape *s, int n_threads)
 {
-    size_t shared = round_floats(weight_count(s) * WEIGHT_CHUNKS);
+    size_t shared = round_floats(weight_count(s) * WEIGHT_CHUNKS) + bias_sum_floats(s);
     return sizeof(float) * (thread_floats(s) * (size_t)(n_threads > 0 ? n_threads : 1) + shared);
 }
 
@@ -557,18 +566,31 @@ static AVX2 void reduce_lanes(size_t count, const float *lanes, float *sums)
     }
 }
 
+/* sums[o] += dy[n, o, :] of n_images consecutive images. */
+static void add_bias_sums(int n_images, int out_c, size_t out_plane, const float *dy,
+                          double *sums)
+{
+    for (int n = 0; n < n_images; n++)
+        for (int o = 0; o < out_c; o++)
+            sums[o] += ct_lanes_sum(dy + ((size_t)n * out_c + o) * out_plane, (int)out_plane);
+}
+
 void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float *x,
-                                          const float *dy, float *dw, void *workspace)
+                                          const float *dy, float *dw, float *db, void *workspace)
 {
     plane_geom g = forward_geom(s);
     size_t per_thread = thread_floats(s), n_weights = weight_count(s);
     size_t image = padded_floats(g.in_c, g.hp, g.wp);
     size_t in_image = (size_t)s->in_channels * s->in_h * s->in_w;
     size_t out_image = (size_t)s->out_channels * s->out_h * s->out_w;
+    size_t out_plane = (size_t)s->out_h * s->out_w;
     float *chunk_sums = (float *)workspace + per_thread * (size_t)ct_cpu_max_threads();
+    double *bias_sums = (double *)(chunk_sums + round_floats(n_weights * WEIGHT_CHUNKS));
     int n_chunks = s->n_batch < WEIGHT_CHUNKS ? s->n_batch : WEIGHT_CHUNKS;
     if (n_chunks == 0) {
         memset(dw, 0, sizeof(float) * n_weights);
+        if (db)
+            memset(db, 0, sizeof(float) * (size_t)s->out_channels);
         return;
     }
 #pragma omp parallel
@@ -580,22 +602,37 @@ void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float 
             int first, last;
             split_range(s->n_batch, chunk, n_chunks, &first, &last);
             memset(lanes, 0, sizeof(float) * n_weights * LANES);
+            double *chunk_bias = bias_sums + (size_t)chunk * s->out_channels;
+            if (db)
+                memset(chunk_bias, 0, sizeof(double) * (size_t)s->out_channels);
             for (int n0 = first; n0 < last; n0 += WEIGHT_GROUP) {
                 int group = last - n0 < WEIGHT_GROUP ? last - n0 : WEIGHT_GROUP;
                 for (int k = 0; k < group; k++)
                     pad_image(g.in_c, s->in_h, s->in_w, s->pad_h, s->pad_w, g.hp, g.wp,
                               x + (n0 + k) * in_image, xp + k * image);
                 weight_images(&g, group, xp, image, dy + n0 * out_image, lanes);
+                if (db)
+                    add_bias_sums(group, s->out_channels, out_plane, dy + n0 * out_image,
+                                  chunk_bias);
             }
             reduce_lanes(n_weights, lanes, chunk_sums + (size_t)chunk * n_weights);
         }
 #pragma omp barrier
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
         for (size_t k = 0; k < n_weights; k++) {
             float total = 0.0f;
             for (int chunk = 0; chunk < n_chunks; chunk++)
                 total += chunk_sums[(size_t)chunk * n_weights + k];
             dw[k] = total;
+        }
+        if (db) {
+#pragma omp for schedule(static)
+            for (int o = 0; o < s->out_channels; o++) {
+                double total = 0.0;
+                for (int chunk = 0; chunk < n_chunks; chunk++)
+                    total += bias_sums[(size_t)chunk * s->out_channels + o];
+                db[o] = (float)total;
+            }
         }
     }
 }

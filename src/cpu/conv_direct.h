@@ -32,8 +32,9 @@ void ct_cpu_conv2d_direct_forward_relu_maxpool(const ct_conv2d_shape *s, const f
                                                void *workspace);
 void ct_cpu_conv2d_direct_backward_data(const ct_conv2d_shape *s, const float *dy,
                                         const float *w, float *dx, void *workspace);
+/* db (or NULL): the bias gradient too, sum of dy over each output channel. */
 void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float *x,
-                                          const float *dy, float *dw, void *workspace);
+                                          const float *dy, float *dw, float *db, void *workspace);
 #endif
 
 #endif

@@ -96,9 +96,11 @@ void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y
 /* The same on u8 (an int8 model's activations). */
 void ct_cpu_maxpool2d_forward_u8(const ct_pool2d_shape *s, const uint8_t *x, uint8_t *y);
 /* dx[argmax of each window] += dy (argmax recomputed from x; the first
- * maximum in row-major window order wins, as in PyTorch); other dx = 0. */
+ * maximum in row-major window order wins, as in PyTorch); other dx = 0.
+ * relu: x is a relu's output and dx that relu's input gradient (each
+ * window adds ct_relu_grad(its max, dy)): the relu's backward fused. */
 void ct_cpu_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const float *dy,
-                               float *dx);
+                               bool relu, float *dx);
 void ct_cpu_avgpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y);
 void ct_cpu_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy, float *dx);
 /* y[n,c] = mean_i x[n,c,i];  dx[n,c,i] = dy[n,c] / inner */

@@ -223,15 +223,16 @@ void ct_cpu_maxpool2d_forward_u8(const ct_pool2d_shape *s, const uint8_t *x, uin
  * one window, so every dx element is written once, without a memset and
  * without branches (the argmax of random data mispredicts half the time):
  * dx[2oh+a, 2ow+b] = (a,b) == argmax ? dy[oh,ow] : 0;  inputs past the last
- * window (odd sizes) get 0. */
+ * window (odd sizes) get 0.  relu: dy[oh,ow] is replaced by
+ * ct_relu_grad(window max, dy[oh,ow]) (see ct_cpu_maxpool2d_backward). */
 static void maxpool_2x2_backward_plane(int in_h, int in_w, int out_h, int out_w,
                                        const float *restrict x, const float *restrict dy,
-                                       float *restrict dx)
+                                       bool relu, float *restrict dx)
 {
     int first_ow = 0; /* columns before it are done by the vector kernel */
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
     if (ct_cpu_simd_avx2())
-        first_ow = ct_cpu_maxpool2x2_backward_avx2(in_w, out_h, out_w, x, dy, dx);
+        first_ow = ct_cpu_maxpool2x2_backward_avx2(in_w, out_h, out_w, x, dy, relu, dx);
 #endif
     for (int oh = 0; oh < out_h; oh++) {
         const float *row0 = x + (int64_t)2 * oh * in_w, *row1 = row0 + in_w;
@@ -247,8 +248,9 @@ static void maxpool_2x2_backward_plane(int in_h, int in_w, int out_h, int out_w,
             m = take ? row1[2 * ow] : m;
             best = take ? 2 : best;
             take = ct_max_replaces(row1[2 * ow + 1], m);
+            m = take ? row1[2 * ow + 1] : m;
             best = take ? 3 : best;
-            float g = grad[ow];
+            float g = relu ? ct_relu_grad(m, grad[ow]) : grad[ow];
             dx0[2 * ow] = best == 0 ? g : 0.0f;
             dx0[2 * ow + 1] = best == 1 ? g : 0.0f;
             dx1[2 * ow] = best == 2 ? g : 0.0f;
@@ -260,9 +262,12 @@ static void maxpool_2x2_backward_plane(int in_h, int in_w, int out_h, int out_w,
     zero_rows_past_windows(in_h, in_w, out_h, dx);
 }
 
-/* dx[n,c,argmax window(oh,ow)] += dy[n,c,oh,ow], dx = 0 elsewhere;  dx: [N,C,H,W] */
+/* dx[n,c,argmax window(oh,ow)] += dy[n,c,oh,ow], dx = 0 elsewhere;  dx: [N,C,H,W].
+ * relu: x is a relu's output (conv -> relu -> pool) and dx is that relu's
+ * input gradient, its backward done here (graph/fuse.c): each window's
+ * dy adds ct_relu_grad(window max, dy), 0 where the max is <= 0. */
 void ct_cpu_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const float *dy,
-                               float *dx)
+                               bool relu, float *dx)
 {
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
@@ -272,7 +277,8 @@ void ct_cpu_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const f
         const float *xp = x + p * in_plane, *dyp = dy + p * out_plane;
         float *dxp = dx + p * in_plane;
         if (plain_2x2) {
-            maxpool_2x2_backward_plane(s->in_h, s->in_w, s->out_h, s->out_w, xp, dyp, dxp);
+            maxpool_2x2_backward_plane(s->in_h, s->in_w, s->out_h, s->out_w, xp, dyp, relu,
+                                       dxp);
             continue;
         }
         memset(dxp, 0, (size_t)in_plane * sizeof(float));
@@ -281,9 +287,9 @@ void ct_cpu_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const f
                 ct_pool_window win = ct_pool_window_at(s, oh, ow);
                 if (ct_pool_window_empty(win))
                     continue;
-                float unused_max;
-                dxp[window_argmax(xp, s->in_w, win, &unused_max)] +=
-                    dyp[(int64_t)oh * s->out_w + ow];
+                float max, g = dyp[(int64_t)oh * s->out_w + ow];
+                int64_t at = window_argmax(xp, s->in_w, win, &max);
+                dxp[at] += relu ? ct_relu_grad(max, g) : g;
             }
     }
 }

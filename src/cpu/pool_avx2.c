@@ -61,10 +61,10 @@ AVX2 int ct_cpu_maxpool2x2_forward_avx2(int in_w, int out_h, int out_w, const fl
 }
 
 AVX2 int ct_cpu_maxpool2x2_backward_avx2(int in_w, int out_h, int out_w, const float *x,
-                                         const float *dy, float *dx)
+                                         const float *dy, bool relu, float *dx)
 {
     int vec_w = out_w / WINDOWS * WINDOWS;
-    __m128 ones = _mm_castsi128_ps(_mm_set1_epi32(-1));
+    __m128 ones = _mm_castsi128_ps(_mm_set1_epi32(-1)), zero = _mm_setzero_ps();
     for (int oh = 0; oh < out_h; oh++) {
         const float *row0 = x + (long)2 * oh * in_w, *row1 = row0 + in_w;
         float *dx0 = dx + (long)2 * oh * in_w, *dx1 = dx0 + in_w;
@@ -82,10 +82,13 @@ AVX2 int ct_cpu_maxpool2x2_backward_avx2(int in_w, int out_h, int out_w, const f
             pick0 = _mm_andnot_ps(pick2, pick0);
             pick1 = _mm_andnot_ps(pick2, pick1);
             __m128 pick3 = replaces(bottom_right, m);
+            m = _mm_blendv_ps(m, bottom_right, pick3);
             pick0 = _mm_andnot_ps(pick3, pick0);
             pick1 = _mm_andnot_ps(pick3, pick1);
             pick2 = _mm_andnot_ps(pick3, pick2);
             __m128 g = _mm_loadu_ps(dy + (long)oh * out_w + ow);
+            if (relu) /* ct_relu_grad(max, g): 0 where max <= 0, NaN passes */
+                g = _mm_and_ps(g, _mm_cmp_ps(m, zero, _CMP_NLE_UQ));
             __m128 g0 = _mm_and_ps(g, pick0), g1 = _mm_and_ps(g, pick1);
             __m128 g2 = _mm_and_ps(g, pick2), g3 = _mm_and_ps(g, pick3);
             _mm_storeu_ps(dx0 + 2 * ow, _mm_unpacklo_ps(g0, g1));

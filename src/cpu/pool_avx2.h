@@ -2,6 +2,8 @@
 #ifndef CT_CPU_POOL_AVX2_H
 #define CT_CPU_POOL_AVX2_H
 
+#include <stdbool.h>
+
 #include "cpu/simd.h"
 
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
@@ -10,9 +12,11 @@
 int ct_cpu_maxpool2x2_forward_avx2(int in_w, int out_h, int out_w, const float *x, float *y);
 /* dx of the windows in columns [0, returned) of every output row of one
  * plane (a multiple of 4); the caller does the remaining columns.
- * x, dx: [2*out_h.., in_w], dy: [out_h, out_w]. */
+ * x, dx: [2*out_h.., in_w], dy: [out_h, out_w].  relu: x is a relu's
+ * output and dx that relu's input gradient too (ct_relu_grad of each
+ * window's max). */
 int ct_cpu_maxpool2x2_backward_avx2(int in_w, int out_h, int out_w, const float *x,
-                                    const float *dy, float *dx);
+                                    const float *dy, bool relu, float *dx);
 #endif
 
 #endif

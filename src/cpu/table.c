@@ -63,11 +63,32 @@ static ct_status run_conv_forward(const ct_exec *exec, const ct_tensor *node,
     return run_conv_forward_on(exec, node, forward, ct_in(exec, node, 1));
 }
 
+/* The bias gradient (a channel_sum node) that this weight gradient
+ * computes too (ct_exec.bias_into, graph/fuse.c), or NULL. */
+static float *fused_bias_grad(const ct_exec *exec, const ct_tensor *node)
+{
+    const ct_tensor *bias = exec->bias_into ? exec->bias_into[node->id] : NULL;
+    return bias ? ct_exec_data(exec, bias) : NULL;
+}
+
+/* A weight gradient whose kernel does not sum the bias itself: the bias
+ * node's kernel, run here, on dy (the weight gradient's second input). */
+static void bias_grad_after(const ct_exec *exec, const ct_tensor *node)
+{
+    float *db = fused_bias_grad(exec, node);
+    if (db) {
+        ct_nci dims = ct_nci_of(node->src[1]);
+        ct_cpu_channel_sum(dims.n, dims.c, dims.inner, ct_in(exec, node, 1), db);
+    }
+}
+
 static ct_status run_conv_backward(const ct_exec *exec, const ct_tensor *node,
                                    conv_backward_fn backward)
 {
     backward(&node->attr.conv, ct_in(exec, node, 0), ct_in(exec, node, 1),
              ct_out(exec, node), exec->workspace);
+    if (node->op == CT_OP_CONV2D_BWD_WEIGHT)
+        bias_grad_after(exec, node);
     return CT_OK;
 }
 
@@ -93,9 +114,11 @@ static size_t im2col_workspace(const ct_backend *backend, const ct_tensor *node)
     return ct_cpu_conv2d_im2col_workspace(&node->attr.conv);
 }
 
+/* Every weight gradient path gives the bias gradient (CT_FUSES_BIAS_GRAD:
+ * one node less; the direct kernel sums dy while it has it in cache). */
 static const ct_impl conv_im2col = {
     .name = "im2col",
-    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2,
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD,
     .workspace = im2col_workspace,
     .run = run_im2col,
 };
@@ -131,14 +154,17 @@ static ct_status run_direct(ct_backend *backend, const ct_exec *exec, const ct_t
     }
     if (node->op == CT_OP_CONV2D)
         return run_conv_forward(exec, node, ct_cpu_conv2d_direct_forward);
-    return run_conv_backward(exec, node, node->op == CT_OP_CONV2D_BWD_DATA
-                                             ? ct_cpu_conv2d_direct_backward_data
-                                             : ct_cpu_conv2d_direct_backward_weight);
+    if (node->op == CT_OP_CONV2D_BWD_DATA)
+        return run_conv_backward(exec, node, ct_cpu_conv2d_direct_backward_data);
+    ct_cpu_conv2d_direct_backward_weight(&node->attr.conv, ct_in(exec, node, 0),
+                                         ct_in(exec, node, 1), ct_out(exec, node),
+                                         fused_bias_grad(exec, node), exec->workspace);
+    return CT_OK;
 }
 
 static const ct_impl conv_direct = {
     .name = "direct",
-    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2,
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD,
     .supports = direct_supports,
     .ready = avx2_ready,
     .workspace = direct_workspace,
@@ -178,7 +204,7 @@ static ct_status run_winograd(ct_backend *backend, const ct_exec *exec, const ct
 
 static const ct_impl conv_winograd = {
     .name = "winograd",
-    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2,
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD,
     .supports = winograd_supports,
     .ready = avx2_ready,
     .workspace = winograd_workspace,
@@ -259,6 +285,7 @@ static ct_status run_linear_bwd_weight(const ct_exec *exec, const ct_tensor *nod
     ct_cpu_linear_backward_weight((int)x->shape[0], (int)x->shape[1], (int)dy->shape[1],
                                   ct_in(exec, node, 0), ct_in(exec, node, 1),
                                   ct_out(exec, node));
+    bias_grad_after(exec, node);
     return CT_OK;
 }
 
@@ -274,8 +301,9 @@ static ct_status run_maxpool2d(const ct_exec *exec, const ct_tensor *node)
 
 static ct_status run_maxpool2d_bwd(const ct_exec *exec, const ct_tensor *node)
 {
+    bool relu = exec->epilogue && exec->epilogue[node->id] == CT_EPILOGUE_RELU_BWD;
     ct_cpu_maxpool2d_backward(&node->attr.pool, ct_in(exec, node, 0), ct_in(exec, node, 1),
-                              ct_out(exec, node));
+                              relu, ct_out(exec, node));
     return CT_OK;
 }
 
@@ -590,9 +618,9 @@ static size_t bn_sync_workspace(const ct_backend *backend, const ct_tensor *node
 NATIVE(channel_sum, run_channel_sum, 0);
 NATIVE(linear, run_linear, CT_FUSES_RELU);
 NATIVE(linear_bwd_data, run_linear_bwd_data, 0);
-NATIVE(linear_bwd_weight, run_linear_bwd_weight, 0);
+NATIVE(linear_bwd_weight, run_linear_bwd_weight, CT_FUSES_BIAS_GRAD);
 NATIVE(maxpool2d, run_maxpool2d, 0);
-NATIVE(maxpool2d_bwd, run_maxpool2d_bwd, 0);
+NATIVE(maxpool2d_bwd, run_maxpool2d_bwd, CT_FUSES_RELU_BWD);
 NATIVE(avgpool2d, run_avgpool2d, 0);
 NATIVE(avgpool2d_bwd, run_avgpool2d_bwd, 0);
 NATIVE(global_avgpool, run_global_avgpool, 0);

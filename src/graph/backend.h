@@ -179,6 +179,9 @@ struct ct_backend {
     char kernels[CT_KERNELS_CAPACITY];           /* "native", "vendor", "auto" or a name */
     struct ct_impl_memo *memo;                   /* per node shape: timed, failed */
     uint64_t refused_ops;                        /* test hook: bit per op (ct_backend_refuse) */
+    /* test hook: plans fuse nothing (ct_impl_fuses says no), every node runs
+     * its own kernel: the unfused reference of tests/test_backend_ops.c */
+    bool unfused;
     uint8_t impl_ran[CT_OP_COUNT];               /* bit i: implementation i of the op ran */
     /* vendor calls that failed, for any reason ("no algorithm for this
      * shape" too), so that another implementation ran: tests tell "the

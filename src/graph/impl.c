@@ -94,7 +94,7 @@ static bool pool_is_2x2(const ct_tensor *pool)
 bool ct_impl_fuses(const ct_backend *backend, const ct_tensor *producer, unsigned fusion,
                    const ct_tensor *pool)
 {
-    if (fusion == CT_FUSES_RELU_MAXPOOL2X2 && (!pool || !pool_is_2x2(pool)))
+    if (backend->unfused || (fusion == CT_FUSES_RELU_MAXPOOL2X2 && (!pool || !pool_is_2x2(pool))))
         return false;
     const ct_impl *const *list = NULL;
     int count = ct_impl_list(backend, producer->op, &list), supporting = 0;

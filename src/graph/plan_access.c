@@ -141,3 +141,9 @@ const ct_tensor *const *ct_plan_runs(const ct_plan *plan, ct_mode mode, int *cou
     *count = plan->n_runs[mode];
     return plan->runs[mode];
 }
+
+const ct_tensor *const *ct_plan_schedule(const ct_plan *plan, ct_mode mode, int *count)
+{
+    *count = plan->n_schedule[mode];
+    return plan->schedule[mode];
+}

@@ -278,11 +278,12 @@ double ct_plan_flops(const ct_plan *plan, ct_mode mode)
 {
     if (!plan || (mode != CT_TRAIN && mode != CT_EVAL))
         return 0.0;
+    /* fused nodes too: their arithmetic is done, in another node's kernel */
     int n = 0;
-    const ct_tensor *const *runs = ct_plan_runs(plan, mode, &n);
+    const ct_tensor *const *nodes = ct_plan_schedule(plan, mode, &n);
     double flops = 0.0;
     for (int i = 0; i < n; i++)
-        flops += ct_op_cost(runs[i]).flops;
+        flops += ct_op_cost(nodes[i]).flops;
     return flops;
 }
 
