@@ -42,6 +42,7 @@ enum {
     MAX_OB = 4,         /* output channels in a register block */
     MAX_R = 4,          /* vectors of outputs in a register block */
     WEIGHT_J = 3,       /* kernel columns in a backward-weight register block */
+    WIDE_J = 5,         /* the same with AVX-512VL's 32 vector registers */
     SLACK = 2 * LANES,  /* zeros after a padded image: a tail vector may read past it */
     WEIGHT_CHUNKS = 8,  /* backward weight: fixed chunks of the batch */
     WEIGHT_GROUP = 4,   /* backward weight: images per pass over the lane sums */
@@ -457,10 +458,10 @@ AVX2_INLINE void weight_block(const plane_geom *g, const float *x_row, const flo
                               int n_images, size_t x_stride, size_t dy_stride, float *lanes,
                               size_t o_stride, const int OB, const int J)
 {
-    __m256 acc[MAX_OB][WEIGHT_J];
+    __m256 acc[MAX_OB][WIDE_J];
     #pragma GCC unroll 4
     for (int b = 0; b < OB; b++)
-        #pragma GCC unroll 4
+        #pragma GCC unroll 5
         for (int jj = 0; jj < J; jj++)
             acc[b][jj] = _mm256_loadu_ps(lanes + b * o_stride + jj * LANES);
     size_t out_plane = (size_t)g->out_h * g->out_w;
@@ -471,27 +472,27 @@ AVX2_INLINE void weight_block(const plane_geom *g, const float *x_row, const flo
         const float *x_line = x_row + image * x_stride + (size_t)oh * g->wp;
         const float *dy_line = dy_block + image * dy_stride + (size_t)oh * g->out_w;
         for (int ow = 0; ow < full; ow += LANES) {
-            __m256 xv[WEIGHT_J];
-            #pragma GCC unroll 4
+            __m256 xv[WIDE_J];
+            #pragma GCC unroll 5
             for (int jj = 0; jj < J; jj++)
                 xv[jj] = _mm256_loadu_ps(x_line + ow + jj);
             #pragma GCC unroll 4
             for (int b = 0; b < OB; b++) {
                 __m256 dv = _mm256_loadu_ps(dy_line + b * out_plane + ow);
-                #pragma GCC unroll 4
+                #pragma GCC unroll 5
                 for (int jj = 0; jj < J; jj++)
                     acc[b][jj] = _mm256_fmadd_ps(dv, xv[jj], acc[b][jj]);
             }
         }
         if (tail) {
-            __m256 xv[WEIGHT_J];
-            #pragma GCC unroll 4
+            __m256 xv[WIDE_J];
+            #pragma GCC unroll 5
             for (int jj = 0; jj < J; jj++)
                 xv[jj] = _mm256_maskload_ps(x_line + full + jj, tail_mask);
             #pragma GCC unroll 4
             for (int b = 0; b < OB; b++) {
                 __m256 dv = _mm256_maskload_ps(dy_line + b * out_plane + full, tail_mask);
-                #pragma GCC unroll 4
+                #pragma GCC unroll 5
                 for (int jj = 0; jj < J; jj++)
                     acc[b][jj] = _mm256_fmadd_ps(dv, xv[jj], acc[b][jj]);
             }
@@ -499,7 +500,7 @@ AVX2_INLINE void weight_block(const plane_geom *g, const float *x_row, const flo
     }
     #pragma GCC unroll 4
     for (int b = 0; b < OB; b++)
-        #pragma GCC unroll 4
+        #pragma GCC unroll 5
         for (int jj = 0; jj < J; jj++)
             _mm256_storeu_ps(lanes + b * o_stride + jj * LANES, acc[b][jj]);
 }
@@ -530,6 +531,40 @@ static const weight_block_fn weight_blocks[MAX_OB][WEIGHT_J] = {
     {weight_block_4_1, weight_block_4_2, weight_block_4_3},
 };
 
+/* The same kernel compiled for AVX-512VL: still 8-float vectors (the same
+ * products and sums, so the same bits), but 32 registers hold OB x 5
+ * sums, 5 inputs and dy, so a 5-wide kernel row takes one block: 9 loads
+ * per 20 FMAs instead of 7 per 12 and 5 per 8 (1.6x fewer loads per FMA),
+ * and half the calls.  Only where the rows fit (ct_cpu_simd_avx512). */
+#define AVX512VL __attribute__((target("avx2,fma,avx512f,avx512vl")))
+#define WIDE_BLOCK(OB, J)                                                                      \
+    static AVX512VL void wide_block_##OB##_##J(const plane_geom *g, const float *x_row,        \
+                                               const float *dy_block, int n_images,            \
+                                               size_t x_stride, size_t dy_stride,              \
+                                               float *lanes, size_t o_stride)                  \
+    {                                                                                          \
+        weight_block(g, x_row, dy_block, n_images, x_stride, dy_stride, lanes, o_stride, OB,   \
+                     J);                                                                       \
+    }
+#define WIDE_BLOCKS(OB) WIDE_BLOCK(OB, 4) WIDE_BLOCK(OB, 5)
+WIDE_BLOCKS(1)
+WIDE_BLOCKS(2)
+WIDE_BLOCKS(3)
+WIDE_BLOCKS(4)
+
+static const weight_block_fn wide_blocks[MAX_OB][WIDE_J - WEIGHT_J] = {
+    {wide_block_1_4, wide_block_1_5},
+    {wide_block_2_4, wide_block_2_5},
+    {wide_block_3_4, wide_block_3_5},
+    {wide_block_4_4, wide_block_4_5},
+};
+
+/* The block for OB output channels and J kernel columns (J <= j_max). */
+static weight_block_fn weight_block_for(int OB, int J)
+{
+    return J <= WEIGHT_J ? weight_blocks[OB - 1][J - 1] : wide_blocks[OB - 1][J - WEIGHT_J - 1];
+}
+
 /* lanes[o, c, i, j, :] += the products of n_images images: padded x at
  * xp, x_stride floats apart, and their dy, consecutive. */
 static void weight_images(const plane_geom *g, int n_images, const float *xp, size_t x_stride,
@@ -538,16 +573,17 @@ static void weight_images(const plane_geom *g, int n_images, const float *xp, si
     int area = g->kh * g->kw, n_blocks = channel_blocks(g->out_c, MAX_OB);
     size_t plane = (size_t)g->hp * g->wp, out_plane = (size_t)g->out_h * g->out_w;
     size_t o_stride = (size_t)g->in_c * area * LANES;
+    int j_max = ct_cpu_simd_avx512() ? WIDE_J : WEIGHT_J;
     for (int block = 0; block < n_blocks; block++) {
         int o0, o1;
         channel_block(g->out_c, MAX_OB, block, &o0, &o1);
         for (int c = 0; c < g->in_c; c++)
             for (int i = 0; i < g->kh; i++)
-                for (int j0 = 0; j0 < g->kw; j0 += WEIGHT_J) {
-                    int jn = g->kw - j0 < WEIGHT_J ? g->kw - j0 : WEIGHT_J;
+                for (int j0 = 0; j0 < g->kw; j0 += j_max) {
+                    int jn = g->kw - j0 < j_max ? g->kw - j0 : j_max;
                     float *at = lanes + (size_t)o0 * o_stride +
                                 ((size_t)c * area + i * g->kw + j0) * LANES;
-                    weight_blocks[o1 - o0 - 1][jn - 1](
+                    weight_block_for(o1 - o0, jn)(
                         g, xp + c * plane + (size_t)i * g->wp + j0, dy + o0 * out_plane,
                         n_images, x_stride, (size_t)g->out_c * out_plane, at, o_stride);
                 }
