@@ -187,16 +187,45 @@ static void check_pool(const ct_pool2d_shape *s, bool is_max, bool ties, const c
     free(x), free(dy), free(y), free(dx), free(y_ref), free(dx_ref);
 }
 
+/* The backward with the relu's fused (x a relu's output, half of it 0):
+ * the plain backward's dx where x > 0, 0 elsewhere. */
+static void check_pool_relu(const ct_pool2d_shape *s, const char *name)
+{
+    int64_t in = pool_in_count(s), out = pool_out_count(s);
+    float *x = random_floats(in, 77 + (uint64_t)in, -1, 1);
+    float *dy = random_floats(out, 78 + (uint64_t)out, -1, 1);
+    float *dx = new_floats(in), *fused = new_floats(in);
+    for (int64_t i = 0; i < in; i++)
+        x[i] = x[i] < 0 ? 0.0f : x[i];
+    poison(fused, in);
+    ct_cpu_maxpool2d_backward(s, x, dy, false, dx);
+    ct_cpu_maxpool2d_backward(s, x, dy, true, fused);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < in; i++)
+        wrong += memcmp(&fused[i], x[i] > 0 ? &dx[i] : &(float){0.0f}, sizeof(float)) != 0;
+    CHECK(wrong == 0, "%s: %lld of %lld values differ from relu_bwd(pool_bwd)", name,
+          (long long)wrong, (long long)in);
+    free(x), free(dy), free(dx), free(fused);
+}
+
 static void test_maxpool_2x2_fast_path(void)
 {
     int batches[] = {1, 3, 7};
     for (int b = 0; b < 3; b++) {
         ct_pool2d_shape even = pool_shape(batches[b], 4, 8, 12, 2, 2, 2, 2, 0, 0, false);
         ct_pool2d_shape odd = pool_shape(batches[b], 3, 7, 9, 2, 2, 2, 2, 0, 0, false);
+        /* 50 x batch planes of 16 windows: stacked 64 at a time, a remainder */
+        ct_pool2d_shape stacked = pool_shape(batches[b], 50, 8, 9, 2, 2, 2, 2, 0, 0, false);
         check_pool(&even, true, false, "maxpool 2x2 even");
         check_pool(&odd, true, false, "maxpool 2x2 odd");
         check_pool(&even, true, true, "maxpool 2x2 ties");
+        check_pool(&stacked, true, false, "maxpool 2x2 stacked planes");
+        check_pool_relu(&even, "maxpool 2x2 relu");
+        check_pool_relu(&odd, "maxpool 2x2 odd relu");
+        check_pool_relu(&stacked, "maxpool 2x2 stacked relu");
     }
+    ct_pool2d_shape general = pool_shape(3, 5, 9, 7, 3, 3, 2, 2, 1, 1, false);
+    check_pool_relu(&general, "maxpool k3 s2 p1 relu");
 }
 
 static void test_maxpool_general(void)

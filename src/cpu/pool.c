@@ -149,18 +149,35 @@ static bool is_plain_2x2(const ct_pool2d_shape *s)
            s->pad_h == 0 && s->pad_w == 0 && 2 * s->out_h <= s->in_h && 2 * s->out_w <= s->in_w;
 }
 
+/* Planes a 2x2/2 loop takes at once: where no input row is left past the
+ * last window (in_h = 2 out_h), consecutive planes' rows follow each other
+ * as one taller plane's, so a group of them is one call of the plane
+ * kernel (SimpleCNN's 8x8 planes were a call, a dispatch and a memset for
+ * 16 windows each).  About STACK_WINDOWS windows a group; 1 otherwise. */
+enum { STACK_WINDOWS = 1024 };
+
+static int64_t stacked_planes(const ct_pool2d_shape *s)
+{
+    int64_t windows = (int64_t)s->out_h * s->out_w;
+    if (!is_plain_2x2(s) || s->in_h != 2 * s->out_h || windows == 0 || windows >= STACK_WINDOWS)
+        return 1;
+    return STACK_WINDOWS / windows;
+}
+
 /* y[n,c,oh,ow] = max_{i,j} x[n,c, oh*sh-ph+i, ow*sw-pw+j];  x: [N,C,H,W], y: [N,C,OH,OW] */
 void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y)
 {
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
     bool plain_2x2 = is_plain_2x2(s);
+    int64_t stack = stacked_planes(s);
 #pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
-    for (int64_t p = 0; p < planes; p++) {
+    for (int64_t p = 0; p < planes; p += stack) {
         const float *xp = x + p * in_plane;
         float *yp = y + p * out_plane;
         if (plain_2x2) {
-            maxpool_2x2_plane(s->in_w, s->out_h, s->out_w, xp, yp);
+            int64_t count = planes - p < stack ? planes - p : stack;
+            maxpool_2x2_plane(s->in_w, (int)(s->out_h * count), s->out_w, xp, yp);
             continue;
         }
         bool nan = plane_has_nan(xp, in_plane);
@@ -272,13 +289,15 @@ void ct_cpu_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const f
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
     bool plain_2x2 = is_plain_2x2(s);
+    int64_t stack = stacked_planes(s);
 #pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
-    for (int64_t p = 0; p < planes; p++) {
+    for (int64_t p = 0; p < planes; p += stack) {
         const float *xp = x + p * in_plane, *dyp = dy + p * out_plane;
         float *dxp = dx + p * in_plane;
         if (plain_2x2) {
-            maxpool_2x2_backward_plane(s->in_h, s->in_w, s->out_h, s->out_w, xp, dyp, relu,
-                                       dxp);
+            int count = (int)(planes - p < stack ? planes - p : stack);
+            maxpool_2x2_backward_plane(s->in_h * count, s->in_w, s->out_h * count, s->out_w,
+                                       xp, dyp, relu, dxp);
             continue;
         }
         memset(dxp, 0, (size_t)in_plane * sizeof(float));
