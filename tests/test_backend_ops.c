@@ -340,6 +340,20 @@ static ct_status build_conv_relu_conv(ct_graph *g, tracked *t, const entry *e)
                                                (ct_conv_args){.pad = {1, 1}}, e->bias));
 }
 
+/* A convolution whose weight is a plain input (no gradient) and whose bias
+ * is trained: no weight gradient to fuse the bias gradient into, so the
+ * channel_sum runs its own kernel (every other bias's is fused). */
+static ct_status build_conv_fixed_weight(ct_graph *g, tracked *t, const entry *e)
+{
+    bool half = e->precision != CT_PRECISION_FP32;
+    ct_tensor *x = half ? half_input(g, t, e) : main_input(g, t, e, true);
+    int64_t w_shape[4] = {e->out, e->shape[1], e->kernel[0], e->kernel[1]};
+    ct_tensor *w = input(g, t, "w", CT_F32, 4, w_shape, false);
+    ct_tensor *bias = ct_param(g, "conv.bias", 1, (int64_t[]){e->out}, CT_INIT_UNIFORM, 0.5f);
+    ct_tensor *y = ct_conv2d(g, x, w, bias, e->conv);
+    return half ? finish_half(g, t, e, y) : finish_vjp(g, t, e, y);
+}
+
 /* relu -> max pool, in f32 or (with a precision) 16 bits: in backward the
  * relu_bwd is fused into the pool's backward on CUDA (graph/fuse.c), and x
  * has as many values <= 0 as above, so the mask matters. */
@@ -488,7 +502,8 @@ static const entry entries[] = {
     /* convolution and linear of 16-bit values: channels above 64 (two
      * 64-row tiles), a fused relu and the f32 bias, odd, strided, dilated
      * and grouped, 1x1, and a weight gradient long enough to be split
-     * (4 x 24 x 24 pixels: CUDA sums 4 f32 parts, rounds once) */
+     * (4 x 24 x 24 pixels: CUDA sums 4 f32 parts, rounds once; with the
+     * fused bias gradient's column in the parts) */
     {"half_conv_3x3_relu_bf16", build_half_conv, OPS(CONV, CT_OP_CHANNEL_SUM, CT_OP_RELU),
      X(2, 70, 9, 9), .out = 72, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true,
      .relu = true, TOL_BF16_SUMS},
@@ -505,10 +520,10 @@ static const entry entries[] = {
      .out = 65, .kernel = {1, 1}, .bias = true, TOL_BF16_SUMS},
     {"half_conv_pointwise_fp16", build_half_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 33, 5, 7),
      .out = 65, .kernel = {1, 1}, .bias = true, TOL_F16_SUMS},
-    {"half_conv_split_weight_bf16", build_half_conv, OPS(CONV), X(4, 16, 24, 24), .out = 24,
-     .kernel = {3, 3}, .conv = {.pad = {1, 1}}, TOL_BF16_SUMS},
-    {"half_conv_split_weight_fp16", build_half_conv, OPS(CONV), X(4, 16, 24, 24), .out = 24,
-     .kernel = {3, 3}, .conv = {.pad = {1, 1}}, TOL_F16_SUMS},
+    {"half_conv_split_weight_bf16", build_half_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(4, 16, 24, 24),
+     .out = 24, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true, TOL_BF16_SUMS},
+    {"half_conv_split_weight_fp16", build_half_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(4, 16, 24, 24),
+     .out = 24, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true, TOL_F16_SUMS},
     {"half_linear_odd_relu_bf16", build_half_linear, OPS(LINEAR, CT_OP_CHANNEL_SUM, CT_OP_RELU),
      X(7, 67), .out = 33, .bias = true, .relu = true, TOL_BF16_SUMS},
     {"half_linear_odd_relu_fp16", build_half_linear, OPS(LINEAR, CT_OP_CHANNEL_SUM, CT_OP_RELU),
@@ -637,6 +652,15 @@ static const entry entries[] = {
     {"maxpool_overlapping_odd", build_maxpool, MAXPOOL, X(2, 3, 11, 8),
      .pool = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}}},
     {"maxpool_large", build_maxpool, MAXPOOL, X(2, 35, 67, 65), POOL_3X3_SAME},
+    {"conv_fixed_weight_bias", build_conv_fixed_weight,
+     OPS(CT_OP_CONV2D, CT_OP_CONV2D_BWD_DATA, CT_OP_CHANNEL_SUM), X(2, 3, 9, 11), .out = 7,
+     .kernel = {3, 3}, .conv = {.pad = {1, 1}}},
+    {"conv_fixed_weight_bias_bf16", build_conv_fixed_weight,
+     OPS(CT_OP_CONV2D, CT_OP_CONV2D_BWD_DATA, CT_OP_CHANNEL_SUM), X(2, 3, 9, 11), .out = 7,
+     .kernel = {3, 3}, .conv = {.pad = {1, 1}}, TOL_BF16_SUMS},
+    {"conv_fixed_weight_bias_fp16", build_conv_fixed_weight,
+     OPS(CT_OP_CONV2D, CT_OP_CONV2D_BWD_DATA, CT_OP_CHANNEL_SUM), X(2, 3, 9, 11), .out = 7,
+     .kernel = {3, 3}, .conv = {.pad = {1, 1}}, TOL_F16_SUMS},
     {"conv_relu_conv", build_conv_relu_conv, OPS(CONV, CT_OP_RELU, CT_OP_RELU_BWD), X(2, 3, 9, 11),
      .out = 7, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true},
     {"relu_maxpool_2x2", build_relu_maxpool, RELU_MAXPOOL, X(2, 5, 10, 12),

@@ -13,7 +13,8 @@
  * transposed in place (no packing).  The weight gradient's reduction (N*P
  * long) is split over blocks when its output is small: the f32 parts land
  * in the workspace and one more kernel adds them in split order and rounds
- * the sum once.
+ * the sum once.  With the bias gradient fused (graph/fuse.c) b has one more
+ * column, all ones, whose products sum dy: db[o], f32, never rounded.
  *
  * Accumulation: all outputs (y, dx, dw) are written with =.
  */
@@ -85,11 +86,13 @@ template <class S> struct tc_conv_backward_data_problem : tc_conv_problem<S> {
 template <class S_> struct tc_conv_backward_weight_problem : ct_gemm_defaults {
     typedef S_ S;
     static constexpr const char *kernel_name = "tc_gemm<conv_backward_weight>";
-    int m, n, k, splits, k_chunk; /* m = Og, n = Cg*KK, k = N*P */
+    int m, n, k, splits, k_chunk; /* m = Og, n = Cg*KK (+ 1 with db), k = N*P */
+    int n_w;                      /* Cg*KK: the weight columns; column n_w is db's */
     conv_geometry g;              /* forward: col as the forward pass reads it */
     const S *x, *dy;
     S *dw;
-    float *parts; /* [splits, O, Cg*KK] when splits > 1 */
+    float *db;    /* f32, or NULL */
+    float *parts; /* [splits, O, n] when splits > 1 */
 
     /* dy[n, o, p] and col[cij, np] both run along k (output pixels). */
     __device__ bool a_along_k() const { return true; }
@@ -102,28 +105,38 @@ template <class S_> struct tc_conv_backward_weight_problem : ct_gemm_defaults {
     __device__ uint16_t load_b(int grp, int np, int cij) const
     {
         int taps = g.kernel_h * g.kernel_w;
-        return tc_gather(g, x, grp, cij / taps, cij % taps, np);
+        return cij < n_w ? tc_gather(g, x, grp, cij / taps, cij % taps, np)
+                         : ct_from_f32<S>(1.0f).bits;
     }
     __device__ void store(int grp, int split, int o, int cij, float value) const
     {
-        size_t index = ((size_t)grp * m + o) * n + cij;
-        if (splits == 1)
-            dw[index] = ct_from_f32<S>(value);
+        if (splits > 1)
+            parts[((size_t)split * g.dst_c + grp * m + o) * n + cij] = value;
+        else if (cij < n_w)
+            dw[((size_t)grp * m + o) * n_w + cij] = ct_from_f32<S>(value);
         else
-            parts[(size_t)split * g.dst_c * n + index] = value;
+            db[grp * m + o] = value;
     }
 };
 
-/* dw[i] = sum_{split in order} parts[split, i], rounded once */
+/* dw[o, j] = sum_{split in order} parts[split, o, j], rounded once, for the
+ * rows of n_w values of dw; parts' rows are n long, and column n_w (when
+ * n > n_w) is db's, kept f32. */
 template <class S>
-__global__ void tc_sum_parts(int64_t count, int splits, const float *parts, S *dw)
+__global__ void tc_sum_parts(int64_t count, int n, int n_w, int splits, const float *parts,
+                             S *dw, float *db)
 {
     CT_CUDA_GRID_STRIDE(i, count)
     {
         float sum = 0.0f;
         for (int split = 0; split < splits; split++)
             sum += parts[split * count + i];
-        dw[i] = ct_from_f32<S>(sum);
+        int64_t o = i / n;
+        int j = (int)(i % n);
+        if (j < n_w)
+            dw[o * n_w + j] = ct_from_f32<S>(sum);
+        else
+            db[o] = sum;
     }
 }
 
@@ -153,9 +166,10 @@ extern "C" size_t ct_cuda_conv2d_backward_weight_tc_workspace(const ct_conv2d_sh
 {
     int splits, k_chunk;
     tc_weight_split(s, &splits, &k_chunk);
-    size_t weights = (size_t)s->out_channels * (s->in_channels / s->groups) * s->kernel_h *
-                     s->kernel_w;
-    return splits > 1 ? sizeof(float) * splits * weights : 0;
+    /* each row's weights and its bias column */
+    size_t columns = (size_t)s->out_channels *
+                     ((size_t)(s->in_channels / s->groups) * s->kernel_h * s->kernel_w + 1);
+    return splits > 1 ? sizeof(float) * splits * columns : 0;
 }
 
 template <class Problem>
@@ -204,31 +218,35 @@ extern "C" ct_status ct_cuda_conv2d_backward_data_tc(ct_dtype dtype, const ct_co
 
 template <class S>
 static ct_status tc_conv_weight_run(const ct_conv2d_shape *s, const void *x, const void *dy,
-                                    void *dw, void *workspace, cudaStream_t stream)
+                                    void *dw, float *db, void *workspace, cudaStream_t stream)
 {
     tc_conv_backward_weight_problem<S> p;
     p.m = s->out_channels / s->groups;
-    p.n = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
+    p.n_w = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
+    p.n = p.n_w + (db ? 1 : 0);
     p.k = s->n_batch * s->out_h * s->out_w;
     tc_weight_split(s, &p.splits, &p.k_chunk);
     p.g = conv_geometry_of(s, false);
     p.x = (const S *)x;
     p.dy = (const S *)dy;
     p.dw = (S *)dw;
+    p.db = db;
     p.parts = (float *)workspace;
     CT_TRY(ct_cuda_launch_tc_gemm(p, s->groups, stream));
     if (p.splits == 1)
         return CT_OK;
     int64_t count = (int64_t)s->out_channels * p.n;
-    CT_CUDA_LAUNCH_ITEMS(tc_sum_parts<S>, count, stream, count, p.splits, p.parts, p.dw);
+    CT_CUDA_LAUNCH_ITEMS(tc_sum_parts<S>, count, stream, count, p.n, p.n_w, p.splits, p.parts,
+                         p.dw, p.db);
     return CT_OK;
 }
 
 extern "C" ct_status ct_cuda_conv2d_backward_weight_tc(ct_dtype dtype, const ct_conv2d_shape *s,
                                                        const void *x, const void *dy, void *dw,
-                                                       void *workspace, cudaStream_t stream)
+                                                       float *db, void *workspace,
+                                                       cudaStream_t stream)
 {
     return ct_with_half_storage(dtype, [&](auto tag) {
-        return tc_conv_weight_run<decltype(tag)>(s, x, dy, dw, workspace, stream);
+        return tc_conv_weight_run<decltype(tag)>(s, x, dy, dw, db, workspace, stream);
     });
 }

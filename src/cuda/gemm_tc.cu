@@ -82,13 +82,54 @@ extern "C" ct_status ct_cuda_linear_backward_data_tc(ct_dtype dtype, int n, int 
     });
 }
 
-/* dw[o,i] = sum_n dy[n,o] x[n,i]:  dw = dy^T . x */
+/* The weight gradient dw = dy^T . x with the bias gradient fused: b = x
+ * gets one more column, all ones, whose products sum dy: db[o], f32, never
+ * rounded (graph/fuse.c).  The matrix problem's other uses keep their
+ * loads and stores without the column's test. */
+template <class S> struct tc_weight_bias_problem : tc_matrix_problem<S, true, false> {
+    int n_w;   /* in: dw's columns; column n_w is db's */
+    float *db;
+
+    __device__ uint16_t load_b(int grp, int depth, int col) const
+    {
+        return col < n_w ? tc_matrix_problem<S, true, false>::load_b(grp, depth, col)
+                         : ct_from_f32<S>(1.0f).bits;
+    }
+    __device__ void store(int, int, int row, int col, float value) const
+    {
+        if (col < n_w)
+            this->c[(size_t)row * this->ldc + col] = ct_from_f32<S>(value);
+        else
+            db[row] = value;
+    }
+};
+
+/* dw[o,i] = sum_n dy[n,o] x[n,i]:  dw = dy^T . x;  db[o] = sum_n dy[n,o] */
 extern "C" ct_status ct_cuda_linear_backward_weight_tc(ct_dtype dtype, int n, int in, int out,
                                                        const void *x, const void *dy, void *dw,
-                                                       cudaStream_t stream)
+                                                       float *db, cudaStream_t stream)
 {
     return ct_with_half_storage(dtype, [&](auto tag) {
-        return tc_matrix_run<decltype(tag), true, false>(out, in, n, dy, out, x, in, dw, in,
-                                                         NULL, false, stream);
+        typedef decltype(tag) S;
+        if (!db)
+            return tc_matrix_run<S, true, false>(out, in, n, dy, out, x, in, dw, in, NULL,
+                                                 false, stream);
+        tc_weight_bias_problem<S> p;
+        p.m = out;
+        p.n = in + 1;
+        p.k = n;
+        p.splits = 1;
+        p.k_chunk = n;
+        p.a = (const S *)dy;
+        p.b = (const S *)x;
+        p.col_bias = NULL;
+        p.c = (S *)dw;
+        p.lda = out;
+        p.ldb = in;
+        p.ldc = in;
+        p.relu = false;
+        p.n_w = in;
+        p.db = db;
+        return ct_cuda_launch_tc_gemm(p, 1, stream);
     });
 }

@@ -99,8 +99,11 @@ ct_status ct_cuda_linear_forward_tc(ct_dtype dtype, int n, int in, int out, cons
 ct_status ct_cuda_linear_backward_data_tc(ct_dtype dtype, int n, int in, int out,
                                           const void *dy, const void *w, void *dx,
                                           cudaStream_t stream);
+/* The weight gradients also give db (f32, the sum of dy over each output
+ * channel, not rounded) when it is not NULL: one more column of the GEMM's
+ * b, all ones (a fused bias gradient, graph/fuse.c). */
 ct_status ct_cuda_linear_backward_weight_tc(ct_dtype dtype, int n, int in, int out,
-                                            const void *x, const void *dy, void *dw,
+                                            const void *x, const void *dy, void *dw, float *db,
                                             cudaStream_t stream);
 ct_status ct_cuda_conv2d_forward_tc(ct_dtype dtype, const ct_conv2d_shape *s, const void *x,
                                     const void *w, const float *bias, bool relu, void *y,
@@ -111,7 +114,7 @@ ct_status ct_cuda_conv2d_backward_data_tc(ct_dtype dtype, const ct_conv2d_shape 
 /* The weight gradient's split of its reduction keeps f32 parts here. */
 size_t ct_cuda_conv2d_backward_weight_tc_workspace(const ct_conv2d_shape *s);
 ct_status ct_cuda_conv2d_backward_weight_tc(ct_dtype dtype, const ct_conv2d_shape *s,
-                                            const void *x, const void *dy, void *dw,
+                                            const void *x, const void *dy, void *dw, float *db,
                                             void *workspace, cudaStream_t stream);
 
 /* ---- conv.cu ------------------------------------------------------------ */

@@ -7,7 +7,8 @@
  * 16-bit node reaches only them (the other native kernels and the vendor
  * calls are f32: graph/impl.h's `half`), so their place in the lists does
  * not change a choice.  Forward passes apply a fused relu, as every other
- * implementation of their ops does.
+ * implementation of their ops does; weight gradients give the f32 bias
+ * gradient of the same dy (CT_FUSES_BIAS_GRAD).
  */
 #include "core/error.h"
 #include "cuda/backend_impl.h"
@@ -35,11 +36,19 @@ static ct_status run_conv2d_bwd_data(cuda_backend *b, const ct_exec *e, const ct
                                            ct_in(e, n, 1), ct_out(e, n), b->stream);
 }
 
+/* The f32 bias gradient a weight gradient computes too (ct_exec.bias_into,
+ * graph/fuse.c), or NULL. */
+static float *fused_bias(const ct_exec *e, const ct_tensor *n)
+{
+    const ct_tensor *bias = e->bias_into ? e->bias_into[n->id] : NULL;
+    return bias ? ct_exec_data(e, bias) : NULL;
+}
+
 static ct_status run_conv2d_bwd_weight(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_cuda_conv2d_backward_weight_tc(n->dtype, &n->attr.conv, ct_in(e, n, 0),
-                                             ct_in(e, n, 1), ct_out(e, n), e->workspace,
-                                             b->stream);
+                                             ct_in(e, n, 1), ct_out(e, n), fused_bias(e, n),
+                                             e->workspace, b->stream);
 }
 
 static ct_status run_linear(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -64,7 +73,8 @@ static ct_status run_linear_bwd_weight(cuda_backend *b, const ct_exec *e, const 
     const ct_tensor *x = n->src[0], *dy = n->src[1];
     return ct_cuda_linear_backward_weight_tc(n->dtype, (int)x->shape[0], (int)x->shape[1],
                                              (int)dy->shape[1], ct_in(e, n, 0),
-                                             ct_in(e, n, 1), ct_out(e, n), b->stream);
+                                             ct_in(e, n, 1), ct_out(e, n), fused_bias(e, n),
+                                             b->stream);
 }
 
 static bool tensor_core_supports(const ct_backend *backend, const ct_tensor *node)
@@ -97,7 +107,9 @@ static size_t conv_bwd_weight_workspace(const ct_backend *backend, const ct_tens
 
 TENSOR_CORE(conv2d, run_conv2d, .fuses = CT_FUSES_RELU);
 TENSOR_CORE(conv2d_bwd_data, run_conv2d_bwd_data, .workspace = NULL);
-TENSOR_CORE(conv2d_bwd_weight, run_conv2d_bwd_weight, .workspace = conv_bwd_weight_workspace);
+TENSOR_CORE(conv2d_bwd_weight, run_conv2d_bwd_weight, .workspace = conv_bwd_weight_workspace,
+            .fuses = CT_FUSES_BIAS_GRAD);
 TENSOR_CORE(linear, run_linear, .fuses = CT_FUSES_RELU);
 TENSOR_CORE(linear_bwd_data, run_linear_bwd_data, .workspace = NULL);
-TENSOR_CORE(linear_bwd_weight, run_linear_bwd_weight, .workspace = NULL);
+TENSOR_CORE(linear_bwd_weight, run_linear_bwd_weight, .workspace = NULL,
+            .fuses = CT_FUSES_BIAS_GRAD);

@@ -119,7 +119,7 @@ int ct_fuse_bias_grad(const ct_graph *graph, const ct_backend *backend, const bo
     for (int i = 0; i < graph->n_nodes; i++) {
         const ct_tensor *w = graph->nodes[i];
         if ((w->op == CT_OP_CONV2D_BWD_WEIGHT || w->op == CT_OP_LINEAR_BWD_WEIGHT) &&
-            w->dtype == CT_F32 && !(on_host && on_host[w->id]))
+            !(on_host && on_host[w->id]))
             weight_of[w->src[1]->id] = w;
     }
     int fused = 0;
@@ -129,7 +129,7 @@ int ct_fuse_bias_grad(const ct_graph *graph, const ct_backend *backend, const bo
             (on_host && on_host[sum->id]))
             continue;
         const ct_tensor *w = weight_of[sum->src[0]->id];
-        if (!w || bias_into[w->id] || sum->src[0]->dtype != CT_F32 || sum->ndim != 1 ||
+        if (!w || bias_into[w->id] || sum->src[0]->dtype != w->dtype || sum->ndim != 1 ||
             sum->shape[0] != w->shape[0] || !ct_impl_fuses(backend, w, CT_FUSES_BIAS_GRAD, NULL))
             continue;
         bias_into[w->id] = sum;

@@ -42,11 +42,12 @@ int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend, const
                          const ct_tensor **alias_of, const uint8_t *epilogue,
                          const ct_tensor **pool_into);
 
-/* For the training schedule: a bias gradient (channel_sum, f32) whose dy
- * is also the dy of a convolution's or linear layer's weight gradient
- * (f32, its output channels the bias's) that every implementation can
- * finish with the bias gradient (CT_FUSES_BIAS_GRAD: the native GEMMs sum
- * dy as one more column of b, all ones).  Sets bias_into[weight gradient
+/* For the training schedule: a bias gradient (channel_sum, f32 output)
+ * whose dy is also the dy of a convolution's or linear layer's weight
+ * gradient (f32, or 16-bit with a 16-bit dy; its output channels the
+ * bias's) that every implementation can finish with the bias gradient
+ * (CT_FUSES_BIAS_GRAD: the native and tensor-core GEMMs sum dy as one more
+ * column of b, all ones; the CPU's direct kernel as it goes).  Sets bias_into[weight gradient
  * id] = the channel_sum node, which then runs nothing: the weight
  * gradient's kernel writes its output.  Neither may run on the fallback
  * (on_host).  Returns how many. */
