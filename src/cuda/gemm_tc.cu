@@ -38,12 +38,13 @@ template <class S_, bool trans_a, bool trans_b> struct tc_matrix_problem : ct_ge
     }
 };
 
-template <class S, bool trans_a, bool trans_b>
-static ct_status tc_matrix_run(int m, int n, int k, const void *a, int lda, const void *b,
-                               int ldb, void *c, int ldc, const float *col_bias, bool relu,
-                               cudaStream_t stream)
+/* p's fields for one unsplit GEMM c = op(a) op(b) (+ col_bias, relu). */
+template <class Problem>
+static void tc_matrix_fill(Problem &p, int m, int n, int k, const void *a, int lda,
+                           const void *b, int ldb, void *c, int ldc, const float *col_bias,
+                           bool relu)
 {
-    tc_matrix_problem<S, trans_a, trans_b> p;
+    typedef typename Problem::S S;
     p.m = m;
     p.n = n;
     p.k = k;
@@ -57,6 +58,15 @@ static ct_status tc_matrix_run(int m, int n, int k, const void *a, int lda, cons
     p.ldb = ldb;
     p.ldc = ldc;
     p.relu = relu;
+}
+
+template <class S, bool trans_a, bool trans_b>
+static ct_status tc_matrix_run(int m, int n, int k, const void *a, int lda, const void *b,
+                               int ldb, void *c, int ldc, const float *col_bias, bool relu,
+                               cudaStream_t stream)
+{
+    tc_matrix_problem<S, trans_a, trans_b> p;
+    tc_matrix_fill(p, m, n, k, a, lda, b, ldb, c, ldc, col_bias, relu);
     return ct_cuda_launch_tc_gemm(p, 1, stream);
 }
 
@@ -115,19 +125,7 @@ extern "C" ct_status ct_cuda_linear_backward_weight_tc(ct_dtype dtype, int n, in
             return tc_matrix_run<S, true, false>(out, in, n, dy, out, x, in, dw, in, NULL,
                                                  false, stream);
         tc_weight_bias_problem<S> p;
-        p.m = out;
-        p.n = in + 1;
-        p.k = n;
-        p.splits = 1;
-        p.k_chunk = n;
-        p.a = (const S *)dy;
-        p.b = (const S *)x;
-        p.col_bias = NULL;
-        p.c = (S *)dw;
-        p.lda = out;
-        p.ldb = in;
-        p.ldc = in;
-        p.relu = false;
+        tc_matrix_fill(p, out, in + 1, n, dy, out, x, in, dw, in, NULL, false);
         p.n_w = in;
         p.db = db;
         return ct_cuda_launch_tc_gemm(p, 1, stream);
