@@ -63,19 +63,11 @@ static ct_status run_conv_forward(const ct_exec *exec, const ct_tensor *node,
     return run_conv_forward_on(exec, node, forward, ct_in(exec, node, 1));
 }
 
-/* The bias gradient (a channel_sum node) that this weight gradient
- * computes too (ct_exec.bias_into, graph/fuse.c), or NULL. */
-static float *fused_bias_grad(const ct_exec *exec, const ct_tensor *node)
-{
-    const ct_tensor *bias = exec->bias_into ? exec->bias_into[node->id] : NULL;
-    return bias ? ct_exec_data(exec, bias) : NULL;
-}
-
 /* A weight gradient whose kernel does not sum the bias itself: the bias
  * node's kernel, run here, on dy (the weight gradient's second input). */
 static void bias_grad_after(const ct_exec *exec, const ct_tensor *node)
 {
-    float *db = fused_bias_grad(exec, node);
+    float *db = ct_exec_bias_grad(exec, node);
     if (db) {
         ct_nci dims = ct_nci_of(node->src[1]);
         ct_cpu_channel_sum(dims.n, dims.c, dims.inner, ct_in(exec, node, 1), db);
@@ -158,7 +150,7 @@ static ct_status run_direct(ct_backend *backend, const ct_exec *exec, const ct_t
         return run_conv_backward(exec, node, ct_cpu_conv2d_direct_backward_data);
     ct_cpu_conv2d_direct_backward_weight(&node->attr.conv, ct_in(exec, node, 0),
                                          ct_in(exec, node, 1), ct_out(exec, node),
-                                         fused_bias_grad(exec, node), exec->workspace);
+                                         ct_exec_bias_grad(exec, node), exec->workspace);
     return CT_OK;
 }
 

@@ -26,11 +26,10 @@ ct_status ct_cuda_vendor_relu_bwd(const ct_exec *exec, const ct_tensor *node, fl
 ct_status ct_cuda_vendor_bias_grad(const ct_exec *exec, const ct_tensor *node, const float *dy,
                                    int n, int c, int inner, cudaStream_t stream)
 {
-    const ct_tensor *bias = exec->bias_into ? exec->bias_into[node->id] : NULL;
-    if (!bias)
+    float *db = ct_exec_bias_grad(exec, node);
+    if (!db)
         return CT_OK;
-    return ct_cuda_channel_sum(CT_F32, n, c, inner, dy, ct_exec_data(exec, bias),
-                               exec->workspace, stream);
+    return ct_cuda_channel_sum(CT_F32, n, c, inner, dy, db, exec->workspace, stream);
 }
 
 #ifdef CT_HAVE_CUBLAS

@@ -28,14 +28,6 @@ static bool fused_relu(const ct_exec *e, const ct_tensor *n)
     return e->epilogue[n->id] == CT_EPILOGUE_RELU;
 }
 
-/* The output of the bias gradient a weight gradient also computes
- * (graph/fuse.c), or NULL. */
-static float *fused_bias(const ct_exec *e, const ct_tensor *n)
-{
-    const ct_tensor *bias = e->bias_into ? e->bias_into[n->id] : NULL;
-    return bias ? ct_exec_data(e, bias) : NULL;
-}
-
 /* A relu_bwd fused into this node: a max pool's backward, or a backward
  * data (graph/fuse.c). */
 static bool fused_relu_bwd(const ct_exec *e, const ct_tensor *n)
@@ -73,7 +65,7 @@ static ct_status run_conv2d_bwd_data(cuda_backend *b, const ct_exec *e, const ct
 static ct_status run_conv2d_bwd_weight(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_cuda_conv2d_backward_weight(&n->attr.conv, ct_in(e, n, 0), ct_in(e, n, 1),
-                                          ct_out(e, n), fused_bias(e, n), e->workspace,
+                                          ct_out(e, n), ct_exec_bias_grad(e, n), e->workspace,
                                           b->stream);
 }
 
@@ -105,7 +97,7 @@ static ct_status run_linear_bwd_weight(cuda_backend *b, const ct_exec *e, const 
     const ct_tensor *x = n->src[0], *dy = n->src[1];
     return ct_cuda_linear_backward_weight((int)x->shape[0], (int)x->shape[1],
                                           (int)dy->shape[1], ct_in(e, n, 0), ct_in(e, n, 1),
-                                          ct_out(e, n), fused_bias(e, n), b->stream);
+                                          ct_out(e, n), ct_exec_bias_grad(e, n), b->stream);
 }
 
 /* The kernels below that take a dtype get the node's: its sources have it

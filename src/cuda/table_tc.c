@@ -36,18 +36,10 @@ static ct_status run_conv2d_bwd_data(cuda_backend *b, const ct_exec *e, const ct
                                            ct_in(e, n, 1), ct_out(e, n), b->stream);
 }
 
-/* The f32 bias gradient a weight gradient computes too (ct_exec.bias_into,
- * graph/fuse.c), or NULL. */
-static float *fused_bias(const ct_exec *e, const ct_tensor *n)
-{
-    const ct_tensor *bias = e->bias_into ? e->bias_into[n->id] : NULL;
-    return bias ? ct_exec_data(e, bias) : NULL;
-}
-
 static ct_status run_conv2d_bwd_weight(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_cuda_conv2d_backward_weight_tc(n->dtype, &n->attr.conv, ct_in(e, n, 0),
-                                             ct_in(e, n, 1), ct_out(e, n), fused_bias(e, n),
+                                             ct_in(e, n, 1), ct_out(e, n), ct_exec_bias_grad(e, n),
                                              e->workspace, b->stream);
 }
 
@@ -73,7 +65,7 @@ static ct_status run_linear_bwd_weight(cuda_backend *b, const ct_exec *e, const 
     const ct_tensor *x = n->src[0], *dy = n->src[1];
     return ct_cuda_linear_backward_weight_tc(n->dtype, (int)x->shape[0], (int)x->shape[1],
                                              (int)dy->shape[1], ct_in(e, n, 0),
-                                             ct_in(e, n, 1), ct_out(e, n), fused_bias(e, n),
+                                             ct_in(e, n, 1), ct_out(e, n), ct_exec_bias_grad(e, n),
                                              b->stream);
 }
 

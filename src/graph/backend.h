@@ -84,6 +84,15 @@ static inline void *ct_exec_data(const ct_exec *exec, const ct_tensor *t)
     return base + exec->offsets[root->id] + t->view_offset;
 }
 
+/* The output of the bias gradient (a channel_sum node) that this weight
+ * gradient's kernel computes too (ct_exec.bias_into, graph/fuse.c), or
+ * NULL. */
+static inline float *ct_exec_bias_grad(const ct_exec *exec, const ct_tensor *node)
+{
+    const ct_tensor *bias = exec->bias_into ? exec->bias_into[node->id] : NULL;
+    return bias ? (float *)ct_exec_data(exec, bias) : NULL;
+}
+
 typedef struct ct_impl ct_impl; /* graph/impl.h */
 enum { CT_MAX_IMPLS = 4 };
 
