@@ -334,7 +334,8 @@ $(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@$(CC) $(CFLAGS_BASE) $(INCLUDES) $(CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/obj/tools/%.o: INCLUDES := -Iinclude -Itools
 ifeq ($(TSAN)$(TSAN_AVX2),11)
-$(BUILD)/obj/src/cpu/winograd_transforms.o $(BUILD)/obj/src/cpu/conv_avx2.o: CFLAGS += -mavx2 -mfma
+$(BUILD)/obj/src/cpu/winograd_transforms.o $(BUILD)/obj/src/cpu/conv_avx2.o \
+    $(BUILD)/obj/src/cpu/conv_weight_avx2.o: CFLAGS += -mavx2 -mfma
 endif
 $(BUILD)/obj/examples/%.o: INCLUDES := -Iinclude
 
