@@ -57,6 +57,7 @@ static const fast_conv_case FAST_CONV_CASES[] = {
     {9, 4, 6, 10, 10, 2, 4, 0, 3},    /* even kernel, 10 channels = 3+3+4 */
     {2, 1, 40, 37, 1, 5, 3, 2, 0},    /* one channel each way, wide rows */
     {3, 16, 8, 8, 5, 5, 5, 2, 2},     /* depth 400: the largest direct depth */
+    {4, 2, 7, 13, 5, 3, 5, 0, 0},     /* no padding (images read in place), 9 = 8 + 1 lanes */
 };
 enum { N_FAST_CONV_CASES = sizeof(FAST_CONV_CASES) / sizeof(FAST_CONV_CASES[0]) };
 
@@ -239,6 +240,78 @@ static void conv_same_bits_for_any_thread_count(const fast_conv_case *c, conv_pa
 static void direct_conv_same_bits_for_any_thread_count(void)
 {
     conv_same_bits_for_any_thread_count(&FAST_CONV_CASES[3], PATH_DIRECT);
+}
+
+/* The direct kernels without AVX-512 (the AVX2 register blocks, the
+ * backward data as a forward over the flipped kernel) against the
+ * reference, on a CPU that has it. */
+static void direct_conv_avx2_only_matches_reference(void)
+{
+    if (!ct_cpu_simd_avx512())
+        fprintf(stderr, "  note: no AVX-512 here: direct_conv_matches_reference ran these\n");
+    ct_cpu_simd_set_avx512(false);
+    for (int i = 0; i < N_FAST_CONV_CASES; i++)
+        check_conv_case(&FAST_CONV_CASES[i], i, PATH_DIRECT, TOLERANCE);
+    ct_cpu_simd_set_avx512(true);
+}
+
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+/* The forward (with relu and bias), the forward with relu and 2x2 max pool,
+ * and the weight and bias gradients of one case, with AVX-512's blocks
+ * allowed or not. */
+static void direct_conv_outputs(const ct_conv2d_shape *s, bool avx512, const float *x,
+                                const float *w, const float *bias, const float *dy, float *y,
+                                float *pooled, float *dw, float *db)
+{
+    void *workspace = malloc(ct_cpu_conv2d_workspace(s, ct_cpu_max_threads()));
+    ct_cpu_simd_set_avx512(avx512);
+    ct_cpu_conv2d_direct_forward(s, x, w, bias, true, y, workspace);
+    if (s->out_h >= 2 && s->out_w >= 2)
+        ct_cpu_conv2d_direct_forward_relu_maxpool(s, x, w, bias, pooled, workspace);
+    ct_cpu_conv2d_direct_backward_weight(s, x, dy, dw, db, workspace);
+    ct_cpu_simd_set_avx512(true);
+    free(workspace);
+}
+#endif
+
+/* AVX-512VL's 32-register blocks (forward: up to 8 channels x 3 vectors or
+ * 6 x 4; weight gradient: 5 kernel columns) add the same products in the
+ * same order as AVX2's: the same bits, NaN included. */
+static void direct_conv_wide_blocks_same_bits(void)
+{
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (!ct_cpu_simd_avx512()) {
+        fprintf(stderr, "  note: no AVX-512 here: only the AVX2 blocks run\n");
+        return;
+    }
+    for (int index = 0; index < N_FAST_CONV_CASES; index++) {
+        ct_conv2d_shape s = fast_conv_shape(&FAST_CONV_CASES[index]);
+        int64_t nx = (int64_t)s.n_batch * s.in_channels * s.in_h * s.in_w;
+        int64_t ny = (int64_t)s.n_batch * s.out_channels * s.out_h * s.out_w;
+        int64_t nw = (int64_t)s.out_channels * s.in_channels * s.kernel_h * s.kernel_w;
+        int64_t np = (int64_t)s.n_batch * s.out_channels * (s.out_h / 2) * (s.out_w / 2);
+        int64_t counts[4] = {ny, np, nw, s.out_channels};
+        float *x = random_floats(nx, 900 + index), *w = random_floats(nw, 910 + index);
+        float *bias = random_floats(s.out_channels, 920 + index);
+        float *dy = random_floats(ny, 930 + index);
+        x[nx / 3] = NAN;
+        float *out[2][4];
+        for (int run = 0; run < 2; run++) {
+            for (int k = 0; k < 4; k++)
+                out[run][k] = nan_floats(counts[k]);
+            direct_conv_outputs(&s, run == 0, x, w, bias, dy, out[run][0], out[run][1],
+                                out[run][2], out[run][3]);
+        }
+        static const char *const names[4] = {"forward", "forward+pool", "dw", "db"};
+        for (int k = 0; k < 4; k++) {
+            CHECK(memcmp(out[0][k], out[1][k], sizeof(float) * (size_t)counts[k]) == 0,
+                  "case %d: %s with AVX-512's blocks differs from AVX2's", index, names[k]);
+            free(out[0][k]);
+            free(out[1][k]);
+        }
+        free(x); free(w); free(bias); free(dy);
+    }
+#endif
 }
 
 /* ---- Winograd convolution ------------------------------------------------- */
@@ -627,6 +700,8 @@ int main(void)
     RUN(direct_conv_takes_the_cases);
     RUN(direct_conv_matches_reference);
     RUN(direct_conv_same_bits_for_any_thread_count);
+    RUN(direct_conv_avx2_only_matches_reference);
+    RUN(direct_conv_wide_blocks_same_bits);
     RUN(winograd_takes_the_cases);
     RUN(winograd_matches_reference);
     RUN(winograd_same_bits_for_any_thread_count);

@@ -9,7 +9,8 @@
  * into a zero-padded buffer of its own (its slice of the workspace), so the
  * inner loops read 8 outputs' inputs with one unaligned load, no bounds checks:
  *   forward:         y[o, oh, ow:ow+8] = b[o] + sum_{c,i,j} w[o,c,i,j] * xp[c, oh+i, ow+j:ow+j+8]
- *                    one register block: up to 4 output channels x up to 4 vectors of 8 outputs
+ *                    one register block: up to 4 output channels x up to 4 vectors of 8
+ *                    outputs (AVX2), 8 x 3 or 6 x 4 (AVX-512VL's 32 registers)
  *   backward data:   the forward of dy padded by (k-1-p), with the kernel
  *                    flipped and transposed: wt[c,o,i,j] = w[o,c,KH-1-i,KW-1-j]
  *   backward weight: conv_weight_avx2.c
@@ -27,6 +28,11 @@
 #include "cpu/conv_direct_impl.h"
 #include "cpu/conv_scatter.h"
 #include "cpu/threads.h"
+
+/* The forward's register blocks with AVX-512VL's 32 registers: up to 8
+ * output channels and WIDE_ACC accumulators (conv1's 6 channels x 4 vectors:
+ * 10 loads per 24 FMAs instead of 7 per 12). */
+enum { WIDE_OB = 8, WIDE_ACC = 24 };
 
 /* A vector of up to 8 outputs: where its inputs start in the padded plane,
  * where it goes in the output plane, and how many of its lanes are real. */
@@ -97,13 +103,13 @@ AVX2_INLINE __m256 max_step(__m256 cur, __m256 cand)
 /* pooled[o0+b, q, p] = max over rows 2q, 2q+1 and columns 2p, 2p+1 of the
  * block's outputs, in window order (left before right, top before bottom),
  * so ties and NaNs come out as in pool.c. */
-AVX2_INLINE void pooled_store(const plane_geom *g, __m256 acc[MAX_OB][MAX_R], int o0,
+AVX2_INLINE void pooled_store(const plane_geom *g, __m256 acc[WIDE_OB][MAX_R], int o0,
                               const out_vector *vectors, float *pooled, const int OB,
                               const int R)
 {
     size_t pool_plane = (size_t)(g->out_h / 2) * (g->out_w / 2);
     const __m256i even_lanes = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-    #pragma GCC unroll 4
+    #pragma GCC unroll 8
     for (int b = 0; b < OB; b++) {
         #pragma GCC unroll 2
         for (int k = 0; k < R / 2; k++) {
@@ -124,23 +130,23 @@ AVX2_INLINE void pooled_store(const plane_geom *g, __m256 acc[MAX_OB][MAX_R], in
 
 /* One register block of the forward pass: outputs o0..o0+OB-1 at R vectors.
  * OB and R are constants at every call site, so the loops unroll and acc
- * lives in registers (OB*R <= 12 accumulators, R loads + OB broadcasts per
- * OB*R FMAs).  Every loop over b, r (and jj below) carries
+ * lives in registers (OB*R <= 12 accumulators, 24 with AVX-512VL; R loads +
+ * OB broadcasts per OB*R FMAs).  Every loop over b, r (and jj below) carries
  * `#pragma GCC unroll`: one such loop left rolled and gcc keeps acc in
  * memory, which made these kernels 2-3x slower (docs/perf.md). */
 AVX2_INLINE void forward_block(const plane_geom *g, const float *xp, const float *w,
                                const float *bias, int o0, int i_lo, int i_hi,
                                const out_vector *vectors, float *y, const int OB, const int R)
 {
-    __m256 acc[MAX_OB][MAX_R];
+    __m256 acc[WIDE_OB][MAX_R];
     int in_off[MAX_R];
-    #pragma GCC unroll 4
+    #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         in_off[r] = vectors[r].in_off;
-    #pragma GCC unroll 4
+    #pragma GCC unroll 8
     for (int b = 0; b < OB; b++) {
         __m256 init = bias ? _mm256_set1_ps(bias[o0 + b]) : _mm256_setzero_ps();
-        #pragma GCC unroll 4
+        #pragma GCC unroll 8
         for (int r = 0; r < R; r++)
             acc[b][r] = init;
     }
@@ -153,28 +159,29 @@ AVX2_INLINE void forward_block(const plane_geom *g, const float *xp, const float
             const float *w_row = w_block + (size_t)c * area + i * g->kw;
             for (int j = 0; j < g->kw; j++) {
                 /* Keep the smaller of the two operand sets in registers:
-                 * OB*R accumulators + min(OB, R) + 1 fits in 16 registers. */
+                 * OB*R accumulators + min(OB, R) + 1 fits in 16 registers
+                 * (32 with AVX-512VL). */
                 if (OB < R) {
-                    __m256 wv[MAX_OB];
-                    #pragma GCC unroll 4
+                    __m256 wv[WIDE_OB];
+                    #pragma GCC unroll 8
                     for (int b = 0; b < OB; b++)
                         wv[b] = _mm256_broadcast_ss(w_row + b * w_stride + j);
-                    #pragma GCC unroll 4
+                    #pragma GCC unroll 8
                     for (int r = 0; r < R; r++) {
                         __m256 xv = _mm256_loadu_ps(row + in_off[r] + j);
-                        #pragma GCC unroll 4
+                        #pragma GCC unroll 8
                         for (int b = 0; b < OB; b++)
                             acc[b][r] = _mm256_fmadd_ps(wv[b], xv, acc[b][r]);
                     }
                 } else {
                     __m256 xv[MAX_R];
-                    #pragma GCC unroll 4
+                    #pragma GCC unroll 8
                     for (int r = 0; r < R; r++)
                         xv[r] = _mm256_loadu_ps(row + in_off[r] + j);
-                    #pragma GCC unroll 4
+                    #pragma GCC unroll 8
                     for (int b = 0; b < OB; b++) {
                         __m256 wv = _mm256_broadcast_ss(w_row + b * w_stride + j);
-                        #pragma GCC unroll 4
+                        #pragma GCC unroll 8
                         for (int r = 0; r < R; r++)
                             acc[b][r] = _mm256_fmadd_ps(wv, xv[r], acc[b][r]);
                     }
@@ -185,9 +192,9 @@ AVX2_INLINE void forward_block(const plane_geom *g, const float *xp, const float
     size_t out_plane = (size_t)g->out_h * g->out_w;
     if (g->relu) {
         /* max(0, v) is v when v is NaN (maxps returns its second operand) */
-        #pragma GCC unroll 4
+        #pragma GCC unroll 8
         for (int b = 0; b < OB; b++)
-            #pragma GCC unroll 4
+            #pragma GCC unroll 8
             for (int r = 0; r < R; r++)
                 acc[b][r] = _mm256_max_ps(_mm256_setzero_ps(), acc[b][r]);
     }
@@ -195,10 +202,10 @@ AVX2_INLINE void forward_block(const plane_geom *g, const float *xp, const float
         pooled_store(g, acc, o0, vectors, y, OB, R);
         return;
     }
-    #pragma GCC unroll 4
+    #pragma GCC unroll 8
     for (int b = 0; b < OB; b++) {
         float *y_plane = y + (size_t)(o0 + b) * out_plane;
-        #pragma GCC unroll 4
+        #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             if (vectors[r].lanes == LANES)
                 _mm256_storeu_ps(y_plane + vectors[r].out_off, acc[b][r]);
@@ -235,16 +242,77 @@ static const forward_block_fn forward_blocks[MAX_OB][MAX_R] = {
     {forward_block_4_1, forward_block_4_2, forward_block_4_3, forward_block_4_4},
 };
 
+/* The same blocks compiled for AVX-512VL: the same 8-float products and
+ * sums in the same order (the same bits), with 32 registers for up to
+ * WIDE_ACC accumulators. */
+#define WIDE_FORWARD(OB, R)                                                                    \
+    static AVX512VL void wide_forward_##OB##_##R(const plane_geom *g, const float *xp,         \
+                                                 const float *w, const float *bias, int o0,    \
+                                                 int i_lo, int i_hi,                           \
+                                                 const out_vector *vectors, float *y)          \
+    {                                                                                          \
+        forward_block(g, xp, w, bias, o0, i_lo, i_hi, vectors, y, OB, R);                      \
+    }
+#define WIDE_FORWARDS_3(OB) WIDE_FORWARD(OB, 1) WIDE_FORWARD(OB, 2) WIDE_FORWARD(OB, 3)
+#define WIDE_FORWARDS(OB) WIDE_FORWARDS_3(OB) WIDE_FORWARD(OB, 4)
+WIDE_FORWARDS(1)
+WIDE_FORWARDS(2)
+WIDE_FORWARDS(3)
+WIDE_FORWARDS(4)
+WIDE_FORWARDS(5)
+WIDE_FORWARDS(6)
+WIDE_FORWARDS_3(7)
+WIDE_FORWARDS_3(8)
+
+static const forward_block_fn wide_forward_blocks[WIDE_OB][MAX_R] = {
+    {wide_forward_1_1, wide_forward_1_2, wide_forward_1_3, wide_forward_1_4},
+    {wide_forward_2_1, wide_forward_2_2, wide_forward_2_3, wide_forward_2_4},
+    {wide_forward_3_1, wide_forward_3_2, wide_forward_3_3, wide_forward_3_4},
+    {wide_forward_4_1, wide_forward_4_2, wide_forward_4_3, wide_forward_4_4},
+    {wide_forward_5_1, wide_forward_5_2, wide_forward_5_3, wide_forward_5_4},
+    {wide_forward_6_1, wide_forward_6_2, wide_forward_6_3, wide_forward_6_4},
+    {wide_forward_7_1, wide_forward_7_2, wide_forward_7_3, NULL},
+    {wide_forward_8_1, wide_forward_8_2, wide_forward_8_3, NULL},
+};
+
+/* How an image's outputs are cut into register blocks: at most ob_max
+ * output channels a block (split evenly), r_full(ob) vectors of 8 outputs. */
+typedef struct block_tiling {
+    bool wide;
+    int ob_max;
+} block_tiling;
+
+static block_tiling tiling_for(void)
+{
+    bool wide = ct_cpu_simd_avx512();
+    return (block_tiling){wide, wide ? WIDE_OB : MAX_OB};
+}
+
+/* Vectors a block of ob channels takes: within 12 accumulators (4 x 3)
+ * on AVX2, WIDE_ACC with AVX-512VL (6 x 4, 8 x 3). */
+static int tiling_vectors(block_tiling t, int ob)
+{
+    if (t.wide)
+        return WIDE_ACC / ob < MAX_R ? WIDE_ACC / ob : MAX_R;
+    return ob == MAX_OB ? 3 : MAX_R;
+}
+
+static forward_block_fn tiling_block(block_tiling t, int ob, int r)
+{
+    return t.wide ? wide_forward_blocks[ob - 1][r - 1] : forward_blocks[ob - 1][r - 1];
+}
+
 /* y[o, :, :] for one image from its padded input xp. */
 static void forward_image(const plane_geom *g, const float *xp, const float *w,
                           const float *bias, float *y)
 {
+    block_tiling tiling = tiling_for();
     int n_vec = (g->out_w + LANES - 1) / LANES, n_vectors = g->out_h * n_vec;
-    int n_blocks = channel_blocks(g->out_c, MAX_OB);
+    int n_blocks = channel_blocks(g->out_c, tiling.ob_max);
     for (int block = 0; block < n_blocks; block++) {
         int o0, o1;
-        channel_block(g->out_c, MAX_OB, block, &o0, &o1);
-        int ob = o1 - o0, r_full = ob == MAX_OB ? 3 : MAX_R;
+        channel_block(g->out_c, tiling.ob_max, block, &o0, &o1);
+        int ob = o1 - o0, r_full = tiling_vectors(tiling, ob);
         for (int v0 = 0; v0 < n_vectors; v0 += r_full) {
             int r = n_vectors - v0 < r_full ? n_vectors - v0 : r_full;
             out_vector vectors[MAX_R];
@@ -259,7 +327,7 @@ static void forward_image(const plane_geom *g, const float *xp, const float *w,
             int oh_first = v0 / n_vec, oh_last = (v0 + r - 1) / n_vec;
             int i_lo = g->top - oh_last > 0 ? g->top - oh_last : 0;
             int i_hi = g->top + g->rows - oh_first < g->kh ? g->top + g->rows - oh_first : g->kh;
-            forward_blocks[ob - 1][r - 1](g, xp, w, bias, o0, i_lo, i_hi, vectors, y);
+            tiling_block(tiling, ob, r)(g, xp, w, bias, o0, i_lo, i_hi, vectors, y);
         }
     }
 }
@@ -267,21 +335,26 @@ static void forward_image(const plane_geom *g, const float *xp, const float *w,
 /* The 2x2/2 max pool of relu(y) for one image, pooled in registers (a
  * pooling pass over the conv output, even one image of it in L1, measured
  * slower: docs/perf.md).  A pool unit is 8 conv outputs in rows 2q and 2q+1
- * (two vectors, 4 pooled outputs).  A register block takes one unit and 4
- * output channels when the channels come in fours (8 accumulators, fewer
- * passes over x: SimpleCNN conv2 2.04 ms vs 2.23 per 1000 images), else two
- * consecutive units and at most 3 channels (12 accumulators: conv1's 6
- * channels, 1.40 ms vs 1.75).  pooled: [out_c, out_h/2, out_w/2] */
+ * (two vectors, 4 pooled outputs).  On AVX2 a register block takes one unit
+ * and 4 output channels when the channels come in fours (8 accumulators,
+ * fewer passes over x: SimpleCNN conv2 2.04 ms vs 2.23 per 1000 images),
+ * else two consecutive units and at most 3 channels (12 accumulators:
+ * conv1's 6 channels, 1.40 ms vs 1.75); with AVX-512VL, as many units as
+ * the wide tiling's vectors allow (conv1: 6 channels x 2 units, conv2: 8 x 1).
+ * pooled: [out_c, out_h/2, out_w/2] */
 static void forward_image_pooled(const plane_geom *g, const float *xp, const float *w,
                                  const float *bias, float *pooled)
 {
+    block_tiling tiling = tiling_for();
     bool fours = g->out_c % MAX_OB == 0;
-    int pool_ob = fours ? MAX_OB : MAX_OB - 1, units_max = fours ? 1 : MAX_R / 2;
+    int pool_ob = tiling.wide ? tiling.ob_max : fours ? MAX_OB : MAX_OB - 1;
     int n_vec = (g->out_w + LANES - 1) / LANES, pooled_w = g->out_w / 2;
     int n_units = g->out_h / 2 * n_vec, n_blocks = channel_blocks(g->out_c, pool_ob);
     for (int block = 0; block < n_blocks; block++) {
         int o0, o1;
         channel_block(g->out_c, pool_ob, block, &o0, &o1);
+        int units_max = tiling.wide ? tiling_vectors(tiling, o1 - o0) / 2
+                                    : fours ? 1 : MAX_R / 2;
         for (int u0 = 0; u0 < n_units; u0 += units_max) {
             int units = n_units - u0 < units_max ? n_units - u0 : units_max;
             out_vector vectors[MAX_R];
@@ -295,8 +368,8 @@ static void forward_image_pooled(const plane_geom *g, const float *xp, const flo
             int oh_first = 2 * (u0 / n_vec), oh_last = 2 * ((u0 + units - 1) / n_vec) + 1;
             int i_lo = g->top - oh_last > 0 ? g->top - oh_last : 0;
             int i_hi = g->top + g->rows - oh_first < g->kh ? g->top + g->rows - oh_first : g->kh;
-            forward_blocks[o1 - o0 - 1][2 * units - 1](g, xp, w, bias, o0, i_lo, i_hi, vectors,
-                                                       pooled);
+            tiling_block(tiling, o1 - o0, 2 * units)(g, xp, w, bias, o0, i_lo, i_hi, vectors,
+                                                     pooled);
         }
     }
 }
@@ -314,10 +387,13 @@ static void forward_batch(const plane_geom *g, int n_batch, int h, int w, int to
     {
         int thread = ct_cpu_thread_num(), first, last;
         split_range(n_batch, thread, ct_cpu_team_size(), &first, &last);
-        float *xp = workspace + (size_t)thread * per_thread;
+        float *padded = workspace + (size_t)thread * per_thread;
         for (int n = first; n < last; n++) {
-            ct_cpu_conv_direct_pad_image(g->in_c, h, w, top, left, g->hp, g->wp,
-                                         in + n * in_image, xp);
+            const float *xp = in + n * in_image;
+            if (!image_in_place(g, h, w, n, n_batch)) {
+                ct_cpu_conv_direct_pad_image(g->in_c, h, w, top, left, g->hp, g->wp, xp, padded);
+                xp = padded;
+            }
             (g->pool ? forward_image_pooled : forward_image)(g, xp, weights, bias,
                                                              out + n * out_image);
         }

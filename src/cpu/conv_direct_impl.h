@@ -91,6 +91,18 @@ static inline void split_range(int n, int part, int parts, int *first, int *last
     *last = (int)((long long)n * (part + 1) / parts);
 }
 
+/* Whether image n of n_batch ([in_c, h, w] each, unpadded) can be read
+ * where it lies instead of copied into the padded buffer: the geometry has
+ * no padding (hp == h, wp == w) and SLACK floats of the batch follow the
+ * image (a row's last vector reads past the image's end into the next one;
+ * those lanes are never stored).  SimpleCNN's convolutions have no padding:
+ * every image but the last is read in place. */
+static inline bool image_in_place(const plane_geom *g, int h, int w, int n, int n_batch)
+{
+    return g->hp == h && g->wp == w &&
+           (size_t)(n_batch - 1 - n) * (size_t)g->in_c * h * w >= SLACK;
+}
+
 AVX2_INLINE __m256i lane_mask(int lanes)
 {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));

@@ -217,11 +217,17 @@ void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float 
                 memset(chunk_bias, 0, sizeof(double) * (size_t)s->out_channels);
             for (int n0 = first; n0 < last; n0 += WEIGHT_GROUP) {
                 int group = last - n0 < WEIGHT_GROUP ? last - n0 : WEIGHT_GROUP;
-                for (int k = 0; k < group; k++)
-                    ct_cpu_conv_direct_pad_image(g.in_c, s->in_h, s->in_w, s->pad_h,
-                                                 s->pad_w, g.hp, g.wp,
-                                                 x + (n0 + k) * in_image, xp + k * image);
-                weight_images(&g, group, xp, image, dy + n0 * out_image, lanes);
+                const float *images = x + n0 * in_image;
+                size_t stride = in_image;
+                if (!image_in_place(&g, s->in_h, s->in_w, n0 + group - 1, s->n_batch)) {
+                    for (int k = 0; k < group; k++)
+                        ct_cpu_conv_direct_pad_image(g.in_c, s->in_h, s->in_w, s->pad_h,
+                                                     s->pad_w, g.hp, g.wp,
+                                                     x + (n0 + k) * in_image, xp + k * image);
+                    images = xp;
+                    stride = image;
+                }
+                weight_images(&g, group, images, stride, dy + n0 * out_image, lanes);
                 if (db)
                     add_bias_sums(group, s->out_channels, out_plane, dy + n0 * out_image,
                                   chunk_bias);

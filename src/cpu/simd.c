@@ -38,6 +38,13 @@ void ct_cpu_simd_set(bool allow_fast)
     atomic_store_explicit(&simd_allowed, allow_fast, memory_order_relaxed);
 }
 
+static atomic_bool avx512_allowed = true;
+
+void ct_cpu_simd_set_avx512(bool allow)
+{
+    atomic_store_explicit(&avx512_allowed, allow, memory_order_relaxed);
+}
+
 bool ct_cpu_simd_avx512(void)
 {
     static atomic_int has_avx512 = -1;
@@ -45,11 +52,13 @@ bool ct_cpu_simd_avx512(void)
     if (has < 0) {
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
         __builtin_cpu_init();
-        has = __builtin_cpu_supports("avx512f") != 0;
+        /* VL too: the 32-register kernels use it on 8-float vectors */
+        has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
 #else
         has = 0;
 #endif
         atomic_store_explicit(&has_avx512, has, memory_order_relaxed);
     }
-    return has == 1 && ct_cpu_simd_avx2();
+    return has == 1 && atomic_load_explicit(&avx512_allowed, memory_order_relaxed) &&
+           ct_cpu_simd_avx2();
 }

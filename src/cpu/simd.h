@@ -18,9 +18,13 @@
  * them off. */
 bool ct_cpu_simd_avx2(void);
 
-/* True when, besides, the CPU has AVX-512F (the panel convolution,
- * conv_panel.c). */
+/* True when, besides, the CPU has AVX-512F and AVX-512VL (the panel
+ * convolution and the scatter on 16-float vectors; the direct
+ * convolution's 32-register blocks on 8-float ones). */
 bool ct_cpu_simd_avx512(void);
+/* Tests: false makes ct_cpu_simd_avx512() say no, so the AVX2 kernels run
+ * (and are checked) on a CPU that has AVX-512; true restores the probe. */
+void ct_cpu_simd_set_avx512(bool allow);
 
 /* Force the portable kernels (false) or allow the fast ones again (true),
  * for tests and A/B measurements.  Safe from any thread; a step already
