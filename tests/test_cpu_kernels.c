@@ -848,6 +848,70 @@ static void test_adam(void)
     check_adam(true, 1e-2f, "adamw");
 }
 
+/* One step of SGD (with nesterov momentum) or Adam over the group's tensors
+ * at once, or tensor by tensor; state is zeroed first, params start equal. */
+static void step_optimizer_group(bool adam, bool grouped, int n, const int64_t *counts,
+                                 float **params, float **grads, float **s0, float **s1, int step)
+{
+    ct_cpu_update_tensor tensors[8];
+    for (int k = 0; k < n; k++)
+        tensors[k] = (ct_cpu_update_tensor){counts[k], params[k], grads[k], {s0[k], s1[k]}};
+    if (grouped && adam)
+        ct_cpu_adam_update_group(n, tensors, 0.5f, 1e-2f, 0.9f, 0.999f, 1e-8f, 1e-2f, true, step);
+    else if (grouped)
+        ct_cpu_sgd_update_group(n, tensors, 0.5f, 0.05f, 0.9f, 0.0f, 5e-3f, true, step == 1);
+    for (int k = 0; k < n && !grouped; k++) {
+        if (adam)
+            ct_cpu_adam_update(counts[k], params[k], grads[k], 0.5f, s0[k], s1[k], 1e-2f, 0.9f,
+                               0.999f, 1e-8f, 1e-2f, true, step);
+        else
+            ct_cpu_sgd_update(counts[k], params[k], grads[k], 0.5f, s0[k], 0.05f, 0.9f, 0.0f,
+                              5e-3f, true, step == 1);
+    }
+}
+
+/* The optimizer's group update (every parameter in one parallel region,
+ * cpu/table_step.c) gives the same bits as one update per tensor, with 1, 2
+ * and 3 threads splitting the tensors anywhere (SimpleCNN's sizes: the
+ * 44,426 elements are past the parallel threshold, no tensor alone is). */
+static void test_optimizer_groups(void)
+{
+    enum { N = 6 };
+    const int64_t counts[N] = {150, 6, 2400, 30720, 7, 10080};
+    int saved = ct_cpu_max_threads();
+    for (int adam = 0; adam < 2; adam++)
+        for (int threads = 1; threads <= 3; threads++) {
+            ct_cpu_set_threads(threads);
+            float *p[2][N], *s0[2][N], *s1[2][N], *g[N];
+            for (int k = 0; k < N; k++) {
+                g[k] = random_floats(counts[k], 170 + (uint64_t)k, -1, 1);
+                for (int run = 0; run < 2; run++) {
+                    p[run][k] = random_floats(counts[k], 160 + (uint64_t)k, -1, 1);
+                    s0[run][k] = new_floats(counts[k]);
+                    s1[run][k] = new_floats(counts[k]);
+                    memset(s0[run][k], 0, sizeof(float) * (size_t)counts[k]);
+                    memset(s1[run][k], 0, sizeof(float) * (size_t)counts[k]);
+                }
+            }
+            for (int step = 1; step <= 2; step++)
+                for (int run = 0; run < 2; run++)
+                    step_optimizer_group(adam, run == 1, N, counts, p[run], g, s0[run], s1[run],
+                                         step);
+            for (int k = 0; k < N; k++) {
+                size_t bytes = sizeof(float) * (size_t)counts[k];
+                CHECK(memcmp(p[0][k], p[1][k], bytes) == 0 &&
+                          memcmp(s0[0][k], s0[1][k], bytes) == 0 &&
+                          memcmp(s1[0][k], s1[1][k], bytes) == 0,
+                      "%s, %d threads: tensor %d grouped differs from alone",
+                      adam ? "adamw" : "sgd nesterov", threads, k);
+                free(g[k]);
+                for (int run = 0; run < 2; run++)
+                    free(p[run][k]), free(s0[run][k]), free(s1[run][k]);
+            }
+        }
+    ct_cpu_set_threads(saved);
+}
+
 /* ---- determinism -------------------------------------------------------------- */
 
 /* The reductions give the same bits on 1 thread as on 4. */
@@ -900,6 +964,7 @@ int main(void)
     RUN(test_concat_slice);
     RUN(test_sgd);
     RUN(test_adam);
+    RUN(test_optimizer_groups);
     RUN(test_thread_count_independent);
     return harness_finish();
 }

@@ -205,6 +205,24 @@ void ct_cpu_sgd_update(int64_t count, float *param, const float *grad, float gra
 void ct_cpu_adam_update(int64_t count, float *param, const float *grad, float grad_scale,
                         float *exp_avg, float *exp_avg_sq, float lr, float beta1, float beta2,
                         float eps, float weight_decay, bool decoupled, int64_t step);
+/* One tensor of an optimizer group: the parameter (updated in place), its
+ * gradient and its state (SGD: state[0] the momentum buffer, or NULL
+ * without momentum; Adam: exp_avg, exp_avg_sq). */
+typedef struct ct_cpu_update_tensor {
+    int64_t count;
+    float *param;
+    const float *grad;
+    float *state[2];
+} ct_cpu_update_tensor;
+/* The updates above for n tensors with the same settings, in one parallel
+ * region that splits all their elements evenly over the threads; each
+ * element's arithmetic is the single-tensor update's (the same bits). */
+void ct_cpu_sgd_update_group(int n, const ct_cpu_update_tensor *tensors, float grad_scale,
+                             float lr, float momentum, float dampening, float weight_decay,
+                             bool nesterov, bool first_step);
+void ct_cpu_adam_update_group(int n, const ct_cpu_update_tensor *tensors, float grad_scale,
+                              float lr, float beta1, float beta2, float eps, float weight_decay,
+                              bool decoupled, int64_t step);
 /* Whether every one of the count floats is finite. */
 bool ct_cpu_all_finite(int64_t count, const float *x);
 

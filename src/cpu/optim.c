@@ -7,54 +7,118 @@
  */
 #include "core/math_shared.h"
 #include "cpu/kernels.h"
+#include "cpu/threads.h"
 
-/* Below this many elements a parallel region costs more than it saves. */
+/* Below this many elements (all a group's tensors together) a parallel
+ * region costs more than it saves. */
 #define PARALLEL_MIN_ELEMENTS 32768
 
+/* One optimizer step's settings, the same for every tensor of a group. */
+typedef struct optim_args {
+    enum { SGD_PLAIN, SGD_MOMENTUM, ADAM } kind;
+    float grad_scale, lr, momentum, take, weight_decay;
+    bool nesterov, first_step;
+    ct_adam_step adam;
+} optim_args;
+
 /* SGD without momentum: ct_sgd_element (core/math_shared.h). */
-static void sgd_plain(int64_t count, float *restrict param, const float *restrict grad,
-                      float grad_scale, float lr, float weight_decay)
+static void sgd_plain(const optim_args *a, int64_t count, float *restrict param,
+                      const float *restrict grad)
 {
-#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
-        param[i] = ct_sgd_element(param[i], grad[i] * grad_scale, lr, weight_decay);
+        param[i] = ct_sgd_element(param[i], grad[i] * a->grad_scale, a->lr, a->weight_decay);
 }
 
 /* SGD with momentum: ct_sgd_momentum_element (core/math_shared.h). */
-static void sgd_momentum(int64_t count, float *restrict param, const float *restrict grad,
-                         float grad_scale, float *restrict buf, float lr, float momentum,
-                         float dampening, float weight_decay, bool nesterov, bool first_step)
+static void sgd_momentum(const optim_args *a, int64_t count, float *restrict param,
+                         const float *restrict grad, float *restrict buf)
 {
-    float take = (float)(1.0 - (double)dampening);
-#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
-        param[i] = ct_sgd_momentum_element(param[i], grad[i] * grad_scale, &buf[i], lr,
-                                           momentum, take, weight_decay, nesterov, first_step);
+        param[i] = ct_sgd_momentum_element(param[i], grad[i] * a->grad_scale, &buf[i], a->lr,
+                                           a->momentum, a->take, a->weight_decay, a->nesterov,
+                                           a->first_step);
 }
 
-/* See kernels.h.  momentum_buf: [count], unused (may be NULL) when momentum == 0. */
+/* Adam or AdamW: ct_adam_element (core/math_shared.h). */
+static void adam(const optim_args *a, int64_t count, float *restrict param,
+                 const float *restrict grad, float *restrict exp_avg, float *restrict exp_avg_sq)
+{
+    for (int64_t i = 0; i < count; i++)
+        param[i] = ct_adam_element(param[i], grad[i] * a->grad_scale, &exp_avg[i],
+                                   &exp_avg_sq[i], &a->adam);
+}
+
+/* Elements [lo, hi) of one tensor. */
+static void update_slice(const optim_args *a, const ct_cpu_update_tensor *t, int64_t lo,
+                         int64_t hi)
+{
+    float *s0 = t->state[0] ? t->state[0] + lo : NULL, *s1 = t->state[1] ? t->state[1] + lo : NULL;
+    if (a->kind == SGD_PLAIN)
+        sgd_plain(a, hi - lo, t->param + lo, t->grad + lo);
+    else if (a->kind == SGD_MOMENTUM)
+        sgd_momentum(a, hi - lo, t->param + lo, t->grad + lo, s0);
+    else
+        adam(a, hi - lo, t->param + lo, t->grad + lo, s0, s1);
+}
+
+/* Every tensor of the group, in one parallel region: the threads split the
+ * elements of all of them evenly, as if they were one array (a few small
+ * tensors, such as biases, no longer run one after another on one thread). */
+static void update_group(const optim_args *a, int n, const ct_cpu_update_tensor *tensors)
+{
+    int64_t total = 0;
+    for (int k = 0; k < n; k++)
+        total += tensors[k].count;
+#pragma omp parallel if (total >= PARALLEL_MIN_ELEMENTS)
+    {
+        int part = ct_cpu_thread_num(), parts = ct_cpu_team_size();
+        int64_t lo = total * part / parts, hi = total * (part + 1) / parts, base = 0;
+        for (int k = 0; k < n && base < hi; base += tensors[k].count, k++) {
+            int64_t from = lo > base ? lo - base : 0;
+            int64_t to = hi - base < tensors[k].count ? hi - base : tensors[k].count;
+            if (from < to)
+                update_slice(a, &tensors[k], from, to);
+        }
+    }
+}
+
+void ct_cpu_sgd_update_group(int n, const ct_cpu_update_tensor *tensors, float grad_scale,
+                             float lr, float momentum, float dampening, float weight_decay,
+                             bool nesterov, bool first_step)
+{
+    optim_args a = {.kind = momentum == 0.0f ? SGD_PLAIN : SGD_MOMENTUM,
+                    .grad_scale = grad_scale, .lr = lr, .momentum = momentum,
+                    .take = (float)(1.0 - (double)dampening), .weight_decay = weight_decay,
+                    .nesterov = nesterov, .first_step = first_step};
+    update_group(&a, n, tensors);
+}
+
 void ct_cpu_sgd_update(int64_t count, float *param, const float *grad, float grad_scale,
                        float *momentum_buf, float lr, float momentum, float dampening,
                        float weight_decay, bool nesterov, bool first_step)
 {
-    if (momentum == 0.0f)
-        sgd_plain(count, param, grad, grad_scale, lr, weight_decay);
-    else
-        sgd_momentum(count, param, grad, grad_scale, momentum_buf, lr, momentum, dampening,
-                     weight_decay, nesterov, first_step);
+    ct_cpu_update_tensor t = {count, param, grad, {momentum_buf, NULL}};
+    ct_cpu_sgd_update_group(1, &t, grad_scale, lr, momentum, dampening, weight_decay, nesterov,
+                            first_step);
 }
 
-/* Adam or AdamW, step t >= 1: ct_adam_element (core/math_shared.h).  All arrays [count]. */
-void ct_cpu_adam_update(int64_t count, float *restrict param, const float *restrict grad,
-                        float grad_scale, float *restrict exp_avg, float *restrict exp_avg_sq,
-                        float lr, float beta1, float beta2, float eps, float weight_decay,
-                        bool decoupled, int64_t step)
+void ct_cpu_adam_update_group(int n, const ct_cpu_update_tensor *tensors, float grad_scale,
+                              float lr, float beta1, float beta2, float eps, float weight_decay,
+                              bool decoupled, int64_t step)
 {
-    ct_adam_step s = ct_adam_step_of(lr, beta1, beta2, eps, weight_decay, decoupled, step);
-#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
-    for (int64_t i = 0; i < count; i++)
-        param[i] = ct_adam_element(param[i], grad[i] * grad_scale, &exp_avg[i], &exp_avg_sq[i],
-                                   &s);
+    optim_args a = {.kind = ADAM, .grad_scale = grad_scale,
+                    .adam = ct_adam_step_of(lr, beta1, beta2, eps, weight_decay, decoupled, step)};
+    update_group(&a, n, tensors);
+}
+
+/* Adam or AdamW, step t >= 1.  All arrays [count]. */
+void ct_cpu_adam_update(int64_t count, float *param, const float *grad, float grad_scale,
+                        float *exp_avg, float *exp_avg_sq, float lr, float beta1, float beta2,
+                        float eps, float weight_decay, bool decoupled, int64_t step)
+{
+    ct_cpu_update_tensor t = {count, param, grad, {exp_avg, exp_avg_sq}};
+    ct_cpu_adam_update_group(1, &t, grad_scale, lr, beta1, beta2, eps, weight_decay, decoupled,
+                             step);
 }
 
 bool ct_cpu_all_finite(int64_t count, const float *x)

@@ -508,72 +508,11 @@ static ct_status run_cross_entropy_bwd(const ct_exec *exec, const ct_tensor *nod
     return CT_OK;
 }
 
-/* The step's loss scale (1 outside training and without fp16's scaling). */
-static float loss_scale(const ct_exec *exec)
-{
-    return exec->step_values ? exec->step_values->loss_scale : 1.0f;
-}
-
-static ct_status run_fill(const ct_exec *exec, const ct_tensor *node)
-{
-    float value = node->attr.fill.value * (node->attr.fill.scaled ? loss_scale(exec) : 1.0f);
-    ct_cpu_fill(ct_tensor_numel(node), value, ct_out(exec, node));
-    return CT_OK;
-}
-
-/* Any inf or NaN among the sources (f32 gradients, an i32 check before):
- * the output, and ct_step_values.found_inf for the step's updates. */
-static ct_status run_check_finite(const ct_exec *exec, const ct_tensor *node)
-{
-    int32_t found = 0;
-    for (int s = 0; s < node->n_src; s++) {
-        const ct_tensor *g = node->src[s];
-        if (g->dtype == CT_F32)
-            found |= !ct_cpu_all_finite(ct_tensor_numel(g), ct_exec_data(exec, g));
-    }
-    *(int32_t *)ct_exec_data(exec, node) = found;
-    if (found && exec->step_values)
-        ((ct_step_values *)exec->step_values)->found_inf = 1;
-    return CT_OK;
-}
-
-/* An update of a step whose gradients hold an inf or NaN does nothing. */
-static bool skip_update(const ct_exec *exec)
-{
-    return exec->step_values && exec->step_values->found_inf;
-}
-
 /* A cast is a copy here: its 16-bit side is widened before it and rounded
  * after it (cpu/widen.c). */
 static ct_status run_cast(const ct_exec *exec, const ct_tensor *node)
 {
     memcpy(ct_out(exec, node), ct_in(exec, node, 0), (size_t)ct_tensor_numel(node) * sizeof(float));
-    return CT_OK;
-}
-
-static ct_status run_sgd_update(const ct_exec *exec, const ct_tensor *node)
-{
-    const ct_sgd_args *a = &node->attr.sgd;
-    float *momentum_buf = a->momentum > 0 ? ct_exec_data(exec, node->src[2]) : NULL;
-    if (skip_update(exec))
-        return CT_OK;
-    ct_cpu_sgd_update(ct_tensor_numel(node), ct_exec_data(exec, node->src[0]),
-                      ct_in(exec, node, 1), 1.0f / loss_scale(exec), momentum_buf, exec->lr,
-                      a->momentum, a->dampening, a->weight_decay, a->nesterov,
-                      exec->updates == 0);
-    return CT_OK;
-}
-
-static ct_status run_adam_update(const ct_exec *exec, const ct_tensor *node)
-{
-    const ct_adam_args *a = &node->attr.adam;
-    if (skip_update(exec))
-        return CT_OK;
-    ct_cpu_adam_update(ct_tensor_numel(node), ct_exec_data(exec, node->src[0]),
-                       ct_in(exec, node, 1), 1.0f / loss_scale(exec),
-                       ct_exec_data(exec, node->src[2]),
-                       ct_exec_data(exec, node->src[3]), exec->lr, a->beta1, a->beta2, a->eps,
-                       a->weight_decay, a->decoupled, exec->updates + 1);
     return CT_OK;
 }
 
@@ -635,11 +574,7 @@ NATIVE(softmax, run_softmax, 0);
 NATIVE(softmax_bwd, run_softmax_bwd, 0);
 NATIVE(cross_entropy, run_cross_entropy, 0);
 NATIVE(cross_entropy_bwd, run_cross_entropy_bwd, 0);
-NATIVE(fill, run_fill, 0);
 NATIVE(cast, run_cast, 0);
-NATIVE(check_finite, run_check_finite, 0);
-NATIVE(sgd_update, run_sgd_update, 0);
-NATIVE(adam_update, run_adam_update, 0);
 NATIVE(custom, run_custom, 0);
 
 const ct_impl *const ct_cpu_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
@@ -674,13 +609,13 @@ const ct_impl *const ct_cpu_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
     [CT_OP_SOFTMAX_BWD] = {&softmax_bwd},
     [CT_OP_CROSS_ENTROPY] = {&cross_entropy},
     [CT_OP_CROSS_ENTROPY_BWD] = {&cross_entropy_bwd},
-    [CT_OP_FILL] = {&fill},
-    [CT_OP_SGD_UPDATE] = {&sgd_update},
-    [CT_OP_ADAM_UPDATE] = {&adam_update},
+    [CT_OP_FILL] = {&ct_cpu_fill_impl},
+    [CT_OP_SGD_UPDATE] = {&ct_cpu_sgd_update_impl},
+    [CT_OP_ADAM_UPDATE] = {&ct_cpu_adam_update_impl},
     [CT_OP_CUSTOM] = {&custom},
     [CT_OP_CUSTOM_BWD] = {&custom},
     [CT_OP_CAST] = {&cast},
-    [CT_OP_CHECK_FINITE] = {&check_finite},
+    [CT_OP_CHECK_FINITE] = {&ct_cpu_check_finite_impl},
     [CT_OP_QCONV2D] = {&ct_cpu_qconv2d},
     [CT_OP_QLINEAR] = {&ct_cpu_qlinear},
 };

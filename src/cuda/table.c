@@ -337,21 +337,6 @@ static ct_status run_check_finite(cuda_backend *b, const ct_exec *e, const ct_te
 
 /* ---- the optimizer's updates, every parameter in one launch ------------------------- */
 
-static bool same_sgd(const ct_tensor *a, const ct_tensor *b)
-{
-    const ct_sgd_args *x = &a->attr.sgd, *y = &b->attr.sgd;
-    return a->n_src == b->n_src && x->momentum == y->momentum &&
-           x->dampening == y->dampening && x->weight_decay == y->weight_decay &&
-           x->nesterov == y->nesterov;
-}
-
-static bool same_adam(const ct_tensor *a, const ct_tensor *b)
-{
-    const ct_adam_args *x = &a->attr.adam, *y = &b->attr.adam;
-    return x->beta1 == y->beta1 && x->beta2 == y->beta2 && x->eps == y->eps &&
-           x->weight_decay == y->weight_decay && x->decoupled == y->decoupled;
-}
-
 /* nodes[first, first + group->n) as a group: the parameter (the update is
  * in place on src[0]), its gradient and state buffers. */
 static void fill_group(const ct_exec *e, const ct_tensor *const *nodes, int first, int n,
@@ -592,8 +577,8 @@ NATIVE(cross_entropy_bwd, run_cross_entropy_bwd, .half = true,
 NATIVE(fill, run_fill);
 NATIVE(cast, run_cast, .half = true);
 NATIVE(check_finite, run_check_finite);
-NATIVE(sgd_update, run_sgd_update, .groups = same_sgd, .run_group = run_sgd_group);
-NATIVE(adam_update, run_adam_update, .groups = same_adam, .run_group = run_adam_group);
+NATIVE(sgd_update, run_sgd_update, .groups = ct_sgd_nodes_group, .run_group = run_sgd_group);
+NATIVE(adam_update, run_adam_update, .groups = ct_adam_nodes_group, .run_group = run_adam_group);
 NATIVE(custom, run_custom, .supports = custom_supports);
 
 /* ---- the vendor calls (vendor.h) ------------------------------------------------------ */

@@ -387,6 +387,21 @@ ct_status ct_impl_run_next(ct_backend *backend, const ct_exec *exec,
     return impl->run_group(backend, exec, nodes, *done);
 }
 
+bool ct_sgd_nodes_group(const ct_tensor *a, const ct_tensor *b)
+{
+    const ct_sgd_args *x = &a->attr.sgd, *y = &b->attr.sgd;
+    return a->n_src == b->n_src && x->momentum == y->momentum &&
+           x->dampening == y->dampening && x->weight_decay == y->weight_decay &&
+           x->nesterov == y->nesterov;
+}
+
+bool ct_adam_nodes_group(const ct_tensor *a, const ct_tensor *b)
+{
+    const ct_adam_args *x = &a->attr.adam, *y = &b->attr.adam;
+    return x->beta1 == y->beta1 && x->beta2 == y->beta2 && x->eps == y->eps &&
+           x->weight_decay == y->weight_decay && x->decoupled == y->decoupled;
+}
+
 bool ct_impl_has_run(const ct_backend *backend, ct_op op, int index)
 {
     return op < CT_OP_COUNT && (backend->impl_ran[op] >> index & 1);

@@ -104,6 +104,10 @@ ct_status ct_impl_run(ct_backend *backend, const ct_exec *exec, const ct_tensor 
 ct_status ct_impl_run_next(ct_backend *backend, const ct_exec *exec,
                            const ct_tensor *const *nodes, int n, int *done,
                            const ct_impl **ran);
+/* ct_impl.groups for the optimizer's updates: the same settings (and, for
+ * SGD, the same state), so one kernel call can update both parameters. */
+bool ct_sgd_nodes_group(const ct_tensor *a, const ct_tensor *b);
+bool ct_adam_nodes_group(const ct_tensor *a, const ct_tensor *b);
 /* The backend's implementations of `op`, in order; returns how many. */
 int ct_impl_list(const ct_backend *backend, ct_op op, const ct_impl *const **out);
 /* Whether implementation `index` of `op` has run on this backend (tests). */
