@@ -477,6 +477,9 @@ static void linear_matches_reference(void)
     check_linear(7, 33, 10, true);
     check_linear(64, 784, 129, false);
     check_linear(3, 300, 1, true);
+    check_linear(64, 256, 120, true); /* SimpleCNN's fc1, fc2, fc3 (linear_avx512.c) */
+    check_linear(64, 120, 84, false);
+    check_linear(62, 84, 10, true);
 }
 
 int main(void)

@@ -18,6 +18,7 @@
 #include "cpu/conv_direct.h"
 #include "cpu/conv_winograd.h"
 #include "cpu/kernels.h"
+#include "cpu/linear_small.h"
 #include "cpu/simd.h"
 #include "cpu/threads.h"
 #include "graph/backend.h"
@@ -312,6 +313,51 @@ static void direct_conv_wide_blocks_same_bits(void)
         free(x); free(w); free(bias); free(dy);
     }
 #endif
+}
+
+/* ---- small linear layers (linear_avx512.c) --------------------------------- */
+
+/* SimpleCNN's layers take the AVX-512 kernels where the CPU has them, and
+ * 1, 2 and 3 threads give the same bits (each output is one thread's). */
+static void linear_small_same_bits_for_any_thread_count(void)
+{
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (!ct_cpu_simd_avx512()) {
+        fprintf(stderr, "  note: no AVX-512 here: linear layers run on the GEMM\n");
+        return;
+    }
+    CHECK(ct_cpu_linear_small_fits(64, 256, 120), "fc1 should take the small kernels");
+    CHECK(!ct_cpu_linear_small_fits(256, 4096, 4096), "a 4096-wide layer stays on the GEMM");
+#endif
+    static const int shapes[][3] = {{64, 256, 120}, {13, 84, 10}, {5, 17, 70}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int n = shapes[si][0], in = shapes[si][1], out = shapes[si][2];
+        float *x = random_floats((int64_t)n * in, 40 + si);
+        float *w = random_floats((int64_t)out * in, 41);
+        float *dy = random_floats((int64_t)n * out, 42), *bias = random_floats(out, 43);
+        float *got[3][3];
+        int saved = ct_cpu_max_threads();
+        for (int run = 0; run < 3; run++) {
+            ct_cpu_set_threads(run + 1);
+            got[run][0] = nan_floats((int64_t)n * out);
+            got[run][1] = nan_floats((int64_t)n * in);
+            got[run][2] = nan_floats((int64_t)out * in);
+            ct_cpu_linear_forward_relu(n, in, out, x, w, bias, got[run][0]);
+            ct_cpu_linear_backward_data(n, in, out, dy, w, got[run][1]);
+            ct_cpu_linear_backward_weight(n, in, out, x, dy, got[run][2]);
+        }
+        ct_cpu_set_threads(saved);
+        const int64_t counts[3] = {(int64_t)n * out, (int64_t)n * in, (int64_t)out * in};
+        for (int k = 0; k < 3; k++) {
+            for (int run = 1; run < 3; run++)
+                CHECK(memcmp(got[0][k], got[run][k], sizeof(float) * (size_t)counts[k]) == 0,
+                      "linear %dx%dx%d output %d: %d threads differ from 1", n, in, out, k,
+                      run + 1);
+            for (int run = 0; run < 3; run++)
+                free(got[run][k]);
+        }
+        free(x); free(w); free(dy); free(bias);
+    }
 }
 
 /* ---- Winograd convolution ------------------------------------------------- */
@@ -702,6 +748,7 @@ int main(void)
     RUN(direct_conv_same_bits_for_any_thread_count);
     RUN(direct_conv_avx2_only_matches_reference);
     RUN(direct_conv_wide_blocks_same_bits);
+    RUN(linear_small_same_bits_for_any_thread_count);
     RUN(winograd_takes_the_cases);
     RUN(winograd_matches_reference);
     RUN(winograd_same_bits_for_any_thread_count);

@@ -1,10 +1,21 @@
 /*
  * Linear (fully connected) layer on the CPU, PyTorch layout:
  *   x: [n, in]   w: [out, in]   bias: [out]   y: [n, out]
- * Each pass is one GEMM; the bias gradient is ct_cpu_channel_sum with
- * inner = 1.  All outputs are written with =.
+ * Each pass is one GEMM (small layers on AVX-512: linear_avx512.c); the
+ * bias gradient is ct_cpu_channel_sum with inner = 1.  All outputs are
+ * written with =.
  */
 #include "cpu/kernels.h"
+#include "cpu/linear_small.h"
+
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+#define SMALL_FITS(n, in, out) ct_cpu_linear_small_fits(n, in, out)
+#else
+#define SMALL_FITS(n, in, out) false
+#define ct_cpu_linear_small_forward(...) (void)0
+#define ct_cpu_linear_small_backward_data(...) (void)0
+#define ct_cpu_linear_small_backward_weight(...) (void)0
+#endif
 
 /* Below this many elements, the bias is added on one thread. */
 enum { LINEAR_PARALLEL_MIN_ELEMENTS = 1 << 15 };
@@ -13,6 +24,10 @@ enum { LINEAR_PARALLEL_MIN_ELEMENTS = 1 << 15 };
 static void linear_forward(int n, int in, int out, const float *x, const float *w,
                            const float *bias, bool relu, float *y)
 {
+    if (SMALL_FITS(n, in, out)) {
+        ct_cpu_linear_small_forward(n, in, out, x, w, bias, relu, y);
+        return;
+    }
     ct_cpu_gemm(false, true, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
     if (!bias && !relu)
         return;
@@ -41,12 +56,18 @@ void ct_cpu_linear_forward_relu(int n, int in, int out, const float *x, const fl
 void ct_cpu_linear_backward_data(int n, int in, int out, const float *dy, const float *w,
                                  float *dx)
 {
-    ct_cpu_gemm(false, false, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+    if (SMALL_FITS(n, in, out))
+        ct_cpu_linear_small_backward_data(n, in, out, dy, w, dx);
+    else
+        ct_cpu_gemm(false, false, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
 }
 
 /* dw[o,i] = sum_n dy[n,o] x[n,i]:  dw = dy^T . x */
 void ct_cpu_linear_backward_weight(int n, int in, int out, const float *x, const float *dy,
                                    float *dw)
 {
-    ct_cpu_gemm(true, false, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in);
+    if (SMALL_FITS(n, in, out))
+        ct_cpu_linear_small_backward_weight(n, in, out, x, dy, dw);
+    else
+        ct_cpu_gemm(true, false, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in);
 }

@@ -1,0 +1,215 @@
+/*
+ * Small linear layers on AVX-512 (SimpleCNN's 256->120->84->10 at batch 64):
+ * no packing, no BLAS call; every output is one thread's, summed in a fixed
+ * order, so the bits do not depend on the thread count.
+ *
+ *   forward:         y[n,o] = relu?(sum_i x[n,i] w[o,i] + bias[o])
+ *                    rows of x and w are contiguous in i: a register block of
+ *                    4 rows x 4 outputs keeps 16 vectors of 16 partial sums
+ *                    (8 loads per 16 FMAs), reduced in a fixed tree at the end
+ *   backward data:   dx[n, i:i+64] = sum_o dy[n,o] * w[o, i:i+64]
+ *   backward weight: dw[o, i:i+64] = sum_n dy[n,o] * x[n, i:i+64]
+ *                    both an outer-product block: 4 rows x 64 columns in 16
+ *                    vectors, 4 loads and 4 broadcasts per 16 FMAs, the sum
+ *                    in order of o (or n)
+ *
+ * OpenBLAS took 40-45 % of the FMA peak on these shapes (it packs both
+ * operands and runs fc2/fc3 on one thread); docs/perf.md has the numbers.
+ * linear.c calls these where ct_cpu_linear_small_fits says so.
+ */
+#include "cpu/linear_small.h"
+
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+
+#include <immintrin.h>
+
+#include "cpu/threads.h"
+
+#define AVX512 __attribute__((target("avx2,fma,avx512f")))
+#define AVX512_INLINE __attribute__((target("avx2,fma,avx512f"), always_inline)) static inline
+
+enum {
+    LANES = 16,          /* floats per 512-bit register */
+    BLOCK = 4,           /* rows (and forward outputs) in a register block */
+    VECS = 4,            /* vectors of columns in an outer-product block */
+    WIDTH = LANES * VECS /* columns in an outer-product block */
+};
+
+/* Beyond this many multiply-adds OpenBLAS's cache blocking wins; below
+ * PARALLEL_MIN a parallel region costs more than it saves. */
+static const double SMALL_MAX_MACS = 16.0 * 1024 * 1024;
+static const double PARALLEL_MIN_MACS = 64.0 * 1024;
+
+bool ct_cpu_linear_small_fits(int n, int in, int out)
+{
+    return ct_cpu_simd_avx512() && n > 0 && in > 0 && out > 0 &&
+           (double)n * in * out <= SMALL_MAX_MACS;
+}
+
+static bool parallel_for(int n, int in, int out)
+{
+    return (double)n * in * out >= PARALLEL_MIN_MACS;
+}
+
+AVX512_INLINE __mmask16 tail_mask(int left)
+{
+    return left >= LANES ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+}
+
+/* ---- forward: dot products of rows -------------------------------------------- */
+
+/* y[n0+r, o0+c] for r < R, c < C. */
+AVX512_INLINE void dot_block(int in, int out, const float *x, const float *w, const float *bias,
+                             bool relu, int n0, int o0, float *y, const int R, const int C)
+{
+    __m512 acc[BLOCK][BLOCK];
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm512_setzero_ps();
+    for (int k = 0; k < in; k += LANES) {
+        __mmask16 m = tail_mask(in - k);
+        __m512 xv[BLOCK];
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            xv[r] = _mm512_maskz_loadu_ps(m, x + (size_t)(n0 + r) * in + k);
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            __m512 wv = _mm512_maskz_loadu_ps(m, w + (size_t)(o0 + c) * in + k);
+            #pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+                acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 4
+        for (int c = 0; c < C; c++) {
+            /* the sum rounded to float, then the bias: as GEMM then add */
+            float v = _mm512_reduce_add_ps(acc[r][c]);
+            v = v + (bias ? bias[o0 + c] : 0.0f);
+            y[(size_t)(n0 + r) * out + o0 + c] = relu && v < 0.0f ? 0.0f : v;
+        }
+}
+
+typedef void (*dot_fn)(int in, int out, const float *x, const float *w, const float *bias,
+                       bool relu, int n0, int o0, float *y);
+
+#define DOT(R, C)                                                                              \
+    static AVX512 void dot_##R##_##C(int in, int out, const float *x, const float *w,          \
+                                     const float *bias, bool relu, int n0, int o0, float *y)   \
+    {                                                                                          \
+        dot_block(in, out, x, w, bias, relu, n0, o0, y, R, C);                                 \
+    }
+#define DOTS(R) DOT(R, 1) DOT(R, 2) DOT(R, 3) DOT(R, 4)
+DOTS(1)
+DOTS(2)
+DOTS(3)
+DOTS(4)
+
+static const dot_fn dots[BLOCK][BLOCK] = {
+    {dot_1_1, dot_1_2, dot_1_3, dot_1_4},
+    {dot_2_1, dot_2_2, dot_2_3, dot_2_4},
+    {dot_3_1, dot_3_2, dot_3_3, dot_3_4},
+    {dot_4_1, dot_4_2, dot_4_3, dot_4_4},
+};
+
+void ct_cpu_linear_small_forward(int n, int in, int out, const float *x, const float *w,
+                                 const float *bias, bool relu, float *y)
+{
+    int row_blocks = (n + BLOCK - 1) / BLOCK, col_blocks = (out + BLOCK - 1) / BLOCK;
+    int tiles = row_blocks * col_blocks;
+#pragma omp parallel for schedule(static) if (parallel_for(n, in, out))
+    for (int tile = 0; tile < tiles; tile++) {
+        int n0 = tile / col_blocks * BLOCK, o0 = tile % col_blocks * BLOCK;
+        int rows = n - n0 < BLOCK ? n - n0 : BLOCK, cols = out - o0 < BLOCK ? out - o0 : BLOCK;
+        dots[rows - 1][cols - 1](in, out, x, w, bias, relu, n0, o0, y);
+    }
+}
+
+/* ---- backward: outer products ----------------------------------------------------- */
+
+/* c[(i0+r)*ldc + j0 + j] = sum_p a[(i0+r)*a_row + p*a_col] * b[p*ldb + j0 + j]
+ * for r < R, j < min(WIDTH, cols - j0), p = 0..depth-1 in order. */
+AVX512_INLINE void outer_block(int depth, int cols, const float *a, size_t a_row, size_t a_col,
+                               const float *b, size_t ldb, int i0, int j0, float *c,
+                               size_t ldc, const int R)
+{
+    __mmask16 m[VECS];
+    #pragma GCC unroll 4
+    for (int v = 0; v < VECS; v++)
+        m[v] = cols - j0 - v * LANES > 0 ? tail_mask(cols - j0 - v * LANES) : 0;
+    __m512 acc[BLOCK][VECS];
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 4
+        for (int v = 0; v < VECS; v++)
+            acc[r][v] = _mm512_setzero_ps();
+    const float *a_block = a + (size_t)i0 * a_row;
+    for (int p = 0; p < depth; p++) {
+        __m512 bv[VECS];
+        #pragma GCC unroll 4
+        for (int v = 0; v < VECS; v++)
+            bv[v] = _mm512_maskz_loadu_ps(m[v], b + (size_t)p * ldb + j0 + v * LANES);
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m512 av = _mm512_set1_ps(a_block[r * a_row + (size_t)p * a_col]);
+            #pragma GCC unroll 4
+            for (int v = 0; v < VECS; v++)
+                acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 4
+        for (int v = 0; v < VECS; v++)
+            _mm512_mask_storeu_ps(c + (size_t)(i0 + r) * ldc + j0 + v * LANES, m[v], acc[r][v]);
+}
+
+typedef void (*outer_fn)(int depth, int cols, const float *a, size_t a_row, size_t a_col,
+                         const float *b, size_t ldb, int i0, int j0, float *c, size_t ldc);
+
+#define OUTER(R)                                                                               \
+    static AVX512 void outer_##R(int depth, int cols, const float *a, size_t a_row,            \
+                                 size_t a_col, const float *b, size_t ldb, int i0, int j0,     \
+                                 float *c, size_t ldc)                                         \
+    {                                                                                          \
+        outer_block(depth, cols, a, a_row, a_col, b, ldb, i0, j0, c, ldc, R);                  \
+    }
+OUTER(1)
+OUTER(2)
+OUTER(3)
+OUTER(4)
+
+static const outer_fn outers[BLOCK] = {outer_1, outer_2, outer_3, outer_4};
+
+/* c [rows x cols] = A . b, A(i, p) = a[i*a_row + p*a_col], b [depth x cols]. */
+static void outer_product(int rows, int cols, int depth, const float *a, size_t a_row,
+                          size_t a_col, const float *b, float *c, bool parallel)
+{
+    int row_blocks = (rows + BLOCK - 1) / BLOCK, col_blocks = (cols + WIDTH - 1) / WIDTH;
+    int tiles = row_blocks * col_blocks;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int tile = 0; tile < tiles; tile++) {
+        int i0 = tile / col_blocks * BLOCK, j0 = tile % col_blocks * WIDTH;
+        int r = rows - i0 < BLOCK ? rows - i0 : BLOCK;
+        outers[r - 1](depth, cols, a, a_row, a_col, b, (size_t)cols, i0, j0, c, (size_t)cols);
+    }
+}
+
+void ct_cpu_linear_small_backward_data(int n, int in, int out, const float *dy, const float *w,
+                                       float *dx)
+{
+    /* dx [n x in] = dy [n x out] . w [out x in] */
+    outer_product(n, in, out, dy, (size_t)out, 1, w, dx, parallel_for(n, in, out));
+}
+
+void ct_cpu_linear_small_backward_weight(int n, int in, int out, const float *x,
+                                         const float *dy, float *dw)
+{
+    /* dw [out x in] = dy^T [out x n] . x [n x in] */
+    outer_product(out, in, n, dy, 1, (size_t)out, x, dw, parallel_for(n, in, out));
+}
+
+#endif
