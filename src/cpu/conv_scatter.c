@@ -20,8 +20,9 @@
  * below and zeros past each row's end, so a block's two rows need no
  * bounds.  CB x KW accumulators (at most 24 of the 32 registers), one dy
  * load and CB x KW broadcast weights (folded into the FMAs) per CB x KW
- * FMAs.  When o and i are done, the KW shifted vectors are added into a
- * zeroed copy of full, j in increasing order; every full value sums its
+ * FMAs.  When o and i are done, the KW shifted vectors are added (j in
+ * increasing order; with two rows a vector, first to each other in
+ * registers) into a zeroed copy of full; every full value sums its
  * products over o, then i, in increasing order.  Threads take whole
  * images: the bits do not depend on their number.
  */
@@ -102,6 +103,32 @@ size_t ct_cpu_conv2d_scatter_thread_floats(const ct_conv2d_shape *s)
     return dy_floats(&g) + full_floats(&g);
 }
 
+/* Two 8-wide rows (lanes 0-7 and 8-15 of acc[j]) shifted right by j and
+ * added in registers, j in increasing order, then into full's two rows
+ * (full_w <= 16 floats each): full[r, x] += sum_j acc[j][8r + x - j].
+ * Adding each shifted vector into full in memory instead made every load
+ * wait for the store before it, which it overlaps by 7 of 8 floats (store
+ * forwarding fails on a partial overlap): a third of this kernel's time. */
+AVX512_INLINE void add_two_rows(const __m512 *acc, float *f, int full_w, const int KW)
+{
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512 top = _mm512_setzero_ps(), bottom = _mm512_setzero_ps();
+    #pragma GCC unroll 7
+    for (int j = 0; j < KW; j++) {
+        __mmask16 lanes = (__mmask16)(0xffu << j);
+        __m512i from = _mm512_sub_epi32(iota, _mm512_set1_epi32(j));
+        __m512 t = _mm512_maskz_permutexvar_ps(lanes, from, acc[j]);
+        __m512 u = _mm512_maskz_permutexvar_ps(
+            lanes, _mm512_add_epi32(from, _mm512_set1_epi32(LANES / 2)), acc[j]);
+        top = j == 0 ? t : _mm512_add_ps(top, t);
+        bottom = j == 0 ? u : _mm512_add_ps(bottom, u);
+    }
+    __mmask16 row = (__mmask16)((1u << full_w) - 1);
+    _mm512_mask_storeu_ps(f, row, _mm512_add_ps(_mm512_maskz_loadu_ps(row, f), top));
+    _mm512_mask_storeu_ps(f + full_w, row,
+                          _mm512_add_ps(_mm512_maskz_loadu_ps(row, f + full_w), bottom));
+}
+
 /* One block: full[c0+b, y0.., col0 + j + lane] += the products of every o, i. */
 AVX512_INLINE void scatter_block(const scatter_geom *g, const float *dy_pad, const float *w,
                                  float *full, int c0, int y0, int col0, const int CB,
@@ -134,19 +161,13 @@ AVX512_INLINE void scatter_block(const scatter_geom *g, const float *dy_pad, con
     #pragma GCC unroll 4
     for (int b = 0; b < CB; b++) {
         float *f = full + ((size_t)(c0 + b) * g->full_rows + y0) * g->full_w + col0;
-        #pragma GCC unroll 7
-        for (int j = 0; j < KW; j++) {
-            if (g->rows_per == 2) {
-                __m256 top = _mm512_castps512_ps256(acc[b][j]);
-                __m256 bottom = _mm256_castpd_ps(_mm512_extractf64x4_pd(
-                    _mm512_castps_pd(acc[b][j]), 1));
-                _mm256_storeu_ps(f + j, _mm256_add_ps(_mm256_loadu_ps(f + j), top));
-                _mm256_storeu_ps(f + g->full_w + j,
-                                 _mm256_add_ps(_mm256_loadu_ps(f + g->full_w + j), bottom));
-            } else {
-                _mm512_storeu_ps(f + j, _mm512_add_ps(_mm512_loadu_ps(f + j), acc[b][j]));
-            }
+        if (g->rows_per == 2) {
+            add_two_rows(acc[b], f, g->full_w, KW);
+            continue;
         }
+        #pragma GCC unroll 7
+        for (int j = 0; j < KW; j++)
+            _mm512_storeu_ps(f + j, _mm512_add_ps(_mm512_loadu_ps(f + j), acc[b][j]));
     }
 }
 
