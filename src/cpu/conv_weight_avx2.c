@@ -208,7 +208,11 @@ void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float 
         int thread = ct_cpu_thread_num(), team = ct_cpu_team_size();
         float *xp = (float *)workspace + (size_t)thread * per_thread;
         float *lanes = xp + WEIGHT_GROUP * image;
-        for (int chunk = thread; chunk < n_chunks; chunk += team) {
+        /* contiguous chunks, as the forward and the pools split the batch:
+         * a thread's images are mostly in its own cache */
+        int chunk_first, chunk_last;
+        split_range(n_chunks, thread, team, &chunk_first, &chunk_last);
+        for (int chunk = chunk_first; chunk < chunk_last; chunk++) {
             int first, last;
             split_range(s->n_batch, chunk, n_chunks, &first, &last);
             memset(lanes, 0, sizeof(float) * n_weights * LANES);
