@@ -480,6 +480,8 @@ static void linear_matches_reference(void)
     check_linear(64, 256, 120, true); /* SimpleCNN's fc1, fc2, fc3 (linear_avx512.c) */
     check_linear(64, 120, 84, false);
     check_linear(62, 84, 10, true);
+    check_linear(37, 17, 130, true); /* tails everywhere, on the small kernels */
+    check_linear(13, 84, 70, false);
 }
 
 int main(void)

@@ -35,20 +35,17 @@ enum {
     WIDTH = LANES * VECS /* columns in an outer-product block */
 };
 
-/* Beyond this many multiply-adds OpenBLAS's cache blocking wins; below
- * PARALLEL_MIN a parallel region costs more than it saves. */
+/* Beyond SMALL_MAX multiply-adds OpenBLAS's cache blocking wins; below
+ * PARALLEL_MIN a parallel region costs more than it saves, and there
+ * OpenBLAS's one-threaded small kernels were faster (fc3, 84->10 at B64:
+ * 4.3 us for its three passes against 7.0). */
 static const double SMALL_MAX_MACS = 16.0 * 1024 * 1024;
 static const double PARALLEL_MIN_MACS = 64.0 * 1024;
 
 bool ct_cpu_linear_small_fits(int n, int in, int out)
 {
-    return ct_cpu_simd_avx512() && n > 0 && in > 0 && out > 0 &&
-           (double)n * in * out <= SMALL_MAX_MACS;
-}
-
-static bool parallel_for(int n, int in, int out)
-{
-    return (double)n * in * out >= PARALLEL_MIN_MACS;
+    double macs = (double)n * in * out;
+    return ct_cpu_simd_avx512() && macs >= PARALLEL_MIN_MACS && macs <= SMALL_MAX_MACS;
 }
 
 AVX512_INLINE __mmask16 tail_mask(int left)
@@ -120,7 +117,7 @@ void ct_cpu_linear_small_forward(int n, int in, int out, const float *x, const f
 {
     int row_blocks = (n + BLOCK - 1) / BLOCK, col_blocks = (out + BLOCK - 1) / BLOCK;
     int tiles = row_blocks * col_blocks;
-#pragma omp parallel for schedule(static) if (parallel_for(n, in, out))
+#pragma omp parallel for schedule(static)
     for (int tile = 0; tile < tiles; tile++) {
         int n0 = tile / col_blocks * BLOCK, o0 = tile % col_blocks * BLOCK;
         int rows = n - n0 < BLOCK ? n - n0 : BLOCK, cols = out - o0 < BLOCK ? out - o0 : BLOCK;
@@ -186,11 +183,11 @@ static const outer_fn outers[BLOCK] = {outer_1, outer_2, outer_3, outer_4};
 
 /* c [rows x cols] = A . b, A(i, p) = a[i*a_row + p*a_col], b [depth x cols]. */
 static void outer_product(int rows, int cols, int depth, const float *a, size_t a_row,
-                          size_t a_col, const float *b, float *c, bool parallel)
+                          size_t a_col, const float *b, float *c)
 {
     int row_blocks = (rows + BLOCK - 1) / BLOCK, col_blocks = (cols + WIDTH - 1) / WIDTH;
     int tiles = row_blocks * col_blocks;
-#pragma omp parallel for schedule(static) if (parallel)
+#pragma omp parallel for schedule(static)
     for (int tile = 0; tile < tiles; tile++) {
         int i0 = tile / col_blocks * BLOCK, j0 = tile % col_blocks * WIDTH;
         int r = rows - i0 < BLOCK ? rows - i0 : BLOCK;
@@ -202,14 +199,14 @@ void ct_cpu_linear_small_backward_data(int n, int in, int out, const float *dy, 
                                        float *dx)
 {
     /* dx [n x in] = dy [n x out] . w [out x in] */
-    outer_product(n, in, out, dy, (size_t)out, 1, w, dx, parallel_for(n, in, out));
+    outer_product(n, in, out, dy, (size_t)out, 1, w, dx);
 }
 
 void ct_cpu_linear_small_backward_weight(int n, int in, int out, const float *x,
                                          const float *dy, float *dw)
 {
     /* dw [out x in] = dy^T [out x n] . x [n x in] */
-    outer_product(out, in, n, dy, 1, (size_t)out, x, dw, parallel_for(n, in, out));
+    outer_product(out, in, n, dy, 1, (size_t)out, x, dw);
 }
 
 #endif
