@@ -339,15 +339,16 @@ static void forward_image(const plane_geom *g, const float *xp, const float *w,
  * and 4 output channels when the channels come in fours (8 accumulators,
  * fewer passes over x: SimpleCNN conv2 2.04 ms vs 2.23 per 1000 images),
  * else two consecutive units and at most 3 channels (12 accumulators:
- * conv1's 6 channels, 1.40 ms vs 1.75); with AVX-512VL, as many units as
- * the wide tiling's vectors allow (conv1: 6 channels x 2 units, conv2: 8 x 1).
+ * conv1's 6 channels, 1.40 ms vs 1.75); with AVX-512VL, up to 6 channels x
+ * 2 units (24 accumulators; conv2 in blocks of 8 x 1 took 216 us a batch
+ * of 64 on one thread, in 6 x 2 190, as its plain forward).
  * pooled: [out_c, out_h/2, out_w/2] */
 static void forward_image_pooled(const plane_geom *g, const float *xp, const float *w,
                                  const float *bias, float *pooled)
 {
     block_tiling tiling = tiling_for();
     bool fours = g->out_c % MAX_OB == 0;
-    int pool_ob = tiling.wide ? tiling.ob_max : fours ? MAX_OB : MAX_OB - 1;
+    int pool_ob = tiling.wide ? WIDE_ACC / MAX_R : fours ? MAX_OB : MAX_OB - 1;
     int n_vec = (g->out_w + LANES - 1) / LANES, pooled_w = g->out_w / 2;
     int n_units = g->out_h / 2 * n_vec, n_blocks = channel_blocks(g->out_c, pool_ob);
     for (int block = 0; block < n_blocks; block++) {
