@@ -331,13 +331,17 @@ static ct_status build_maxpool(ct_graph *g, tracked *t, const entry *e)
 
 /* conv -> relu -> conv: in backward the relu_bwd is fused into the second
  * conv's backward data on CUDA (graph/fuse.c), its GEMM storing 0 where
- * the relu's output is 0. */
+ * the relu's output is 0 (f32, and in bf16 and fp16 graphs the
+ * tensor-core GEMM). */
 static ct_status build_conv_relu_conv(ct_graph *g, tracked *t, const entry *e)
 {
-    ct_tensor *h = ct_relu(g, ct_layer_conv2d(g, "conv1", main_input(g, t, e, true), e->out,
-                                              e->kernel[0], e->kernel[1], e->conv, e->bias));
-    return finish_vjp(g, t, e, ct_layer_conv2d(g, "conv2", h, 5, 3, 3,
-                                               (ct_conv_args){.pad = {1, 1}}, e->bias));
+    bool half = e->precision != CT_PRECISION_FP32;
+    ct_tensor *x = half ? half_input(g, t, e) : main_input(g, t, e, true);
+    ct_tensor *h = ct_relu(g, ct_layer_conv2d(g, "conv1", x, e->out, e->kernel[0],
+                                              e->kernel[1], e->conv, e->bias));
+    ct_tensor *y = ct_layer_conv2d(g, "conv2", h, 5, 3, 3, (ct_conv_args){.pad = {1, 1}},
+                                   e->bias);
+    return half ? finish_half(g, t, e, y) : finish_vjp(g, t, e, y);
 }
 
 /* A convolution whose weight is a plain input (no gradient) and whose bias
@@ -663,6 +667,12 @@ static const entry entries[] = {
      .kernel = {3, 3}, .conv = {.pad = {1, 1}}, TOL_F16_SUMS},
     {"conv_relu_conv", build_conv_relu_conv, OPS(CONV, CT_OP_RELU, CT_OP_RELU_BWD), X(2, 3, 9, 11),
      .out = 7, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true},
+    {"conv_relu_conv_bf16", build_conv_relu_conv, OPS(CONV, CT_OP_RELU, CT_OP_RELU_BWD),
+     X(2, 3, 9, 11), .out = 7, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true,
+     TOL_BF16_SUMS},
+    {"conv_relu_conv_fp16", build_conv_relu_conv, OPS(CONV, CT_OP_RELU, CT_OP_RELU_BWD),
+     X(2, 3, 9, 11), .out = 7, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true,
+     TOL_F16_SUMS},
     {"relu_maxpool_2x2", build_relu_maxpool, RELU_MAXPOOL, X(2, 5, 10, 12),
      .pool = {.kernel = {2, 2}}},
     {"relu_maxpool_overlapping", build_relu_maxpool, RELU_MAXPOOL, X(2, 5, 11, 9),

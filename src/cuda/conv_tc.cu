@@ -73,14 +73,29 @@ template <class S_> struct tc_conv_problem : ct_gemm_defaults {
     __device__ float row_bias(int grp, int row) const { return bias ? bias[grp * m + row] : 0.0f; }
     __device__ void store(int grp, int, int row, int pixel, float value) const
     {
+        dst[dst_index(grp, row, pixel)] = ct_from_f32<S>(relu && value < 0.0f ? 0.0f : value);
+    }
+    __device__ size_t dst_index(int grp, int row, int pixel) const
+    {
         int plane = g.dst_h * g.dst_w;
-        dst[((size_t)(pixel / plane) * g.dst_c + grp * m + row) * plane + pixel % plane] =
-            ct_from_f32<S>(relu && value < 0.0f ? 0.0f : value);
+        return ((size_t)(pixel / plane) * g.dst_c + grp * m + row) * plane + pixel % plane;
     }
 };
 
+/* The backward data pass, with a fused relu_bwd where mask is set (the
+ * relu's output, laid out as dx): 0 where it is <= 0 (ct_relu_grad).  Its
+ * own type, so the forward kernel keeps its registers (fp16: 88, not 94). */
 template <class S> struct tc_conv_backward_data_problem : tc_conv_problem<S> {
     static constexpr const char *kernel_name = "tc_gemm<conv_backward_data>";
+    const S *mask;
+
+    __device__ void store(int grp, int, int row, int pixel, float value) const
+    {
+        size_t at = this->dst_index(grp, row, pixel);
+        if (mask && ct_to_f32(mask[at]) <= 0.0f)
+            value = 0.0f;
+        this->dst[at] = ct_from_f32<S>(value);
+    }
 };
 
 template <class S_> struct tc_conv_backward_weight_problem : ct_gemm_defaults {
@@ -172,15 +187,14 @@ extern "C" size_t ct_cuda_conv2d_backward_weight_tc_workspace(const ct_conv2d_sh
     return splits > 1 ? sizeof(float) * splits * columns : 0;
 }
 
+/* p's fields for the forward or the backward data pass. */
 template <class Problem>
-static ct_status tc_conv_data_run(const ct_conv2d_shape *s, bool backward, const void *w,
-                                  const void *src, const float *bias, bool relu, void *dst,
-                                  cudaStream_t stream)
+static void tc_conv_data_fill(Problem &p, const ct_conv2d_shape *s, bool backward, const void *w,
+                              const void *src, const float *bias, bool relu, void *dst)
 {
     typedef typename Problem::S S;
     int taps = s->kernel_h * s->kernel_w;
     int cg = s->in_channels / s->groups, og = s->out_channels / s->groups;
-    Problem p;
     p.m = backward ? cg : og;
     p.n = backward ? s->n_batch * s->in_h * s->in_w : s->n_batch * s->out_h * s->out_w;
     p.k = (backward ? og : cg) * taps;
@@ -193,7 +207,6 @@ static ct_status tc_conv_data_run(const ct_conv2d_shape *s, bool backward, const
     p.dst = (S *)dst;
     p.transposed_w = backward;
     p.relu = relu;
-    return ct_cuda_launch_tc_gemm(p, s->groups, stream);
 }
 
 extern "C" ct_status ct_cuda_conv2d_forward_tc(ct_dtype dtype, const ct_conv2d_shape *s,
@@ -201,18 +214,23 @@ extern "C" ct_status ct_cuda_conv2d_forward_tc(ct_dtype dtype, const ct_conv2d_s
                                                bool relu, void *y, cudaStream_t stream)
 {
     return ct_with_half_storage(dtype, [&](auto tag) {
-        return tc_conv_data_run<tc_conv_problem<decltype(tag)>>(s, false, w, x, bias, relu, y,
-                                                                stream);
+        tc_conv_problem<decltype(tag)> p;
+        tc_conv_data_fill(p, s, false, w, x, bias, relu, y);
+        return ct_cuda_launch_tc_gemm(p, s->groups, stream);
     });
 }
 
 extern "C" ct_status ct_cuda_conv2d_backward_data_tc(ct_dtype dtype, const ct_conv2d_shape *s,
-                                                     const void *dy, const void *w, void *dx,
+                                                     const void *dy, const void *w,
+                                                     const void *relu_mask, void *dx,
                                                      cudaStream_t stream)
 {
     return ct_with_half_storage(dtype, [&](auto tag) {
-        return tc_conv_data_run<tc_conv_backward_data_problem<decltype(tag)>>(
-            s, true, w, dy, NULL, false, dx, stream);
+        typedef decltype(tag) S;
+        tc_conv_backward_data_problem<S> p;
+        tc_conv_data_fill(p, s, true, w, dy, NULL, false, dx);
+        p.mask = (const S *)relu_mask;
+        return ct_cuda_launch_tc_gemm(p, s->groups, stream);
     });
 }
 

@@ -19,6 +19,9 @@ template <class S_, bool trans_a, bool trans_b> struct tc_matrix_problem : ct_ge
     S *c;
     int lda, ldb, ldc;
     bool relu; /* store max(result, 0) (a fused relu; NaN stays NaN) */
+    /* a fused relu_bwd: 0 where the relu's output (laid out as c) is <= 0
+     * (ct_relu_grad), or NULL */
+    const S *mask;
 
     __device__ bool a_along_k() const { return !trans_a; }
     __device__ bool b_along_k() const { return trans_b; }
@@ -34,7 +37,10 @@ template <class S_, bool trans_a, bool trans_b> struct tc_matrix_problem : ct_ge
     {
         if (col_bias)
             value += col_bias[col];
-        c[(size_t)row * ldc + col] = ct_from_f32<S>(relu && value < 0.0f ? 0.0f : value);
+        size_t at = (size_t)row * ldc + col;
+        if (mask && ct_to_f32(mask[at]) <= 0.0f)
+            value = 0.0f;
+        c[at] = ct_from_f32<S>(relu && value < 0.0f ? 0.0f : value);
     }
 };
 
@@ -58,6 +64,7 @@ static void tc_matrix_fill(Problem &p, int m, int n, int k, const void *a, int l
     p.ldb = ldb;
     p.ldc = ldc;
     p.relu = relu;
+    p.mask = NULL;
 }
 
 template <class S, bool trans_a, bool trans_b>
@@ -81,14 +88,18 @@ extern "C" ct_status ct_cuda_linear_forward_tc(ct_dtype dtype, int n, int in, in
     });
 }
 
-/* dx[n,i] = sum_o dy[n,o] w[o,i]:  dx = dy . w */
+/* dx[n,i] = sum_o dy[n,o] w[o,i]:  dx = dy . w, 0 where relu_mask <= 0 */
 extern "C" ct_status ct_cuda_linear_backward_data_tc(ct_dtype dtype, int n, int in, int out,
-                                                     const void *dy, const void *w, void *dx,
+                                                     const void *dy, const void *w,
+                                                     const void *relu_mask, void *dx,
                                                      cudaStream_t stream)
 {
     return ct_with_half_storage(dtype, [&](auto tag) {
-        return tc_matrix_run<decltype(tag), false, false>(n, in, out, dy, out, w, in, dx, in,
-                                                          NULL, false, stream);
+        typedef decltype(tag) S;
+        tc_matrix_problem<S, false, false> p;
+        tc_matrix_fill(p, n, in, out, dy, out, w, in, dx, in, NULL, false);
+        p.mask = (const S *)relu_mask;
+        return ct_cuda_launch_tc_gemm(p, 1, stream);
     });
 }
 

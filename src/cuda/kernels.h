@@ -96,9 +96,11 @@ ct_status ct_cuda_int8_conv2d_forward(const ct_conv2d_shape *s, const uint8_t *x
 ct_status ct_cuda_linear_forward_tc(ct_dtype dtype, int n, int in, int out, const void *x,
                                     const void *w, const float *bias, bool relu, void *y,
                                     cudaStream_t stream);
+/* The backward data pass stores 0 where relu_mask (the output of a relu
+ * whose backward is fused here, laid out as dx; NULL: none) is <= 0. */
 ct_status ct_cuda_linear_backward_data_tc(ct_dtype dtype, int n, int in, int out,
-                                          const void *dy, const void *w, void *dx,
-                                          cudaStream_t stream);
+                                          const void *dy, const void *w, const void *relu_mask,
+                                          void *dx, cudaStream_t stream);
 /* The weight gradients also give db (f32, the sum of dy over each output
  * channel, not rounded) when it is not NULL: one more column of the GEMM's
  * b, all ones (a fused bias gradient, graph/fuse.c). */
@@ -109,8 +111,8 @@ ct_status ct_cuda_conv2d_forward_tc(ct_dtype dtype, const ct_conv2d_shape *s, co
                                     const void *w, const float *bias, bool relu, void *y,
                                     cudaStream_t stream);
 ct_status ct_cuda_conv2d_backward_data_tc(ct_dtype dtype, const ct_conv2d_shape *s,
-                                          const void *dy, const void *w, void *dx,
-                                          cudaStream_t stream);
+                                          const void *dy, const void *w, const void *relu_mask,
+                                          void *dx, cudaStream_t stream);
 /* The weight gradient's split of its reduction keeps f32 parts here. */
 size_t ct_cuda_conv2d_backward_weight_tc_workspace(const ct_conv2d_shape *s);
 ct_status ct_cuda_conv2d_backward_weight_tc(ct_dtype dtype, const ct_conv2d_shape *s,

@@ -39,7 +39,7 @@ static bool fused_relu_bwd(const ct_exec *e, const ct_tensor *n)
  * result with, or NULL. */
 static const float *relu_mask(const ct_exec *e, const ct_tensor *n)
 {
-    return fused_relu_bwd(e, n) ? ct_exec_data(e, e->epilogue_src[n->id]) : NULL;
+    return (const float *)ct_exec_relu_mask(e, n);
 }
 
 static ct_status run_conv2d_direct(cuda_backend *b, const ct_exec *e, const ct_tensor *n)

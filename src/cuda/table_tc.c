@@ -7,8 +7,10 @@
  * 16-bit node reaches only them (the other native kernels and the vendor
  * calls are f32: graph/impl.h's `half`), so their place in the lists does
  * not change a choice.  Forward passes apply a fused relu, as every other
- * implementation of their ops does; weight gradients give the f32 bias
- * gradient of the same dy (CT_FUSES_BIAS_GRAD).
+ * implementation of their ops does; backward data passes the backward of
+ * a relu before the layer (0 where its output is <= 0, as the f32 GEMMs);
+ * weight gradients give the f32 bias gradient of the same dy
+ * (CT_FUSES_BIAS_GRAD).
  */
 #include "core/error.h"
 #include "cuda/backend_impl.h"
@@ -33,7 +35,8 @@ static ct_status run_conv2d(cuda_backend *b, const ct_exec *e, const ct_tensor *
 static ct_status run_conv2d_bwd_data(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_cuda_conv2d_backward_data_tc(n->dtype, &n->attr.conv, ct_in(e, n, 0),
-                                           ct_in(e, n, 1), ct_out(e, n), b->stream);
+                                           ct_in(e, n, 1), ct_exec_relu_mask(e, n), ct_out(e, n),
+                                           b->stream);
 }
 
 static ct_status run_conv2d_bwd_weight(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -57,7 +60,7 @@ static ct_status run_linear_bwd_data(cuda_backend *b, const ct_exec *e, const ct
     const ct_tensor *dy = n->src[0], *w = n->src[1];
     return ct_cuda_linear_backward_data_tc(n->dtype, (int)dy->shape[0], (int)w->shape[1],
                                            (int)w->shape[0], ct_in(e, n, 0), ct_in(e, n, 1),
-                                           ct_out(e, n), b->stream);
+                                           ct_exec_relu_mask(e, n), ct_out(e, n), b->stream);
 }
 
 static ct_status run_linear_bwd_weight(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -98,10 +101,10 @@ static size_t conv_bwd_weight_workspace(const ct_backend *backend, const ct_tens
                                         __VA_ARGS__}
 
 TENSOR_CORE(conv2d, run_conv2d, .fuses = CT_FUSES_RELU);
-TENSOR_CORE(conv2d_bwd_data, run_conv2d_bwd_data, .workspace = NULL);
+TENSOR_CORE(conv2d_bwd_data, run_conv2d_bwd_data, .fuses = CT_FUSES_RELU_BWD);
 TENSOR_CORE(conv2d_bwd_weight, run_conv2d_bwd_weight, .workspace = conv_bwd_weight_workspace,
             .fuses = CT_FUSES_BIAS_GRAD);
 TENSOR_CORE(linear, run_linear, .fuses = CT_FUSES_RELU);
-TENSOR_CORE(linear_bwd_data, run_linear_bwd_data, .workspace = NULL);
+TENSOR_CORE(linear_bwd_data, run_linear_bwd_data, .fuses = CT_FUSES_RELU_BWD);
 TENSOR_CORE(linear_bwd_weight, run_linear_bwd_weight, .workspace = NULL,
             .fuses = CT_FUSES_BIAS_GRAD);

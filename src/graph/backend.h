@@ -93,6 +93,16 @@ static inline float *ct_exec_bias_grad(const ct_exec *exec, const ct_tensor *nod
     return bias ? (float *)ct_exec_data(exec, bias) : NULL;
 }
 
+/* The relu output that a relu_bwd fused into this node masks its result
+ * with (CT_EPILOGUE_RELU_BWD: a backward data's or a max pool's backward;
+ * ct_relu_grad), or NULL. */
+static inline const void *ct_exec_relu_mask(const ct_exec *exec, const ct_tensor *node)
+{
+    return exec->epilogue && exec->epilogue[node->id] == CT_EPILOGUE_RELU_BWD
+               ? ct_exec_data(exec, exec->epilogue_src[node->id])
+               : NULL;
+}
+
 typedef struct ct_impl ct_impl; /* graph/impl.h */
 enum { CT_MAX_IMPLS = 4 };
 

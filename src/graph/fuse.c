@@ -47,7 +47,8 @@ static const ct_tensor *relu_producer(const ct_tensor *node, unsigned *fusion)
         return node->src[0];
     }
     const ct_tensor *dy = node->op == CT_OP_RELU_BWD ? node->src[1] : NULL;
-    if (!dy || dy->keep || dy->view_of)
+    /* the kernels read the relu's output as their own dtype */
+    if (!dy || dy->keep || dy->view_of || node->src[0]->dtype != dy->dtype)
         return NULL;
     *fusion = CT_FUSES_RELU_BWD;
     if (dy->op == CT_OP_MAXPOOL2D_BWD && dy->src[0] == node->src[0])
