@@ -51,14 +51,21 @@ static bool skip_update(const ct_exec *exec)
 /* Tensors of a group handed to the kernels at a time. */
 enum { GROUP_CHUNK = 64 };
 
-/* The parameter (updated in place, src[0]), its gradient (src[1]) and state. */
-static ct_cpu_update_tensor update_tensor(const ct_exec *exec, const ct_tensor *node)
+/* nodes[first..] (at most GROUP_CHUNK) as the kernels take them: each
+ * parameter (updated in place, src[0]), its gradient (src[1]) and, with
+ * `state`, its state buffers; returns how many. */
+static int chunk_of(const ct_exec *exec, const ct_tensor *const *nodes, int n, int first,
+                    bool state, ct_cpu_update_tensor *tensors)
 {
-    ct_cpu_update_tensor t = {ct_tensor_numel(node), ct_exec_data(exec, node->src[0]),
-                              ct_in(exec, node, 1), {NULL, NULL}};
-    for (int s = 2; s < node->n_src && s < 4; s++)
-        t.state[s - 2] = ct_exec_data(exec, node->src[s]);
-    return t;
+    int count = n - first < GROUP_CHUNK ? n - first : GROUP_CHUNK;
+    for (int k = 0; k < count; k++) {
+        const ct_tensor *node = nodes[first + k];
+        tensors[k] = (ct_cpu_update_tensor){ct_tensor_numel(node), ct_exec_data(exec, node->src[0]),
+                                            ct_in(exec, node, 1), {NULL, NULL}};
+        for (int s = 2; state && s < node->n_src && s < 4; s++)
+            tensors[k].state[s - 2] = ct_exec_data(exec, node->src[s]);
+    }
+    return count;
 }
 
 /* nodes[0..n) (the same settings: ct_sgd_nodes_group) as one update. */
@@ -69,12 +76,7 @@ static ct_status run_sgd_nodes(const ct_exec *exec, const ct_tensor *const *node
         return CT_OK;
     for (int first = 0; first < n; first += GROUP_CHUNK) {
         ct_cpu_update_tensor tensors[GROUP_CHUNK];
-        int count = n - first < GROUP_CHUNK ? n - first : GROUP_CHUNK;
-        for (int k = 0; k < count; k++) {
-            tensors[k] = update_tensor(exec, nodes[first + k]);
-            if (a->momentum == 0)
-                tensors[k].state[0] = NULL;
-        }
+        int count = chunk_of(exec, nodes, n, first, a->momentum != 0, tensors);
         ct_cpu_sgd_update_group(count, tensors, 1.0f / loss_scale(exec), exec->lr, a->momentum,
                                 a->dampening, a->weight_decay, a->nesterov, exec->updates == 0);
     }
@@ -88,9 +90,7 @@ static ct_status run_adam_nodes(const ct_exec *exec, const ct_tensor *const *nod
         return CT_OK;
     for (int first = 0; first < n; first += GROUP_CHUNK) {
         ct_cpu_update_tensor tensors[GROUP_CHUNK];
-        int count = n - first < GROUP_CHUNK ? n - first : GROUP_CHUNK;
-        for (int k = 0; k < count; k++)
-            tensors[k] = update_tensor(exec, nodes[first + k]);
+        int count = chunk_of(exec, nodes, n, first, true, tensors);
         ct_cpu_adam_update_group(count, tensors, 1.0f / loss_scale(exec), exec->lr, a->beta1,
                                  a->beta2, a->eps, a->weight_decay, a->decoupled,
                                  exec->updates + 1);
