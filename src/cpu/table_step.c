@@ -17,8 +17,9 @@ static float loss_scale(const ct_exec *exec)
     return exec->step_values ? exec->step_values->loss_scale : 1.0f;
 }
 
-static ct_status run_fill(const ct_exec *exec, const ct_tensor *node)
+static ct_status run_fill(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
 {
+    (void)backend;
     float value = node->attr.fill.value * (node->attr.fill.scaled ? loss_scale(exec) : 1.0f);
     ct_cpu_fill(ct_tensor_numel(node), value, ct_out(exec, node));
     return CT_OK;
@@ -26,8 +27,10 @@ static ct_status run_fill(const ct_exec *exec, const ct_tensor *node)
 
 /* Any inf or NaN among the sources (f32 gradients, an i32 check before):
  * the output, and ct_step_values.found_inf for the step's updates. */
-static ct_status run_check_finite(const ct_exec *exec, const ct_tensor *node)
+static ct_status run_check_finite(ct_backend *backend, const ct_exec *exec,
+                                  const ct_tensor *node)
 {
+    (void)backend;
     int32_t found = 0;
     for (int s = 0; s < node->n_src; s++) {
         const ct_tensor *g = node->src[s];
@@ -69,8 +72,10 @@ static int chunk_of(const ct_exec *exec, const ct_tensor *const *nodes, int n, i
 }
 
 /* nodes[0..n) (the same settings: ct_sgd_nodes_group) as one update. */
-static ct_status run_sgd_nodes(const ct_exec *exec, const ct_tensor *const *nodes, int n)
+static ct_status run_sgd_group(ct_backend *backend, const ct_exec *exec,
+                               const ct_tensor *const *nodes, int n)
 {
+    (void)backend;
     const ct_sgd_args *a = &nodes[0]->attr.sgd;
     if (skip_update(exec))
         return CT_OK;
@@ -83,8 +88,10 @@ static ct_status run_sgd_nodes(const ct_exec *exec, const ct_tensor *const *node
     return CT_OK;
 }
 
-static ct_status run_adam_nodes(const ct_exec *exec, const ct_tensor *const *nodes, int n)
+static ct_status run_adam_group(ct_backend *backend, const ct_exec *exec,
+                                const ct_tensor *const *nodes, int n)
 {
+    (void)backend;
     const ct_adam_args *a = &nodes[0]->attr.adam;
     if (skip_update(exec))
         return CT_OK;
@@ -100,29 +107,13 @@ static ct_status run_adam_nodes(const ct_exec *exec, const ct_tensor *const *nod
 
 static ct_status run_sgd_update(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
 {
-    (void)backend;
-    return run_sgd_nodes(exec, &node, 1);
+    return run_sgd_group(backend, exec, &node, 1);
 }
 
 static ct_status run_adam_update(ct_backend *backend, const ct_exec *exec,
                                  const ct_tensor *node)
 {
-    (void)backend;
-    return run_adam_nodes(exec, &node, 1);
-}
-
-static ct_status run_sgd_group(ct_backend *backend, const ct_exec *exec,
-                               const ct_tensor *const *nodes, int n)
-{
-    (void)backend;
-    return run_sgd_nodes(exec, nodes, n);
-}
-
-static ct_status run_adam_group(ct_backend *backend, const ct_exec *exec,
-                                const ct_tensor *const *nodes, int n)
-{
-    (void)backend;
-    return run_adam_nodes(exec, nodes, n);
+    return run_adam_group(backend, exec, &node, 1);
 }
 
 /* A group runs the kernels on its nodes' own f32 data: a node with 16-bit
@@ -137,21 +128,8 @@ static bool adam_groups(const ct_tensor *a, const ct_tensor *b)
     return !ct_node_touches_half(a) && !ct_node_touches_half(b) && ct_adam_nodes_group(a, b);
 }
 
-static ct_status run_fill_node(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
-{
-    (void)backend;
-    return run_fill(exec, node);
-}
-
-static ct_status run_check_finite_node(ct_backend *backend, const ct_exec *exec,
-                                       const ct_tensor *node)
-{
-    (void)backend;
-    return run_check_finite(exec, node);
-}
-
-const ct_impl ct_cpu_fill_impl = {.name = "native", .run = run_fill_node};
-const ct_impl ct_cpu_check_finite_impl = {.name = "native", .run = run_check_finite_node};
+const ct_impl ct_cpu_fill_impl = {.name = "native", .run = run_fill};
+const ct_impl ct_cpu_check_finite_impl = {.name = "native", .run = run_check_finite};
 const ct_impl ct_cpu_sgd_update_impl = {.name = "native", .run = run_sgd_update,
                                         .groups = sgd_groups, .run_group = run_sgd_group};
 const ct_impl ct_cpu_adam_update_impl = {.name = "native", .run = run_adam_update,
