@@ -464,7 +464,8 @@ def parse_variants(args):
 def header(args, raw, rows, machine):
     versions = sorted({r["framework"] for r in raw})
     gpus = sorted({r["backend"] for r in raw if r.get("side") == "cuttle"})
-    emulated = any(r.get("emulated") for r in raw)
+    # the emulated profile (side profile_predicted) is the prediction, not a timed side
+    emulated = any(r.get("emulated") for r in raw if r.get("side") == "cuttle")
     lines = [f"# cuttle vs PyTorch on {args.device}", "",
              f"{time.strftime('%Y-%m-%d')}; {machine}; GPU: {', '.join(gpus) or 'none ran'}; "
              f"{args.reps} alternating repetitions per side"
