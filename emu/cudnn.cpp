@@ -30,12 +30,14 @@ cudnnStatus_t reject(cudnnStatus_t status, const char *function, const char *for
     return status;
 }
 
-bool device_floats(const char *fn, const char *name, const void *ptr, size_t count)
+bool device_elements(const char *fn, const char *name, const void *ptr, size_t count,
+                     cudnnDataType_t type)
 {
-    if (emu::is_device_range(ptr, count * sizeof(float)))
+    if (emu::is_device_range(ptr, count * element_bytes(type)))
         return true;
-    reject(CUDNN_STATUS_BAD_PARAM, fn, "%s = %p (%zu floats) is not inside one device allocation",
-           name, ptr, count);
+    reject(CUDNN_STATUS_BAD_PARAM, fn,
+           "%s = %p (%zu elements of %zu bytes) is not inside one device allocation", name, ptr,
+           count, element_bytes(type));
     return false;
 }
 
@@ -43,16 +45,20 @@ bool device_floats(const char *fn, const char *name, const void *ptr, size_t cou
 
 namespace {
 
-/* Only what the emulator computes: 4-d NCHW float. */
+/* Only what the emulator computes: 4-d NCHW float, half or bfloat16 (the
+ * 16-bit types for convolutions, computed in float: cuDNN's
+ * PSEUDO_HALF_CONFIG and PSEUDO_BFLOAT16_CONFIG). */
 cudnnStatus_t check_layout(const char *fn, cudnnTensorFormat_t format, cudnnDataType_t type)
 {
     if ((int)format < CUDNN_TENSOR_NCHW || format > CUDNN_TENSOR_NCHW_VECT_C ||
         (int)type < CUDNN_DATA_FLOAT || type > CUDNN_DATA_FAST_FLOAT_FOR_FP8)
         return reject(CUDNN_STATUS_BAD_PARAM, fn, "format %d or data type %d is not an enum value",
                       (int)format, (int)type);
-    if (format != CUDNN_TENSOR_NCHW || type != CUDNN_DATA_FLOAT)
+    if (format != CUDNN_TENSOR_NCHW ||
+        (type != CUDNN_DATA_FLOAT && type != CUDNN_DATA_HALF && type != CUDNN_DATA_BFLOAT16))
         return reject(CUDNN_STATUS_NOT_SUPPORTED, fn,
-                      "the emulator supports only NCHW float, not format %d type %d",
+                      "the emulator supports only NCHW float, half and bfloat16, not format %d "
+                      "type %d",
                       (int)format, (int)type);
     return CUDNN_STATUS_SUCCESS;
 }
@@ -177,7 +183,7 @@ cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t desc, cudnnTens
     if (status == CUDNN_STATUS_SUCCESS)
         status = check_dims(fn, n, c, h, w);
     if (status == CUDNN_STATUS_SUCCESS)
-        *desc = {true, n, c, h, w};
+        *desc = {true, n, c, h, w, dataType};
     return status;
 }
 
@@ -202,7 +208,7 @@ cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t desc, cudnnData
     if (status == CUDNN_STATUS_SUCCESS)
         status = check_dims(fn, k, c, h, w);
     if (status == CUDNN_STATUS_SUCCESS)
-        *desc = {true, k, c, h, w};
+        *desc = {true, k, c, h, w, dataType};
     return status;
 }
 
@@ -274,6 +280,10 @@ cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle, const cudnnPoolingDescri
                       yDesc->n, yDesc->c, yDesc->h, yDesc->w, p.window_h, p.window_w,
                       xDesc->n, xDesc->c, xDesc->h, xDesc->w, p.pad_h, p.pad_w, p.stride_h,
                       p.stride_w, xDesc->n, xDesc->c, s.out_h, s.out_w);
+    if (xDesc->type != CUDNN_DATA_FLOAT || yDesc->type != CUDNN_DATA_FLOAT)
+        return reject(CUDNN_STATUS_NOT_SUPPORTED, fn,
+                      "the emulator pools float tensors only, not data types %d and %d",
+                      (int)xDesc->type, (int)yDesc->type);
     if (!device_floats(fn, "x", x, (size_t)s.planes * s.h * s.w) ||
         !device_floats(fn, "y", y, (size_t)s.planes * s.out_h * s.out_w))
         return CUDNN_STATUS_BAD_PARAM;

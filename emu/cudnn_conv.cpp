@@ -18,7 +18,9 @@
 #include <algorithm>
 #include <iterator>
 #include <new>
+#include <vector>
 
+#include "cuda_bf16.h"
 #include "cudnn_internal.h"
 #include "emu.h"
 
@@ -39,10 +41,15 @@ cudnnStatus_t conv_shape_of(const char *fn, const cudnnConvolutionStruct *conv,
                       "input channels %d must be filter channels %d x groups %d, and filter "
                       "count %d a multiple of the groups",
                       x->c, w->c, conv->groups, w->k);
+    if (x->type != w->type || (y && y->type != x->type))
+        return reject(CUDNN_STATUS_NOT_SUPPORTED, fn,
+                      "x, w and y must have one data type (float, or half or bfloat16 computed "
+                      "in float), not %d, %d and %d",
+                      (int)x->type, (int)w->type, y ? (int)y->type : -1);
     conv_shape s = {x->n, x->c, x->h, x->w, w->k, w->h, w->w, 0, 0,
                     conv->pad_h, conv->pad_w, conv->stride_h, conv->stride_w,
                     conv->dilation_h, conv->dilation_w, conv->groups,
-                    conv->mode == CUDNN_CONVOLUTION, false};
+                    conv->mode == CUDNN_CONVOLUTION, false, x->type};
     s.out_h = output_dim(s.h, s.pad_h, s.r, s.dilation_h, s.stride_h);
     s.out_w = output_dim(s.w, s.pad_w, s.s, s.dilation_w, s.stride_w);
     if (s.out_h <= 0 || s.out_w <= 0)
@@ -193,6 +200,41 @@ cudnnStatus_t query_workspace(const char *fn, cudnnHandle_t handle, conv_kind ki
     return status;
 }
 
+/* n 16-bit values of `type` (HALF or BFLOAT16) at bits, as floats. */
+std::vector<float> widen(cudnnDataType_t type, const void *bits, size_t n)
+{
+    std::vector<float> out(bits ? n : 0);
+    const uint16_t *in = (const uint16_t *)bits;
+    for (size_t i = 0; i < out.size(); i++)
+        out[i] = type == CUDNN_DATA_BFLOAT16 ? emu::bf16_bits_to_float(in[i])
+                                             : emu::half_bits_to_float(in[i]);
+    return out;
+}
+
+/* A convolution of 16-bit tensors computed in float (the PSEUDO_*_CONFIG
+ * of cuDNN's documentation): the inputs widened, the float routine run,
+ * each output rounded to nearest even once (beta != 0: the old output
+ * widened first, as the routine blends it in float). */
+template <class Run>
+void run_16_bit(const conv_shape &s, const conv_data &d, size_t out_count, Run run)
+{
+    std::vector<float> x = widen(s.type, d.x, s.x_count());
+    std::vector<float> w = widen(s.type, d.w, s.w_count());
+    std::vector<float> dy = widen(s.type, d.dy, s.y_count());
+    std::vector<float> out = d.beta != 0.0f ? widen(s.type, d.out, out_count)
+                                            : std::vector<float>(out_count);
+    conv_data f = d;
+    f.x = d.x ? x.data() : nullptr;
+    f.w = d.w ? w.data() : nullptr;
+    f.dy = d.dy ? dy.data() : nullptr;
+    f.out = out.data();
+    run(f);
+    uint16_t *bits = (uint16_t *)d.out;
+    for (size_t i = 0; i < out_count; i++)
+        bits[i] = s.type == CUDNN_DATA_BFLOAT16 ? emu::float_to_bf16_bits(out[i])
+                                                : emu::float_to_half_bits(out[i]);
+}
+
 /* Check one convolution call and queue it on the handle's stream. */
 cudnnStatus_t launch_conv(const char *fn, cudnnHandle_t handle, conv_kind kind, int algo,
                           const cudnnConvolutionStruct *conv, const cudnnTensorStruct *x_desc,
@@ -216,10 +258,10 @@ cudnnStatus_t launch_conv(const char *fn, cudnnHandle_t handle, conv_kind kind, 
     size_t out_count = kind == conv_kind::forward         ? s.y_count()
                        : kind == conv_kind::backward_data ? s.x_count()
                                                           : s.w_count();
-    if ((d.x && !device_floats(fn, "x", d.x, s.x_count())) ||
-        (d.w && !device_floats(fn, "w", d.w, s.w_count())) ||
-        (d.dy && !device_floats(fn, "dy", d.dy, s.y_count())) ||
-        !device_floats(fn, "output", d.out, out_count))
+    if ((d.x && !device_elements(fn, "x", d.x, s.x_count(), s.type)) ||
+        (d.w && !device_elements(fn, "w", d.w, s.w_count(), s.type)) ||
+        (d.dy && !device_elements(fn, "dy", d.dy, s.y_count(), s.type)) ||
+        !device_elements(fn, "output", d.out, out_count, s.type))
         return CUDNN_STATUS_BAD_PARAM;
     size_t needed = workspace_bytes(s, a);
     if (workspace_given < needed)
@@ -232,14 +274,20 @@ cudnnStatus_t launch_conv(const char *fn, cudnnHandle_t handle, conv_kind kind, 
                       (void *)d.workspace, workspace_given);
     s.tf32 = runs_tf32(a, conv);
     bool column = a.column;
-    cudaError_t error = emu::enqueue(handle->stream, fn, [s, d, kind, column]() {
+    cudaError_t error = emu::enqueue(handle->stream, fn, [s, d, kind, column, out_count]() {
         try {
-            if (kind == conv_kind::forward)
-                (column ? forward_column : forward_direct)(s, d);
-            else if (kind == conv_kind::backward_data)
-                (column ? backward_data_column : backward_data_direct)(s, d);
+            auto run = [&](const conv_data &f) {
+                if (kind == conv_kind::forward)
+                    (column ? forward_column : forward_direct)(s, f);
+                else if (kind == conv_kind::backward_data)
+                    (column ? backward_data_column : backward_data_direct)(s, f);
+                else
+                    (column ? backward_filter_column : backward_filter_direct)(s, f);
+            };
+            if (s.type == CUDNN_DATA_FLOAT)
+                run(d);
             else
-                (column ? backward_filter_column : backward_filter_direct)(s, d);
+                run_16_bit(s, d, out_count, run);
         } catch (const std::bad_alloc &) {
             emu::fail_current_work(cudaErrorMemoryAllocation,
                                    "the emulated cuDNN ran out of host memory");

@@ -21,11 +21,13 @@ struct cudnnContext {
 struct cudnnTensorStruct {
     bool set;
     int n, c, h, w;
+    cudnnDataType_t type; /* FLOAT, HALF or BFLOAT16 */
 };
 
 struct cudnnFilterStruct {
     bool set;
     int k, c, h, w;
+    cudnnDataType_t type;
 };
 
 struct cudnnConvolutionStruct {
@@ -51,8 +53,19 @@ __attribute__((format(printf, 3, 4))) cudnnStatus_t reject(cudnnStatus_t status,
                                                             const char *function,
                                                             const char *format, ...);
 
-/* Whether [ptr, ptr + count floats) is device memory; says why not. */
-bool device_floats(const char *fn, const char *name, const void *ptr, size_t count);
+/* Whether [ptr, ptr + count elements of `type`) is device memory; says why not. */
+bool device_elements(const char *fn, const char *name, const void *ptr, size_t count,
+                     cudnnDataType_t type);
+inline bool device_floats(const char *fn, const char *name, const void *ptr, size_t count)
+{
+    return device_elements(fn, name, ptr, count, CUDNN_DATA_FLOAT);
+}
+
+/* The bytes of one element of a data type the emulator computes. */
+inline size_t element_bytes(cudnnDataType_t type)
+{
+    return type == CUDNN_DATA_FLOAT ? 4 : 2;
+}
 
 /* 1 + (in + 2 pad - dilated kernel) / stride, or 0 when the kernel does not fit. */
 inline int output_dim(int in, int pad, int kernel, int dilation, int stride)
@@ -78,6 +91,7 @@ struct conv_shape {
     int pad_h, pad_w, stride_h, stride_w, dilation_h, dilation_w, groups;
     bool flip; /* CUDNN_CONVOLUTION: the filter is applied flipped */
     bool tf32; /* inputs rounded to TF32 (set per call, from the algorithm) */
+    cudnnDataType_t type; /* of x, w and y (dx, dw): FLOAT, HALF or BFLOAT16 */
 
     int group_in() const { return c / groups; }
     int group_out() const { return k / groups; }

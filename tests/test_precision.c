@@ -13,6 +13,8 @@
  *   an op on 16-bit values.  On the CPU, and on a CUDA device (emulated or
  *   real) within a few units in the last place.
  * - SimpleCNN trained in bf16 and fp16 follows the f32 run's loss.
+ * - On CUDA's vendor kernels the 16-bit convolutions run on cuDNN, but a
+ *   forward pass with a bias, which stays on the tensor-core kernels.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 #include "core/half.h"
 #include "cuttle.h"
 #include "graph/graph.h"
+#include "graph/impl.h"
 #include "harness.h"
 
 /* ---- conversions ----------------------------------------------------------------- */
@@ -427,6 +430,68 @@ static void bad_input(void)
 
 /* ---- main ---------------------------------------------------------------------------- */
 
+/* Whether the implementation named `name` of `op` has run on `backend`. */
+static bool impl_ran(const ct_backend *backend, ct_op op, const char *name)
+{
+    const ct_impl *const *list = NULL;
+    int count = ct_impl_list(backend, op, &list);
+    for (int i = 0; i < count; i++)
+        if (strcmp(list[i]->name, name) == 0)
+            return ct_impl_has_run(backend, op, i);
+    return false;
+}
+
+/* conv (no bias) -> relu -> conv (bias) -> cross-entropy, a training step
+ * in bf16 and in fp16 on a fresh CUDA backend's vendor kernels: every
+ * convolution node is 16-bit, so what ran, ran on 16-bit tensors. */
+static void cuda_vendor_runs_16_bit_convs_on_cudnn(void)
+{
+    const ct_precision precisions[] = {CT_PRECISION_BF16, CT_PRECISION_FP16};
+    for (int p = 0; p < 2; p++) {
+        ct_backend *backend = NULL;
+        CHECK_OK(ct_backend_new("cuda", &backend));
+        CHECK_OK(ct_backend_set_kernels(backend, "vendor"));
+        ct_graph *g = ct_graph_new();
+        ct_tensor *x = ct_input(g, "x", CT_F32, 4, (int64_t[]){2, 3, 6, 6});
+        ct_tensor *labels = ct_input(g, "labels", CT_I64, 1, (int64_t[]){2});
+        CHECK_OK(ct_graph_set_precision(g, precisions[p]));
+        ct_tensor *w1 = ct_param(g, "w1", 4, (int64_t[]){4, 3, 3, 3}, CT_INIT_UNIFORM, 0.5f);
+        ct_tensor *w2 = ct_param(g, "w2", 4, (int64_t[]){5, 4, 6, 6}, CT_INIT_UNIFORM, 0.2f);
+        ct_tensor *b2 = ct_param(g, "b2", 1, (int64_t[]){5}, CT_INIT_UNIFORM, 0.2f);
+        ct_tensor *h = ct_relu(g, ct_conv2d(g, x, w1, NULL, (ct_conv_args){.pad = {1, 1}}));
+        ct_tensor *y = ct_flatten(g, ct_conv2d(g, h, w2, b2, (ct_conv_args){0}));
+        ct_tensor *loss = ct_cross_entropy(g, y, labels, 0.0f);
+        CHECK_OK(ct_graph_backward(g, loss));
+        ct_plan *plan = NULL;
+        CHECK_OK(ct_plan_new(g, backend, 3, &plan));
+        float images[2 * 3 * 6 * 6];
+        int64_t classes[2] = {1, 3};
+        harness_fill(images, 2 * 3 * 6 * 6, 5, -1.0f, 1.0f);
+        float value = NAN;
+        if (plan) {
+            CHECK_OK(ct_plan_write(plan, x, images, sizeof images));
+            CHECK_OK(ct_plan_write(plan, labels, classes, sizeof classes));
+            CHECK_OK(ct_plan_run(plan, CT_TRAIN));
+            CHECK_OK(ct_plan_read(plan, loss, &value, sizeof value));
+        }
+        CHECK(isfinite(value), "%s: loss %g", ct_precision_name(precisions[p]), value);
+        const char *name = ct_precision_name(precisions[p]);
+        CHECK(impl_ran(backend, CT_OP_CONV2D, "cudnn"), "%s: the unbiased conv not on cuDNN",
+              name);
+        CHECK(impl_ran(backend, CT_OP_CONV2D, "tensor_core"),
+              "%s: the biased conv not on the tensor-core kernels", name);
+        CHECK(impl_ran(backend, CT_OP_CONV2D_BWD_DATA, "cudnn") &&
+                  !impl_ran(backend, CT_OP_CONV2D_BWD_DATA, "tensor_core"),
+              "%s: backward data not on cuDNN", name);
+        CHECK(impl_ran(backend, CT_OP_CONV2D_BWD_WEIGHT, "cudnn") &&
+                  !impl_ran(backend, CT_OP_CONV2D_BWD_WEIGHT, "tensor_core"),
+              "%s: backward weight not on cuDNN", name);
+        ct_plan_free(plan);
+        ct_graph_free(g);
+        ct_backend_free(backend);
+    }
+}
+
 static ct_backend *cpu_backend, *cuda_backend;
 static float cpu_losses[2][TRAIN_STEPS];
 
@@ -465,6 +530,7 @@ int main(void)
     if (ct_backend_new("cuda", &cuda_backend) == CT_OK) {
         RUN(cuda_matches_the_cpu_reference);
         RUN(cuda_training_tracks_fp32);
+        RUN(cuda_vendor_runs_16_bit_convs_on_cudnn);
         ct_backend_free(cuda_backend);
     } else if (getenv("CT_REQUIRE_GPU")) {
         printf("FAIL cuda_cases (no CUDA device: %s)\n", ct_last_error());

@@ -14,22 +14,24 @@
 #include "cuda/kernels.h"
 #include "cuda/vendor_api.h"
 
-ct_status ct_cuda_vendor_relu_bwd(const ct_exec *exec, const ct_tensor *node, float *dx,
+ct_status ct_cuda_vendor_relu_bwd(const ct_exec *exec, const ct_tensor *node, void *dx,
                                   int64_t count, cudaStream_t stream)
 {
     if (exec->epilogue[node->id] != CT_EPILOGUE_RELU_BWD)
         return CT_OK;
-    return ct_cuda_relu_backward(CT_F32, count, ct_exec_data(exec, exec->epilogue_src[node->id]),
-                                 dx, dx, stream);
+    return ct_cuda_relu_backward(node->dtype, count,
+                                 ct_exec_data(exec, exec->epilogue_src[node->id]), dx, dx,
+                                 stream);
 }
 
-ct_status ct_cuda_vendor_bias_grad(const ct_exec *exec, const ct_tensor *node, const float *dy,
+ct_status ct_cuda_vendor_bias_grad(const ct_exec *exec, const ct_tensor *node, const void *dy,
                                    int n, int c, int inner, cudaStream_t stream)
 {
     float *db = ct_exec_bias_grad(exec, node);
     if (!db)
         return CT_OK;
-    return ct_cuda_channel_sum(CT_F32, n, c, inner, dy, db, exec->workspace, stream);
+    return ct_cuda_channel_sum(node->src[1]->dtype, n, c, inner, dy, db, exec->workspace,
+                               stream);
 }
 
 #ifdef CT_HAVE_CUBLAS
@@ -102,7 +104,7 @@ ct_status ct_cuda_blas_run(ct_cuda_blas *blas, const ct_exec *exec, const ct_ten
         int n = (int)node->src[0]->shape[0], in = (int)node->src[0]->shape[1];
         int o = (int)node->src[1]->shape[0];
         CT_TRY(row_major_gemm(blas, false, true, n, o, in, a, in, b, in, out, o));
-        return ct_cuda_add_bias(n, o, 1,
+        return ct_cuda_add_bias(CT_F32, n, o, 1,
                                 node->n_src > 2 ? ct_exec_data(exec, node->src[2]) : NULL,
                                 exec->epilogue[node->id] == CT_EPILOGUE_RELU, out,
                                 blas->stream);

@@ -3,13 +3,24 @@
  * max and average pooling forward, through cuDNN's legacy API (deprecated
  * in cuDNN 9 but present; the graph API would be the next step).
  *
- * Descriptors and the algorithm are made once per node shape, when the plan
- * asks for the node's workspace, and cached: a step creates nothing.  The
- * algorithm is the first that cudnnGet*Algorithm_v7's heuristics rank, among
- * those that succeed, are deterministic, fit WORKSPACE_CAP, and, unless TF32
- * is on, do not use tensor cores (CUDNN_FMA_MATH keeps f32 exact the way
- * PyTorch does with allow_tf32 off).  A shape first met at run time (kernels
- * or TF32 changed after planning) may use no workspace at all.
+ * Descriptors and the algorithm are made once per node shape and dtype,
+ * when the plan asks for the node's workspace, and cached: a step creates
+ * nothing.  The algorithm is the first that cudnnGet*Algorithm_v7's
+ * heuristics rank, among those that succeed, are deterministic, fit
+ * WORKSPACE_CAP, and, for f32 data unless TF32 is on, do not use tensor
+ * cores (CUDNN_FMA_MATH keeps f32 exact the way PyTorch does with
+ * allow_tf32 off).  A shape first met at run time (kernels or TF32 changed
+ * after planning) may use no workspace at all.
+ *
+ * The convolutions of a bf16 or fp16 graph run here too (x, w, y, dx, dw of
+ * the node's dtype, the sums f32 on tensor cores: cuDNN's PSEUDO_BFLOAT16
+ * and PSEUDO_HALF configurations, as PyTorch's autocast calls them), beside
+ * the hand-written tensor-core kernels (table_tc.c); `auto` times both.  A
+ * 16-bit forward pass with a bias is not taken (ct_cuda_dnn_supports).  A
+ * fused relu or relu_bwd is a rounding-free step after the call, so the
+ * backward passes and an unbiased forward pass round once.  The 2026-11-28 H200 run found the
+ * bf16 step 3.4-3.7x slower than f32 while only the hand-written kernels
+ * could take 16-bit convolutions (docs/gpu-verification.md).
  *
  * Pooling backward, activations and batch normalization stay native: cuDNN's
  * versions need tensors that cuttle's op split does not keep (the pooling
@@ -104,17 +115,38 @@ void ct_cuda_dnn_set_tf32(ct_cuda_dnn *dnn, bool tf32)
         dnn->tf32 = tf32;
 }
 
+/* f32 nodes; and convolutions of a bf16 or fp16 graph, all of whose inputs
+ * are of the node's dtype, but for a forward pass with a bias: cuDNN would
+ * store the output rounded, and the bias added after would round it again,
+ * where every other path rounds once (the bias stays with the tensor-core
+ * kernels). */
 bool ct_cuda_dnn_supports(const ct_cuda_dnn *dnn, const ct_tensor *node)
 {
-    return dnn && (is_conv(node->op) || node->op == CT_OP_MAXPOOL2D ||
-                   node->op == CT_OP_AVGPOOL2D);
+    if (!dnn || !(is_conv(node->op) || node->op == CT_OP_MAXPOOL2D ||
+                  node->op == CT_OP_AVGPOOL2D))
+        return false;
+    if (!ct_dtype_is_half(node->dtype))
+        return node->dtype == CT_F32;
+    if (!is_conv(node->op) || (node->op == CT_OP_CONV2D && node->n_src > 2))
+        return false;
+    for (int i = 0; i < node->n_src; i++)
+        if (node->src[i]->dtype != node->dtype)
+            return false;
+    return true;
+}
+
+static cudnnDataType_t data_type(ct_dtype dtype)
+{
+    return dtype == CT_BF16  ? CUDNN_DATA_BFLOAT16
+           : dtype == CT_F16 ? CUDNN_DATA_HALF
+                             : CUDNN_DATA_FLOAT;
 }
 
 static void entry_key(const ct_cuda_dnn *dnn, const ct_tensor *node, int key[KEY_INTS])
 {
     memset(key, 0, sizeof(int) * KEY_INTS);
     key[0] = (int)node->op;
-    key[1] = dnn->tf32;
+    key[1] = dnn->tf32 | (int)node->dtype << 1;
     if (is_conv(node->op)) {
         const ct_conv2d_shape *s = &node->attr.conv;
         int fields[] = {s->n_batch,  s->in_channels, s->in_h,       s->in_w,
@@ -132,17 +164,18 @@ static void entry_key(const ct_cuda_dnn *dnn, const ct_tensor *node, int key[KEY
 }
 
 static ct_status make_conv_descriptors(const ct_cuda_dnn *dnn, const ct_conv2d_shape *s,
-                                       dnn_entry *e)
+                                       ct_dtype dtype, dnn_entry *e)
 {
+    cudnnDataType_t type = data_type(dtype);
     CT_CUDNN_CALL(cudnnCreateTensorDescriptor(&e->x_desc));
     CT_CUDNN_CALL(cudnnCreateTensorDescriptor(&e->y_desc));
     CT_CUDNN_CALL(cudnnCreateFilterDescriptor(&e->w_desc));
     CT_CUDNN_CALL(cudnnCreateConvolutionDescriptor(&e->conv_desc));
-    CT_CUDNN_CALL(cudnnSetTensor4dDescriptor(e->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                             s->n_batch, s->in_channels, s->in_h, s->in_w));
-    CT_CUDNN_CALL(cudnnSetTensor4dDescriptor(e->y_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                             s->n_batch, s->out_channels, s->out_h, s->out_w));
-    CT_CUDNN_CALL(cudnnSetFilter4dDescriptor(e->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+    CT_CUDNN_CALL(cudnnSetTensor4dDescriptor(e->x_desc, CUDNN_TENSOR_NCHW, type, s->n_batch,
+                                             s->in_channels, s->in_h, s->in_w));
+    CT_CUDNN_CALL(cudnnSetTensor4dDescriptor(e->y_desc, CUDNN_TENSOR_NCHW, type, s->n_batch,
+                                             s->out_channels, s->out_h, s->out_w));
+    CT_CUDNN_CALL(cudnnSetFilter4dDescriptor(e->w_desc, type, CUDNN_TENSOR_NCHW,
                                              s->out_channels, s->in_channels / s->groups,
                                              s->kernel_h, s->kernel_w));
     CT_CUDNN_CALL(cudnnSetConvolution2dDescriptor(e->conv_desc, s->pad_h, s->pad_w,
@@ -150,8 +183,10 @@ static ct_status make_conv_descriptors(const ct_cuda_dnn *dnn, const ct_conv2d_s
                                                   s->dilation_w, CUDNN_CROSS_CORRELATION,
                                                   CUDNN_DATA_FLOAT));
     CT_CUDNN_CALL(cudnnSetConvolutionGroupCount(e->conv_desc, s->groups));
-    CT_CUDNN_CALL(cudnnSetConvolutionMathType(e->conv_desc, dnn->tf32 ? CUDNN_TENSOR_OP_MATH
-                                                                      : CUDNN_FMA_MATH));
+    /* 16-bit data: tensor cores, the f32 sums of exact products */
+    bool tensor_ops = dnn->tf32 || type != CUDNN_DATA_FLOAT;
+    CT_CUDNN_CALL(cudnnSetConvolutionMathType(e->conv_desc, tensor_ops ? CUDNN_TENSOR_OP_MATH
+                                                                       : CUDNN_FMA_MATH));
     int dims[4];
     CT_CUDNN_CALL(cudnnGetConvolution2dForwardOutputDim(e->conv_desc, e->x_desc, e->w_desc,
                                                         &dims[0], &dims[1], &dims[2],
@@ -166,13 +201,13 @@ static ct_status make_conv_descriptors(const ct_cuda_dnn *dnn, const ct_conv2d_s
 }
 
 /* Whether a ranked algorithm is acceptable (see the top of the file). */
-static bool algo_ok(const ct_cuda_dnn *dnn, cudnnStatus_t status, size_t memory,
+static bool algo_ok(const ct_cuda_dnn *dnn, bool half, cudnnStatus_t status, size_t memory,
                     cudnnDeterminism_t determinism, cudnnMathType_t math, size_t cap)
 {
     bool tensor_ops = math == CUDNN_TENSOR_OP_MATH ||
                       math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
     return status == CUDNN_STATUS_SUCCESS && memory <= cap &&
-           determinism == CUDNN_DETERMINISTIC && (dnn->tf32 || !tensor_ops);
+           determinism == CUDNN_DETERMINISTIC && (dnn->tf32 || half || !tensor_ops);
 }
 
 /* The ranked list of one kind of convolution, the first acceptable entry. */
@@ -182,7 +217,7 @@ static bool algo_ok(const ct_cuda_dnn *dnn, cudnnStatus_t status, size_t memory,
         int returned = 0;                                                                \
         CT_CUDNN_CALL(get_call);                                                         \
         for (int i = 0; i < returned; i++) {                                             \
-            if (algo_ok(dnn, perf[i].status, perf[i].memory, perf[i].determinism,        \
+            if (algo_ok(dnn, half, perf[i].status, perf[i].memory, perf[i].determinism,  \
                         perf[i].mathType, cap)) {                                        \
                 e->algo = (int)perf[i].algo;                                             \
                 CT_CUDNN_CALL(size_call_tail);                                           \
@@ -193,7 +228,8 @@ static bool algo_ok(const ct_cuda_dnn *dnn, cudnnStatus_t status, size_t memory,
         }                                                                                \
     } while (0)
 
-static ct_status choose_conv_algo(const ct_cuda_dnn *dnn, ct_op op, dnn_entry *e, size_t cap)
+static ct_status choose_conv_algo(const ct_cuda_dnn *dnn, ct_op op, bool half, dnn_entry *e,
+                                  size_t cap)
 {
     cudnnHandle_t h = dnn->handle;
     if (op == CT_OP_CONV2D)
@@ -268,10 +304,11 @@ static ct_status find_entry(ct_cuda_dnn *dnn, const ct_tensor *node, size_t cap,
     dnn_entry *e = &dnn->entries[dnn->n_entries];
     memset(e, 0, sizeof *e);
     memcpy(e->key, key, sizeof key);
-    ct_status status = is_conv(node->op) ? make_conv_descriptors(dnn, &node->attr.conv, e)
-                                         : make_pool_descriptors(&node->attr.pool, node->op, e);
+    ct_status status = is_conv(node->op)
+                           ? make_conv_descriptors(dnn, &node->attr.conv, node->dtype, e)
+                           : make_pool_descriptors(&node->attr.pool, node->op, e);
     if (status == CT_OK && is_conv(node->op))
-        status = choose_conv_algo(dnn, node->op, e, cap);
+        status = choose_conv_algo(dnn, node->op, ct_dtype_is_half(node->dtype), e, cap);
     if (status != CT_OK) {
         entry_destroy(e);
         return status;
@@ -304,7 +341,7 @@ ct_status ct_cuda_dnn_run(ct_cuda_dnn *dnn, const ct_exec *exec, const ct_tensor
         CT_CUDNN_CALL(cudnnConvolutionForward(h, &one, e->x_desc, a, e->w_desc, b,
                                               e->conv_desc, e->algo, exec->workspace,
                                               e->workspace, &zero, e->y_desc, out));
-        return ct_cuda_add_bias(s->n_batch, s->out_channels, s->out_h * s->out_w,
+        return ct_cuda_add_bias(node->dtype, s->n_batch, s->out_channels, s->out_h * s->out_w,
                                 node->n_src > 2 ? ct_exec_data(exec, node->src[2]) : NULL,
                                 exec->epilogue[node->id] == CT_EPILOGUE_RELU, out, dnn->stream);
     }

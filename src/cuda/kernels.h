@@ -298,11 +298,12 @@ ct_status ct_cuda_concat(ct_dtype dtype, int n, int inner, int n_inputs, const i
                          const void *const *xs, void *y, cudaStream_t stream);
 ct_status ct_cuda_slice_channels(ct_dtype dtype, int n, int inner, int c_total, int start,
                                  int count, const void *x, void *y, cudaStream_t stream);
-/* y[r, ch, i] += bias[ch] (bias NULL: none), then y = max(y, 0) if relu,
- * y: [rows, c, inner]: the epilogue of the vendor GEMMs and convolutions;
- * nothing to do, no launch. */
-ct_status ct_cuda_add_bias(int rows, int c, int inner, const float *bias, bool relu, float *y,
-                           cudaStream_t stream);
+/* y[r, ch, i] += bias[ch] (bias f32; NULL: none), then y = max(y, 0) if
+ * relu, y: [rows, c, inner] of dtype (f32, f16, bf16; a 16-bit y rounded
+ * once more): the epilogue of the vendor GEMMs and convolutions; nothing to
+ * do, no launch. */
+ct_status ct_cuda_add_bias(ct_dtype dtype, int rows, int c, int inner, const float *bias,
+                           bool relu, void *y, cudaStream_t stream);
 
 /* ---- optim.cu ------------------------------------------------------------------------ */
 

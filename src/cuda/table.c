@@ -628,7 +628,7 @@ static ct_status run_cublas(cuda_backend *b, const ct_exec *e, const ct_tensor *
  * weight gradient, a fused relu_bwd relu_bwd's kernel after their backward
  * data (ct_cuda_relu_backward_fused). */
 CUDA_IMPL(cudnn, "cudnn", run_cudnn, .kind = CT_IMPL_VENDOR, .supports = cudnn_supports,
-          .ready = cudnn_ready, .workspace = cudnn_workspace,
+          .ready = cudnn_ready, .workspace = cudnn_workspace, .half = true,
           .fuses = CT_FUSES_RELU | CT_FUSES_BIAS_GRAD | CT_FUSES_RELU_BWD);
 CUDA_IMPL(cublas, "cublas", run_cublas, .kind = CT_IMPL_VENDOR, .supports = cublas_supports,
           .ready = cublas_ready,

@@ -4,9 +4,9 @@
  * ops): 16-bit nodes of a bf16 or fp16 graph only, all of whose inputs are
  * of the node's dtype but a forward pass's bias, f32 (ops/autocast.c).
  * An f32 node does not reach them and runs the f32 kernels as before; a
- * 16-bit node reaches only them (the other native kernels and the vendor
- * calls are f32: graph/impl.h's `half`), so their place in the lists does
- * not change a choice.  Forward passes apply a fused relu, as every other
+ * 16-bit node reaches them and, for convolutions, cuDNN (dnn.c), which
+ * `vendor` picks and `auto` times against them; the other native kernels
+ * and cuBLAS are f32 (graph/impl.h's `half`).  Forward passes apply a fused relu, as every other
  * implementation of their ops does; backward data passes the backward of
  * a relu before the layer (0 where its output is <= 0, as the f32 GEMMs);
  * weight gradients give the f32 bias gradient of the same dy

@@ -32,15 +32,19 @@ __global__ void add_kernel(int64_t count, const T *a, const T *b, bool relu, T *
     });
 }
 
-/* y[r, ch, i] += bias[ch] (bias may be NULL), then max(y, 0) when relu
- * (a NaN stays NaN, as the relu kernel's) */
+/* y[r, ch, i] += bias[ch] (bias f32, may be NULL), then max(y, 0) when
+ * relu (a NaN stays NaN, as the relu kernel's); y of storage type T, the
+ * sum in f32 rounded once */
+template <class T>
 __global__ void add_bias_kernel(int64_t count, int c, int inner, const float *bias, bool relu,
-                                float *y)
+                                T *y)
 {
     CT_CUDA_GRID_STRIDE(i, count)
     {
-        float v = bias ? y[i] + bias[i / inner % c] : y[i];
-        y[i] = relu && v < 0.0f ? 0.0f : v;
+        float v = ct_load_f32(y, i);
+        if (bias)
+            v += bias[i / inner % c];
+        ct_store_f32(y, i, relu && v < 0.0f ? 0.0f : v);
     }
 }
 
@@ -105,13 +109,19 @@ extern "C" ct_status ct_cuda_add(ct_dtype dtype, int64_t count, const void *a, c
     });
 }
 
-extern "C" ct_status ct_cuda_add_bias(int rows, int c, int inner, const float *bias, bool relu,
-                                      float *y, cudaStream_t stream)
+extern "C" ct_status ct_cuda_add_bias(ct_dtype dtype, int rows, int c, int inner,
+                                      const float *bias, bool relu, void *y,
+                                      cudaStream_t stream)
 {
     int64_t count = (int64_t)rows * c * inner;
-    if (bias || relu)
-        CT_CUDA_LAUNCH_ITEMS(add_bias_kernel, count, stream, count, c, inner, bias, relu, y);
-    return CT_OK;
+    if (!bias && !relu)
+        return CT_OK;
+    return ct_with_storage(dtype, [&](auto tag) -> ct_status {
+        using T = decltype(tag);
+        CT_CUDA_LAUNCH_ITEMS(add_bias_kernel<T>, count, stream, count, c, inner, bias, relu,
+                             (T *)y);
+        return CT_OK;
+    });
 }
 
 /* y[b, off_k + j, i] = xs[k][b, j, i],  off_k = sum_{m<k} channels[m] */

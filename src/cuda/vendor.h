@@ -38,12 +38,13 @@ ct_status ct_cuda_dnn_run(ct_cuda_dnn *dnn, const ct_exec *exec, const ct_tensor
 
 /* What a vendor call leaves to cuttle's kernels when the plan fused more
  * into its node (graph/fuse.c): after a backward data, a relu_bwd (its own
- * kernel, in place on dx, of `count` floats); after a weight gradient, the
- * bias gradient of the same dy (channel_sum's kernel over dy as n x c x
- * inner, in the workspace the call is done with). */
-ct_status ct_cuda_vendor_relu_bwd(const ct_exec *exec, const ct_tensor *node, float *dx,
+ * kernel, in place on dx, of `count` elements of the node's dtype); after a
+ * weight gradient, the f32 bias gradient of the same dy (channel_sum's
+ * kernel over dy, the node's second input, as n x c x inner, in the
+ * workspace the call is done with). */
+ct_status ct_cuda_vendor_relu_bwd(const ct_exec *exec, const ct_tensor *node, void *dx,
                                   int64_t count, cudaStream_t stream);
-ct_status ct_cuda_vendor_bias_grad(const ct_exec *exec, const ct_tensor *node, const float *dy,
+ct_status ct_cuda_vendor_bias_grad(const ct_exec *exec, const ct_tensor *node, const void *dy,
                                    int n, int c, int inner, cudaStream_t stream);
 
 #endif
