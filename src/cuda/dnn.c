@@ -16,9 +16,9 @@
  * the node's dtype, the sums f32 on tensor cores: cuDNN's PSEUDO_BFLOAT16
  * and PSEUDO_HALF configurations, as PyTorch's autocast calls them), beside
  * the hand-written tensor-core kernels (table_tc.c); `auto` times both.  A
- * 16-bit forward pass with a bias is not taken (ct_cuda_dnn_supports).  A
- * fused relu or relu_bwd is a rounding-free step after the call, so the
- * backward passes and an unbiased forward pass round once.  The 2026-11-28 H200 run found the
+ * fused relu or relu_bwd is a rounding-free step after the call, so every
+ * stored value is rounded once; a forward pass with a bias runs on f32
+ * copies (widened(), below) for the same reason.  The 2026-11-28 H200 run found the
  * bf16 step 3.4-3.7x slower than f32 while only the hand-written kernels
  * could take 16-bit convolutions (docs/gpu-verification.md).
  *
@@ -43,7 +43,7 @@
 #define KEY_INTS 20
 
 typedef struct dnn_entry {
-    int key[KEY_INTS]; /* op, tf32, then the shape */
+    int key[KEY_INTS]; /* op; tf32, dtype and widened(); then the shape */
     cudnnTensorDescriptor_t x_desc, y_desc;
     cudnnFilterDescriptor_t w_desc;
     cudnnConvolutionDescriptor_t conv_desc;
@@ -115,11 +115,8 @@ void ct_cuda_dnn_set_tf32(ct_cuda_dnn *dnn, bool tf32)
         dnn->tf32 = tf32;
 }
 
-/* f32 nodes; and convolutions of a bf16 or fp16 graph, all of whose inputs
- * are of the node's dtype, but for a forward pass with a bias: cuDNN would
- * store the output rounded, and the bias added after would round it again,
- * where every other path rounds once (the bias stays with the tensor-core
- * kernels). */
+/* f32 nodes; and convolutions of a bf16 or fp16 graph, whose inputs are
+ * of the node's dtype but a forward pass's bias, f32 (ops/autocast.c). */
 bool ct_cuda_dnn_supports(const ct_cuda_dnn *dnn, const ct_tensor *node)
 {
     if (!dnn || !(is_conv(node->op) || node->op == CT_OP_MAXPOOL2D ||
@@ -127,12 +124,51 @@ bool ct_cuda_dnn_supports(const ct_cuda_dnn *dnn, const ct_tensor *node)
         return false;
     if (!ct_dtype_is_half(node->dtype))
         return node->dtype == CT_F32;
-    if (!is_conv(node->op) || (node->op == CT_OP_CONV2D && node->n_src > 2))
+    if (!is_conv(node->op))
         return false;
     for (int i = 0; i < node->n_src; i++)
-        if (node->src[i]->dtype != node->dtype)
+        if (node->src[i]->dtype != (node->op == CT_OP_CONV2D && i == 2 ? CT_F32 : node->dtype))
             return false;
     return true;
+}
+
+/* A 16-bit forward pass with a bias: cuDNN would store y rounded and the
+ * bias added after would round it again, where every other path rounds
+ * once.  It runs on f32 copies of x and w instead, in TF32: a bf16 or fp16
+ * value is exact in TF32 and the product of two exact in f32, so the sums
+ * are those of the 16-bit tensor cores; then the bias and relu in f32 and
+ * one rounding into y.  The copies and the f32 y follow cuDNN's own
+ * workspace. */
+static bool widened(const ct_tensor *node)
+{
+    return node->op == CT_OP_CONV2D && ct_dtype_is_half(node->dtype) && node->n_src > 2;
+}
+
+#define ALIGN 256
+static size_t aligned(size_t bytes)
+{
+    return (bytes + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+/* The element counts of x, w and y of a convolution. */
+static void conv_counts(const ct_conv2d_shape *s, int64_t counts[3])
+{
+    counts[0] = (int64_t)s->n_batch * s->in_channels * s->in_h * s->in_w;
+    counts[1] = (int64_t)s->out_channels * (s->in_channels / s->groups) * s->kernel_h *
+                s->kernel_w;
+    counts[2] = (int64_t)s->n_batch * s->out_channels * s->out_h * s->out_w;
+}
+
+static size_t widened_bytes(const ct_tensor *node)
+{
+    if (!widened(node))
+        return 0;
+    int64_t counts[3];
+    conv_counts(&node->attr.conv, counts);
+    size_t bytes = 0;
+    for (int i = 0; i < 3; i++)
+        bytes += aligned((size_t)counts[i] * sizeof(float));
+    return bytes;
 }
 
 static cudnnDataType_t data_type(ct_dtype dtype)
@@ -146,7 +182,7 @@ static void entry_key(const ct_cuda_dnn *dnn, const ct_tensor *node, int key[KEY
 {
     memset(key, 0, sizeof(int) * KEY_INTS);
     key[0] = (int)node->op;
-    key[1] = dnn->tf32 | (int)node->dtype << 1;
+    key[1] = dnn->tf32 | (int)node->dtype << 1 | widened(node) << 8;
     if (is_conv(node->op)) {
         const ct_conv2d_shape *s = &node->attr.conv;
         int fields[] = {s->n_batch,  s->in_channels, s->in_h,       s->in_w,
@@ -163,10 +199,11 @@ static void entry_key(const ct_cuda_dnn *dnn, const ct_tensor *node, int key[KEY
     }
 }
 
-static ct_status make_conv_descriptors(const ct_cuda_dnn *dnn, const ct_conv2d_shape *s,
-                                       ct_dtype dtype, dnn_entry *e)
+static ct_status make_conv_descriptors(const ct_cuda_dnn *dnn, const ct_tensor *node,
+                                       dnn_entry *e)
 {
-    cudnnDataType_t type = data_type(dtype);
+    const ct_conv2d_shape *s = &node->attr.conv;
+    cudnnDataType_t type = widened(node) ? CUDNN_DATA_FLOAT : data_type(node->dtype);
     CT_CUDNN_CALL(cudnnCreateTensorDescriptor(&e->x_desc));
     CT_CUDNN_CALL(cudnnCreateTensorDescriptor(&e->y_desc));
     CT_CUDNN_CALL(cudnnCreateFilterDescriptor(&e->w_desc));
@@ -183,8 +220,8 @@ static ct_status make_conv_descriptors(const ct_cuda_dnn *dnn, const ct_conv2d_s
                                                   s->dilation_w, CUDNN_CROSS_CORRELATION,
                                                   CUDNN_DATA_FLOAT));
     CT_CUDNN_CALL(cudnnSetConvolutionGroupCount(e->conv_desc, s->groups));
-    /* 16-bit data: tensor cores, the f32 sums of exact products */
-    bool tensor_ops = dnn->tf32 || type != CUDNN_DATA_FLOAT;
+    /* 16-bit data (or its f32 copies): tensor cores, the f32 sums of exact products */
+    bool tensor_ops = dnn->tf32 || ct_dtype_is_half(node->dtype);
     CT_CUDNN_CALL(cudnnSetConvolutionMathType(e->conv_desc, tensor_ops ? CUDNN_TENSOR_OP_MATH
                                                                        : CUDNN_FMA_MATH));
     int dims[4];
@@ -301,11 +338,14 @@ static ct_status find_entry(ct_cuda_dnn *dnn, const ct_tensor *node, size_t cap,
         dnn->entries = grown;
         dnn->capacity = capacity;
     }
+    if (cap == 0 && widened(node))
+        return ct_set_error(CT_ERR_UNSUPPORTED, "a 16-bit convolution with a bias first met "
+                                                "at run time has no workspace for its f32 copies");
     dnn_entry *e = &dnn->entries[dnn->n_entries];
     memset(e, 0, sizeof *e);
     memcpy(e->key, key, sizeof key);
     ct_status status = is_conv(node->op)
-                           ? make_conv_descriptors(dnn, &node->attr.conv, node->dtype, e)
+                           ? make_conv_descriptors(dnn, node, e)
                            : make_pool_descriptors(&node->attr.pool, node->op, e);
     if (status == CT_OK && is_conv(node->op))
         status = choose_conv_algo(dnn, node->op, ct_dtype_is_half(node->dtype), e, cap);
@@ -322,14 +362,42 @@ ct_status ct_cuda_dnn_workspace(ct_cuda_dnn *dnn, const ct_tensor *node, size_t 
 {
     dnn_entry *e = NULL;
     CT_TRY(find_entry(dnn, node, WORKSPACE_CAP, &e));
-    *bytes = e->workspace;
+    *bytes = widened(node) ? aligned(e->workspace) + widened_bytes(node) : e->workspace;
     return CT_OK;
+}
+
+/* widened(node): the forward pass on f32 copies (above). */
+static ct_status run_widened(const ct_cuda_dnn *dnn, const dnn_entry *e, const ct_exec *exec,
+                             const ct_tensor *node)
+{
+    const ct_conv2d_shape *s = &node->attr.conv;
+    int64_t counts[3];
+    conv_counts(s, counts);
+    char *at = (char *)exec->workspace + aligned(e->workspace);
+    float *x = (float *)at;
+    float *w = (float *)(at + aligned((size_t)counts[0] * sizeof(float)));
+    float *y = (float *)((char *)w + aligned((size_t)counts[1] * sizeof(float)));
+    ct_dtype dtype = node->dtype;
+    CT_TRY(ct_cuda_cast(counts[0], ct_exec_data(exec, node->src[0]), dtype, x, CT_F32,
+                        dnn->stream));
+    CT_TRY(ct_cuda_cast(counts[1], ct_exec_data(exec, node->src[1]), dtype, w, CT_F32,
+                        dnn->stream));
+    const float one = 1.0f, zero = 0.0f;
+    CT_CUDNN_CALL(cudnnConvolutionForward(dnn->handle, &one, e->x_desc, x, e->w_desc, w,
+                                          e->conv_desc, e->algo, exec->workspace, e->workspace,
+                                          &zero, e->y_desc, y));
+    CT_TRY(ct_cuda_add_bias(CT_F32, s->n_batch, s->out_channels, s->out_h * s->out_w,
+                            ct_exec_data(exec, node->src[2]),
+                            exec->epilogue[node->id] == CT_EPILOGUE_RELU, y, dnn->stream));
+    return ct_cuda_cast(counts[2], y, CT_F32, ct_exec_data(exec, node), dtype, dnn->stream);
 }
 
 ct_status ct_cuda_dnn_run(ct_cuda_dnn *dnn, const ct_exec *exec, const ct_tensor *node)
 {
     dnn_entry *e = NULL;
     CT_TRY(find_entry(dnn, node, 0, &e));
+    if (widened(node))
+        return run_widened(dnn, e, exec, node);
     const float one = 1.0f, zero = 0.0f;
     const void *a = ct_exec_data(exec, node->src[0]);
     const void *b = node->n_src > 1 ? ct_exec_data(exec, node->src[1]) : NULL;
