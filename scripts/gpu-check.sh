@@ -9,8 +9,10 @@
 if [ "$1" = extras ]; then
     # cuttle's own variants, not interleaved with a peer: $2 is cuttle.
     for args in "--model resnet50 --input 3x224x224 --batch 128 --steps 20 --warmup 5 --precision bf16" \
+                "--model resnet50 --input 3x224x224 --batch 128 --steps 20 --warmup 5 --precision bf16 --kernels vendor" \
                 "--model resnet50 --input 3x224x224 --batch 128 --steps 20 --warmup 5 --precision tf32" \
                 "--model resnet18 --input 3x32x32 --batch 256 --steps 30 --warmup 5 --precision bf16" \
+                "--model vgg11 --input 3x32x32 --batch 256 --steps 30 --warmup 5 --precision bf16" \
                 "--model simplecnn --batch 64 --steps 100 --warmup 10 --cuda-graph off" \
                 "--model simplecnn --batch 64 --steps 100 --warmup 10 --kernels native"; do
         echo "## $args"
@@ -84,13 +86,18 @@ step profile_resnet18 60 "$B/cuttle" profile --model resnet18 --batch 128 --inpu
 cp "$OUT/step.log" "$OUT/profile-resnet18.txt"
 step profile_simplecnn 40 "$B/cuttle" profile --device cuda --kernels native --batch 64
 cp "$OUT/step.log" "$OUT/profile-simplecnn.txt"
+step profile_simplecnn_auto 40 "$B/cuttle" profile --device cuda --batch 64
+cp "$OUT/step.log" "$OUT/profile-simplecnn-auto.txt"
+step profile_resnet18_bf16 60 "$B/cuttle" profile --model resnet18 --batch 128 --input 3x32x32 \
+    --device cuda --precision bf16
+cp "$OUT/step.log" "$OUT/profile-resnet18-bf16.txt"
 if [ -n "$SAN" ]; then
     CT_GPU_QUICK=1 step memcheck 90 "$SAN" --tool memcheck --error-exitcode 1 "$B/test_gpu"
     CT_GPU_QUICK=1 step racecheck 90 "$SAN" --tool racecheck --error-exitcode 1 "$B/test_gpu"
 fi
 unset CT_REQUIRE_GPU
 # cuttle's own variants, not interleaved with a peer: precision and graphs.
-step extras 150 bash "$0" extras "$B/cuttle"
+step extras 200 bash "$0" extras "$B/cuttle"
 budget=$(( $(left) - 75 ))
 if [ "$budget" -gt 60 ]; then
     step compare $((budget + 60)) "$PY" bench/compare --device cuda --python "$PY" \
