@@ -18,17 +18,20 @@ The configurations (training steps; why these sizes on an H100):
                            and cuttle each need roughly 15-25 GB)
 
 The sides, run alternately (cuttle, then each variant, per repetition):
-cuttle (`cuttle bench --json`, fp32: its step has no bf16 yet) and the peer
-(bench/peers/torch_bench.py) as eager fp32; eager with channels_last and
-autocast to bfloat16 (the type the goal names; no GradScaler); a CUDA Graph
-of the whole step (fp32); torch.compile (fp32, default mode).  Each variant
+cuttle (`cuttle bench --json`) once per precision its variants need, and the
+peer (bench/peers/torch_bench.py) as eager fp32 (PyTorch's defaults: TF32
+in cuDNN's convolutions), eager fp32 without TF32 (cuttle's fp32 is exact),
+eager with channels_last and autocast to bfloat16 (the type the goal names;
+no GradScaler) beside cuttle's `--precision bf16`, a CUDA Graph of the whole
+step (fp32), torch.compile (fp32, default mode).  Each variant
 is one peer process per model in --serve mode: PyTorch's start and
 torch.compile's compilation are paid once per model, every repetition still
 runs its own warm-up.  A variant this PyTorch cannot do (exit status 2) is
 reported as unavailable with the peer's reason; one that fails, as failed.
 
-Time budget on an H100 (estimates, not measurements: nothing has run on a
-GPU yet), 5 repetitions:
+Measured on an H200 (2026-11-28): cuttle fp32 with eager, AMP and Graphs,
+4 models, --budget 180: 179 s, ResNet-50 cut to 4 repetitions.
+Time budget on an H100 (estimates from before that run), 5 repetitions:
   peers' start (python, import torch, CUDA context), 4 at once per model: ~40 s
   torch.compile of a training step, cold cache: ~20+30+40+80 s        ~170 s
   cuttle's 20 runs: start, CUDA context, plan, `auto` timing: ~3 s    ~60 s
@@ -62,13 +65,26 @@ CONFIGS = [
     ("resnet50", "3x224x224", 128, 20, 5),
 ]
 # name, what the table calls it, the peer's options
+# name, label, the peer's options, and the precision of the cuttle run each
+# is set beside (`cuttle bench --precision`): PyTorch's fp32 keeps its
+# default TF32 convolutions, "strict" turns TF32 off as cuttle's fp32 is
 VARIANTS = [
-    ("eager", "eager fp32", []),
+    ("eager", "eager fp32", [], "fp32"),
+    ("strict", "eager fp32, no TF32", ["--no-tf32"], "fp32"),
     ("amp", "eager channels_last + AMP bf16", ["--channels-last", "--amp",
-                                               "--amp-dtype", "bfloat16"]),
-    ("graphs", "CUDA Graphs fp32", ["--cuda-graphs"]),
-    ("compile", "torch.compile fp32", ["--compile"]),
+                                               "--amp-dtype", "bfloat16"], "bf16"),
+    ("graphs", "CUDA Graphs fp32", ["--cuda-graphs"], "fp32"),
+    ("compile", "torch.compile fp32", ["--compile"], "fp32"),
 ]
+
+
+def cuttle_side(precision):
+    """The side name of cuttle's runs in `precision`: "cuttle" for fp32."""
+    return "cuttle" if precision == "fp32" else f"cuttle-{precision}"
+
+
+def is_cuttle(side):
+    return side == "cuttle" or (side or "").startswith("cuttle-")
 # what the goal says, model, "speed" (cuttle / PyTorch images per second,
 # at least) or "memory" (cuttle / PyTorch peak bytes, at most), variant, bound
 GOALS = [
@@ -233,9 +249,11 @@ def run_config(args, config, clock, configs_left, raw):
            "results": {}, "errors": {}, "cut": None}
     cuttle = [args.cuttle, "bench"] + common + (["--kernels", args.kernels] if args.kernels
                                                 else [])
+    precisions = sorted({precision for _, _, _, precision in args.variants},
+                        key=lambda p: p != "fp32")  # fp32 first
     share = clock.soft_left() / configs_left
     begun = clock.elapsed()
-    peers = {name: Peer(args, common, options) for name, _, options in args.variants}
+    peers = {name: Peer(args, common, options) for name, _, options, _ in args.variants}
     for peer in peers.values():
         peer.wait_ready(clock.hard_left())
     last_rep_s = 0.0
@@ -246,7 +264,9 @@ def run_config(args, config, clock, configs_left, raw):
                          f"configuration's share of the budget ({share:.0f} s)"
             break
         rep_start = clock.elapsed()
-        sides = [("cuttle", lambda: run_json(cuttle, clock.hard_left()))] + \
+        sides = [(cuttle_side(precision),
+                  lambda p=precision: run_json(cuttle + ["--precision", p], clock.hard_left()))
+                 for precision in precisions] + \
             [(name, lambda p=peers[name]: p.run(clock.hard_left())) for name in peers]
         for side, run in sides:
             if side in row["errors"]:
@@ -298,20 +318,22 @@ def side_cell(row, side, value, spec):
 
 
 def speed_table(args, rows):
-    lines = ["| model | input | batch | PyTorch variant | cuttle img/s | PyTorch img/s | "
-             "cuttle / PyTorch | cuttle peak MiB | PyTorch peak MiB | memory cuttle / PyTorch |",
-             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| model | input | batch | PyTorch variant | cuttle precision | cuttle img/s | "
+             "PyTorch img/s | cuttle / PyTorch | cuttle peak MiB | PyTorch peak MiB | "
+             "memory cuttle / PyTorch |",
+             "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for row in rows:
-        ours, our_peak = median_of(row, "cuttle"), peak_of(row, "cuttle")
-        for name, label, _ in args.variants:
+        for name, label, _, precision in args.variants:
+            side = cuttle_side(precision)
+            ours, our_peak = median_of(row, side), peak_of(row, side)
             theirs, their_peak = median_of(row, name), peak_of(row, name)
             speed, memory = ratio(ours, theirs), ratio(our_peak, their_peak)
             lines.append(
-                f"| {row['model']} | {row['input']} | {row['batch']} | {label} | "
-                f"{side_cell(row, 'cuttle', ours, ',.1f')} | "
+                f"| {row['model']} | {row['input']} | {row['batch']} | {label} | {precision} | "
+                f"{side_cell(row, side, ours, ',.1f')} | "
                 f"{side_cell(row, name, theirs, ',.1f')} | "
                 f"{fmt(speed, '.2f') + 'x' if speed else '-'} | "
-                f"{side_cell(row, 'cuttle', mib(our_peak), ',.1f')} | "
+                f"{side_cell(row, side, mib(our_peak), ',.1f')} | "
                 f"{side_cell(row, name, mib(their_peak), ',.1f')} | "
                 f"{fmt(memory, '.2f') + 'x' if memory else '-'} |")
     return lines
@@ -319,34 +341,35 @@ def speed_table(args, rows):
 
 def goal_table(args, rows):
     by_model = {row["model"]: row for row in rows}
-    variants = {name for name, _, _ in args.variants}
+    variants = {name: cuttle_side(precision) for name, _, _, precision in args.variants}
     lines = ["| goal | measured | status |", "| --- | ---: | --- |"]
     for text, model, kind, variant, bound in GOALS:
         row = by_model.get(model)
         if row is None or variant not in variants:
             lines.append(f"| {text} | - | not run (not in --models / --variants) |")
             continue
+        ours = variants[variant]  # cuttle in the variant's precision
         if kind == "speed":
-            value = ratio(median_of(row, "cuttle"), median_of(row, variant))
+            value = ratio(median_of(row, ours), median_of(row, variant))
             met = value is not None and value >= bound
         else:
-            value = ratio(peak_of(row, "cuttle"), peak_of(row, variant))
+            value = ratio(peak_of(row, ours), peak_of(row, variant))
             met = value is not None and value <= bound
         if value is None:
             missing = [row["errors"].get(side, "no result")
-                       for side in ("cuttle", variant) if median_of(row, side) is None
+                       for side in (ours, variant) if median_of(row, side) is None
                        or (kind == "memory" and peak_of(row, side) is None)]
             lines.append(f"| {text} | - | no data: {'; '.join(missing) or 'no result'} |")
             continue
         status = "**met**" if met else "not met"
-        if "bf16" in text:
-            status += " (cuttle ran fp32: `cuttle bench` has no bf16 step yet)"
         lines.append(f"| {text} | {value:.2f}x | {status} |")
     return lines
 
 
 def run_notes(args, rows):
-    labels = dict([("cuttle", "cuttle")] + [(name, label) for name, label, _ in args.variants])
+    labels = dict([(cuttle_side(precision), f"cuttle {precision}")
+                   for _, _, _, precision in args.variants] +
+                  [(name, label) for name, label, _, _ in args.variants])
     notes = []
     for row in rows:
         head = f"{row['model']} {row['input']} batch {row['batch']} " \
@@ -453,8 +476,8 @@ def kernel_section(args, measured, predicted, errors):
 
 def parse_variants(args):
     wanted = [v.strip() for v in args.variants.split(",") if v.strip()] if args.variants \
-        else [name for name, _, _ in VARIANTS]
-    known = {name for name, _, _ in VARIANTS}
+        else [name for name, _, _, _ in VARIANTS]
+    known = {name for name, _, _, _ in VARIANTS}
     unknown = [v for v in wanted if v not in known]
     if unknown:
         sys.exit(f"compare: unknown --variants {unknown}; the variants are {sorted(known)}")
@@ -463,9 +486,9 @@ def parse_variants(args):
 
 def header(args, raw, rows, machine):
     versions = sorted({r["framework"] for r in raw})
-    gpus = sorted({r["backend"] for r in raw if r.get("side") == "cuttle"})
+    gpus = sorted({r["backend"] for r in raw if is_cuttle(r.get("side"))})
     # the emulated profile (side profile_predicted) is the prediction, not a timed side
-    emulated = any(r.get("emulated") for r in raw if r.get("side") == "cuttle")
+    emulated = any(r.get("emulated") for r in raw if is_cuttle(r.get("side")))
     lines = [f"# cuttle vs PyTorch on {args.device}", "",
              f"{time.strftime('%Y-%m-%d')}; {machine}; GPU: {', '.join(gpus) or 'none ran'}; "
              f"{args.reps} alternating repetitions per side"
@@ -478,9 +501,11 @@ def header(args, raw, rows, machine):
     lines += ["Images per second are medians over the repetitions; ratios are cuttle / "
               "PyTorch (above 1: cuttle is faster, or for memory: uses more).  Peak memory: "
               "cuttle's allocator (`peak_device_bytes`), PyTorch's "
-              "`torch.cuda.max_memory_allocated`.  cuttle runs fp32 without TF32; PyTorch's "
-              "fp32 variants keep its defaults (cuDNN convolutions may use TF32) with "
-              "cudnn.benchmark on.", ""]
+              "`torch.cuda.max_memory_allocated`.  Each PyTorch variant is set beside cuttle "
+              "in the precision of its row (`cuttle bench --precision`): cuttle's fp32 is "
+              "exact fp32, without TF32, which only the \"no TF32\" variant matches; "
+              "PyTorch's other fp32 variants keep its defaults (cuDNN convolutions in TF32).  "
+              "cudnn.benchmark is on.", ""]
     return lines
 
 

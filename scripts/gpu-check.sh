@@ -101,7 +101,7 @@ step extras 200 bash "$0" extras "$B/cuttle"
 budget=$(( $(left) - 75 ))
 if [ "$budget" -gt 60 ]; then
     step compare $((budget + 60)) "$PY" bench/compare --device cuda --python "$PY" \
-        --cuttle "$B/cuttle" --emu-cuttle "$B/cuttle-emu" --variants "${VARIANTS:-eager,amp,graphs}" \
+        --cuttle "$B/cuttle" --emu-cuttle "$B/cuttle-emu" --variants "${VARIANTS:-eager,strict,amp,graphs}" \
         --budget "$budget" --out-dir "$OUT/bench"
     tail -n 40 "$OUT/step.log" >&3
 else

@@ -27,13 +27,14 @@ if [ ! -x "$EMU_BUILD/cuttle" ]; then
 fi
 
 # The fake peer: torch_bench.py's command line and --serve protocol.
-# eager: 4 ms a step, 4 MiB; graphs: 1 ms, 2 MiB; amp: one run, then a
-# failure; compile: unavailable (exit status 2).  Each says one line on
+# eager: 4 ms a step, 4 MiB; strict (--no-tf32): 5 ms, 5 MiB; graphs: 1 ms,
+# 2 MiB; amp: one run, then a failure; compile: unavailable (exit status 2).  Each says one line on
 # stdout that is not JSON, as a library may.
 cat > "$tmp/peer.py" <<'PY'
 import argparse, json, sys
 parser = argparse.ArgumentParser()
-for flag in ("--json", "--serve", "--compile", "--channels-last", "--amp", "--cuda-graphs"):
+for flag in ("--json", "--serve", "--compile", "--channels-last", "--amp", "--cuda-graphs",
+             "--no-tf32"):
     parser.add_argument(flag, action="store_true")
 for option in ("--model", "--input", "--device", "--mode", "--amp-dtype"):
     parser.add_argument(option)
@@ -45,7 +46,8 @@ if not (args.serve and args.json and args.device == "cuda" and args.mode == "tra
 if args.compile:
     print("fake: torch.compile is not in this PyTorch", file=sys.stderr)
     sys.exit(2)
-ms, mib = (1.0, 2) if args.cuda_graphs else (2.0, 3) if args.amp else (4.0, 4)
+ms, mib = (1.0, 2) if args.cuda_graphs else (2.0, 3) if args.amp else \
+    (5.0, 5) if args.no_tf32 else (4.0, 4)
 print("a library's chatter on stdout", flush=True)
 print(json.dumps({"ready": True}), flush=True)
 runs = 0
@@ -108,16 +110,23 @@ import statistics, sys
 exec(open(sys.argv[2]).read())
 out = sys.argv[1]
 header, rows = tables(out + "/compare-cuda.md")["model"]
-assert [r["PyTorch variant"] for r in rows] == ["eager fp32", "eager channels_last + AMP bf16",
+assert [r["PyTorch variant"] for r in rows] == ["eager fp32", "eager fp32, no TF32",
+                                                "eager channels_last + AMP bf16",
                                                 "CUDA Graphs fp32", "torch.compile fp32"], rows
+assert [r["cuttle precision"] for r in rows] == ["fp32", "fp32", "bf16", "fp32", "fp32"], rows
 raw = lines(out + "/compare-cuda.jsonl")
-ours = [r for r in raw if r["side"] == "cuttle"]
-assert len(ours) == 2 and all(r["emulated"] and r["batch"] == 8 for r in ours), ours
-median = statistics.median(r["images_per_second"] for r in ours)
-peak = max(r["peak_device_bytes"] for r in ours) / 1048576
-assert peak > 0, ours
-eager, amp, graphs, compiled = rows
-for row, img_s, mib in ((eager, 2000, 4), (amp, 4000, 3), (graphs, 8000, 2)):
+medians, peaks = {}, {}
+for side, precision in (("cuttle", "fp32"), ("cuttle-bf16", "bf16")):
+    ours = [r for r in raw if r["side"] == side]
+    assert len(ours) == 2 and all(r["emulated"] and r["batch"] == 8 and
+                                  r["precision"] == precision for r in ours), ours
+    medians[side] = statistics.median(r["images_per_second"] for r in ours)
+    peaks[side] = max(r["peak_device_bytes"] for r in ours) / 1048576
+    assert peaks[side] > 0, ours
+eager, strict, amp, graphs, compiled = rows
+for row, img_s, mib, side in ((eager, 2000, 4, "cuttle"), (strict, 1600, 5, "cuttle"),
+                              (amp, 4000, 3, "cuttle-bf16"), (graphs, 8000, 2, "cuttle")):
+    median, peak = medians[side], peaks[side]
     assert abs(number(row["cuttle img/s"]) - median) <= 0.1, row
     assert number(row["PyTorch img/s"]) == img_s, row
     assert abs(number(row["cuttle / PyTorch"]) - median / img_s) <= 0.01, row
@@ -128,6 +137,7 @@ assert compiled["PyTorch img/s"] == "unavailable" and compiled["cuttle / PyTorch
 assert compiled["PyTorch peak MiB"] == "unavailable", compiled
 sides = [r["side"] for r in raw]
 assert sides.count("eager") == 2 and sides.count("graphs") == 2 and sides.count("amp") == 1
+assert sides.count("strict") == 2, sides
 assert "compile" not in sides and sides.count("profile_predicted") == 1, sides
 text = open(out + "/compare-cuda.md").read()
 for note in ("torch.compile fp32: unavailable: fake: torch.compile is not in this PyTorch",
@@ -247,7 +257,8 @@ if not torch.cuda.is_available():
     assert all(r["PyTorch img/s"] in ("failed", "unavailable") for r in rows), rows
     assert "sees no CUDA device" in text, text
 if not hasattr(torch, "compile"):
-    assert rows[3]["PyTorch img/s"] == "unavailable", rows[3]
+    compiled, = [r for r in rows if r["PyTorch variant"] == "torch.compile fp32"]
+    assert compiled["PyTorch img/s"] == "unavailable", compiled
     assert "torch.compile fp32: unavailable: torch_bench: --compile needs torch.compile" in text
 assert "## cuttle per kernel" not in text
 PY

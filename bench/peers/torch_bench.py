@@ -113,6 +113,9 @@ def parse_args():
                         help="the autocast type of --amp (bfloat16 needs no GradScaler)")
     parser.add_argument("--cuda-graphs", action="store_true",
                         help="capture the step in a CUDA graph and replay it")
+    parser.add_argument("--no-tf32", action="store_true",
+                        help="exact fp32 on a GPU: no TF32 in cuDNN's convolutions or in "
+                             "matmuls (PyTorch's default allows it in convolutions)")
     parser.add_argument("--serve", action="store_true",
                         help="set up once, then one run per line read on stdin (needs --json)")
     args = parser.parse_args()  # exits 2 on a bad option
@@ -206,6 +209,9 @@ def main():
         torch.set_num_threads(threads or len(os.sched_getaffinity(0)))
     else:  # as cuttle's `auto`: each shape's fastest algorithm, timed at its first run
         torch.backends.cudnn.benchmark = True
+        if args.no_tf32:
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(args.seed)
     try:
         model = torch_models.build(args.model, channels, height, width, args.classes)
