@@ -95,6 +95,15 @@ if [ -n "$SAN" ]; then
     CT_GPU_QUICK=1 step memcheck 90 "$SAN" --tool memcheck --error-exitcode 1 "$B/test_gpu"
     CT_GPU_QUICK=1 step racecheck 90 "$SAN" --tool racecheck --error-exitcode 1 "$B/test_gpu"
 fi
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+if [ -n "$NCU" ]; then
+    # why SimpleCNN's small native kernels run 4-16x the roofline's time
+    # (docs/roofline.md): issue stalls, occupancy, instructions, per kernel
+    step ncu_simplecnn 90 "$NCU" --clock-control none --section SpeedOfLight \
+        --section LaunchStats --section Occupancy --section WarpStateStats \
+        --section InstructionStats --csv --page details "$B/cuttle" bench --device cuda \
+        --kernels native --batch 64 --steps 1 --warmup 1 --cuda-graph off
+fi
 unset CT_REQUIRE_GPU
 # cuttle's own variants, not interleaved with a peer: precision and graphs.
 step extras 200 bash "$0" extras "$B/cuttle"
