@@ -146,13 +146,29 @@ bool runs_tf32(const algo_info &a, const cudnnConvolutionStruct *conv)
     return a.tensor_capable && conv->math != CUDNN_FMA_MATH;
 }
 
-/* The ranked list of a _v7 query, after its arguments were checked. */
+/* What a Find query reports as an algorithm's time, in ms: a model, not a
+ * measurement (nothing here runs on a GPU): the convolution's
+ * multiply-adds at 10 TFLOP/s, 4x that in TF32, 1.5x for the column
+ * algorithms, 1.2x for the non-deterministic ones. */
+float emulated_ms(const conv_shape &s, const algo_info &a, const cudnnConvolutionStruct *conv)
+{
+    double flops = 2.0 * (double)s.y_count() * (double)s.taps();
+    double rate = 1e10 * (runs_tf32(a, conv) ? 4.0 : 1.0) * (a.column ? 1.5 : 1.0) *
+                  (a.deterministic ? 1.0 : 1.2);
+    return (float)(flops / rate);
+}
+
+/* The ranked list of a _v7 query, after its arguments were checked; a Find
+ * query (timed) orders it by emulated_ms.  Both count as calls and can be
+ * made to fail (CUDA_EMU_FAIL). */
 template <typename Perf>
 cudnnStatus_t rank_algos(const char *fn, cudnnHandle_t handle, conv_kind kind,
                          const cudnnConvolutionStruct *conv, const cudnnTensorStruct *x,
                          const cudnnFilterStruct *w, const cudnnTensorStruct *y, int requested,
-                         int *returned, Perf *perf)
+                         int *returned, Perf *perf, bool timed = false)
 {
+    if (emu::injected_failure(fn))
+        return reject(CUDNN_STATUS_EXECUTION_FAILED, fn, "failure injected (CUDA_EMU_FAIL)");
     if (!handle || !returned || !perf || requested <= 0)
         return reject(CUDNN_STATUS_BAD_PARAM, fn,
                       "handle, returned count or results is NULL, or %d results requested",
@@ -167,15 +183,20 @@ cudnnStatus_t rank_algos(const char *fn, cudnnHandle_t handle, conv_kind kind,
     auto rank = [conv](const algo_info &a) {
         return !a.deterministic ? 0 : runs_tf32(a, conv) ? 1 : 2;
     };
-    std::stable_sort(ranked, ranked + table.count,
-                     [&](const algo_info &a, const algo_info &b) { return rank(a) < rank(b); });
+    if (timed)
+        std::stable_sort(ranked, ranked + table.count, [&](const algo_info &a, const algo_info &b) {
+            return emulated_ms(s, a, conv) < emulated_ms(s, b, conv);
+        });
+    else
+        std::stable_sort(ranked, ranked + table.count,
+                         [&](const algo_info &a, const algo_info &b) { return rank(a) < rank(b); });
     *returned = std::min(requested, table.count);
     for (int i = 0; i < *returned; i++) {
         const algo_info &a = ranked[i];
         perf[i] = Perf{};
         perf[i].algo = (decltype(perf[i].algo))a.algo;
         perf[i].status = CUDNN_STATUS_SUCCESS;
-        perf[i].time = -1.0f;
+        perf[i].time = timed ? emulated_ms(s, a, conv) : -1.0f;
         perf[i].memory = workspace_bytes(s, a);
         perf[i].determinism = a.deterministic ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC;
         perf[i].mathType = runs_tf32(a, conv) ? conv->math : CUDNN_FMA_MATH;
@@ -409,6 +430,39 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
     return rank_algos("cudnnGetConvolutionBackwardFilterAlgorithm_v7", handle,
                       conv_kind::backward_filter, convDesc, xDesc, dwDesc, dyDesc,
                       requestedAlgoCount, returnedAlgoCount, perfResults);
+}
+
+cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
+    const cudnnFilterDescriptor_t wDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t yDesc, const int requestedAlgoCount, int *returnedAlgoCount,
+    cudnnConvolutionFwdAlgoPerf_t *perfResults)
+{
+    return rank_algos("cudnnFindConvolutionForwardAlgorithm", handle, conv_kind::forward,
+                      convDesc, xDesc, wDesc, yDesc, requestedAlgoCount, returnedAlgoCount,
+                      perfResults, true);
+}
+
+cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc,
+    const cudnnTensorDescriptor_t dyDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t dxDesc, const int requestedAlgoCount, int *returnedAlgoCount,
+    cudnnConvolutionBwdDataAlgoPerf_t *perfResults)
+{
+    return rank_algos("cudnnFindConvolutionBackwardDataAlgorithm", handle,
+                      conv_kind::backward_data, convDesc, dxDesc, wDesc, dyDesc,
+                      requestedAlgoCount, returnedAlgoCount, perfResults, true);
+}
+
+cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,
+    const cudnnTensorDescriptor_t dyDesc, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnFilterDescriptor_t dwDesc, const int requestedAlgoCount, int *returnedAlgoCount,
+    cudnnConvolutionBwdFilterAlgoPerf_t *perfResults)
+{
+    return rank_algos("cudnnFindConvolutionBackwardFilterAlgorithm", handle,
+                      conv_kind::backward_filter, convDesc, xDesc, dwDesc, dyDesc,
+                      requestedAlgoCount, returnedAlgoCount, perfResults, true);
 }
 
 cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(

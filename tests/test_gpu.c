@@ -798,6 +798,42 @@ static void vendor_mode_calls_the_libraries(const void *arg)
     for (int i = 0; i < 5; i++)
         CHECK(cuda_emu_calls(calls[i]) > before[i], "vendor mode made no %s call", calls[i]);
 }
+
+/* `auto` chooses cuDNN's algorithms by timing them (the Find queries, at
+ * plan time), `vendor` by the heuristics; a Find that fails leaves the
+ * heuristics' choice, with the same results.  Fresh backends: a backend's
+ * cuDNN chooses once per shape. */
+static void auto_times_cudnn_algorithms(const void *arg)
+{
+    (void)arg;
+    static const char *const finds[] = {"cudnnFindConvolutionForwardAlgorithm",
+                                        "cudnnFindConvolutionBackwardDataAlgorithm",
+                                        "cudnnFindConvolutionBackwardFilterAlgorithm"};
+    static const char *const modes[] = {"vendor", "auto"};
+    ct_backend *first = gpu_backend;
+    for (int m = 0; m < 2; m++) {
+        int before[3];
+        for (int i = 0; i < 3; i++)
+            before[i] = cuda_emu_calls(finds[i]);
+        ct_backend *fresh = NULL;
+        CHECK_OK(ct_backend_new("cuda", &fresh));
+        if (!fresh)
+            return;
+        CHECK_OK(poison_gpu_memory(fresh));
+        CHECK_OK(ct_backend_set_kernels(fresh, modes[m]));
+        cuda_emu_fail(m == 1 ? finds[0] : NULL);
+        gpu_backend = fresh;
+        compare_on_backends(build_simplecnn, 1, TOL_TRAINING);
+        gpu_backend = first;
+        cuda_emu_fail(NULL);
+        for (int i = 0; i < 3; i++) {
+            int calls = cuda_emu_calls(finds[i]) - before[i];
+            CHECK(m == 0 ? calls == 0 : calls > 0, "%s kernels: %d %s calls", modes[m], calls,
+                  finds[i]);
+        }
+        ct_backend_free(fresh);
+    }
+}
 #endif
 
 /* ---- main ---------------------------------------------------------------------------- */
@@ -890,6 +926,7 @@ int main(void)
 #ifdef CUDA_EMU
     run_labelled("vendor_failure_falls_back_once", vendor_failure_falls_back_once, NULL);
     run_labelled("vendor_mode_calls_the_libraries", vendor_mode_calls_the_libraries, NULL);
+    run_labelled("auto_times_cudnn_algorithms", auto_times_cudnn_algorithms, NULL);
 #endif
     ct_backend_free(gpu_backend);
     ct_backend_free(cpu_backend);

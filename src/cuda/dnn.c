@@ -6,10 +6,11 @@
  * Descriptors and the algorithm are made once per node shape and dtype,
  * when the plan asks for the node's workspace, and cached: a step creates
  * nothing.  The algorithm is the first that cudnnGet*Algorithm_v7's
- * heuristics rank, among those that succeed, are deterministic, fit
- * WORKSPACE_CAP, and, for f32 data unless TF32 is on, do not use tensor
- * cores (CUDNN_FMA_MATH keeps f32 exact the way PyTorch does with
- * allow_tf32 off).  A shape first met at run time (kernels or TF32 changed
+ * heuristics rank (under the `auto` kernels: the fastest that
+ * cudnnFind*Algorithm times, as PyTorch's cudnn.benchmark), among those
+ * that succeed, are deterministic, fit WORKSPACE_CAP, and, for f32 data
+ * unless TF32 is on, do not use tensor cores (CUDNN_FMA_MATH keeps f32
+ * exact the way PyTorch does with allow_tf32 off).  A shape first met at run time (kernels or TF32 changed
  * after planning) may use no workspace at all.
  *
  * The convolutions of a bf16 or fp16 graph run here too (x, w, y, dx, dw of
@@ -247,12 +248,17 @@ static bool algo_ok(const ct_cuda_dnn *dnn, bool half, cudnnStatus_t status, siz
            determinism == CUDNN_DETERMINISTIC && (dnn->tf32 || half || !tensor_ops);
 }
 
-/* The ranked list of one kind of convolution, the first acceptable entry. */
-#define CHOOSE_ALGO(perf_type, count, get_call, size_call_tail)                          \
+/* The ranked list of one kind of convolution, the first acceptable entry:
+ * timed, cuDNN's Find query (it runs every algorithm and sorts them by
+ * time; cuttle's `auto`, as PyTorch's cudnn.benchmark), or where that fails
+ * or `timed` is false, the _v7 heuristics.  find and get take the same
+ * arguments. */
+#define CHOOSE_ALGO(perf_type, count, find, get, arguments, size_call_tail)             \
     do {                                                                                 \
         perf_type perf[count];                                                           \
         int returned = 0;                                                                \
-        CT_CUDNN_CALL(get_call);                                                         \
+        if (!timed || find arguments != CUDNN_STATUS_SUCCESS)                            \
+            CT_CUDNN_CALL(get arguments);                                                \
         for (int i = 0; i < returned; i++) {                                             \
             if (algo_ok(dnn, half, perf[i].status, perf[i].memory, perf[i].determinism,  \
                         perf[i].mathType, cap)) {                                        \
@@ -265,32 +271,34 @@ static bool algo_ok(const ct_cuda_dnn *dnn, bool half, cudnnStatus_t status, siz
         }                                                                                \
     } while (0)
 
-static ct_status choose_conv_algo(const ct_cuda_dnn *dnn, ct_op op, bool half, dnn_entry *e,
-                                  size_t cap)
+static ct_status choose_conv_algo(const ct_cuda_dnn *dnn, ct_op op, bool half, bool timed,
+                                  dnn_entry *e, size_t cap)
 {
     cudnnHandle_t h = dnn->handle;
     if (op == CT_OP_CONV2D)
         CHOOSE_ALGO(cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                    cudnnGetConvolutionForwardAlgorithm_v7(
-                        h, e->x_desc, e->w_desc, e->conv_desc, e->y_desc,
-                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
+                    cudnnFindConvolutionForwardAlgorithm, cudnnGetConvolutionForwardAlgorithm_v7,
+                    (h, e->x_desc, e->w_desc, e->conv_desc, e->y_desc,
+                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
                     cudnnGetConvolutionForwardWorkspaceSize(h, e->x_desc, e->w_desc,
                                                             e->conv_desc, e->y_desc,
                                                             perf[i].algo, &e->workspace));
     else if (op == CT_OP_CONV2D_BWD_DATA)
         CHOOSE_ALGO(cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                    cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                        h, e->w_desc, e->y_desc, e->conv_desc, e->x_desc,
-                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf),
+                    cudnnFindConvolutionBackwardDataAlgorithm,
+                    cudnnGetConvolutionBackwardDataAlgorithm_v7,
+                    (h, e->w_desc, e->y_desc, e->conv_desc, e->x_desc,
+                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf),
                     cudnnGetConvolutionBackwardDataWorkspaceSize(h, e->w_desc, e->y_desc,
                                                                  e->conv_desc, e->x_desc,
                                                                  perf[i].algo, &e->workspace));
     else
         CHOOSE_ALGO(cudnnConvolutionBwdFilterAlgoPerf_t,
                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-                    cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                        h, e->x_desc, e->y_desc, e->conv_desc, e->w_desc,
-                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf),
+                    cudnnFindConvolutionBackwardFilterAlgorithm,
+                    cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+                    (h, e->x_desc, e->y_desc, e->conv_desc, e->w_desc,
+                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf),
                     cudnnGetConvolutionBackwardFilterWorkspaceSize(
                         h, e->x_desc, e->y_desc, e->conv_desc, e->w_desc, perf[i].algo,
                         &e->workspace));
@@ -319,7 +327,7 @@ static ct_status make_pool_descriptors(const ct_pool2d_shape *s, ct_op op, dnn_e
 }
 
 /* The node's cached entry, made (with a workspace of at most `cap`) if new. */
-static ct_status find_entry(ct_cuda_dnn *dnn, const ct_tensor *node, size_t cap,
+static ct_status find_entry(ct_cuda_dnn *dnn, const ct_tensor *node, size_t cap, bool timed,
                             dnn_entry **out)
 {
     int key[KEY_INTS];
@@ -348,7 +356,7 @@ static ct_status find_entry(ct_cuda_dnn *dnn, const ct_tensor *node, size_t cap,
                            ? make_conv_descriptors(dnn, node, e)
                            : make_pool_descriptors(&node->attr.pool, node->op, e);
     if (status == CT_OK && is_conv(node->op))
-        status = choose_conv_algo(dnn, node->op, ct_dtype_is_half(node->dtype), e, cap);
+        status = choose_conv_algo(dnn, node->op, ct_dtype_is_half(node->dtype), timed, e, cap);
     if (status != CT_OK) {
         entry_destroy(e);
         return status;
@@ -358,10 +366,11 @@ static ct_status find_entry(ct_cuda_dnn *dnn, const ct_tensor *node, size_t cap,
     return CT_OK;
 }
 
-ct_status ct_cuda_dnn_workspace(ct_cuda_dnn *dnn, const ct_tensor *node, size_t *bytes)
+ct_status ct_cuda_dnn_workspace(ct_cuda_dnn *dnn, const ct_tensor *node, bool timed,
+                               size_t *bytes)
 {
     dnn_entry *e = NULL;
-    CT_TRY(find_entry(dnn, node, WORKSPACE_CAP, &e));
+    CT_TRY(find_entry(dnn, node, WORKSPACE_CAP, timed, &e));
     *bytes = widened(node) ? aligned(e->workspace) + widened_bytes(node) : e->workspace;
     return CT_OK;
 }
@@ -395,7 +404,7 @@ static ct_status run_widened(const ct_cuda_dnn *dnn, const dnn_entry *e, const c
 ct_status ct_cuda_dnn_run(ct_cuda_dnn *dnn, const ct_exec *exec, const ct_tensor *node)
 {
     dnn_entry *e = NULL;
-    CT_TRY(find_entry(dnn, node, 0, &e));
+    CT_TRY(find_entry(dnn, node, 0, false, &e));
     if (widened(node))
         return run_widened(dnn, e, exec, node);
     const float one = 1.0f, zero = 0.0f;
@@ -462,8 +471,10 @@ bool ct_cuda_dnn_supports(const ct_cuda_dnn *dnn, const ct_tensor *node)
     return false;
 }
 
-ct_status ct_cuda_dnn_workspace(ct_cuda_dnn *dnn, const ct_tensor *node, size_t *bytes)
+ct_status ct_cuda_dnn_workspace(ct_cuda_dnn *dnn, const ct_tensor *node, bool timed,
+                               size_t *bytes)
 {
+    (void)timed;
     (void)dnn;
     (void)node;
     *bytes = 0;

@@ -593,14 +593,15 @@ static bool cudnn_ready(const ct_backend *backend)
     return ((cuda_backend *)backend->impl)->dnn != NULL;
 }
 
-/* The algorithm is chosen at plan time, here (once per shape; cached); a
- * shape with none runs another implementation and needs no workspace. */
+/* The algorithm is chosen at plan time, here (once per shape; cached; under
+ * `auto` the fastest that cuDNN times); a shape with none runs another
+ * implementation and needs no workspace. */
 static size_t cudnn_workspace(const ct_backend *backend, const ct_tensor *node)
 {
     size_t bytes = 0;
-    return ct_cuda_dnn_workspace(((cuda_backend *)backend->impl)->dnn, node, &bytes) == CT_OK
-               ? bytes
-               : 0;
+    bool timed = strcmp(backend->kernels, "auto") == 0;
+    ct_cuda_dnn *dnn = ((cuda_backend *)backend->impl)->dnn;
+    return ct_cuda_dnn_workspace(dnn, node, timed, &bytes) == CT_OK ? bytes : 0;
 }
 
 static ct_status run_cudnn(cuda_backend *b, const ct_exec *e, const ct_tensor *n)

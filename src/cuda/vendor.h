@@ -31,9 +31,11 @@ ct_status ct_cuda_dnn_new(cudaStream_t stream, bool tf32, ct_cuda_dnn **out);
 void ct_cuda_dnn_free(ct_cuda_dnn *dnn);
 void ct_cuda_dnn_set_tf32(ct_cuda_dnn *dnn, bool tf32);
 bool ct_cuda_dnn_supports(const ct_cuda_dnn *dnn, const ct_tensor *node);
-/* Plan time: choose the node's algorithm (once per shape; cached) and give
- * its workspace.  Run time asks for nothing more than was planned. */
-ct_status ct_cuda_dnn_workspace(ct_cuda_dnn *dnn, const ct_tensor *node, size_t *bytes);
+/* Plan time: choose the node's algorithm (once per shape; cached; timed by
+ * cuDNN's Find query when `timed`, else its heuristics) and give its
+ * workspace.  Run time asks for nothing more than was planned. */
+ct_status ct_cuda_dnn_workspace(ct_cuda_dnn *dnn, const ct_tensor *node, bool timed,
+                                size_t *bytes);
 ct_status ct_cuda_dnn_run(ct_cuda_dnn *dnn, const ct_exec *exec, const ct_tensor *node);
 
 /* What a vendor call leaves to cuttle's kernels when the plan fused more

@@ -55,6 +55,8 @@ extern ct_cublas_api ct_cublas;
     X(cudnnSetConvolutionMathType) X(cudnnGetConvolution2dForwardOutputDim)                 \
     X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnGetConvolutionBackwardDataAlgorithm_v7) \
     X(cudnnGetConvolutionBackwardFilterAlgorithm_v7)                                        \
+    X(cudnnFindConvolutionForwardAlgorithm) X(cudnnFindConvolutionBackwardDataAlgorithm)    \
+    X(cudnnFindConvolutionBackwardFilterAlgorithm)                                          \
     X(cudnnGetConvolutionForwardWorkspaceSize)                                              \
     X(cudnnGetConvolutionBackwardDataWorkspaceSize)                                         \
     X(cudnnGetConvolutionBackwardFilterWorkspaceSize) X(cudnnConvolutionForward)            \
@@ -136,6 +138,11 @@ const char *ct_nccl_why(void);
     (ct_cudnn.cudnnGetConvolutionBackwardDataAlgorithm_v7)
 #define cudnnGetConvolutionBackwardFilterAlgorithm_v7                                       \
     (ct_cudnn.cudnnGetConvolutionBackwardFilterAlgorithm_v7)
+#define cudnnFindConvolutionForwardAlgorithm (ct_cudnn.cudnnFindConvolutionForwardAlgorithm)
+#define cudnnFindConvolutionBackwardDataAlgorithm                                           \
+    (ct_cudnn.cudnnFindConvolutionBackwardDataAlgorithm)
+#define cudnnFindConvolutionBackwardFilterAlgorithm                                         \
+    (ct_cudnn.cudnnFindConvolutionBackwardFilterAlgorithm)
 #define cudnnGetConvolutionForwardWorkspaceSize (ct_cudnn.cudnnGetConvolutionForwardWorkspaceSize)
 #define cudnnGetConvolutionBackwardDataWorkspaceSize                                        \
     (ct_cudnn.cudnnGetConvolutionBackwardDataWorkspaceSize)
