@@ -20,10 +20,11 @@ The configurations (training steps; why these sizes on an H100):
 The sides, run alternately (cuttle, then each variant, per repetition):
 cuttle (`cuttle bench --json`) once per precision its variants need, and the
 peer (bench/peers/torch_bench.py) as eager fp32 (PyTorch's defaults: TF32
-in cuDNN's convolutions), eager fp32 without TF32 (cuttle's fp32 is exact),
-eager with channels_last and autocast to bfloat16 (the type the goal names;
-no GradScaler) beside cuttle's `--precision bf16`, a CUDA Graph of the whole
-step (fp32), torch.compile (fp32, default mode).  Each variant
+in cuDNN's convolutions; beside cuttle's tf32), eager fp32 without TF32
+(beside cuttle's exact fp32), eager with channels_last and autocast to
+bfloat16 (the type the goal names; no GradScaler; beside cuttle's bf16), a
+CUDA Graph of the whole step and torch.compile (default mode), both fp32
+with PyTorch's defaults, beside cuttle's tf32.  Each variant
 is one peer process per model in --serve mode: PyTorch's start and
 torch.compile's compilation are paid once per model, every repetition still
 runs its own warm-up.  A variant this PyTorch cannot do (exit status 2) is
@@ -67,14 +68,15 @@ CONFIGS = [
 # name, what the table calls it, the peer's options
 # name, label, the peer's options, and the precision of the cuttle run each
 # is set beside (`cuttle bench --precision`): PyTorch's fp32 keeps its
-# default TF32 convolutions, "strict" turns TF32 off as cuttle's fp32 is
+# default, TF32 in cuDNN's convolutions, so cuttle runs tf32 beside it;
+# "strict" turns TF32 off, beside cuttle's exact fp32
 VARIANTS = [
-    ("eager", "eager fp32", [], "fp32"),
+    ("eager", "eager fp32", [], "tf32"),
     ("strict", "eager fp32, no TF32", ["--no-tf32"], "fp32"),
     ("amp", "eager channels_last + AMP bf16", ["--channels-last", "--amp",
                                                "--amp-dtype", "bfloat16"], "bf16"),
-    ("graphs", "CUDA Graphs fp32", ["--cuda-graphs"], "fp32"),
-    ("compile", "torch.compile fp32", ["--compile"], "fp32"),
+    ("graphs", "CUDA Graphs fp32", ["--cuda-graphs"], "tf32"),
+    ("compile", "torch.compile fp32", ["--compile"], "tf32"),
 ]
 
 
@@ -249,8 +251,8 @@ def run_config(args, config, clock, configs_left, raw):
            "results": {}, "errors": {}, "cut": None}
     cuttle = [args.cuttle, "bench"] + common + (["--kernels", args.kernels] if args.kernels
                                                 else [])
-    precisions = sorted({precision for _, _, _, precision in args.variants},
-                        key=lambda p: p != "fp32")  # fp32 first
+    order = ["fp32", "tf32", "bf16"]
+    precisions = sorted({precision for _, _, _, precision in args.variants}, key=order.index)
     share = clock.soft_left() / configs_left
     begun = clock.elapsed()
     peers = {name: Peer(args, common, options) for name, _, options, _ in args.variants}
@@ -502,10 +504,10 @@ def header(args, raw, rows, machine):
               "PyTorch (above 1: cuttle is faster, or for memory: uses more).  Peak memory: "
               "cuttle's allocator (`peak_device_bytes`), PyTorch's "
               "`torch.cuda.max_memory_allocated`.  Each PyTorch variant is set beside cuttle "
-              "in the precision of its row (`cuttle bench --precision`): cuttle's fp32 is "
-              "exact fp32, without TF32, which only the \"no TF32\" variant matches; "
-              "PyTorch's other fp32 variants keep its defaults (cuDNN convolutions in TF32).  "
-              "cudnn.benchmark is on.", ""]
+              "in the precision of its row (`cuttle bench --precision`): PyTorch's fp32 "
+              "variants keep its defaults (cuDNN convolutions in TF32) and meet cuttle's "
+              "tf32 (its convolutions and matmuls in TF32); the \"no TF32\" variant meets "
+              "cuttle's exact fp32.  cudnn.benchmark is on.", ""]
     return lines
 
 

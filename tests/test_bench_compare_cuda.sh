@@ -113,10 +113,10 @@ header, rows = tables(out + "/compare-cuda.md")["model"]
 assert [r["PyTorch variant"] for r in rows] == ["eager fp32", "eager fp32, no TF32",
                                                 "eager channels_last + AMP bf16",
                                                 "CUDA Graphs fp32", "torch.compile fp32"], rows
-assert [r["cuttle precision"] for r in rows] == ["fp32", "fp32", "bf16", "fp32", "fp32"], rows
+assert [r["cuttle precision"] for r in rows] == ["tf32", "fp32", "bf16", "tf32", "tf32"], rows
 raw = lines(out + "/compare-cuda.jsonl")
 medians, peaks = {}, {}
-for side, precision in (("cuttle", "fp32"), ("cuttle-bf16", "bf16")):
+for side, precision in (("cuttle", "fp32"), ("cuttle-tf32", "tf32"), ("cuttle-bf16", "bf16")):
     ours = [r for r in raw if r["side"] == side]
     assert len(ours) == 2 and all(r["emulated"] and r["batch"] == 8 and
                                   r["precision"] == precision for r in ours), ours
@@ -124,8 +124,8 @@ for side, precision in (("cuttle", "fp32"), ("cuttle-bf16", "bf16")):
     peaks[side] = max(r["peak_device_bytes"] for r in ours) / 1048576
     assert peaks[side] > 0, ours
 eager, strict, amp, graphs, compiled = rows
-for row, img_s, mib, side in ((eager, 2000, 4, "cuttle"), (strict, 1600, 5, "cuttle"),
-                              (amp, 4000, 3, "cuttle-bf16"), (graphs, 8000, 2, "cuttle")):
+for row, img_s, mib, side in ((eager, 2000, 4, "cuttle-tf32"), (strict, 1600, 5, "cuttle"),
+                              (amp, 4000, 3, "cuttle-bf16"), (graphs, 8000, 2, "cuttle-tf32")):
     median, peak = medians[side], peaks[side]
     assert abs(number(row["cuttle img/s"]) - median) <= 0.1, row
     assert number(row["PyTorch img/s"]) == img_s, row
@@ -207,7 +207,7 @@ bench/compare $common --reps 3 --budget 0.01 --emu-cuttle "$tmp/none" --variants
 import sys
 exec(open(sys.argv[2]).read())
 raw = lines(sys.argv[1] + "/compare-cuda.jsonl")
-assert [r["side"] for r in raw] == ["profile_measured", "cuttle", "eager"], raw
+assert [r["side"] for r in raw] == ["profile_measured", "cuttle-tf32", "eager"], raw
 text = open(sys.argv[1] + "/compare-cuda.md").read()
 assert "cut short after 1 of 3 repetitions" in text, text
 assert "is not there: `make -j$(nproc) CUDA=emu` builds it" in text, text
