@@ -20,6 +20,7 @@
 #include <new>
 #include <vector>
 
+#include "cuda_bf16.h"
 #include "emu.h"
 
 struct cublasContext {
@@ -41,12 +42,13 @@ __attribute__((format(printf, 3, 4))) cublasStatus_t reject(cublasStatus_t statu
     return status;
 }
 
-/* Bytes spanned by a column-major rows x cols matrix with leading dimension ld. */
-size_t matrix_bytes(int rows, int cols, int ld)
+/* Bytes spanned by a column-major rows x cols matrix with leading dimension
+ * ld, of elements of `element` bytes. */
+size_t matrix_bytes(int rows, int cols, int ld, size_t element)
 {
     if (rows == 0 || cols == 0)
         return 0;
-    return ((size_t)(cols - 1) * (size_t)ld + (size_t)rows) * sizeof(float);
+    return ((size_t)(cols - 1) * (size_t)ld + (size_t)rows) * element;
 }
 
 /* out[o * depth + d] = element (o, d) of a column-major matrix, stored at
@@ -125,6 +127,121 @@ bool valid_operation(cublasOperation_t op)
 const char *operation_name(cublasOperation_t op)
 {
     return op == CUBLAS_OP_N ? "N" : "T";
+}
+
+/* The bytes of one element of a type gemm() takes. */
+size_t element_bytes(cudaDataType type)
+{
+    return type == CUDA_R_32F ? sizeof(float) : sizeof(uint16_t);
+}
+
+/* The column-major rows x cols matrix at M (leading dimension ld, elements
+ * of `type`) widened to floats with the same layout. */
+std::vector<float> widened(const void *M, cudaDataType type, int rows, int cols, int ld)
+{
+    size_t count = rows == 0 || cols == 0 ? 0 : (size_t)(cols - 1) * ld + rows;
+    std::vector<float> out(count);
+    const uint16_t *bits = (const uint16_t *)M;
+    for (size_t i = 0; i < count; i++)
+        out[i] = type == CUDA_R_16BF ? emu::bf16_bits_to_float(bits[i])
+                                     : emu::half_bits_to_float(bits[i]);
+    return out;
+}
+
+/* cublasSgemm and cublasGemmEx: the arguments checked as cuBLAS documents,
+ * then the product queued; 16-bit operands are widened, and a 16-bit C
+ * rounded once, when the stream reaches it. */
+cublasStatus_t gemm(const char *fn, cublasHandle_t handle, cublasOperation_t transa,
+                    cublasOperation_t transb, int m, int n, int k, const float *alpha,
+                    const void *A, cudaDataType a_type, int lda, const void *B,
+                    cudaDataType b_type, int ldb, const float *beta, void *C,
+                    cudaDataType c_type, int ldc)
+{
+    if (emu::injected_failure(fn))
+        return reject(CUBLAS_STATUS_EXECUTION_FAILED, fn, "failure injected (CUDA_EMU_FAIL)");
+    if (!handle)
+        return reject(CUBLAS_STATUS_NOT_INITIALIZED, fn, "handle is NULL");
+    if (!valid_operation(transa) || !valid_operation(transb))
+        return reject(CUBLAS_STATUS_INVALID_VALUE, fn, "transa %d or transb %d is not an operation",
+                      (int)transa, (int)transb);
+    if (m < 0 || n < 0 || k < 0)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, fn, "m %d, n %d, k %d: none may be negative",
+                      m, n, k);
+    /* op(A) is m x k, so A is stored m x k (N) or k x m (T); likewise B. */
+    bool trans_a = transa != CUBLAS_OP_N, trans_b = transb != CUBLAS_OP_N;
+    int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+    int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+    const struct {
+        const char *name;
+        int ld, rows;
+    } lds[] = {{"lda", lda, a_rows}, {"ldb", ldb, b_rows}, {"ldc", ldc, m}};
+    for (const auto &l : lds)
+        if (l.ld < (l.rows > 1 ? l.rows : 1))
+            return reject(CUBLAS_STATUS_INVALID_VALUE, fn,
+                          "op %s%s, m %d n %d k %d: %s %d is below max(1, %d), the rows it holds",
+                          operation_name(transa), operation_name(transb), m, n, k, l.name, l.ld,
+                          l.rows);
+    if (!alpha || !beta)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, fn, "alpha or beta is NULL");
+    sgemm_args g = {trans_a, trans_b, false, m, n, k, *alpha, *beta, (const float *)A, lda,
+                    (const float *)B, ldb, (float *)C, ldc};
+    if (m == 0 || n == 0 || ((k == 0 || g.alpha == 0.0f) && g.beta == 1.0f))
+        return CUBLAS_STATUS_SUCCESS; /* nothing to compute (BLAS's quick return) */
+    if (k > 0 && g.alpha != 0.0f) {
+        if (!emu::is_device_range(A, matrix_bytes(a_rows, a_cols, lda, element_bytes(a_type))))
+            return reject(CUBLAS_STATUS_INVALID_VALUE, fn,
+                          "A = %p (%d x %d, lda %d) is not inside one device allocation", A,
+                          a_rows, a_cols, lda);
+        if (!emu::is_device_range(B, matrix_bytes(b_rows, b_cols, ldb, element_bytes(b_type))))
+            return reject(CUBLAS_STATUS_INVALID_VALUE, fn,
+                          "B = %p (%d x %d, ldb %d) is not inside one device allocation", B,
+                          b_rows, b_cols, ldb);
+    }
+    if (!emu::is_device_range(C, matrix_bytes(m, n, ldc, element_bytes(c_type))))
+        return reject(CUBLAS_STATUS_INVALID_VALUE, fn,
+                      "C = %p (%d x %d, ldc %d) is not inside one device allocation", C, m, n,
+                      ldc);
+    int base_mode =
+        (int)handle->math_mode & ~(int)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+    g.tf32 = a_type == CUDA_R_32F && base_mode == CUBLAS_TF32_TENSOR_OP_MATH;
+    cudaError_t error = emu::enqueue(handle->stream, fn, [=]() {
+        try {
+            if (a_type == CUDA_R_32F && c_type == CUDA_R_32F) {
+                sgemm_run(g);
+                return;
+            }
+            bool reads_ab = g.k > 0 && g.alpha != 0.0f;
+            std::vector<float> a, b, c;
+            sgemm_args f = g;
+            if (reads_ab && a_type != CUDA_R_32F) {
+                a = widened(A, a_type, a_rows, a_cols, lda);
+                b = widened(B, b_type, b_rows, b_cols, ldb);
+                f.A = a.data();
+                f.B = b.data();
+            }
+            if (c_type != CUDA_R_32F) {
+                c = g.beta != 0.0f ? widened(C, c_type, m, n, ldc)
+                                   : std::vector<float>((size_t)(n - 1) * ldc + m);
+                f.C = c.data();
+            }
+            sgemm_run(f);
+            uint16_t *bits = (uint16_t *)C;
+            for (int j = 0; c_type != CUDA_R_32F && j < n; j++)
+                for (int i = 0; i < m; i++) {
+                    float v = c[(size_t)j * ldc + i];
+                    bits[(size_t)j * ldc + i] = c_type == CUDA_R_16BF
+                                                    ? emu::float_to_bf16_bits(v)
+                                                    : emu::float_to_half_bits(v);
+                }
+        } catch (const std::bad_alloc &) {
+            emu::fail_current_work(cudaErrorMemoryAllocation,
+                                   "cuBLAS: out of host memory for the packed operands");
+        }
+    });
+    if (error != cudaSuccess)
+        return reject(CUBLAS_STATUS_EXECUTION_FAILED, fn, "could not queue the work: %s",
+                      cudaGetErrorName(error));
+    return CUBLAS_STATUS_SUCCESS;
 }
 
 } // namespace
@@ -249,65 +366,31 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
                            const float *A, int lda, const float *B, int ldb, const float *beta,
                            float *C, int ldc)
 {
-    static const char fn[] = "cublasSgemm";
-    if (emu::injected_failure(fn))
-        return reject(CUBLAS_STATUS_EXECUTION_FAILED, fn, "failure injected (CUDA_EMU_FAIL)");
-    if (!handle)
-        return reject(CUBLAS_STATUS_NOT_INITIALIZED, fn, "handle is NULL");
-    if (!valid_operation(transa) || !valid_operation(transb))
-        return reject(CUBLAS_STATUS_INVALID_VALUE, fn, "transa %d or transb %d is not an operation",
-                      (int)transa, (int)transb);
-    if (m < 0 || n < 0 || k < 0)
-        return reject(CUBLAS_STATUS_INVALID_VALUE, fn, "m %d, n %d, k %d: none may be negative",
-                      m, n, k);
-    /* op(A) is m x k, so A is stored m x k (N) or k x m (T); likewise B. */
-    bool trans_a = transa != CUBLAS_OP_N, trans_b = transb != CUBLAS_OP_N;
-    int a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
-    int b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
-    const struct {
-        const char *name;
-        int ld, rows;
-    } lds[] = {{"lda", lda, a_rows}, {"ldb", ldb, b_rows}, {"ldc", ldc, m}};
-    for (const auto &l : lds)
-        if (l.ld < (l.rows > 1 ? l.rows : 1))
-            return reject(CUBLAS_STATUS_INVALID_VALUE, fn,
-                          "op %s%s, m %d n %d k %d: %s %d is below max(1, %d), the rows it holds",
-                          operation_name(transa), operation_name(transb), m, n, k, l.name, l.ld,
-                          l.rows);
-    if (!alpha || !beta)
-        return reject(CUBLAS_STATUS_INVALID_VALUE, fn, "alpha or beta is NULL");
-    sgemm_args g = {trans_a, trans_b, false, m, n, k, *alpha, *beta, A, lda, B, ldb, C, ldc};
-    if (m == 0 || n == 0 || ((k == 0 || g.alpha == 0.0f) && g.beta == 1.0f))
-        return CUBLAS_STATUS_SUCCESS; /* nothing to compute (BLAS's quick return) */
-    if (k > 0 && g.alpha != 0.0f) {
-        if (!emu::is_device_range(A, matrix_bytes(a_rows, a_cols, lda)))
-            return reject(CUBLAS_STATUS_INVALID_VALUE, fn,
-                          "A = %p (%d x %d, lda %d) is not inside one device allocation",
-                          (const void *)A, a_rows, a_cols, lda);
-        if (!emu::is_device_range(B, matrix_bytes(b_rows, b_cols, ldb)))
-            return reject(CUBLAS_STATUS_INVALID_VALUE, fn,
-                          "B = %p (%d x %d, ldb %d) is not inside one device allocation",
-                          (const void *)B, b_rows, b_cols, ldb);
-    }
-    if (!emu::is_device_range(C, matrix_bytes(m, n, ldc)))
-        return reject(CUBLAS_STATUS_INVALID_VALUE, fn,
-                      "C = %p (%d x %d, ldc %d) is not inside one device allocation",
-                      (void *)C, m, n, ldc);
-    int base_mode =
-        (int)handle->math_mode & ~(int)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
-    g.tf32 = base_mode == CUBLAS_TF32_TENSOR_OP_MATH;
-    cudaError_t error = emu::enqueue(handle->stream, fn, [g]() {
-        try {
-            sgemm_run(g);
-        } catch (const std::bad_alloc &) {
-            emu::fail_current_work(cudaErrorMemoryAllocation,
-                                   "cublasSgemm: out of host memory for the packed operands");
-        }
-    });
-    if (error != cudaSuccess)
-        return reject(CUBLAS_STATUS_EXECUTION_FAILED, fn, "could not queue the work: %s",
-                      cudaGetErrorName(error));
-    return CUBLAS_STATUS_SUCCESS;
+    return gemm("cublasSgemm", handle, transa, transb, m, n, k, alpha, A, CUDA_R_32F, lda, B,
+                CUDA_R_32F, ldb, beta, C, CUDA_R_32F, ldc);
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                            cublasOperation_t transb, int m, int n, int k, const void *alpha,
+                            const void *A, cudaDataType Atype, int lda, const void *B,
+                            cudaDataType Btype, int ldb, const void *beta, void *C,
+                            cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+                            cublasGemmAlgo_t algo)
+{
+    static const char fn[] = "cublasGemmEx";
+    if (computeType != CUBLAS_COMPUTE_32F || algo != CUBLAS_GEMM_DEFAULT)
+        return reject(CUBLAS_STATUS_NOT_SUPPORTED, fn,
+                      "the emulator computes CUBLAS_COMPUTE_32F with CUBLAS_GEMM_DEFAULT only, "
+                      "not compute type %d, algorithm %d",
+                      (int)computeType, (int)algo);
+    bool known = Atype == CUDA_R_32F || Atype == CUDA_R_16F || Atype == CUDA_R_16BF;
+    if (!known || Btype != Atype || (Ctype != Atype && Ctype != CUDA_R_32F))
+        return reject(CUBLAS_STATUS_NOT_SUPPORTED, fn,
+                      "types A %d, B %d, C %d: A and B must be one of float, half and "
+                      "bfloat16, C theirs or float",
+                      (int)Atype, (int)Btype, (int)Ctype);
+    return gemm(fn, handle, transa, transb, m, n, k, (const float *)alpha, A, Atype, lda, B,
+                Btype, ldb, (const float *)beta, C, Ctype, ldc);
 }
 
 } // extern "C"

@@ -64,6 +64,23 @@ typedef enum libraryPropertyType_t {
 } libraryPropertyType;
 #endif
 
+/* library_types.h's data types that cublasGemmEx takes here, and the
+ * compute type and algorithm it is called with (the toolkit's values). */
+#ifndef CT_EMU_CUDA_DATA_TYPE
+#define CT_EMU_CUDA_DATA_TYPE
+typedef enum cudaDataType_t {
+    CUDA_R_32F = 0,
+    CUDA_R_16F = 2,
+    CUDA_R_16BF = 14
+} cudaDataType;
+#endif
+typedef enum {
+    CUBLAS_COMPUTE_32F = 68
+} cublasComputeType_t;
+typedef enum {
+    CUBLAS_GEMM_DEFAULT = -1
+} cublasGemmAlgo_t;
+
 /* As the toolkit's header: the v2 API under the plain names. */
 #define cublasCreate cublasCreate_v2
 #define cublasDestroy cublasDestroy_v2
@@ -89,6 +106,17 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
                            cublasOperation_t transb, int m, int n, int k, const float *alpha,
                            const float *A, int lda, const float *B, int ldb, const float *beta,
                            float *C, int ldc);
+
+/* The same product with A and B of one type (CUDA_R_16F or CUDA_R_16BF, or
+ * CUDA_R_32F), C of theirs or CUDA_R_32F, computed in float
+ * (CUBLAS_COMPUTE_32F): the products of the widened inputs summed in float,
+ * each C rounded once; alpha and beta are floats. */
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                            cublasOperation_t transb, int m, int n, int k, const void *alpha,
+                            const void *A, cudaDataType Atype, int lda, const void *B,
+                            cudaDataType Btype, int ldb, const void *beta, void *C,
+                            cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+                            cublasGemmAlgo_t algo);
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,8 @@
  *   real) within a few units in the last place.
  * - SimpleCNN trained in bf16 and fp16 follows the f32 run's loss.
  * - On CUDA's vendor kernels the 16-bit convolutions run on cuDNN (a
- *   forward pass with a bias on f32 copies, in TF32: the same sums).
+ *   forward pass with a bias on f32 copies, in TF32: the same sums) and the
+ *   linear layers on cuBLAS.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -441,10 +442,11 @@ static bool impl_ran(const ct_backend *backend, ct_op op, const char *name)
     return false;
 }
 
-/* conv (no bias) -> relu -> conv (bias) -> cross-entropy, a training step
- * in bf16 and in fp16 on a fresh CUDA backend's vendor kernels: every
- * convolution node is 16-bit, so what ran, ran on 16-bit tensors. */
-static void cuda_vendor_runs_16_bit_convs_on_cudnn(void)
+/* conv (no bias) -> relu -> conv (bias) -> relu -> linear (bias) ->
+ * cross-entropy, a training step in bf16 and in fp16 on a fresh CUDA
+ * backend's vendor kernels: every convolution and linear node is 16-bit, so
+ * what ran, ran on 16-bit tensors. */
+static void cuda_vendor_runs_16_bit_layers_on_the_libraries(void)
 {
     const ct_precision precisions[] = {CT_PRECISION_BF16, CT_PRECISION_FP16};
     for (int p = 0; p < 2; p++) {
@@ -459,8 +461,10 @@ static void cuda_vendor_runs_16_bit_convs_on_cudnn(void)
         ct_tensor *w2 = ct_param(g, "w2", 4, (int64_t[]){5, 4, 6, 6}, CT_INIT_UNIFORM, 0.2f);
         ct_tensor *b2 = ct_param(g, "b2", 1, (int64_t[]){5}, CT_INIT_UNIFORM, 0.2f);
         ct_tensor *h = ct_relu(g, ct_conv2d(g, x, w1, NULL, (ct_conv_args){.pad = {1, 1}}));
-        ct_tensor *y = ct_flatten(g, ct_conv2d(g, h, w2, b2, (ct_conv_args){0}));
-        ct_tensor *loss = ct_cross_entropy(g, y, labels, 0.0f);
+        ct_tensor *w3 = ct_param(g, "w3", 2, (int64_t[]){7, 5}, CT_INIT_UNIFORM, 0.3f);
+        ct_tensor *b3 = ct_param(g, "b3", 1, (int64_t[]){7}, CT_INIT_UNIFORM, 0.3f);
+        ct_tensor *z = ct_relu(g, ct_flatten(g, ct_conv2d(g, h, w2, b2, (ct_conv_args){0})));
+        ct_tensor *loss = ct_cross_entropy(g, ct_linear(g, z, w3, b3), labels, 0.0f);
         CHECK_OK(ct_graph_backward(g, loss));
         ct_plan *plan = NULL;
         CHECK_OK(ct_plan_new(g, backend, 3, &plan));
@@ -485,6 +489,12 @@ static void cuda_vendor_runs_16_bit_convs_on_cudnn(void)
         CHECK(impl_ran(backend, CT_OP_CONV2D_BWD_WEIGHT, "cudnn") &&
                   !impl_ran(backend, CT_OP_CONV2D_BWD_WEIGHT, "tensor_core"),
               "%s: backward weight not on cuDNN", name);
+        const ct_op linear_ops[] = {CT_OP_LINEAR, CT_OP_LINEAR_BWD_DATA,
+                                    CT_OP_LINEAR_BWD_WEIGHT};
+        for (int i = 0; i < 3; i++)
+            CHECK(impl_ran(backend, linear_ops[i], "cublas") &&
+                      !impl_ran(backend, linear_ops[i], "tensor_core"),
+                  "%s: %s not on cuBLAS", name, ct_op_name(linear_ops[i]));
         ct_plan_free(plan);
         ct_graph_free(g);
         ct_backend_free(backend);
@@ -529,7 +539,7 @@ int main(void)
     if (ct_backend_new("cuda", &cuda_backend) == CT_OK) {
         RUN(cuda_matches_the_cpu_reference);
         RUN(cuda_training_tracks_fp32);
-        RUN(cuda_vendor_runs_16_bit_convs_on_cudnn);
+        RUN(cuda_vendor_runs_16_bit_layers_on_the_libraries);
         ct_backend_free(cuda_backend);
     } else if (getenv("CT_REQUIRE_GPU")) {
         printf("FAIL cuda_cases (no CUDA device: %s)\n", ct_last_error());

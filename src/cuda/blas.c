@@ -4,6 +4,14 @@
  * every call swaps the operands and the sizes (row_major_gemm).  TF32 only
  * when enabled (CUBLAS_TF32_TENSOR_OP_MATH); otherwise the default math,
  * which keeps f32 precision.  Outputs are written with = (beta = 0).
+ *
+ * The linear layers of a bf16 or fp16 graph run here too (cublasGemmEx: A
+ * and B of the node's dtype, the sums f32, CUBLAS_COMPUTE_32F), beside the
+ * tensor-core kernels (table_tc.c).  A forward pass with a bias takes its
+ * product in f32 into the workspace, adds the bias (and relu) there and
+ * rounds once into y, as every other path does; the others write their
+ * 16-bit output directly (a fused relu or relu_bwd after it rounds
+ * nothing).
  */
 #include "cuda/vendor.h"
 
@@ -32,6 +40,14 @@ ct_status ct_cuda_vendor_bias_grad(const ct_exec *exec, const ct_tensor *node, c
         return CT_OK;
     return ct_cuda_channel_sum(node->src[1]->dtype, n, c, inner, dy, db, exec->workspace,
                                stream);
+}
+
+/* A 16-bit forward pass with a bias: its f32 product in the workspace. */
+size_t ct_cuda_blas_workspace(const ct_tensor *node)
+{
+    bool biased_half = node->op == CT_OP_LINEAR && ct_dtype_is_half(node->dtype) &&
+                       node->n_src > 2;
+    return biased_half ? (size_t)ct_tensor_numel(node) * sizeof(float) : 0;
 }
 
 #ifdef CT_HAVE_CUBLAS
@@ -77,48 +93,87 @@ ct_status ct_cuda_blas_set_tf32(ct_cuda_blas *blas, bool tf32)
     return CT_OK;
 }
 
+/* f32 nodes; and linear layers of a bf16 or fp16 graph, whose inputs are of
+ * the node's dtype but a forward pass's bias, f32 (ops/autocast.c). */
 bool ct_cuda_blas_supports(const ct_cuda_blas *blas, const ct_tensor *node)
 {
-    return blas && (node->op == CT_OP_LINEAR || node->op == CT_OP_LINEAR_BWD_DATA ||
-                    node->op == CT_OP_LINEAR_BWD_WEIGHT);
+    bool linear = node->op == CT_OP_LINEAR || node->op == CT_OP_LINEAR_BWD_DATA ||
+                  node->op == CT_OP_LINEAR_BWD_WEIGHT;
+    if (!blas || !linear)
+        return false;
+    if (!ct_dtype_is_half(node->dtype))
+        return node->dtype == CT_F32;
+    for (int i = 0; i < node->n_src; i++)
+        if (node->src[i]->dtype != (node->op == CT_OP_LINEAR && i == 2 ? CT_F32 : node->dtype))
+            return false;
+    return true;
 }
 
-/* Row-major c[m,n] = op(a)[m,k] op(b)[k,n] (op(a) = a^T when trans_a, a stored [k,m]). */
-static ct_status row_major_gemm(ct_cuda_blas *blas, bool trans_a, bool trans_b, int m, int n,
-                                int k, const float *a, int lda, const float *b, int ldb,
-                                float *c, int ldc)
+static cudaDataType data_type(ct_dtype dtype)
+{
+    return dtype == CT_BF16 ? CUDA_R_16BF : dtype == CT_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+/* Row-major c[m,n] = op(a)[m,k] op(b)[k,n] (op(a) = a^T when trans_a, a stored
+ * [k,m]); a and b of dtype `in`, c of `out` (f32, or `in`). */
+static ct_status row_major_gemm(ct_cuda_blas *blas, ct_dtype in, ct_dtype out, bool trans_a,
+                                bool trans_b, int m, int n, int k, const void *a, int lda,
+                                const void *b, int ldb, void *c, int ldc)
 {
     const float one = 1.0f, zero = 0.0f;
-    CT_CUBLAS_CALL(cublasSgemm(blas->handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                               trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one, b, ldb, a,
-                               lda, &zero, c, ldc));
+    cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (in == CT_F32 && out == CT_F32)
+        CT_CUBLAS_CALL(cublasSgemm(blas->handle, op_b, op_a, n, m, k, &one, b, ldb, a, lda,
+                                   &zero, c, ldc));
+    else
+        CT_CUBLAS_CALL(cublasGemmEx(blas->handle, op_b, op_a, n, m, k, &one, b, data_type(in),
+                                    ldb, a, data_type(in), lda, &zero, c, data_type(out), ldc,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return CT_OK;
+}
+
+/* y[n,o] = x . w^T (+ bias), relu if fused; a 16-bit y with a bias from its
+ * f32 product in the workspace, rounded once. */
+static ct_status linear_forward(ct_cuda_blas *blas, const ct_exec *exec, const ct_tensor *node)
+{
+    int n = (int)node->src[0]->shape[0], in = (int)node->src[0]->shape[1];
+    int o = (int)node->src[1]->shape[0];
+    const float *bias = node->n_src > 2 ? ct_exec_data(exec, node->src[2]) : NULL;
+    bool relu = exec->epilogue[node->id] == CT_EPILOGUE_RELU;
+    ct_dtype dtype = node->dtype;
+    void *y = ct_exec_data(exec, node);
+    bool widened = ct_dtype_is_half(dtype) && bias;
+    void *product = widened ? exec->workspace : y;
+    CT_TRY(row_major_gemm(blas, dtype, widened ? CT_F32 : dtype, false, true, n, o, in,
+                          ct_exec_data(exec, node->src[0]), in,
+                          ct_exec_data(exec, node->src[1]), in, product, o));
+    CT_TRY(ct_cuda_add_bias(widened ? CT_F32 : dtype, n, o, 1, bias, relu, product,
+                            blas->stream));
+    return widened ? ct_cuda_cast((int64_t)n * o, product, CT_F32, y, dtype, blas->stream)
+                   : CT_OK;
 }
 
 ct_status ct_cuda_blas_run(ct_cuda_blas *blas, const ct_exec *exec, const ct_tensor *node)
 {
-    const float *a = ct_exec_data(exec, node->src[0]), *b = ct_exec_data(exec, node->src[1]);
-    float *out = ct_exec_data(exec, node);
+    const void *a = ct_exec_data(exec, node->src[0]), *b = ct_exec_data(exec, node->src[1]);
+    void *out = ct_exec_data(exec, node);
+    ct_dtype dtype = node->dtype;
     switch (node->op) {
-    case CT_OP_LINEAR: { /* y[n,o] = x . w^T (+ bias) */
-        int n = (int)node->src[0]->shape[0], in = (int)node->src[0]->shape[1];
-        int o = (int)node->src[1]->shape[0];
-        CT_TRY(row_major_gemm(blas, false, true, n, o, in, a, in, b, in, out, o));
-        return ct_cuda_add_bias(CT_F32, n, o, 1,
-                                node->n_src > 2 ? ct_exec_data(exec, node->src[2]) : NULL,
-                                exec->epilogue[node->id] == CT_EPILOGUE_RELU, out,
-                                blas->stream);
-    }
+    case CT_OP_LINEAR:
+        return linear_forward(blas, exec, node);
     case CT_OP_LINEAR_BWD_DATA: { /* dx[n,i] = dy . w */
         int n = (int)node->src[0]->shape[0], o = (int)node->src[1]->shape[0];
         int in = (int)node->src[1]->shape[1];
-        CT_TRY(row_major_gemm(blas, false, false, n, in, o, a, o, b, in, out, in));
+        CT_TRY(row_major_gemm(blas, dtype, dtype, false, false, n, in, o, a, o, b, in, out,
+                              in));
         return ct_cuda_vendor_relu_bwd(exec, node, out, (int64_t)n * in, blas->stream);
     }
     case CT_OP_LINEAR_BWD_WEIGHT: { /* dw[o,i] = dy^T . x  (src: x, dy) */
         int n = (int)node->src[0]->shape[0], in = (int)node->src[0]->shape[1];
         int o = (int)node->src[1]->shape[1];
-        CT_TRY(row_major_gemm(blas, true, false, o, in, n, b, o, a, in, out, in));
+        CT_TRY(row_major_gemm(blas, dtype, dtype, true, false, o, in, n, b, o, a, in, out,
+                              in));
         return ct_cuda_vendor_bias_grad(exec, node, b, n, o, 1, blas->stream);
     }
     default:

@@ -619,6 +619,12 @@ static bool cublas_ready(const ct_backend *backend)
     return ((cuda_backend *)backend->impl)->blas != NULL;
 }
 
+static size_t cublas_workspace(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    return ct_cuda_blas_workspace(node);
+}
+
 static ct_status run_cublas(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_cuda_blas_run(b->blas, e, n);
@@ -632,7 +638,7 @@ CUDA_IMPL(cudnn, "cudnn", run_cudnn, .kind = CT_IMPL_VENDOR, .supports = cudnn_s
           .ready = cudnn_ready, .workspace = cudnn_workspace, .half = true,
           .fuses = CT_FUSES_RELU | CT_FUSES_BIAS_GRAD | CT_FUSES_RELU_BWD);
 CUDA_IMPL(cublas, "cublas", run_cublas, .kind = CT_IMPL_VENDOR, .supports = cublas_supports,
-          .ready = cublas_ready,
+          .ready = cublas_ready, .workspace = cublas_workspace, .half = true,
           .fuses = CT_FUSES_RELU | CT_FUSES_BIAS_GRAD | CT_FUSES_RELU_BWD);
 
 const ct_impl *const ct_cuda_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {

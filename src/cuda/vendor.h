@@ -24,6 +24,8 @@ ct_status ct_cuda_blas_new(cudaStream_t stream, bool tf32, ct_cuda_blas **out);
 void ct_cuda_blas_free(ct_cuda_blas *blas);
 ct_status ct_cuda_blas_set_tf32(ct_cuda_blas *blas, bool tf32);
 bool ct_cuda_blas_supports(const ct_cuda_blas *blas, const ct_tensor *node);
+/* The workspace a node needs (a 16-bit forward pass with a bias: its f32 product). */
+size_t ct_cuda_blas_workspace(const ct_tensor *node);
 ct_status ct_cuda_blas_run(ct_cuda_blas *blas, const ct_exec *exec, const ct_tensor *node);
 
 /* *out is NULL (and CT_OK) when the build has no cuDNN. */

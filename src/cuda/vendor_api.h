@@ -33,7 +33,8 @@ extern "C" {
  * to cublasCreate_v2, and so on). */
 #define CT_CUBLAS_FUNCTIONS(X)                                                             \
     X(cublasCreate_v2) X(cublasDestroy_v2) X(cublasSetStream_v2) X(cublasSetMathMode)      \
-    X(cublasSgemm_v2) X(cublasGetProperty) X(cublasGetStatusName) X(cublasGetStatusString)
+    X(cublasSgemm_v2) X(cublasGemmEx) X(cublasGetProperty) X(cublasGetStatusName)           \
+    X(cublasGetStatusString)
 
 #define CT_VENDOR_FIELD(name) __typeof__(name) *name;
 typedef struct ct_cublas_api {
@@ -111,6 +112,7 @@ const char *ct_nccl_why(void);
 #define cublasSetStream_v2 (ct_cublas.cublasSetStream_v2)
 #define cublasSetMathMode (ct_cublas.cublasSetMathMode)
 #define cublasSgemm_v2 (ct_cublas.cublasSgemm_v2)
+#define cublasGemmEx (ct_cublas.cublasGemmEx)
 #define cublasGetProperty (ct_cublas.cublasGetProperty)
 #define cublasGetStatusName (ct_cublas.cublasGetStatusName)
 #define cublasGetStatusString (ct_cublas.cublasGetStatusString)
