@@ -4,8 +4,8 @@
  * the whole batch does; they stay equal bit for bit; a step that fails on
  * one GPU fails the run without leaving the other waiting, and the replicas
  * refuse to go on; with batchnorm synchronized they end where one plan of
- * the whole batch does (and without, elsewhere); two plans on one GPU, plans of different models and bad
- * arguments are refused.  The two-GPU cases need two CUDA devices (the
+ * the whole batch does (and without, elsewhere); two plans on one GPU,
+ * plans of different models and bad arguments are refused.  The two-GPU cases need two CUDA devices (the
  * emulated suite runs with CUDA_EMU_DEVICES=2) and NCCL.
  */
 #include <math.h>

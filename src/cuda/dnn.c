@@ -10,8 +10,9 @@
  * cudnnFind*Algorithm times, as PyTorch's cudnn.benchmark), among those
  * that succeed, are deterministic, fit WORKSPACE_CAP, and, for f32 data
  * unless TF32 is on, do not use tensor cores (CUDNN_FMA_MATH keeps f32
- * exact the way PyTorch does with allow_tf32 off).  A shape first met at run time (kernels or TF32 changed
- * after planning) may use no workspace at all.
+ * exact the way PyTorch does with allow_tf32 off).  A shape first met at
+ * run time (kernels or TF32 changed after planning) may use no workspace at
+ * all.
  *
  * The convolutions of a bf16 or fp16 graph run here too (x, w, y, dx, dw of
  * the node's dtype, the sums f32 on tensor cores: cuDNN's PSEUDO_BFLOAT16
