@@ -143,8 +143,7 @@ std::vector<float> widened(const void *M, cudaDataType type, int rows, int cols,
     std::vector<float> out(count);
     const uint16_t *bits = (const uint16_t *)M;
     for (size_t i = 0; i < count; i++)
-        out[i] = type == CUDA_R_16BF ? emu::bf16_bits_to_float(bits[i])
-                                     : emu::half_bits_to_float(bits[i]);
+        out[i] = emu::bits16_to_float(type == CUDA_R_16BF, bits[i]);
     return out;
 }
 
@@ -228,10 +227,8 @@ cublasStatus_t gemm(const char *fn, cublasHandle_t handle, cublasOperation_t tra
             uint16_t *bits = (uint16_t *)C;
             for (int j = 0; c_type != CUDA_R_32F && j < n; j++)
                 for (int i = 0; i < m; i++) {
-                    float v = c[(size_t)j * ldc + i];
-                    bits[(size_t)j * ldc + i] = c_type == CUDA_R_16BF
-                                                    ? emu::float_to_bf16_bits(v)
-                                                    : emu::float_to_half_bits(v);
+                    size_t at = (size_t)j * ldc + i;
+                    bits[at] = emu::float_to_bits16(c_type == CUDA_R_16BF, c[at]);
                 }
         } catch (const std::bad_alloc &) {
             emu::fail_current_work(cudaErrorMemoryAllocation,

@@ -36,6 +36,16 @@ inline float bf16_bits_to_float(uint16_t bf16)
     return bits_float((uint32_t)bf16 << 16);
 }
 
+/* A 16-bit float's bits (bfloat16 when bf16, else half) as a float, and a
+ * float rounded to nearest even into them: the vendor shims' 16-bit data. */
+inline float bits16_to_float(bool bf16, uint16_t bits)
+{
+    return bf16 ? bf16_bits_to_float(bits) : half_bits_to_float(bits);
+}
+inline uint16_t float_to_bits16(bool bf16, float value)
+{
+    return bf16 ? float_to_bf16_bits(value) : float_to_half_bits(value);
+}
 } // namespace emu
 
 struct __nv_bfloat16_raw {

@@ -227,8 +227,7 @@ std::vector<float> widen(cudnnDataType_t type, const void *bits, size_t n)
     std::vector<float> out(bits ? n : 0);
     const uint16_t *in = (const uint16_t *)bits;
     for (size_t i = 0; i < out.size(); i++)
-        out[i] = type == CUDNN_DATA_BFLOAT16 ? emu::bf16_bits_to_float(in[i])
-                                             : emu::half_bits_to_float(in[i]);
+        out[i] = emu::bits16_to_float(type == CUDNN_DATA_BFLOAT16, in[i]);
     return out;
 }
 
@@ -252,8 +251,7 @@ void run_16_bit(const conv_shape &s, const conv_data &d, size_t out_count, Run r
     run(f);
     uint16_t *bits = (uint16_t *)d.out;
     for (size_t i = 0; i < out_count; i++)
-        bits[i] = s.type == CUDNN_DATA_BFLOAT16 ? emu::float_to_bf16_bits(out[i])
-                                                : emu::float_to_half_bits(out[i]);
+        bits[i] = emu::float_to_bits16(s.type == CUDNN_DATA_BFLOAT16, out[i]);
 }
 
 /* Check one convolution call and queue it on the handle's stream. */

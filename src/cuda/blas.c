@@ -21,6 +21,7 @@
 #include "cuda/check.h"
 #include "cuda/kernels.h"
 #include "cuda/vendor_api.h"
+#include "graph/impl.h"
 
 ct_status ct_cuda_vendor_relu_bwd(const ct_exec *exec, const ct_tensor *node, void *dx,
                                   int64_t count, cudaStream_t stream)
@@ -93,20 +94,14 @@ ct_status ct_cuda_blas_set_tf32(ct_cuda_blas *blas, bool tf32)
     return CT_OK;
 }
 
-/* f32 nodes; and linear layers of a bf16 or fp16 graph, whose inputs are of
- * the node's dtype but a forward pass's bias, f32 (ops/autocast.c). */
+/* f32 nodes; and linear layers of a bf16 or fp16 graph (ct_half_layer_inputs). */
 bool ct_cuda_blas_supports(const ct_cuda_blas *blas, const ct_tensor *node)
 {
     bool linear = node->op == CT_OP_LINEAR || node->op == CT_OP_LINEAR_BWD_DATA ||
                   node->op == CT_OP_LINEAR_BWD_WEIGHT;
     if (!blas || !linear)
         return false;
-    if (!ct_dtype_is_half(node->dtype))
-        return node->dtype == CT_F32;
-    for (int i = 0; i < node->n_src; i++)
-        if (node->src[i]->dtype != (node->op == CT_OP_LINEAR && i == 2 ? CT_F32 : node->dtype))
-            return false;
-    return true;
+    return ct_dtype_is_half(node->dtype) ? ct_half_layer_inputs(node) : node->dtype == CT_F32;
 }
 
 static cudaDataType data_type(ct_dtype dtype)

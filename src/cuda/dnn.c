@@ -38,6 +38,7 @@
 #include "cuda/check.h"
 #include "cuda/kernels.h"
 #include "cuda/vendor_api.h"
+#include "graph/impl.h"
 
 #ifdef CT_HAVE_CUDNN
 
@@ -117,8 +118,7 @@ void ct_cuda_dnn_set_tf32(ct_cuda_dnn *dnn, bool tf32)
         dnn->tf32 = tf32;
 }
 
-/* f32 nodes; and convolutions of a bf16 or fp16 graph, whose inputs are
- * of the node's dtype but a forward pass's bias, f32 (ops/autocast.c). */
+/* f32 nodes; and convolutions of a bf16 or fp16 graph (ct_half_layer_inputs). */
 bool ct_cuda_dnn_supports(const ct_cuda_dnn *dnn, const ct_tensor *node)
 {
     if (!dnn || !(is_conv(node->op) || node->op == CT_OP_MAXPOOL2D ||
@@ -126,12 +126,7 @@ bool ct_cuda_dnn_supports(const ct_cuda_dnn *dnn, const ct_tensor *node)
         return false;
     if (!ct_dtype_is_half(node->dtype))
         return node->dtype == CT_F32;
-    if (!is_conv(node->op))
-        return false;
-    for (int i = 0; i < node->n_src; i++)
-        if (node->src[i]->dtype != (node->op == CT_OP_CONV2D && i == 2 ? CT_F32 : node->dtype))
-            return false;
-    return true;
+    return is_conv(node->op) && ct_half_layer_inputs(node);
 }
 
 /* A 16-bit forward pass with a bias: cuDNN would store y rounded and the

@@ -75,13 +75,7 @@ static ct_status run_linear_bwd_weight(cuda_backend *b, const ct_exec *e, const 
 static bool tensor_core_supports(const ct_backend *backend, const ct_tensor *node)
 {
     (void)backend;
-    if (!ct_dtype_is_half(node->dtype))
-        return false;
-    bool forward = node->op == CT_OP_CONV2D || node->op == CT_OP_LINEAR;
-    for (int i = 0; i < node->n_src; i++)
-        if (node->src[i]->dtype != (forward && i == 2 ? CT_F32 : node->dtype))
-            return false;
-    return true;
+    return ct_half_layer_inputs(node);
 }
 
 static size_t conv_bwd_weight_workspace(const ct_backend *backend, const ct_tensor *node)

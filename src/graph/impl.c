@@ -387,6 +387,17 @@ ct_status ct_impl_run_next(ct_backend *backend, const ct_exec *exec,
     return impl->run_group(backend, exec, nodes, *done);
 }
 
+bool ct_half_layer_inputs(const ct_tensor *node)
+{
+    if (!ct_dtype_is_half(node->dtype))
+        return false;
+    bool forward = node->op == CT_OP_CONV2D || node->op == CT_OP_LINEAR;
+    for (int i = 0; i < node->n_src; i++)
+        if (node->src[i]->dtype != (forward && i == 2 ? CT_F32 : node->dtype))
+            return false;
+    return true;
+}
+
 bool ct_sgd_nodes_group(const ct_tensor *a, const ct_tensor *b)
 {
     const ct_sgd_args *x = &a->attr.sgd, *y = &b->attr.sgd;

@@ -108,6 +108,11 @@ ct_status ct_impl_run_next(ct_backend *backend, const ct_exec *exec,
  * SGD, the same state), so one kernel call can update both parameters. */
 bool ct_sgd_nodes_group(const ct_tensor *a, const ct_tensor *b);
 bool ct_adam_nodes_group(const ct_tensor *a, const ct_tensor *b);
+/* A layer node of a bf16 or fp16 graph as autocast makes it (ops/autocast.c):
+ * every input of the node's 16-bit dtype but a forward pass's bias (a conv
+ * or linear node's third input), f32.  What the 16-bit implementations of
+ * convolution and linear take (tensor cores, cuDNN, cuBLAS). */
+bool ct_half_layer_inputs(const ct_tensor *node);
 /* The backend's implementations of `op`, in order; returns how many. */
 int ct_impl_list(const ct_backend *backend, ct_op op, const ct_impl *const **out);
 /* Whether implementation `index` of `op` has run on this backend (tests). */
