@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "cpu/conv_direct.h"
 #include "cpu/conv_direct_impl.h"
+#include "cpu/conv_flat.h"
 #include "cpu/conv_scatter.h"
 #include "cpu/threads.h"
 
@@ -71,6 +72,9 @@ size_t ct_cpu_conv_direct_thread_floats(const ct_conv2d_shape *s)
     size_t most = image > dy_image ? image : dy_image;
     size_t scatter = ct_cpu_conv2d_scatter_fits(s) ? ct_cpu_conv2d_scatter_thread_floats(s) : 0;
     most = most > scatter ? most : scatter;
+    /* sized whether or not this CPU takes the 16-float kernels now */
+    size_t flat = ct_cpu_conv2d_flat_shape_fits(s) ? ct_cpu_conv2d_flat_thread_floats(s) : 0;
+    most = most > flat ? most : flat;
     return most > weight ? most : weight;
 }
 
@@ -404,6 +408,11 @@ static void forward_batch(const plane_geom *g, int n_batch, int h, int w, int to
 void ct_cpu_conv2d_direct_forward(const ct_conv2d_shape *s, const float *x, const float *w,
                                   const float *bias, bool relu, float *y, void *workspace)
 {
+    if (ct_cpu_conv2d_flat_fits(s)) { /* every lane of a 16-float vector an output */
+        ct_cpu_conv2d_flat_forward(s, x, w, bias, relu, y, workspace,
+                                   ct_cpu_conv_direct_thread_floats(s));
+        return;
+    }
     plane_geom g = forward_geom(s);
     g.relu = relu;
     forward_batch(&g, s->n_batch, s->in_h, s->in_w, s->pad_h, s->pad_w, x, w, bias, y,

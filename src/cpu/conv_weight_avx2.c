@@ -20,6 +20,7 @@
 
 #include "cpu/conv_direct.h"
 #include "cpu/conv_direct_impl.h"
+#include "cpu/conv_flat.h"
 #include "cpu/lanes.h"
 #include "cpu/threads.h"
 
@@ -164,11 +165,14 @@ static void weight_images(const plane_geom *g, int n_images, const float *xp, si
     }
 }
 
-/* sums[k] = sum of the 8 lanes of lanes[k], in a fixed order. */
-static AVX2 void reduce_lanes(size_t count, const float *lanes, float *sums)
+/* sums[k] = sum of the `width` (8 or 16) lanes of lanes[k], in a fixed order. */
+static AVX2 void reduce_lanes(size_t count, int width, const float *lanes, float *sums)
 {
     for (size_t k = 0; k < count; k++) {
-        __m256 v = _mm256_loadu_ps(lanes + k * LANES);
+        const float *at = lanes + k * (size_t)width;
+        __m256 v = _mm256_loadu_ps(at);
+        if (width == 2 * LANES)
+            v = _mm256_add_ps(v, _mm256_loadu_ps(at + LANES));
         __m128 quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
         quad = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
         quad = _mm_add_ss(quad, _mm_movehdup_ps(quad));
@@ -194,6 +198,12 @@ void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float 
     size_t in_image = (size_t)s->in_channels * s->in_h * s->in_w;
     size_t out_image = (size_t)s->out_channels * s->out_h * s->out_w;
     size_t out_plane = (size_t)s->out_h * s->out_w;
+    /* 16-lane sums over groups of shifted copies (conv_flat.c) where this
+     * CPU takes them, else 8-lane ones over padded images */
+    bool flat = ct_cpu_conv2d_flat_fits(s);
+    int width = flat ? 2 * LANES : LANES, group_max = flat ? CT_CONV_FLAT_GROUP : WEIGHT_GROUP;
+    size_t group_floats = flat ? CT_CONV_FLAT_GROUP * ct_cpu_conv2d_flat_image_floats(s)
+                               : WEIGHT_GROUP * image;
     float *chunk_sums = (float *)workspace + per_thread * (size_t)ct_cpu_max_threads();
     double *bias_sums = (double *)(chunk_sums + round_floats(n_weights * WEIGHT_CHUNKS));
     int n_chunks = s->n_batch < WEIGHT_CHUNKS ? s->n_batch : WEIGHT_CHUNKS;
@@ -207,7 +217,7 @@ void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float 
     {
         int thread = ct_cpu_thread_num(), team = ct_cpu_team_size();
         float *xp = (float *)workspace + (size_t)thread * per_thread;
-        float *lanes = xp + WEIGHT_GROUP * image;
+        float *lanes = xp + group_floats;
         /* contiguous chunks, as the forward and the pools split the batch:
          * a thread's images are mostly in its own cache */
         int chunk_first, chunk_last;
@@ -215,28 +225,32 @@ void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float 
         for (int chunk = chunk_first; chunk < chunk_last; chunk++) {
             int first, last;
             split_range(s->n_batch, chunk, n_chunks, &first, &last);
-            memset(lanes, 0, sizeof(float) * n_weights * LANES);
+            memset(lanes, 0, sizeof(float) * n_weights * (size_t)width);
             double *chunk_bias = bias_sums + (size_t)chunk * s->out_channels;
             if (db)
                 memset(chunk_bias, 0, sizeof(double) * (size_t)s->out_channels);
-            for (int n0 = first; n0 < last; n0 += WEIGHT_GROUP) {
-                int group = last - n0 < WEIGHT_GROUP ? last - n0 : WEIGHT_GROUP;
-                const float *images = x + n0 * in_image;
-                size_t stride = in_image;
-                if (!image_in_place(&g, s->in_h, s->in_w, n0 + group - 1, s->n_batch)) {
-                    for (int k = 0; k < group; k++)
-                        ct_cpu_conv_direct_pad_image(g.in_c, s->in_h, s->in_w, s->pad_h,
-                                                     s->pad_w, g.hp, g.wp,
-                                                     x + (n0 + k) * in_image, xp + k * image);
-                    images = xp;
-                    stride = image;
+            for (int n0 = first; n0 < last; n0 += group_max) {
+                int group = last - n0 < group_max ? last - n0 : group_max;
+                const float *images = x + n0 * in_image, *dy_group = dy + n0 * out_image;
+                if (flat) {
+                    ct_cpu_conv2d_flat_weight_group(s, group, images, dy_group, xp, lanes);
+                } else {
+                    size_t stride = in_image;
+                    if (!image_in_place(&g, s->in_h, s->in_w, n0 + group - 1, s->n_batch)) {
+                        for (int k = 0; k < group; k++)
+                            ct_cpu_conv_direct_pad_image(g.in_c, s->in_h, s->in_w, s->pad_h,
+                                                         s->pad_w, g.hp, g.wp,
+                                                         x + (n0 + k) * in_image, xp + k * image);
+                        images = xp;
+                        stride = image;
+                    }
+                    weight_images(&g, group, images, stride, dy_group, lanes);
                 }
-                weight_images(&g, group, images, stride, dy + n0 * out_image, lanes);
                 if (db)
                     add_bias_sums(group, s->out_channels, out_plane, dy + n0 * out_image,
                                   chunk_bias);
             }
-            reduce_lanes(n_weights, lanes, chunk_sums + (size_t)chunk * n_weights);
+            reduce_lanes(n_weights, width, lanes, chunk_sums + (size_t)chunk * n_weights);
         }
 #pragma omp barrier
 #pragma omp for schedule(static) nowait

@@ -1,0 +1,439 @@
+/*
+ * The direct convolution on 16-float vectors: the forward pass and the
+ * weight gradient of the shapes conv_direct.h takes, on AVX-512.
+ *
+ * The 8-float kernels (conv_avx2.c, conv_weight_avx2.c) take one vector per
+ * 8 outputs of a row.  A 16-float vector there would leave lanes idle on
+ * SimpleCNN's rows of 24 and 8; here a vector holds 16 consecutive outputs
+ * of the flat output plane [out_h * out_w], across row ends, so every lane
+ * is an output (a plane of 576 or 64 outputs is 36 or 4 vectors).  What
+ * makes that one load: per input channel c and kernel column j, a copy of
+ * the padded input shifted left by j and cut to the output's width,
+ *
+ *   shifted[c, j, r * out_w + ow] = xp[c, r, ow + j]      (r < out_h + kh - 1)
+ *
+ * so that the inputs of outputs p.. for kernel row i are shifted[c, j,
+ * p + i * out_w ..]: one unaligned load.  The copies are kw times the
+ * input (SimpleCNN: 3,360 floats an image), built per image.
+ *
+ *   forward:  y[o, p:p+16] = b[o] + sum_{c,i,j} w[o,c,i,j] * shifted[c, j, p + i*out_w :+16]
+ *             register blocks of up to 6 channels x 4 vectors or 8 x 3:
+ *             R loads + OB broadcasts per OB*R FMAs.  Each output adds the
+ *             bias, then its products in (c, i, j) order, one FMA each, as
+ *             the 8-float kernels do: the same bits.
+ *   weights:  lanes[o,c,i,j, :] += dy[o, p:p+16] * shifted[c, j, p + i*out_w :+16]
+ *             16-lane sums per weight (the 8-float kernels keep 8: their
+ *             sums are grouped differently, so dw differs from theirs in
+ *             the last bits); blocks of 4 channels x 5 kernel columns.
+ *             conv_weight_avx2.c keeps the chunking that makes the bits
+ *             the same for any thread count, and adds the lanes.
+ */
+#include "cpu/conv_flat.h"
+
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "cpu/conv_direct.h"
+#include "cpu/threads.h"
+
+#define AVX512 __attribute__((target("avx2,fma,avx512f,avx512vl")))
+#define AVX512_INLINE __attribute__((target("avx2,fma,avx512f,avx512vl"), always_inline)) \
+    static inline
+
+enum {
+    VEC = 16,          /* floats per vector */
+    MAX_OB = 8,        /* forward: output channels in a register block */
+    MAX_R = 4,         /* forward: vectors in a register block */
+    MAX_ACC = 24,      /* accumulators in a block (of 32 registers) */
+    WEIGHT_OB = 4,     /* weights: output channels in a block */
+    WEIGHT_J = 5,      /* weights: kernel columns in a block */
+    ALIGN = 16,
+    L1_FLOATS = 6144,  /* 24 KiB: half of a 48 KiB L1 */
+    /* Beyond this an image's copies outgrow the caches that make them cheap. */
+    MAX_IMAGE_FLOATS = 1 << 16,
+};
+
+typedef struct flat_geom {
+    int in_c, in_h, in_w, top, left;   /* the input and its padding */
+    int rows;                          /* padded rows: out_h + kh - 1 */
+    int out_c, out_h, out_w, area;     /* area = out_h * out_w */
+    int n_vec;                         /* vectors of the flat output plane */
+    int kh, kw;
+    size_t copy;                       /* floats of one shifted copy, with slack */
+} flat_geom;
+
+/* The first `lanes` lanes (all from 16 on). */
+static inline __mmask16 vector_mask_of(int lanes)
+{
+    return lanes >= VEC ? (__mmask16)0xffff : (__mmask16)((1u << lanes) - 1);
+}
+
+static size_t round_up(size_t count)
+{
+    return (count + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+static flat_geom geom_of(const ct_conv2d_shape *s)
+{
+    flat_geom g = {s->in_channels, s->in_h, s->in_w, s->pad_h, s->pad_w,
+                   s->out_h + s->kernel_h - 1, s->out_channels, s->out_h, s->out_w,
+                   s->out_h * s->out_w, 0, s->kernel_h, s->kernel_w, 0};
+    g.n_vec = (g.area + VEC - 1) / VEC;
+    /* the last vector's lanes past the plane read up to VEC - 1 floats on */
+    g.copy = round_up((size_t)g.rows * g.out_w + VEC);
+    return g;
+}
+
+size_t ct_cpu_conv2d_flat_image_floats(const ct_conv2d_shape *s)
+{
+    flat_geom g = geom_of(s);
+    return (size_t)g.in_c * g.kw * g.copy;
+}
+
+bool ct_cpu_conv2d_flat_shape_fits(const ct_conv2d_shape *s)
+{
+    return ct_cpu_conv2d_direct_fits(s) && s->out_h > 0 &&
+           ct_cpu_conv2d_flat_image_floats(s) <= MAX_IMAGE_FLOATS;
+}
+
+bool ct_cpu_conv2d_flat_fits(const ct_conv2d_shape *s)
+{
+    return ct_cpu_simd_avx512() && ct_cpu_conv2d_flat_shape_fits(s);
+}
+
+size_t ct_cpu_conv2d_flat_thread_floats(const ct_conv2d_shape *s)
+{
+    size_t weights = (size_t)s->out_channels * s->in_channels * s->kernel_h * s->kernel_w;
+    return CT_CONV_FLAT_GROUP * ct_cpu_conv2d_flat_image_floats(s) + round_up(weights * VEC);
+}
+
+/* shifted[c, j, r*out_w + ow] = xp[c, r, ow + j] of one image x [in_c, in_h, in_w]:
+ * the data where the padded column ow + j - left and row r - top fall
+ * inside x, zeros elsewhere and in each copy's slack.  Masked loads and
+ * stores of 16 columns (a call to memcpy per row cost more than the
+ * convolution on SimpleCNN's 24-float rows). */
+static AVX512 void shift_image(const flat_geom *g, const float *x, float *shifted)
+{
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int c = 0; c < g->in_c; c++)
+        for (int j = 0; j < g->kw; j++) {
+            float *copy = shifted + ((size_t)c * g->kw + j) * g->copy;
+            for (int ow = 0; ow < g->out_w; ow += VEC) {
+                /* lanes ow.. that are outputs, and those whose column is in x */
+                __m512i col = _mm512_add_epi32(iota, _mm512_set1_epi32(ow + j - g->left));
+                __mmask16 store = vector_mask_of(g->out_w - ow);
+                __mmask16 load = store & _mm512_cmpge_epi32_mask(col, _mm512_setzero_si512()) &
+                                 _mm512_cmplt_epi32_mask(col, _mm512_set1_epi32(g->in_w));
+                for (int r = 0; r < g->rows; r++) {
+                    int xr = r - g->top;
+                    __m512 v = _mm512_setzero_ps();
+                    if (xr >= 0 && xr < g->in_h) /* masked lanes are not read */
+                        v = _mm512_maskz_loadu_ps(
+                            load, x + ((size_t)c * g->in_h + xr) * g->in_w + ow + j - g->left);
+                    _mm512_mask_storeu_ps(copy + (size_t)r * g->out_w + ow, store, v);
+                }
+            }
+            size_t used = (size_t)g->rows * g->out_w;
+            memset(copy + used, 0, sizeof(float) * (g->copy - used));
+        }
+}
+
+/* Lanes of vector v that are outputs. */
+static inline __mmask16 vector_mask(const flat_geom *g, int v)
+{
+    return vector_mask_of(g->area - v * VEC);
+}
+
+/* Keeps a loaded vector in a register: without this gcc repeats the load
+ * as a memory operand of each FMA that uses it. */
+AVX512_INLINE void in_register(__m512 *v)
+{
+    __asm__("" : "+v"(*v));
+}
+
+/* One product of an output's sum: where its input vector starts in the
+ * shifted copies (from the block's first vector) and its weight in the
+ * output channel's weights. */
+typedef struct flat_tap {
+    int src, w;
+} flat_tap;
+
+/* Outputs of channels o0..o0+OB-1 at vectors v0..v0+R-1 of one image, the
+ * products taps[0..n_taps) in (c, i, j) order.  OB and R are constants at
+ * every call site (the loops unroll, acc stays in registers: every loop
+ * over b and r carries `#pragma GCC unroll`, as in conv_avx2.c).  One loop
+ * over the taps instead of three over c, i and j: SimpleCNN's 5-wide j
+ * loop left once per 120 FMAs, a branch mispredicted each time. */
+AVX512_INLINE void forward_block(const flat_geom *g, const flat_tap *taps, int n_taps,
+                                 const float *shifted, const float *w, const float *bias,
+                                 bool relu, int o0, int v0, float *y, const int OB, const int R)
+{
+    __m512 acc[MAX_OB][MAX_R];
+    #pragma GCC unroll 8
+    for (int b = 0; b < OB; b++) {
+        __m512 init = bias ? _mm512_set1_ps(bias[o0 + b]) : _mm512_setzero_ps();
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            acc[b][r] = init;
+    }
+    size_t w_stride = (size_t)g->in_c * g->kh * g->kw;
+    const float *w_block = w + (size_t)o0 * w_stride, *src = shifted + (size_t)v0 * VEC;
+    for (int t = 0; t < n_taps; t++) {
+        __m512 xv[MAX_R];
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            xv[r] = _mm512_loadu_ps(src + taps[t].src + r * VEC);
+        const float *w_tap = w_block + taps[t].w;
+        #pragma GCC unroll 8
+        for (int b = 0; b < OB; b++) {
+            __m512 wv = _mm512_set1_ps(w_tap[b * w_stride]);
+            #pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+                acc[b][r] = _mm512_fmadd_ps(wv, xv[r], acc[b][r]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int b = 0; b < OB; b++) {
+        float *y_plane = y + (size_t)(o0 + b) * g->area + (size_t)v0 * VEC;
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            /* max(0, v) is v when v is NaN (maxps returns its second operand) */
+            __m512 v = relu ? _mm512_max_ps(_mm512_setzero_ps(), acc[b][r]) : acc[b][r];
+            _mm512_mask_storeu_ps(y_plane + r * VEC, vector_mask(g, v0 + r), v);
+        }
+    }
+}
+
+typedef void (*forward_block_fn)(const flat_geom *g, const flat_tap *taps, int n_taps,
+                                 const float *shifted, const float *w, const float *bias,
+                                 bool relu, int o0, int v0, float *y);
+
+#define FORWARD_BLOCK(OB, R)                                                                  \
+    static AVX512 void forward_##OB##_##R(const flat_geom *g, const flat_tap *taps,            \
+                                          int n_taps, const float *shifted, const float *w,    \
+                                          const float *bias, bool relu, int o0, int v0,        \
+                                          float *y)                                            \
+    {                                                                                         \
+        forward_block(g, taps, n_taps, shifted, w, bias, relu, o0, v0, y, OB, R);             \
+    }
+#define FORWARD_BLOCKS_3(OB) FORWARD_BLOCK(OB, 1) FORWARD_BLOCK(OB, 2) FORWARD_BLOCK(OB, 3)
+#define FORWARD_BLOCKS(OB) FORWARD_BLOCKS_3(OB) FORWARD_BLOCK(OB, 4)
+FORWARD_BLOCKS(1)
+FORWARD_BLOCKS(2)
+FORWARD_BLOCKS(3)
+FORWARD_BLOCKS(4)
+FORWARD_BLOCKS(5)
+FORWARD_BLOCKS(6)
+FORWARD_BLOCKS_3(7)
+FORWARD_BLOCKS_3(8)
+
+static const forward_block_fn forward_blocks[MAX_OB][MAX_R] = {
+    {forward_1_1, forward_1_2, forward_1_3, forward_1_4},
+    {forward_2_1, forward_2_2, forward_2_3, forward_2_4},
+    {forward_3_1, forward_3_2, forward_3_3, forward_3_4},
+    {forward_4_1, forward_4_2, forward_4_3, forward_4_4},
+    {forward_5_1, forward_5_2, forward_5_3, forward_5_4},
+    {forward_6_1, forward_6_2, forward_6_3, forward_6_4},
+    {forward_7_1, forward_7_2, forward_7_3, NULL},
+    {forward_8_1, forward_8_2, forward_8_3, NULL},
+};
+
+/* The products of kernel rows i_lo..i_hi-1, in (c, i, j) order. */
+static int forward_taps(const flat_geom *g, int i_lo, int i_hi, flat_tap *taps)
+{
+    int n = 0;
+    for (int c = 0; c < g->in_c; c++)
+        for (int i = i_lo; i < i_hi; i++)
+            for (int j = 0; j < g->kw; j++)
+                taps[n++] = (flat_tap){(int)(((size_t)c * g->kw + j) * g->copy) + i * g->out_w,
+                                       (c * g->kh + i) * g->kw + j};
+    return n;
+}
+
+/* y [out_c, out_h, out_w] of one image from its shifted copies: blocks of
+ * R = min(4, n_vec) vectors and as many channels as MAX_ACC allows (6 x 4,
+ * 8 x 3), the channels split evenly (SimpleCNN's 16: 6 + 5 + 5 at 4
+ * vectors, every block FMA-bound: 9 or 10 loads per 20 or 24 FMAs).  A
+ * block takes the kernel rows that reach a data row for some output of
+ * it, as the 8-float kernels do. */
+static void forward_image(const flat_geom *g, const float *shifted, const float *w,
+                          const float *bias, bool relu, float *y)
+{
+    flat_tap taps[CT_CONV_DIRECT_MAX_DEPTH];
+    int n_taps = 0, taps_lo = -1, taps_hi = -1;
+    int r_full = g->n_vec < MAX_R ? g->n_vec : MAX_R;
+    int ob_max = MAX_ACC / r_full < MAX_OB ? MAX_ACC / r_full : MAX_OB;
+    int n_blocks = (g->out_c + ob_max - 1) / ob_max;
+    for (int block = 0; block < n_blocks; block++) {
+        int o0 = block * g->out_c / n_blocks, o1 = (block + 1) * g->out_c / n_blocks;
+        for (int v0 = 0; v0 < g->n_vec; v0 += r_full) {
+            int r = g->n_vec - v0 < r_full ? g->n_vec - v0 : r_full;
+            int last = (v0 + r) * VEC < g->area ? (v0 + r) * VEC : g->area;
+            int oh_first = v0 * VEC / g->out_w, oh_last = (last - 1) / g->out_w;
+            int i_lo = g->top - oh_last > 0 ? g->top - oh_last : 0;
+            int i_hi = g->top + g->in_h - oh_first < g->kh ? g->top + g->in_h - oh_first : g->kh;
+            if (i_lo != taps_lo || i_hi != taps_hi) {
+                n_taps = forward_taps(g, i_lo, i_hi, taps);
+                taps_lo = i_lo;
+                taps_hi = i_hi;
+            }
+            forward_blocks[o1 - o0 - 1][r - 1](g, taps, n_taps, shifted, w, bias, relu, o0, v0,
+                                               y);
+        }
+    }
+}
+
+void ct_cpu_conv2d_flat_forward(const ct_conv2d_shape *s, const float *x, const float *w,
+                                const float *bias, bool relu, float *y, float *workspace,
+                                size_t per_thread)
+{
+    flat_geom g = geom_of(s);
+    size_t in_image = (size_t)g.in_c * g.in_h * g.in_w;
+    size_t out_image = (size_t)g.out_c * g.area;
+#pragma omp parallel
+    {
+        int thread = ct_cpu_thread_num(), team = ct_cpu_team_size();
+        float *shifted = workspace + (size_t)thread * per_thread;
+        int first = (int)((long long)s->n_batch * thread / team);
+        int last = (int)((long long)s->n_batch * (thread + 1) / team);
+        for (int n = first; n < last; n++) {
+            shift_image(&g, x + n * in_image, shifted);
+            forward_image(&g, shifted, w, bias, relu, y + n * out_image);
+        }
+    }
+}
+
+/* lanes[b][jj] += dy[o0+b, p:p+16] * shifted[c, j0+jj, p + i*out_w :+16] over
+ * the n_images images' copies (image_floats apart) and dy (dy_stride apart):
+ * OB + J loads per OB*J FMAs, the sums loaded and stored once.  `copies`
+ * points at shifted[c, j0] + i*out_w of the first image, dy_block at
+ * dy[o0]; the lanes of output channel o0+b lie b*o_stride on. */
+AVX512_INLINE void weight_block(const flat_geom *g, const float *copies, const float *dy_block,
+                                int n_images, size_t image_floats, size_t dy_stride,
+                                float *lanes, size_t o_stride, const int OB, const int J)
+{
+    __m512 acc[WEIGHT_OB][WEIGHT_J];
+    #pragma GCC unroll 4
+    for (int b = 0; b < OB; b++)
+        #pragma GCC unroll 5
+        for (int jj = 0; jj < J; jj++)
+            acc[b][jj] = _mm512_loadu_ps(lanes + b * o_stride + jj * VEC);
+    /* The full vectors of every image in one loop (SimpleCNN's 6 -> 16
+     * layer has 4 an image: a loop per image left, mispredicted, every 80
+     * FMAs), then each image's partial vector. */
+    int full = g->area / VEC, total = n_images * full, v = 0;
+    const float *src = copies, *d = dy_block;
+    for (int t = 0; t < total; t++) {
+        /* dy in registers, each input loaded once for OB FMAs (gcc folds a
+         * load into every FMA that uses it unless told not to: OB loads
+         * each, and the kernel was load-bound) */
+        __m512 dv[WEIGHT_OB];
+        #pragma GCC unroll 4
+        for (int b = 0; b < OB; b++)
+            dv[b] = _mm512_loadu_ps(d + (size_t)b * g->area + v * VEC);
+        #pragma GCC unroll 5
+        for (int jj = 0; jj < J; jj++) {
+            __m512 xv = _mm512_loadu_ps(src + jj * g->copy + v * VEC);
+            in_register(&xv);
+            #pragma GCC unroll 4
+            for (int b = 0; b < OB; b++)
+                acc[b][jj] = _mm512_fmadd_ps(dv[b], xv, acc[b][jj]);
+        }
+        if (++v == full) {
+            v = 0;
+            src += image_floats;
+            d += dy_stride;
+        }
+    }
+    __mmask16 tail = vector_mask(g, full);
+    for (int image = 0; full < g->n_vec && image < n_images; image++) {
+        /* both operands zero past the plane: +0 products */
+        const float *src_tail = copies + image * image_floats + full * VEC;
+        const float *d_tail = dy_block + image * dy_stride + full * VEC;
+        __m512 xv[WEIGHT_J];
+        #pragma GCC unroll 5
+        for (int jj = 0; jj < J; jj++)
+            xv[jj] = _mm512_maskz_loadu_ps(tail, src_tail + jj * g->copy);
+        #pragma GCC unroll 4
+        for (int b = 0; b < OB; b++) {
+            __m512 dv = _mm512_maskz_loadu_ps(tail, d_tail + (size_t)b * g->area);
+            #pragma GCC unroll 5
+            for (int jj = 0; jj < J; jj++)
+                acc[b][jj] = _mm512_fmadd_ps(dv, xv[jj], acc[b][jj]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int b = 0; b < OB; b++)
+        #pragma GCC unroll 5
+        for (int jj = 0; jj < J; jj++)
+            _mm512_storeu_ps(lanes + b * o_stride + jj * VEC, acc[b][jj]);
+}
+
+typedef void (*weight_block_fn)(const flat_geom *g, const float *copies, const float *dy_block,
+                                int n_images, size_t image_floats, size_t dy_stride,
+                                float *lanes, size_t o_stride);
+
+#define WEIGHT_BLOCK(OB, J)                                                                   \
+    static AVX512 void weight_##OB##_##J(const flat_geom *g, const float *copies,              \
+                                         const float *dy_block, int n_images,                  \
+                                         size_t image_floats, size_t dy_stride, float *lanes,  \
+                                         size_t o_stride)                                      \
+    {                                                                                         \
+        weight_block(g, copies, dy_block, n_images, image_floats, dy_stride, lanes, o_stride, \
+                     OB, J);                                                                  \
+    }
+#define WEIGHT_BLOCKS(OB) WEIGHT_BLOCK(OB, 1) WEIGHT_BLOCK(OB, 2) WEIGHT_BLOCK(OB, 3) \
+    WEIGHT_BLOCK(OB, 4) WEIGHT_BLOCK(OB, 5)
+WEIGHT_BLOCKS(1)
+WEIGHT_BLOCKS(2)
+WEIGHT_BLOCKS(3)
+WEIGHT_BLOCKS(4)
+
+#define WEIGHT_ROW(OB) {weight_##OB##_1, weight_##OB##_2, weight_##OB##_3, weight_##OB##_4, \
+                        weight_##OB##_5}
+static const weight_block_fn weight_blocks[WEIGHT_OB][WEIGHT_J] = {
+    WEIGHT_ROW(1), WEIGHT_ROW(2), WEIGHT_ROW(3), WEIGHT_ROW(4),
+};
+
+void ct_cpu_conv2d_flat_weight_group(const ct_conv2d_shape *s, int n_images, const float *x,
+                                     const float *dy, float *shifted, float *lanes)
+{
+    flat_geom g = geom_of(s);
+    size_t in_image = (size_t)g.in_c * g.in_h * g.in_w, out_image = (size_t)g.out_c * g.area;
+    size_t image_floats = ct_cpu_conv2d_flat_image_floats(s);
+    for (int k = 0; k < n_images; k++)
+        shift_image(&g, x + k * in_image, shifted + k * image_floats);
+    /* A block reads WEIGHT_J copies and WEIGHT_OB dy planes of each image:
+     * as many images a pass as keep that in L1 (SimpleCNN's 6 -> 16 layer:
+     * all 8; its 1 -> 6 layer's planes of 576: one, where 8 took 1.7x as
+     * long, streaming from L2). */
+    size_t block_floats = (size_t)(WEIGHT_J + WEIGHT_OB) * g.area;
+    int pass = (int)(L1_FLOATS / block_floats);
+    pass = pass < 1 ? 1 : pass;
+    int area = g.kh * g.kw, n_blocks = (g.out_c + WEIGHT_OB - 1) / WEIGHT_OB;
+    size_t o_stride = (size_t)g.in_c * area * VEC;
+    for (int k0 = 0; k0 < n_images; k0 += pass) {
+        int images = n_images - k0 < pass ? n_images - k0 : pass;
+        const float *dy_pass = dy + k0 * out_image;
+        const float *shifted_pass = shifted + k0 * image_floats;
+        for (int block = 0; block < n_blocks; block++) {
+            int o0 = block * g.out_c / n_blocks, o1 = (block + 1) * g.out_c / n_blocks;
+            for (int c = 0; c < g.in_c; c++)
+                for (int i = 0; i < g.kh; i++)
+                    for (int j0 = 0; j0 < g.kw; j0 += WEIGHT_J) {
+                        int jn = g.kw - j0 < WEIGHT_J ? g.kw - j0 : WEIGHT_J;
+                        const float *copies = shifted_pass + ((size_t)c * g.kw + j0) * g.copy +
+                                              (size_t)i * g.out_w;
+                        float *at = lanes + (size_t)o0 * o_stride +
+                                    ((size_t)c * area + i * g.kw + j0) * VEC;
+                        weight_blocks[o1 - o0 - 1][jn - 1](
+                            &g, copies, dy_pass + (size_t)o0 * g.area, images, image_floats,
+                            out_image, at, o_stride);
+                    }
+        }
+    }
+}
+
+#endif
