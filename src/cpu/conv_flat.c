@@ -111,32 +111,34 @@ size_t ct_cpu_conv2d_flat_thread_floats(const ct_conv2d_shape *s)
 
 /* shifted[c, j, r*out_w + ow] = xp[c, r, ow + j] of one image x [in_c, in_h, in_w]:
  * the data where the padded column ow + j - left and row r - top fall
- * inside x, zeros elsewhere and in each copy's slack.  Masked loads and
- * stores of 16 columns (a call to memcpy per row cost more than the
- * convolution on SimpleCNN's 24-float rows). */
+ * inside x, zeros elsewhere.  16 columns a load (masked: padding columns
+ * read as zeros, and nothing past a row of x is touched) and a whole
+ * vector a store: a row's last store runs into the next row, which its
+ * own stores then overwrite, and the last row's into the slack, which no
+ * output reads (the forward does not store those lanes; the weight
+ * gradient loads its last vector masked).  A call to memcpy per row cost
+ * more than the convolution on SimpleCNN's 24-float rows, masked stores a
+ * fifth of the weight gradient. */
 static AVX512 void shift_image(const flat_geom *g, const float *x, float *shifted)
 {
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (int c = 0; c < g->in_c; c++)
         for (int j = 0; j < g->kw; j++) {
             float *copy = shifted + ((size_t)c * g->kw + j) * g->copy;
-            for (int ow = 0; ow < g->out_w; ow += VEC) {
-                /* lanes ow.. that are outputs, and those whose column is in x */
-                __m512i col = _mm512_add_epi32(iota, _mm512_set1_epi32(ow + j - g->left));
-                __mmask16 store = vector_mask_of(g->out_w - ow);
-                __mmask16 load = store & _mm512_cmpge_epi32_mask(col, _mm512_setzero_si512()) &
-                                 _mm512_cmplt_epi32_mask(col, _mm512_set1_epi32(g->in_w));
-                for (int r = 0; r < g->rows; r++) {
-                    int xr = r - g->top;
-                    __m512 v = _mm512_setzero_ps();
-                    if (xr >= 0 && xr < g->in_h) /* masked lanes are not read */
-                        v = _mm512_maskz_loadu_ps(
-                            load, x + ((size_t)c * g->in_h + xr) * g->in_w + ow + j - g->left);
-                    _mm512_mask_storeu_ps(copy + (size_t)r * g->out_w + ow, store, v);
+            const float *x_c = x + (size_t)c * g->in_h * g->in_w + j - g->left;
+            for (int r = 0; r < g->rows; r++) {
+                int xr = r - g->top;
+                bool data = xr >= 0 && xr < g->in_h;
+                for (int ow = 0; ow < g->out_w; ow += VEC) {
+                    /* lanes whose column ow + lane + j - left is in x */
+                    __m512i col = _mm512_add_epi32(iota, _mm512_set1_epi32(ow + j - g->left));
+                    __mmask16 load = _mm512_cmpge_epi32_mask(col, _mm512_setzero_si512()) &
+                                     _mm512_cmplt_epi32_mask(col, _mm512_set1_epi32(g->in_w));
+                    __m512 v = data ? _mm512_maskz_loadu_ps(load, x_c + (size_t)xr * g->in_w + ow)
+                                    : _mm512_setzero_ps();
+                    _mm512_storeu_ps(copy + (size_t)r * g->out_w + ow, v);
                 }
             }
-            size_t used = (size_t)g->rows * g->out_w;
-            memset(copy + used, 0, sizeof(float) * (g->copy - used));
         }
 }
 
@@ -312,14 +314,16 @@ void ct_cpu_conv2d_flat_forward(const ct_conv2d_shape *s, const float *x, const 
  * dy[o0]; the lanes of output channel o0+b lie b*o_stride on. */
 AVX512_INLINE void weight_block(const flat_geom *g, const float *copies, const float *dy_block,
                                 int n_images, size_t image_floats, size_t dy_stride,
-                                float *lanes, size_t o_stride, const int OB, const int J)
+                                bool fresh, float *lanes, size_t o_stride, const int OB,
+                                const int J)
 {
     __m512 acc[WEIGHT_OB][WEIGHT_J];
     #pragma GCC unroll 4
     for (int b = 0; b < OB; b++)
         #pragma GCC unroll 5
         for (int jj = 0; jj < J; jj++)
-            acc[b][jj] = _mm512_loadu_ps(lanes + b * o_stride + jj * VEC);
+            acc[b][jj] = fresh ? _mm512_setzero_ps()
+                               : _mm512_loadu_ps(lanes + b * o_stride + jj * VEC);
     /* The full vectors of every image in one loop (SimpleCNN's 6 -> 16
      * layer has 4 an image: a loop per image left, mispredicted, every 80
      * FMAs), then each image's partial vector. */
@@ -372,17 +376,17 @@ AVX512_INLINE void weight_block(const flat_geom *g, const float *copies, const f
 }
 
 typedef void (*weight_block_fn)(const flat_geom *g, const float *copies, const float *dy_block,
-                                int n_images, size_t image_floats, size_t dy_stride,
+                                int n_images, size_t image_floats, size_t dy_stride, bool fresh,
                                 float *lanes, size_t o_stride);
 
 #define WEIGHT_BLOCK(OB, J)                                                                   \
     static AVX512 void weight_##OB##_##J(const flat_geom *g, const float *copies,              \
                                          const float *dy_block, int n_images,                  \
-                                         size_t image_floats, size_t dy_stride, float *lanes,  \
-                                         size_t o_stride)                                      \
+                                         size_t image_floats, size_t dy_stride, bool fresh,    \
+                                         float *lanes, size_t o_stride)                        \
     {                                                                                         \
-        weight_block(g, copies, dy_block, n_images, image_floats, dy_stride, lanes, o_stride, \
-                     OB, J);                                                                  \
+        weight_block(g, copies, dy_block, n_images, image_floats, dy_stride, fresh, lanes,    \
+                     o_stride, OB, J);                                                        \
     }
 #define WEIGHT_BLOCKS(OB) WEIGHT_BLOCK(OB, 1) WEIGHT_BLOCK(OB, 2) WEIGHT_BLOCK(OB, 3) \
     WEIGHT_BLOCK(OB, 4) WEIGHT_BLOCK(OB, 5)
@@ -398,7 +402,7 @@ static const weight_block_fn weight_blocks[WEIGHT_OB][WEIGHT_J] = {
 };
 
 void ct_cpu_conv2d_flat_weight_group(const ct_conv2d_shape *s, int n_images, const float *x,
-                                     const float *dy, float *shifted, float *lanes)
+                                     const float *dy, bool fresh, float *shifted, float *lanes)
 {
     flat_geom g = geom_of(s);
     size_t in_image = (size_t)g.in_c * g.in_h * g.in_w, out_image = (size_t)g.out_c * g.area;
@@ -430,7 +434,7 @@ void ct_cpu_conv2d_flat_weight_group(const ct_conv2d_shape *s, int n_images, con
                                     ((size_t)c * area + i * g.kw + j0) * VEC;
                         weight_blocks[o1 - o0 - 1][jn - 1](
                             &g, copies, dy_pass + (size_t)o0 * g.area, images, image_floats,
-                            out_image, at, o_stride);
+                            out_image, fresh && k0 == 0, at, o_stride);
                     }
         }
     }

@@ -32,9 +32,10 @@ void ct_cpu_conv2d_flat_forward(const ct_conv2d_shape *s, const float *x, const 
                                 const float *bias, bool relu, float *y, float *workspace,
                                 size_t per_thread);
 /* lanes[o, c, i, j, 0:16] += the products of n_images consecutive images of
- * x and dy; `shifted` holds CT_CONV_FLAT_GROUP images' copies. */
+ * x and dy (fresh: = instead of +=); `shifted` holds CT_CONV_FLAT_GROUP
+ * images' copies. */
 void ct_cpu_conv2d_flat_weight_group(const ct_conv2d_shape *s, int n_images, const float *x,
-                                     const float *dy, float *shifted, float *lanes);
+                                     const float *dy, bool fresh, float *shifted, float *lanes);
 #endif
 
 #endif

@@ -165,18 +165,43 @@ static void weight_images(const plane_geom *g, int n_images, const float *xp, si
     }
 }
 
-/* sums[k] = sum of the `width` (8 or 16) lanes of lanes[k], in a fixed order. */
+/* The 8 lanes of v, added in a fixed order. */
+AVX2_INLINE float lane_total(__m256 v)
+{
+    __m128 quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    quad = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+    quad = _mm_add_ss(quad, _mm_movehdup_ps(quad));
+    return _mm_cvtss_f32(quad);
+}
+
+/* sums[k] = sum of the `width` (8 or 16) lanes of lanes[k], in a fixed
+ * order.  16 lanes: the halves added, then eight weights at a time
+ * through horizontal adds (9 instructions for 8 sums instead of 40, a
+ * tenth of the 16-float weight gradient's time on SimpleCNN's 2,400
+ * weights x 8 chunks). */
 static AVX2 void reduce_lanes(size_t count, int width, const float *lanes, float *sums)
 {
-    for (size_t k = 0; k < count; k++) {
+    size_t k = 0;
+    if (width == 2 * LANES)
+        for (; k + LANES <= count; k += LANES) {
+            __m256 r[LANES];
+            for (int q = 0; q < LANES; q++) {
+                const float *at = lanes + (k + q) * (size_t)width;
+                r[q] = _mm256_add_ps(_mm256_loadu_ps(at), _mm256_loadu_ps(at + LANES));
+            }
+            /* pairs, then quads: t0 = [q0..q3 of lanes 0-3 | q0..q3 of lanes 4-7] */
+            __m256 t0 = _mm256_hadd_ps(_mm256_hadd_ps(r[0], r[1]), _mm256_hadd_ps(r[2], r[3]));
+            __m256 t1 = _mm256_hadd_ps(_mm256_hadd_ps(r[4], r[5]), _mm256_hadd_ps(r[6], r[7]));
+            __m256 low = _mm256_permute2f128_ps(t0, t1, 0x20);
+            __m256 high = _mm256_permute2f128_ps(t0, t1, 0x31);
+            _mm256_storeu_ps(sums + k, _mm256_add_ps(low, high));
+        }
+    for (; k < count; k++) {
         const float *at = lanes + k * (size_t)width;
         __m256 v = _mm256_loadu_ps(at);
         if (width == 2 * LANES)
             v = _mm256_add_ps(v, _mm256_loadu_ps(at + LANES));
-        __m128 quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        quad = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
-        quad = _mm_add_ss(quad, _mm_movehdup_ps(quad));
-        sums[k] = _mm_cvtss_f32(quad);
+        sums[k] = lane_total(v);
     }
 }
 
@@ -225,7 +250,8 @@ void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float 
         for (int chunk = chunk_first; chunk < chunk_last; chunk++) {
             int first, last;
             split_range(s->n_batch, chunk, n_chunks, &first, &last);
-            memset(lanes, 0, sizeof(float) * n_weights * (size_t)width);
+            if (!flat) /* the 16-float kernels store their first products */
+                memset(lanes, 0, sizeof(float) * n_weights * (size_t)width);
             double *chunk_bias = bias_sums + (size_t)chunk * s->out_channels;
             if (db)
                 memset(chunk_bias, 0, sizeof(double) * (size_t)s->out_channels);
@@ -233,7 +259,8 @@ void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float 
                 int group = last - n0 < group_max ? last - n0 : group_max;
                 const float *images = x + n0 * in_image, *dy_group = dy + n0 * out_image;
                 if (flat) {
-                    ct_cpu_conv2d_flat_weight_group(s, group, images, dy_group, xp, lanes);
+                    ct_cpu_conv2d_flat_weight_group(s, group, images, dy_group, n0 == first, xp,
+                                                    lanes);
                 } else {
                     size_t stride = in_image;
                     if (!image_in_place(&g, s->in_h, s->in_w, n0 + group - 1, s->n_batch)) {
