@@ -423,6 +423,11 @@ void ct_cpu_conv2d_direct_forward_relu_maxpool(const ct_conv2d_shape *s, const f
                                                const float *w, const float *bias, float *pooled,
                                                void *workspace)
 {
+    if (ct_cpu_conv2d_flat_fits(s)) {
+        ct_cpu_conv2d_flat_forward_relu_maxpool(s, x, w, bias, pooled, workspace,
+                                                ct_cpu_conv_direct_thread_floats(s));
+        return;
+    }
     plane_geom g = forward_geom(s);
     g.relu = g.pool = true;
     forward_batch(&g, s->n_batch, s->in_h, s->in_w, s->pad_h, s->pad_w, x, w, bias, pooled,

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "cpu/conv_direct.h"
+#include "cpu/kernels.h"
 #include "cpu/threads.h"
 
 #define AVX512 __attribute__((target("avx2,fma,avx512f,avx512vl")))
@@ -106,7 +107,10 @@ bool ct_cpu_conv2d_flat_fits(const ct_conv2d_shape *s)
 size_t ct_cpu_conv2d_flat_thread_floats(const ct_conv2d_shape *s)
 {
     size_t weights = (size_t)s->out_channels * s->in_channels * s->kernel_h * s->kernel_w;
-    return CT_CONV_FLAT_GROUP * ct_cpu_conv2d_flat_image_floats(s) + round_up(weights * VEC);
+    size_t image = ct_cpu_conv2d_flat_image_floats(s);
+    size_t weight_pass = CT_CONV_FLAT_GROUP * image + round_up(weights * VEC);
+    size_t pooled_forward = image + round_up((size_t)s->out_channels * s->out_h * s->out_w);
+    return weight_pass > pooled_forward ? weight_pass : pooled_forward;
 }
 
 /* shifted[c, j, r*out_w + ow] = xp[c, r, ow + j] of one image x [in_c, in_h, in_w]:
@@ -287,24 +291,49 @@ static void forward_image(const flat_geom *g, const float *shifted, const float 
     }
 }
 
-void ct_cpu_conv2d_flat_forward(const ct_conv2d_shape *s, const float *x, const float *w,
-                                const float *bias, bool relu, float *y, float *workspace,
-                                size_t per_thread)
+/* Per image: the shifted copies, the outputs, and (pool) the 2x2/2 max
+ * pool of them into `out`; else the outputs straight into `out`. */
+static void forward_batch(const ct_conv2d_shape *s, const float *x, const float *w,
+                          const float *bias, bool relu, bool pool, float *out, float *workspace,
+                          size_t per_thread)
 {
     flat_geom g = geom_of(s);
     size_t in_image = (size_t)g.in_c * g.in_h * g.in_w;
-    size_t out_image = (size_t)g.out_c * g.area;
+    ct_pool2d_shape pool_shape = {1, g.out_c, g.out_h, g.out_w, g.out_h / 2, g.out_w / 2,
+                                  2, 2, 2, 2, 0, 0, false};
+    size_t out_image = pool ? (size_t)g.out_c * pool_shape.out_h * pool_shape.out_w
+                            : (size_t)g.out_c * g.area;
 #pragma omp parallel
     {
         int thread = ct_cpu_thread_num(), team = ct_cpu_team_size();
         float *shifted = workspace + (size_t)thread * per_thread;
+        float *y_image = shifted + ct_cpu_conv2d_flat_image_floats(s);
         int first = (int)((long long)s->n_batch * thread / team);
         int last = (int)((long long)s->n_batch * (thread + 1) / team);
         for (int n = first; n < last; n++) {
             shift_image(&g, x + n * in_image, shifted);
-            forward_image(&g, shifted, w, bias, relu, y + n * out_image);
+            if (!pool) {
+                forward_image(&g, shifted, w, bias, relu, out + n * out_image);
+                continue;
+            }
+            forward_image(&g, shifted, w, bias, relu, y_image);
+            ct_cpu_maxpool2d_forward(&pool_shape, y_image, out + n * out_image);
         }
     }
+}
+
+void ct_cpu_conv2d_flat_forward(const ct_conv2d_shape *s, const float *x, const float *w,
+                                const float *bias, bool relu, float *y, float *workspace,
+                                size_t per_thread)
+{
+    forward_batch(s, x, w, bias, relu, false, y, workspace, per_thread);
+}
+
+void ct_cpu_conv2d_flat_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x,
+                                             const float *w, const float *bias, float *pooled,
+                                             float *workspace, size_t per_thread)
+{
+    forward_batch(s, x, w, bias, true, true, pooled, workspace, per_thread);
 }
 
 /* lanes[b][jj] += dy[o0+b, p:p+16] * shifted[c, j0+jj, p + i*out_w :+16] over
