@@ -123,24 +123,43 @@ size_t ct_cpu_conv2d_flat_thread_floats(const ct_conv2d_shape *s)
  * gradient loads its last vector masked).  A call to memcpy per row cost
  * more than the convolution on SimpleCNN's 24-float rows, masked stores a
  * fifth of the weight gradient. */
-static AVX512 void shift_image(const flat_geom *g, const float *x, float *shifted)
+/* Lanes of x's row (from column col0 on, 16 of them) that lie inside it. */
+AVX512_INLINE __mmask16 row_lanes(int col0, int in_w)
 {
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i col = _mm512_add_epi32(iota, _mm512_set1_epi32(col0));
+    return _mm512_cmpge_epi32_mask(col, _mm512_setzero_si512()) &
+           _mm512_cmplt_epi32_mask(col, _mm512_set1_epi32(in_w));
+}
+
+static AVX512 void shift_image(const flat_geom *g, const float *x, float *shifted)
+{
+    /* locals: the vector stores may alias anything, and gcc reloaded every
+     * field of g after each one (12 cycles a row) */
+    const int kw = g->kw, rows = g->rows, out_w = g->out_w, in_w = g->in_w;
+    const int top = g->top, left = g->left, data_end = g->top + g->in_h;
+    const size_t copy_floats = g->copy, in_plane = (size_t)g->in_h * g->in_w;
     for (int c = 0; c < g->in_c; c++)
-        for (int j = 0; j < g->kw; j++) {
-            float *copy = shifted + ((size_t)c * g->kw + j) * g->copy;
-            const float *x_c = x + (size_t)c * g->in_h * g->in_w + j - g->left;
-            for (int r = 0; r < g->rows; r++) {
-                int xr = r - g->top;
-                bool data = xr >= 0 && xr < g->in_h;
-                for (int ow = 0; ow < g->out_w; ow += VEC) {
-                    /* lanes whose column ow + lane + j - left is in x */
-                    __m512i col = _mm512_add_epi32(iota, _mm512_set1_epi32(ow + j - g->left));
-                    __mmask16 load = _mm512_cmpge_epi32_mask(col, _mm512_setzero_si512()) &
-                                     _mm512_cmplt_epi32_mask(col, _mm512_set1_epi32(g->in_w));
-                    __m512 v = data ? _mm512_maskz_loadu_ps(load, x_c + (size_t)xr * g->in_w + ow)
+        for (int j = 0; j < kw; j++) {
+            float *copy = shifted + ((size_t)c * kw + j) * copy_floats;
+            const float *x_cj = x + c * in_plane + j - left - (ptrdiff_t)top * in_w;
+            if (out_w <= VEC) { /* a vector a row (SimpleCNN's 6 -> 16 layer) */
+                __mmask16 load = row_lanes(j - left, in_w);
+                for (int r = 0; r < rows; r++) {
+                    bool data = r >= top && r < data_end;
+                    __m512 v = data ? _mm512_maskz_loadu_ps(load, x_cj + (ptrdiff_t)r * in_w)
                                     : _mm512_setzero_ps();
-                    _mm512_storeu_ps(copy + (size_t)r * g->out_w + ow, v);
+                    _mm512_storeu_ps(copy + (size_t)r * out_w, v);
+                }
+                continue;
+            }
+            for (int r = 0; r < rows; r++) {
+                bool data = r >= top && r < data_end;
+                for (int ow = 0; ow < out_w; ow += VEC) {
+                    __mmask16 load = row_lanes(ow + j - left, in_w);
+                    __m512 v = data ? _mm512_maskz_loadu_ps(load, x_cj + (ptrdiff_t)r * in_w + ow)
+                                    : _mm512_setzero_ps();
+                    _mm512_storeu_ps(copy + (size_t)r * out_w + ow, v);
                 }
             }
         }
