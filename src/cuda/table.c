@@ -8,7 +8,8 @@
  * "auto" times them all.  The forward convolution has two native kernels:
  * a direct one for few input channels, implicit GEMM for every shape.
  * Convolution and linear of 16-bit nodes run on tensor cores (table_tc.c),
- * listed first: the only implementations that take those nodes.
+ * listed first: the only implementations that take those nodes.  The
+ * vendor calls are in table_vendor.c, the optimizers' in table_optim.c.
  */
 #include <string.h>
 
@@ -301,104 +302,6 @@ static ct_status run_cast(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
                         ct_exec_data(e, n), n->dtype, b->stream);
 }
 
-static ct_status run_sgd_update(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
-{
-    const ct_sgd_args *a = &n->attr.sgd;
-    float *momentum_buf = a->momentum > 0 ? ct_exec_data(e, n->src[2]) : NULL;
-    return ct_cuda_sgd_update(ct_tensor_numel(n), ct_exec_data(e, n->src[0]), ct_in(e, n, 1),
-                              momentum_buf, e->step_values, a->momentum, a->dampening,
-                              a->weight_decay, a->nesterov, b->stream);
-}
-
-static ct_status run_adam_update(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
-{
-    const ct_adam_args *a = &n->attr.adam;
-    return ct_cuda_adam_update(ct_tensor_numel(n), ct_exec_data(e, n->src[0]), ct_in(e, n, 1),
-                               ct_exec_data(e, n->src[2]), ct_exec_data(e, n->src[3]),
-                               e->step_values, a->beta1, a->beta2, a->eps, a->weight_decay,
-                               a->decoupled, b->stream);
-}
-
-/* fp16's loss scaling: the gradients' inf and NaN (f32 sources; a chained
- * check's i32 output only orders them) into the output and the step's
- * found_inf. */
-static ct_status run_check_finite(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
-{
-    ct_cuda_group group = {.n = 0};
-    for (int s = 0; s < n->n_src; s++) {
-        if (n->src[s]->dtype != CT_F32)
-            continue;
-        group.arrays[group.n][0] = ct_exec_data(e, n->src[s]);
-        group.count[group.n++] = ct_tensor_numel(n->src[s]);
-    }
-    return ct_cuda_check_finite(&group, ct_exec_data(e, n), (ct_step_values *)e->step_values,
-                                b->stream);
-}
-
-/* ---- the optimizer's updates, every parameter in one launch ------------------------- */
-
-/* nodes[first, first + group->n) as a group: the parameter (the update is
- * in place on src[0]), its gradient and state buffers. */
-static void fill_group(const ct_exec *e, const ct_tensor *const *nodes, int first, int n,
-                       ct_cuda_group *group)
-{
-    group->n = n;
-    for (int t = 0; t < n; t++) {
-        const ct_tensor *node = nodes[first + t];
-        group->count[t] = ct_tensor_numel(node);
-        for (int s = 0; s < 4; s++)
-            group->arrays[t][s] = s < node->n_src ? ct_exec_data(e, node->src[s]) : NULL;
-    }
-}
-
-/* The update of one group of up to CT_CUDA_GROUP_MAX tensors, with the
- * settings of `node` (the group's first). */
-typedef ct_status (*group_update)(const ct_cuda_group *group, const ct_exec *e,
-                                  const ct_tensor *node, cudaStream_t stream);
-
-static ct_status sgd_group_update(const ct_cuda_group *group, const ct_exec *e,
-                                  const ct_tensor *node, cudaStream_t stream)
-{
-    const ct_sgd_args *a = &node->attr.sgd;
-    return ct_cuda_sgd_update_group(group, e->step_values, a->momentum, a->dampening,
-                                    a->weight_decay, a->nesterov, stream);
-}
-
-static ct_status adam_group_update(const ct_cuda_group *group, const ct_exec *e,
-                                   const ct_tensor *node, cudaStream_t stream)
-{
-    const ct_adam_args *a = &node->attr.adam;
-    return ct_cuda_adam_update_group(group, e->step_values, a->beta1, a->beta2, a->eps,
-                                     a->weight_decay, a->decoupled, stream);
-}
-
-/* nodes[0..n) in launches of up to CT_CUDA_GROUP_MAX tensors. */
-static ct_status run_groups(ct_backend *backend, const ct_exec *e, const ct_tensor *const *nodes,
-                            int n, group_update update)
-{
-    cuda_backend *b = backend->impl;
-    CT_CUDA_CALL(cudaSetDevice(b->device)); /* as cuda_run_node does for a node */
-    for (int first = 0; first < n; first += CT_CUDA_GROUP_MAX) {
-        ct_cuda_group group;
-        fill_group(e, nodes, first, n - first < CT_CUDA_GROUP_MAX ? n - first : CT_CUDA_GROUP_MAX,
-                   &group);
-        CT_TRY(update(&group, e, nodes[0], b->stream));
-    }
-    return CT_OK;
-}
-
-static ct_status run_sgd_group(ct_backend *backend, const ct_exec *e,
-                               const ct_tensor *const *nodes, int n)
-{
-    return run_groups(backend, e, nodes, n, sgd_group_update);
-}
-
-static ct_status run_adam_group(ct_backend *backend, const ct_exec *e,
-                                const ct_tensor *const *nodes, int n)
-{
-    return run_groups(backend, e, nodes, n, adam_group_update);
-}
-
 static void *exec_data(const void *exec, const ct_tensor *t)
 {
     return ct_exec_data(exec, t);
@@ -519,13 +422,7 @@ static size_t bn_sync_workspace(const ct_backend *backend, const ct_tensor *node
     return ct_cuda_batchnorm_sync_workspace((int)ct_nci_of(node).c);
 }
 
-/* An implementation named `label` that runs `fn` on the backend's stream. */
-#define CUDA_IMPL(var, label, fn, ...)                                                     \
-    static ct_status var##_run(ct_backend *backend, const ct_exec *e, const ct_tensor *n) \
-    {                                                                                     \
-        return fn(backend->impl, e, n);                                                   \
-    }                                                                                     \
-    static const ct_impl var = {.name = label, .run = var##_run, __VA_ARGS__}
+#define CUDA_IMPL(var, label, fn, ...) CT_CUDA_IMPL(static, var, label, fn, __VA_ARGS__)
 #define NATIVE(var, fn, ...) CUDA_IMPL(var, "native", fn, __VA_ARGS__)
 
 CUDA_IMPL(conv2d_direct, "direct", run_conv2d_direct, .supports = direct_supports,
@@ -576,82 +473,23 @@ NATIVE(cross_entropy_bwd, run_cross_entropy_bwd, .half = true,
        .supports = cross_entropy_bwd_supports);
 NATIVE(fill, run_fill);
 NATIVE(cast, run_cast, .half = true);
-NATIVE(check_finite, run_check_finite);
-NATIVE(sgd_update, run_sgd_update, .groups = ct_sgd_nodes_group, .run_group = run_sgd_group);
-NATIVE(adam_update, run_adam_update, .groups = ct_adam_nodes_group, .run_group = run_adam_group);
 NATIVE(custom, run_custom, .supports = custom_supports);
 
-/* ---- the vendor calls (vendor.h) ------------------------------------------------------ */
-
-static bool cudnn_supports(const ct_backend *backend, const ct_tensor *node)
-{
-    return ct_cuda_dnn_supports(((cuda_backend *)backend->impl)->dnn, node);
-}
-
-static bool cudnn_ready(const ct_backend *backend)
-{
-    return ((cuda_backend *)backend->impl)->dnn != NULL;
-}
-
-/* The algorithm is chosen at plan time, here (once per shape; cached; under
- * `auto` the fastest that cuDNN times); a shape with none runs another
- * implementation and needs no workspace. */
-static size_t cudnn_workspace(const ct_backend *backend, const ct_tensor *node)
-{
-    size_t bytes = 0;
-    bool timed = strcmp(backend->kernels, "auto") == 0;
-    ct_cuda_dnn *dnn = ((cuda_backend *)backend->impl)->dnn;
-    return ct_cuda_dnn_workspace(dnn, node, timed, &bytes) == CT_OK ? bytes : 0;
-}
-
-static ct_status run_cudnn(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
-{
-    return ct_cuda_dnn_run(b->dnn, e, n);
-}
-
-static bool cublas_supports(const ct_backend *backend, const ct_tensor *node)
-{
-    return ct_cuda_blas_supports(((cuda_backend *)backend->impl)->blas, node);
-}
-
-static bool cublas_ready(const ct_backend *backend)
-{
-    return ((cuda_backend *)backend->impl)->blas != NULL;
-}
-
-static size_t cublas_workspace(const ct_backend *backend, const ct_tensor *node)
-{
-    (void)backend;
-    return ct_cuda_blas_workspace(node);
-}
-
-static ct_status run_cublas(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
-{
-    return ct_cuda_blas_run(b->blas, e, n);
-}
-
-/* The vendor calls apply a fused relu with the bias (ct_cuda_add_bias); a
- * fused bias gradient runs channel_sum's kernel after cuDNN's or cuBLAS's
- * weight gradient, a fused relu_bwd relu_bwd's kernel after their backward
- * data (ct_cuda_relu_backward_fused). */
-CUDA_IMPL(cudnn, "cudnn", run_cudnn, .kind = CT_IMPL_VENDOR, .supports = cudnn_supports,
-          .ready = cudnn_ready, .workspace = cudnn_workspace, .half = true,
-          .fuses = CT_FUSES_RELU | CT_FUSES_BIAS_GRAD | CT_FUSES_RELU_BWD);
-CUDA_IMPL(cublas, "cublas", run_cublas, .kind = CT_IMPL_VENDOR, .supports = cublas_supports,
-          .ready = cublas_ready, .workspace = cublas_workspace, .half = true,
-          .fuses = CT_FUSES_RELU | CT_FUSES_BIAS_GRAD | CT_FUSES_RELU_BWD);
+/* The vendor calls (table_vendor.c), last: "native" never takes them. */
+#define CUDNN &ct_cuda_cudnn
+#define CUBLAS &ct_cuda_cublas
 
 const ct_impl *const ct_cuda_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
-    [CT_OP_CONV2D] = {&ct_cuda_conv2d_tc, &conv2d_direct, &conv2d, &cudnn},
-    [CT_OP_CONV2D_BWD_DATA] = {&ct_cuda_conv2d_bwd_data_tc, &conv2d_bwd_data, &cudnn},
-    [CT_OP_CONV2D_BWD_WEIGHT] = {&ct_cuda_conv2d_bwd_weight_tc, &conv2d_bwd_weight, &cudnn},
+    [CT_OP_CONV2D] = {&ct_cuda_conv2d_tc, &conv2d_direct, &conv2d, CUDNN},
+    [CT_OP_CONV2D_BWD_DATA] = {&ct_cuda_conv2d_bwd_data_tc, &conv2d_bwd_data, CUDNN},
+    [CT_OP_CONV2D_BWD_WEIGHT] = {&ct_cuda_conv2d_bwd_weight_tc, &conv2d_bwd_weight, CUDNN},
     [CT_OP_CHANNEL_SUM] = {&channel_sum},
-    [CT_OP_LINEAR] = {&ct_cuda_linear_tc, &linear, &cublas},
-    [CT_OP_LINEAR_BWD_DATA] = {&ct_cuda_linear_bwd_data_tc, &linear_bwd_data, &cublas},
-    [CT_OP_LINEAR_BWD_WEIGHT] = {&ct_cuda_linear_bwd_weight_tc, &linear_bwd_weight, &cublas},
-    [CT_OP_MAXPOOL2D] = {&maxpool2x2, &maxpool2d, &cudnn},
+    [CT_OP_LINEAR] = {&ct_cuda_linear_tc, &linear, CUBLAS},
+    [CT_OP_LINEAR_BWD_DATA] = {&ct_cuda_linear_bwd_data_tc, &linear_bwd_data, CUBLAS},
+    [CT_OP_LINEAR_BWD_WEIGHT] = {&ct_cuda_linear_bwd_weight_tc, &linear_bwd_weight, CUBLAS},
+    [CT_OP_MAXPOOL2D] = {&maxpool2x2, &maxpool2d, CUDNN},
     [CT_OP_MAXPOOL2D_BWD] = {&maxpool2x2_bwd, &maxpool2d_bwd},
-    [CT_OP_AVGPOOL2D] = {&avgpool2d, &cudnn},
+    [CT_OP_AVGPOOL2D] = {&avgpool2d, CUDNN},
     [CT_OP_AVGPOOL2D_BWD] = {&avgpool2d_bwd},
     [CT_OP_GLOBAL_AVGPOOL] = {&global_avgpool},
     [CT_OP_GLOBAL_AVGPOOL_BWD] = {&global_avgpool_bwd},
@@ -674,10 +512,10 @@ const ct_impl *const ct_cuda_impls[CT_OP_COUNT][CT_MAX_IMPLS] = {
     [CT_OP_CROSS_ENTROPY] = {&cross_entropy},
     [CT_OP_CROSS_ENTROPY_BWD] = {&cross_entropy_bwd},
     [CT_OP_FILL] = {&fill},
-    [CT_OP_SGD_UPDATE] = {&sgd_update},
-    [CT_OP_ADAM_UPDATE] = {&adam_update},
+    [CT_OP_SGD_UPDATE] = {&ct_cuda_sgd_update_impl},
+    [CT_OP_ADAM_UPDATE] = {&ct_cuda_adam_update_impl},
     [CT_OP_CUSTOM] = {&custom},
     [CT_OP_CUSTOM_BWD] = {&custom},
     [CT_OP_CAST] = {&cast},
-    [CT_OP_CHECK_FINITE] = {&check_finite},
+    [CT_OP_CHECK_FINITE] = {&ct_cuda_check_finite_impl},
 };
