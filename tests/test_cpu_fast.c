@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cuttle.h"
+#include "cpu/conv_channels.h"
 #include "cpu/conv_direct.h"
 #include "cpu/conv_flat.h"
 #include "cpu/conv_winograd.h"
@@ -60,6 +61,7 @@ static const fast_conv_case FAST_CONV_CASES[] = {
     {2, 1, 40, 37, 1, 5, 3, 2, 0},    /* one channel each way, wide rows */
     {3, 16, 8, 8, 5, 5, 5, 2, 2},     /* depth 400: the largest direct depth */
     {4, 2, 7, 13, 5, 3, 5, 0, 0},     /* no padding (images read in place), 9 = 8 + 1 lanes */
+    {10, 3, 9, 11, 32, 3, 3, 1, 1},   /* padded, 32 channels: two vectors of them, 8 + 2 images */
 };
 enum { N_FAST_CONV_CASES = sizeof(FAST_CONV_CASES) / sizeof(FAST_CONV_CASES[0]) };
 
@@ -194,6 +196,16 @@ static void direct_conv_takes_the_cases(void)
         CHECK(ct_cpu_conv2d_flat_fits(&s) == ct_cpu_simd_avx512(),
               "case %d: the 16-float kernels should run it exactly where AVX-512 is", i);
     }
+    /* the weight gradient on vectors of 16 channels: SimpleCNN's conv2 and
+     * the last case, padded; not conv1's 6 channels */
+    ct_conv2d_shape conv1 = fast_conv_shape(&FAST_CONV_CASES[0]);
+    ct_conv2d_shape conv2 = fast_conv_shape(&FAST_CONV_CASES[1]);
+    ct_conv2d_shape padded = fast_conv_shape(&FAST_CONV_CASES[N_FAST_CONV_CASES - 1]);
+    CHECK(ct_cpu_conv2d_channels_fits(&conv2) == ct_cpu_simd_avx512() &&
+              ct_cpu_conv2d_channels_fits(&padded) == ct_cpu_simd_avx512() &&
+              !ct_cpu_conv2d_channels_fits(&conv1),
+          "SimpleCNN's conv2 and the last case, not conv1, should take the channel-vector "
+          "weight gradient");
     ct_conv2d_shape strided = fast_conv_shape(&FAST_CONV_CASES[2]);
     strided.stride_h = 2;
     CHECK(!ct_cpu_conv2d_direct_fits(&strided), "stride 2 must stay on im2col + GEMM");
@@ -266,20 +278,21 @@ static void direct_conv_avx2_only_matches_reference(void)
 }
 
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
-/* a[k] and b[k] NaN together, else |a - b| <= tolerance * max(1, |a|). */
+/* a[k] and b[k] NaN together, and |a - b| <= tolerance * max |a| elsewhere
+ * (the measure the reference checks use). */
 static bool same_within(const float *a, const float *b, int64_t count, double tolerance)
 {
+    double largest = 0.0, worst = 0.0;
     for (int64_t k = 0; k < count; k++) {
         if (isnan(a[k]) || isnan(b[k])) {
             if (!(isnan(a[k]) && isnan(b[k])))
                 return false;
             continue;
         }
-        double scale = fabs(a[k]) > 1.0 ? fabs(a[k]) : 1.0;
-        if (fabs((double)a[k] - b[k]) > tolerance * scale)
-            return false;
+        largest = fabs(a[k]) > largest ? fabs(a[k]) : largest;
+        worst = fabs((double)a[k] - b[k]) > worst ? fabs((double)a[k] - b[k]) : worst;
     }
-    return true;
+    return worst <= tolerance * largest;
 }
 
 /* The forward (with relu and bias), the forward with relu and 2x2 max pool,
@@ -333,7 +346,8 @@ static void direct_conv_wide_blocks_same_bits(void)
         static const char *const names[4] = {"forward", "forward+pool", "dw", "db"};
         for (int k = 0; k < 4; k++) {
             if (k == 2 && ct_cpu_conv2d_flat_fits(&s)) {
-                /* 16-lane sums (conv_flat.c): close, NaN where AVX2's is */
+                /* 16-lane sums (conv_flat.c) or whole ones on vectors of
+                 * channels (conv_channels.c): close, NaN where AVX2's is */
                 CHECK(same_within(out[0][k], out[1][k], counts[k], TOLERANCE),
                       "case %d: dw on 16-float vectors is not AVX2's within %g", index,
                       TOLERANCE);

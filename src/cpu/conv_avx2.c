@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "cpu/conv_channels.h"
 #include "cpu/conv_direct.h"
 #include "cpu/conv_direct_impl.h"
 #include "cpu/conv_flat.h"
@@ -75,6 +76,9 @@ size_t ct_cpu_conv_direct_thread_floats(const ct_conv2d_shape *s)
     /* sized whether or not this CPU takes the 16-float kernels now */
     size_t flat = ct_cpu_conv2d_flat_shape_fits(s) ? ct_cpu_conv2d_flat_thread_floats(s) : 0;
     most = most > flat ? most : flat;
+    size_t channels =
+        ct_cpu_conv2d_channels_shape_fits(s) ? ct_cpu_conv2d_channels_thread_floats(s) : 0;
+    most = most > channels ? most : channels;
     return most > weight ? most : weight;
 }
 

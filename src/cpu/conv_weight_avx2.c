@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cpu/conv_direct.h"
+#include "cpu/conv_channels.h"
 #include "cpu/conv_direct_impl.h"
 #include "cpu/conv_flat.h"
 #include "cpu/lanes.h"
@@ -223,12 +224,16 @@ void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float 
     size_t in_image = (size_t)s->in_channels * s->in_h * s->in_w;
     size_t out_image = (size_t)s->out_channels * s->out_h * s->out_w;
     size_t out_plane = (size_t)s->out_h * s->out_w;
-    /* 16-lane sums over groups of shifted copies (conv_flat.c) where this
-     * CPU takes them, else 8-lane ones over padded images */
-    bool flat = ct_cpu_conv2d_flat_fits(s);
-    int width = flat ? 2 * LANES : LANES, group_max = flat ? CT_CONV_FLAT_GROUP : WEIGHT_GROUP;
-    size_t group_floats = flat ? CT_CONV_FLAT_GROUP * ct_cpu_conv2d_flat_image_floats(s)
-                               : WEIGHT_GROUP * image;
+    /* On AVX-512: whole sums on vectors of 16 output channels where they
+     * come in sixteens (conv_channels.c), else 16-lane sums over groups of
+     * shifted copies (conv_flat.c); else 8-lane ones over padded images. */
+    bool channels = ct_cpu_conv2d_channels_fits(s);
+    bool flat = !channels && ct_cpu_conv2d_flat_fits(s);
+    int width = channels ? 1 : flat ? 2 * LANES : LANES;
+    int group_max = channels || flat ? CT_CONV_FLAT_GROUP : WEIGHT_GROUP;
+    size_t group_floats = channels ? ct_cpu_conv2d_channels_group_floats(s)
+                          : flat   ? CT_CONV_FLAT_GROUP * ct_cpu_conv2d_flat_image_floats(s)
+                                   : WEIGHT_GROUP * image;
     float *chunk_sums = (float *)workspace + per_thread * (size_t)ct_cpu_max_threads();
     double *bias_sums = (double *)(chunk_sums + round_floats(n_weights * WEIGHT_CHUNKS));
     int n_chunks = s->n_batch < WEIGHT_CHUNKS ? s->n_batch : WEIGHT_CHUNKS;
@@ -250,7 +255,7 @@ void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float 
         for (int chunk = chunk_first; chunk < chunk_last; chunk++) {
             int first, last;
             split_range(s->n_batch, chunk, n_chunks, &first, &last);
-            if (!flat) /* the 16-float kernels store their first products */
+            if (!flat && !channels) /* the 16-float kernels store their first products */
                 memset(lanes, 0, sizeof(float) * n_weights * (size_t)width);
             double *chunk_bias = bias_sums + (size_t)chunk * s->out_channels;
             if (db)
@@ -258,7 +263,10 @@ void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float 
             for (int n0 = first; n0 < last; n0 += group_max) {
                 int group = last - n0 < group_max ? last - n0 : group_max;
                 const float *images = x + n0 * in_image, *dy_group = dy + n0 * out_image;
-                if (flat) {
+                if (channels) {
+                    ct_cpu_conv2d_channels_weight_group(s, group, images, dy_group, n0 == first,
+                                                        xp, lanes);
+                } else if (flat) {
                     ct_cpu_conv2d_flat_weight_group(s, group, images, dy_group, n0 == first, xp,
                                                     lanes);
                 } else {
@@ -277,7 +285,11 @@ void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float 
                     add_bias_sums(group, s->out_channels, out_plane, dy + n0 * out_image,
                                   chunk_bias);
             }
-            reduce_lanes(n_weights, width, lanes, chunk_sums + (size_t)chunk * n_weights);
+            float *sums = chunk_sums + (size_t)chunk * n_weights;
+            if (channels)
+                ct_cpu_conv2d_channels_weight_order(s, lanes, sums);
+            else
+                reduce_lanes(n_weights, width, lanes, sums);
         }
 #pragma omp barrier
 #pragma omp for schedule(static) nowait
