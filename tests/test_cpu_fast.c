@@ -554,7 +554,8 @@ static void tanh_vector_matches_libm(void)
  * on odd sizes (a last row and column that no window covers). */
 static void maxpool_2x2_backward_same_bits(void)
 {
-    static const int sizes[][3] = {{3, 24, 24}, {5, 8, 8}, {2, 13, 17}, {4, 9, 30}, {1, 2, 2}};
+    static const int sizes[][3] = {{3, 24, 24}, {5, 8, 8},  {2, 13, 17},
+                                   {4, 9, 30},  {1, 2, 2},  {2, 6, 70}}; /* 35 = 16+16+3 */
     for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
         int planes = sizes[si][0], h = sizes[si][1], w = sizes[si][2];
         ct_pool2d_shape s = {1, planes, h, w, h / 2, w / 2, 2, 2, 2, 2, 0, 0, false};
@@ -564,13 +565,25 @@ static void maxpool_2x2_backward_same_bits(void)
             x[i] = x[i + 1 < nx ? i + 1 : i]; /* ties */
         for (int64_t i = 5; i < nx; i += 23)
             x[i] = NAN;
-        float *fast = nan_floats(nx), *portable = nan_floats(nx);
-        ct_cpu_maxpool2d_backward(&s, x, dy, false, fast);
+        for (int relu = 0; relu < 2; relu++) {
+            float *fast = nan_floats(nx), *portable = nan_floats(nx);
+            ct_cpu_maxpool2d_backward(&s, x, dy, relu, fast);
+            ct_cpu_simd_set(false);
+            ct_cpu_maxpool2d_backward(&s, x, dy, relu, portable);
+            ct_cpu_simd_set(true);
+            CHECK(memcmp(fast, portable, sizeof(float) * (size_t)nx) == 0,
+                  "maxpool backward %dx%dx%d (relu %d): vector and scalar differ", planes, h, w,
+                  relu);
+            free(fast); free(portable);
+        }
+        /* the forward the same way (AVX-512 from 8 windows a row on) */
+        float *fast = nan_floats(ny), *portable = nan_floats(ny);
+        ct_cpu_maxpool2d_forward(&s, x, fast);
         ct_cpu_simd_set(false);
-        ct_cpu_maxpool2d_backward(&s, x, dy, false, portable);
+        ct_cpu_maxpool2d_forward(&s, x, portable);
         ct_cpu_simd_set(true);
-        CHECK(memcmp(fast, portable, sizeof(float) * (size_t)nx) == 0,
-              "maxpool backward %dx%dx%d: vector and scalar differ", planes, h, w);
+        CHECK(memcmp(fast, portable, sizeof(float) * (size_t)ny) == 0,
+              "maxpool forward %dx%dx%d: vector and scalar differ", planes, h, w);
         free(x); free(dy); free(fast); free(portable);
     }
 }

@@ -2,7 +2,10 @@
  * Max pooling 2x2/2, forward and backward, with SSE/AVX compares and blends,
  * four windows at a time: the branch-free form of pool.c's maxpool_2x2_plane
  * and maxpool_2x2_backward_plane (a branchy argmax mispredicts on every
- * other window of real activations).
+ * other window of real activations); on AVX-512, 16 windows at a time with
+ * mask-register compares where a row has at least 8 windows (SimpleCNN's
+ * 24-wide conv1 outputs: forward 26 -> 15 us, backward 55 -> 35 us a batch
+ * of 64, docs/perf.md).
  * Same rule as pool.c: NaN wins, otherwise a strictly larger value, so the
  * first maximum in row-major window order takes the gradient.
  */
@@ -98,6 +101,111 @@ AVX2 int ct_cpu_maxpool2x2_backward_avx2(int in_w, int out_h, int out_w, const f
         }
     }
     return vec_w;
+}
+
+/* ---- AVX-512: 16 windows a vector, for rows of at least 8 windows ---------- */
+
+#define AVX512 __attribute__((target("avx2,fma,avx512f")))
+#define AVX512_INLINE __attribute__((target("avx2,fma,avx512f"), always_inline)) static inline
+
+/* candidate > current, or candidate is NaN. */
+AVX512_INLINE __mmask16 replaces16(__m512 candidate, __m512 current)
+{
+    return _mm512_cmp_ps_mask(candidate, current, _CMP_GT_OQ) |
+           _mm512_cmp_ps_mask(candidate, candidate, _CMP_UNORD_Q);
+}
+
+/* The first n (<= 32) of 32 lanes: the mask of the low 16 and the high 16. */
+AVX512_INLINE __mmask16 low_lanes(int n)
+{
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
+
+AVX512_INLINE __mmask16 high_lanes(int n)
+{
+    return n <= 16 ? (__mmask16)0 : low_lanes(n - 16);
+}
+
+/* Up to 16 windows of one output row from 2 input rows: windows lanes. */
+typedef struct windows16 {
+    __m512 top_left, top_right, bottom_left, bottom_right;
+    __mmask16 lanes, lo, hi; /* the windows; the 32 inputs a row: low and high 16 */
+} windows16;
+
+AVX512_INLINE windows16 load_windows16(const float *row0, const float *row1, int n)
+{
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                           28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    windows16 win = {.lanes = low_lanes(n), .lo = low_lanes(2 * n), .hi = high_lanes(2 * n)};
+    __m512 a = _mm512_maskz_loadu_ps(win.lo, row0), b = _mm512_maskz_loadu_ps(win.hi, row0 + 16);
+    win.top_left = _mm512_permutex2var_ps(a, even, b);
+    win.top_right = _mm512_permutex2var_ps(a, odd, b);
+    a = _mm512_maskz_loadu_ps(win.lo, row1);
+    b = _mm512_maskz_loadu_ps(win.hi, row1 + 16);
+    win.bottom_left = _mm512_permutex2var_ps(a, even, b);
+    win.bottom_right = _mm512_permutex2var_ps(a, odd, b);
+    return win;
+}
+
+AVX512 int ct_cpu_maxpool2x2_forward_avx512(int in_w, int out_h, int out_w, const float *x,
+                                            float *y)
+{
+    for (int oh = 0; oh < out_h; oh++) {
+        const float *row0 = x + (long)2 * oh * in_w, *row1 = row0 + in_w;
+        for (int ow = 0; ow < out_w; ow += 16) {
+            windows16 win = load_windows16(row0 + 2 * ow, row1 + 2 * ow, out_w - ow);
+            __m512 m = win.top_left;
+            m = _mm512_mask_mov_ps(m, replaces16(win.top_right, m), win.top_right);
+            m = _mm512_mask_mov_ps(m, replaces16(win.bottom_left, m), win.bottom_left);
+            m = _mm512_mask_mov_ps(m, replaces16(win.bottom_right, m), win.bottom_right);
+            _mm512_mask_storeu_ps(y + (long)oh * out_w + ow, win.lanes, m);
+        }
+    }
+    return out_w;
+}
+
+/* dst[2k] = even[k], dst[2k+1] = odd[k] for the first 2n floats. */
+AVX512_INLINE void store_interleaved(float *dst, __m512 even, __m512 odd, __mmask16 lo,
+                                     __mmask16 hi)
+{
+    const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22,
+                                            7, 23);
+    const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(8));
+    _mm512_mask_storeu_ps(dst, lo, _mm512_permutex2var_ps(even, first, odd));
+    _mm512_mask_storeu_ps(dst + 16, hi, _mm512_permutex2var_ps(even, second, odd));
+}
+
+AVX512 int ct_cpu_maxpool2x2_backward_avx512(int in_w, int out_h, int out_w, const float *x,
+                                             const float *dy, bool relu, float *dx)
+{
+    for (int oh = 0; oh < out_h; oh++) {
+        const float *row0 = x + (long)2 * oh * in_w, *row1 = row0 + in_w;
+        float *dx0 = dx + (long)2 * oh * in_w, *dx1 = dx0 + in_w;
+        for (int ow = 0; ow < out_w; ow += 16) {
+            windows16 win = load_windows16(row0 + 2 * ow, row1 + 2 * ow, out_w - ow);
+            /* pick[k]: window element k is the argmax so far */
+            __m512 m = win.top_left;
+            __mmask16 pick1 = replaces16(win.top_right, m);
+            m = _mm512_mask_mov_ps(m, pick1, win.top_right);
+            __mmask16 pick2 = replaces16(win.bottom_left, m);
+            m = _mm512_mask_mov_ps(m, pick2, win.bottom_left);
+            __mmask16 pick3 = replaces16(win.bottom_right, m);
+            m = _mm512_mask_mov_ps(m, pick3, win.bottom_right);
+            pick2 &= (__mmask16)~pick3;
+            pick1 &= (__mmask16)~(pick2 | pick3);
+            __mmask16 pick0 = (__mmask16)~(pick1 | pick2 | pick3);
+            __m512 g = _mm512_maskz_loadu_ps(win.lanes, dy + (long)oh * out_w + ow);
+            if (relu) /* ct_relu_grad(max, g): 0 where max <= 0, NaN passes */
+                g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_NLE_UQ),
+                                        g);
+            store_interleaved(dx0 + 2 * ow, _mm512_maskz_mov_ps(pick0, g),
+                              _mm512_maskz_mov_ps(pick1, g), win.lo, win.hi);
+            store_interleaved(dx1 + 2 * ow, _mm512_maskz_mov_ps(pick2, g),
+                              _mm512_maskz_mov_ps(pick3, g), win.lo, win.hi);
+        }
+    }
+    return out_w;
 }
 
 #endif

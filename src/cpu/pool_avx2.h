@@ -17,6 +17,12 @@ int ct_cpu_maxpool2x2_forward_avx2(int in_w, int out_h, int out_w, const float *
  * window's max). */
 int ct_cpu_maxpool2x2_backward_avx2(int in_w, int out_h, int out_w, const float *x,
                                     const float *dy, bool relu, float *dx);
+/* The same on AVX-512 (16 windows a vector, every column): for rows of at
+ * least CT_POOL_AVX512_MIN_WINDOWS windows on a CPU where ct_cpu_simd_avx512(). */
+enum { CT_POOL_AVX512_MIN_WINDOWS = 8 };
+int ct_cpu_maxpool2x2_forward_avx512(int in_w, int out_h, int out_w, const float *x, float *y);
+int ct_cpu_maxpool2x2_backward_avx512(int in_w, int out_h, int out_w, const float *x,
+                                      const float *dy, bool relu, float *dx);
 #endif
 
 #endif
