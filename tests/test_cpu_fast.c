@@ -367,6 +367,36 @@ static void direct_conv_wide_blocks_same_bits(void)
 
 /* SimpleCNN's layers take the AVX-512 kernels where the CPU has them, and
  * 1, 2 and 3 threads give the same bits (each output is one thread's). */
+/* A whole 4 x 4 block of the small forward adds its 16 sums in one tree
+ * (linear_avx512.c's store_block): the same bits as a row that falls in a
+ * partial block, summed one output at a time, NaN and relu's zeros
+ * included: every row again alone (n = 1: 1 x 4 blocks) must match. */
+static void linear_small_blocks_same_bits(void)
+{
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (!ct_cpu_simd_avx512()) {
+        fprintf(stderr, "  note: no AVX-512 here: linear layers run on the GEMM\n");
+        return;
+    }
+    enum { N = 9, IN = 40, OUT = 12 };
+    float *x = random_floats((int64_t)N * IN, 60), *w = random_floats((int64_t)OUT * IN, 61);
+    float *bias = random_floats(OUT, 62);
+    x[3 * IN + 5] = NAN;
+    float *all = nan_floats((int64_t)N * OUT), *one = nan_floats(OUT);
+    ct_cpu_linear_small_forward(N, IN, OUT, x, w, bias, true, all);
+    int zeros = 0;
+    for (int n = 0; n < N; n++) {
+        ct_cpu_linear_small_forward(1, IN, OUT, x + (size_t)n * IN, w, bias, true, one);
+        CHECK(memcmp(one, all + (size_t)n * OUT, sizeof(float) * OUT) == 0,
+              "row %d of a 4 x 4 block differs from the same row alone", n);
+        for (int o = 0; o < OUT; o++)
+            zeros += all[n * OUT + o] == 0.0f;
+    }
+    CHECK(zeros > 0 && isnan(all[3 * OUT]), "the case should have relu zeros and a NaN row");
+    free(x); free(w); free(bias); free(all); free(one);
+#endif
+}
+
 static void linear_small_same_bits_for_any_thread_count(void)
 {
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
@@ -813,6 +843,7 @@ int main(void)
     RUN(direct_conv_avx2_only_matches_reference);
     RUN(direct_conv_wide_blocks_same_bits);
     RUN(linear_small_same_bits_for_any_thread_count);
+    RUN(linear_small_blocks_same_bits);
     RUN(winograd_takes_the_cases);
     RUN(winograd_matches_reference);
     RUN(winograd_same_bits_for_any_thread_count);

@@ -7,6 +7,8 @@
  *                    rows of x and w are contiguous in i: a register block of
  *                    4 rows x 4 outputs keeps 16 vectors of 16 partial sums
  *                    (8 loads per 16 FMAs), reduced in a fixed tree at the end
+ *                    (for a whole block, the 16 trees as one: fc1 29.5 -> 22.5
+ *                    us, fc2 14.3 -> 9.3 on two threads)
  *   backward data:   dx[n, i:i+64] = sum_o dy[n,o] * w[o, i:i+64]
  *   backward weight: dw[o, i:i+64] = sum_n dy[n,o] * x[n, i:i+64]
  *                    both an outer-product block: 4 rows x 64 columns in 16
@@ -55,6 +57,55 @@ AVX512_INLINE __mmask16 tail_mask(int left)
 
 /* ---- forward: dot products of rows -------------------------------------------- */
 
+/* a + b of the 128-bit quarters of a and b that `even` and `odd` pick. */
+#define QUARTER_SUM(a, b, even, odd) \
+    _mm512_add_ps(_mm512_shuffle_f32x4(a, b, even), _mm512_shuffle_f32x4(a, b, odd))
+/* ... and of the lanes of each quarter that `even` and `odd` pick. */
+#define LANE_SUM(a, b, even, odd) \
+    _mm512_add_ps(_mm512_shuffle_ps(a, b, even), _mm512_shuffle_ps(a, b, odd))
+
+/* y[n0+r, o0+c] = relu?(the 16 lanes of acc[r][c] summed + bias[o0+c]) for
+ * a whole 4 x 4 block: the 16 sums in one tree of 15 vector adds and 30
+ * shuffles instead of 16 reductions of one vector each (about 4 shuffles
+ * and 4 adds each, and a scalar bias, relu and store).  Each sum is added
+ * in _mm512_reduce_add_ps's order, so the bits are those of the
+ * one-at-a-time path: lanes i + i+8, then i + i+4, then (0 + 2) + (1 + 3). */
+AVX512_INLINE void store_block(__m512 acc[BLOCK][BLOCK], int out, const float *bias, bool relu,
+                               int n0, int o0, float *y)
+{
+    /* h[m] = [output 2m's halves added | output 2m+1's], output q = 4r + c */
+    __m512 h[8], quarter[4], pair[2];
+    #pragma GCC unroll 8
+    for (int m = 0; m < 8; m++) {
+        __m512 a = acc[m / 2][m % 2 * 2], b = acc[m / 2][m % 2 * 2 + 1];
+        h[m] = QUARTER_SUM(a, b, _MM_SHUFFLE(1, 0, 1, 0), _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    /* quarter[k]: 128-bit part p holds output 4k + p's four partial sums */
+    #pragma GCC unroll 4
+    for (int k = 0; k < 4; k++)
+        quarter[k] = QUARTER_SUM(h[2 * k], h[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0),
+                                 _MM_SHUFFLE(3, 1, 3, 1));
+    /* pair[t], part p: lanes (0+2, 1+3) of outputs p + 8t and p + 8t + 4 */
+    #pragma GCC unroll 2
+    for (int t = 0; t < 2; t++)
+        pair[t] = LANE_SUM(quarter[2 * t], quarter[2 * t + 1], _MM_SHUFFLE(1, 0, 1, 0),
+                           _MM_SHUFFLE(3, 2, 3, 2));
+    /* part p: outputs p, p + 4, p + 8, p + 12: column p of rows 0..3 */
+    __m512 sums = LANE_SUM(pair[0], pair[1], _MM_SHUFFLE(2, 0, 2, 0), _MM_SHUFFLE(3, 1, 3, 1));
+    /* lane 4r + c: row r, column c */
+    const __m512i rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    sums = _mm512_permutexvar_ps(rows, sums);
+    if (bias)
+        sums = _mm512_add_ps(sums, _mm512_broadcast_f32x4(_mm_loadu_ps(bias + o0)));
+    if (relu) /* v < 0 ? 0 : v, NaN kept */
+        sums = _mm512_maskz_mov_ps(~_mm512_cmp_ps_mask(sums, _mm512_setzero_ps(), _CMP_LT_OQ),
+                                   sums);
+    _mm_storeu_ps(y + (size_t)n0 * out + o0, _mm512_extractf32x4_ps(sums, 0));
+    _mm_storeu_ps(y + (size_t)(n0 + 1) * out + o0, _mm512_extractf32x4_ps(sums, 1));
+    _mm_storeu_ps(y + (size_t)(n0 + 2) * out + o0, _mm512_extractf32x4_ps(sums, 2));
+    _mm_storeu_ps(y + (size_t)(n0 + 3) * out + o0, _mm512_extractf32x4_ps(sums, 3));
+}
+
 /* y[n0+r, o0+c] for r < R, c < C. */
 AVX512_INLINE void dot_block(int in, int out, const float *x, const float *w, const float *bias,
                              bool relu, int n0, int o0, float *y, const int R, const int C)
@@ -78,6 +129,10 @@ AVX512_INLINE void dot_block(int in, int out, const float *x, const float *w, co
             for (int r = 0; r < R; r++)
                 acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
         }
+    }
+    if (R == BLOCK && C == BLOCK) {
+        store_block(acc, out, bias, relu, n0, o0, y);
+        return;
     }
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
