@@ -6,8 +6,11 @@
  * Makefile); the calls it inserts are declared in emu/count_hooks.h.
  *
  *   - Per basic block, the static counts of floating-point operations by
- *     kind (emu/count_hooks.h), each vector operation once per element;
+ *     kind (emu/count_hooks.h), each vector operation once per element,
+ *     and of the instructions a GPU would issue for it (roughly: issued());
  *     one call with a constant table of them before the block's end.
+ *   - Before a load whose address comes from another load's value, a call
+ *     that marks it dependent (the latency chain's rounds of loads).
  *   - Before every conditional branch and switch, a call with the
  *     successor the lane takes; the emulator pairs the lanes of a warp
  *     (counters.cpp) and counts the branch divergent when they disagree.
@@ -39,7 +42,9 @@
 #include <map>
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/Analysis/ValueTracking.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/IR/DebugInfoMetadata.h"
 #include "llvm/IR/IRBuilder.h"
@@ -133,6 +138,82 @@ void count_instruction(const Instruction &inst, fp_counts &c, const StringSet<> 
     }
 }
 
+/* The elements of `type`: 1 for a scalar.  The host compiler vectorizes
+ * some of a thread's loops; a GPU thread runs them element by element. */
+unsigned elements_of(Type *type)
+{
+    if (auto *vector = dyn_cast<FixedVectorType>(type))
+        return vector->getNumElements();
+    return 1;
+}
+
+/* Roughly the instructions a GPU issues for `inst`, per thread: one per
+ * element of an operation; none for what SASS does not execute (phis,
+ * debug and lifetime markers, no-op and integer-width casts, an address
+ * with only constant offsets, which folds into the load's immediate); a
+ * math library call as the few instructions of its GPU routine (float: a
+ * special-function op and some FMAs, about 4; double: a software routine,
+ * about 20); an integer division or remainder as the GPU's routine for
+ * it.  Only the latency term of the roofline model reads this
+ * (docs/roofline.md): a count within a factor of about 1.5 of SASS's. */
+unsigned issued(const Instruction &inst, const StringSet<> &math)
+{
+    if (isa<PHINode>(inst) || isa<DbgInfoIntrinsic>(inst) || isa<AllocaInst>(inst) ||
+        isa<UnreachableInst>(inst) || isa<FreezeInst>(inst))
+        return 0;
+    switch (inst.getOpcode()) {
+    case Instruction::BitCast:
+    case Instruction::AddrSpaceCast:
+    case Instruction::PtrToInt:
+    case Instruction::IntToPtr:
+    case Instruction::ZExt:
+    case Instruction::SExt:
+    case Instruction::Trunc:
+        return 0;
+    default:
+        break;
+    }
+    switch (inst.getOpcode()) {
+    case Instruction::UDiv:
+    case Instruction::SDiv:
+    case Instruction::URem:
+    case Instruction::SRem:
+        /* no integer divider on a GPU: a constant divisor is a multiply-high
+         * and shifts; any other a routine of some 20 instructions for 32 bits
+         * (about 70, a call, for 64) */
+        if (isa<Constant>(inst.getOperand(1)))
+            return 3 * elements_of(inst.getType());
+        return (inst.getType()->getScalarSizeInBits() > 32 ? 70u : 20u) *
+               elements_of(inst.getType());
+    default:
+        break;
+    }
+    if (const auto *address = dyn_cast<GetElementPtrInst>(&inst))
+        return address->hasAllConstantIndices() ? 0 : 1;
+    if (const auto *intrinsic = dyn_cast<IntrinsicInst>(&inst)) {
+        switch (intrinsic->getIntrinsicID()) {
+        case Intrinsic::lifetime_start:
+        case Intrinsic::lifetime_end:
+        case Intrinsic::assume:
+        case Intrinsic::experimental_noalias_scope_decl:
+            return 0;
+        default:
+            return elements_of(inst.getType()->isVoidTy() ? Type::getInt32Ty(inst.getContext())
+                                                          : inst.getType());
+        }
+    }
+    if (const auto *call = dyn_cast<CallInst>(&inst)) {
+        const Function *callee = call->getCalledFunction();
+        if (callee && callee->isDeclaration() && math.count(callee->getName()))
+            return elements_of(inst.getType()) *
+                   (inst.getType()->getScalarType()->isDoubleTy() ? 20u : 4u);
+        return 1;
+    }
+    if (const auto *store = dyn_cast<StoreInst>(&inst))
+        return elements_of(store->getValueOperand()->getType());
+    return inst.getType()->isVoidTy() ? 1 : elements_of(inst.getType());
+}
+
 struct count_pass : PassInfoMixin<count_pass> {
     DenseMap<const DIFile *, bool> emulator_files;
 
@@ -158,6 +239,40 @@ struct count_pass : PassInfoMixin<count_pass> {
         bool emulator = sys::path::filename(sys::path::parent_path(path)) == "emu";
         emulator_files[file] = emulator;
         return emulator;
+    }
+
+    /* Whether `load` (of the kernel's code) reads through a pointer the
+     * kernel was given, or one read from such memory: device memory, not
+     * the stack, a by-value parameter or a global variable (the emulator
+     * reads threadIdx through one). */
+    bool reads_device_memory(const LoadInst *load, int depth)
+    {
+        if (depth > 8 || from_emulator(*load))
+            return false;
+        const Value *object = getUnderlyingObject(load->getPointerOperand());
+        if (const auto *argument = dyn_cast<Argument>(object))
+            return !argument->hasByValAttr();
+        if (const auto *pointer_load = dyn_cast<LoadInst>(object))
+            return reads_device_memory(pointer_load, depth + 1);
+        return false;
+    }
+
+    /* Whether `value` was computed (through arithmetic, addresses, selects
+     * and phis) from what a load read from device memory: a load at that
+     * address waits for the first one's round trip. */
+    bool from_loaded_value(const Value *value, SmallPtrSetImpl<const Value *> &seen, int depth)
+    {
+        if (depth > 32 || !seen.insert(value).second)
+            return false;
+        if (const auto *load = dyn_cast<LoadInst>(value))
+            return reads_device_memory(load, 0);
+        const auto *inst = dyn_cast<Instruction>(value);
+        if (!inst || isa<CallBase>(inst))
+            return false;
+        for (const Use &operand : inst->operands())
+            if (from_loaded_value(operand.get(), seen, depth + 1))
+                return true;
+        return false;
     }
 
     /* The successor `terminator` sends the lane to, as an i32 before it;
@@ -203,21 +318,35 @@ struct count_pass : PassInfoMixin<count_pass> {
             CUDA_EMU_COUNT_FP_HOOK, void_type, Type::getInt32PtrTy(context));
         FunctionCallee branch_hook = module.getOrInsertFunction(
             CUDA_EMU_BRANCH_HOOK, void_type, Type::getInt32Ty(context));
+        FunctionCallee dependent_hook =
+            module.getOrInsertFunction(CUDA_EMU_DEPENDENT_LOAD_HOOK, void_type);
         std::map<fp_counts, Constant *> tables; /* one per distinct block count */
         bool changed = false;
         for (Function &function : module) {
             if (function.isDeclaration())
                 continue;
             for (BasicBlock &block : function) {
+                for (Instruction &inst : block) {
+                    auto *load = dyn_cast<LoadInst>(&inst);
+                    SmallPtrSet<const Value *, 32> seen;
+                    if (load && !from_emulator(inst) &&
+                        from_loaded_value(load->getPointerOperand(), seen, 0)) {
+                        IRBuilder<>(load).CreateCall(dependent_hook)->setDebugLoc(
+                            load->getDebugLoc());
+                        changed = true;
+                    }
+                }
                 fp_counts counts{};
                 for (const Instruction &inst : block)
-                    if (!from_emulator(inst))
+                    if (!from_emulator(inst)) {
                         count_instruction(inst, counts, math);
+                        counts[CUDA_EMU_INSTRUCTIONS] += issued(inst, math);
+                    }
                 Instruction *terminator = block.getTerminator();
                 /* nothing may come between a musttail call and its return */
                 Instruction *end = block.getTerminatingMustTailCall();
                 IRBuilder<> builder(end ? end : terminator);
-                if (counts[CUDA_EMU_FLOPS]) { /* every operation counts a FLOP or two */
+                if (counts[CUDA_EMU_FLOPS] || counts[CUDA_EMU_INSTRUCTIONS]) {
                     Constant *&table = tables[counts];
                     if (!table)
                         table = fp_table(module, counts);

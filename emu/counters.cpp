@@ -122,6 +122,26 @@ static cuda_emu_kernel_counters &entry(totals &t, const char *kernel)
 static std::vector<std::pair<uintptr_t, uintptr_t>> device_ranges;
 static std::vector<std::vector<uint64_t>> touched;
 
+/* The chain's four kinds, each the most one warp ran (counters.h). */
+struct chain_counts {
+    unsigned long long instructions, load_rounds, collectives, barriers;
+    unsigned long long block_instructions; /* a whole block's: what its SM issues for it */
+};
+
+static void chain_max(chain_counts *into, const chain_counts &c)
+{
+    into->instructions = std::max(into->instructions, c.instructions);
+    into->load_rounds = std::max(into->load_rounds, c.load_rounds);
+    into->collectives = std::max(into->collectives, c.collectives);
+    into->barriers = std::max(into->barriers, c.barriers);
+    into->block_instructions = std::max(into->block_instructions, c.block_instructions);
+}
+
+/* The running launch's chain so far: the most of each kind that one warp of
+ * any of its finished blocks ran (under the totals' lock). */
+static chain_counts launch_chain;
+static const char *running_kernel;
+
 void counters_launch(const char *kernel, uint64_t blocks, uint64_t threads)
 {
     if (!counting())
@@ -137,6 +157,8 @@ void counters_launch(const char *kernel, uint64_t blocks, uint64_t threads)
     }
     totals &t = all();
     std::lock_guard<std::mutex> lock(t.lock);
+    launch_chain = chain_counts{0, 0, 0, 0, 0};
+    running_kernel = entry(t, kernel).name;
     for (cuda_emu_kernel_counters *c : {&entry(t, kernel), &t.sum}) {
         c->launches++;
         c->blocks += blocks;
@@ -207,10 +229,24 @@ struct lane_counts {
     std::vector<std::pair<uintptr_t, uint32_t>> executed; /* per instruction */
 };
 
+/* One lane's part of the latency chain: its instructions, and its rounds
+ * of global loads (a load whose instruction is at or before the lane's
+ * last load's, a loop's next trip, or the first after a barrier, waits for
+ * a new round trip; loads in straight-line code share one). */
+struct lane_chain {
+    uint64_t instructions;
+    uint32_t load_rounds;
+    uintptr_t last_load_pc;
+    bool after_barrier;
+    bool dependent; /* the next load's address came from a loaded value */
+};
+
 struct block_state {
     const char *kernel = nullptr;
     int n_threads = 0;
     std::vector<lane_counts> lanes;
+    std::vector<lane_chain> chain;     /* per lane */
+    std::vector<uint32_t> collectives; /* per warp */
     std::vector<std::unordered_map<request_key, request, request_hash>> open; /* per warp */
     std::vector<std::unordered_map<request_key, branch, request_hash>> branches; /* per warp */
     cuda_emu_kernel_counters counts;
@@ -352,6 +388,8 @@ void counters_block_begin(const char *kernel, int n_threads)
         block.lanes[(size_t)i].executed.clear();
     block.open.resize((size_t)(n_threads + WARP - 1) / WARP);
     block.branches.resize(block.open.size());
+    block.chain.assign((size_t)n_threads, lane_chain{0, 0, 0, true, false});
+    block.collectives.assign(block.open.size(), 0);
     memset(&block.counts, 0, sizeof block.counts);
 }
 
@@ -359,12 +397,16 @@ void counters_barrier()
 {
     for (int warp = 0; warp < (int)block.open.size(); warp++)
         close_warp(warp, warp_mask(warp));
+    for (lane_chain &lane : block.chain)
+        lane.after_barrier = true;
     block.counts.barriers++;
 }
 
 void counters_warp_sync(int warp, unsigned mask)
 {
     close_warp(warp, mask);
+    if ((size_t)warp < block.collectives.size())
+        block.collectives[(size_t)warp]++;
 }
 
 void count_atomic()
@@ -404,6 +446,59 @@ static void add_counts(cuda_emu_kernel_counters *c, const cuda_emu_kernel_counte
     c->flops += b.flops;
     c->branches += b.branches;
     c->divergent_branches += b.divergent_branches;
+    c->warp_instructions += b.warp_instructions;
+    c->chain_instructions += b.chain_instructions;
+    c->chain_load_rounds += b.chain_load_rounds;
+    c->chain_collectives += b.chain_collectives;
+    c->chain_barriers += b.chain_barriers;
+    c->sm_instructions += b.sm_instructions;
+}
+
+/* This block's warps: their instructions summed (each warp its busiest
+ * lane's) into the block's counts, and the chain's maxima into the launch's. */
+static void end_block_chain()
+{
+    chain_counts longest{0, 0, 0, block.counts.barriers, 0};
+    for (size_t warp = 0; warp < block.collectives.size(); warp++) {
+        chain_counts w{0, 0, block.collectives[warp], block.counts.barriers, 0};
+        for (size_t l = warp * WARP; l < block.chain.size() && l < (warp + 1) * WARP; l++) {
+            w.instructions = std::max(w.instructions, (unsigned long long)block.chain[l].instructions);
+            w.load_rounds = std::max(w.load_rounds, (unsigned long long)block.chain[l].load_rounds);
+        }
+        block.counts.warp_instructions += w.instructions;
+        longest.block_instructions += w.instructions;
+        chain_max(&longest, w);
+    }
+    chain_max(&launch_chain, longest);
+}
+
+void counters_launch_end(uint64_t blocks, int block_threads, size_t shared_bytes)
+{
+    if (!counting())
+        return;
+    totals &t = all();
+    std::lock_guard<std::mutex> lock(t.lock);
+    if (!running_kernel)
+        return;
+    /* resident blocks per SM by threads, dynamic shared memory and the
+     * hardware's limit (registers are not known here: docs/roofline.md) */
+    int threads = (block_threads + WARP - 1) / WARP * WARP;
+    uint64_t resident = (uint64_t)std::max(1, std::min(32, 2048 / std::max(threads, (int)WARP)));
+    if (shared_bytes)
+        resident = std::max<uint64_t>(1, std::min<uint64_t>(resident, (228u << 10) / shared_bytes));
+    uint64_t per_wave = resident * (uint64_t)std::max(1, config().sm_count);
+    unsigned long long waves = (blocks + per_wave - 1) / per_wave;
+    uint64_t sms = (uint64_t)std::max(1, config().sm_count);
+    unsigned long long per_sm = (blocks + sms - 1) / sms; /* blocks on the busiest SM */
+    for (cuda_emu_kernel_counters *c : {&entry(t, running_kernel), &t.sum}) {
+        c->chain_instructions += waves * launch_chain.instructions;
+        c->chain_load_rounds += waves * launch_chain.load_rounds;
+        c->chain_collectives += waves * launch_chain.collectives;
+        c->chain_barriers += waves * launch_chain.barriers;
+        c->sm_instructions += per_sm * launch_chain.block_instructions;
+    }
+    launch_chain = chain_counts{0, 0, 0, 0, 0};
+    running_kernel = nullptr;
 }
 
 void counters_snapshot(cuda_emu_kernel_counters *out)
@@ -423,6 +518,7 @@ void counters_block_end()
     lines_block_end(block.kernel);
     totals &t = all();
     std::lock_guard<std::mutex> lock(t.lock);
+    end_block_chain();
     add_counts(&entry(t, block.kernel), block.counts);
     add_counts(&t.sum, block.counts);
     block.kernel = nullptr;
@@ -452,6 +548,8 @@ static void access(const void *pointer, unsigned size, bool store, uintptr_t pc)
     int linear = counted_thread();
     if (linear < 0)
         return;
+    bool dependent = block.chain[(size_t)linear].dependent; /* this access is the marked one */
+    block.chain[(size_t)linear].dependent = false;
     uintptr_t address = (uintptr_t)pointer;
     bool shared = shared_address(pointer);
     int range = shared ? -1 : global_range(address);
@@ -460,6 +558,13 @@ static void access(const void *pointer, unsigned size, bool store, uintptr_t pc)
         return;
     if (where == SPACE_GLOBAL)
         block.counts.distinct_sectors += touch(range, address, size, store);
+    if (where == SPACE_GLOBAL && !store) {
+        lane_chain &lane = block.chain[(size_t)linear];
+        if (lane.after_barrier || dependent || pc <= lane.last_load_pc)
+            lane.load_rounds++;
+        lane.after_barrier = false;
+        lane.last_load_pc = pc;
+    }
     block.counts.accesses_by_width[width_index(size)]++;
     int warp = linear / WARP;
     request_key key{pc, next_occurrence(block.lanes[(size_t)linear], pc)};
@@ -483,9 +588,11 @@ static void access(const void *pointer, unsigned size, bool store, uintptr_t pc)
 
 static void count_fp(const uint32_t *counts, uintptr_t pc)
 {
-    if (counted_thread() < 0)
+    int linear = counted_thread();
+    if (linear < 0)
         return;
-    if (counting_lines())
+    block.chain[(size_t)linear].instructions += counts[CUDA_EMU_INSTRUCTIONS];
+    if (counting_lines() && counts[CUDA_EMU_FLOPS])
         lines_fp(pc, counts[CUDA_EMU_FLOPS]);
     cuda_emu_kernel_counters &c = block.counts;
     c.fp32_adds += counts[CUDA_EMU_FP32_ADDS];
@@ -496,6 +603,13 @@ static void count_fp(const uint32_t *counts, uintptr_t pc)
     c.fp16_ops += counts[CUDA_EMU_FP16_OPS];
     c.mma_ops += counts[CUDA_EMU_MMA_OPS];
     c.flops += counts[CUDA_EMU_FLOPS];
+}
+
+static void mark_dependent_load()
+{
+    int linear = counted_thread();
+    if (linear >= 0)
+        block.chain[(size_t)linear].dependent = true;
 }
 
 static void take_branch(uint32_t successor, uintptr_t pc)
@@ -547,6 +661,12 @@ extern "C" __attribute__((visibility("default"))) void __cuda_emu_count_fp(const
 {
     if (emu::counting())
         emu::count_fp(counts, (uintptr_t)__builtin_return_address(0));
+}
+
+extern "C" __attribute__((visibility("default"))) void __cuda_emu_dependent_load(void)
+{
+    if (emu::counting())
+        emu::mark_dependent_load();
 }
 
 extern "C" __attribute__((visibility("default"))) void __cuda_emu_branch(uint32_t successor)

@@ -6,6 +6,7 @@
 #ifndef CT_EMU_COUNTERS_H
 #define CT_EMU_COUNTERS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <vector>
@@ -19,6 +20,10 @@ bool counting();
 
 /* A launch starts running (launches, blocks and threads counted). */
 void counters_launch(const char *kernel, uint64_t blocks, uint64_t threads);
+/* The launch that counters_launch began has run all its blocks of
+ * `block_threads` threads and `shared_bytes` of dynamic shared memory: its
+ * latency chain (the longest block's, times its waves) is added. */
+void counters_launch_end(uint64_t blocks, int block_threads, size_t shared_bytes);
 /* A block of `n_threads` starts on this host thread, or has ended (its
  * counts go to the kernel's totals). */
 void counters_block_begin(const char *kernel, int n_threads);

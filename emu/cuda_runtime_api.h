@@ -268,6 +268,19 @@ typedef struct cuda_emu_kernel_counters {
      * branch's n-th execution by the lanes of a warp, paired as requests
      * are), and those whose lanes went different ways. */
     unsigned long long branches, divergent_branches;
+    /* Instructions, roughly as a GPU issues them (emu/count_pass.cpp):
+     * each warp's count is its busiest lane's, summed over the warps.  And
+     * the latency chain (docs/roofline.md): per launch, the most that one
+     * warp of any block ran of each kind, in series: instructions, rounds
+     * of global loads (a load that repeats or precedes the lane's last
+     * one, or follows a barrier, waits for a new round trip), warp
+     * collectives and barriers; times the launch's waves (its blocks over
+     * the SMs' resident blocks), summed over launches.  sm_instructions:
+     * per launch, the busiest SM's warp instructions (its share of the
+     * blocks, each as many as the launch's largest block). */
+    unsigned long long warp_instructions;
+    unsigned long long chain_instructions, chain_load_rounds, chain_collectives, chain_barriers;
+    unsigned long long sm_instructions;
 } cuda_emu_kernel_counters;
 
 /* Whether this build counts (the kernels were compiled with the load and

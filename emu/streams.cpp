@@ -148,6 +148,7 @@ static void perform(stream_state *s, const op &o, uint64_t seq)
         uint64_t blocks = (uint64_t)l.grid.x * l.grid.y * l.grid.z;
         counters_launch(l.name, blocks, blocks * l.block.x * l.block.y * l.block.z);
         std::string failure = run_grid(l, ++r.launches);
+        counters_launch_end(blocks, (int)(l.block.x * l.block.y * l.block.z), l.shared_bytes);
         if (!failure.empty()) {
             work_error = cudaErrorLaunchFailure;
             work_failure = failure;

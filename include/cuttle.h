@@ -775,6 +775,13 @@ typedef struct ct_kernel_counts {
                                * and recomputation included; 0: not counted by this build */
     double tensor_flops;      /* of flops_executed: on tensor cores (2 x the MMAs' M N K) */
     double branches, divergent_branches; /* warp-level branches; those whose lanes split */
+    /* Instructions the warps issued (roughly), and the latency chain: the
+     * longest warp's instructions, rounds of global loads, warp collectives
+     * and barriers, times each launch's waves (docs/roofline.md) */
+    double warp_instructions;
+    double chain_instructions, chain_load_rounds, chain_collectives, chain_barriers;
+    double sm_instructions;   /* the busiest SM's warp instructions, per launch, summed */
+    double latency_ns;        /* the model's time for that chain (in predicted_ns) */
     double predicted_ns;      /* the model's time for the node's kernels, launched one by one */
     double predicted_graph_ns; /* ... replayed from a CUDA Graph: no host cost per launch */
     double roofline_ns;       /* the op's floor: its FLOPs at peak or its least bytes at

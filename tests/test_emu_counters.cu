@@ -7,6 +7,13 @@
  *   - a warp reading a column of a 32x32 float tile in shared memory needs
  *     32 wavefronts (32-way conflict), the tile padded to 33 columns one;
  *     every lane reading one word is a broadcast, one wavefront;
+ *   - the latency chain: a thread walking a linked list of K nodes waits K
+ *     rounds of loads, four independent loads in one statement one, a
+ *     barrier between two loads makes two; a launch of one block more
+ *     than the SMs hold at once runs two waves, which doubles its chain;
+ *     five shuffles are five collectives; a division by a run-time
+ *     divisor costs a GPU's division routine, by a constant a few
+ *     instructions;
  *   - 64-bit and 128-bit accesses counted by width; barriers per block;
  *     atomics per lane; launches, blocks and threads;
  *   - the distinct sectors of a launch (what DRAM must deliver once), and
@@ -93,6 +100,43 @@ static __global__ void wide_copy(const double *x, double *y, const unsigned __in
 static __global__ void count_up(int *counter)
 {
     atomicAdd(counter, 1);
+}
+
+/* Each thread follows next[] `steps` times from its own index: every load
+ * waits for the one before. */
+static __global__ void chase(const int *next, int *out, int steps)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int s = 0; s < steps; s++)
+        i = next[i];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = i;
+}
+
+/* Four loads no one of which waits for another: one round trip. */
+static __global__ void four_loads(const float *x, float *y)
+{
+    int i = threadIdx.x;
+    y[i] = x[i] + x[i + 32] + x[i + 64] + x[i + 96];
+}
+
+/* Two loads with a barrier between them: two rounds. */
+static __global__ void loads_around_a_barrier(const float *x, float *y)
+{
+    int i = threadIdx.x;
+    float a = x[i];
+    __syncthreads();
+    y[i] = a + x[i + 32];
+}
+
+/* y = x / d, d known only at run time, or a constant. */
+static __global__ void divide_by(const int *x, int *y, int d)
+{
+    y[threadIdx.x] = x[threadIdx.x] / d;
+}
+
+static __global__ void divide_by_7(const int *x, int *y)
+{
+    y[threadIdx.x] = x[threadIdx.x] / 7;
 }
 
 /* a = fmaf(a, b, 1) FMAS times over: FMAS dependent FMAs a thread. */
@@ -431,6 +475,84 @@ static void events_bracket_the_counts(void)
     cudaFree(y);
 }
 
+static void load_rounds_follow_dependences(void)
+{
+    enum { STEPS = 9, SMS = 132, RESIDENT = 2048 / THREADS };
+    const int n = (SMS * RESIDENT + 1) * THREADS; /* one block past a wave */
+    int *next = NULL, *out = NULL;
+    CHECK(cudaMalloc((void **)&next, sizeof(int) * n) == cudaSuccess &&
+              cudaMalloc((void **)&out, sizeof(int) * n) == cudaSuccess,
+          "cudaMalloc");
+    CHECK(cudaMemset(next, 0, sizeof(int) * n) == cudaSuccess, "cudaMemset");
+    cuda_emu_counters_reset();
+    CT_EMU_LAUNCH(chase, 1, THREADS, 0, 0, next, out, STEPS);
+    cuda_emu_kernel_counters c = counted("chase");
+    CHECK(c.chain_load_rounds == STEPS && c.chain_barriers == 0,
+          "a list of %d nodes: %llu rounds, %llu barriers", STEPS, c.chain_load_rounds,
+          c.chain_barriers);
+    /* the emulated device's SMs: CUDA_EMU_SMS, 132 unless set */
+    const char *sms = getenv("CUDA_EMU_SMS");
+    if (!sms || atoi(sms) == SMS) {
+        cuda_emu_counters_reset();
+        CT_EMU_LAUNCH(chase, n / THREADS, THREADS, 0, 0, next, out, STEPS);
+        c = counted("chase");
+        CHECK(c.chain_load_rounds == 2 * STEPS,
+              "%d blocks of %d threads, %d resident on each of %d SMs: %llu rounds (want 2 "
+              "waves of %d)",
+              n / THREADS, THREADS, RESIDENT, SMS, c.chain_load_rounds, STEPS);
+    }
+    float *x = device_floats(4 * TILE), *y = device_floats(TILE);
+    CT_EMU_LAUNCH(four_loads, 1, TILE, 0, 0, x, y);
+    c = counted("four_loads");
+    CHECK(c.chain_load_rounds == 1 && c.global_load_requests == 4,
+          "four independent loads: %llu rounds, %llu requests", c.chain_load_rounds,
+          c.global_load_requests);
+    CT_EMU_LAUNCH(loads_around_a_barrier, 1, TILE, 0, 0, x, y);
+    c = counted("loads_around_a_barrier");
+    CHECK(c.chain_load_rounds == 2 && c.chain_barriers == 1,
+          "a barrier between two loads: %llu rounds, %llu barriers", c.chain_load_rounds,
+          c.chain_barriers);
+    cudaFree(next);
+    cudaFree(out);
+    cudaFree(x);
+    cudaFree(y);
+}
+
+/* Instructions, collectives and the busiest SM (the LLVM pass's counts). */
+static void chain_counts_instructions(void)
+{
+    float *x = device_floats(N), *total = device_floats(1);
+    int *largest = NULL, *a = NULL, *b = NULL;
+    CHECK(cudaMalloc((void **)&largest, sizeof(int)) == cudaSuccess &&
+              cudaMalloc((void **)&a, sizeof(int) * TILE) == cudaSuccess &&
+              cudaMalloc((void **)&b, sizeof(int) * TILE) == cudaSuccess,
+          "cudaMalloc");
+    CHECK(cudaMemset(a, 0, sizeof(int) * TILE) == cudaSuccess, "cudaMemset");
+    cuda_emu_counters_reset();
+    CT_EMU_LAUNCH(shuffle_and_atomics, 2, 64, 0, 0, x, total, largest);
+    cuda_emu_kernel_counters c = counted("shuffle_and_atomics");
+    CHECK(c.chain_collectives == 5, "five shuffles in a row: %llu collectives",
+          c.chain_collectives);
+    /* the warps differ by a few instructions (lane 0's atomics) */
+    unsigned long long most = c.chain_instructions;
+    CHECK(most > 10 && c.warp_instructions <= 4 * most && c.warp_instructions >= 4 * most - 8 &&
+              c.sm_instructions <= 2 * most && c.sm_instructions >= 2 * most - 4,
+          "4 warps in 2 blocks of 2 on 132 SMs, one block an SM: the longest %llu "
+          "instructions, %llu in all, %llu on the busiest SM",
+          c.chain_instructions, c.warp_instructions, c.sm_instructions);
+    CT_EMU_LAUNCH(divide_by, 1, TILE, 0, 0, a, b, 7);
+    CT_EMU_LAUNCH(divide_by_7, 1, TILE, 0, 0, a, b);
+    cuda_emu_kernel_counters by_d = counted("divide_by"), by_7 = counted("divide_by_7");
+    CHECK(by_d.chain_instructions >= by_7.chain_instructions + 15,
+          "x / d: %llu instructions, x / 7: %llu (a GPU divides in some 20)",
+          by_d.chain_instructions, by_7.chain_instructions);
+    cudaFree(x);
+    cudaFree(total);
+    cudaFree(largest);
+    cudaFree(a);
+    cudaFree(b);
+}
+
 static void fmas_are_two_flops(void)
 {
     float *x = device_floats(N), *y = device_floats(N);
@@ -624,7 +746,9 @@ int main(void)
     RUN(lines_name_the_conflicting_read);
     RUN(widths_and_atomics);
     RUN(events_bracket_the_counts);
+    RUN(load_rounds_follow_dependences);
     if (cuda_emu_counters_fp_and_branches()) {
+        RUN(chain_counts_instructions);
         RUN(fmas_are_two_flops);
         RUN(mul_and_add_apart);
         RUN(uniform_and_divergent_branches);

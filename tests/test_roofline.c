@@ -71,6 +71,40 @@ static void model_takes_the_busiest_unit(void)
           "replayed: %g ns", c.predicted_graph_ns);
 }
 
+/* The latency term: one block's warp running a chain of 1,000 loads in a
+ * loop and 10,000 instructions takes their latencies in series, however
+ * little it moves; a launch whose busiest SM issues more takes that. */
+static void model_takes_the_longest_chain(void)
+{
+    const ct_gpu_model *gpu = &ct_gpu_h100_sxm;
+    ct_kernel_counts c = {.counted = true, .launches = 1, .dram_bytes = 4000,
+                          .chain_instructions = 1e4, .chain_load_rounds = 1e3,
+                          .chain_collectives = 10, .chain_barriers = 20,
+                          .warp_instructions = 1e4, .sm_instructions = 1e4};
+    ct_roofline_predict(gpu, 0, 4000, &c);
+    double chain = (1e4 * gpu->instruction_clocks + 1e3 * gpu->load_clocks +
+                    10 * gpu->collective_clocks + 20 * gpu->barrier_clocks) /
+                   gpu->clock_hz * 1e9;
+    CHECK(near(c.latency_ns, chain) && chain > 300e3,
+          "a chain of 1,000 loads: %g ns (want %g)", c.latency_ns, chain);
+    CHECK(near(c.predicted_graph_ns, chain + gpu->kernel_tail_ns) &&
+              near(c.predicted_ns, chain + gpu->kernel_tail_ns),
+          "the chain bounds it: %g ns replayed, %g eager", c.predicted_graph_ns, c.predicted_ns);
+    /* 8 blocks of 10^6 warp instructions each on one SM: 4 schedulers */
+    c = (ct_kernel_counts){.counted = true, .launches = 1, .chain_instructions = 1e5,
+                           .warp_instructions = 8e6, .sm_instructions = 8e6};
+    ct_roofline_predict(gpu, 0, 0, &c);
+    CHECK(near(c.latency_ns, 8e6 / gpu->sm_issue_per_clock / gpu->clock_hz * 1e9),
+          "one SM's issue: %g ns", c.latency_ns);
+    /* the same instructions spread over every SM: the chain is short, and
+     * the whole GPU's issue rate bounds it */
+    c = (ct_kernel_counts){.counted = true, .launches = 1, .warp_instructions = 132 * 8e6};
+    ct_roofline_predict(gpu, 0, 0, &c);
+    CHECK(near(c.predicted_graph_ns,
+               132 * 8e6 / gpu->issue_per_clock / gpu->clock_hz * 1e9 + gpu->kernel_tail_ns),
+          "issue-bound: %g ns", c.predicted_graph_ns);
+}
+
 /* SimpleCNN, a loss and SGD on `device`; NULL plan when it cannot be made. */
 static ct_plan *simplecnn_plan(ct_graph *g, const char *device, const char *kernels,
                                ct_backend **backend)
@@ -226,6 +260,7 @@ static void emulated_gpu_counts_while_autotuning(void)
 int main(void)
 {
     RUN(model_takes_the_busiest_unit);
+    RUN(model_takes_the_longest_chain);
     RUN(cpu_counts_nothing);
     RUN(emulated_gpu_counts_each_node);
     RUN(emulated_gpu_counts_while_autotuning);

@@ -93,6 +93,13 @@ static void add_counts(op_row *row, const ct_kernel_counts *c)
     sum->tensor_flops += c->tensor_flops;
     sum->branches += c->branches;
     sum->divergent_branches += c->divergent_branches;
+    sum->warp_instructions += c->warp_instructions;
+    sum->chain_instructions += c->chain_instructions;
+    sum->chain_load_rounds += c->chain_load_rounds;
+    sum->chain_collectives += c->chain_collectives;
+    sum->chain_barriers += c->chain_barriers;
+    sum->sm_instructions += c->sm_instructions;
+    sum->latency_ns += c->latency_ns;
     sum->predicted_ns += c->predicted_ns;
     sum->predicted_graph_ns += c->predicted_graph_ns;
     sum->roofline_ns += c->roofline_ns;
@@ -201,16 +208,16 @@ static void print_predicted(const profile_options *opts, const profile_totals *t
     printf("\npredicted for an %s from the emulator's counts (a model, not a measurement; "
            "docs/roofline.md)\n",
            totals->predicted_for);
-    printf("%-24s %-13s %8s %9s %9s %6s %7s %8s %6s %7s %10s %10s %6s\n", "phase / op",
+    printf("%-24s %-13s %8s %9s %9s %6s %7s %8s %6s %7s %8s %10s %10s %6s\n", "phase / op",
            "kernel", "launches", "L2 MB", "DRAM MB", "FLOP/B", "ld/st", "conflict", "FLOP x",
-           "diverg", "pred. us", "floor us", "of max");
+           "diverg", "chain us", "pred. us", "floor us", "of max");
     for (int i = 0; i < totals->n_rows; i++) {
         const op_row *row = &totals->rows[i];
         const ct_kernel_counts *c = &row->counts;
         if (!row->counted_calls)
             continue;
-        printf("  %-22s %-13s %8.0f %9.3f %9.3f %6.1f %6.1f%% %7.1f%% %6.1f %6.1f%% %10.2f "
-               "%10.2f %5.0f%%\n",
+        printf("  %-22s %-13s %8.0f %9.3f %9.3f %6.1f %6.1f%% %7.1f%% %6.1f %6.1f%% %8.2f "
+               "%10.2f %10.2f %5.0f%%\n",
                row->op, row->kernel, (double)c->launches / steps, c->bytes_moved / 1e6 / steps,
                c->dram_bytes / 1e6 / steps, ratio(row->flops, c->dram_bytes),
                100.0 * ratio(c->bytes_used, c->bytes_moved),
@@ -218,7 +225,7 @@ static void print_predicted(const profile_options *opts, const profile_totals *t
                              c->shared_wavefronts),
                ratio(c->flops_executed, row->flops), 100.0 * ratio(c->divergent_branches,
                                                                    c->branches),
-               c->predicted_ns / 1e3 / steps, c->roofline_ns / 1e3 / steps,
+               c->latency_ns / 1e3 / steps, c->predicted_ns / 1e3 / steps, c->roofline_ns / 1e3 / steps,
                100.0 * ratio(c->roofline_ns, c->predicted_ns));
     }
     printf("\npredicted step %.3f ms on the model (%0.f launches); the ops' roofline floor "
@@ -329,6 +336,13 @@ static void print_json_counts(json_writer *out, const ct_kernel_counts *c)
     json_field_fixed(out, "tensor_flops", c->tensor_flops, 0);
     json_field_fixed(out, "branches", c->branches, 0);
     json_field_fixed(out, "divergent_branches", c->divergent_branches, 0);
+    json_field_fixed(out, "warp_instructions", c->warp_instructions, 0);
+    json_field_fixed(out, "chain_instructions", c->chain_instructions, 0);
+    json_field_fixed(out, "chain_load_rounds", c->chain_load_rounds, 0);
+    json_field_fixed(out, "chain_collectives", c->chain_collectives, 0);
+    json_field_fixed(out, "chain_barriers", c->chain_barriers, 0);
+    json_field_fixed(out, "sm_instructions", c->sm_instructions, 0);
+    json_field_fixed(out, "latency_ms", c->latency_ns / 1e6, 6);
     json_field_fixed(out, "predicted_ms", c->predicted_ns / 1e6, 6);
     json_field_fixed(out, "predicted_graph_ms", c->predicted_graph_ns / 1e6, 6);
     json_field_fixed(out, "roofline_ms", c->roofline_ns / 1e6, 6);

@@ -296,6 +296,12 @@ static ct_status cuda_timer_counts(ct_backend *backend, void *timer, int mark,
         .tensor_flops = 2.0 * (double)c.mma_ops,
         .branches = (double)c.branches,
         .divergent_branches = (double)c.divergent_branches,
+        .warp_instructions = (double)c.warp_instructions,
+        .chain_instructions = (double)c.chain_instructions,
+        .chain_load_rounds = (double)c.chain_load_rounds,
+        .chain_collectives = (double)c.chain_collectives,
+        .chain_barriers = (double)c.chain_barriers,
+        .sm_instructions = (double)c.sm_instructions,
     };
     return CT_OK;
 }

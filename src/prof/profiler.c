@@ -198,6 +198,12 @@ static ct_status read_device_counts(ct_profiler *prof, ct_prof_record *records, 
             .tensor_flops = after.tensor_flops - before.tensor_flops,
             .branches = after.branches - before.branches,
             .divergent_branches = after.divergent_branches - before.divergent_branches,
+            .warp_instructions = after.warp_instructions - before.warp_instructions,
+            .chain_instructions = after.chain_instructions - before.chain_instructions,
+            .chain_load_rounds = after.chain_load_rounds - before.chain_load_rounds,
+            .chain_collectives = after.chain_collectives - before.chain_collectives,
+            .chain_barriers = after.chain_barriers - before.chain_barriers,
+            .sm_instructions = after.sm_instructions - before.sm_instructions,
         };
         /* a group's kernels did its members' work: their arithmetic and
          * least traffic are the floor of its first record */

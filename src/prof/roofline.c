@@ -8,7 +8,15 @@
  * published: 5.5 TB/s is what public microbenchmarks measure for reads.
  * A launch costs the host about 3 us in eager mode (cudaLaunchKernel), as
  * does a CUDA Graph's launch (cudaGraphLaunch, once per replayed step), and
- * a kernel about 1 us to fill and drain the GPU. */
+ * a kernel about 1 us to fill and drain the GPU.
+ *
+ * The latency chain (docs/roofline.md): 4 schedulers per SM issue one warp
+ * instruction a clock each; one warp alone waits about 4 clocks between
+ * dependent FP32 instructions (the pipeline's depth) and issues about one
+ * in 2 of its instructions back to back with the next, so 2 clocks each on
+ * average; a global load that misses L1 returns after about 600 clocks
+ * (public microbenchmarks of Hopper: 260 from L2, 480-650 from HBM); a
+ * shuffle 24 (its latency plus the reduction step's add); a barrier 24. */
 const ct_gpu_model ct_gpu_h100_sxm = {
     .name = "H100 SXM",
     .fp32_flops = 66.9e12,
@@ -19,6 +27,13 @@ const ct_gpu_model ct_gpu_h100_sxm = {
     .shared_wavefronts = 132 * 1.98e9,
     .launch_ns = 3000.0,
     .kernel_tail_ns = 1000.0,
+    .clock_hz = 1.98e9,
+    .issue_per_clock = 132 * 4,
+    .sm_issue_per_clock = 4,
+    .instruction_clocks = 2.0,
+    .load_clocks = 600.0,
+    .collective_clocks = 24.0,
+    .barrier_clocks = 24.0,
 };
 
 static double larger(double a, double b)
@@ -45,9 +60,21 @@ void ct_roofline_predict(const ct_gpu_model *gpu, double flops, double least_byt
     double dram = counts->dram_bytes / gpu->dram_bytes * s_to_ns;
     double l2 = counts->bytes_moved / gpu->l2_bytes * s_to_ns;
     double shared = counts->shared_wavefronts / gpu->shared_wavefronts * s_to_ns;
-    /* the busiest unit bounds the kernels; each pays its tail; in eager
-     * mode the GPU cannot run kernels faster than the host launches them */
-    double busy = larger(larger(compute, dram), larger(l2, shared));
+    double issue = counts->warp_instructions / (gpu->issue_per_clock * gpu->clock_hz) * s_to_ns;
+    /* the longest warp's chain, once per wave of blocks: a kernel of few
+     * blocks doing long serial work takes that however idle the GPU is */
+    double chain = counts->chain_instructions * gpu->instruction_clocks +
+                   counts->chain_load_rounds * gpu->load_clocks +
+                   counts->chain_collectives * gpu->collective_clocks +
+                   counts->chain_barriers * gpu->barrier_clocks;
+    /* ... or the busiest SM's issue: its blocks' warps share 4 schedulers */
+    double sm_issue = counts->sm_instructions / gpu->sm_issue_per_clock;
+    counts->latency_ns = larger(chain, sm_issue) / gpu->clock_hz * s_to_ns;
+    /* the busiest unit, or the chain, bounds the kernels; each pays its
+     * tail; in eager mode the GPU cannot run kernels faster than the host
+     * launches them */
+    double busy = larger(larger(larger(compute, dram), larger(l2, shared)),
+                         larger(issue, counts->latency_ns));
     double launches = (double)counts->launches;
     counts->predicted_ns = larger(busy + launches * gpu->kernel_tail_ns,
                                   launches * gpu->launch_ns);

@@ -20,6 +20,14 @@ typedef struct ct_gpu_model {
     double shared_wavefronts; /* shared-memory wavefronts/s over all SMs */
     double launch_ns;       /* host cost of one eager launch, or of one graph launch */
     double kernel_tail_ns;  /* a kernel's ramp-up and drain on the GPU */
+    /* The latency term: what one warp's chain costs in clocks */
+    double clock_hz;
+    double issue_per_clock;   /* warp instructions issued per clock, all SMs */
+    double sm_issue_per_clock; /* ... by one SM (its schedulers) */
+    double instruction_clocks; /* a dependent instruction, one warp alone */
+    double load_clocks;       /* a round trip of a global load */
+    double collective_clocks; /* a shuffle or vote */
+    double barrier_clocks;    /* __syncthreads */
 } ct_gpu_model;
 
 /* The default: an H100 SXM5 (80 GB). */

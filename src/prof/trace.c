@@ -112,11 +112,13 @@ static void node_event(ct_trace *trace, const ct_prof_record *r, bool device)
                  ", \"launches\": %lld, \"bytes_moved\": %.0f, \"dram_bytes\": %.0f, "
                  "\"bytes_used\": %.0f, \"shared_wavefronts\": %.0f, "
                  "\"shared_ideal_wavefronts\": %.0f, \"flops_executed\": %.0f, "
-                 "\"tensor_flops\": %.0f, \"divergent_branches\": %.0f, \"predicted_us\": %.3f, "
+                 "\"tensor_flops\": %.0f, \"divergent_branches\": %.0f, "
+                 "\"warp_instructions\": %.0f, \"latency_us\": %.3f, \"predicted_us\": %.3f, "
                  "\"predicted_graph_us\": %.3f, \"roofline_us\": %.3f",
                  (long long)c->launches, c->bytes_moved, c->dram_bytes, c->bytes_used,
                  c->shared_wavefronts, c->shared_ideal_wavefronts, c->flops_executed,
-                 c->tensor_flops, c->divergent_branches, c->predicted_ns / 1e3,
+                 c->tensor_flops, c->divergent_branches, c->warp_instructions,
+                 c->latency_ns / 1e3, c->predicted_ns / 1e3,
                  c->predicted_graph_ns / 1e3, c->roofline_ns / 1e3);
     if (device)
         complete_event(trace, DEVICE_PID, r->op, ct_prof_phase_name(r->phase),
