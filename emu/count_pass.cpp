@@ -147,6 +147,23 @@ unsigned elements_of(Type *type)
     return 1;
 }
 
+/* Whether `inst`, a remainder, has the quotient of the same operands in
+ * its block: nvcc (and LLVM's DivRemPairs for targets without a combined
+ * instruction) computes it from the quotient. */
+bool has_quotient(const Instruction &inst)
+{
+    unsigned quotient = inst.getOpcode() == Instruction::URem ? Instruction::UDiv
+                        : inst.getOpcode() == Instruction::SRem ? Instruction::SDiv
+                                                                : 0;
+    if (!quotient)
+        return false;
+    for (const Instruction &other : *inst.getParent())
+        if (other.getOpcode() == quotient && other.getOperand(0) == inst.getOperand(0) &&
+            other.getOperand(1) == inst.getOperand(1))
+            return true;
+    return false;
+}
+
 /* Roughly the instructions a GPU issues for `inst`, per thread: one per
  * element of an operation; none for what SASS does not execute (phis,
  * debug and lifetime markers, no-op and integer-width casts, an address
@@ -154,7 +171,7 @@ unsigned elements_of(Type *type)
  * math library call as the few instructions of its GPU routine (float: a
  * special-function op and some FMAs, about 4; double: a software routine,
  * about 20); an integer division or remainder as the GPU's routine for
- * it.  Only the latency term of the roofline model reads this
+ * it (a remainder beside its quotient: a multiply and a subtract).  Only the latency term of the roofline model reads this
  * (docs/roofline.md): a count within a factor of about 1.5 of SASS's. */
 unsigned issued(const Instruction &inst, const StringSet<> &math)
 {
@@ -183,6 +200,8 @@ unsigned issued(const Instruction &inst, const StringSet<> &math)
          * (about 70, a call, for 64) */
         if (isa<Constant>(inst.getOperand(1)))
             return 3 * elements_of(inst.getType());
+        if (has_quotient(inst)) /* x % d beside x / d: a multiply and a subtract */
+            return 2 * elements_of(inst.getType());
         return (inst.getType()->getScalarSizeInBits() > 32 ? 70u : 20u) *
                elements_of(inst.getType());
     default:

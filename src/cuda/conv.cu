@@ -72,8 +72,8 @@ struct conv_gemm_problem : ct_gemm_defaults {
     __device__ size_t a_row_pitch() const { return (size_t)a_pitch; }
     __device__ float load_b(int grp, int depth, int pixel) const
     {
-        int taps = g.kernel_h * g.kernel_w;
-        return conv_gather(g, src, grp, depth / taps, depth % taps, pixel);
+        int c = conv_channel_of(g, depth);
+        return conv_gather(g, src, grp, c, depth - c * (int)g.by_taps.divisor, pixel);
     }
     template <class Tile>
     __device__ void stage_b(float (*tile)[Tile::n + Tile::pad], int grp, int k0, int k_end,
@@ -92,17 +92,16 @@ struct conv_gemm_problem : ct_gemm_defaults {
         __syncthreads();
         for (int e = threadIdx.x; e < Tile::depth * Tile::n; e += GEMM_THREADS) {
             int kk = e / Tile::n, i = e % Tile::n, depth = k0 + kk;
+            int c = conv_channel_of(g, depth);
             tile[kk][i] = depth < k_end && n0 + i < n_end
-                              ? conv_patch_read(at, g, patch, depth / taps - c_lo, depth % taps,
-                                                n0 + i)
+                              ? conv_patch_read(at, g, patch, c - c_lo, depth - c * taps, n0 + i)
                               : 0.0f;
         }
     }
     __device__ float row_bias(int grp, int row) const { return bias ? bias[grp * m + row] : 0.0f; }
     __device__ void store(int grp, int, int row, int pixel, float value) const
     {
-        int plane = g.dst_h * g.dst_w;
-        size_t at = ((size_t)(pixel / plane) * g.dst_c + grp * m + row) * plane + pixel % plane;
+        size_t at = conv_dst_offset(g, grp * m + row, pixel);
         if (relu_mask)
             value = ct_relu_grad(relu_mask[at], value);
         dst[at] = relu && value < 0.0f ? 0.0f : value;
@@ -206,13 +205,14 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
 
     __device__ float load_a(int grp, int o, int np) const
     {
-        int p = g.dst_h * g.dst_w;
-        return dy[((size_t)(np / p) * g.dst_c + grp * m + o) * p + np % p];
+        return dy[conv_dst_offset(g, grp * m + o, np)];
     }
     __device__ float load_b(int grp, int np, int cij) const
     {
-        int taps = g.kernel_h * g.kernel_w;
-        return cij < n_w ? conv_gather(g, x, grp, cij / taps, cij % taps, np) : 1.0f;
+        if (cij >= n_w)
+            return 1.0f;
+        int c = conv_channel_of(g, cij);
+        return conv_gather(g, x, grp, c, cij - c * (int)g.by_taps.divisor, np);
     }
     template <class Tile>
     __device__ void stage_b(float (*tile)[Tile::n + Tile::pad], int grp, int k0, int k_end,
@@ -236,9 +236,10 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
         }
         for (int e = threadIdx.x; e < Tile::depth * Tile::n; e += GEMM_THREADS) {
             int kk = e % Tile::depth, i = e / Tile::depth, cij = n0 + i;
+            int c = conv_channel_of(g, cij);
             tile[kk][i] = k0 + kk >= k_end || cij >= cols_end ? 0.0f
                           : cij < w_end
-                              ? conv_patch_read(at, g, patch, cij / taps - c_lo, cij % taps, k0 + kk)
+                              ? conv_patch_read(at, g, patch, c - c_lo, cij - c * taps, k0 + kk)
                               : 1.0f;
         }
     }

@@ -30,6 +30,7 @@
 #define CT_CUDA_CONV_PATCH_CUH
 
 #include "core/window_math.h"
+#include "cuda/divmod.cuh"
 #include "cuda/gemm.cuh"
 
 enum {
@@ -43,6 +44,10 @@ struct conv_geometry {
     int dst_c, dst_h, dst_w; /* y, or dx when transposed */
     int groups, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
     bool transposed;
+    /* the divisors of the index map, for ct_div and ct_mod (divmod.cuh):
+     * the destination plane and row, the taps and the kernel's row, the
+     * strides (the transposed map divides by them) */
+    ct_divmod by_plane, by_dst_w, by_taps, by_kernel_w, by_stride_h, by_stride_w;
 };
 
 static inline conv_geometry conv_geometry_of(const ct_conv2d_shape *s, bool transposed)
@@ -65,6 +70,12 @@ static inline conv_geometry conv_geometry_of(const ct_conv2d_shape *s, bool tran
     g.dilation_h = s->dilation_h;
     g.dilation_w = s->dilation_w;
     g.transposed = transposed;
+    g.by_plane = ct_divmod_of(g.dst_h * g.dst_w);
+    g.by_dst_w = ct_divmod_of(g.dst_w);
+    g.by_taps = ct_divmod_of(g.kernel_h * g.kernel_w);
+    g.by_kernel_w = ct_divmod_of(g.kernel_w);
+    g.by_stride_h = ct_divmod_of(g.stride_h);
+    g.by_stride_w = ct_divmod_of(g.stride_w);
     return g;
 }
 
@@ -74,19 +85,56 @@ __device__ inline int conv_source(const conv_geometry &g, int r, int i, bool acr
 {
     int stride = across ? g.stride_w : g.stride_h, pad = across ? g.pad_w : g.pad_h;
     int dilation = across ? g.dilation_w : g.dilation_h, size = across ? g.src_w : g.src_h;
-    if (g.transposed)
-        return ct_window_output(r, i, stride, pad, dilation, size);
+    if (g.transposed) { /* ct_window_output, dividing by the stride's constants */
+        const ct_divmod &by_stride = across ? g.by_stride_w : g.by_stride_h;
+        int offset = r + pad - i * dilation;
+        if (offset < 0)
+            return -1;
+        int q = ct_div(by_stride, offset);
+        return q * stride == offset && q < size ? q : -1;
+    }
     int at = ct_window_input(r, i, stride, pad, dilation);
     return at >= 0 && at < size ? at : -1;
+}
+
+/* Where tap `tap` of destination pixel `pixel` (image-major over the
+ * destination planes) reads: its image, and the source row and column (-1
+ * where there is none). */
+struct conv_source_at {
+    int img, row, column;
+};
+
+__device__ inline conv_source_at conv_source_of(const conv_geometry &g, int pixel, int tap)
+{
+    conv_source_at s;
+    s.img = ct_div(g.by_plane, pixel);
+    int at = pixel - s.img * (int)g.by_plane.divisor;
+    int r = ct_div(g.by_dst_w, at), i = ct_div(g.by_kernel_w, tap);
+    s.row = conv_source(g, r, i, false);
+    s.column = conv_source(g, at - r * g.dst_w, tap - i * g.kernel_w, true);
+    return s;
+}
+
+/* The channel of column `depth` = (c, tap) of col: depth / taps. */
+__device__ inline int conv_channel_of(const conv_geometry &g, int depth)
+{
+    return ct_div(g.by_taps, depth);
+}
+
+/* The offset of destination pixel `pixel` of channel `channel` in the
+ * destination tensor [n, dst_c, dst_h, dst_w]. */
+__device__ inline size_t conv_dst_offset(const conv_geometry &g, int channel, int pixel)
+{
+    int plane = (int)g.by_plane.divisor, img = ct_div(g.by_plane, pixel);
+    return ((size_t)img * g.dst_c + channel) * plane + (pixel - img * plane);
 }
 
 /* col[(c, tap), pixel] straight from src (channel c of group grp). */
 __device__ inline float conv_gather(const conv_geometry &g, const float *src, int grp, int c,
                                     int tap, int pixel)
 {
-    int plane = g.dst_h * g.dst_w, img = pixel / plane, at = pixel % plane;
-    int row = conv_source(g, at / g.dst_w, tap / g.kernel_w, false);
-    int column = conv_source(g, at % g.dst_w, tap % g.kernel_w, true);
+    conv_source_at s = conv_source_of(g, pixel, tap);
+    int img = s.img, row = s.row, column = s.column;
     if (row < 0 || column < 0)
         return 0.0f;
     int cg = g.src_c / g.groups;
@@ -163,11 +211,10 @@ __device__ inline void conv_patch_stage(const conv_patch &p, const conv_geometry
 __device__ inline float conv_patch_read(const conv_patch &p, const conv_geometry &g,
                                         const float *patch, int c, int tap, int pixel)
 {
-    int plane = g.dst_h * g.dst_w, img = pixel / plane, at_pixel = pixel % plane;
+    conv_source_at s = conv_source_of(g, pixel, tap);
+    int img = s.img, row = s.row, column = s.column;
     conv_rows rows = img == p.img_lo ? p.first : img == p.img_hi ? p.last : p.full;
     int at = img == p.img_lo ? 0 : p.after + (img - p.img_lo - 1) * p.nc * p.full.count * g.src_w;
-    int row = conv_source(g, at_pixel / g.dst_w, tap / g.kernel_w, false);
-    int column = conv_source(g, at_pixel % g.dst_w, tap % g.kernel_w, true);
     bool inside = row >= rows.lo && row < rows.lo + rows.count && column >= 0;
     int r = min(max(row - rows.lo, 0), max(rows.count - 1, 0));
     float v = patch[at + (c * rows.count + r) * g.src_w + max(column, 0)];

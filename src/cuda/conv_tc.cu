@@ -33,9 +33,8 @@ template <class S>
 __device__ inline uint16_t tc_gather(const conv_geometry &g, const S *src, int grp, int c,
                                      int tap, int pixel)
 {
-    int plane = g.dst_h * g.dst_w, img = pixel / plane, at = pixel % plane;
-    int row = conv_source(g, at / g.dst_w, tap / g.kernel_w, false);
-    int column = conv_source(g, at % g.dst_w, tap % g.kernel_w, true);
+    conv_source_at s = conv_source_of(g, pixel, tap);
+    int img = s.img, row = s.row, column = s.column;
     int cg = g.src_c / g.groups;
     uint16_t bits = ct_tc_bits(src, (((size_t)img * g.src_c + grp * cg + c) * g.src_h +
                                      max(row, 0)) * g.src_w + max(column, 0));
@@ -62,13 +61,13 @@ template <class S_> struct tc_conv_problem : ct_gemm_defaults {
     {
         if (!transposed_w)
             return ct_tc_bits(w, ((size_t)grp * m + row) * k + depth);
-        int taps = g.kernel_h * g.kernel_w, og = g.src_c / g.groups;
-        return ct_tc_bits(w, (((size_t)grp * og + depth / taps) * m + row) * taps + depth % taps);
+        int taps = g.kernel_h * g.kernel_w, og = g.src_c / g.groups, o = conv_channel_of(g, depth);
+        return ct_tc_bits(w, (((size_t)grp * og + o) * m + row) * taps + (depth - o * taps));
     }
     __device__ uint16_t load_b(int grp, int depth, int pixel) const
     {
-        int taps = g.kernel_h * g.kernel_w;
-        return tc_gather(g, src, grp, depth / taps, depth % taps, pixel);
+        int c = conv_channel_of(g, depth);
+        return tc_gather(g, src, grp, c, depth - c * (int)g.by_taps.divisor, pixel);
     }
     __device__ float row_bias(int grp, int row) const { return bias ? bias[grp * m + row] : 0.0f; }
     __device__ void store(int grp, int, int row, int pixel, float value) const
@@ -77,8 +76,7 @@ template <class S_> struct tc_conv_problem : ct_gemm_defaults {
     }
     __device__ size_t dst_index(int grp, int row, int pixel) const
     {
-        int plane = g.dst_h * g.dst_w;
-        return ((size_t)(pixel / plane) * g.dst_c + grp * m + row) * plane + pixel % plane;
+        return conv_dst_offset(g, grp * m + row, pixel);
     }
 };
 
@@ -114,14 +112,14 @@ template <class S_> struct tc_conv_backward_weight_problem : ct_gemm_defaults {
     __device__ bool b_along_k() const { return true; }
     __device__ uint16_t load_a(int grp, int o, int np) const
     {
-        int p = g.dst_h * g.dst_w;
-        return ct_tc_bits(dy, ((size_t)(np / p) * g.dst_c + grp * m + o) * p + np % p);
+        return ct_tc_bits(dy, conv_dst_offset(g, grp * m + o, np));
     }
     __device__ uint16_t load_b(int grp, int np, int cij) const
     {
-        int taps = g.kernel_h * g.kernel_w;
-        return cij < n_w ? tc_gather(g, x, grp, cij / taps, cij % taps, np)
-                         : ct_from_f32<S>(1.0f).bits;
+        if (cij >= n_w)
+            return ct_from_f32<S>(1.0f).bits;
+        int c = conv_channel_of(g, cij);
+        return tc_gather(g, x, grp, c, cij - c * (int)g.by_taps.divisor, np);
     }
     __device__ void store(int grp, int split, int o, int cij, float value) const
     {
