@@ -173,6 +173,19 @@ static ct_status build_linear_long_batch(ct_graph *g, tracked *t)
     return finish_vjp(g, t, ct_layer_linear(g, "fc", x, 3, true));
 }
 
+/* Small products over long reductions: the GEMMs split k over blocks and
+ * sum the parts (gemm.cuh), with the relus fused into the stores of the
+ * sums: a 3x3 convolution of 2 images of 4x4 over 256 channels (k =
+ * 2,304; its backward data k = 216), then a linear layer of 2 rows over
+ * its 384 outputs. */
+static ct_status build_split_k(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(2, 256, 4, 4), true);
+    ct_tensor *c = ct_relu(g, ct_layer_conv2d(g, "conv", x, 24, 3, 3,
+                                              (ct_conv_args){.pad = {1, 1}}, true));
+    return finish_vjp(g, t, ct_relu(g, ct_layer_linear(g, "fc", ct_flatten(g, c), 40, true)));
+}
+
 static ct_status build_maxpool(ct_graph *g, tracked *t)
 {
     ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(2, 3, 10, 9), true);
@@ -843,6 +856,31 @@ static const char *const kernel_modes[] = {"native", "vendor"};
  * determinism x2, missing ops */
 #define N_EXTRA_CASES 10
 
+#ifdef CUDA_EMU
+/* The products of build_split_k split k (the emulator counts the kernel
+ * that sums the parts), give the CPU's answers, and the same bits twice. */
+static void small_products_split_k(const void *arg)
+{
+    (void)arg;
+    CHECK_OK(ct_backend_set_kernels(gpu_backend, "native"));
+    CHECK_OK(ct_backend_set_tf32(gpu_backend, false));
+    bool counted = cuda_emu_counters_available();
+    if (counted) {
+        cuda_emu_counters_enable(1);
+        cuda_emu_counters_reset();
+    }
+    compare_on_backends(build_split_k, 2, TOL_F32);
+    if (counted) {
+        cuda_emu_kernel_counters c;
+        CHECK(cuda_emu_counters_find("gemm_finish_parts", &c) == 0 && c.launches >= 4,
+              "the split parts were summed by %llu launches (want the forward passes and "
+              "backward data of both layers)",
+              cuda_emu_counters_find("gemm_finish_parts", &c) == 0 ? c.launches : 0ull);
+        cuda_emu_counters_enable(0);
+    }
+}
+#endif
+
 static bool is_tf32_case(const gpu_case *c)
 {
     return strncmp(c->name, "conv", 4) == 0;
@@ -927,6 +965,7 @@ int main(void)
     run_labelled("vendor_failure_falls_back_once", vendor_failure_falls_back_once, NULL);
     run_labelled("vendor_mode_calls_the_libraries", vendor_mode_calls_the_libraries, NULL);
     run_labelled("auto_times_cudnn_algorithms", auto_times_cudnn_algorithms, NULL);
+    run_labelled("small_products_split_k", small_products_split_k, NULL);
 #endif
     ct_backend_free(gpu_backend);
     ct_backend_free(cpu_backend);

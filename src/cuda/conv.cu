@@ -21,8 +21,8 @@
 #include "cuda/conv_patch.cuh"
 
 enum {
-    CONV_SPLIT_MIN_DEPTH = 512,   /* shortest k chunk worth its own block */
-    CONV_SPLIT_MAX = 64,
+    CONV_SPLIT_MIN_DEPTH = 128,   /* shortest k chunk worth its own block */
+    CONV_SPLIT_MAX = 128,
 };
 
 /*
@@ -46,6 +46,7 @@ struct conv_gemm_problem : ct_gemm_defaults {
     static constexpr bool stages_b = true;
     static constexpr bool adds_row_bias = true;
     static constexpr bool strips_a = true; /* on the narrow tile, where it fits */
+    static constexpr bool sums_parts = true; /* k split where the tiles are few (gemm.cuh) */
     int m, n, k, splits, k_chunk; /* m = Og (Cg), n = N * dst plane, k = Cg*KK (Og*KK) */
     /* scratch_floats: the patch; 0: read b through the map */
     int a_pitch; /* floats between rows of a */
@@ -265,20 +266,18 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
  * (i over dw's own index instead wrote dw in whole sectors but read parts
  * at 77%: a warp's 32 values began mid-sector in most rows.)
  */
-__global__ void conv_sum_parts(int64_t padded, int n, int pitch, int splits, const float *parts,
-                               float *dw, float *db)
+__global__ void conv_sum_parts(int64_t padded, int n, ct_divmod by_pitch, int splits,
+                               const float *parts, float *dw, float *db)
 {
     CT_CUDA_GRID_STRIDE(i, padded)
     {
-        int64_t o = i / pitch;
-        int j = (int)(i % pitch);
+        int o = ct_div(by_pitch, (int)i);
+        int j = (int)i - o * (int)by_pitch.divisor;
         if (j > n || (j == n && !db))
             continue;
-        float sum = 0.0f;
-        for (int split = 0; split < splits; split++)
-            sum += parts[split * padded + i];
+        float sum = ct_sum_parts(parts + i, (size_t)padded, splits);
         if (j < n)
-            dw[o * n + j] = sum;
+            dw[(size_t)o * n + j] = sum;
         else
             db[o] = sum; /* column n: the bias gradient's */
     }
@@ -337,6 +336,35 @@ static void conv_weight_split(const ct_conv2d_shape *s, int *splits, int *k_chun
     *splits = count == 1 ? 1 : (int)((depth + chunk - 1) / chunk);
 }
 
+/* The forward pass's (backward data's, `transposed`) GEMM: its split of k
+ * where its tiles are fewer than the SMs, and the floats of its parts. */
+static size_t conv_gemm_split(const ct_conv2d_shape *s, bool transposed, int *splits,
+                              int *k_chunk)
+{
+    int taps = s->kernel_h * s->kernel_w;
+    int cg = s->in_channels / s->groups, og = s->out_channels / s->groups;
+    int m = transposed ? cg : og, k = (transposed ? og : cg) * taps;
+    int n = s->n_batch * (transposed ? s->in_h * s->in_w : s->out_h * s->out_w);
+    return ct_gemm_split_parts(m, n, k, s->groups, ct_gemm_rows_for(m, conv_wide(m, n)), splits,
+                               k_chunk);
+}
+
+/* Bytes of backward data's packed weights, whole 256-byte blocks: its
+ * split parts follow them in the workspace. */
+static size_t conv_packed_bytes(const ct_conv2d_shape *s)
+{
+    int taps = s->kernel_h * s->kernel_w;
+    size_t bytes = sizeof(float) * (size_t)s->in_channels *
+                   (size_t)conv_sector_pitch(s->out_channels / s->groups * taps);
+    return (bytes + 255) / 256 * 256;
+}
+
+extern "C" size_t ct_cuda_conv2d_forward_workspace(const ct_conv2d_shape *s)
+{
+    int splits, k_chunk;
+    return sizeof(float) * conv_gemm_split(s, false, &splits, &k_chunk);
+}
+
 extern "C" size_t ct_cuda_conv2d_workspace(const ct_conv2d_shape *s)
 {
     int splits, k_chunk;
@@ -350,13 +378,12 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
                                             const float *w, const float *bias, bool relu,
                                             float *y, void *workspace, cudaStream_t stream)
 {
-    (void)workspace;
     conv_gemm_problem p;
     p.m = s->out_channels / s->groups;
     p.n = s->n_batch * s->out_h * s->out_w;
     p.k = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
-    p.splits = 1;
-    p.k_chunk = p.k;
+    if (conv_gemm_split(s, false, &p.splits, &p.k_chunk))
+        p.parts = (float *)workspace;
     p.g = conv_geometry_of(s, false);
     p.a_pitch = p.k;
     p.a = w;
@@ -370,9 +397,8 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
 
 extern "C" size_t ct_cuda_conv2d_backward_data_workspace(const ct_conv2d_shape *s)
 {
-    int taps = s->kernel_h * s->kernel_w;
-    return sizeof(float) * (size_t)s->in_channels *
-           (size_t)conv_sector_pitch(s->out_channels / s->groups * taps);
+    int splits, k_chunk;
+    return conv_packed_bytes(s) + sizeof(float) * conv_gemm_split(s, true, &splits, &k_chunk);
 }
 
 /* dx = wt . dcol, after packing wt into the workspace */
@@ -385,8 +411,8 @@ extern "C" ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, cons
     p.m = s->in_channels / s->groups;
     p.n = s->n_batch * s->in_h * s->in_w;
     p.k = s->out_channels / s->groups * s->kernel_h * s->kernel_w;
-    p.splits = 1;
-    p.k_chunk = p.k;
+    if (conv_gemm_split(s, true, &p.splits, &p.k_chunk))
+        p.parts = (float *)((char *)workspace + conv_packed_bytes(s));
     p.g = conv_geometry_of(s, true);
     p.a_pitch = conv_sector_pitch(p.k);
     p.a = (const float *)workspace;
@@ -425,7 +451,7 @@ extern "C" ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, co
     if (p.splits == 1)
         return CT_OK;
     int64_t padded = (int64_t)s->out_channels * p.parts_pitch;
-    CT_CUDA_LAUNCH_ITEMS(conv_sum_parts, padded, stream, padded, p.n_w, p.parts_pitch, p.splits,
-                         p.parts, dw, db);
+    CT_CUDA_LAUNCH_ITEMS(conv_sum_parts, padded, stream, padded, p.n_w,
+                         ct_divmod_of(p.parts_pitch), p.splits, p.parts, dw, db);
     return CT_OK;
 }

@@ -13,6 +13,7 @@
  * to row_sums[m] (a linear layer's bias gradient beside its weight's). */
 struct gemm_problem : ct_gemm_defaults {
     static constexpr const char *kernel_name = "gemm<matrix>";
+    static constexpr bool sums_parts = true; /* k split where the tiles are few */
     int m, n, k, splits, k_chunk;
     int b_cols; /* n, or n - 1 with row_sums */
     float *row_sums;
@@ -57,10 +58,28 @@ struct gemm_problem : ct_gemm_defaults {
     }
 };
 
+/* The tile of an m x n matrix product (ct_cuda_launch_gemm's rows). */
+static int gemm_rows(int m, int n)
+{
+    bool wide = m >= GEMM_WIDE_MIN && n >= GEMM_WIDE_MIN;
+    return ct_gemm_rows_for(m, wide ? (int)ct_gemm_wide::m : 0);
+}
+
+/* The workspace a linear layer's product of m x n outputs over k takes for
+ * its split parts (n counts a bias gradient's column of ones). */
+extern "C" size_t ct_cuda_linear_workspace(int m, int n, int k)
+{
+    int splits, k_chunk;
+    return sizeof(float) * ct_gemm_split_parts(m, n, k, 1, gemm_rows(m, n), &splits, &k_chunk);
+}
+
+/* c = alpha op(a) op(b) + beta c ...; with `parts` (a workspace of
+ * ct_cuda_linear_workspace's size; else NULL) k is split over blocks where
+ * the tiles are fewer than the SMs. */
 static ct_status gemm_run(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                           const float *a, int lda, const float *b, int ldb, float beta, float *c,
                           int ldc, const float *col_bias, bool relu, float *row_sums,
-                          const float *relu_mask, cudaStream_t stream)
+                          const float *relu_mask, float *parts, cudaStream_t stream)
 {
     gemm_problem p;
     p.relu_mask = relu_mask;
@@ -71,6 +90,9 @@ static ct_status gemm_run(bool trans_a, bool trans_b, int m, int n, int k, float
     p.k = k;
     p.splits = 1;
     p.k_chunk = k;
+    int rows = gemm_rows(m, p.n);
+    if (parts && ct_gemm_split_parts(m, p.n, k, 1, rows, &p.splits, &p.k_chunk))
+        p.parts = parts;
     p.trans_a = trans_a;
     p.trans_b = trans_b;
     p.a = a;
@@ -83,9 +105,7 @@ static ct_status gemm_run(bool trans_a, bool trans_b, int m, int n, int k, float
     p.alpha = alpha;
     p.beta = beta;
     p.relu = relu;
-    bool wide = m >= GEMM_WIDE_MIN && n >= GEMM_WIDE_MIN;
-    return ct_cuda_launch_gemm(p, 1, ct_gemm_rows_for(m, wide ? (int)ct_gemm_wide::m : 0),
-                               stream);
+    return ct_cuda_launch_gemm(p, 1, rows, stream);
 }
 
 extern "C" ct_status ct_cuda_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
@@ -93,34 +113,35 @@ extern "C" ct_status ct_cuda_gemm(bool trans_a, bool trans_b, int m, int n, int 
                                   float *c, int ldc, cudaStream_t stream)
 {
     return gemm_run(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL,
-                    false, NULL, NULL, stream);
+                    false, NULL, NULL, NULL, stream);
 }
 
 /* y[n,o] = relu?(bias[o] + sum_i x[n,i] w[o,i]):  y = x . w^T */
 extern "C" ct_status ct_cuda_linear_forward(int n, int in, int out, const float *x,
                                             const float *w, const float *bias, bool relu,
-                                            float *y, cudaStream_t stream)
+                                            float *y, void *workspace, cudaStream_t stream)
 {
     return gemm_run(false, true, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out, bias, relu, NULL,
-                    NULL, stream);
+                    NULL, (float *)workspace, stream);
 }
 
 /* dx[n,i] = sum_o dy[n,o] w[o,i]:  dx = dy . w (then the relu's backward
  * where relu_mask is given) */
 extern "C" ct_status ct_cuda_linear_backward_data(int n, int in, int out, const float *dy,
                                                   const float *w, const float *relu_mask,
-                                                  float *dx, cudaStream_t stream)
+                                                  float *dx, void *workspace,
+                                                  cudaStream_t stream)
 {
     return gemm_run(false, false, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in, NULL, false,
-                    NULL, relu_mask, stream);
+                    NULL, relu_mask, (float *)workspace, stream);
 }
 
 /* dw[o,i] = sum_n dy[n,o] x[n,i]:  dw = dy^T . x; db[o] = sum_n dy[n,o] as
  * the column of ones after x's */
 extern "C" ct_status ct_cuda_linear_backward_weight(int n, int in, int out, const float *x,
                                                     const float *dy, float *dw, float *db,
-                                                    cudaStream_t stream)
+                                                    void *workspace, cudaStream_t stream)
 {
     return gemm_run(true, false, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in, NULL, false,
-                    db, NULL, stream);
+                    db, NULL, (float *)workspace, stream);
 }

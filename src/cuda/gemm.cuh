@@ -48,11 +48,24 @@
  * each contiguous from `const float *a_row(int group, int m)` on, rows
  * `size_t a_row_pitch()` floats apart; the narrow tile then copies its
  * rows of a over the whole k chunk once, after the scratch (below).
+ *
+ * Split k (`static constexpr bool sums_parts`, ct_gemm_split): a grid of
+ * fewer tiles than the device has SMs leaves most of it idle while each
+ * block loops over the whole of k, a round trip to memory per k slice
+ * (the latency term of docs/roofline.md: SimpleCNN's linear layers ran on
+ * 1 to 4 blocks).  A problem with sums_parts may be launched with splits >
+ * 1 and `parts` (splits x part_rows x n floats of workspace; part_rows =
+ * groups x m, set by the launch): each block stores its chunk's sums
+ * there, and a second kernel (ct_gemm_finish_parts) adds a c element's
+ * parts in split order, adds the row bias and calls store(group, 0, m, n,
+ * sum): the same bits from run to run, and the problem's epilogue (bias,
+ * relu, beta) applied once.
  */
 #ifndef CT_CUDA_GEMM_CUH
 #define CT_CUDA_GEMM_CUH
 
 #include "cuda/common.cuh"
+#include "cuda/divmod.cuh"
 #include "cuda/elementwise.cuh"
 
 enum {
@@ -117,9 +130,30 @@ struct ct_gemm_defaults {
     static constexpr bool stages_b = false;
     static constexpr bool adds_row_bias = false;
     static constexpr bool strips_a = false;
+    static constexpr bool sums_parts = false;
     int scratch_floats = 0;
     int a_strip = 0;
+    float *parts = nullptr; /* with sums_parts and splits > 1 */
+    int part_rows = 0;      /* groups x m, set by ct_cuda_launch_gemm */
 };
+
+/* One sum of a tile: to the parts where the problem splits k and sums them
+ * itself (the row bias comes with the sum, ct_gemm_finish_parts), else the
+ * row bias added and stored. */
+template <class Problem>
+static __device__ inline void gemm_put(const Problem &p, int group, int split, int m, int n,
+                                       float value, float row_bias)
+{
+    if constexpr (Problem::sums_parts) {
+        if (p.splits > 1) {
+            p.parts[((size_t)split * p.part_rows + (size_t)group * p.m + m) * p.n + n] = value;
+            return;
+        }
+    }
+    if constexpr (Problem::adds_row_bias)
+        value += row_bias;
+    p.store(group, split, m, n, value);
+}
 
 /* row_bias[i] = p.row_bias(group, m0 + i) for the tile's `rows` rows (0
  * past p.m), where the problem adds one; visible after return. */
@@ -228,11 +262,8 @@ static __global__ void __launch_bounds__(GEMM_THREADS, GEMM_MIN_BLOCKS) ct_tiled
 #pragma unroll
         for (int j = 0; j < GEMM_REG; j++) {
             int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
-            float value = acc[i][j];
-            if constexpr (Problem::adds_row_bias)
-                value += row_bias[ty + 16 * i];
             if (m < p.m && n < p.n)
-                p.store(group, split, m, n, value);
+                gemm_put(p, group, split, m, n, acc[i][j], row_bias[ty + 16 * i]);
         }
 }
 
@@ -308,11 +339,8 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
         for (int j = 0; j < 8; j++) {
             int row = GEMM_WIDE / 2 * (i / 4) + 4 * ty + i % 4;
             int m = m0 + row, n = n0 + tx + 16 * j;
-            float value = acc[i][j];
-            if constexpr (Problem::adds_row_bias)
-                value += row_bias[row];
             if (m < p.m && n < p.n)
-                p.store(group, split, m, n, value);
+                gemm_put(p, group, split, m, n, acc[i][j], row_bias[row]);
         }
 }
 
@@ -395,11 +423,8 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_narrow(Prob
         for (int j = 0; j < COLS; j++) {
             int row = ty + ROW_STEP * i;
             int m = m0 + row, n = n0 + tx + GEMM_NARROW_COLUMN_THREADS * j;
-            float value = acc[i][j];
-            if constexpr (Problem::adds_row_bias)
-                value += row_bias[row];
             if (m < p.m && n < p.n)
-                p.store(group, split, m, n, value);
+                gemm_put(p, group, split, m, n, acc[i][j], row_bias[row]);
         }
 }
 
@@ -431,15 +456,98 @@ static inline void ct_gemm_tile_sides(int rows, int *side_m, int *side_n)
                                                                 : ct_gemm_small::n;
 }
 
+/* part[0] + part[step] + ... + part[(splits - 1) step], added in that
+ * order, four loads in flight (one round trip per four parts, not one
+ * per part). */
+static __device__ inline float ct_sum_parts(const float *part, size_t step, int splits)
+{
+    float sum = 0.0f;
+    int split = 0;
+    for (; split + 4 <= splits; split += 4) {
+        float v0 = part[split * step], v1 = part[(split + 1) * step];
+        float v2 = part[(split + 2) * step], v3 = part[(split + 3) * step];
+        sum += v0;
+        sum += v1;
+        sum += v2;
+        sum += v3;
+    }
+    for (; split < splits; split++)
+        sum += part[split * step];
+    return sum;
+}
+
+/* c = the sum of the parts in split order (plus the row bias), stored
+ * through the problem: element i of the groups x m x n outputs, n fastest. */
+template <class Problem>
+static __global__ void ct_gemm_finish_parts(Problem p, ct_divmod by_n, ct_divmod by_m,
+                                            int64_t count)
+{
+    CT_CUDA_GRID_STRIDE(i, count)
+    {
+        int row_all = ct_div(by_n, (int)i), n = (int)i - row_all * p.n;
+        int group = ct_div(by_m, row_all), m = row_all - group * p.m;
+        float sum = ct_sum_parts(p.parts + (size_t)i, (size_t)p.part_rows * p.n, p.splits);
+        if constexpr (Problem::adds_row_bias)
+            sum += p.row_bias(group, m);
+        p.store(group, 0, m, n, sum);
+    }
+}
+
+enum {
+    GEMM_SPLIT_MIN_DEPTH = 16, /* shortest k chunk of a split product: one slice */
+    GEMM_SPLIT_MAX = 32,
+};
+
+/* The split of a depth-k reduction over a grid of `tiles` blocks: enough
+ * chunks to give `target` blocks (the device's SMs, or a multiple), none
+ * shorter than min_depth and at most `most`; chunks are whole k slices
+ * (GEMM_TILE_K).  splits 1 and k_chunk k where splitting does not pay. */
+static inline void ct_gemm_split(int64_t tiles, int64_t k, int64_t target, int64_t min_depth,
+                                 int64_t most, int *splits, int *k_chunk)
+{
+    int64_t wanted = tiles >= target ? 1 : (target + tiles - 1) / tiles;
+    int64_t deepest = k / min_depth, count = wanted < deepest ? wanted : deepest;
+    if (count > most)
+        count = most;
+    if (count <= 1) {
+        *splits = 1;
+        *k_chunk = (int)k;
+        return;
+    }
+    int64_t chunk = (k + count - 1) / count;
+    chunk = (chunk + GEMM_TILE_K - 1) / GEMM_TILE_K * GEMM_TILE_K;
+    *k_chunk = (int)chunk;
+    *splits = (int)((k + chunk - 1) / chunk);
+}
+
+/* The blocks of an m x n product over `groups` on the tile of `rows` rows. */
+static inline int64_t ct_gemm_tiles(int m, int n, int groups, int rows)
+{
+    int side_m, side_n;
+    ct_gemm_tile_sides(rows, &side_m, &side_n);
+    return (int64_t)((m + side_m - 1) / side_m) * ((n + side_n - 1) / side_n) * groups;
+}
+
+/* The split of a problem with sums_parts (splits, k_chunk) for its tiles,
+ * and the parts' floats it then needs (0 for none). */
+static inline size_t ct_gemm_split_parts(int m, int n, int k, int groups, int rows, int *splits,
+                                         int *k_chunk)
+{
+    ct_gemm_split(ct_gemm_tiles(m, n, groups, rows), k, ct_cuda_sm_count(), GEMM_SPLIT_MIN_DEPTH,
+                  GEMM_SPLIT_MAX, splits, k_chunk);
+    return *splits > 1 ? (size_t)*splits * groups * m * n : 0;
+}
+
 /* Launch p over `groups` groups on the tile of `rows` rows: the wide tile
  * of 128 or 64 rows, the narrow tile of GEMM_NARROW_M, or the 64 x 64
- * tile for 0 (nothing to do for an empty c). */
+ * tile for 0 (nothing to do for an empty c); then, for a problem that sums
+ * its split parts, the kernel that does. */
 template <class Problem>
-static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, int rows,
-                                     cudaStream_t stream)
+static ct_status ct_cuda_launch_gemm(Problem p, int groups, int rows, cudaStream_t stream)
 {
     if (p.m <= 0 || p.n <= 0 || groups <= 0)
         return CT_OK;
+    p.part_rows = groups * p.m;
     int side_m, side_n;
     ct_gemm_tile_sides(rows, &side_m, &side_n);
     dim3 grid((unsigned)((p.n + side_n - 1) / side_n), (unsigned)((p.m + side_m - 1) / side_m),
@@ -458,6 +566,16 @@ static ct_status ct_cuda_launch_gemm(const Problem &p, int groups, int rows,
     else
         CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm<Problem>, grid, GEMM_THREADS,
                              shared, stream, p);
+    if constexpr (Problem::sums_parts) {
+        if (p.splits > 1) {
+            int64_t count = (int64_t)p.part_rows * p.n;
+            CT_CUDA_LAUNCH_NAMED("gemm_finish_parts", ct_gemm_finish_parts<Problem>,
+                                 ct_cuda_grid_for((const void *)ct_gemm_finish_parts<Problem>,
+                                                  count),
+                                 CT_CUDA_BLOCK, 0, stream, p, ct_divmod_of(p.n),
+                                 ct_divmod_of(p.m), count);
+        }
+    }
     return CT_OK;
 }
 

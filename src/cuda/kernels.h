@@ -50,16 +50,25 @@ void ct_cuda_set_device_info(int device, int sm_count);
 ct_status ct_cuda_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, float beta, float *c,
                        int ldc, cudaStream_t stream);
+/* The linear layers' products split k over blocks where their tiles are
+ * fewer than the SMs, the parts in a workspace of this many bytes for a
+ * product of m x n outputs over k (forward: batch x out over in; backward
+ * data: batch x in over out; backward weight: out x (in + 1) over batch,
+ * the bias gradient's column counted); with a NULL workspace they run
+ * unsplit. */
+size_t ct_cuda_linear_workspace(int m, int n, int k);
 /* relu: store max(y, 0) (a relu fused into the layer, graph/fuse.c) */
 ct_status ct_cuda_linear_forward(int n, int in, int out, const float *x, const float *w,
-                                 const float *bias, bool relu, float *y, cudaStream_t stream);
+                                 const float *bias, bool relu, float *y, void *workspace,
+                                 cudaStream_t stream);
 /* relu_mask (else NULL): a fused relu_bwd, dx masked by the relu output
  * relu_mask (ct_relu_grad), graph/fuse.c */
 ct_status ct_cuda_linear_backward_data(int n, int in, int out, const float *dy, const float *w,
-                                       const float *relu_mask, float *dx, cudaStream_t stream);
+                                       const float *relu_mask, float *dx, void *workspace,
+                                       cudaStream_t stream);
 /* With db (else NULL), the bias gradient too: db[o] = sum_n dy[n, o]. */
 ct_status ct_cuda_linear_backward_weight(int n, int in, int out, const float *x,
-                                         const float *dy, float *dw, float *db,
+                                         const float *dy, float *dw, float *db, void *workspace,
                                          cudaStream_t stream);
 
 /* ---- quant.cu: INT8 with __dp4a (src/quant/int8.h states the rule) ---------- */
@@ -124,6 +133,8 @@ ct_status ct_cuda_conv2d_backward_weight_tc(ct_dtype dtype, const ct_conv2d_shap
 /* Implicit GEMM (no im2col buffer); the weight gradient splits its long
  * reduction over blocks and sums the parts in order in the workspace. */
 size_t ct_cuda_conv2d_workspace(const ct_conv2d_shape *s);
+/* The forward GEMM's split parts (k split where its tiles are few), or 0. */
+size_t ct_cuda_conv2d_forward_workspace(const ct_conv2d_shape *s);
 /* relu: store max(y, 0) (a relu fused into the convolution, graph/fuse.c) */
 ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const float *x, const float *w,
                                  const float *bias, bool relu, float *y, void *workspace,

@@ -82,7 +82,7 @@ static ct_status run_linear(cuda_backend *b, const ct_exec *e, const ct_tensor *
     const ct_tensor *x = n->src[0], *w = n->src[1];
     return ct_cuda_linear_forward((int)x->shape[0], (int)x->shape[1], (int)w->shape[0],
                                   ct_in(e, n, 0), ct_in(e, n, 1), ct_in_opt(e, n, 2),
-                                  fused_relu(e, n), ct_out(e, n), b->stream);
+                                  fused_relu(e, n), ct_out(e, n), e->workspace, b->stream);
 }
 
 static ct_status run_linear_bwd_data(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -90,7 +90,7 @@ static ct_status run_linear_bwd_data(cuda_backend *b, const ct_exec *e, const ct
     const ct_tensor *dy = n->src[0], *w = n->src[1];
     return ct_cuda_linear_backward_data((int)dy->shape[0], (int)w->shape[1], (int)w->shape[0],
                                         ct_in(e, n, 0), ct_in(e, n, 1), relu_mask(e, n),
-                                        ct_out(e, n), b->stream);
+                                        ct_out(e, n), e->workspace, b->stream);
 }
 
 static ct_status run_linear_bwd_weight(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -98,7 +98,8 @@ static ct_status run_linear_bwd_weight(cuda_backend *b, const ct_exec *e, const 
     const ct_tensor *x = n->src[0], *dy = n->src[1];
     return ct_cuda_linear_backward_weight((int)x->shape[0], (int)x->shape[1],
                                           (int)dy->shape[1], ct_in(e, n, 0), ct_in(e, n, 1),
-                                          ct_out(e, n), ct_exec_bias_grad(e, n), b->stream);
+                                          ct_out(e, n), ct_exec_bias_grad(e, n), e->workspace,
+                                          b->stream);
 }
 
 /* The kernels below that take a dtype get the node's: its sources have it
@@ -401,7 +402,26 @@ static size_t conv_workspace(const ct_backend *backend, const ct_tensor *node)
     (void)backend;
     if (node->op == CT_OP_CONV2D_BWD_DATA)
         return ct_cuda_conv2d_backward_data_workspace(&node->attr.conv);
+    if (node->op == CT_OP_CONV2D)
+        return ct_cuda_conv2d_forward_workspace(&node->attr.conv);
     return node->op == CT_OP_CONV2D_BWD_WEIGHT ? ct_cuda_conv2d_workspace(&node->attr.conv) : 0;
+}
+
+/* A linear layer's product splits k over blocks where its tiles are few
+ * (gemm.cuh), with the parts in the workspace. */
+static size_t linear_workspace(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    const ct_tensor *a = node->src[0], *b = node->src[1];
+    int batch = (int)a->shape[0];
+    switch (node->op) {
+    case CT_OP_LINEAR: /* x [batch, in], w [out, in] */
+        return ct_cuda_linear_workspace(batch, (int)b->shape[0], (int)a->shape[1]);
+    case CT_OP_LINEAR_BWD_DATA: /* dy [batch, out], w [out, in] */
+        return ct_cuda_linear_workspace(batch, (int)b->shape[1], (int)b->shape[0]);
+    default: /* x [batch, in], dy [batch, out]: dw [out, in] and db */
+        return ct_cuda_linear_workspace((int)b->shape[1], (int)a->shape[1] + 1, batch);
+    }
 }
 
 /* Batchnorm's statistics and parameter gradients and the channel sum reduce
@@ -427,16 +447,19 @@ static size_t bn_sync_workspace(const ct_backend *backend, const ct_tensor *node
 
 CUDA_IMPL(conv2d_direct, "direct", run_conv2d_direct, .supports = direct_supports,
           .fuses = CT_FUSES_RELU);
-CUDA_IMPL(conv2d, "implicit_gemm", run_conv2d, .fuses = CT_FUSES_RELU);
+CUDA_IMPL(conv2d, "implicit_gemm", run_conv2d, .workspace = conv_workspace,
+          .fuses = CT_FUSES_RELU);
 CUDA_IMPL(conv2d_bwd_data, "implicit_gemm", run_conv2d_bwd_data, .workspace = conv_workspace,
           .fuses = CT_FUSES_RELU_BWD);
 CUDA_IMPL(conv2d_bwd_weight, "implicit_gemm", run_conv2d_bwd_weight,
           .workspace = conv_workspace, .fuses = CT_FUSES_BIAS_GRAD);
 NATIVE(channel_sum, run_channel_sum, .workspace = channel_workspace, .half = true,
        .supports = channel_sum_supports);
-NATIVE(linear, run_linear, .fuses = CT_FUSES_RELU);
-NATIVE(linear_bwd_data, run_linear_bwd_data, .fuses = CT_FUSES_RELU_BWD);
-NATIVE(linear_bwd_weight, run_linear_bwd_weight, .fuses = CT_FUSES_BIAS_GRAD);
+NATIVE(linear, run_linear, .workspace = linear_workspace, .fuses = CT_FUSES_RELU);
+NATIVE(linear_bwd_data, run_linear_bwd_data, .workspace = linear_workspace,
+       .fuses = CT_FUSES_RELU_BWD);
+NATIVE(linear_bwd_weight, run_linear_bwd_weight, .workspace = linear_workspace,
+       .fuses = CT_FUSES_BIAS_GRAD);
 /* HALF: takes f16 and bf16 nodes too (graph/impl.h), of one dtype. */
 #define HALF .half = true, .supports = same_dtype_supports
 CUDA_IMPL(maxpool2x2, "pool2x2", run_maxpool2x2, .half = true, .supports = maxpool2x2_supports);
