@@ -21,7 +21,7 @@ failed=0
 run() {
     label=$1
     log=$(mktemp)
-    CT_REQUIRE_GPU=1 CT_REQUIRE_GPUS=2 BUILD=$2 TESTS="$2/tests/test_emu $2/tests/test_emu_graphs $2/tests/test_emu_counters $2/tests/test_emu_half $2/tests/test_emu_nccl $2/tests/test_emu_quant $2/tests/test_replicas $2/tests/test_roofline $2/tests/test_gpu $2/tests/test_cuda_graph $2/tests/test_stage $2/tests/test_precision $2/tests/test_loss_scaling $2/tests/test_backend_ops $2/tests/test_custom_op $2/tests/test_custom_cuda $2/tests/test_optimize tests/gpu_cli.sh $3" \
+    CT_REQUIRE_GPU=1 CT_REQUIRE_GPUS=2 BUILD=$2 TESTS="$2/tests/test_emu $2/tests/test_emu_graphs $2/tests/test_emu_counters $2/tests/test_emu_half $2/tests/test_emu_nccl $2/tests/test_emu_quant $2/tests/test_replicas $2/tests/test_roofline $2/tests/test_gpu $2/tests/test_cuda_graph $2/tests/test_stage $2/tests/test_precision $2/tests/test_loss_scaling $2/tests/test_backend_ops $2/tests/test_custom_op $2/tests/test_custom_cuda $2/tests/test_cuda_divmod $2/tests/test_optimize tests/gpu_cli.sh $3" \
         sh tests/run.sh > "$log" 2>&1
     sed "s/^/[$label] /" "$log"
     p=$(tail -n 1 "$log" | awk '/passed/ {print $1}')

@@ -173,6 +173,7 @@ static ct_status build_linear_long_batch(ct_graph *g, tracked *t)
     return finish_vjp(g, t, ct_layer_linear(g, "fc", x, 3, true));
 }
 
+#ifdef CUDA_EMU
 /* Small products over long reductions: the GEMMs split k over blocks and
  * sum the parts (gemm.cuh), with the relus fused into the stores of the
  * sums: a 3x3 convolution of 2 images of 4x4 over 256 channels (k =
@@ -185,6 +186,7 @@ static ct_status build_split_k(ct_graph *g, tracked *t)
                                               (ct_conv_args){.pad = {1, 1}}, true));
     return finish_vjp(g, t, ct_relu(g, ct_layer_linear(g, "fc", ct_flatten(g, c), 40, true)));
 }
+#endif
 
 static ct_status build_maxpool(ct_graph *g, tracked *t)
 {

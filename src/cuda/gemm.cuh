@@ -533,7 +533,7 @@ static inline int64_t ct_gemm_tiles(int m, int n, int groups, int rows)
 static inline size_t ct_gemm_split_parts(int m, int n, int k, int groups, int rows, int *splits,
                                          int *k_chunk)
 {
-    ct_gemm_split(ct_gemm_tiles(m, n, groups, rows), k, ct_cuda_sm_count(), GEMM_SPLIT_MIN_DEPTH,
+    ct_gemm_split(ct_gemm_tiles(m, n, groups, rows), k, 2 * (int64_t)ct_cuda_sm_count(), GEMM_SPLIT_MIN_DEPTH,
                   GEMM_SPLIT_MAX, splits, k_chunk);
     return *splits > 1 ? (size_t)*splits * groups * m * n : 0;
 }
