@@ -166,8 +166,9 @@ bool has_quotient(const Instruction &inst)
 
 /* Roughly the instructions a GPU issues for `inst`, per thread: one per
  * element of an operation; none for what SASS does not execute (phis,
- * debug and lifetime markers, no-op and integer-width casts, an address
- * with only constant offsets, which folds into the load's immediate); a
+ * debug and lifetime markers, no-op and integer-width casts, addresses,
+ * which fold into the load or store, unconditional jumps, the host's
+ * vector shuffles); a
  * math library call as the few instructions of its GPU routine (float: a
  * special-function op and some FMAs, about 4; double: a software routine,
  * about 20); an integer division or remainder as the GPU's routine for
@@ -177,6 +178,12 @@ unsigned issued(const Instruction &inst, const StringSet<> &math)
 {
     if (isa<PHINode>(inst) || isa<DbgInfoIntrinsic>(inst) || isa<AllocaInst>(inst) ||
         isa<UnreachableInst>(inst) || isa<FreezeInst>(inst))
+        return 0;
+    /* the host's vector lanes moved about (a GPU thread's values are
+     * scalar registers already) and aggregates taken apart */
+    if (isa<ShuffleVectorInst>(inst) || isa<InsertElementInst>(inst) ||
+        isa<ExtractElementInst>(inst) || isa<InsertValueInst>(inst) ||
+        isa<ExtractValueInst>(inst))
         return 0;
     switch (inst.getOpcode()) {
     case Instruction::BitCast:
@@ -207,8 +214,14 @@ unsigned issued(const Instruction &inst, const StringSet<> &math)
     default:
         break;
     }
-    if (const auto *address = dyn_cast<GetElementPtrInst>(&inst))
-        return address->hasAllConstantIndices() ? 0 : 1;
+    /* an address: SASS folds it into the load or store (a base register
+     * plus an immediate), and the index arithmetic that varies is counted
+     * where it is computed (add, mul, shl) */
+    if (isa<GetElementPtrInst>(inst))
+        return 0;
+    /* a jump to the next block is no instruction in straight-line SASS */
+    if (const auto *branch = dyn_cast<BranchInst>(&inst))
+        return branch->isConditional() ? 1 : 0;
     if (const auto *intrinsic = dyn_cast<IntrinsicInst>(&inst)) {
         switch (intrinsic->getIntrinsicID()) {
         case Intrinsic::lifetime_start:
