@@ -54,8 +54,10 @@
  * block loops over the whole of k, a round trip to memory per k slice
  * (the latency term of docs/roofline.md: SimpleCNN's linear layers ran on
  * 1 to 4 blocks).  A problem with sums_parts may be launched with splits >
- * 1 and `parts` (splits x part_rows x n floats of workspace; part_rows =
- * groups x m, set by the launch): each block stores its chunk's sums
+ * 1 and `parts` (splits x part_rows rows of part_pitch floats of workspace:
+ * part_rows = groups x m, part_pitch = n rounded up to whole 32-byte
+ * sectors, so that a warp's stores of a row cover whole sectors; both set
+ * by the launch): each block stores its chunk's sums
  * there, and a second kernel (ct_gemm_finish_parts) adds a c element's
  * parts in split order, adds the row bias and calls store(group, 0, m, n,
  * sum): the same bits from run to run, and the problem's epilogue (bias,
@@ -135,6 +137,7 @@ struct ct_gemm_defaults {
     int a_strip = 0;
     float *parts = nullptr; /* with sums_parts and splits > 1 */
     int part_rows = 0;      /* groups x m, set by ct_cuda_launch_gemm */
+    int part_pitch = 0;     /* floats between rows of parts: n in whole sectors */
 };
 
 /* One sum of a tile: to the parts where the problem splits k and sums them
@@ -146,7 +149,8 @@ static __device__ inline void gemm_put(const Problem &p, int group, int split, i
 {
     if constexpr (Problem::sums_parts) {
         if (p.splits > 1) {
-            p.parts[((size_t)split * p.part_rows + (size_t)group * p.m + m) * p.n + n] = value;
+            p.parts[((size_t)split * p.part_rows + (size_t)group * p.m + m) * p.part_pitch + n] =
+                value;
             return;
         }
     }
@@ -486,7 +490,8 @@ static __global__ void ct_gemm_finish_parts(Problem p, ct_divmod by_n, ct_divmod
     {
         int row_all = ct_div(by_n, (int)i), n = (int)i - row_all * p.n;
         int group = ct_div(by_m, row_all), m = row_all - group * p.m;
-        float sum = ct_sum_parts(p.parts + (size_t)i, (size_t)p.part_rows * p.n, p.splits);
+        float sum = ct_sum_parts(p.parts + (size_t)row_all * p.part_pitch + n,
+                                 (size_t)p.part_rows * p.part_pitch, p.splits);
         if constexpr (Problem::adds_row_bias)
             sum += p.row_bias(group, m);
         p.store(group, 0, m, n, sum);
@@ -528,6 +533,12 @@ static inline int64_t ct_gemm_tiles(int m, int n, int groups, int rows)
     return (int64_t)((m + side_m - 1) / side_m) * ((n + side_n - 1) / side_n) * groups;
 }
 
+/* The floats between rows of split parts: n in whole 32-byte sectors. */
+static inline int ct_gemm_part_pitch(int n)
+{
+    return (n + 7) / 8 * 8;
+}
+
 /* The split of a problem with sums_parts (splits, k_chunk) for its tiles,
  * and the parts' floats it then needs (0 for none). */
 static inline size_t ct_gemm_split_parts(int m, int n, int k, int groups, int rows, int *splits,
@@ -535,7 +546,7 @@ static inline size_t ct_gemm_split_parts(int m, int n, int k, int groups, int ro
 {
     ct_gemm_split(ct_gemm_tiles(m, n, groups, rows), k, 2 * (int64_t)ct_cuda_sm_count(), GEMM_SPLIT_MIN_DEPTH,
                   GEMM_SPLIT_MAX, splits, k_chunk);
-    return *splits > 1 ? (size_t)*splits * groups * m * n : 0;
+    return *splits > 1 ? (size_t)*splits * groups * m * ct_gemm_part_pitch(n) : 0;
 }
 
 /* Launch p over `groups` groups on the tile of `rows` rows: the wide tile
@@ -548,6 +559,7 @@ static ct_status ct_cuda_launch_gemm(Problem p, int groups, int rows, cudaStream
     if (p.m <= 0 || p.n <= 0 || groups <= 0)
         return CT_OK;
     p.part_rows = groups * p.m;
+    p.part_pitch = ct_gemm_part_pitch(p.n);
     int side_m, side_n;
     ct_gemm_tile_sides(rows, &side_m, &side_n);
     dim3 grid((unsigned)((p.n + side_n - 1) / side_n), (unsigned)((p.m + side_m - 1) / side_m),
