@@ -3,8 +3,9 @@
  * math of src/cpu/softmax.c: each row subtracts its maximum, sums in double,
  * and the per-element and per-row formulas are core/math_shared.h's.
  * One warp per row (cross-entropy stages narrow rows in shared memory
- * first); the cross-entropy mean runs in one block whose warps take rows in
- * turn and whose sum is a fixed tree, so it is deterministic.
+ * first, and rows of at most a warp's width of classes get a thread each);
+ * the cross-entropy mean runs in one block whose threads take rows in turn
+ * and whose sum is a fixed tree, so it is deterministic.
  * Outputs are written with =.
  *
  * The cross-entropy's logits and their gradient are of storage type T
@@ -17,6 +18,7 @@
 #include <math.h>
 
 #include "core/math_shared.h"
+#include "cuda/divmod.cuh"
 #include "cuda/elementwise.cuh"
 
 __device__ inline int64_t ce_label(const void *labels, bool labels_i64, int row)
@@ -87,6 +89,19 @@ __global__ void softmax_backward_kernel(int n, int c, const float *y, const floa
     }
 }
 
+/* log sum_j exp(x_j) of a staged row by one thread: the maximum, then the
+ * terms in order (the warp's version sums lane-strided partial sums). */
+__device__ inline double row_logsumexp_serial(int c, const float *x)
+{
+    float m = -INFINITY;
+    for (int j = 0; j < c; j++)
+        m = x[j] > m ? x[j] : m;
+    double sum = 0.0;
+    for (int j = 0; j < c; j++)
+        sum += ct_lse_term(x[j], m);
+    return ct_logsumexp(m, sum);
+}
+
 /* Cross-entropy stages its rows: a block copies a group of `rows` rows of
  * logits (and their labels) into shared memory with one coalesced pass,
  * then each warp takes its rows from there.  A warp reading a row of a
@@ -106,28 +121,51 @@ enum {
     CE_MAX_ROWS = 512,      /* labels staged per group */
 };
 
+/* Rows of at most a warp's width of classes are each one thread's (a warp
+ * per row left most lanes idle and walked its rows one after another:
+ * SimpleCNN's 64 rows of 10 took a warp 8 rows of shuffle trees in
+ * series, the longest chain of the loss kernels, docs/perf.md); staged
+ * with an odd pitch, so that 32 threads reading their rows' j-th values
+ * hit 32 banks. */
+static bool ce_thread_rows(int c)
+{
+    return c > 0 && c <= CT_CUDA_WARP;
+}
+
+/* Floats between staged rows. */
+static int ce_pitch(int c)
+{
+    return ce_thread_rows(c) ? c | 1 : c;
+}
+
 /* Rows per staged group for c classes: a multiple of CE_WARPS, so that
  * warp w takes rows w, w + CE_WARPS, ... of the batch in every group; 0
  * where c is too wide to stage. */
 static int ce_group_rows(int c)
 {
-    int rows = c > 0 ? CE_STAGE_FLOATS / c : (int)CE_MAX_ROWS;
+    int rows = c > 0 ? CE_STAGE_FLOATS / ce_pitch(c) : (int)CE_MAX_ROWS;
     rows = rows < CE_MAX_ROWS ? rows : (int)CE_MAX_ROWS;
     return rows / CE_WARPS * CE_WARPS;
 }
 
-/* Rows [first, first + count) of logits into stage (as f32) and their
- * labels into stage_labels, by the whole block; the caller synchronizes
- * after. */
+/* Rows [first, first + count) of logits into stage (as f32, rows `pitch`
+ * floats apart; by_pitch divides by it) and their labels into
+ * stage_labels, by the whole block; the caller synchronizes after.  The
+ * threads run over the staged words (a row's padding word skipped), so
+ * that a warp's 32 writes hit 32 banks; their reads are consecutive floats
+ * but for a row's end. */
 template <class T>
 __device__ inline void ce_stage_rows(int first, int count, int c, const T *logits,
                                      const void *labels, bool labels_i64, float *stage,
-                                     int64_t *stage_labels)
+                                     int64_t *stage_labels, const ct_divmod &by_pitch, int pitch)
 {
-    int64_t floats = (int64_t)count * c;
     const T *src = logits + (int64_t)first * c;
-    for (int64_t i = threadIdx.x; i < floats; i += blockDim.x)
-        stage[i] = ct_load_f32(src, i);
+    for (int p = threadIdx.x; p < count * pitch; p += blockDim.x) {
+        int r = ct_div(by_pitch, p), j = p - r * pitch;
+        /* the padding word takes a copy of the row's last value: every lane
+         * loads, none branches */
+        stage[p] = ct_load_f32(src, (int64_t)r * c + min(j, c - 1));
+    }
     for (int r = threadIdx.x; r < count; r += blockDim.x)
         stage_labels[r] = ce_label(labels, labels_i64, first + r);
 }
@@ -147,14 +185,27 @@ __device__ inline double ce_row_loss(int c, const S *xr, int64_t label, float sm
                                 smoothing, c);
 }
 
+/* Row xr's term of the loss by one thread, xr staged. */
+__device__ inline double ce_row_loss_serial(int c, const float *xr, int64_t label,
+                                            float smoothing)
+{
+    double lse = row_logsumexp_serial(c, xr), sum_log_p = 0.0;
+    for (int j = 0; j < c; j++)
+        sum_log_p += ct_log_softmax(xr[j], lse);
+    return ct_cross_entropy_row(ct_log_softmax(xr[label], lse), sum_log_p, smoothing, c);
+}
+
 /* loss[0] = mean_i [-(1-s) log p[i,label_i] - (s/c) sum_j log p[i,j]]; one block
- * of CE_THREADS, in groups of `rows` rows (0: unstaged, one group of n).
+ * of CE_THREADS, in groups of `rows` rows (0: unstaged, one group of n),
+ * staged `pitch` floats apart, a thread per row where thread_rows.
  * A bad label: loss NaN and *bad_row lowered to its row.  A loss that is not
  * finite sets *found_inf (training: the step's updates then do nothing). */
 template <class T>
-static __global__ void cross_entropy_forward_kernel(int n, int c, int rows, const T *logits,
-                                                    const void *labels, bool labels_i64,
-                                                    float smoothing, float *loss, int *bad_row,
+static __global__ void cross_entropy_forward_kernel(int n, int c, int rows, ct_divmod by_pitch,
+                                                    int pitch, bool thread_rows,
+                                                    const T *logits, const void *labels,
+                                                    bool labels_i64, float smoothing,
+                                                    float *loss, int *bad_row,
                                                     int32_t *found_inf)
 {
     __shared__ float stage[CE_STAGE_FLOATS];
@@ -167,10 +218,21 @@ static __global__ void cross_entropy_forward_kernel(int n, int c, int rows, cons
         int count = n - first < group ? n - first : group;
         if (rows > 0) {
             __syncthreads(); /* the previous group's readers are done */
-            ce_stage_rows(first, count, c, logits, labels, labels_i64, stage, stage_labels);
+            ce_stage_rows(first, count, c, logits, labels, labels_i64, stage, stage_labels,
+                          by_pitch, pitch);
             __syncthreads();
         }
-        for (int r = warp; r < count; r += n_warps) {
+        for (int r = threadIdx.x; thread_rows && r < count; r += blockDim.x) {
+            int64_t label = stage_labels[r];
+            if (label < 0 || label >= c) {
+                bad = 1.0;
+                if (bad_row)
+                    atomicMin(bad_row, first + r);
+                continue;
+            }
+            total += ce_row_loss_serial(c, stage + r * pitch, label, smoothing);
+        }
+        for (int r = warp; !thread_rows && r < count; r += n_warps) {
             int row = first + r;
             int64_t label = rows > 0 ? stage_labels[r] : ce_label(labels, labels_i64, row);
             if (label < 0 || label >= c) {
@@ -181,7 +243,7 @@ static __global__ void cross_entropy_forward_kernel(int n, int c, int rows, cons
                 }
                 continue;
             }
-            total += rows > 0 ? ce_row_loss(c, stage + (int64_t)r * c, label, smoothing, lane)
+            total += rows > 0 ? ce_row_loss(c, stage + (int64_t)r * pitch, label, smoothing, lane)
                               : ce_row_loss(c, logits + (int64_t)row * c, label, smoothing,
                                             lane);
         }
@@ -197,12 +259,15 @@ static __global__ void cross_entropy_forward_kernel(int n, int c, int rows, cons
 }
 
 /* dlogits[i,j] = dloss[0]/n * (softmax(logits[i,:])_j - ((1-s)[j == label_i] + s/c));
- * block b takes groups of `rows` rows b, b + gridDim.x, ..., staged: each
- * warp overwrites its rows' logits with their gradient, and the block
- * stores the group in one coalesced pass. */
+ * block b takes groups of `rows` rows b, b + gridDim.x, ..., staged `pitch`
+ * floats apart: each warp (each thread, where thread_rows) overwrites its
+ * rows' logits with their gradient, and the block stores the group in one
+ * coalesced pass. */
 template <class T>
 static __global__ void cross_entropy_backward_staged_kernel(int n, int c, int rows,
-                                                            const T *logits,
+                                                            ct_divmod by_pitch, ct_divmod by_c,
+                                                            int pitch,
+                                                            bool thread_rows, const T *logits,
                                                             const void *labels, bool labels_i64,
                                                             float smoothing, const float *dloss,
                                                             T *dlogits)
@@ -218,19 +283,28 @@ static __global__ void cross_entropy_backward_staged_kernel(int n, int c, int ro
          first += (int64_t)gridDim.x * rows) {
         int count = n - first < rows ? (int)(n - first) : rows;
         __syncthreads(); /* dloss_value written; the previous group stored */
-        ce_stage_rows((int)first, count, c, logits, labels, labels_i64, stage, stage_labels);
+        ce_stage_rows((int)first, count, c, logits, labels, labels_i64, stage, stage_labels,
+                      by_pitch, pitch);
         __syncthreads();
         ct_ce_grad grad = ct_ce_grad_of(dloss_value, n, smoothing, c);
-        for (int r = warp; r < count; r += n_warps) {
-            float *xr = stage + (int64_t)r * c; /* logits in, their gradient out */
+        for (int r = threadIdx.x; thread_rows && r < count; r += blockDim.x) {
+            float *xr = stage + r * pitch; /* logits in, their gradient out */
+            double lse = row_logsumexp_serial(c, xr);
+            for (int j = 0; j < c; j++)
+                xr[j] = ct_ce_dlogit(&grad, xr[j], lse, j == stage_labels[r]);
+        }
+        for (int r = warp; !thread_rows && r < count; r += n_warps) {
+            float *xr = stage + r * pitch; /* logits in, their gradient out */
             double lse = row_logsumexp(c, xr, lane);
             for (int j = lane; j < c; j += CT_CUDA_WARP)
                 xr[j] = ct_ce_dlogit(&grad, xr[j], lse, j == stage_labels[r]);
         }
         __syncthreads();
         T *dst = dlogits + first * c;
-        for (int64_t i = threadIdx.x; i < (int64_t)count * c; i += blockDim.x)
-            ct_store_f32(dst, i, stage[i]);
+        for (int i = threadIdx.x; i < count * c; i += blockDim.x) {
+            int r = ct_div(by_c, i);
+            ct_store_f32(dst, i, stage[r * pitch + (i - r * c)]);
+        }
     }
 }
 
@@ -275,9 +349,11 @@ extern "C" ct_status ct_cuda_cross_entropy_forward(ct_dtype dtype, int n, int c,
 {
     return ct_with_storage(dtype, [&](auto tag) -> ct_status {
         using T = decltype(tag);
-        CT_CUDA_LAUNCH(cross_entropy_forward_kernel<T>, 1, CE_THREADS, 0, stream, n, c,
-                       ce_group_rows(c), (const T *)logits, labels, labels_i64, label_smoothing,
-                       loss, bad_row, found_inf);
+        int rows = ce_group_rows(c);
+        CT_CUDA_LAUNCH(cross_entropy_forward_kernel<T>, 1, CE_THREADS, 0, stream, n, c, rows,
+                       ct_divmod_of(ce_pitch(c)), ce_pitch(c), rows > 0 && ce_thread_rows(c),
+                       (const T *)logits, labels, labels_i64, label_smoothing, loss, bad_row,
+                       found_inf);
         return CT_OK;
     });
 }
@@ -301,7 +377,9 @@ extern "C" ct_status ct_cuda_cross_entropy_backward(ct_dtype dtype, int n, int c
         unsigned blocks = ct_cuda_grid_for(
             (const void *)cross_entropy_backward_staged_kernel<T>, groups * CE_THREADS);
         CT_CUDA_LAUNCH(cross_entropy_backward_staged_kernel<T>, blocks, CE_THREADS, 0, stream, n,
-                       c, rows, (const T *)logits, labels, labels_i64, label_smoothing, dloss,
+                       c, rows, ct_divmod_of(ce_pitch(c)), ct_divmod_of(c), ce_pitch(c),
+                       ce_thread_rows(c),
+                       (const T *)logits, labels, labels_i64, label_smoothing, dloss,
                        (T *)dlogits);
         return CT_OK;
     });
