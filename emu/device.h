@@ -211,6 +211,12 @@ inline T __ldg(const T *p)
 {
     return *p;
 }
+/* A load that bypasses L1 (ld.global.cg): the host has one coherent cache. */
+template <class T>
+inline T __ldcg(const T *p)
+{
+    return *p;
+}
 
 /* Counts an atomic operation for the kernel counters (emu/counters.cpp). */
 namespace emu {
@@ -246,6 +252,17 @@ inline T atomicExch(T *address, T value)
 {
     emu::count_atomic();
     return __atomic_exchange_n(address, value, __ATOMIC_RELAXED);
+}
+/* old >= limit ? 0 : old + 1, returning old (CUDA's wrapping counter). */
+inline unsigned atomicInc(unsigned *address, unsigned limit)
+{
+    emu::count_atomic();
+    unsigned old = __atomic_load_n(address, __ATOMIC_RELAXED), next;
+    do
+        next = old >= limit ? 0u : old + 1u;
+    while (!__atomic_compare_exchange_n(address, &old, next, true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED));
+    return old;
 }
 template <class T>
 inline T atomicCAS(T *address, T expected, T desired)

@@ -28,6 +28,7 @@
 #include <cuda_runtime_api.h> /* the emulator's defines CUDA_EMU and cuda_emu_fail */
 
 #include "cuda/cuda.h"
+#include "cuda/kernels.h"
 #endif
 
 /* NaN-fill GPU memory as it is handed out (CUDA builds; never reached otherwise). */
@@ -859,27 +860,100 @@ static const char *const kernel_modes[] = {"native", "vendor"};
 #define N_EXTRA_CASES 10
 
 #ifdef CUDA_EMU
-/* The products of build_split_k split k (the emulator counts the kernel
- * that sums the parts), give the CPU's answers, and the same bits twice. */
+/* Launches of `kernel` and its atomics since the counters' reset. */
+static void counted(const char *kernel, unsigned long long *launches,
+                    unsigned long long *atomics)
+{
+    cuda_emu_kernel_counters c;
+    bool found = cuda_emu_counters_find(kernel, &c) == 0;
+    *launches = found ? c.launches : 0;
+    *atomics = found ? c.atomics : 0;
+}
+
+/* Whether every output, gradient and piece of state of the two plans has
+ * the same bits. */
+static void check_same_bits(ct_plan *a, ct_plan *b, ct_graph *g, const tracked *t)
+{
+    const ct_tensor *list[64];
+    int n = 0;
+    for (int i = 0; i < t->n_outputs && n < 64; i++)
+        list[n++] = t->outputs[i];
+    for (int i = 0; i < t->n_inputs && n < 64; i++)
+        if (ct_tensor_grad(t->inputs[i]))
+            list[n++] = ct_tensor_grad(t->inputs[i]);
+    for (int i = 0; i < ct_graph_n_state(g) && n < 63; i++) {
+        ct_tensor *s = ct_graph_state(g, i);
+        if (ct_tensor_grad(s))
+            list[n++] = ct_tensor_grad(s);
+        list[n++] = s;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t bytes = ct_tensor_bytes(list[i]);
+        void *x = malloc(bytes ? bytes : 1), *y = malloc(bytes ? bytes : 1);
+        CHECK_OK(ct_plan_read(a, list[i], x, bytes));
+        CHECK_OK(ct_plan_read(b, list[i], y, bytes));
+        CHECK(memcmp(x, y, bytes) == 0, "'%s' differs between the two ways of adding the parts",
+              ct_tensor_name(list[i]));
+        free(x);
+        free(y);
+    }
+}
+
+/* The products of build_split_k split k and give the CPU's answers: the
+ * last block of each tile adds its parts (no gemm_finish_parts launch; the
+ * emulator counts the tickets' atomics), and on a stream without tickets
+ * a kernel after the GEMM does, with the same bits. */
 static void small_products_split_k(const void *arg)
 {
     (void)arg;
     CHECK_OK(ct_backend_set_kernels(gpu_backend, "native"));
     CHECK_OK(ct_backend_set_tf32(gpu_backend, false));
-    bool counted = cuda_emu_counters_available();
-    if (counted) {
+    if (!cuda_emu_counters_available()) {
+        compare_on_backends(build_split_k, 2, TOL_F32);
+        return;
+    }
+    int device = 0;
+    void *stream = NULL;
+    CHECK_OK(ct_cuda_backend_stream(gpu_backend, &device, &stream));
+    unsigned *tickets = ct_cuda_tickets(stream, 1);
+    CHECK(tickets != NULL, "the backend's stream has no tickets");
+    tracked t = {0};
+    ct_graph *g = ct_graph_new();
+    ct_plan *cpu = NULL, *gpu = NULL, *unticketed = NULL;
+    if (plan_both(build_split_k, g, &t, &cpu, &gpu)) {
+        CHECK_OK(ct_plan_new(g, gpu_backend, 7, &unticketed));
+        for (int i = 0; unticketed && i < t.n_inputs; i++)
+            fill_random(cpu, unticketed, t.inputs[i], t.n_classes, 100 + (uint64_t)i);
+        for (int i = 0; unticketed && i < ct_graph_n_state(g); i++)
+            fill_random(cpu, unticketed, ct_graph_state(g, i), 0, 200 + (uint64_t)i);
+    }
+    if (unticketed) {
+        unsigned long long finishes, atomics, forward, backward, none;
         cuda_emu_counters_enable(1);
         cuda_emu_counters_reset();
-    }
-    compare_on_backends(build_split_k, 2, TOL_F32);
-    if (counted) {
-        cuda_emu_kernel_counters c;
-        CHECK(cuda_emu_counters_find("gemm_finish_parts", &c) == 0 && c.launches >= 4,
-              "the split parts were summed by %llu launches (want the forward passes and "
-              "backward data of both layers)",
-              cuda_emu_counters_find("gemm_finish_parts", &c) == 0 ? c.launches : 0ull);
+        run_and_compare(cpu, gpu, g, &t, 2, TOL_F32);
+        counted("gemm_finish_parts", &finishes, &none);
+        counted("gemm<matrix>", &forward, &atomics);
+        counted("gemm<conv_backward_data>", &backward, &none);
+        CHECK(finishes == 0 && atomics > 0 && none > 0,
+              "with tickets: %llu finishing launches, %llu and %llu atomics (want 0, and "
+              "some in the linear layers' and the convolution's backward data GEMMs)",
+              finishes, atomics, none);
+        cuda_emu_counters_reset();
+        ct_cuda_set_tickets(stream, NULL);
+        for (int step = 0; step < 2; step++)
+            CHECK_OK(ct_plan_run(unticketed, CT_TRAIN));
+        ct_cuda_set_tickets(stream, tickets);
+        counted("gemm_finish_parts", &finishes, &none);
+        CHECK(finishes >= 8, "without tickets the parts were summed by %llu launches (want the "
+              "forward passes and backward data of both layers, twice)", finishes);
         cuda_emu_counters_enable(0);
+        check_same_bits(gpu, unticketed, g, &t);
     }
+    ct_plan_free(cpu);
+    ct_plan_free(gpu);
+    ct_plan_free(unticketed);
+    ct_graph_free(g);
 }
 #endif
 

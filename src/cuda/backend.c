@@ -359,6 +359,10 @@ static void cuda_destroy(ct_backend *backend)
         ct_cuda_allocator_destroy(&b->allocator);
         if (b->bad_row)
             cudaFree(b->bad_row);
+        if (b->tickets) {
+            ct_cuda_set_tickets(b->stream, NULL);
+            cudaFree(b->tickets);
+        }
         if (b->stream)
             cudaStreamDestroy(b->stream);
         if (b->copy_stream)
@@ -468,6 +472,9 @@ static ct_status cuda_setup(cuda_backend *b)
     CT_CUDA_CALL(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
     b->allocator.stream = b->stream;
     CT_CUDA_CALL(cudaMalloc((void **)&b->bad_row, sizeof *b->bad_row));
+    CT_CUDA_CALL(cudaMalloc((void **)&b->tickets, sizeof *b->tickets * CT_CUDA_TICKETS));
+    CT_CUDA_CALL(cudaMemsetAsync(b->tickets, 0, sizeof *b->tickets * CT_CUDA_TICKETS, b->stream));
+    ct_cuda_set_tickets(b->stream, b->tickets);
     /* A vendor library that cannot start leaves its ops to the native kernels. */
     if (ct_cuda_blas_new(b->stream, b->tf32, &b->blas) != CT_OK) {
         ct_cuda_blas_free(b->blas);

@@ -25,6 +25,7 @@ typedef struct cuda_backend {
     bool tf32;
     bool device_current;           /* cudaSetDevice done for this step */
     int *bad_row;                  /* device: first row with a bad label (cross-entropy) */
+    unsigned *tickets;             /* device: CT_CUDA_TICKETS, the stream's (kernels.h) */
     const ct_tensor *ce_node;      /* the cross-entropy node of this step, if any */
     const void *ce_labels;
 } cuda_backend;

@@ -111,6 +111,27 @@ __device__ inline void ct_copy_runs(float *to, int to_stride, const float *from,
     }
 }
 
+/* Whether this block is the last of the `splits` blocks that share
+ * `*ticket` to finish (every thread calls it, after its stores of its part;
+ * the same answer in every thread).  The last one sees every part the
+ * others stored, read with __ldcg (past L1, which is not coherent between
+ * SMs), and leaves the ticket at 0 for the stream's next kernel: atomicInc
+ * wraps to 0 when it counts the last block.  The order of arrival differs
+ * from run to run; a sum of the parts in split order does not. */
+static __device__ inline bool ct_last_arrival(unsigned *ticket, int splits)
+{
+    __shared__ int last;
+    __threadfence(); /* this thread's part, visible to the device */
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicInc(ticket, (unsigned)splits - 1u) == (unsigned)splits - 1u;
+    __syncthreads();
+    bool result = last != 0;
+    if (result)
+        __threadfence(); /* the others' parts, before this block reads them */
+    return result;
+}
+
 __device__ inline double ct_warp_sum(double value)
 {
     for (int offset = CT_CUDA_WARP / 2; offset > 0; offset /= 2)

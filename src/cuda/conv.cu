@@ -11,9 +11,10 @@
  * w transposed per group (wt[c, o, ij] = w[o, c, ij]), packed in the
  * workspace by conv_pack_transposed.  The weight gradient's reduction (N*P
  * long) is split over blocks when its output is small; the parts land in
- * the workspace and one more kernel adds them in split order, so the result
- * is deterministic.  The first layers (few input channels per group) have a
- * direct forward kernel (conv_direct.cu), which the op table prefers.
+ * the workspace and are added in split order (gemm.cuh's split k), so the
+ * result is deterministic.  The first layers (few input channels per
+ * group) have a direct forward kernel (conv_direct.cu), which the op table
+ * prefers.
  *
  * Accumulation: all outputs (y, dx, dw, db) are written with =.
  */
@@ -192,13 +193,13 @@ enum {
 struct conv_backward_weight_problem : ct_gemm_defaults {
     static constexpr const char *kernel_name = "gemm<conv_backward_weight>";
     static constexpr bool stages_b = true;
+    static constexpr bool sums_parts = true; /* k (the pixels) split where the tiles are few */
     int m, n, k, splits, k_chunk; /* m = Og, n = Cg*KK (+ 1 with db), k = N*P */
     int n_w;                      /* Cg*KK: the weight columns; column n_w is db's */
     /* scratch_floats: the patch; 0: read b through load_b */
     conv_geometry g;              /* forward: col as the forward pass reads it */
     const float *x, *dy;
-    float *dw, *db, *parts; /* parts: [splits, O, parts_pitch] when splits > 1 */
-    int parts_pitch;        /* Cg*KK + 1 rounded up to whole sectors (conv_sum_parts) */
+    float *dw, *db;
 
     /* dy[n, o, p] and col[cij, np] both run along k (output pixels). */
     __device__ bool a_along_k() const { return true; }
@@ -244,47 +245,18 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
                               : 1.0f;
         }
     }
-    __device__ void store(int grp, int split, int o, int cij, float value) const
+    __device__ void store(int grp, int, int o, int cij, float value) const
     {
-        if (splits > 1)
-            parts[((size_t)split * g.dst_c + grp * m + o) * parts_pitch + cij] = value;
-        else if (cij < n_w)
+        if (cij < n_w)
             dw[((size_t)grp * m + o) * n_w + cij] = value;
         else
             db[grp * m + o] = value;
     }
 };
 
-/*
- * dw[o, j] = sum_{split in order} parts[split, o, j] for the O rows of n
- * floats of dw, parts' rows `pitch` floats apart; db[o] (when given) the
- * same of column n.  The pitch is n rounded
- * up to whole sectors, so that the GEMM's warps store whole sectors of
- * parts (a row of 150 floats began mid-sector: 81.5% of the stored sectors
- * used); i runs over the padded rows here, so each part is read in
- * aligned runs and dw written in runs as long as a warp's share of a row.
- * (i over dw's own index instead wrote dw in whole sectors but read parts
- * at 77%: a warp's 32 values began mid-sector in most rows.)
- */
-__global__ void conv_sum_parts(int64_t padded, int n, ct_divmod by_pitch, int splits,
-                               const float *parts, float *dw, float *db)
-{
-    CT_CUDA_GRID_STRIDE(i, padded)
-    {
-        int o = ct_div(by_pitch, (int)i);
-        int j = (int)i - o * (int)by_pitch.divisor;
-        if (j > n || (j == n && !db))
-            continue;
-        float sum = ct_sum_parts(parts + i, (size_t)padded, splits);
-        if (j < n)
-            dw[(size_t)o * n + j] = sum;
-        else
-            db[o] = sum; /* column n: the bias gradient's */
-    }
-}
-
 /* The wide tile of an m x n convolution GEMM, as ct_cuda_launch_gemm's
- * rows (ct_gemm_rows_for then takes the narrow one for few rows): the wide tile (twice the FMAs per shared-memory read or more,
+ * rows (ct_gemm_rows_for then takes the narrow one for few rows or few
+ * tiles): the wide tile (twice the FMAs per shared-memory read or more,
  * gemm.cuh) with 128 rows, or 64 for 64 to 127 rows, where n fills its 128
  * columns; else 0, the 64 x 64 tile. */
 static int conv_wide(int m, int n)
@@ -294,14 +266,13 @@ static int conv_wide(int m, int n)
     return m >= ct_gemm_wide::m ? ct_gemm_wide::m : ct_gemm_wide_64::m;
 }
 
-/* Launches p on its tile, the patch sized for that tile: a k patch (the
- * forward pass, backward data) serves a k slice's columns and the tile's n
- * pixels; the weight gradient's, the tile's n columns and
- * CONV_WEIGHT_PIXELS pixels of k. */
+/* Launches p on the tile of `rows` (ct_cuda_launch_gemm's), the patch
+ * sized for that tile: a k patch (the forward pass, backward data) serves
+ * a k slice's columns and the tile's n pixels; the weight gradient's, the
+ * tile's n columns and CONV_WEIGHT_PIXELS pixels of k. */
 template <class Problem>
-static ct_status conv_launch(Problem &p, int groups, bool k_patch, cudaStream_t stream)
+static ct_status conv_launch(Problem &p, int groups, int rows, bool k_patch, cudaStream_t stream)
 {
-    int rows = ct_gemm_rows_for(p.m, conv_wide(p.m, p.n));
     bool wide = rows == ct_gemm_wide::m || rows == ct_gemm_wide_64::m;
     int depth = wide ? ct_gemm_wide::depth : ct_gemm_small::depth;
     int width = wide ? ct_gemm_wide::n : rows ? ct_gemm_narrow::n : ct_gemm_small::n;
@@ -312,41 +283,33 @@ static ct_status conv_launch(Problem &p, int groups, bool k_patch, cudaStream_t 
     return ct_cuda_launch_gemm(p, groups, rows, stream);
 }
 
-/* The weight gradient's split of its reduction: enough blocks to fill the
- * device twice over, chunks no shorter than CONV_SPLIT_MIN_DEPTH. */
-static void conv_weight_split(const ct_conv2d_shape *s, int *splits, int *k_chunk)
+/* The weight gradient's tile and split of its reduction (enough blocks to
+ * fill the device twice over, chunks no shorter than
+ * CONV_SPLIT_MIN_DEPTH, counted on the weight's columns), and the floats
+ * of its parts, which hold the bias gradient's column too.  The 64 x 64
+ * tile where it is not narrow or wide: its k loop stages patches of 64
+ * pixels, which ct_gemm_chain does not know. */
+static size_t conv_weight_layout(const ct_conv2d_shape *s, ct_gemm_layout *out)
 {
     int og = s->out_channels / s->groups;
     int cols = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
-    int64_t depth = (int64_t)s->n_batch * s->out_h * s->out_w;
-    int side_m, side_n;
-    ct_gemm_tile_sides(ct_gemm_rows_for(og, conv_wide(og, cols)), &side_m, &side_n);
-    int64_t tiles =
-        (int64_t)((og + side_m - 1) / side_m) * ((cols + side_n - 1) / side_n) * s->groups;
-    int64_t wanted = (2 * (int64_t)ct_cuda_sm_count() + tiles - 1) / tiles;
-    int64_t most = depth / CONV_SPLIT_MIN_DEPTH;
-    int64_t count = wanted < most ? wanted : most;
-    if (count > CONV_SPLIT_MAX)
-        count = CONV_SPLIT_MAX;
-    if (count < 1)
-        count = 1;
-    int64_t chunk = (depth + count - 1) / count;
-    chunk = (chunk + GEMM_TILE_K - 1) / GEMM_TILE_K * GEMM_TILE_K;
-    *k_chunk = count == 1 ? (int)depth : (int)chunk;
-    *splits = count == 1 ? 1 : (int)((depth + chunk - 1) / chunk);
+    int depth = s->n_batch * s->out_h * s->out_w;
+    if (!ct_gemm_layout_for(og, cols, depth, s->groups, conv_wide(og, cols), CONV_SPLIT_MIN_DEPTH,
+                            CONV_SPLIT_MAX, out, false))
+        return 0;
+    return (size_t)out->splits * s->groups * og * ct_gemm_part_pitch(cols + 1);
 }
 
-/* The forward pass's (backward data's, `transposed`) GEMM: its split of k
- * where its tiles are fewer than the SMs, and the floats of its parts. */
-static size_t conv_gemm_split(const ct_conv2d_shape *s, bool transposed, int *splits,
-                              int *k_chunk)
+/* The forward pass's (backward data's, `transposed`) GEMM: its tile and
+ * split of k, and the floats of its parts. */
+static size_t conv_gemm_layout(const ct_conv2d_shape *s, bool transposed, ct_gemm_layout *out)
 {
     int taps = s->kernel_h * s->kernel_w;
     int cg = s->in_channels / s->groups, og = s->out_channels / s->groups;
     int m = transposed ? cg : og, k = (transposed ? og : cg) * taps;
     int n = s->n_batch * (transposed ? s->in_h * s->in_w : s->out_h * s->out_w);
-    return ct_gemm_split_parts(m, n, k, s->groups, ct_gemm_rows_for(m, conv_wide(m, n)), splits,
-                               k_chunk);
+    return ct_gemm_layout_for(m, n, k, s->groups, conv_wide(m, n), GEMM_SPLIT_MIN_DEPTH,
+                              GEMM_SPLIT_MAX, out);
 }
 
 /* Bytes of backward data's packed weights, whole 256-byte blocks: its
@@ -361,17 +324,14 @@ static size_t conv_packed_bytes(const ct_conv2d_shape *s)
 
 extern "C" size_t ct_cuda_conv2d_forward_workspace(const ct_conv2d_shape *s)
 {
-    int splits, k_chunk;
-    return sizeof(float) * conv_gemm_split(s, false, &splits, &k_chunk);
+    ct_gemm_layout layout;
+    return sizeof(float) * conv_gemm_layout(s, false, &layout);
 }
 
 extern "C" size_t ct_cuda_conv2d_workspace(const ct_conv2d_shape *s)
 {
-    int splits, k_chunk;
-    conv_weight_split(s, &splits, &k_chunk);
-    size_t rows = (size_t)s->out_channels;
-    int pitch = conv_sector_pitch(s->in_channels / s->groups * s->kernel_h * s->kernel_w + 1);
-    return splits > 1 ? sizeof(float) * splits * rows * pitch : 0;
+    ct_gemm_layout layout;
+    return sizeof(float) * conv_weight_layout(s, &layout);
 }
 
 extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const float *x,
@@ -382,8 +342,11 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
     p.m = s->out_channels / s->groups;
     p.n = s->n_batch * s->out_h * s->out_w;
     p.k = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
-    if (conv_gemm_split(s, false, &p.splits, &p.k_chunk))
+    ct_gemm_layout layout;
+    if (conv_gemm_layout(s, false, &layout))
         p.parts = (float *)workspace;
+    p.splits = layout.splits;
+    p.k_chunk = layout.k_chunk;
     p.g = conv_geometry_of(s, false);
     p.a_pitch = p.k;
     p.a = w;
@@ -392,13 +355,13 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
     p.dst = y;
     p.relu = relu;
     p.relu_mask = NULL;
-    return conv_launch(p, s->groups, true, stream);
+    return conv_launch(p, s->groups, layout.rows, true, stream);
 }
 
 extern "C" size_t ct_cuda_conv2d_backward_data_workspace(const ct_conv2d_shape *s)
 {
-    int splits, k_chunk;
-    return conv_packed_bytes(s) + sizeof(float) * conv_gemm_split(s, true, &splits, &k_chunk);
+    ct_gemm_layout layout;
+    return conv_packed_bytes(s) + sizeof(float) * conv_gemm_layout(s, true, &layout);
 }
 
 /* dx = wt . dcol, after packing wt into the workspace */
@@ -411,8 +374,11 @@ extern "C" ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, cons
     p.m = s->in_channels / s->groups;
     p.n = s->n_batch * s->in_h * s->in_w;
     p.k = s->out_channels / s->groups * s->kernel_h * s->kernel_w;
-    if (conv_gemm_split(s, true, &p.splits, &p.k_chunk))
+    ct_gemm_layout layout;
+    if (conv_gemm_layout(s, true, &layout))
         p.parts = (float *)((char *)workspace + conv_packed_bytes(s));
+    p.splits = layout.splits;
+    p.k_chunk = layout.k_chunk;
     p.g = conv_geometry_of(s, true);
     p.a_pitch = conv_sector_pitch(p.k);
     p.a = (const float *)workspace;
@@ -427,7 +393,7 @@ extern "C" ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, cons
     CT_CUDA_LAUNCH(conv_pack_transposed, (unsigned)(s->groups * tile.tiles_o * tile.tiles_c),
                    CT_CUDA_BLOCK, sizeof(float) * (size_t)tile.t * tile.stride, stream, *s, tile,
                    p.a_pitch, w, (float *)workspace);
-    return conv_launch(p, s->groups, true, stream);
+    return conv_launch(p, s->groups, layout.rows, true, stream);
 }
 
 extern "C" ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x,
@@ -439,19 +405,16 @@ extern "C" ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, co
     p.n_w = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
     p.n = p.n_w + (db ? 1 : 0);
     p.k = s->n_batch * s->out_h * s->out_w;
-    conv_weight_split(s, &p.splits, &p.k_chunk);
+    ct_gemm_layout layout;
+    conv_weight_layout(s, &layout);
+    p.splits = layout.splits;
+    p.k_chunk = layout.k_chunk;
     p.g = conv_geometry_of(s, false);
     p.x = x;
     p.dy = dy;
     p.dw = dw;
     p.db = db;
-    p.parts = (float *)workspace;
-    p.parts_pitch = conv_sector_pitch(p.n_w + 1);
-    CT_TRY(conv_launch(p, s->groups, false, stream));
-    if (p.splits == 1)
-        return CT_OK;
-    int64_t padded = (int64_t)s->out_channels * p.parts_pitch;
-    CT_CUDA_LAUNCH_ITEMS(conv_sum_parts, padded, stream, padded, p.n_w,
-                         ct_divmod_of(p.parts_pitch), p.splits, p.parts, dw, db);
-    return CT_OK;
+    if (p.splits > 1)
+        p.parts = (float *)workspace;
+    return conv_launch(p, s->groups, layout.rows, false, stream);
 }

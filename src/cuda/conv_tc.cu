@@ -99,13 +99,13 @@ template <class S> struct tc_conv_backward_data_problem : tc_conv_problem<S> {
 template <class S_> struct tc_conv_backward_weight_problem : ct_gemm_defaults {
     typedef S_ S;
     static constexpr const char *kernel_name = "tc_gemm<conv_backward_weight>";
+    static constexpr bool sums_parts = true; /* k (the pixels) split where the tiles are few */
     int m, n, k, splits, k_chunk; /* m = Og, n = Cg*KK (+ 1 with db), k = N*P */
     int n_w;                      /* Cg*KK: the weight columns; column n_w is db's */
     conv_geometry g;              /* forward: col as the forward pass reads it */
     const S *x, *dy;
     S *dw;
-    float *db;    /* f32, or NULL */
-    float *parts; /* [splits, O, n] when splits > 1 */
+    float *db; /* f32, or NULL */
 
     /* dy[n, o, p] and col[cij, np] both run along k (output pixels). */
     __device__ bool a_along_k() const { return true; }
@@ -121,37 +121,14 @@ template <class S_> struct tc_conv_backward_weight_problem : ct_gemm_defaults {
         int c = conv_channel_of(g, cij);
         return tc_gather(g, x, grp, c, cij - c * (int)g.by_taps.divisor, np);
     }
-    __device__ void store(int grp, int split, int o, int cij, float value) const
+    __device__ void store(int grp, int, int o, int cij, float value) const
     {
-        if (splits > 1)
-            parts[((size_t)split * g.dst_c + grp * m + o) * n + cij] = value;
-        else if (cij < n_w)
+        if (cij < n_w)
             dw[((size_t)grp * m + o) * n_w + cij] = ct_from_f32<S>(value);
         else
             db[grp * m + o] = value;
     }
 };
-
-/* dw[o, j] = sum_{split in order} parts[split, o, j], rounded once, for the
- * rows of n_w values of dw; parts' rows are n long, and column n_w (when
- * n > n_w) is db's, kept f32. */
-template <class S>
-__global__ void tc_sum_parts(int64_t count, int n, int n_w, int splits, const float *parts,
-                             S *dw, float *db)
-{
-    CT_CUDA_GRID_STRIDE(i, count)
-    {
-        float sum = 0.0f;
-        for (int split = 0; split < splits; split++)
-            sum += parts[split * count + i];
-        int64_t o = i / n;
-        int j = (int)(i % n);
-        if (j < n_w)
-            dw[o * n_w + j] = ct_from_f32<S>(sum);
-        else
-            db[o] = sum;
-    }
-}
 
 /* The weight gradient's split of its reduction: enough blocks to fill the
  * device twice over, chunks no shorter than TC_SPLIT_MIN_DEPTH. */
@@ -179,9 +156,9 @@ extern "C" size_t ct_cuda_conv2d_backward_weight_tc_workspace(const ct_conv2d_sh
 {
     int splits, k_chunk;
     tc_weight_split(s, &splits, &k_chunk);
-    /* each row's weights and its bias column */
+    /* each row's weights and its bias column, rows of whole sectors */
     size_t columns = (size_t)s->out_channels *
-                     ((size_t)(s->in_channels / s->groups) * s->kernel_h * s->kernel_w + 1);
+                     ct_gemm_part_pitch(s->in_channels / s->groups * s->kernel_h * s->kernel_w + 1);
     return splits > 1 ? sizeof(float) * splits * columns : 0;
 }
 
@@ -247,14 +224,9 @@ static ct_status tc_conv_weight_run(const ct_conv2d_shape *s, const void *x, con
     p.dy = (const S *)dy;
     p.dw = (S *)dw;
     p.db = db;
-    p.parts = (float *)workspace;
-    CT_TRY(ct_cuda_launch_tc_gemm(p, s->groups, stream));
-    if (p.splits == 1)
-        return CT_OK;
-    int64_t count = (int64_t)s->out_channels * p.n;
-    CT_CUDA_LAUNCH_ITEMS(tc_sum_parts<S>, count, stream, count, p.n, p.n_w, p.splits, p.parts,
-                         p.dw, p.db);
-    return CT_OK;
+    if (p.splits > 1)
+        p.parts = (float *)workspace;
+    return ct_cuda_launch_tc_gemm(p, s->groups, stream);
 }
 
 extern "C" ct_status ct_cuda_conv2d_backward_weight_tc(ct_dtype dtype, const ct_conv2d_shape *s,

@@ -58,19 +58,21 @@ struct gemm_problem : ct_gemm_defaults {
     }
 };
 
-/* The tile of an m x n matrix product (ct_cuda_launch_gemm's rows). */
-static int gemm_rows(int m, int n)
+/* The tile and split of an m x n matrix product over k (ct_gemm_layout_for;
+ * `split` false: unsplit), and the floats of its parts. */
+static size_t gemm_layout(int m, int n, int k, bool split, ct_gemm_layout *out)
 {
     bool wide = m >= GEMM_WIDE_MIN && n >= GEMM_WIDE_MIN;
-    return ct_gemm_rows_for(m, wide ? (int)ct_gemm_wide::m : 0);
+    return ct_gemm_layout_for(m, n, k, 1, wide ? (int)ct_gemm_wide::m : 0, GEMM_SPLIT_MIN_DEPTH,
+                              split ? GEMM_SPLIT_MAX : 1, out);
 }
 
 /* The workspace a linear layer's product of m x n outputs over k takes for
  * its split parts (n counts a bias gradient's column of ones). */
 extern "C" size_t ct_cuda_linear_workspace(int m, int n, int k)
 {
-    int splits, k_chunk;
-    return sizeof(float) * ct_gemm_split_parts(m, n, k, 1, gemm_rows(m, n), &splits, &k_chunk);
+    ct_gemm_layout layout;
+    return sizeof(float) * gemm_layout(m, n, k, true, &layout);
 }
 
 /* c = alpha op(a) op(b) + beta c ...; with `parts` (a workspace of
@@ -88,11 +90,11 @@ static ct_status gemm_run(bool trans_a, bool trans_b, int m, int n, int k, float
     p.n = n + (row_sums ? 1 : 0);
     p.row_sums = row_sums;
     p.k = k;
-    p.splits = 1;
-    p.k_chunk = k;
-    int rows = gemm_rows(m, p.n);
-    if (parts && ct_gemm_split_parts(m, p.n, k, 1, rows, &p.splits, &p.k_chunk))
+    ct_gemm_layout layout;
+    if (gemm_layout(m, p.n, k, parts != NULL, &layout))
         p.parts = parts;
+    p.splits = layout.splits;
+    p.k_chunk = layout.k_chunk;
     p.trans_a = trans_a;
     p.trans_b = trans_b;
     p.a = a;
@@ -105,7 +107,7 @@ static ct_status gemm_run(bool trans_a, bool trans_b, int m, int n, int k, float
     p.alpha = alpha;
     p.beta = beta;
     p.relu = relu;
-    return ct_cuda_launch_gemm(p, 1, rows, stream);
+    return ct_cuda_launch_gemm(p, 1, layout.rows, stream);
 }
 
 extern "C" ct_status ct_cuda_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,

@@ -58,10 +58,14 @@
  * part_rows = groups x m, part_pitch = n rounded up to whole 32-byte
  * sectors, so that a warp's stores of a row cover whole sectors; both set
  * by the launch): each block stores its chunk's sums
- * there, and a second kernel (ct_gemm_finish_parts) adds a c element's
- * parts in split order, adds the row bias and calls store(group, 0, m, n,
- * sum): the same bits from run to run, and the problem's epilogue (bias,
- * relu, beta) applied once.
+ * there; on the narrow tile the last of a tile's blocks to finish
+ * (ct_last_arrival, on the stream's tickets) adds each of the tile's c
+ * elements' parts in split order, adds the row bias and calls store(group,
+ * 0, m, n, sum): the same bits from run to run, whichever block came last,
+ * and the problem's epilogue (bias, relu, beta) applied once.  Other tiles,
+ * and a stream without tickets (or with fewer than the tiles), get a
+ * second kernel that does the same (ct_gemm_finish_parts, gemm_finish_tile
+ * says why).
  */
 #ifndef CT_CUDA_GEMM_CUH
 #define CT_CUDA_GEMM_CUH
@@ -121,6 +125,13 @@ static __device__ inline void gemm_stage(float (*tile)[width + pad], bool along_
     for (int e = threadIdx.x; e < depth * width; e += GEMM_THREADS) {
         int kk = along_k ? e % depth : e / width;
         int i = along_k ? e / depth : e % width;
+        if constexpr (width == CT_CUDA_WARP / 2 && depth / 2 * (width + pad) % 32 == 16) {
+            /* a warp along i covers two rows of the narrow tile's a: rows
+             * kk and kk + depth / 2, whose 16 words lie in opposite halves
+             * of the banks (rows kk and kk + 1 shared 2 banks of 32) */
+            if (!along_k)
+                kk = e / CT_CUDA_WARP + depth / 2 * (e / width % 2);
+        }
         int k = k0 + kk;
         tile[kk][i] = i0 + i < limit && k < k_end ? load(k, i0 + i) : 0.0f;
     }
@@ -138,7 +149,101 @@ struct ct_gemm_defaults {
     float *parts = nullptr; /* with sums_parts and splits > 1 */
     int part_rows = 0;      /* groups x m, set by ct_cuda_launch_gemm */
     int part_pitch = 0;     /* floats between rows of parts: n in whole sectors */
+    unsigned *tickets = nullptr; /* with parts: one per tile, or NULL (ct_gemm_finish_parts) */
 };
+
+/* part[0] + part[step] + ... + part[(splits - 1) step], added in that
+ * order, four loads in flight (one round trip per four parts, not one
+ * per part); read past L1 (other blocks stored them in this kernel). */
+static __device__ inline float ct_sum_parts(const float *part, size_t step, int splits)
+{
+    float sum = 0.0f;
+    int split = 0;
+    for (; split + 4 <= splits; split += 4) {
+        float v0 = __ldcg(part + split * step), v1 = __ldcg(part + (split + 1) * step);
+        float v2 = __ldcg(part + (split + 2) * step), v3 = __ldcg(part + (split + 3) * step);
+        sum += v0;
+        sum += v1;
+        sum += v2;
+        sum += v3;
+    }
+    for (; split < splits; split++)
+        sum += __ldcg(part + split * step);
+    return sum;
+}
+
+/* On the narrow tile, after each thread of the block stored its sums of
+ * the tile at (m0, n0) to the parts, the last of the tile's blocks over k
+ * adds the tile's parts, as ct_gemm_finish_parts does (row_bias: the
+ * tile's rows' staged bias).  Consecutive threads on consecutive n, G
+ * outputs a thread at a time with 4 parts each in flight (4 G loads): a
+ * round trip to memory per 4 parts of G outputs.  The narrow tile's 1,024
+ * outputs are 4 a thread, one trip per 4 parts, as the finishing kernel's
+ * (one output a thread): its chain is no longer, and a kernel (a tail of
+ * about 1 us) is saved.  The 64 x 64 tile's 16 outputs a thread, the wide
+ * tiles' 32 and 64, took 8 times the finishing kernel's chain (VGG-11 at
+ * batch 8: 1.75 -> 1.92 ms on the model), so they keep the kernel.  The
+ * loop is kept rolled and its state small (an output's offset in a part
+ * is an int: a split product has fewer than 2 x SMs tiles, so far fewer
+ * than 2^31 outputs): unrolled over a thread's register block it kept an
+ * address per output live and took the wide tile from 128 registers to
+ * 214. */
+template <int THREADS, int TILE_M, int TILE_N, int G, class Problem>
+static __device__ inline void gemm_finish_tile(const Problem &p, int group, int m0, int n0,
+                                               const float *row_bias)
+{
+    if constexpr (Problem::sums_parts) {
+        if (p.splits == 1 || !p.tickets)
+            return;
+        size_t tile = ((size_t)group * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+        if (!ct_last_arrival(p.tickets + tile, p.splits))
+            return;
+        size_t step = (size_t)p.part_rows * p.part_pitch;
+        const float *parts = p.parts + (size_t)group * p.m * p.part_pitch;
+#pragma unroll 1
+        for (int e0 = threadIdx.x; e0 < TILE_M * TILE_N; e0 += G * THREADS) {
+            int offset[G]; /* in a part, or -1 outside the product */
+            float sum[G];
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                int e = e0 + g * THREADS, m = m0 + e / TILE_N, n = n0 + e % TILE_N;
+                bool inside = e < TILE_M * TILE_N && m < p.m && n < p.n;
+                offset[g] = inside ? m * p.part_pitch + n : -1;
+                sum[g] = 0.0f;
+            }
+            int split = 0;
+            for (; split + 4 <= p.splits; split += 4) {
+                const float *at = parts + split * step;
+                float v[4][G];
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+#pragma unroll
+                    for (int g = 0; g < G; g++)
+                        v[u][g] = offset[g] >= 0 ? __ldcg(at + u * step + offset[g]) : 0.0f;
+#pragma unroll
+                for (int u = 0; u < 4; u++)
+#pragma unroll
+                    for (int g = 0; g < G; g++)
+                        sum[g] += v[u][g];
+            }
+            for (; split < p.splits; split++)
+#pragma unroll
+                for (int g = 0; g < G; g++)
+                    if (offset[g] >= 0)
+                        sum[g] += __ldcg(parts + split * step + offset[g]);
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                if (offset[g] < 0)
+                    continue;
+                int e = e0 + g * THREADS, row = e / TILE_N;
+                float value = sum[g];
+                if constexpr (Problem::adds_row_bias)
+                    value += row_bias[row];
+                p.store(group, 0, m0 + row, n0 + e % TILE_N, value);
+            }
+        }
+    }
+}
 
 /* One sum of a tile: to the parts where the problem splits k and sums them
  * itself (the row bias comes with the sum, ct_gemm_finish_parts), else the
@@ -430,6 +535,7 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_narrow(Prob
             if (m < p.m && n < p.n)
                 gemm_put(p, group, split, m, n, acc[i][j], row_bias[row]);
         }
+    gemm_finish_tile<GEMM_THREADS, tile::m, tile::n, 4>(p, group, m0, n0, row_bias);
 }
 
 /* The row pitch of the narrow tile's a strip (gemm_stage_a_strip) for a k
@@ -445,13 +551,6 @@ static inline int ct_gemm_narrow_strip(int depth, int scratch_floats)
     return fixed + dynamic <= 48 * 1024 ? pitch : 0;
 }
 
-/* The tile for an m-row product: the narrow one for at most GEMM_NARROW_M
- * rows, else `wide_rows` (0: the 64 x 64 tile). */
-static inline int ct_gemm_rows_for(int m, int wide_rows)
-{
-    return m <= GEMM_NARROW_M ? (int)GEMM_NARROW_M : wide_rows;
-}
-
 /* The rows and columns of the tile of `rows` (ct_cuda_launch_gemm's). */
 static inline void ct_gemm_tile_sides(int rows, int *side_m, int *side_n)
 {
@@ -460,38 +559,32 @@ static inline void ct_gemm_tile_sides(int rows, int *side_m, int *side_n)
                                                                 : ct_gemm_small::n;
 }
 
-/* part[0] + part[step] + ... + part[(splits - 1) step], added in that
- * order, four loads in flight (one round trip per four parts, not one
- * per part). */
-static __device__ inline float ct_sum_parts(const float *part, size_t step, int splits)
+/* The blocks of an m x n product over `groups` on the tile of `rows` rows. */
+static inline int64_t ct_gemm_tiles(int m, int n, int groups, int rows)
 {
-    float sum = 0.0f;
-    int split = 0;
-    for (; split + 4 <= splits; split += 4) {
-        float v0 = part[split * step], v1 = part[(split + 1) * step];
-        float v2 = part[(split + 2) * step], v3 = part[(split + 3) * step];
-        sum += v0;
-        sum += v1;
-        sum += v2;
-        sum += v3;
-    }
-    for (; split < splits; split++)
-        sum += part[split * step];
-    return sum;
+    int side_m, side_n;
+    ct_gemm_tile_sides(rows, &side_m, &side_n);
+    return (int64_t)((m + side_m - 1) / side_m) * ((n + side_n - 1) / side_n) * groups;
 }
 
+
 /* c = the sum of the parts in split order (plus the row bias), stored
- * through the problem: element i of the groups x m x n outputs, n fastest. */
+ * through the problem: i runs over the parts' padded rows (part_pitch
+ * floats, whole sectors), so that a warp reads each part in aligned runs;
+ * the padding's i do nothing.  (Over c's own groups x m x n index a warp's
+ * 32 values began mid-sector in most rows: the weight gradients' loads at
+ * 94 % on VGG-11 B64, 99 % this way, as conv_sum_parts had it.) */
 template <class Problem>
-static __global__ void ct_gemm_finish_parts(Problem p, ct_divmod by_n, ct_divmod by_m,
+static __global__ void ct_gemm_finish_parts(Problem p, ct_divmod by_pitch, ct_divmod by_m,
                                             int64_t count)
 {
     CT_CUDA_GRID_STRIDE(i, count)
     {
-        int row_all = ct_div(by_n, (int)i), n = (int)i - row_all * p.n;
+        int row_all = ct_div(by_pitch, (int)i), n = (int)i - row_all * p.part_pitch;
+        if (n >= p.n)
+            continue;
         int group = ct_div(by_m, row_all), m = row_all - group * p.m;
-        float sum = ct_sum_parts(p.parts + (size_t)row_all * p.part_pitch + n,
-                                 (size_t)p.part_rows * p.part_pitch, p.splits);
+        float sum = ct_sum_parts(p.parts + i, (size_t)p.part_rows * p.part_pitch, p.splits);
         if constexpr (Problem::adds_row_bias)
             sum += p.row_bias(group, m);
         p.store(group, 0, m, n, sum);
@@ -525,45 +618,112 @@ static inline void ct_gemm_split(int64_t tiles, int64_t k, int64_t target, int64
     *splits = (int)((k + chunk - 1) / chunk);
 }
 
-/* The blocks of an m x n product over `groups` on the tile of `rows` rows. */
-static inline int64_t ct_gemm_tiles(int m, int n, int groups, int rows)
-{
-    int side_m, side_n;
-    ct_gemm_tile_sides(rows, &side_m, &side_n);
-    return (int64_t)((m + side_m - 1) / side_m) * ((n + side_n - 1) / side_n) * groups;
-}
-
 /* The floats between rows of split parts: n in whole 32-byte sectors. */
 static inline int ct_gemm_part_pitch(int n)
 {
     return (n + 7) / 8 * 8;
 }
 
-/* The split of a problem with sums_parts (splits, k_chunk) for its tiles,
- * and the parts' floats it then needs (0 for none). */
-static inline size_t ct_gemm_split_parts(int m, int n, int k, int groups, int rows, int *splits,
-                                         int *k_chunk)
+/* A product's tile (ct_cuda_launch_gemm's rows) and split of k. */
+struct ct_gemm_layout {
+    int rows, splits, k_chunk;
+};
+
+/* The clocks of a product's chain (the roofline's latency term, docs/
+ * roofline.md: about 600 a round trip to memory, 2 an instruction, 2,000
+ * a kernel's tail) on the 64 x 64 tile or the narrow one, split as `l`
+ * says: per k slice a round trip and the thread's FMAs (16 or 4 outputs,
+ * 16 deep), then a round trip per 4 parts (in the narrow tile's last
+ * block, gemm_finish_tile, or in a kernel of its own). */
+static inline double ct_gemm_chain(const ct_gemm_layout &l)
 {
-    ct_gemm_split(ct_gemm_tiles(m, n, groups, rows), k, 2 * (int64_t)ct_cuda_sm_count(), GEMM_SPLIT_MIN_DEPTH,
-                  GEMM_SPLIT_MAX, splits, k_chunk);
-    return *splits > 1 ? (size_t)*splits * groups * m * ct_gemm_part_pitch(n) : 0;
+    bool narrow = l.rows == GEMM_NARROW_M;
+    int outputs = narrow ? 4 : 16;
+    double slices = (double)((l.k_chunk + GEMM_TILE_K - 1) / GEMM_TILE_K);
+    double chain = slices * (600.0 + 2.0 * outputs * GEMM_TILE_K);
+    if (l.splits > 1)
+        chain += 600.0 * ((l.splits + 3) / 4) + (narrow ? 0.0 : 2000.0);
+    return chain;
+}
+
+/* The tile and split of an m x n product of depth k over `groups`, a
+ * problem with sums_parts: chunks no shorter than min_depth, at most `most`
+ * (1: never split), and the parts' floats it then needs (0 for none).  The
+ * narrow tile for at most GEMM_NARROW_M rows; else the wide tile of
+ * `wide_rows` where the caller takes one; else the 64 x 64 tile or the
+ * narrow one, whichever's chain is shorter (ct_gemm_chain).  The narrow
+ * tile makes 4 times the tiles, so where 64 x 64 tiles would be fewer than
+ * twice the SMs and split k, it splits less and adds the parts in the
+ * kernel (gemm_finish_tile): on the model (docs/perf.md) SimpleCNN's
+ * linear layers' predicted times went from 21 to 13 us (forward) and 21
+ * to 12.5 (backward data).  A deep k keeps the 64 x 64 tile, four times
+ * the FMAs per k slice.  `by_chain` false keeps the 64 x 64 tile (the
+ * convolutions' weight gradients, whose k loop the estimate does not
+ * know). */
+static inline size_t ct_gemm_layout_for(int m, int n, int k, int groups, int wide_rows,
+                                        int64_t min_depth, int64_t most, ct_gemm_layout *out,
+                                        bool by_chain = true)
+{
+    int64_t target = 2 * (int64_t)ct_cuda_sm_count();
+    int candidates[2] = {m <= GEMM_NARROW_M ? (int)GEMM_NARROW_M : wide_rows, GEMM_NARROW_M};
+    int count = m <= GEMM_NARROW_M || wide_rows || !by_chain ? 1 : 2;
+    for (int c = 0; c < count; c++) {
+        ct_gemm_layout l = {candidates[c], 1, k};
+        ct_gemm_split(ct_gemm_tiles(m, n, groups, l.rows), k, target, min_depth, most, &l.splits,
+                      &l.k_chunk);
+        if (c == 0 || ct_gemm_chain(l) < ct_gemm_chain(*out))
+            *out = l;
+    }
+    return out->splits > 1 ? (size_t)out->splits * groups * m * ct_gemm_part_pitch(n) : 0;
 }
 
 /* Launch p over `groups` groups on the tile of `rows` rows: the wide tile
  * of 128 or 64 rows, the narrow tile of GEMM_NARROW_M, or the 64 x 64
- * tile for 0 (nothing to do for an empty c); then, for a problem that sums
- * its split parts, the kernel that does. */
+ * tile for 0 (nothing to do for an empty c); for a problem that sums its
+ * split parts, its last blocks do, or without the stream's tickets, a
+ * kernel after it. */
+/* A split problem's parts for a grid of `tiles` tiles per split over
+ * `groups`: their layout, and where its kernel adds them itself
+ * (`in_kernel`: the narrow tile's), the stream's tickets (NULL: the parts
+ * are added by gemm_finish_launch). */
+template <class Problem>
+static void gemm_parts_for(Problem &p, int groups, int64_t tiles, bool in_kernel,
+                           cudaStream_t stream)
+{
+    p.part_rows = groups * p.m;
+    p.part_pitch = ct_gemm_part_pitch(p.n);
+    if constexpr (Problem::sums_parts)
+        p.tickets = p.splits > 1 && in_kernel ? ct_cuda_tickets(stream, tiles) : nullptr;
+}
+
+/* After a split problem's GEMM on a stream without tickets: the kernel
+ * that adds its parts. */
+template <class Problem>
+static ct_status gemm_finish_launch(const Problem &p, cudaStream_t stream)
+{
+    if constexpr (Problem::sums_parts) {
+        if (p.splits > 1 && !p.tickets) {
+            int64_t count = (int64_t)p.part_rows * p.part_pitch;
+            CT_CUDA_LAUNCH_NAMED("gemm_finish_parts", ct_gemm_finish_parts<Problem>,
+                                 ct_cuda_grid_for((const void *)ct_gemm_finish_parts<Problem>,
+                                                  count),
+                                 CT_CUDA_BLOCK, 0, stream, p, ct_divmod_of(p.part_pitch),
+                                 ct_divmod_of(p.m), count);
+        }
+    }
+    return CT_OK;
+}
+
 template <class Problem>
 static ct_status ct_cuda_launch_gemm(Problem p, int groups, int rows, cudaStream_t stream)
 {
     if (p.m <= 0 || p.n <= 0 || groups <= 0)
         return CT_OK;
-    p.part_rows = groups * p.m;
-    p.part_pitch = ct_gemm_part_pitch(p.n);
     int side_m, side_n;
     ct_gemm_tile_sides(rows, &side_m, &side_n);
     dim3 grid((unsigned)((p.n + side_n - 1) / side_n), (unsigned)((p.m + side_m - 1) / side_m),
               (unsigned)(groups * p.splits));
+    gemm_parts_for(p, groups, (int64_t)grid.x * grid.y * groups, rows == GEMM_NARROW_M, stream);
     size_t strip = rows == GEMM_NARROW_M ? (size_t)GEMM_NARROW_M * p.a_strip : 0;
     size_t shared = sizeof(float) * ((size_t)p.scratch_floats + strip);
     if (rows == GEMM_NARROW_M)
@@ -578,17 +738,7 @@ static ct_status ct_cuda_launch_gemm(Problem p, int groups, int rows, cudaStream
     else
         CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm<Problem>, grid, GEMM_THREADS,
                              shared, stream, p);
-    if constexpr (Problem::sums_parts) {
-        if (p.splits > 1) {
-            int64_t count = (int64_t)p.part_rows * p.n;
-            CT_CUDA_LAUNCH_NAMED("gemm_finish_parts", ct_gemm_finish_parts<Problem>,
-                                 ct_cuda_grid_for((const void *)ct_gemm_finish_parts<Problem>,
-                                                  count),
-                                 CT_CUDA_BLOCK, 0, stream, p, ct_divmod_of(p.n),
-                                 ct_divmod_of(p.m), count);
-        }
-    }
-    return CT_OK;
+    return gemm_finish_launch(p, stream);
 }
 
 #endif

@@ -30,8 +30,9 @@
  * rounds each value there.
  *
  * blockIdx.z is group * splits + split as in gemm.cuh (k_chunk a multiple
- * of TC_TILE_K); a problem with splits > 1 stores its parts in f32 and
- * rounds their sum once (conv_tc.cu).  Static shared memory: 2 x 64 x 40 x
+ * of TC_TILE_K); a problem with sums_parts may split k as there (its parts
+ * in f32, added by gemm.cuh's finishing kernel, the sum rounded once where
+ * the problem stores it: conv_tc.cu's weight gradient).  Static shared memory: 2 x 64 x 40 x
  * 2 + 64 x 68 x 4 + 64 x 4 = 27,904 bytes (27.25 KiB).
  *
  * A Problem has: typedef S (ct_bf16_bits or ct_f16_bits, elementwise.cuh),
@@ -218,25 +219,23 @@ static __global__ void __launch_bounds__(TC_THREADS) ct_tc_gemm(Problem p)
     __syncthreads();
     for (int e = threadIdx.x; e < TC_TILE_M * TC_TILE_N; e += TC_THREADS) {
         int row = e / TC_TILE_N, col = e % TC_TILE_N;
-        float value = c_tile[row][col];
-        if constexpr (Problem::adds_row_bias)
-            value += row_bias[row];
         if (m0 + row < p.m && n0 + col < p.n)
-            p.store(group, split, m0 + row, n0 + col, value);
+            gemm_put(p, group, split, m0 + row, n0 + col, c_tile[row][col], row_bias[row]);
     }
 }
 
 /* Launches p over `groups` groups (nothing to do for an empty c). */
 template <class Problem>
-static ct_status ct_cuda_launch_tc_gemm(const Problem &p, int groups, cudaStream_t stream)
+static ct_status ct_cuda_launch_tc_gemm(Problem p, int groups, cudaStream_t stream)
 {
     if (p.m <= 0 || p.n <= 0 || groups <= 0)
         return CT_OK;
     dim3 grid((unsigned)((p.n + TC_TILE_N - 1) / TC_TILE_N),
               (unsigned)((p.m + TC_TILE_M - 1) / TC_TILE_M), (unsigned)(groups * p.splits));
+    gemm_parts_for(p, groups, (int64_t)grid.x * grid.y * groups, false, stream);
     CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tc_gemm<Problem>, grid, TC_THREADS, 0, stream,
                          p);
-    return CT_OK;
+    return gemm_finish_launch(p, stream);
 }
 
 /* The 16-bit bits of element i of a storage array. */

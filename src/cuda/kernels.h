@@ -9,7 +9,8 @@
  *   - no allocation: scratch memory comes in `workspace`, sized by the
  *     matching *_workspace() function;
  *   - reductions run in a fixed order (a fixed tree of warp shuffles over a
- *     fixed assignment of elements to threads, no atomics), so a result is
+ *     fixed assignment of elements to threads; no atomic adds: an atomic
+ *     only counts which block is the last, never sums), so a result is
  *     the same bits from run to run; sums that the CPU does in double are
  *     done in double here too.
  * A kernel with a `ct_dtype dtype` argument also takes f16 and bf16 data
@@ -42,6 +43,18 @@ extern "C" {
 /* Device `device`'s SM count, which launch sizes follow (the backend sets
  * it when made; each launch reads its current device's). */
 void ct_cuda_set_device_info(int device, int sm_count);
+
+/* Tickets: CT_CUDA_TICKETS counters, all 0 between kernels, in device
+ * memory that `stream`'s kernels alone use (NULL: none again).  A split
+ * reduction counts the blocks that finished each of its tiles there, and
+ * the last one adds the parts (ct_last_arrival, common.cuh), where it would
+ * otherwise take a kernel of its own.  The backend gives its stream
+ * tickets when made (launch.cu keeps them). */
+enum { CT_CUDA_TICKETS = 4096 };
+void ct_cuda_set_tickets(cudaStream_t stream, unsigned *tickets);
+/* The tickets of `stream` for a launch that needs `count` of them; NULL
+ * where it has none, or too few. */
+unsigned *ct_cuda_tickets(cudaStream_t stream, int64_t count);
 
 /* ---- gemm.cu ---------------------------------------------------------- */
 

@@ -2,13 +2,15 @@
  * Launch sizes: each device's SM count (set when a backend is made for it)
  * and, per kernel, how many of its blocks fit on one SM (the occupancy API:
  * registers, shared memory and threads of the compiled kernel), so a
- * grid-stride launch fills the device it runs on whatever the kernel.
+ * grid-stride launch fills the device it runs on whatever the kernel.  And
+ * each backend stream's tickets (ct_cuda_set_tickets), which split
+ * reductions count their finished blocks with.
  */
 #include <mutex>
 
 #include "cuda/common.cuh"
 
-enum { MAX_DEVICES = 64, MAX_KERNELS = 128, DEFAULT_SM_COUNT = 16 };
+enum { MAX_DEVICES = 64, MAX_KERNELS = 128, DEFAULT_SM_COUNT = 16, MAX_STREAMS = 256 };
 
 static int sm_counts[MAX_DEVICES];
 
@@ -24,6 +26,41 @@ extern "C" void ct_cuda_set_device_info(int device, int sm_count)
 {
     if (device >= 0 && device < MAX_DEVICES)
         sm_counts[device] = sm_count;
+}
+
+/* The streams with tickets: few (one per backend), so a list. */
+struct ticket_book {
+    cudaStream_t stream;
+    unsigned *tickets;
+};
+static ticket_book books[MAX_STREAMS];
+static std::mutex books_lock;
+
+extern "C" void ct_cuda_set_tickets(cudaStream_t stream, unsigned *tickets)
+{
+    std::lock_guard<std::mutex> guard(books_lock);
+    ticket_book *free_book = nullptr;
+    for (ticket_book &book : books) {
+        if (book.tickets && book.stream == stream) {
+            book.tickets = tickets;
+            return;
+        }
+        if (!book.tickets && !free_book)
+            free_book = &book;
+    }
+    if (tickets && free_book)
+        *free_book = ticket_book{stream, tickets};
+}
+
+extern "C" unsigned *ct_cuda_tickets(cudaStream_t stream, int64_t count)
+{
+    if (count > CT_CUDA_TICKETS)
+        return nullptr;
+    std::lock_guard<std::mutex> guard(books_lock);
+    for (const ticket_book &book : books)
+        if (book.tickets && book.stream == stream)
+            return book.tickets;
+    return nullptr;
 }
 
 static int current_device()
