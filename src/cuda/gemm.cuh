@@ -567,7 +567,6 @@ static inline int64_t ct_gemm_tiles(int m, int n, int groups, int rows)
     return (int64_t)((m + side_m - 1) / side_m) * ((n + side_n - 1) / side_n) * groups;
 }
 
-
 /* c = the sum of the parts in split order (plus the row bias), stored
  * through the problem: i runs over the parts' padded rows (part_pitch
  * floats, whole sectors), so that a warp reads each part in aligned runs;
@@ -677,11 +676,6 @@ static inline size_t ct_gemm_layout_for(int m, int n, int k, int groups, int wid
     return out->splits > 1 ? (size_t)out->splits * groups * m * ct_gemm_part_pitch(n) : 0;
 }
 
-/* Launch p over `groups` groups on the tile of `rows` rows: the wide tile
- * of 128 or 64 rows, the narrow tile of GEMM_NARROW_M, or the 64 x 64
- * tile for 0 (nothing to do for an empty c); for a problem that sums its
- * split parts, its last blocks do, or without the stream's tickets, a
- * kernel after it. */
 /* A split problem's parts for a grid of `tiles` tiles per split over
  * `groups`: their layout, and where its kernel adds them itself
  * (`in_kernel`: the narrow tile's), the stream's tickets (NULL: the parts
@@ -696,8 +690,8 @@ static void gemm_parts_for(Problem &p, int groups, int64_t tiles, bool in_kernel
         p.tickets = p.splits > 1 && in_kernel ? ct_cuda_tickets(stream, tiles) : nullptr;
 }
 
-/* After a split problem's GEMM on a stream without tickets: the kernel
- * that adds its parts. */
+/* After a split problem's GEMM whose kernel does not add its parts (no
+ * tickets): the kernel that does. */
 template <class Problem>
 static ct_status gemm_finish_launch(const Problem &p, cudaStream_t stream)
 {
@@ -714,6 +708,11 @@ static ct_status gemm_finish_launch(const Problem &p, cudaStream_t stream)
     return CT_OK;
 }
 
+/* Launch p over `groups` groups on the tile of `rows` rows: the wide tile
+ * of 128 or 64 rows, the narrow tile of GEMM_NARROW_M, or the 64 x 64
+ * tile for 0 (nothing to do for an empty c); for a problem that sums its
+ * split parts, the narrow tile's last blocks do, or else a kernel after
+ * it. */
 template <class Problem>
 static ct_status ct_cuda_launch_gemm(Problem p, int groups, int rows, cudaStream_t stream)
 {
