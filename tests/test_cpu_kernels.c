@@ -643,12 +643,20 @@ static void check_cross_entropy(int n, int c, bool i64, float smoothing)
     }
     float loss = NAN, *grad = new_floats(count);
     poison(grad, count);
-    int bad = ct_cpu_cross_entropy_forward(n, c, x, labels, i64, smoothing, &loss);
+    int bad = ct_cpu_cross_entropy_forward(n, c, x, labels, i64, smoothing, 0.0f, &loss, NULL);
     ct_cpu_cross_entropy_backward(n, c, x, labels, i64, smoothing, &dloss, grad);
     CHECK(bad == -1, "good labels reported bad at row %d", bad);
     CHECK_CLOSE(&loss, &loss_want, 1, "cross-entropy loss");
     CHECK_CLOSE(grad, grad_want, count, "cross-entropy grad");
-    free(label_of), free(labels32), free(x), free(p), free(grad_want), free(grad);
+    /* the gradient fused into the forward pass: the same bits as both apart */
+    float fused_loss = NAN, *fused = new_floats(count);
+    poison(fused, count);
+    bad = ct_cpu_cross_entropy_forward(n, c, x, labels, i64, smoothing, dloss, &fused_loss,
+                                       fused);
+    CHECK(bad == -1 && memcmp(&fused_loss, &loss, sizeof loss) == 0 &&
+              memcmp(fused, grad, sizeof(float) * (size_t)count) == 0,
+          "%d x %d: the fused loss and gradient differ from the two passes", n, c);
+    free(label_of), free(labels32), free(x), free(p), free(grad_want), free(grad), free(fused);
 }
 
 static void test_cross_entropy(void)
@@ -669,12 +677,12 @@ static void test_cross_entropy_bad_label(void)
     harness_fill(logits, 6 * 4, 91, -1, 1);
     int32_t labels32[6] = {0, 3, 1, 2, 4, -1};
     int64_t labels64[6] = {0, 1, 2, 3, (int64_t)1 << 40, 2};
-    CHECK(ct_cpu_cross_entropy_forward(6, 4, logits, labels32, false, 0.0f, &loss) == 4,
+    CHECK(ct_cpu_cross_entropy_forward(6, 4, logits, labels32, false, 0.0f, 1.0f, &loss, grad) == 4,
           "int32 label 4 of 4 classes not caught at row 4");
-    CHECK(ct_cpu_cross_entropy_forward(6, 4, logits, labels64, true, 0.1f, &loss) == 4,
+    CHECK(ct_cpu_cross_entropy_forward(6, 4, logits, labels64, true, 0.1f, 0.0f, &loss, NULL) == 4,
           "int64 label 2^40 not caught at row 4 (truncated?)");
     labels32[4] = 1;
-    CHECK(ct_cpu_cross_entropy_forward(6, 4, logits, labels32, false, 0.0f, &loss) == 5,
+    CHECK(ct_cpu_cross_entropy_forward(6, 4, logits, labels32, false, 0.0f, 0.0f, &loss, NULL) == 5,
           "negative label not caught at row 5");
     /* Backward must not index with a bad label either (ASan checks this). */
     poison(grad, 6 * 4);
@@ -932,7 +940,7 @@ static void test_thread_count_independent(void)
         ct_cpu_batchnorm_stats(n, c, inner, x, true, 0.1f, 1e-5f, rm[t], rv[t], out[t]);
         ct_cpu_batchnorm_backward_params(n, c, inner, x, x, out[t], out[t] + 2 * c);
         ct_cpu_softmax_forward(n * c, inner, x, soft[t]);
-        ct_cpu_cross_entropy_forward(n, c * inner, x, labels, true, 0.1f, &loss[t]);
+        ct_cpu_cross_entropy_forward(n, c * inner, x, labels, true, 0.1f, 0.0f, &loss[t], NULL);
     }
     ct_cpu_set_threads(saved);
     CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0, "batchnorm stats depend on threads");

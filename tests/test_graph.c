@@ -175,9 +175,11 @@ static void test_arena_reuses_memory(void)
 
 /* The CPU fuses SimpleCNN's backward as CUDA does (graph/fuse.c): each
  * relu before a max pool has its backward in the pool's, every bias
- * gradient is computed by its layer's weight gradient.  What runs: the
- * relu_bwd of fc1 and fc2 only, no channel_sum; and the math of the step
- * (ct_plan_flops) counts the fused nodes' too. */
+ * gradient is computed by its layer's weight gradient, the loss's gradient
+ * by the loss (its seed fill with it).  What runs: the relu_bwd of fc1 and
+ * fc2 only, no channel_sum, cross_entropy_bwd or fill; the math of the
+ * step (ct_plan_flops) counts the fused nodes' too; and two steps give the
+ * bits of the unfused plan's. */
 static void test_cpu_training_step_fuses_relu_bwd_and_bias_grads(void)
 {
     cnn m = build_cnn(8, false, true);
@@ -188,21 +190,41 @@ static void test_cpu_training_step_fuses_relu_bwd_and_bias_grads(void)
     unfused->unfused = true;
     CHECK_OK(ct_plan_new(m.graph, backend, 1, &plan));
     CHECK_OK(ct_plan_new(m.graph, unfused, 1, &reference));
-    int n = 0, relu_bwd = 0, channel_sum = 0;
+    int n = 0, relu_bwd = 0, channel_sum = 0, loss_grad = 0;
     const ct_tensor *const *runs = ct_plan_runs(plan, CT_TRAIN, &n);
     for (int i = 0; i < n; i++) {
         relu_bwd += runs[i]->op == CT_OP_RELU_BWD;
         channel_sum += runs[i]->op == CT_OP_CHANNEL_SUM;
+        loss_grad += runs[i]->op == CT_OP_CROSS_ENTROPY_BWD || runs[i]->op == CT_OP_FILL;
     }
-    CHECK(relu_bwd == 2 && channel_sum == 0, "%d relu_bwd and %d channel_sum run", relu_bwd,
-          channel_sum);
-    /* fewer than unfused: the 4 forward relus, 2 relu_bwd, 5 bias sums */
+    CHECK(relu_bwd == 2 && channel_sum == 0 && loss_grad == 0,
+          "%d relu_bwd, %d channel_sum, %d cross_entropy_bwd and fill run", relu_bwd,
+          channel_sum, loss_grad);
+    /* fewer than unfused: the 4 forward relus, 2 relu_bwd, 5 bias sums,
+     * the loss's backward and its seed */
     int n_unfused = 0;
     ct_plan_runs(reference, CT_TRAIN, &n_unfused);
-    CHECK(n_unfused - n == 4 + 2 + 5, "train runs %d nodes, %d unfused", n, n_unfused);
+    CHECK(n_unfused - n == 4 + 2 + 5 + 2, "train runs %d nodes, %d unfused", n, n_unfused);
     CHECK(ct_plan_flops(plan, CT_TRAIN) == ct_plan_flops(reference, CT_TRAIN),
           "%.0f FLOPs fused, %.0f unfused", ct_plan_flops(plan, CT_TRAIN),
           ct_plan_flops(reference, CT_TRAIN));
+    float loss[2][2];
+    ct_plan *plans[2] = {plan, reference};
+    for (int p = 0; p < 2; p++)
+        for (int step = 0; step < 2; step++) {
+            write_batch(plans[p], &m, 8, 40 + (uint64_t)step);
+            CHECK_OK(ct_plan_run(plans[p], CT_TRAIN));
+            CHECK_OK(ct_plan_read(plans[p], m.loss, &loss[p][step], sizeof(float)));
+        }
+    int64_t count = 0;
+    float *fused_params = read_params(plan, m.graph, &count);
+    float *unfused_params = read_params(reference, m.graph, &count);
+    CHECK(memcmp(loss[0], loss[1], sizeof loss[0]) == 0 &&
+              memcmp(fused_params, unfused_params, sizeof(float) * (size_t)count) == 0,
+          "fused and unfused steps differ: losses %.9g %.9g and %.9g %.9g", loss[0][0],
+          loss[0][1], loss[1][0], loss[1][1]);
+    free(fused_params);
+    free(unfused_params);
     ct_plan_free(plan);
     ct_plan_free(reference);
     ct_backend_free(backend);

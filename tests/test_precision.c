@@ -13,6 +13,10 @@
  *   an op on 16-bit values.  On the CPU, and on a CUDA device (emulated or
  *   real) within a few units in the last place.
  * - SimpleCNN trained in bf16 and fp16 follows the f32 run's loss.
+ * - The loss's gradient fused into the loss's kernel (graph/fuse.c) gives
+ *   the bits of the fill and backward kernels, in f32, bf16 and fp16 (the
+ *   seed times the loss scale), for rows of a thread's, a warp's and too
+ *   many classes to stage.
  * - On CUDA's vendor kernels the 16-bit convolutions run on cuDNN (a
  *   forward pass with a bias on f32 copies, in TF32: the same sums) and the
  *   linear layers on cuBLAS.
@@ -25,6 +29,7 @@
 #include "cuttle.h"
 #include "graph/graph.h"
 #include "graph/impl.h"
+#include "graph/plan.h"
 #include "harness.h"
 
 /* ---- conversions ----------------------------------------------------------------- */
@@ -501,6 +506,102 @@ static void cuda_vendor_runs_16_bit_layers_on_the_libraries(void)
     }
 }
 
+/* ---- the loss's gradient fused into the loss -------------------------------------- */
+
+/* How many of the plan's training runs are `op`. */
+static int runs_of(const ct_plan *plan, ct_op op)
+{
+    int n = 0, count = 0;
+    const ct_tensor *const *runs = ct_plan_runs(plan, CT_TRAIN, &n);
+    for (int i = 0; i < n; i++)
+        count += runs[i]->op == op;
+    return count;
+}
+
+/* x [rows, 24] -> linear (no bias: a bias gradient fused into the weight
+ * gradient may add in another order) -> cross-entropy over `classes`
+ * (smoothing 0.1), SGD; three steps on `backend` and on an unfused copy
+ * of it give the same
+ * loss and weights, bit for bit, and the fused plan runs no
+ * cross_entropy_bwd and no fill where `fused` says it should. */
+static void check_loss_grad_fused(const char *device, ct_precision precision, int rows,
+                                  int classes, bool fused)
+{
+    ct_graph *g = ct_graph_new();
+    ct_tensor *x = ct_input(g, "x", CT_F32, 2, (int64_t[]){rows, 24});
+    ct_tensor *labels = ct_input(g, "labels", CT_I32, 1, (int64_t[]){rows});
+    CHECK_OK(ct_graph_set_precision(g, precision));
+    ct_tensor *w = ct_param(g, "w", 2, (int64_t[]){classes, 24}, CT_INIT_UNIFORM, 0.5f);
+    ct_tensor *loss = ct_cross_entropy(g, ct_linear(g, x, w, NULL), labels, 0.1f);
+    CHECK_OK(ct_graph_backward(g, loss));
+    CHECK_OK(ct_graph_sgd(g, (ct_sgd_args){.lr = 0.1f, .momentum = 0.9f}));
+    ct_backend *backends[2] = {NULL, NULL};
+    ct_plan *plans[2] = {NULL, NULL};
+    float losses[2][3], *weights[2] = {NULL, NULL};
+    size_t w_bytes = (size_t)classes * 24 * sizeof(float);
+    float *input = malloc(sizeof(float) * (size_t)rows * 24);
+    int32_t *classes_of = malloc(sizeof(int32_t) * (size_t)rows);
+    harness_fill(input, (int64_t)rows * 24, 17, -2.0f, 2.0f);
+    for (int i = 0; i < rows; i++)
+        classes_of[i] = (i * 7) % classes;
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(ct_backend_new(device, &backends[k]));
+        if (!backends[k])
+            goto done;
+        backends[k]->unfused = k == 1;
+        CHECK_OK(ct_plan_new(g, backends[k], 3, &plans[k]));
+        if (!plans[k])
+            goto done;
+        for (int step = 0; step < 3; step++) {
+            CHECK_OK(ct_plan_write(plans[k], x, input, sizeof(float) * (size_t)rows * 24));
+            CHECK_OK(ct_plan_write(plans[k], labels, classes_of, sizeof(int32_t) * (size_t)rows));
+            CHECK_OK(ct_plan_run(plans[k], CT_TRAIN));
+            CHECK_OK(ct_plan_read(plans[k], loss, &losses[k][step], sizeof(float)));
+        }
+        weights[k] = malloc(w_bytes);
+        CHECK_OK(ct_plan_read(plans[k], w, weights[k], w_bytes));
+    }
+    int fused_runs = runs_of(plans[0], CT_OP_CROSS_ENTROPY_BWD) + runs_of(plans[0], CT_OP_FILL);
+    CHECK(fused ? fused_runs == 0 : fused_runs == 2,
+          "%s %s, %d x %d: %d cross_entropy_bwd and fill run (want %d)", device,
+          ct_precision_name(precision), rows, classes, fused_runs, fused ? 0 : 2);
+    CHECK(runs_of(plans[1], CT_OP_CROSS_ENTROPY_BWD) == 1, "the unfused plan has no backward");
+    CHECK(memcmp(losses[0], losses[1], sizeof losses[0]) == 0 &&
+              memcmp(weights[0], weights[1], w_bytes) == 0,
+          "%s %s, %d x %d: fused and unfused differ (losses %.9g %.9g, %.9g %.9g)", device,
+          ct_precision_name(precision), rows, classes, losses[0][2], losses[1][2],
+          losses[0][0], losses[1][0]);
+done:
+    for (int k = 0; k < 2; k++) {
+        ct_plan_free(plans[k]);
+        ct_backend_free(backends[k]);
+        free(weights[k]);
+    }
+    free(input);
+    free(classes_of);
+    ct_graph_free(g);
+}
+
+static void cpu_loss_gradient_fused_in(void)
+{
+    check_loss_grad_fused("cpu", CT_PRECISION_FP32, 64, 10, true);
+    check_loss_grad_fused("cpu", CT_PRECISION_FP32, 5000, 3, true); /* parallel rows */
+    /* 16-bit logits: the CPU rounds only a node's own outputs (cpu/widen.c) */
+    check_loss_grad_fused("cpu", CT_PRECISION_BF16, 8, 10, false);
+}
+
+static void cuda_loss_gradient_fused_in(void)
+{
+    const ct_precision precisions[3] = {CT_PRECISION_FP32, CT_PRECISION_BF16, CT_PRECISION_FP16};
+    for (int p = 0; p < 3; p++) {
+        check_loss_grad_fused("cuda", precisions[p], 64, 10, true);   /* a thread a row */
+        check_loss_grad_fused("cuda", precisions[p], 600, 100, true); /* warps, 15 groups */
+        check_loss_grad_fused("cuda", precisions[p], 6, 1000, true);  /* read in place */
+    }
+    /* past one block's share: the backward kernel's blocks */
+    check_loss_grad_fused("cuda", CT_PRECISION_FP32, 80, 1000, false);
+}
+
 static ct_backend *cpu_backend, *cuda_backend;
 static float cpu_losses[2][TRAIN_STEPS];
 
@@ -536,16 +637,18 @@ int main(void)
         return 1;
     RUN(cpu_reference_rounds_where_a_gpu_stores);
     RUN(cpu_training_tracks_fp32);
+    RUN(cpu_loss_gradient_fused_in);
     if (ct_backend_new("cuda", &cuda_backend) == CT_OK) {
         RUN(cuda_matches_the_cpu_reference);
         RUN(cuda_training_tracks_fp32);
         RUN(cuda_vendor_runs_16_bit_layers_on_the_libraries);
+        RUN(cuda_loss_gradient_fused_in);
         ct_backend_free(cuda_backend);
     } else if (getenv("CT_REQUIRE_GPU")) {
         printf("FAIL cuda_cases (no CUDA device: %s)\n", ct_last_error());
         harness_failed++;
     } else {
-        fprintf(stderr, "test_precision: skipped 2 CUDA cases: %s\n", ct_last_error());
+        fprintf(stderr, "test_precision: skipped 4 CUDA cases: %s\n", ct_last_error());
     }
     ct_backend_free(cpu_backend);
     return harness_finish();

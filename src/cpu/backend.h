@@ -16,6 +16,9 @@ ct_status ct_cpu_run_widened(ct_backend *backend, const ct_exec *exec, const ct_
 extern const ct_impl *const ct_cpu_impls[CT_OP_COUNT][CT_MAX_IMPLS];
 /* The training step's own ops (cpu/table_step.c). */
 extern const ct_impl ct_cpu_fill_impl, ct_cpu_check_finite_impl;
+/* The value a fill node writes this step: its value, times the step's loss
+ * scale where it seeds a scaled loss's gradient. */
+float ct_cpu_fill_value(const ct_exec *exec, const ct_tensor *fill);
 extern const ct_impl ct_cpu_sgd_update_impl, ct_cpu_adam_update_impl;
 /* The INT8 ops (cpu/quant.c). */
 extern const ct_impl ct_cpu_qconv2d, ct_cpu_qlinear;

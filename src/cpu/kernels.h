@@ -168,9 +168,12 @@ void ct_cpu_softmax_forward(int n, int c, const float *x, float *y);
 void ct_cpu_softmax_backward(int n, int c, const float *y, const float *dy, float *dx);
 /* loss = mean_n [ -(1-s) * log p[n, label_n] - (s/c) * sum_j log p[n,j] ],
  * p = softmax(logits), s = label_smoothing.  labels are int32, or int64 when
- * labels_i64.  Returns -1, or the first n whose label is outside [0, c). */
+ * labels_i64.  Returns -1, or the first n whose label is outside [0, c).
+ * dlogits (NULL: not wanted) also gets the backward's result for dloss
+ * (the loss's gradient fused in: the same bits). */
 int ct_cpu_cross_entropy_forward(int n, int c, const float *logits, const void *labels,
-                                 bool labels_i64, float label_smoothing, float *loss);
+                                 bool labels_i64, float label_smoothing, float dloss,
+                                 float *loss, float *dlogits);
 /* dlogits = dloss[0] * (p - ((1-s) onehot + s/c)) / n */
 void ct_cpu_cross_entropy_backward(int n, int c, const float *logits, const void *labels,
                                    bool labels_i64, float label_smoothing, const float *dloss,

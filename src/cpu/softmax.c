@@ -87,33 +87,50 @@ static double row_logsumexp(int c, const float *x)
     return ct_logsumexp(m, sum);
 }
 
-/* -(1-s) log p[label] - (s/c) sum_j log p[j] of one row. */
-static double row_loss(int c, const float *x, int64_t label, double smoothing)
+/* -(1-s) log p[label] - (s/c) sum_j log p[j] of one row whose log-sum-exp is lse. */
+static double row_loss(int c, const float *x, int64_t label, double smoothing, double lse)
 {
-    double lse = row_logsumexp(c, x), sum_log_p = 0;
+    double sum_log_p = 0;
     for (int j = 0; j < c; j++)
         sum_log_p += ct_log_softmax(x[j], lse);
     return ct_cross_entropy_row(ct_log_softmax(x[label], lse), sum_log_p, smoothing, c);
 }
 
+/* The gradient of one row's logits, dr = grad's scale * (p - target). */
+static void row_grad(const ct_ce_grad *grad, int c, const float *restrict x, int64_t label,
+                     double lse, float *restrict dr)
+{
+    for (int j = 0; j < c; j++)
+        dr[j] = ct_ce_dlogit(grad, x[j], lse, j == label);
+}
+
 /* loss[0] = mean_i row_loss(logits[i,:], labels[i]);  logits: [n, c], labels: [n].
- * On a bad label nothing is read past it: returns its row, loss[0] = NaN. */
+ * dlogits (NULL: none) also gets cross_entropy_backward's result for a
+ * dloss of `dloss`, each row's log-sum-exp computed once for both: the
+ * same bits as the backward alone.  On a bad label nothing is read past
+ * it and nothing written to dlogits: returns its row, loss[0] = NaN. */
 int ct_cpu_cross_entropy_forward(int n, int c, const float *logits, const void *labels,
-                                 bool labels_i64, float label_smoothing, float *loss)
+                                 bool labels_i64, float label_smoothing, float dloss,
+                                 float *loss, float *dlogits)
 {
     int bad_row = first_bad_label(n, c, labels, labels_i64);
     if (bad_row >= 0) {
         *loss = NAN;
         return bad_row;
     }
+    ct_ce_grad grad = ct_ce_grad_of(dloss, n, label_smoothing, c);
     double total = 0;
     for (int first = 0; first < n; first += LOSS_ROWS_PER_CHUNK) {
         double losses[LOSS_ROWS_PER_CHUNK];
         int rows = n - first < LOSS_ROWS_PER_CHUNK ? n - first : LOSS_ROWS_PER_CHUNK;
 #pragma omp parallel for if ((int64_t)rows * c >= PARALLEL_MIN_ELEMENTS) schedule(static)
-        for (int r = 0; r < rows; r++)
-            losses[r] = row_loss(c, logits + (int64_t)(first + r) * c,
-                                 label_at(labels, labels_i64, first + r), label_smoothing);
+        for (int r = 0; r < rows; r++) {
+            int64_t at = (int64_t)(first + r) * c, label = label_at(labels, labels_i64, first + r);
+            double lse = row_logsumexp(c, logits + at);
+            losses[r] = row_loss(c, logits + at, label, label_smoothing, lse);
+            if (dlogits)
+                row_grad(&grad, c, logits + at, label, lse, dlogits + at);
+        }
         for (int r = 0; r < rows; r++)
             total += losses[r];
     }
@@ -131,11 +148,8 @@ void ct_cpu_cross_entropy_backward(int n, int c, const float *logits, const void
     ct_ce_grad grad = ct_ce_grad_of(dloss[0], n, label_smoothing, c);
 #pragma omp parallel for if ((int64_t)n * c >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int row = 0; row < n; row++) {
-        const float *restrict xr = logits + (int64_t)row * c;
-        float *restrict dr = dlogits + (int64_t)row * c;
-        int64_t label = label_at(labels, labels_i64, row);
-        double lse = row_logsumexp(c, xr);
-        for (int j = 0; j < c; j++)
-            dr[j] = ct_ce_dlogit(&grad, xr[j], lse, j == label);
+        const float *xr = logits + (int64_t)row * c;
+        row_grad(&grad, c, xr, label_at(labels, labels_i64, row), row_logsumexp(c, xr),
+                 dlogits + (int64_t)row * c);
     }
 }

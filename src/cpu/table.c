@@ -482,8 +482,12 @@ static ct_status run_cross_entropy(const ct_exec *exec, const ct_tensor *node)
     int n = (int)logits->shape[0], c = (int)logits->shape[1];
     const void *label_data = ct_exec_data(exec, labels);
     bool is_i64 = labels->dtype == CT_I64;
-    int bad = ct_cpu_cross_entropy_forward(n, c, ct_in(exec, node, 0), label_data, is_i64,
-                                           node->attr.ce.smoothing, ct_out(exec, node));
+    /* training: the logits' gradient too, where the plan fused it in */
+    const ct_tensor *grad = ct_exec_loss_grad(exec, node);
+    int bad = ct_cpu_cross_entropy_forward(
+        n, c, ct_in(exec, node, 0), label_data, is_i64, node->attr.ce.smoothing,
+        grad ? ct_cpu_fill_value(exec, grad->src[0]) : 0.0f, ct_out(exec, node),
+        grad ? (float *)ct_exec_data(exec, grad) : NULL);
     if (bad < 0) {
         /* a loss that is not finite: this step updates nothing (ct_plan_find_nonfinite) */
         if (exec->step_values && !isfinite(*ct_out(exec, node)))
@@ -572,7 +576,26 @@ NATIVE(concat, run_concat, 0);
 NATIVE(slice_channels, run_slice_channels, 0);
 NATIVE(softmax, run_softmax, 0);
 NATIVE(softmax_bwd, run_softmax_bwd, 0);
-NATIVE(cross_entropy, run_cross_entropy, 0);
+/* The loss's gradient fused in (CT_FUSES_LOSS_GRAD) for f32 logits: a
+ * 16-bit graph's gradient would miss the rounding that cpu/widen.c gives
+ * the node's own outputs. */
+static bool cross_entropy_fuses_with(const ct_tensor *node, unsigned fusion,
+                                     const ct_tensor *other)
+{
+    (void)fusion, (void)other;
+    return node->src[0]->dtype == CT_F32;
+}
+
+static ct_status cross_entropy_run(ct_backend *backend, const ct_exec *e, const ct_tensor *n)
+{
+    (void)backend;
+    return run_cross_entropy(e, n);
+}
+
+static const ct_impl cross_entropy = {.name = "native",
+                                      .fuses = CT_FUSES_LOSS_GRAD,
+                                      .fuses_with = cross_entropy_fuses_with,
+                                      .run = cross_entropy_run};
 NATIVE(cross_entropy_bwd, run_cross_entropy_bwd, 0);
 NATIVE(cast, run_cast, 0);
 NATIVE(custom, run_custom, 0);

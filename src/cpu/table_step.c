@@ -17,11 +17,15 @@ static float loss_scale(const ct_exec *exec)
     return exec->step_values ? exec->step_values->loss_scale : 1.0f;
 }
 
+float ct_cpu_fill_value(const ct_exec *exec, const ct_tensor *fill)
+{
+    return fill->attr.fill.value * (fill->attr.fill.scaled ? loss_scale(exec) : 1.0f);
+}
+
 static ct_status run_fill(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
 {
     (void)backend;
-    float value = node->attr.fill.value * (node->attr.fill.scaled ? loss_scale(exec) : 1.0f);
-    ct_cpu_fill(ct_tensor_numel(node), value, ct_out(exec, node));
+    ct_cpu_fill(ct_tensor_numel(node), ct_cpu_fill_value(exec, node), ct_out(exec, node));
     return CT_OK;
 }
 

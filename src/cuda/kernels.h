@@ -291,12 +291,26 @@ ct_status ct_cuda_softmax_backward(int n, int c, const float *y, const float *dy
  * *bad_row (device memory) to that row if smaller: the caller sets it to
  * CT_CUDA_NO_BAD_ROW beforehand and reads it after synchronizing. */
 #define CT_CUDA_NO_BAD_ROW 0x7f7f7f7f /* what cudaMemset(0x7f) writes in an int */
+/* The backward that a cross-entropy's kernel computes too (the loss's
+ * gradient fused in): dlogits for a dloss of seed times *seed_scale
+ * (device memory; NULL: 1), as the fill and the backward kernels would
+ * give it. */
+typedef struct ct_cuda_ce_grad {
+    void *dlogits; /* the logits' dtype */
+    float seed;
+    const float *seed_scale;
+} ct_cuda_ce_grad;
+/* Whether the forward kernel (one block) takes the gradient of [n, c]
+ * logits too: at most CE_FUSE_MAX_LOGITS of them (softmax.cu); wider, the
+ * backward kernel's blocks spread it over the GPU. */
+bool ct_cuda_cross_entropy_fuses(int n, int c);
 /* dtype: of logits and dlogits (f32, f16 or bf16); the loss and dloss are
- * f32. */
+ * f32.  grad: NULL, or the gradient wanted too (ct_cuda_cross_entropy_fuses). */
 ct_status ct_cuda_cross_entropy_forward(ct_dtype dtype, int n, int c, const void *logits,
                                         const void *labels, bool labels_i64,
                                         float label_smoothing, float *loss, int *bad_row,
-                                        int32_t *found_inf, cudaStream_t stream);
+                                        int32_t *found_inf, const ct_cuda_ce_grad *grad,
+                                        cudaStream_t stream);
 ct_status ct_cuda_cross_entropy_backward(ct_dtype dtype, int n, int c, const void *logits,
                                          const void *labels, bool labels_i64,
                                          float label_smoothing, const float *dloss,

@@ -170,12 +170,33 @@ __device__ inline void ce_stage_rows(int first, int count, int c, const T *logit
         stage_labels[r] = ce_label(labels, labels_i64, first + r);
 }
 
-/* Row xr's term of the loss, in lane 0 (0 in the others), for a label in
- * [0, c): -(1-s) log p[label] - (s/c) sum_j log p[j]; xr staged or in place. */
-template <class S>
-__device__ inline double ce_row_loss(int c, const S *xr, int64_t label, float smoothing, int lane)
+/* The staged rows' values (a gradient now) out to rows [first, first +
+ * count) of dst, by the whole block after a barrier: consecutive threads
+ * on consecutive values, so that a warp stores whole sectors.  Reading
+ * them past the rows' padding words costs a 2-way bank conflict or two a
+ * request (32 values span 35 words at 10 classes); walking the staged
+ * words instead, as ce_stage_rows does, had no conflicts but stored 29 or
+ * 30 values a warp off the sectors' boundaries: 68% store efficiency on
+ * SimpleCNN against 90%. */
+template <class T>
+__device__ inline void ce_store_rows(int first, int count, int c, const float *stage,
+                                     const ct_divmod &by_c, int pitch, T *dst)
 {
-    double lse = row_logsumexp(c, xr, lane), sum_log_p = 0.0;
+    T *rows = dst + (int64_t)first * c;
+    for (int i = threadIdx.x; i < count * c; i += blockDim.x) {
+        int r = ct_div(by_c, i);
+        ct_store_f32(rows, i, stage[r * pitch + (i - r * c)]);
+    }
+}
+
+/* Row xr's term of the loss, in lane 0 (0 in the others), for a label in
+ * [0, c): -(1-s) log p[label] - (s/c) sum_j log p[j]; xr staged or in
+ * place, lse its log-sum-exp (row_logsumexp). */
+template <class S>
+__device__ inline double ce_row_loss(int c, const S *xr, int64_t label, float smoothing,
+                                     double lse, int lane)
+{
+    double sum_log_p = 0.0;
     for (int j = lane; j < c; j += CT_CUDA_WARP)
         sum_log_p += ct_log_softmax(ct_load_f32(xr, j), lse);
     sum_log_p = ct_warp_sum(sum_log_p);
@@ -185,34 +206,48 @@ __device__ inline double ce_row_loss(int c, const S *xr, int64_t label, float sm
                                 smoothing, c);
 }
 
-/* Row xr's term of the loss by one thread, xr staged. */
+/* Row xr's term of the loss by one thread, xr staged, lse its
+ * log-sum-exp (row_logsumexp_serial). */
 __device__ inline double ce_row_loss_serial(int c, const float *xr, int64_t label,
-                                            float smoothing)
+                                            float smoothing, double lse)
 {
-    double lse = row_logsumexp_serial(c, xr), sum_log_p = 0.0;
+    double sum_log_p = 0.0;
     for (int j = 0; j < c; j++)
         sum_log_p += ct_log_softmax(xr[j], lse);
     return ct_cross_entropy_row(ct_log_softmax(xr[label], lse), sum_log_p, smoothing, c);
 }
 
+/* Past this many logits the loss's gradient is not fused into the forward
+ * kernel: its one block would take longer over them than the backward
+ * kernel's many (SimpleCNN's, VGG's and ResNet's 10 classes at batch 256
+ * are 2,560; ImageNet's 1,000 at batch 64 are 65,536, 256 exps a thread). */
+enum { CE_FUSE_MAX_LOGITS = 65536 };
+
 /* loss[0] = mean_i [-(1-s) log p[i,label_i] - (s/c) sum_j log p[i,j]]; one block
  * of CE_THREADS, in groups of `rows` rows (0: unstaged, one group of n),
  * staged `pitch` floats apart, a thread per row where thread_rows.
  * A bad label: loss NaN and *bad_row lowered to its row.  A loss that is not
- * finite sets *found_inf (training: the step's updates then do nothing). */
+ * finite sets *found_inf (training: the step's updates then do nothing).
+ * dlogits (NULL: none): the backward's result too, for a dloss of seed *
+ * *seed_scale (NULL: 1), from each row's one log-sum-exp: the bits of the
+ * fill and backward kernels.  A staged group's gradient replaces its
+ * logits in shared memory and leaves in one coalesced pass (by_c: c). */
 template <class T>
 static __global__ void cross_entropy_forward_kernel(int n, int c, int rows, ct_divmod by_pitch,
-                                                    int pitch, bool thread_rows,
+                                                    ct_divmod by_c, int pitch, bool thread_rows,
                                                     const T *logits, const void *labels,
                                                     bool labels_i64, float smoothing,
                                                     float *loss, int *bad_row,
-                                                    int32_t *found_inf)
+                                                    int32_t *found_inf, T *dlogits, float seed,
+                                                    const float *seed_scale)
 {
     __shared__ float stage[CE_STAGE_FLOATS];
     __shared__ int64_t stage_labels[CE_MAX_ROWS];
     int lane = threadIdx.x % CT_CUDA_WARP, warp = threadIdx.x / CT_CUDA_WARP;
     int n_warps = blockDim.x / CT_CUDA_WARP;
     int group = rows > 0 ? rows : (n > 0 ? n : 1);
+    ct_ce_grad grad = ct_ce_grad_of(dlogits && seed_scale ? seed * *seed_scale : seed, n,
+                                    smoothing, c);
     double total = 0.0, bad = 0.0;
     for (int first = 0; first < n; first += group) {
         int count = n - first < group ? n - first : group;
@@ -224,28 +259,53 @@ static __global__ void cross_entropy_forward_kernel(int n, int c, int rows, ct_d
         }
         for (int r = threadIdx.x; thread_rows && r < count; r += blockDim.x) {
             int64_t label = stage_labels[r];
-            if (label < 0 || label >= c) {
+            bool good = label >= 0 && label < c;
+            if (!good) {
                 bad = 1.0;
                 if (bad_row)
                     atomicMin(bad_row, first + r);
-                continue;
+                if (!dlogits)
+                    continue;
             }
-            total += ce_row_loss_serial(c, stage + r * pitch, label, smoothing);
+            float *xr = stage + r * pitch; /* logits in, their gradient out */
+            double lse = row_logsumexp_serial(c, xr);
+            if (good)
+                total += ce_row_loss_serial(c, xr, label, smoothing, lse);
+            for (int j = 0; dlogits && j < c; j++)
+                xr[j] = ct_ce_dlogit(&grad, xr[j], lse, j == label);
         }
         for (int r = warp; !thread_rows && r < count; r += n_warps) {
             int row = first + r;
             int64_t label = rows > 0 ? stage_labels[r] : ce_label(labels, labels_i64, row);
-            if (label < 0 || label >= c) {
-                if (lane == 0) {
-                    bad = 1.0;
-                    if (bad_row)
-                        atomicMin(bad_row, row);
-                }
-                continue;
+            bool good = label >= 0 && label < c;
+            if (!good && lane == 0) {
+                bad = 1.0;
+                if (bad_row)
+                    atomicMin(bad_row, row);
             }
-            total += rows > 0 ? ce_row_loss(c, stage + (int64_t)r * pitch, label, smoothing, lane)
-                              : ce_row_loss(c, logits + (int64_t)row * c, label, smoothing,
-                                            lane);
+            if (!good && !dlogits)
+                continue;
+            if (rows > 0) {
+                float *xr = stage + (int64_t)r * pitch; /* logits in, their gradient out */
+                double lse = row_logsumexp(c, xr, lane);
+                if (good)
+                    total += ce_row_loss(c, xr, label, smoothing, lse, lane);
+                __syncwarp(); /* lane 0 has read xr[label] */
+                for (int j = lane; dlogits && j < c; j += CT_CUDA_WARP)
+                    xr[j] = ct_ce_dlogit(&grad, xr[j], lse, j == label);
+            } else {
+                const T *xr = logits + (int64_t)row * c;
+                double lse = row_logsumexp(c, xr, lane);
+                if (good)
+                    total += ce_row_loss(c, xr, label, smoothing, lse, lane);
+                for (int j = lane; dlogits && j < c; j += CT_CUDA_WARP)
+                    ct_store_f32(dlogits + (int64_t)row * c, j,
+                                 ct_ce_dlogit(&grad, ct_load_f32(xr, j), lse, j == label));
+            }
+        }
+        if (dlogits && rows > 0) {
+            __syncthreads(); /* the group's gradient is staged */
+            ce_store_rows(first, count, c, stage, by_c, pitch, dlogits);
         }
     }
     total = ct_block_sum(total);
@@ -300,11 +360,7 @@ static __global__ void cross_entropy_backward_staged_kernel(int n, int c, int ro
                 xr[j] = ct_ce_dlogit(&grad, xr[j], lse, j == stage_labels[r]);
         }
         __syncthreads();
-        T *dst = dlogits + first * c;
-        for (int i = threadIdx.x; i < count * c; i += blockDim.x) {
-            int r = ct_div(by_c, i);
-            ct_store_f32(dst, i, stage[r * pitch + (i - r * c)]);
-        }
+        ce_store_rows((int)first, count, c, stage, by_c, pitch, dlogits);
     }
 }
 
@@ -341,19 +397,27 @@ extern "C" ct_status ct_cuda_softmax_backward(int n, int c, const float *y, cons
     return CT_OK;
 }
 
+extern "C" bool ct_cuda_cross_entropy_fuses(int n, int c)
+{
+    return (int64_t)n * c <= CE_FUSE_MAX_LOGITS;
+}
+
 extern "C" ct_status ct_cuda_cross_entropy_forward(ct_dtype dtype, int n, int c,
                                                    const void *logits, const void *labels,
                                                    bool labels_i64, float label_smoothing,
                                                    float *loss, int *bad_row,
-                                                   int32_t *found_inf, cudaStream_t stream)
+                                                   int32_t *found_inf, const ct_cuda_ce_grad *grad,
+                                                   cudaStream_t stream)
 {
     return ct_with_storage(dtype, [&](auto tag) -> ct_status {
         using T = decltype(tag);
         int rows = ce_group_rows(c);
         CT_CUDA_LAUNCH(cross_entropy_forward_kernel<T>, 1, CE_THREADS, 0, stream, n, c, rows,
-                       ct_divmod_of(ce_pitch(c)), ce_pitch(c), rows > 0 && ce_thread_rows(c),
-                       (const T *)logits, labels, labels_i64, label_smoothing, loss, bad_row,
-                       found_inf);
+                       ct_divmod_of(ce_pitch(c)), ct_divmod_of(c > 0 ? c : 1), ce_pitch(c),
+                       rows > 0 && ce_thread_rows(c), (const T *)logits, labels, labels_i64,
+                       label_smoothing, loss, bad_row, found_inf,
+                       grad ? (T *)grad->dlogits : (T *)NULL, grad ? grad->seed : 0.0f,
+                       grad ? grad->seed_scale : (const float *)NULL);
         return CT_OK;
     });
 }

@@ -274,10 +274,23 @@ static ct_status run_cross_entropy(cuda_backend *b, const ct_exec *e, const ct_t
     b->ce_labels = ct_exec_data(e, labels);
     /* training: a loss that is not finite skips the step's updates */
     int32_t *found_inf = e->step_values ? &((ct_step_values *)e->step_values)->found_inf : NULL;
+    /* training: the logits' gradient too, where the plan fused it in; its
+     * seed is the fill's (run_fill) */
+    const ct_tensor *back = ct_exec_loss_grad(e, n);
+    ct_cuda_ce_grad grad = {0};
+    if (back) {
+        const ct_tensor *seed = back->src[0];
+        grad.dlogits = ct_out(e, back);
+        grad.seed = seed->attr.fill.value;
+        grad.seed_scale = seed->attr.fill.scaled && e->step_values
+                              ? &e->step_values->loss_scale
+                              : NULL;
+    }
     return ct_cuda_cross_entropy_forward(logits->dtype, (int)logits->shape[0],
                                          (int)logits->shape[1], ct_in(e, n, 0), b->ce_labels,
                                          labels->dtype == CT_I64, n->attr.ce.smoothing,
-                                         ct_out(e, n), b->bad_row, found_inf, b->stream);
+                                         ct_out(e, n), b->bad_row, found_inf,
+                                         back ? &grad : NULL, b->stream);
 }
 
 static ct_status run_cross_entropy_bwd(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -386,6 +399,15 @@ DTYPES_SUPPORT(cross_entropy_supports, "fai")   /* loss <- logits, labels */
 DTYPES_SUPPORT(cross_entropy_bwd_supports, "afai") /* dlogits <- dloss, logits, labels */
 DTYPES_SUPPORT(channel_sum_supports, "fa")      /* db <- dy */
 
+/* The loss's gradient fused in (CT_FUSES_LOSS_GRAD) where the forward
+ * kernel's one block is enough for it. */
+static bool cross_entropy_fuses_with(const ct_tensor *node, unsigned fusion,
+                                     const ct_tensor *other)
+{
+    (void)fusion, (void)other;
+    return ct_cuda_cross_entropy_fuses((int)node->src[0]->shape[0], (int)node->src[0]->shape[1]);
+}
+
 static bool maxpool2x2_supports(const ct_backend *backend, const ct_tensor *node)
 {
     return same_dtype_supports(backend, node) && ct_cuda_maxpool2x2_fits(&node->attr.pool);
@@ -491,7 +513,8 @@ NATIVE(concat, run_concat, HALF);
 NATIVE(slice_channels, run_slice_channels, HALF);
 NATIVE(softmax, run_softmax);
 NATIVE(softmax_bwd, run_softmax_bwd);
-NATIVE(cross_entropy, run_cross_entropy, .half = true, .supports = cross_entropy_supports);
+NATIVE(cross_entropy, run_cross_entropy, .half = true, .supports = cross_entropy_supports,
+       .fuses = CT_FUSES_LOSS_GRAD, .fuses_with = cross_entropy_fuses_with);
 NATIVE(cross_entropy_bwd, run_cross_entropy_bwd, .half = true,
        .supports = cross_entropy_bwd_supports);
 NATIVE(fill, run_fill);

@@ -55,6 +55,10 @@ typedef struct ct_exec {
      * gradient also computes (its kernel writes that node's output; see
      * ct_fuse_bias_grad) */
     const ct_tensor *const *bias_into;
+    /* by node id, or NULL: the cross-entropy backward a loss also computes
+     * (its kernel writes that node's output, seeded by the node's fill:
+     * ct_exec_loss_grad; see ct_fuse_loss_grad) */
+    const ct_tensor *const *grad_into;
     bool training;
     int64_t step;               /* training steps completed before this one */
     int64_t updates;            /* of them, those that updated (core/step_values.h) */
@@ -91,6 +95,15 @@ static inline float *ct_exec_bias_grad(const ct_exec *exec, const ct_tensor *nod
 {
     const ct_tensor *bias = exec->bias_into ? exec->bias_into[node->id] : NULL;
     return bias ? (float *)ct_exec_data(exec, bias) : NULL;
+}
+
+/* The cross-entropy backward (dlogits <- fill seed, logits, labels) that
+ * this cross-entropy's kernel computes too (ct_exec.grad_into,
+ * graph/fuse.c), or NULL.  Its seed is src[0]'s attr.fill: the value,
+ * times the step's loss scale where scaled. */
+static inline const ct_tensor *ct_exec_loss_grad(const ct_exec *exec, const ct_tensor *node)
+{
+    return exec->grad_into ? exec->grad_into[node->id] : NULL;
 }
 
 /* The relu output that a relu_bwd fused into this node masks its result

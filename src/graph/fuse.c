@@ -139,3 +139,34 @@ int ct_fuse_bias_grad(const ct_graph *graph, const ct_backend *backend, const bo
     free(weight_of);
     return fused;
 }
+
+int ct_fuse_loss_grad(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
+                      const ct_tensor **grad_into)
+{
+    int *readers = count_readers((const ct_tensor *const *)graph->nodes, graph->n_nodes,
+                                 graph->n_nodes);
+    if (!readers)
+        return 0;
+    int fused = 0;
+    for (int i = 0; i < graph->n_nodes; i++) {
+        const ct_tensor *back = graph->nodes[i];
+        if (back->op != CT_OP_CROSS_ENTROPY_BWD || (on_host && on_host[back->id]))
+            continue;
+        const ct_tensor *seed = back->src[0], *logits = back->src[1], *labels = back->src[2];
+        if (seed->op != CT_OP_FILL || seed->keep || readers[seed->id] != 1)
+            continue;
+        for (int j = 0; j < graph->n_nodes; j++) {
+            const ct_tensor *loss = graph->nodes[j];
+            if (loss->op != CT_OP_CROSS_ENTROPY || loss->src[0] != logits ||
+                loss->src[1] != labels || loss->attr.ce.smoothing != back->attr.ce.smoothing ||
+                grad_into[loss->id] || (on_host && on_host[loss->id]) ||
+                !ct_impl_fuses(backend, loss, CT_FUSES_LOSS_GRAD, back))
+                continue;
+            grad_into[loss->id] = back;
+            fused++;
+            break;
+        }
+    }
+    free(readers);
+    return fused;
+}

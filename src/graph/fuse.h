@@ -54,4 +54,16 @@ int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend, const
 int ct_fuse_bias_grad(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
                       const ct_tensor **bias_into);
 
+/* For the training schedule: a cross-entropy backward whose dloss is the
+ * fill that seeds the gradient (ct_graph_backward's, read by nothing else)
+ * and whose logits, labels and smoothing are a cross-entropy node's, where
+ * every implementation of that node can compute the gradient as it
+ * computes the loss (CT_FUSES_LOSS_GRAD: each row's log-sum-exp once, for
+ * both).  Sets grad_into[cross-entropy id] = the backward node, which then
+ * runs nothing, nor does the fill: the loss's kernel writes the gradient,
+ * taking the seed from the fill's attributes.  Neither may run on the
+ * fallback (on_host).  Returns how many. */
+int ct_fuse_loss_grad(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
+                      const ct_tensor **grad_into);
+
 #endif

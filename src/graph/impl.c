@@ -92,16 +92,18 @@ static bool pool_is_2x2(const ct_tensor *pool)
 }
 
 bool ct_impl_fuses(const ct_backend *backend, const ct_tensor *producer, unsigned fusion,
-                   const ct_tensor *pool)
+                   const ct_tensor *other)
 {
-    if (backend->unfused || (fusion == CT_FUSES_RELU_MAXPOOL2X2 && (!pool || !pool_is_2x2(pool))))
+    if (backend->unfused ||
+        (fusion == CT_FUSES_RELU_MAXPOOL2X2 && (!other || !pool_is_2x2(other))))
         return false;
     const ct_impl *const *list = NULL;
     int count = ct_impl_list(backend, producer->op, &list), supporting = 0;
     for (int i = 0; i < count; i++) {
         if (!impl_supports(backend, list[i], producer))
             continue;
-        if (!(list[i]->fuses & fusion))
+        if (!(list[i]->fuses & fusion) ||
+            (list[i]->fuses_with && !list[i]->fuses_with(producer, fusion, other)))
             return false;
         supporting++;
     }

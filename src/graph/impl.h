@@ -42,14 +42,18 @@ typedef enum ct_impl_kind {
  * a relu (ct_exec.epilogue), a relu then a 2x2 stride-2 unpadded max pool
  * written to the pool's output (ct_exec.pool_into), (a max pool's
  * backward, a linear or convolution backward data) the backward of the
- * relu whose output is ct_exec.epilogue_src, and (a convolution's or
- * linear layer's weight gradient) its bias gradient too. */
+ * relu whose output is ct_exec.epilogue_src, (a convolution's or linear
+ * layer's weight gradient) its bias gradient too, and (a cross-entropy)
+ * the gradient of its logits too (ct_exec.grad_into). */
 enum {
     CT_FUSES_RELU = 1u << 0,
     CT_FUSES_RELU_MAXPOOL2X2 = 1u << 1,
     CT_FUSES_RELU_BWD = 1u << 2,
     /* (a weight gradient) the bias gradient of the same dy: ct_exec.bias_into */
-    CT_FUSES_BIAS_GRAD = 1u << 3
+    CT_FUSES_BIAS_GRAD = 1u << 3,
+    /* (a cross-entropy that is the loss) its backward, seeded by the fill
+     * that starts the gradient: ct_exec.grad_into */
+    CT_FUSES_LOSS_GRAD = 1u << 4
 };
 
 struct ct_impl {
@@ -63,6 +67,10 @@ struct ct_impl {
     /* Whether it can run the node, on this backend as built (the shape, the
      * vendor library's presence).  NULL: every node of its op. */
     bool (*supports)(const ct_backend *backend, const ct_tensor *node);
+    /* Whether it applies `fusion` (one of .fuses) to this node with `other`
+     * (the max pool, the cross-entropy's backward; NULL for a relu).
+     * NULL: to every node it supports. */
+    bool (*fuses_with)(const ct_tensor *node, unsigned fusion, const ct_tensor *other);
     /* Whether it can run now (CPU features switched on); a plan sizes its
      * workspace for the implementations that are not ready too, so that the
      * choice may change after planning.  NULL: always. */
@@ -89,10 +97,11 @@ bool ct_impl_supported(const ct_backend *backend, const ct_tensor *node);
  * needs, ready or not, so that whichever is chosen fits. */
 size_t ct_impl_workspace(const ct_backend *backend, const ct_tensor *node);
 /* Whether every implementation that supports `producer` applies `fusion`
- * (CT_FUSES_*), so the fusion holds whichever one is chosen; `pool` is the
- * max pool of CT_FUSES_RELU_MAXPOOL2X2, NULL for a relu. */
+ * (CT_FUSES_*), so the fusion holds whichever one is chosen; `other` is the
+ * max pool of CT_FUSES_RELU_MAXPOOL2X2 or the backward node of
+ * CT_FUSES_LOSS_GRAD, NULL for the others. */
 bool ct_impl_fuses(const ct_backend *backend, const ct_tensor *producer, unsigned fusion,
-                   const ct_tensor *pool);
+                   const ct_tensor *other);
 /* Chooses the implementation for `node` (see the top) and runs it through
  * the backend's run_node; *ran (may be NULL) is what ran. */
 ct_status ct_impl_run(ct_backend *backend, const ct_exec *exec, const ct_tensor *node,

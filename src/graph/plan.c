@@ -134,10 +134,13 @@ static ct_status layout_arena(ct_plan *plan)
         const ct_tensor *pool = plan->eval_pool_into[schedule[pos]->id];
         if (pool && item_of[pool->id] >= 0 && items[item_of[pool->id]].first > pos)
             items[item_of[pool->id]].first = pos;
-        /* the same for a bias gradient that a weight gradient writes */
-        const ct_tensor *bias = plan->bias_into[schedule[pos]->id];
-        if (bias && item_of[bias->id] >= 0 && items[item_of[bias->id]].first > pos)
-            items[item_of[bias->id]].first = pos;
+        /* the same for a bias gradient that a weight gradient writes, and
+         * a loss's gradient that the loss writes */
+        const ct_tensor *also[2] = {plan->bias_into[schedule[pos]->id],
+                                    plan->grad_into[schedule[pos]->id]};
+        for (int a = 0; a < 2; a++)
+            if (also[a] && item_of[also[a]->id] >= 0 && items[item_of[also[a]->id]].first > pos)
+                items[item_of[also[a]->id]].first = pos;
     }
     size_t peak = ct_memplan_layout(items, n_items, item_offsets);
     /* In schedule order, so a fused relu is placed before views of it. */
@@ -267,11 +270,12 @@ static ct_status plan_build(ct_plan *plan)
     plan->eval_pool_into = calloc((size_t)plan->n_nodes + 1, sizeof *plan->eval_pool_into);
     plan->eval_skip = calloc((size_t)plan->n_nodes + 1, sizeof *plan->eval_skip);
     plan->bias_into = calloc((size_t)plan->n_nodes + 1, sizeof *plan->bias_into);
+    plan->grad_into = calloc((size_t)plan->n_nodes + 1, sizeof *plan->grad_into);
     plan->epilogue_src = calloc((size_t)plan->n_nodes + 1, sizeof *plan->epilogue_src);
     plan->written_by = calloc((size_t)plan->n_nodes + 1, sizeof *plan->written_by);
     if (!plan->offsets || !plan->storage || !plan->alias_of || !plan->epilogue ||
         !plan->eval_pool_into || !plan->eval_skip || !plan->bias_into || !plan->written_by ||
-        !plan->epilogue_src)
+        !plan->epilogue_src || !plan->grad_into)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
     CT_TRY(ct_prepared_new(plan->n_nodes, &plan->prepared));
     CT_TRY(build_schedule(plan, CT_TRAIN));
@@ -289,6 +293,14 @@ static ct_status plan_build(ct_plan *plan)
     for (int i = 0; i < plan->n_nodes; i++)
         if (plan->bias_into[i])
             plan->written_by[plan->bias_into[i]->id] = plan->graph->nodes[i];
+    ct_fuse_loss_grad(plan->graph, plan->backend, plan->on_host, plan->grad_into);
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const ct_tensor *grad = plan->grad_into[i];
+        if (grad) {
+            plan->written_by[grad->id] = plan->graph->nodes[i];
+            plan->written_by[grad->src[0]->id] = plan->graph->nodes[i]; /* the seed */
+        }
+    }
     CT_TRY(build_runs(plan, CT_TRAIN));
     CT_TRY(build_runs(plan, CT_EVAL));
     layout_state(plan);
@@ -369,6 +381,7 @@ void ct_plan_free(ct_plan *plan)
     free(plan->epilogue);
     free(plan->eval_pool_into);
     free(plan->bias_into);
+    free(plan->grad_into);
     free(plan->epilogue_src);
     free(plan->written_by);
     free(plan->eval_skip);
@@ -387,6 +400,7 @@ ct_exec ct_plan_exec(const ct_plan *plan, ct_mode mode)
         .epilogue_src = plan->epilogue_src,
         .pool_into = mode == CT_EVAL ? plan->eval_pool_into : NULL,
         .bias_into = mode == CT_TRAIN ? plan->bias_into : NULL,
+        .grad_into = mode == CT_TRAIN ? plan->grad_into : NULL,
         .training = mode == CT_TRAIN,
         .step = plan->step,
         .updates = plan->step - plan->scaler.skipped,

@@ -36,7 +36,13 @@ struct ct_plan {
     /* by node id: the bias gradient a weight gradient also computes (its
      * kernel writes that channel_sum node's output; ct_fuse_bias_grad) */
     const ct_tensor **bias_into;
-    const ct_tensor **written_by; /* by node id: the weight gradient that computes it */
+    /* by node id: the cross-entropy backward a loss also computes
+     * (ct_fuse_loss_grad) */
+    const ct_tensor **grad_into;
+    /* by node id: the node whose kernel computes it (a weight gradient its
+     * bias gradient, a loss its gradient and that gradient's seed fill,
+     * which nothing then reads), so that it runs nothing itself */
+    const ct_tensor **written_by;
     void *arena, *state, *workspace;
     size_t arena_bytes, state_bytes, workspace_bytes;
     ct_step_values *step_values; /* in the backend's memory: see ct_exec */
