@@ -187,6 +187,16 @@ static ct_status build_split_k(ct_graph *g, tracked *t)
                                               (ct_conv_args){.pad = {1, 1}}, true));
     return finish_vjp(g, t, ct_relu(g, ct_layer_linear(g, "fc", ct_flatten(g, c), 40, true)));
 }
+
+/* Channel reductions of 12 chunks a channel (at 132 SMs): batchnorm's
+ * statistics and parameter gradients, and (on cuDNN, whose convolution
+ * does not fuse it) a bias gradient. */
+static ct_status build_channel_chunks(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(32, 6, 40, 40), true);
+    ct_tensor *b = ct_layer_batchnorm2d(g, "bn", x);
+    return finish_vjp(g, t, ct_layer_conv2d(g, "conv", b, 6, 1, 1, (ct_conv_args){0}, true));
+}
 #endif
 
 static ct_status build_maxpool(ct_graph *g, tracked *t)
@@ -899,6 +909,38 @@ static void check_same_bits(ct_plan *a, ct_plan *b, ct_graph *g, const tracked *
     }
 }
 
+/* The graph of `build` planned on the CPU, on the GPU and once more on the
+ * GPU (*unticketed, to run without the stream's tickets), with the same
+ * inputs and state; false (and all NULL) where it could not be. */
+static bool plan_unticketed(build_fn build, ct_graph *g, tracked *t, ct_plan **cpu,
+                            ct_plan **gpu, ct_plan **unticketed)
+{
+    *unticketed = NULL;
+    if (!plan_both(build, g, t, cpu, gpu))
+        return false;
+    CHECK_OK(ct_plan_new(g, gpu_backend, 7, unticketed));
+    for (int i = 0; *unticketed && i < t->n_inputs; i++)
+        fill_random(*cpu, *unticketed, t->inputs[i], t->n_classes, 100 + (uint64_t)i);
+    for (int i = 0; *unticketed && i < ct_graph_n_state(g); i++)
+        fill_random(*cpu, *unticketed, ct_graph_state(g, i), 0, 200 + (uint64_t)i);
+    return *unticketed != NULL;
+}
+
+/* Two steps of the plan without the backend stream's tickets (the counters
+ * reset first). */
+static void run_unticketed(ct_plan *plan)
+{
+    int device = 0;
+    void *stream = NULL;
+    CHECK_OK(ct_cuda_backend_stream(gpu_backend, &device, &stream));
+    unsigned *tickets = ct_cuda_tickets(stream, 1);
+    cuda_emu_counters_reset();
+    ct_cuda_set_tickets(stream, NULL);
+    for (int step = 0; step < 2; step++)
+        CHECK_OK(ct_plan_run(plan, CT_TRAIN));
+    ct_cuda_set_tickets(stream, tickets);
+}
+
 /* The products of build_split_k split k and give the CPU's answers: the
  * last block of each tile adds its parts (no gemm_finish_parts launch; the
  * emulator counts the tickets' atomics), and on a stream without tickets
@@ -912,22 +954,10 @@ static void small_products_split_k(const void *arg)
         compare_on_backends(build_split_k, 2, TOL_F32);
         return;
     }
-    int device = 0;
-    void *stream = NULL;
-    CHECK_OK(ct_cuda_backend_stream(gpu_backend, &device, &stream));
-    unsigned *tickets = ct_cuda_tickets(stream, 1);
-    CHECK(tickets != NULL, "the backend's stream has no tickets");
     tracked t = {0};
     ct_graph *g = ct_graph_new();
     ct_plan *cpu = NULL, *gpu = NULL, *unticketed = NULL;
-    if (plan_both(build_split_k, g, &t, &cpu, &gpu)) {
-        CHECK_OK(ct_plan_new(g, gpu_backend, 7, &unticketed));
-        for (int i = 0; unticketed && i < t.n_inputs; i++)
-            fill_random(cpu, unticketed, t.inputs[i], t.n_classes, 100 + (uint64_t)i);
-        for (int i = 0; unticketed && i < ct_graph_n_state(g); i++)
-            fill_random(cpu, unticketed, ct_graph_state(g, i), 0, 200 + (uint64_t)i);
-    }
-    if (unticketed) {
+    if (plan_unticketed(build_split_k, g, &t, &cpu, &gpu, &unticketed)) {
         unsigned long long finishes, atomics, forward, backward, none;
         cuda_emu_counters_enable(1);
         cuda_emu_counters_reset();
@@ -939,17 +969,61 @@ static void small_products_split_k(const void *arg)
               "with tickets: %llu finishing launches, %llu and %llu atomics (want 0, and "
               "some in the linear layers' and the convolution's backward data GEMMs)",
               finishes, atomics, none);
-        cuda_emu_counters_reset();
-        ct_cuda_set_tickets(stream, NULL);
-        for (int step = 0; step < 2; step++)
-            CHECK_OK(ct_plan_run(unticketed, CT_TRAIN));
-        ct_cuda_set_tickets(stream, tickets);
+        run_unticketed(unticketed);
         counted("gemm_finish_parts", &finishes, &none);
         CHECK(finishes >= 8, "without tickets the parts were summed by %llu launches (want the "
               "forward passes and backward data of both layers, twice)", finishes);
         cuda_emu_counters_enable(0);
         check_same_bits(gpu, unticketed, g, &t);
     }
+    ct_plan_free(cpu);
+    ct_plan_free(gpu);
+    ct_plan_free(unticketed);
+    ct_graph_free(g);
+}
+
+/* Channel reductions over several blocks a channel give the CPU's answers
+ * with their second pass in the last block of each channel (no finishing
+ * kernel; the tickets' atomics counted), and the same bits as that pass's
+ * own kernels on a stream without tickets. */
+static void channel_reductions_finish_in_kernel(const void *arg)
+{
+    (void)arg;
+    CHECK_OK(ct_backend_set_kernels(gpu_backend, "vendor"));
+    if (!cuda_emu_counters_available()) {
+        compare_on_backends(build_channel_chunks, 2, TOL_TRAINING);
+        return;
+    }
+    static const char *const finishes[3] = {"bn_stats_finish_kernel", "bn_params_finish_kernel",
+                                            "channel_sum_finish_kernel"};
+    static const char *const chunks[3] = {"bn_stats_chunk_kernel<T>", "bn_params_chunk_kernel<T>",
+                                          "channel_sum_chunk_kernel<T>"};
+    tracked t = {0};
+    ct_graph *g = ct_graph_new();
+    ct_plan *cpu = NULL, *gpu = NULL, *unticketed = NULL;
+    if (plan_unticketed(build_channel_chunks, g, &t, &cpu, &gpu, &unticketed)) {
+        unsigned long long launches, atomics, none;
+        cuda_emu_counters_enable(1);
+        cuda_emu_counters_reset();
+        run_and_compare(cpu, gpu, g, &t, 2, TOL_TRAINING);
+        for (int i = 0; i < 3; i++) {
+            counted(finishes[i], &launches, &none);
+            CHECK(launches == 0, "with tickets: %llu launches of %s", launches, finishes[i]);
+            counted(chunks[i], &launches, &atomics);
+            CHECK(launches == 2 && atomics == 2 * 6 * 12,
+                  "with tickets: %s %llu launches, %llu atomics (want 2, and one a block: "
+                  "2 x 6 channels x 12 chunks)", chunks[i], launches, atomics);
+        }
+        run_unticketed(unticketed);
+        for (int i = 0; i < 3; i++) {
+            counted(finishes[i], &launches, &none);
+            CHECK(launches == 2, "without tickets: %llu launches of %s (want 2)", launches,
+                  finishes[i]);
+        }
+        cuda_emu_counters_enable(0);
+        check_same_bits(gpu, unticketed, g, &t);
+    }
+    CHECK_OK(ct_backend_set_kernels(gpu_backend, "native"));
     ct_plan_free(cpu);
     ct_plan_free(gpu);
     ct_plan_free(unticketed);
@@ -1042,6 +1116,8 @@ int main(void)
     run_labelled("vendor_mode_calls_the_libraries", vendor_mode_calls_the_libraries, NULL);
     run_labelled("auto_times_cudnn_algorithms", auto_times_cudnn_algorithms, NULL);
     run_labelled("small_products_split_k", small_products_split_k, NULL);
+    run_labelled("channel_reductions_finish_in_kernel", channel_reductions_finish_in_kernel,
+                 NULL);
 #endif
     ct_backend_free(gpu_backend);
     ct_backend_free(cpu_backend);

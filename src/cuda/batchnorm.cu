@@ -43,15 +43,57 @@ __global__ void bn_stats_eval_kernel(int c, float eps, const float *running_mean
     }
 }
 
+/* Channel ch's mean and sum of squared deviations from its chunks'
+ * partials (sums, sq_devs: [count] each; Stored: in global memory, stored
+ * by other blocks), by one warp, in every lane:
+ *   M2 = sum_k [M2_k + n_k (mean_k - mean)^2]. */
+template <bool Stored>
+__device__ inline void bn_channel_moments(int64_t m, ct_channel_chunks chunks,
+                                          const double *sums, const double *sq_devs,
+                                          double *mean, double *sq_dev)
+{
+    *mean = ct_warp_sum_partials<Stored>(sums, chunks.count) / (double)m;
+    double spread = 0.0;
+    for (int k = threadIdx.x % CT_CUDA_WARP; k < chunks.count; k += CT_CUDA_WARP) {
+        double chunk_size = (double)(ct_chunk_end(chunks, k, m) - ct_chunk_start(chunks, k));
+        double sum = Stored ? __ldcg(sums + k) : sums[k];
+        double d = sum / chunk_size - *mean;
+        spread += (Stored ? __ldcg(sq_devs + k) : sq_devs[k]) + chunk_size * d * d;
+    }
+    *sq_dev = ct_warp_sum(spread); /* complete in lane 0 */
+}
+
+/* What the statistics' pass 2 writes besides stats: the running buffers. */
+struct bn_running {
+    float momentum, eps;
+    float *mean, *var;
+    int64_t *num_batches;
+};
+
+/* Channel ch's stats = (mean, 1/sqrt(M2/m + eps)) and running statistics
+ * (the count of batches with channel 0). */
+__device__ inline void bn_store_channel(int c, int ch, int64_t m, double mean, double sq_dev,
+                                        const bn_running &run, float *stats)
+{
+    ct_bn_channel_stats(mean, sq_dev, m, run.eps, run.momentum, &stats[ch], &stats[c + ch],
+                        &run.mean[ch], &run.var[ch]);
+    if (ch == 0 && run.num_batches)
+        run.num_batches[0] += 1;
+}
+
 /* Pass 1, block ch*count + k: parts[0][ch,k] = sum x over chunk k of channel
  * ch, parts[1][ch,k] = sum (x - chunk mean)^2 over it (a second read of
- * the chunk, from cache).  parts: [2, c, count] */
+ * the chunk, from cache).  parts: [2, c, count].  The block that finishes
+ * the channel (ct_channel_finishes_here; tickets: one per channel, or
+ * NULL) does pass 2's work for it: stats and the running statistics. */
 template <class T>
 __global__ void bn_stats_chunk_kernel(int n, int c, int inner, ct_channel_chunks chunks,
-                                      const T *x, double *parts)
+                                      const T *x, double *parts, unsigned *tickets,
+                                      bn_running run, float *stats)
 {
     int ch = (int)(blockIdx.x / chunks.count), k = (int)(blockIdx.x % chunks.count);
-    int64_t start = ct_chunk_start(chunks, k), end = ct_chunk_end(chunks, k, (int64_t)n * inner);
+    int64_t m = (int64_t)n * inner;
+    int64_t start = ct_chunk_start(chunks, k), end = ct_chunk_end(chunks, k, m);
     double sum = 0.0;
     ct_channel_walk(c, inner, ch, start, end,
                     [&](int64_t at) { sum += ct_load_f32(x, at); });
@@ -62,20 +104,24 @@ __global__ void bn_stats_chunk_kernel(int n, int c, int inner, ct_channel_chunks
         sq_dev += d * d;
     });
     sq_dev = ct_block_sum(sq_dev);
-    if (threadIdx.x == 0) {
-        parts[blockIdx.x] = sum;
-        parts[(int64_t)c * chunks.count + blockIdx.x] = sq_dev;
-    }
+    double *sums = parts + (int64_t)ch * chunks.count;
+    double *sq_devs = parts + ((int64_t)c + ch) * chunks.count;
+    if (threadIdx.x == 0)
+        sums[k] = sum, sq_devs[k] = sq_dev;
+    if (!ct_channel_finishes_here(tickets, ch, chunks.count) || threadIdx.x >= CT_CUDA_WARP)
+        return;
+    double mean, channel_sq_dev;
+    bn_channel_moments<true>(m, chunks, sums, sq_devs, &mean, &channel_sq_dev);
+    if (threadIdx.x == 0)
+        bn_store_channel(c, ch, m, mean, channel_sq_dev, run, stats);
 }
 
-/* Pass 2, one warp per channel: mean and M2 from the chunks' parts, then
- * stats = (mean, 1/sqrt(M2/m + eps)) and the running statistics updated,
- * by the block's first threads, one channel each (channel_reduce.cuh:
- * partials staged, results stored together). */
+/* Pass 2, one warp per channel: the moments from the chunks' parts, then
+ * stats and the running statistics, by the block's first threads, one
+ * channel each (channel_reduce.cuh: partials staged, results stored
+ * together). */
 __global__ void bn_stats_finish_kernel(int n, int c, int inner, ct_channel_chunks chunks,
-                                       const double *parts, float momentum, float eps,
-                                       float *running_mean, float *running_var,
-                                       int64_t *num_batches, float *stats)
+                                       const double *parts, bn_running run, float *stats)
 {
     __shared__ double stage_sums[CT_CHANNEL_WARPS_PER_BLOCK * CT_CHANNEL_STAGE_CHUNKS],
         stage_sq_devs[CT_CHANNEL_WARPS_PER_BLOCK * CT_CHANNEL_STAGE_CHUNKS];
@@ -87,15 +133,8 @@ __global__ void bn_stats_finish_kernel(int n, int c, int inner, ct_channel_chunk
         ct_channel_partials(parts + (int64_t)c * chunks.count, c, chunks.count, stage_sq_devs);
     int warp = (int)threadIdx.x / CT_CUDA_WARP;
     if (ct_channel_of_warp() < c) {
-        double mean = ct_warp_sum_partials(sums, chunks.count) / (double)m;
-        double spread = 0.0;
-        for (int k = threadIdx.x % CT_CUDA_WARP; k < chunks.count; k += CT_CUDA_WARP) {
-            double chunk_size =
-                (double)(ct_chunk_end(chunks, k, m) - ct_chunk_start(chunks, k));
-            double d = sums[k] / chunk_size - mean;
-            spread += sq_devs[k] + chunk_size * d * d;
-        }
-        double sq_dev = ct_warp_sum(spread);
+        double mean, sq_dev;
+        bn_channel_moments<false>(m, chunks, sums, sq_devs, &mean, &sq_dev);
         if (threadIdx.x % CT_CUDA_WARP == 0)
             means[warp] = mean, channel_sq_devs[warp] = sq_dev;
     }
@@ -103,10 +142,7 @@ __global__ void bn_stats_finish_kernel(int n, int c, int inner, ct_channel_chunk
     if ((int)threadIdx.x >= ct_channel_block_count(c))
         return;
     int ch = ct_channel_block_first() + (int)threadIdx.x;
-    ct_bn_channel_stats(means[threadIdx.x], channel_sq_devs[threadIdx.x], m, eps, momentum,
-                        &stats[ch], &stats[c + ch], &running_mean[ch], &running_var[ch]);
-    if (ch == 0 && num_batches)
-        num_batches[0] += 1;
+    bn_store_channel(c, ch, m, means[threadIdx.x], channel_sq_devs[threadIdx.x], run, stats);
 }
 
 /* The elementwise passes (apply, backward data) run a 2-D grid: block
@@ -239,11 +275,13 @@ static __global__ void bn_apply_kernel(int n, int c, int inner, bool vec, const 
 }
 
 /* Pass 1, block ch*count + k, over chunk k of channel ch:
- * parts[0][ch,k] = sum dy*(x - mean[ch]),  parts[1][ch,k] = sum dy.  parts: [2, c, count] */
+ * parts[0][ch,k] = sum dy*(x - mean[ch]),  parts[1][ch,k] = sum dy.
+ * parts: [2, c, count].  The block that finishes the channel
+ * (ct_channel_finishes_here) does pass 2's work for it. */
 template <class T>
 __global__ void bn_params_chunk_kernel(int n, int c, int inner, ct_channel_chunks chunks,
                                        const T *x, const T *dy, const float *stats,
-                                       double *parts)
+                                       double *parts, unsigned *tickets, float *dparams)
 {
     int ch = (int)(blockIdx.x / chunks.count), k = (int)(blockIdx.x % chunks.count);
     int64_t start = ct_chunk_start(chunks, k), end = ct_chunk_end(chunks, k, (int64_t)n * inner);
@@ -255,9 +293,17 @@ __global__ void bn_params_chunk_kernel(int n, int c, int inner, ct_channel_chunk
     });
     dot = ct_block_sum(dot);
     sum = ct_block_sum(sum);
+    double *dots = parts + (int64_t)ch * chunks.count;
+    double *sums = parts + ((int64_t)c + ch) * chunks.count;
+    if (threadIdx.x == 0)
+        dots[k] = dot, sums[k] = sum;
+    if (!ct_channel_finishes_here(tickets, ch, chunks.count) || threadIdx.x >= CT_CUDA_WARP)
+        return;
+    dot = ct_warp_sum_partials<true>(dots, chunks.count);
+    sum = ct_warp_sum_partials<true>(sums, chunks.count);
     if (threadIdx.x == 0) {
-        parts[blockIdx.x] = dot;
-        parts[(int64_t)c * chunks.count + blockIdx.x] = sum;
+        dparams[ch] = (float)(dot * stats[c + ch]);
+        dparams[c + ch] = (float)sum;
     }
 }
 
@@ -360,13 +406,16 @@ extern "C" ct_status ct_cuda_batchnorm_stats(ct_dtype dtype, int n, int c, int i
     }
     ct_channel_chunks chunks = ct_channel_chunks_for(n, c, inner);
     double *parts = (double *)workspace;
+    unsigned *tickets = ct_channel_tickets(c, chunks.count, stream);
+    bn_running run = {momentum, eps, running_mean, running_var, num_batches};
     return ct_with_storage(dtype, [&](auto tag) -> ct_status {
         using T = decltype(tag);
         CT_CUDA_LAUNCH(bn_stats_chunk_kernel<T>, (unsigned)((int64_t)c * chunks.count),
-                       CT_CUDA_BLOCK, 0, stream, n, c, inner, chunks, (const T *)x, parts);
-        CT_CUDA_LAUNCH(bn_stats_finish_kernel, ct_channel_finish_blocks(c), CT_CUDA_BLOCK, 0,
-                       stream, n, c, inner, chunks, parts, momentum, eps, running_mean,
-                       running_var, num_batches, stats);
+                       CT_CUDA_BLOCK, 0, stream, n, c, inner, chunks, (const T *)x, parts,
+                       tickets, run, stats);
+        if (!ct_channel_finished(chunks.count, tickets))
+            CT_CUDA_LAUNCH(bn_stats_finish_kernel, ct_channel_finish_blocks(c), CT_CUDA_BLOCK, 0,
+                           stream, n, c, inner, chunks, parts, run, stats);
         return CT_OK;
     });
 }
@@ -398,13 +447,15 @@ extern "C" ct_status ct_cuda_batchnorm_backward_params(ct_dtype dtype, int n, in
         return CT_OK;
     ct_channel_chunks chunks = ct_channel_chunks_for(n, c, inner);
     double *parts = (double *)workspace;
+    unsigned *tickets = ct_channel_tickets(c, chunks.count, stream);
     return ct_with_storage(dtype, [&](auto tag) -> ct_status {
         using T = decltype(tag);
         CT_CUDA_LAUNCH(bn_params_chunk_kernel<T>, (unsigned)((int64_t)c * chunks.count),
                        CT_CUDA_BLOCK, 0, stream, n, c, inner, chunks, (const T *)x,
-                       (const T *)dy, stats, parts);
-        CT_CUDA_LAUNCH(bn_params_finish_kernel, ct_channel_finish_blocks(c), CT_CUDA_BLOCK, 0,
-                       stream, c, chunks, parts, stats, dparams);
+                       (const T *)dy, stats, parts, tickets, dparams);
+        if (!ct_channel_finished(chunks.count, tickets))
+            CT_CUDA_LAUNCH(bn_params_finish_kernel, ct_channel_finish_blocks(c), CT_CUDA_BLOCK, 0,
+                           stream, c, chunks, parts, stats, dparams);
         return CT_OK;
     });
 }

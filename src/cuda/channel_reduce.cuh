@@ -12,7 +12,14 @@
  *           in order, then a fixed shuffle tree.
  * Every partial and every sum has a fixed place in a fixed tree, whichever
  * block or thread runs first, so results are the same bits in every run
- * (and CUDA_EMU_ORDER); there are no atomics.
+ * (and CUDA_EMU_ORDER).
+ *
+ * Pass 2 is a kernel of its own only where it must be: a channel of one
+ * chunk is finished by its block, and where the stream has a ticket per
+ * channel (ct_cuda_tickets) the last of a channel's blocks to store its
+ * partial finishes it (ct_last_arrival: one atomic a block), by its first
+ * warp in pass 2's order, so the bits are the same either way
+ * (ct_channel_finishes_here).
  */
 #ifndef CT_CUDA_CHANNEL_REDUCE_CUH
 #define CT_CUDA_CHANNEL_REDUCE_CUH
@@ -160,13 +167,43 @@ __device__ inline const double *ct_channel_partials(const double *parts, int c, 
 
 /* sum_{k < count} partials[k] by a warp: lane l adds k = l, l+32, ... in
  * order, then the fixed shuffle tree; the total in every lane.  Every lane
- * of the warp must call it. */
+ * of the warp must call it.  Stored: partials that other blocks of this
+ * kernel stored, read past the SM's L1. */
+template <bool Stored = false>
 __device__ inline double ct_warp_sum_partials(const double *partials, int count)
 {
     double sum = 0.0;
     for (int k = threadIdx.x % CT_CUDA_WARP; k < count; k += CT_CUDA_WARP)
-        sum += partials[k];
+        sum += Stored ? __ldcg(partials + k) : partials[k];
     return __shfl_sync(0xffffffffu, ct_warp_sum(sum), 0);
+}
+
+/* After pass 1's thread 0 stored this block's partials for channel ch (of
+ * `count` chunks): whether this block finishes the channel, by its first
+ * warp (ct_warp_sum_partials<true>).  Yes for a channel of one chunk, and
+ * for the last of its blocks to arrive where `tickets` (one per channel)
+ * is not NULL.  Every thread of the block must call it. */
+__device__ inline bool ct_channel_finishes_here(unsigned *tickets, int ch, int count)
+{
+    if (count == 1) {
+        __syncthreads(); /* thread 0's partials, stored, before warp 0 reads them */
+        return true;
+    }
+    return tickets && ct_last_arrival(tickets + ch, count);
+}
+
+/* The tickets of a pass 1 over c channels of `count` chunks on `stream`:
+ * none needed for one chunk, NULL where the stream has too few (pass 2
+ * then runs as its own kernel). */
+static inline unsigned *ct_channel_tickets(int c, int count, cudaStream_t stream)
+{
+    return count > 1 ? ct_cuda_tickets(stream, c) : nullptr;
+}
+
+/* Whether pass 1 finishes every channel itself. */
+static inline bool ct_channel_finished(int count, const unsigned *tickets)
+{
+    return count == 1 || tickets;
 }
 
 #endif

@@ -11,10 +11,12 @@
 #include "cuda/elementwise.cuh"
 
 /* Pass 1, block ch*count + k: parts[ch,k] = sum dy over chunk k of channel
- * ch, in double (channel_reduce.cuh).  parts: [c, count] */
+ * ch, in double (channel_reduce.cuh).  parts: [c, count].  The block that
+ * finishes the channel (ct_channel_finishes_here) stores db[ch]. */
 template <class T>
 __global__ void channel_sum_chunk_kernel(int n, int c, int inner, ct_channel_chunks chunks,
-                                         const T *dy, double *parts)
+                                         const T *dy, double *parts, unsigned *tickets,
+                                         float *db)
 {
     int ch = (int)(blockIdx.x / chunks.count), k = (int)(blockIdx.x % chunks.count);
     int64_t start = ct_chunk_start(chunks, k), end = ct_chunk_end(chunks, k, (int64_t)n * inner);
@@ -24,6 +26,11 @@ __global__ void channel_sum_chunk_kernel(int n, int c, int inner, ct_channel_chu
     sum = ct_block_sum(sum);
     if (threadIdx.x == 0)
         parts[blockIdx.x] = sum;
+    if (!ct_channel_finishes_here(tickets, ch, chunks.count) || threadIdx.x >= CT_CUDA_WARP)
+        return;
+    sum = ct_warp_sum_partials<true>(parts + (int64_t)ch * chunks.count, chunks.count);
+    if (threadIdx.x == 0)
+        db[ch] = (float)sum;
 }
 
 /* Pass 2, one warp per channel: db[ch] = sum_k parts[ch,k] */
@@ -115,10 +122,13 @@ extern "C" ct_status ct_cuda_channel_sum(ct_dtype dtype, int n, int c, int inner
         }
         ct_channel_chunks chunks = ct_channel_chunks_for(n, c, inner);
         double *parts = (double *)workspace;
+        unsigned *tickets = ct_channel_tickets(c, chunks.count, stream);
         CT_CUDA_LAUNCH(channel_sum_chunk_kernel<T>, (unsigned)((int64_t)c * chunks.count),
-                       CT_CUDA_BLOCK, 0, stream, n, c, inner, chunks, (const T *)dy, parts);
-        CT_CUDA_LAUNCH(channel_sum_finish_kernel, ct_channel_finish_blocks(c), CT_CUDA_BLOCK, 0,
-                       stream, c, chunks, parts, db);
+                       CT_CUDA_BLOCK, 0, stream, n, c, inner, chunks, (const T *)dy, parts,
+                       tickets, db);
+        if (!ct_channel_finished(chunks.count, tickets))
+            CT_CUDA_LAUNCH(channel_sum_finish_kernel, ct_channel_finish_blocks(c), CT_CUDA_BLOCK,
+                           0, stream, c, chunks, parts, db);
         return CT_OK;
     });
 }
