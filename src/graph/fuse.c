@@ -33,6 +33,12 @@ static int *count_readers(const ct_tensor *const *nodes, int n, int n_ids)
     return readers;
 }
 
+/* Readers of each node of the whole graph (count_readers). */
+static int *graph_readers(const ct_graph *graph)
+{
+    return count_readers((const ct_tensor *const *)graph->nodes, graph->n_nodes, graph->n_nodes);
+}
+
 /* The producer that `node` (a relu, or a relu_bwd) can be fused into, with
  * the fusion it takes, or NULL: a relu into the forward kernel that made
  * its input; a relu_bwd into the kernel that made its dy: a max pool's
@@ -61,8 +67,7 @@ static const ct_tensor *relu_producer(const ct_tensor *node, unsigned *fusion)
 int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
                  const ct_tensor **alias_of, uint8_t *epilogue, const ct_tensor **epilogue_src)
 {
-    int *readers = count_readers((const ct_tensor *const *)graph->nodes, graph->n_nodes,
-                                 graph->n_nodes);
+    int *readers = graph_readers(graph);
     if (!readers)
         return 0;
     int fused = 0;
@@ -143,8 +148,7 @@ int ct_fuse_bias_grad(const ct_graph *graph, const ct_backend *backend, const bo
 int ct_fuse_loss_grad(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
                       const ct_tensor **grad_into)
 {
-    int *readers = count_readers((const ct_tensor *const *)graph->nodes, graph->n_nodes,
-                                 graph->n_nodes);
+    int *readers = graph_readers(graph);
     if (!readers)
         return 0;
     int fused = 0;
