@@ -408,9 +408,14 @@ static void linear_small_same_bits_for_any_thread_count(void)
     CHECK(!ct_cpu_linear_small_fits(256, 4096, 4096), "a 4096-wide layer stays on the GEMM");
     CHECK(ct_cpu_linear_small_fits(13, 84, 70) && ct_cpu_linear_small_fits(37, 17, 130),
           "the odd shapes below should take the small kernels");
+    CHECK(ct_cpu_linear_small_fits(64, 84, 10) && ct_cpu_linear_small_fits(1, 84, 10) &&
+              !ct_cpu_linear_small_fits(0, 84, 10),
+          "fc3 should take the small kernels (on one thread) at batch 64 and 1, none at 0");
 #endif
-    /* fc1; then odd rows, a 4-lane k tail and 2 of 4 outputs; 37 x 17 x 130 */
-    static const int shapes[][3] = {{64, 256, 120}, {13, 84, 70}, {37, 17, 130}};
+    /* fc1; then odd rows, a 4-lane k tail and 2 of 4 outputs; 37 x 17 x 130;
+     * fc3, below the parallel regions, at batch 64 and 1 */
+    static const int shapes[][3] = {{64, 256, 120}, {13, 84, 70}, {37, 17, 130}, {64, 84, 10},
+                                    {1, 84, 10}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int n = shapes[si][0], in = shapes[si][1], out = shapes[si][2];
         float *x = random_floats((int64_t)n * in, 40 + si);

@@ -38,16 +38,21 @@ enum {
 };
 
 /* Beyond SMALL_MAX multiply-adds OpenBLAS's cache blocking wins; below
- * PARALLEL_MIN a parallel region costs more than it saves, and there
- * OpenBLAS's one-threaded small kernels were faster (fc3, 84->10 at B64:
- * 4.3 us for its three passes against 7.0). */
+ * PARALLEL_MIN a parallel region costs more than it saves, and such layers
+ * run on the calling thread, but still here: SimpleCNN's fc3 (84->10 at
+ * B64, 54 K multiply-adds) took 20 us for its three passes on OpenBLAS's
+ * one-threaded kernels on the 2-core AVX-512 machine of 2026-11-28 (6.5 us
+ * in its best run), 8.7 us here; at batch 1 the whole SimpleCNN inference
+ * went 26 -> 13 us (an earlier machine had measured OpenBLAS at 4.3 us
+ * for fc3 against 7.0 for the parallel region these kernels then always
+ * opened). */
 static const double SMALL_MAX_MACS = 16.0 * 1024 * 1024;
 static const double PARALLEL_MIN_MACS = 64.0 * 1024;
 
 bool ct_cpu_linear_small_fits(int n, int in, int out)
 {
     double macs = (double)n * in * out;
-    return ct_cpu_simd_avx512() && macs >= PARALLEL_MIN_MACS && macs <= SMALL_MAX_MACS;
+    return ct_cpu_simd_avx512() && macs > 0 && macs <= SMALL_MAX_MACS;
 }
 
 AVX512_INLINE __mmask16 tail_mask(int left)
@@ -172,7 +177,7 @@ void ct_cpu_linear_small_forward(int n, int in, int out, const float *x, const f
 {
     int row_blocks = (n + BLOCK - 1) / BLOCK, col_blocks = (out + BLOCK - 1) / BLOCK;
     int tiles = row_blocks * col_blocks;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((double)n * in * out >= PARALLEL_MIN_MACS)
     for (int tile = 0; tile < tiles; tile++) {
         int n0 = tile / col_blocks * BLOCK, o0 = tile % col_blocks * BLOCK;
         int rows = n - n0 < BLOCK ? n - n0 : BLOCK, cols = out - o0 < BLOCK ? out - o0 : BLOCK;
@@ -242,7 +247,7 @@ static void outer_product(int rows, int cols, int depth, const float *a, size_t 
 {
     int row_blocks = (rows + BLOCK - 1) / BLOCK, col_blocks = (cols + WIDTH - 1) / WIDTH;
     int tiles = row_blocks * col_blocks;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((double)rows * cols * depth >= PARALLEL_MIN_MACS)
     for (int tile = 0; tile < tiles; tile++) {
         int i0 = tile / col_blocks * BLOCK, j0 = tile % col_blocks * WIDTH;
         int r = rows - i0 < BLOCK ? rows - i0 : BLOCK;

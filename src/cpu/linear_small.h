@@ -12,7 +12,7 @@
 
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
 /* This CPU has AVX-512 (and the fast kernels are on) and the layer is
- * small but not tiny: 64 Ki <= n * in * out <= 16 Mi multiply-adds. */
+ * small: 0 < n * in * out <= 16 Mi multiply-adds (parallel from 64 Ki). */
 bool ct_cpu_linear_small_fits(int n, int in, int out);
 /* y = relu?(x . w^T + bias); bias may be NULL; relu keeps NaN. */
 void ct_cpu_linear_small_forward(int n, int in, int out, const float *x, const float *w,
