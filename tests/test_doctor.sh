@@ -41,3 +41,22 @@ if "$cuttle" doctor --bogus > /dev/null 2>&1; [ $? -eq 2 ]; then
 else
     echo "FAIL doctor_bad_option_exits_2"
 fi
+
+# OpenBLAS's kernels: on a CPU with AVX2 and FMA the command runs OpenBLAS's
+# vector kernels even where OpenBLAS does not know the CPU's model (it then
+# takes its SSE3 "Prescott" set; tools/cuttle.c runs the command again with
+# OPENBLAS_CORETYPE).  Builds without OpenBLAS report no kernels.
+"$cuttle" doctor --json --no-cpu-gemm --gemm-size 16 > "$out" 2>&1
+kernels=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["build"].get("blas_kernels", ""))' "$out" 2> /dev/null)
+if [ -z "$kernels" ] || ! grep -q -w avx2 /proc/cpuinfo || ! grep -q -w fma /proc/cpuinfo; then
+    echo "# blas kernels: '${kernels}' (no OpenBLAS, or no AVX2 here)"
+    echo "PASS doctor_blas_kernels_use_the_vector_units"
+else
+    case $(echo "$kernels" | tr 'A-Z' 'a-z') in
+    haswell | skylakex | cooperlake | sapphirerapids | zen | excavator)
+        echo "PASS doctor_blas_kernels_use_the_vector_units" ;;
+    *)
+        echo "FAIL doctor_blas_kernels_use_the_vector_units: OpenBLAS runs '$kernels' on a CPU with AVX2"
+        cat "$out" >&2 ;;
+    esac
+fi

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "lib_internal.h"
 #include "cuttle_cuda.h"
 #include "json_writer.h"
 
@@ -101,6 +102,8 @@ static void print_build(const doctor_options *opts)
         json_field_bool(out, "cudnn", b.cudnn);
         json_field_bool(out, "nccl_header", b.nccl_header);
         json_field_string(out, "blas", b.blas);
+        if (ct_cpu_blas_core())
+            json_field_string(out, "blas_kernels", ct_cpu_blas_core());
         json_field_bool(out, "openmp", b.openmp);
         json_field_bool(out, "zlib", b.zlib);
         json_field_bool(out, "png", b.png);
@@ -123,6 +126,12 @@ static void print_build(const doctor_options *opts)
     else
         printf("build:         CPU only; %s\n", b.openmp ? "OpenMP" : "no OpenMP");
     printf("BLAS:          %s\n", b.blas);
+    /* this command ran itself again with OPENBLAS_CORETYPE where OpenBLAS
+     * did not know the CPU (tools/cuttle.c) */
+    if (ct_cpu_blas_core())
+        printf("BLAS kernels:  %s%s%s\n", ct_cpu_blas_core(),
+               getenv("OPENBLAS_CORETYPE") ? ", as OPENBLAS_CORETYPE says: " : "",
+               getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "");
     printf("formats:       zlib %s, PNG %s, JPEG %s\n", b.zlib ? "yes" : "no",
            b.png ? "yes" : "no", b.jpeg ? "yes" : "no");
     printf("CPU:           %d threads; %s kernels, INT8 %s\n", threads, b.cpu_simd,

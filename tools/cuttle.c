@@ -4,9 +4,12 @@
  * success, 1 when the library fails, 2 for a bad command line.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "lib_internal.h"
 
 int cmd_doctor(int argc, char **argv); /* tools/cmd_doctor.c */
 
@@ -38,8 +41,23 @@ static void print_usage(FILE *out)
             "  cuttle plot runs/simplecnn-fashion-mnist\n");
 }
 
+/* Where OpenBLAS took kernels without AVX2 on a CPU that has them (a
+ * model it does not know: src/cpu/blas_core.h), run this program again
+ * with OPENBLAS_CORETYPE set, which it reads as it loads; set already,
+ * the check says nothing, so this happens once.  If the program cannot
+ * be run again, it goes on with the kernels it has. */
+static void use_openblas_vector_kernels(char **argv)
+{
+    const char *core = ct_cpu_blas_better_core();
+    if (!core || setenv("OPENBLAS_CORETYPE", core, 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE");
+}
+
 int main(int argc, char **argv)
 {
+    use_openblas_vector_kernels(argv);
     if (argc < 2) {
         print_usage(stderr);
         return CLI_EXIT_USAGE;

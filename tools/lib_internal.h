@@ -1,7 +1,8 @@
 /*
- * The one part of the library's inside that the command line uses: the
+ * The parts of the library's inside that the command line uses: the
  * strict JSON reader and string escaper of src/io/json.h (run files,
- * metrics and resumed runs are JSON, like safetensors headers).
+ * metrics and resumed runs are JSON, like safetensors headers), and the
+ * OpenBLAS kernel check below.
  *
  * tools/ is compiled with include/ and tools/ on its include path only, so
  * every other private header is out of reach; this file names the
@@ -13,5 +14,10 @@
 #define CT_TOOLS_LIB_INTERNAL_H
 
 #include "../src/io/json.h"
+
+/* And which of OpenBLAS's kernel sets runs (src/cpu/blas_core.h): the
+ * command runs itself again with OPENBLAS_CORETYPE where OpenBLAS did not
+ * recognize the CPU, and the doctor reports it. */
+#include "../src/cpu/blas_core.h"
 
 #endif

@@ -21,8 +21,11 @@
  */
 #include "cpu/threads.h"
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "cpu/blas_core.h"
 #include "cpu/kernels.h"
 
 #ifdef CT_HAVE_OPENBLAS
@@ -213,6 +216,38 @@ void ct_cpu_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
 
 const char *ct_cpu_gemm_name(void) { return "openblas"; }
 
+const char *ct_cpu_blas_core(void)
+{
+    return openblas_get_corename();
+}
+
+/* Kernel sets of OpenBLAS 0.3 with AVX2 and FMA (or AVX-512). */
+static bool blas_core_has_avx2(const char *core)
+{
+    static const char *const vector_cores[] = {"haswell", "skylakex", "cooperlake",
+                                               "sapphirerapids", "zen", "excavator"};
+    for (size_t i = 0; i < sizeof vector_cores / sizeof vector_cores[0]; i++)
+        if (strcasecmp(core, vector_cores[i]) == 0)
+            return true;
+    return false;
+}
+
+const char *ct_cpu_blas_better_core(void)
+{
+    const char *core = openblas_get_corename();
+    if (getenv("OPENBLAS_CORETYPE") || !core || blas_core_has_avx2(core))
+        return NULL;
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return "Haswell";
+#endif
+    return NULL;
+}
+
 #else
 
 void ct_cpu_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a,
@@ -222,5 +257,9 @@ void ct_cpu_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, c
 }
 
 const char *ct_cpu_gemm_name(void) { return "native"; }
+
+const char *ct_cpu_blas_core(void) { return NULL; }
+
+const char *ct_cpu_blas_better_core(void) { return NULL; }
 
 #endif
