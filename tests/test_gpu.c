@@ -1029,6 +1029,73 @@ static void channel_reductions_finish_in_kernel(const void *arg)
     ct_plan_free(unticketed);
     ct_graph_free(g);
 }
+/* The x gradient of build_conv_odd (3 images, 2 groups of 5 input
+ * channels, stride 2 x 1, dilation 1 x 2, padding) on the GPU after one
+ * step, with backward data's columns limited to `limit` bytes; checked
+ * against the CPU, its launches of the two ways counted.  Returns it
+ * (malloc'd; NULL on failure). */
+static float *conv_odd_dx(size_t limit, unsigned long long *columns,
+                          unsigned long long *implicit, unsigned long long *col2im)
+{
+    ct_cuda_set_conv_columns_limit(limit);
+    tracked t = {0};
+    ct_graph *g = ct_graph_new();
+    ct_plan *cpu = NULL, *gpu = NULL;
+    float *dx = NULL;
+    unsigned long long none;
+    if (plan_both(build_conv_odd, g, &t, &cpu, &gpu)) {
+        cuda_emu_counters_enable(1);
+        cuda_emu_counters_reset();
+        run_and_compare(cpu, gpu, g, &t, 1, TOL_F32);
+        counted("gemm<conv_columns>", columns, &none);
+        counted("gemm<conv_backward_data>", implicit, &none);
+        counted("conv_col2im", col2im, &none);
+        cuda_emu_counters_enable(0);
+        const ct_tensor *grad = ct_tensor_grad(t.inputs[0]);
+        size_t bytes = ct_tensor_bytes(grad);
+        dx = malloc(bytes);
+        CHECK_OK(ct_plan_read(gpu, grad, dx, bytes));
+    }
+    ct_plan_free(cpu);
+    ct_plan_free(gpu);
+    ct_graph_free(g);
+    ct_cuda_set_conv_columns_limit(32u << 20);
+    return dx;
+}
+
+/* Backward data over few input channels goes by columns (a product, then
+ * each element's taps added), a chunk of images at a time where the
+ * columns pass the limit, with the same bits as in one go; at limit 0 the
+ * implicit GEMM, both within f32 tolerance of the CPU. */
+static void conv_backward_data_by_columns(const void *arg)
+{
+    (void)arg;
+    CHECK_OK(ct_backend_set_kernels(gpu_backend, "native"));
+    CHECK_OK(ct_backend_set_tf32(gpu_backend, false));
+    if (!cuda_emu_counters_available())
+        return;
+    /* columns of one image: 10 channels x 15 taps x 6 x 9 dy pixels */
+    const size_t image = sizeof(float) * 10 * 15 * 6 * 9;
+    unsigned long long columns, implicit, col2im;
+    float *whole = conv_odd_dx(32u << 20, &columns, &implicit, &col2im);
+    CHECK(columns == 1 && implicit == 0 && col2im == 1,
+          "one go: %llu column products, %llu implicit GEMMs, %llu col2im (want 1, 0, 1)",
+          columns, implicit, col2im);
+    float *chunked = conv_odd_dx(image, &columns, &implicit, &col2im);
+    CHECK(columns == 3 && implicit == 0 && col2im == 3,
+          "one image a chunk: %llu column products, %llu implicit, %llu col2im (want 3, 0, 3)",
+          columns, implicit, col2im);
+    float *gemm = conv_odd_dx(0, &columns, &implicit, &col2im);
+    CHECK(columns == 0 && implicit == 1 && col2im == 0,
+          "limit 0: %llu column products, %llu implicit GEMMs, %llu col2im (want 0, 1, 0)",
+          columns, implicit, col2im);
+    if (whole && chunked)
+        CHECK(memcmp(whole, chunked, sizeof(float) * 3 * 10 * 11 * 13) == 0,
+              "the chunked columns' dx differs from the whole batch's");
+    free(whole);
+    free(chunked);
+    free(gemm);
+}
 #endif
 
 static bool is_tf32_case(const gpu_case *c)
@@ -1118,6 +1185,7 @@ int main(void)
     run_labelled("small_products_split_k", small_products_split_k, NULL);
     run_labelled("channel_reductions_finish_in_kernel", channel_reductions_finish_in_kernel,
                  NULL);
+    run_labelled("conv_backward_data_by_columns", conv_backward_data_by_columns, NULL);
 #endif
     ct_backend_free(gpu_backend);
     ct_backend_free(cpu_backend);

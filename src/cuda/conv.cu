@@ -18,6 +18,8 @@
  *
  * Accumulation: all outputs (y, dx, dw, db) are written with =.
  */
+#include <limits.h>
+
 #include "core/math_shared.h"
 #include "cuda/conv_patch.cuh"
 
@@ -283,6 +285,141 @@ static ct_status conv_launch(Problem &p, int groups, int rows, bool k_patch, cud
     return ct_cuda_launch_gemm(p, groups, rows, stream);
 }
 
+/*
+ * Backward data by columns, for few input channels per group (at most
+ * GEMM_NARROW_M, where the implicit GEMM takes the narrow tile): there each
+ * staged element of dcol (above) serves at most 16 rows of dx, and staging
+ * it (the transposed index map per element) is most of the kernel's
+ * instructions: SimpleCNN's conv2 (6 <- 16 channels, 5x5) issued 33.7
+ * million warp instructions for 0.3 million warp FMAs of work.  Instead:
+ *   cols_g[(c, tap), (n, p)] = sum_o w[g*Og + o, c, tap] dy[n, g*Og + o, p]
+ * a plain product (m = Cg*KK rows, k = Og, n = N*P output pixels, a and b
+ * read in place, no index map), then one thread per dx element adds its
+ * taps' columns in tap order (conv_col2im, each read where a stride lands
+ * on the element, as the transposed map says), and the fused relu's
+ * backward.  The columns take Cg*KK*N*P floats of workspace a group (2.4
+ * MB for conv2 at batch 64); a batch whose columns pass
+ * CONV_COLUMNS_BYTES goes in chunks of images.  Each dx element is the sum
+ * over taps (i, j) of the sums over o: the same bits from run to run, not
+ * the implicit GEMM's (one chain over (o, i, j)).
+ */
+enum {
+    CONV_COLUMNS_BYTES = 32 << 20, /* the most workspace the columns take */
+};
+
+struct conv_columns_problem : ct_gemm_defaults {
+    static constexpr const char *kernel_name = "gemm<conv_columns>";
+    int m, n, k, splits, k_chunk; /* m = Cg*KK, n = images * P, k = Og */
+    int out_c;                    /* channels of dy */
+    ct_divmod by_plane;           /* P: dy's plane */
+    const float *w, *dy;
+    float *cols; /* [groups][m][n] */
+
+    /* w[o, (c, tap)] runs along m; dy[img, o, p] along n. */
+    __device__ bool a_along_k() const { return false; }
+    __device__ bool b_along_k() const { return false; }
+    __device__ float load_a(int grp, int row, int o) const
+    {
+        return w[((size_t)grp * k + o) * m + row];
+    }
+    __device__ float load_b(int grp, int o, int pixel) const
+    {
+        int plane = (int)by_plane.divisor, img = ct_div(by_plane, pixel);
+        return dy[((size_t)img * out_c + grp * k + o) * plane + (pixel - img * plane)];
+    }
+    __device__ void store(int grp, int, int row, int pixel, float value) const
+    {
+        cols[((size_t)grp * m + row) * n + pixel] = value;
+    }
+};
+
+/* dx[img, c, r, q] = sum over taps (i, j) of cols[(c, i, j), (img, dy row,
+ * dy column)] where the transposed map (g, conv_source) lands the tap on a
+ * dy pixel, in tap order; then the relu's backward where relu_mask is
+ * given.  One thread per dx element, consecutive threads on consecutive
+ * columns q (coalesced stores; the reads of a tap's columns are runs of
+ * consecutive dy columns where the stride is 1). */
+__global__ void conv_col2im(conv_geometry g, ct_divmod by_channels, int images,
+                            const float *cols, const float *relu_mask, float *dx)
+{
+    int taps = g.kernel_h * g.kernel_w, plane = g.dst_h * g.dst_w;
+    int cg = g.dst_c / g.groups, src_plane = g.src_h * g.src_w;
+    int count = images * g.dst_c * plane; /* below 2^31: conv_columns_images */
+    size_t pixels = (size_t)images * src_plane; /* columns of cols */
+    CT_CUDA_GRID_STRIDE(e, count)
+    {
+        int planes = ct_div(g.by_plane, (int)e), at = (int)e - planes * plane;
+        int img = ct_div(by_channels, planes), channel = planes - img * g.dst_c;
+        int r = ct_div(g.by_dst_w, at), q = at - r * g.dst_w;
+        int grp = g.groups == 1 ? 0 : channel / cg, c = channel - grp * cg;
+        const float *rows = cols + (size_t)(grp * cg + c) * taps * pixels +
+                            (size_t)img * src_plane;
+        float sum = 0.0f;
+        for (int i = 0; i < g.kernel_h; i++) {
+            int row = conv_source(g, r, i, false);
+            if (row < 0)
+                continue;
+            for (int j = 0; j < g.kernel_w; j++) {
+                int column = conv_source(g, q, j, true);
+                if (column >= 0)
+                    sum += rows[(size_t)(i * g.kernel_w + j) * pixels + row * g.src_w + column];
+            }
+        }
+        dx[e] = relu_mask ? ct_relu_grad(relu_mask[e], sum) : sum;
+    }
+}
+
+/* Whether backward data goes by columns (above): the images of a chunk (at
+ * most conv_columns_limit bytes of columns, fewer than 2^31 dx elements)
+ * when it does, else 0. */
+static size_t conv_columns_limit = CONV_COLUMNS_BYTES;
+
+static int conv_columns_images(const ct_conv2d_shape *s)
+{
+    int cg = s->in_channels / s->groups;
+    size_t per_image = sizeof(float) * (size_t)s->in_channels * s->kernel_h * s->kernel_w *
+                       s->out_h * s->out_w;
+    size_t dx_image = (size_t)s->in_channels * s->in_h * s->in_w;
+    if (cg > GEMM_NARROW_M || s->n_batch <= 0 || per_image == 0 ||
+        per_image > conv_columns_limit || dx_image > INT_MAX)
+        return 0;
+    size_t images = conv_columns_limit / per_image;
+    if (images > INT_MAX / dx_image)
+        images = INT_MAX / dx_image;
+    return images < (size_t)s->n_batch ? (int)images : s->n_batch;
+}
+
+extern "C" void ct_cuda_set_conv_columns_limit(size_t bytes)
+{
+    conv_columns_limit = bytes;
+}
+
+/* dx of images [0, s->n_batch) by columns, in `cols` (a chunk's worth). */
+static ct_status conv_backward_data_by_columns(const ct_conv2d_shape *s, const float *dy,
+                                               const float *w, const float *relu_mask, float *dx,
+                                               float *cols, cudaStream_t stream)
+{
+    conv_columns_problem p;
+    p.m = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
+    p.k = s->out_channels / s->groups;
+    p.n = s->n_batch * s->out_h * s->out_w;
+    p.out_c = s->out_channels;
+    p.by_plane = ct_divmod_of(s->out_h * s->out_w);
+    p.w = w;
+    p.dy = dy;
+    p.cols = cols;
+    ct_gemm_layout layout;
+    ct_gemm_layout_for(p.m, p.n, p.k, s->groups, conv_wide(p.m, p.n), GEMM_SPLIT_MIN_DEPTH, 1,
+                       &layout);
+    p.splits = 1;
+    p.k_chunk = p.k;
+    CT_TRY(ct_cuda_launch_gemm(p, s->groups, layout.rows, stream));
+    int64_t count = (int64_t)s->n_batch * s->in_channels * s->in_h * s->in_w;
+    CT_CUDA_LAUNCH_ITEMS(conv_col2im, count, stream, conv_geometry_of(s, true),
+                         ct_divmod_of(s->in_channels), s->n_batch, cols, relu_mask, dx);
+    return CT_OK;
+}
+
 /* The weight gradient's tile and split of its reduction (enough blocks to
  * fill the device twice over, chunks no shorter than
  * CONV_SPLIT_MIN_DEPTH, counted on the weight's columns), and the floats
@@ -360,16 +497,34 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
 
 extern "C" size_t ct_cuda_conv2d_backward_data_workspace(const ct_conv2d_shape *s)
 {
+    int images = conv_columns_images(s);
+    if (images)
+        return sizeof(float) * (size_t)images * s->in_channels * s->kernel_h * s->kernel_w *
+               s->out_h * s->out_w;
     ct_gemm_layout layout;
     return conv_packed_bytes(s) + sizeof(float) * conv_gemm_layout(s, true, &layout);
 }
 
-/* dx = wt . dcol, after packing wt into the workspace */
+/* dx by columns, a chunk of images at a time (above), or dx = wt . dcol
+ * after packing wt into the workspace */
 extern "C" ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy,
                                                   const float *w, const float *relu_mask,
                                                   float *dx, void *workspace,
                                                   cudaStream_t stream)
 {
+    int images = conv_columns_images(s);
+    if (images) {
+        size_t dy_image = (size_t)s->out_channels * s->out_h * s->out_w;
+        size_t dx_image = (size_t)s->in_channels * s->in_h * s->in_w;
+        for (int img = 0; img < s->n_batch; img += images) {
+            ct_conv2d_shape chunk = *s;
+            chunk.n_batch = s->n_batch - img < images ? s->n_batch - img : images;
+            CT_TRY(conv_backward_data_by_columns(
+                &chunk, dy + img * dy_image, w, relu_mask ? relu_mask + img * dx_image : NULL,
+                dx + img * dx_image, (float *)workspace, stream));
+        }
+        return CT_OK;
+    }
     conv_backward_data_problem p;
     p.m = s->in_channels / s->groups;
     p.n = s->n_batch * s->in_h * s->in_w;

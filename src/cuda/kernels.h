@@ -158,11 +158,17 @@ bool ct_cuda_conv2d_direct_fits(const ct_conv2d_shape *s);
 ct_status ct_cuda_conv2d_forward_direct(const ct_conv2d_shape *s, const float *x,
                                         const float *w, const float *bias, bool relu, float *y,
                                         cudaStream_t stream);
-/* Backward data at stride 1 packs the flipped weights in its workspace. */
+/* Backward data: with few input channels per group (at most 16) a product
+ * into columns in the workspace and a sum of each element's taps from them
+ * (conv.cu), a chunk of images at a time; else an implicit GEMM with the
+ * transposed weights packed in the workspace. */
 size_t ct_cuda_conv2d_backward_data_workspace(const ct_conv2d_shape *s);
 ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy,
                                        const float *w, const float *relu_mask, float *dx,
                                        void *workspace, cudaStream_t stream);
+/* Tests: the most workspace backward data's columns take (default 32 MiB;
+ * 0: never by columns).  Set it before planning: the workspace follows it. */
+void ct_cuda_set_conv_columns_limit(size_t bytes);
 /* With db (else NULL), the bias gradient too: db[o] = sum of dy over its
  * images and pixels, as one more GEMM column of ones (float sums in k
  * order, then the split parts in order). */
