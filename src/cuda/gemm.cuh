@@ -172,6 +172,31 @@ static __device__ inline float ct_sum_parts(const float *part, size_t step, int 
     return sum;
 }
 
+/* ct_sum_parts with GEMM_FEW_DEPTH loads in flight: the same sum in the
+ * same order, a round trip per GEMM_FEW_DEPTH parts (for a thread that
+ * sums one output). */
+enum {
+    GEMM_FEW_DEPTH = 16,
+};
+
+static __device__ inline float ct_sum_parts_deep(const float *part, size_t step, int splits)
+{
+    float sum = 0.0f;
+    int split = 0;
+    for (; split + GEMM_FEW_DEPTH <= splits; split += GEMM_FEW_DEPTH) {
+        float v[GEMM_FEW_DEPTH];
+#pragma unroll
+        for (int u = 0; u < GEMM_FEW_DEPTH; u++)
+            v[u] = __ldcg(part + (split + u) * step);
+#pragma unroll
+        for (int u = 0; u < GEMM_FEW_DEPTH; u++)
+            sum += v[u];
+    }
+    for (; split < splits; split++)
+        sum += __ldcg(part + split * step);
+    return sum;
+}
+
 /* On the narrow tile, after each thread of the block stored its sums of
  * the tile at (m0, n0) to the parts, the last of the tile's blocks over k
  * adds the tile's parts, as ct_gemm_finish_parts does (row_bias: the
@@ -200,6 +225,21 @@ static __device__ inline void gemm_finish_tile(const Problem &p, int group, int 
             return;
         size_t step = (size_t)p.part_rows * p.part_pitch;
         const float *parts = p.parts + (size_t)group * p.m * p.part_pitch;
+        int rows = min(TILE_M, p.m - m0), cols = min(TILE_N, p.n - n0);
+        if (rows * cols <= THREADS) {
+            /* A tile of at most one output a thread (a weight gradient of
+             * few outputs over a long k: conv1's 6 x 26 in 128 parts):
+             * FEW_DEPTH of its parts in flight, not 4. */
+            if ((int)threadIdx.x < rows * cols) {
+                int row = threadIdx.x / cols, col = threadIdx.x - row * cols;
+                const float *at = parts + (m0 + row) * p.part_pitch + n0 + col;
+                float value = ct_sum_parts_deep(at, step, p.splits);
+                if constexpr (Problem::adds_row_bias)
+                    value += row_bias[row];
+                p.store(group, 0, m0 + row, n0 + col, value);
+            }
+            return;
+        }
 #pragma unroll 1
         for (int e0 = threadIdx.x; e0 < TILE_M * TILE_N; e0 += G * THREADS) {
             int offset[G]; /* in a part, or -1 outside the product */
