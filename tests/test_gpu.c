@@ -188,6 +188,18 @@ static ct_status build_split_k(ct_graph *g, tracked *t)
     return finish_vjp(g, t, ct_relu(g, ct_layer_linear(g, "fc", ct_flatten(g, c), 40, true)));
 }
 
+/* Two linear layers with a relu between: each layer's backward data and
+ * weight gradient run as one launch (gemm<linear_backward>), the first's
+ * backward data masked by the relu's output, whose last reader it is; the
+ * first layer's two products both split k (each its parts in its half of
+ * the workspace). */
+static ct_status build_mlp_pairs(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 2, (int64_t[]){64, 200}, true);
+    ct_tensor *h = ct_relu(g, ct_layer_linear(g, "fc1", x, 70, true));
+    return finish_vjp(g, t, ct_layer_linear(g, "fc2", h, 12, true));
+}
+
 /* Channel reductions of 12 chunks a channel (at 132 SMs): batchnorm's
  * statistics and parameter gradients, and (on cuDNN, whose convolution
  * does not fuse it) a bias gradient. */
@@ -1029,6 +1041,69 @@ static void channel_reductions_finish_in_kernel(const void *arg)
     ct_plan_free(unticketed);
     ct_graph_free(g);
 }
+/* Each linear layer's backward data and weight gradient run as one
+ * launch, giving the CPU's answers and, after one step, the same bits for
+ * dx and the weight gradients as the unpaired kernels (a plan on the
+ * backend with fusion off). */
+static void linear_backward_paired(const void *arg)
+{
+    (void)arg;
+    CHECK_OK(ct_backend_set_kernels(gpu_backend, "native"));
+    CHECK_OK(ct_backend_set_tf32(gpu_backend, false));
+    if (!cuda_emu_counters_available())
+        return;
+    tracked t = {0};
+    ct_graph *g = ct_graph_new();
+    ct_plan *cpu = NULL, *gpu = NULL, *unpaired = NULL;
+    if (plan_both(build_mlp_pairs, g, &t, &cpu, &gpu)) {
+        gpu_backend->unfused = true;
+        CHECK_OK(ct_plan_new(g, gpu_backend, 7, &unpaired));
+        gpu_backend->unfused = false;
+        for (int i = 0; unpaired && i < t.n_inputs; i++)
+            fill_random(cpu, unpaired, t.inputs[i], t.n_classes, 100 + (uint64_t)i);
+        for (int i = 0; unpaired && i < ct_graph_n_state(g); i++)
+            fill_random(cpu, unpaired, ct_graph_state(g, i), 0, 200 + (uint64_t)i);
+        unsigned long long pairs, products, none;
+        cuda_emu_counters_enable(1);
+        cuda_emu_counters_reset();
+        run_and_compare(cpu, gpu, g, &t, 1, TOL_F32);
+        counted("gemm<linear_backward>", &pairs, &none);
+        counted("gemm<matrix>", &products, &none);
+        CHECK(pairs == 2 && products == 2,
+              "paired: %llu pair launches, %llu lone products (want 2: each layer's backward; "
+              "2: the forward passes)", pairs, products);
+        if (unpaired) {
+            cuda_emu_counters_reset();
+            CHECK_OK(ct_plan_run(unpaired, CT_TRAIN));
+            counted("gemm<linear_backward>", &pairs, &none);
+            CHECK(pairs == 0, "unpaired: %llu pair launches", pairs);
+            const ct_tensor *list[3] = {ct_tensor_grad(t.inputs[0]), NULL, NULL};
+            for (int i = 0, n = 1; i < ct_graph_n_state(g) && n < 3; i++) {
+                ct_tensor *s = ct_graph_state(g, i);
+                if (ct_tensor_grad(s) && ct_tensor_ndim(s) == 2)
+                    list[n++] = ct_tensor_grad(s);
+            }
+            for (int i = 0; i < 3; i++) {
+                if (!list[i])
+                    continue;
+                size_t bytes = ct_tensor_bytes(list[i]);
+                void *a = malloc(bytes), *b = malloc(bytes);
+                CHECK_OK(ct_plan_read(gpu, list[i], a, bytes));
+                CHECK_OK(ct_plan_read(unpaired, list[i], b, bytes));
+                CHECK(memcmp(a, b, bytes) == 0, "'%s' differs paired and unpaired",
+                      ct_tensor_name(list[i]));
+                free(a);
+                free(b);
+            }
+        }
+        cuda_emu_counters_enable(0);
+    }
+    ct_plan_free(cpu);
+    ct_plan_free(gpu);
+    ct_plan_free(unpaired);
+    ct_graph_free(g);
+}
+
 /* The x gradient of build_conv_odd (3 images, 2 groups of 5 input
  * channels, stride 2 x 1, dilation 1 x 2, padding) on the GPU after one
  * step, with backward data's columns limited to `limit` bytes; checked
@@ -1186,6 +1261,7 @@ int main(void)
     run_labelled("channel_reductions_finish_in_kernel", channel_reductions_finish_in_kernel,
                  NULL);
     run_labelled("conv_backward_data_by_columns", conv_backward_data_by_columns, NULL);
+    run_labelled("linear_backward_paired", linear_backward_paired, NULL);
 #endif
     ct_backend_free(gpu_backend);
     ct_backend_free(cpu_backend);

@@ -231,7 +231,7 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
         int taps = g.kernel_h * g.kernel_w, cols_end = min(n0 + Tile::n, n);
         int w_end = min(cols_end, n_w); /* the weight columns; db's, of ones, after */
         int c_lo = n0 / taps, nc = w_end > n0 ? (w_end - 1) / taps - c_lo + 1 : 0;
-        int k_begin = (int)(blockIdx.z % splits) * k_chunk;
+        int k_begin = k0 / k_chunk * k_chunk; /* the block's split's */
         int first = k_begin + (k0 - k_begin) / CONV_WEIGHT_PIXELS * CONV_WEIGHT_PIXELS;
         conv_patch at = conv_patch_for(g, c_lo, nc, first, min(first + CONV_WEIGHT_PIXELS, k_end));
         if (k0 == first) { /* the previous patch's readers passed the loop's last barrier */

@@ -75,13 +75,14 @@ extern "C" size_t ct_cuda_linear_workspace(int m, int n, int k)
     return sizeof(float) * gemm_layout(m, n, k, true, &layout);
 }
 
-/* c = alpha op(a) op(b) + beta c ...; with `parts` (a workspace of
- * ct_cuda_linear_workspace's size; else NULL) k is split over blocks where
- * the tiles are fewer than the SMs. */
-static ct_status gemm_run(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
-                          const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                          int ldc, const float *col_bias, bool relu, float *row_sums,
-                          const float *relu_mask, float *parts, cudaStream_t stream)
+/* The problem c = alpha op(a) op(b) + beta c ...; with `parts` (a
+ * workspace of ct_cuda_linear_workspace's size; else NULL) k is split over
+ * blocks where the tiles are fewer than the SMs; *rows: its tile. */
+static gemm_problem gemm_problem_of(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                                    const float *a, int lda, const float *b, int ldb, float beta,
+                                    float *c, int ldc, const float *col_bias, bool relu,
+                                    float *row_sums, const float *relu_mask, float *parts,
+                                    int *rows)
 {
     gemm_problem p;
     p.relu_mask = relu_mask;
@@ -107,7 +108,19 @@ static ct_status gemm_run(bool trans_a, bool trans_b, int m, int n, int k, float
     p.alpha = alpha;
     p.beta = beta;
     p.relu = relu;
-    return ct_cuda_launch_gemm(p, 1, layout.rows, stream);
+    *rows = layout.rows;
+    return p;
+}
+
+static ct_status gemm_run(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                          const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                          int ldc, const float *col_bias, bool relu, float *row_sums,
+                          const float *relu_mask, float *parts, cudaStream_t stream)
+{
+    int rows = 0;
+    gemm_problem p = gemm_problem_of(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                                     ldc, col_bias, relu, row_sums, relu_mask, parts, &rows);
+    return ct_cuda_launch_gemm(p, 1, rows, stream);
 }
 
 extern "C" ct_status ct_cuda_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
@@ -146,4 +159,24 @@ extern "C" ct_status ct_cuda_linear_backward_weight(int n, int in, int out, cons
 {
     return gemm_run(true, false, out, in, n, 1.0f, dy, out, x, in, 0.0f, dw, in, NULL, false,
                     db, NULL, (float *)workspace, stream);
+}
+
+/* Backward data and weight of one linear layer (the same dy) as one
+ * launch where both products' tiles pair (gemm.cuh), else one after the
+ * other; each product's split parts in its own workspace. */
+extern "C" ct_status ct_cuda_linear_backward_pair(int n, int in, int out, const float *dy,
+                                                  const float *w, const float *relu_mask,
+                                                  float *dx, void *data_workspace,
+                                                  const float *x, float *dw, float *db,
+                                                  void *weight_workspace, cudaStream_t stream)
+{
+    int data_rows = 0, weight_rows = 0;
+    gemm_problem data = gemm_problem_of(false, false, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx,
+                                        in, NULL, false, NULL, relu_mask,
+                                        (float *)data_workspace, &data_rows);
+    gemm_problem weight = gemm_problem_of(true, false, out, in, n, 1.0f, dy, out, x, in, 0.0f,
+                                          dw, in, NULL, false, db, NULL,
+                                          (float *)weight_workspace, &weight_rows);
+    return ct_cuda_launch_gemm_pair("gemm<linear_backward>", data, 1, data_rows, weight, 1,
+                                    weight_rows, stream);
 }

@@ -152,6 +152,19 @@ struct ct_gemm_defaults {
     unsigned *tickets = nullptr; /* with parts: one per tile, or NULL (ct_gemm_finish_parts) */
 };
 
+/* Which block of a GEMM's grid this is: blockIdx and gridDim, or a block
+ * of one of the two grids of a paired launch (ct_tiled_gemm_pair). */
+struct ct_gemm_block {
+    int x, y, z, grid_x, grid_y;
+};
+
+static __device__ inline ct_gemm_block ct_gemm_block_here()
+{
+    ct_gemm_block b = {(int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z, (int)gridDim.x,
+                       (int)gridDim.y};
+    return b;
+}
+
 /* part[0] + part[step] + ... + part[(splits - 1) step], added in that
  * order, four loads in flight (one round trip per four parts, not one
  * per part); read past L1 (other blocks stored them in this kernel). */
@@ -174,7 +187,8 @@ static __device__ inline float ct_sum_parts(const float *part, size_t step, int 
 
 /* ct_sum_parts with GEMM_FEW_DEPTH loads in flight: the same sum in the
  * same order, a round trip per GEMM_FEW_DEPTH parts (for a thread that
- * sums one output). */
+ * sums one output).  Past the last part a load repeats the last one (no
+ * branch around a load; the same sector) and adds nothing. */
 enum {
     GEMM_FEW_DEPTH = 16,
 };
@@ -182,18 +196,16 @@ enum {
 static __device__ inline float ct_sum_parts_deep(const float *part, size_t step, int splits)
 {
     float sum = 0.0f;
-    int split = 0;
-    for (; split + GEMM_FEW_DEPTH <= splits; split += GEMM_FEW_DEPTH) {
+    for (int split = 0; split < splits; split += GEMM_FEW_DEPTH) {
         float v[GEMM_FEW_DEPTH];
 #pragma unroll
         for (int u = 0; u < GEMM_FEW_DEPTH; u++)
-            v[u] = __ldcg(part + (split + u) * step);
+            v[u] = __ldcg(part + min(split + u, splits - 1) * step);
 #pragma unroll
         for (int u = 0; u < GEMM_FEW_DEPTH; u++)
-            sum += v[u];
+            if (split + u < splits)
+                sum += v[u];
     }
-    for (; split < splits; split++)
-        sum += __ldcg(part + split * step);
     return sum;
 }
 
@@ -214,13 +226,13 @@ static __device__ inline float ct_sum_parts_deep(const float *part, size_t step,
  * address per output live and took the wide tile from 128 registers to
  * 214. */
 template <int THREADS, int TILE_M, int TILE_N, int G, class Problem>
-static __device__ inline void gemm_finish_tile(const Problem &p, int group, int m0, int n0,
-                                               const float *row_bias)
+static __device__ inline void gemm_finish_tile(const Problem &p, ct_gemm_block b, int group,
+                                               int m0, int n0, const float *row_bias)
 {
     if constexpr (Problem::sums_parts) {
         if (p.splits == 1 || !p.tickets)
             return;
-        size_t tile = ((size_t)group * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+        size_t tile = ((size_t)group * b.grid_y + b.y) * b.grid_x + b.x;
         if (!ct_last_arrival(p.tickets + tile, p.splits))
             return;
         size_t step = (size_t)p.part_rows * p.part_pitch;
@@ -369,12 +381,12 @@ static __device__ inline void gemm_stage_a_strip(const Problem &p, float *strip,
 }
 
 template <class Problem>
-static __global__ void __launch_bounds__(GEMM_THREADS, GEMM_MIN_BLOCKS) ct_tiled_gemm(Problem p)
+static __device__ void gemm_small_body(const Problem p, ct_gemm_block b)
 {
     __shared__ float a_tile[GEMM_TILE_K][GEMM_TILE_M + GEMM_PAD];
     __shared__ float b_tile[GEMM_TILE_K][GEMM_TILE_N + GEMM_PAD];
-    int group = blockIdx.z / p.splits, split = blockIdx.z % p.splits;
-    int m0 = blockIdx.y * GEMM_TILE_M, n0 = blockIdx.x * GEMM_TILE_N;
+    int group = b.z / p.splits, split = b.z % p.splits;
+    int m0 = b.y * GEMM_TILE_M, n0 = b.x * GEMM_TILE_N;
     int tx = threadIdx.x % GEMM_THREADS_N, ty = threadIdx.x / GEMM_THREADS_N;
     int k_begin = split * p.k_chunk;
     int k_end = min(p.k, k_begin + p.k_chunk);
@@ -416,6 +428,12 @@ static __global__ void __launch_bounds__(GEMM_THREADS, GEMM_MIN_BLOCKS) ct_tiled
         }
 }
 
+template <class Problem>
+static __global__ void __launch_bounds__(GEMM_THREADS, GEMM_MIN_BLOCKS) ct_tiled_gemm(Problem p)
+{
+    gemm_small_body(p, ct_gemm_block_here());
+}
+
 /*
  * The wide tile, for products of at least 128 rows and columns (matrix
  * products from GEMM_WIDE_MIN; the convolutions choose for themselves,
@@ -449,7 +467,7 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
     typedef ct_gemm_tile<GEMM_WIDE / 2 * halves, GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD> tile;
     alignas(16) __shared__ float a_tile[GEMM_WIDE_K][tile::m + GEMM_WIDE_PAD];
     alignas(16) __shared__ float b_tile[GEMM_WIDE_K][GEMM_WIDE + GEMM_WIDE_PAD];
-    int group = blockIdx.z / p.splits, split = blockIdx.z % p.splits;
+    int group = (int)blockIdx.z / p.splits, split = (int)blockIdx.z % p.splits;
     int m0 = blockIdx.y * tile::m, n0 = blockIdx.x * GEMM_WIDE;
     int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     int k_begin = split * p.k_chunk;
@@ -513,14 +531,14 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Proble
  * k step's a words from there (a broadcast per warp, as from the tile).
  */
 template <class Problem>
-static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_narrow(Problem p)
+static __device__ void gemm_narrow_body(const Problem p, ct_gemm_block b)
 {
     typedef ct_gemm_narrow tile;
     enum { ROWS = 2, COLS = 2, ROW_STEP = GEMM_THREADS / GEMM_NARROW_COLUMN_THREADS };
     __shared__ float a_tile[tile::depth][tile::m + tile::pad];
     __shared__ float b_tile[tile::depth][tile::n + tile::pad];
-    int group = blockIdx.z / p.splits, split = blockIdx.z % p.splits;
-    int m0 = blockIdx.y * tile::m, n0 = blockIdx.x * tile::n;
+    int group = b.z / p.splits, split = b.z % p.splits;
+    int m0 = b.y * tile::m, n0 = b.x * tile::n;
     int tx = threadIdx.x % GEMM_NARROW_COLUMN_THREADS, ty = threadIdx.x / GEMM_NARROW_COLUMN_THREADS;
     int k_begin = split * p.k_chunk;
     int k_end = min(p.k, k_begin + p.k_chunk);
@@ -575,7 +593,13 @@ static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_narrow(Prob
             if (m < p.m && n < p.n)
                 gemm_put(p, group, split, m, n, acc[i][j], row_bias[row]);
         }
-    gemm_finish_tile<GEMM_THREADS, tile::m, tile::n, 4>(p, group, m0, n0, row_bias);
+    gemm_finish_tile<GEMM_THREADS, tile::m, tile::n, 4>(p, b, group, m0, n0, row_bias);
+}
+
+template <class Problem>
+static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_narrow(Problem p)
+{
+    gemm_narrow_body(p, ct_gemm_block_here());
 }
 
 /* The row pitch of the narrow tile's a strip (gemm_stage_a_strip) for a k
@@ -778,6 +802,126 @@ static ct_status ct_cuda_launch_gemm(Problem p, int groups, int rows, cudaStream
         CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm<Problem>, grid, GEMM_THREADS,
                              shared, stream, p);
     return gemm_finish_launch(p, stream);
+}
+
+/*
+ * Two products in one launch (a layer's backward data and its weight
+ * gradient, from the same dy: graph/impl.h's run_pair): the first grid's
+ * blocks, then the second's, as blockIdx.x, each on its own tile (the 64 x
+ * 64 or the narrow one: `rows` as ct_cuda_launch_gemm's).  The products of
+ * small layers run on a few blocks each, a chain of k slices long; side by
+ * side their chains overlap and one kernel's tail is saved.  Shared memory
+ * is both bodies' static arrays and the larger dynamic part; registers
+ * the larger body's.
+ */
+enum {
+    GEMM_PAIR_MIN_BLOCKS = 3,
+};
+
+struct ct_gemm_grid {
+    int x, y, z;
+};
+
+static __device__ inline ct_gemm_block ct_gemm_block_of(ct_gemm_grid g, int index)
+{
+    ct_gemm_block b = {index % g.x, index / g.x % g.y, index / g.x / g.y, g.x, g.y};
+    return b;
+}
+
+template <int rows, class Problem>
+static __device__ inline void gemm_body(const Problem &p, ct_gemm_block b)
+{
+    if constexpr (rows == GEMM_NARROW_M)
+        gemm_narrow_body(p, b);
+    else
+        gemm_small_body(p, b);
+}
+
+/* Three blocks an SM: at GEMM_MIN_BLOCKS' 64 registers the pairs with a
+ * narrow body spilled 8 to 16 bytes (nvcc 13, sm_90); at 72, none. */
+template <class First, int first_rows, class Second, int second_rows>
+static __global__ void __launch_bounds__(GEMM_THREADS, GEMM_PAIR_MIN_BLOCKS)
+    ct_tiled_gemm_pair(First first, ct_gemm_grid first_grid, Second second,
+                       ct_gemm_grid second_grid)
+{
+    int blocks = first_grid.x * first_grid.y * first_grid.z;
+    if ((int)blockIdx.x < blocks)
+        gemm_body<first_rows>(first, ct_gemm_block_of(first_grid, blockIdx.x));
+    else
+        gemm_body<second_rows>(second, ct_gemm_block_of(second_grid, blockIdx.x - blocks));
+}
+
+/* The grid of p over `groups` on the tile of `rows` rows (p.splits set). */
+template <class Problem>
+static ct_gemm_grid gemm_grid_of(const Problem &p, int groups, int rows)
+{
+    int side_m, side_n;
+    ct_gemm_tile_sides(rows, &side_m, &side_n);
+    ct_gemm_grid g = {(p.n + side_n - 1) / side_n, (p.m + side_m - 1) / side_m,
+                      groups * p.splits};
+    return g;
+}
+
+/* Whether two products can run paired: both on the 64 x 64 or the narrow
+ * tile, both with something to do, a grid of fewer than 2^31 blocks. */
+static inline bool ct_gemm_pairs(int first_rows, int second_rows)
+{
+    return (first_rows == 0 || first_rows == GEMM_NARROW_M) &&
+           (second_rows == 0 || second_rows == GEMM_NARROW_M);
+}
+
+/* first and second in one launch named `name` where they pair
+ * (ct_gemm_pairs), else one after the other (ct_cuda_launch_gemm).  A
+ * split problem's tickets: the first's tiles', then the second's; one
+ * whose parts need the finishing kernel gets it after the launch. */
+template <class First, class Second>
+static ct_status ct_cuda_launch_gemm_pair(const char *name, First first, int first_groups,
+                                          int first_rows, Second second, int second_groups,
+                                          int second_rows, cudaStream_t stream)
+{
+    bool empty = first.m <= 0 || first.n <= 0 || first_groups <= 0 || second.m <= 0 ||
+                 second.n <= 0 || second_groups <= 0;
+    if (empty || !ct_gemm_pairs(first_rows, second_rows)) {
+        CT_TRY(ct_cuda_launch_gemm(first, first_groups, first_rows, stream));
+        return ct_cuda_launch_gemm(second, second_groups, second_rows, stream);
+    }
+    ct_gemm_grid g1 = gemm_grid_of(first, first_groups, first_rows);
+    ct_gemm_grid g2 = gemm_grid_of(second, second_groups, second_rows);
+    int64_t tiles1 = (int64_t)g1.x * g1.y * first_groups;
+    int64_t tiles2 = (int64_t)g2.x * g2.y * second_groups;
+    int64_t blocks = (int64_t)g1.x * g1.y * g1.z + (int64_t)g2.x * g2.y * g2.z;
+    if (blocks > INT32_MAX) {
+        CT_TRY(ct_cuda_launch_gemm(first, first_groups, first_rows, stream));
+        return ct_cuda_launch_gemm(second, second_groups, second_rows, stream);
+    }
+    gemm_parts_for(first, first_groups, tiles1 + tiles2, first_rows == GEMM_NARROW_M, stream);
+    gemm_parts_for(second, second_groups, tiles1 + tiles2, second_rows == GEMM_NARROW_M, stream);
+    if constexpr (Second::sums_parts) {
+        if (second.tickets)
+            second.tickets += tiles1;
+    }
+    size_t shared1 = sizeof(float) * ((size_t)first.scratch_floats +
+                                      (first_rows == GEMM_NARROW_M
+                                           ? (size_t)GEMM_NARROW_M * first.a_strip : 0));
+    size_t shared2 = sizeof(float) * ((size_t)second.scratch_floats +
+                                      (second_rows == GEMM_NARROW_M
+                                           ? (size_t)GEMM_NARROW_M * second.a_strip : 0));
+    size_t shared = shared1 > shared2 ? shared1 : shared2;
+    bool narrow1 = first_rows == GEMM_NARROW_M, narrow2 = second_rows == GEMM_NARROW_M;
+    if (narrow1 && narrow2)
+        CT_CUDA_LAUNCH_NAMED(name, (ct_tiled_gemm_pair<First, GEMM_NARROW_M, Second, GEMM_NARROW_M>),
+                             (unsigned)blocks, GEMM_THREADS, shared, stream, first, g1, second, g2);
+    else if (narrow1)
+        CT_CUDA_LAUNCH_NAMED(name, (ct_tiled_gemm_pair<First, GEMM_NARROW_M, Second, 0>),
+                             (unsigned)blocks, GEMM_THREADS, shared, stream, first, g1, second, g2);
+    else if (narrow2)
+        CT_CUDA_LAUNCH_NAMED(name, (ct_tiled_gemm_pair<First, 0, Second, GEMM_NARROW_M>),
+                             (unsigned)blocks, GEMM_THREADS, shared, stream, first, g1, second, g2);
+    else
+        CT_CUDA_LAUNCH_NAMED(name, (ct_tiled_gemm_pair<First, 0, Second, 0>), (unsigned)blocks,
+                             GEMM_THREADS, shared, stream, first, g1, second, g2);
+    CT_TRY(gemm_finish_launch(first, stream));
+    return gemm_finish_launch(second, stream);
 }
 
 #endif

@@ -83,6 +83,12 @@ ct_status ct_cuda_linear_backward_data(int n, int in, int out, const float *dy, 
 ct_status ct_cuda_linear_backward_weight(int n, int in, int out, const float *x,
                                          const float *dy, float *dw, float *db, void *workspace,
                                          cudaStream_t stream);
+/* Both of the above (the same dy) as one launch where their tiles allow
+ * (gemm.cuh's pair), each with its own workspace. */
+ct_status ct_cuda_linear_backward_pair(int n, int in, int out, const float *dy, const float *w,
+                                       const float *relu_mask, float *dx, void *data_workspace,
+                                       const float *x, float *dw, float *db,
+                                       void *weight_workspace, cudaStream_t stream);
 
 /* ---- quant.cu: INT8 with __dp4a (src/quant/int8.h states the rule) ---------- */
 

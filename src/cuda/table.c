@@ -102,6 +102,37 @@ static ct_status run_linear_bwd_weight(cuda_backend *b, const ct_exec *e, const 
                                           b->stream);
 }
 
+/* A linear layer's backward data with its weight gradient (the next node:
+ * the same dy, a weight of the same shape) as one launch, both f32 on the
+ * native kernels (ct_cuda_linear_backward_pair; graph/impl.h's run_pair). */
+static const ct_impl linear_bwd_weight;
+
+static bool linear_pairs_with(const ct_tensor *node, const ct_tensor *partner,
+                              const ct_impl *partner_impl)
+{
+    const ct_tensor *w = node->src[1];
+    if (partner->op != CT_OP_LINEAR_BWD_WEIGHT || partner->src[1] != node->src[0] ||
+        node->dtype != CT_F32 || partner->dtype != CT_F32 || partner->ndim != 2 ||
+        partner->shape[0] != w->shape[0] || partner->shape[1] != w->shape[1])
+        return false;
+    return !partner_impl || partner_impl == &linear_bwd_weight;
+}
+
+static ct_status linear_pair_run(ct_backend *backend, const ct_exec *e, const ct_tensor *data,
+                                 const ct_tensor *weight)
+{
+    cuda_backend *b = backend->impl;
+    CT_CUDA_CALL(cudaSetDevice(b->device)); /* as cuda_run_node does for a node */
+    const ct_tensor *dy = data->src[0], *w = data->src[1];
+    char *partner_workspace =
+        e->workspace ? (char *)e->workspace + ct_impl_pair_offset(backend, data) : NULL;
+    return ct_cuda_linear_backward_pair(
+        (int)dy->shape[0], (int)w->shape[1], (int)w->shape[0], ct_in(e, data, 0),
+        ct_in(e, data, 1), relu_mask(e, data), ct_out(e, data), e->workspace,
+        ct_in(e, weight, 0), ct_out(e, weight), ct_exec_bias_grad(e, weight), partner_workspace,
+        b->stream);
+}
+
 /* The kernels below that take a dtype get the node's: its sources have it
  * too (same_dtype_supports), f32, f16 or bf16. */
 
@@ -479,7 +510,7 @@ NATIVE(channel_sum, run_channel_sum, .workspace = channel_workspace, .half = tru
        .supports = channel_sum_supports);
 NATIVE(linear, run_linear, .workspace = linear_workspace, .fuses = CT_FUSES_RELU);
 NATIVE(linear_bwd_data, run_linear_bwd_data, .workspace = linear_workspace,
-       .fuses = CT_FUSES_RELU_BWD);
+       .fuses = CT_FUSES_RELU_BWD, .pairs_with = linear_pairs_with, .run_pair = linear_pair_run);
 NATIVE(linear_bwd_weight, run_linear_bwd_weight, .workspace = linear_workspace,
        .fuses = CT_FUSES_BIAS_GRAD);
 /* HALF: takes f16 and bf16 nodes too (graph/impl.h), of one dtype. */

@@ -59,6 +59,10 @@ typedef struct ct_exec {
      * (its kernel writes that node's output, seeded by the node's fill:
      * ct_exec_loss_grad; see ct_fuse_loss_grad) */
     const ct_tensor *const *grad_into;
+    /* by node id, or NULL: the next node of the run that this one may run
+     * with as a pair (ct_impl.run_pair; the plan gave the partner's outputs
+     * lifetimes from this node on and the workspace room for both) */
+    const ct_tensor *const *pair_next;
     bool training;
     int64_t step;               /* training steps completed before this one */
     int64_t updates;            /* of them, those that updated (core/step_values.h) */
@@ -211,8 +215,9 @@ struct ct_backend {
     char kernels[CT_KERNELS_CAPACITY];           /* "native", "vendor", "auto" or a name */
     struct ct_impl_memo *memo;                   /* per node shape: timed, failed */
     uint64_t refused_ops;                        /* test hook: bit per op (ct_backend_refuse) */
-    /* test hook: plans fuse nothing (ct_impl_fuses says no), every node runs
-     * its own kernel: the unfused reference of tests/test_backend_ops.c */
+    /* test hook: plans fuse nothing (ct_impl_fuses and ct_impl_pairs say
+     * no), every node runs its own kernel: the unfused reference of
+     * tests/test_backend_ops.c */
     bool unfused;
     uint8_t impl_ran[CT_OP_COUNT];               /* bit i: implementation i of the op ran */
     /* vendor calls that failed, for any reason ("no algorithm for this

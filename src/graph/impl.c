@@ -375,10 +375,63 @@ static int group_size(const ct_backend *backend, const ct_tensor *const *nodes, 
     return size;
 }
 
+bool ct_impl_pairs(const ct_backend *backend, const ct_tensor *node, const ct_tensor *partner)
+{
+    if (backend->unfused) /* every node its own kernel */
+        return false;
+    const ct_impl *const *list = list_of(backend, node->op);
+    for (int i = 0; list && i < CT_MAX_IMPLS && list[i]; i++)
+        if (list[i]->run_pair && impl_supports(backend, list[i], node) &&
+            list[i]->pairs_with(node, partner, NULL))
+            return true;
+    return false;
+}
+
+size_t ct_impl_pair_offset(const ct_backend *backend, const ct_tensor *node)
+{
+    return (ct_impl_workspace(backend, node) + 255) / 256 * 256;
+}
+
+size_t ct_impl_pair_workspace(const ct_backend *backend, const ct_tensor *node,
+                              const ct_tensor *partner)
+{
+    return ct_impl_pair_offset(backend, node) + ct_impl_workspace(backend, partner);
+}
+
+/* nodes[0] and nodes[1] as one pair, where the plan prepared it and the
+ * implementations chosen for both can (*paired false otherwise: nothing
+ * ran). */
+static ct_status run_pair(ct_backend *backend, const ct_exec *exec, const ct_tensor *const *nodes,
+                          int n, bool *paired, const ct_impl **ran)
+{
+    *paired = false;
+    if (n < 2 || !exec->pair_next || exec->pair_next[nodes[0]->id] != nodes[1])
+        return CT_OK;
+    int first = -1, second = -1;
+    CT_TRY(choose(backend, exec, nodes[0], &first));
+    CT_TRY(choose(backend, exec, nodes[1], &second));
+    const ct_impl *impl = list_of(backend, nodes[0]->op)[first];
+    const ct_impl *partner = list_of(backend, nodes[1]->op)[second];
+    if (!impl->run_pair || !impl->pairs_with(nodes[0], nodes[1], partner))
+        return CT_OK;
+    *paired = true;
+    backend->impl_ran[nodes[0]->op] |= (uint8_t)(1u << first);
+    backend->impl_ran[nodes[1]->op] |= (uint8_t)(1u << second);
+    if (ran)
+        *ran = impl;
+    return impl->run_pair(backend, exec, nodes[0], nodes[1]);
+}
+
 ct_status ct_impl_run_next(ct_backend *backend, const ct_exec *exec,
                            const ct_tensor *const *nodes, int n, int *done,
                            const ct_impl **ran)
 {
+    bool paired = false;
+    ct_status status = run_pair(backend, exec, nodes, n, &paired, ran);
+    if (paired || status != CT_OK) {
+        *done = 2;
+        return status;
+    }
     *done = group_size(backend, nodes, n);
     if (*done == 1)
         return ct_impl_run(backend, exec, nodes[0], ran);

@@ -84,6 +84,18 @@ struct ct_impl {
     bool (*groups)(const ct_tensor *a, const ct_tensor *b);
     ct_status (*run_group)(ct_backend *backend, const ct_exec *exec,
                            const ct_tensor *const *nodes, int n);
+    /* Optional: runs the node (a layer's backward data) and `partner`, the
+     * next node of the plan (the layer's weight gradient from the same
+     * dy), in one launch, with the workspace split as
+     * ct_impl_pair_workspace says.  pairs_with(node, partner, NULL) says
+     * whether it ever can (the plan then starts the partner's outputs'
+     * lifetimes at the node and sizes the workspace for both);
+     * pairs_with(node, partner, impl) whether it can now, with `impl`
+     * chosen for the partner.  NULL: never paired. */
+    bool (*pairs_with)(const ct_tensor *node, const ct_tensor *partner,
+                       const ct_impl *partner_impl);
+    ct_status (*run_pair)(ct_backend *backend, const ct_exec *exec, const ct_tensor *node,
+                          const ct_tensor *partner);
 };
 
 /* A backend's table: for each op, up to CT_MAX_IMPLS implementations in
@@ -102,14 +114,24 @@ size_t ct_impl_workspace(const ct_backend *backend, const ct_tensor *node);
  * CT_FUSES_LOSS_GRAD, NULL for the others. */
 bool ct_impl_fuses(const ct_backend *backend, const ct_tensor *producer, unsigned fusion,
                    const ct_tensor *other);
+/* Whether some implementation of `node`'s op can run it paired with
+ * `partner` (ct_impl.pairs_with), for the plan's lifetimes and workspace. */
+bool ct_impl_pairs(const ct_backend *backend, const ct_tensor *node, const ct_tensor *partner);
+/* The workspace a pair needs: the node's, rounded up to 256 bytes, then
+ * the partner's (which starts there: ct_impl_pair_offset). */
+size_t ct_impl_pair_workspace(const ct_backend *backend, const ct_tensor *node,
+                              const ct_tensor *partner);
+size_t ct_impl_pair_offset(const ct_backend *backend, const ct_tensor *node);
 /* Chooses the implementation for `node` (see the top) and runs it through
  * the backend's run_node; *ran (may be NULL) is what ran. */
 ct_status ct_impl_run(ct_backend *backend, const ct_exec *exec, const ct_tensor *node,
                       const ct_impl **ran);
 /* Runs nodes[0], and with it as one group the nodes after it (of n) that
- * its implementation runs in one go (ct_impl.run_group); *done: how many
- * ran (1 or more), *ran (may be NULL): what ran them.  The run loops of the
- * plan and of a recorded step (graph/replay.c) go through it. */
+ * its implementation runs in one go (ct_impl.run_group), or nodes[0] and
+ * nodes[1] as a pair where the plan prepared one (ct_exec.pair_next) and
+ * the implementations chosen for both pair (ct_impl.run_pair); *done: how
+ * many ran (1 or more), *ran (may be NULL): what ran them.  The run loops
+ * of the plan and of a recorded step (graph/replay.c) go through it. */
 ct_status ct_impl_run_next(ct_backend *backend, const ct_exec *exec,
                            const ct_tensor *const *nodes, int n, int *done,
                            const ct_impl **ran);

@@ -134,11 +134,14 @@ static ct_status layout_arena(ct_plan *plan)
         const ct_tensor *pool = plan->eval_pool_into[schedule[pos]->id];
         if (pool && item_of[pool->id] >= 0 && items[item_of[pool->id]].first > pos)
             items[item_of[pool->id]].first = pos;
-        /* the same for a bias gradient that a weight gradient writes, and
-         * a loss's gradient that the loss writes */
-        const ct_tensor *also[2] = {plan->bias_into[schedule[pos]->id],
-                                    plan->grad_into[schedule[pos]->id]};
-        for (int a = 0; a < 2; a++)
+        /* the same for a bias gradient that a weight gradient writes, a
+         * loss's gradient that the loss writes, and the outputs of a
+         * weight gradient that may run paired with this backward data */
+        const ct_tensor *partner = plan->pair_next[schedule[pos]->id];
+        const ct_tensor *also[4] = {plan->bias_into[schedule[pos]->id],
+                                    plan->grad_into[schedule[pos]->id], partner,
+                                    partner ? plan->bias_into[partner->id] : NULL};
+        for (int a = 0; a < 4; a++)
             if (also[a] && item_of[also[a]->id] >= 0 && items[item_of[also[a]->id]].first > pos)
                 items[item_of[also[a]->id]].first = pos;
     }
@@ -224,6 +227,10 @@ static void size_workspaces(ct_plan *plan)
             const ct_tensor *bias = mode == CT_TRAIN ? plan->bias_into[t->id] : NULL;
             if (bias && ct_impl_workspace(runner, bias) > bytes)
                 bytes = ct_impl_workspace(runner, bias);
+            /* a pair's two kernels at once (ct_impl_pair_workspace) */
+            const ct_tensor *partner = mode == CT_TRAIN ? plan->pair_next[t->id] : NULL;
+            if (partner && ct_impl_pair_workspace(runner, t, partner) > bytes)
+                bytes = ct_impl_pair_workspace(runner, t, partner);
             size_t *most = host ? &plan->host_workspace_bytes : &plan->workspace_bytes;
             if (bytes > *most)
                 *most = bytes;
@@ -241,6 +248,22 @@ static ct_status allocate(ct_plan *plan, size_t bytes, void **out, const char *w
         return ct_set_error(status, "ct_plan_new: cannot allocate the %s (%zu bytes) on %s: %s",
                             what, bytes, plan->backend->name, ct_last_error());
     return CT_OK;
+}
+
+/* Consecutive training runs that may run as a pair (ct_impl_pairs): a
+ * layer's backward data and, next, its weight gradient, both on the
+ * backend. */
+static void find_pairs(ct_plan *plan)
+{
+    const ct_tensor *const *runs = plan->runs[CT_TRAIN];
+    for (int i = 0; i + 1 < plan->n_runs[CT_TRAIN]; i++) {
+        const ct_tensor *node = runs[i], *next = runs[i + 1];
+        if ((plan->on_host && (plan->on_host[node->id] || plan->on_host[next->id])) ||
+            !ct_impl_pairs(plan->backend, node, next))
+            continue;
+        plan->pair_next[node->id] = next;
+        i++; /* a node is in one pair at most */
+    }
 }
 
 /* The schedule's nodes that run a kernel (after fusion). */
@@ -273,9 +296,10 @@ static ct_status plan_build(ct_plan *plan)
     plan->grad_into = calloc((size_t)plan->n_nodes + 1, sizeof *plan->grad_into);
     plan->epilogue_src = calloc((size_t)plan->n_nodes + 1, sizeof *plan->epilogue_src);
     plan->written_by = calloc((size_t)plan->n_nodes + 1, sizeof *plan->written_by);
+    plan->pair_next = calloc((size_t)plan->n_nodes + 1, sizeof *plan->pair_next);
     if (!plan->offsets || !plan->storage || !plan->alias_of || !plan->epilogue ||
         !plan->eval_pool_into || !plan->eval_skip || !plan->bias_into || !plan->written_by ||
-        !plan->epilogue_src || !plan->grad_into)
+        !plan->epilogue_src || !plan->grad_into || !plan->pair_next)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
     CT_TRY(ct_prepared_new(plan->n_nodes, &plan->prepared));
     CT_TRY(build_schedule(plan, CT_TRAIN));
@@ -303,6 +327,7 @@ static ct_status plan_build(ct_plan *plan)
     }
     CT_TRY(build_runs(plan, CT_TRAIN));
     CT_TRY(build_runs(plan, CT_EVAL));
+    find_pairs(plan);
     layout_state(plan);
     CT_TRY(layout_arena(plan));
     size_workspaces(plan);
@@ -384,6 +409,7 @@ void ct_plan_free(ct_plan *plan)
     free(plan->grad_into);
     free(plan->epilogue_src);
     free(plan->written_by);
+    free(plan->pair_next);
     free(plan->eval_skip);
     free(plan);
 }
@@ -401,6 +427,7 @@ ct_exec ct_plan_exec(const ct_plan *plan, ct_mode mode)
         .pool_into = mode == CT_EVAL ? plan->eval_pool_into : NULL,
         .bias_into = mode == CT_TRAIN ? plan->bias_into : NULL,
         .grad_into = mode == CT_TRAIN ? plan->grad_into : NULL,
+        .pair_next = mode == CT_TRAIN ? plan->pair_next : NULL,
         .training = mode == CT_TRAIN,
         .step = plan->step,
         .updates = plan->step - plan->scaler.skipped,

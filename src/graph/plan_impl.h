@@ -43,6 +43,9 @@ struct ct_plan {
      * bias gradient, a loss its gradient and that gradient's seed fill,
      * which nothing then reads), so that it runs nothing itself */
     const ct_tensor **written_by;
+    /* by node id: the next training run this one may run with as a pair
+     * (ct_impl.run_pair: a layer's backward data and its weight gradient) */
+    const ct_tensor **pair_next;
     void *arena, *state, *workspace;
     size_t arena_bytes, state_bytes, workspace_bytes;
     ct_step_values *step_values; /* in the backend's memory: see ct_exec */
