@@ -167,8 +167,9 @@ assert len(conv) == 2 and all(l["flops"] > 0 and l["shapes"] for l in conv), con
 for l in layers:
     assert l["layer"] and l["kernel"] and l["phase"] == "forward", l
     assert l["gflops_per_s"] >= 0 and 0 <= l["share_of_peak"] < 10, l
+    # the share is written to 4 decimals: a slow layer's is mostly rounding
     assert math.isclose(l["share_of_peak"] * profile["peak_gflops"], l["gflops_per_s"],
-                        rel_tol=0.02, abs_tol=1e-3), l
+                        rel_tol=0.02, abs_tol=0.5e-4 * profile["peak_gflops"] + 1e-3), l
 # the layers' times add up to the nodes' time per step
 assert math.isclose(sum(l["mean_ms"] for l in layers), profile["nodes_ms"], rel_tol=0.01), \
     (sum(l["mean_ms"] for l in layers), profile["nodes_ms"])

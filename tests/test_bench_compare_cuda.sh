@@ -189,7 +189,10 @@ for row in rows:
     m = number(row["measured ms / step"])
     assert abs(m - ran[key]["total_ms"] / measured["steps"]) <= 1e-4, (row, ran[key])
     assert abs(number(row["predicted ms / step"]) - p) <= 1e-4, (row, p)
-    assert abs(number(row["measured / predicted"]) - m / p) <= 0.01 * m / p + 0.01, row
+    if p == 0:  # a node run by its pair's first (a weight gradient): no kernel of its own
+        assert row["measured / predicted"] == "-", row
+    else:
+        assert abs(number(row["measured / predicted"]) - m / p) <= 0.01 * m / p + 0.01, row
     assert number(row["calls / step"]) == op["calls"] / predicted["steps"], row
     total += p
 assert abs(number(step["predicted ms / step"]) - total) <= 1e-3, (step, total)

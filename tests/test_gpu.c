@@ -976,7 +976,12 @@ static void small_products_split_k(const void *arg)
         run_and_compare(cpu, gpu, g, &t, 2, TOL_F32);
         counted("gemm_finish_parts", &finishes, &none);
         counted("gemm<matrix>", &forward, &atomics);
+        /* the convolution's backward data alone, or paired with its
+         * weight gradient (gemm<conv_backward>) */
+        unsigned long long pair_atomics;
         counted("gemm<conv_backward_data>", &backward, &none);
+        counted("gemm<conv_backward>", &backward, &pair_atomics);
+        none += pair_atomics;
         CHECK(finishes == 0 && atomics > 0 && none > 0,
               "with tickets: %llu finishing launches, %llu and %llu atomics (want 0, and "
               "some in the linear layers' and the convolution's backward data GEMMs)",
@@ -1107,10 +1112,12 @@ static void linear_backward_paired(const void *arg)
 /* The x gradient of build_conv_odd (3 images, 2 groups of 5 input
  * channels, stride 2 x 1, dilation 1 x 2, padding) on the GPU after one
  * step, with backward data's columns limited to `limit` bytes; checked
- * against the CPU, its launches of the two ways counted.  Returns it
- * (malloc'd; NULL on failure). */
+ * against the CPU, its launches counted: the column products and implicit
+ * GEMMs alone, the products paired with the weight gradient's
+ * (gemm<conv_backward>), col2im.  Returns it (malloc'd; NULL on failure). */
 static float *conv_odd_dx(size_t limit, unsigned long long *columns,
-                          unsigned long long *implicit, unsigned long long *col2im)
+                          unsigned long long *implicit, unsigned long long *pairs,
+                          unsigned long long *col2im)
 {
     ct_cuda_set_conv_columns_limit(limit);
     tracked t = {0};
@@ -1124,6 +1131,7 @@ static float *conv_odd_dx(size_t limit, unsigned long long *columns,
         run_and_compare(cpu, gpu, g, &t, 1, TOL_F32);
         counted("gemm<conv_columns>", columns, &none);
         counted("gemm<conv_backward_data>", implicit, &none);
+        counted("gemm<conv_backward>", pairs, &none);
         counted("conv_col2im", col2im, &none);
         cuda_emu_counters_enable(0);
         const ct_tensor *grad = ct_tensor_grad(t.inputs[0]);
@@ -1139,9 +1147,10 @@ static float *conv_odd_dx(size_t limit, unsigned long long *columns,
 }
 
 /* Backward data over few input channels goes by columns (a product, then
- * each element's taps added), a chunk of images at a time where the
- * columns pass the limit, with the same bits as in one go; at limit 0 the
- * implicit GEMM, both within f32 tolerance of the CPU. */
+ * each element's taps added), its product paired with the weight
+ * gradient's in one go, a chunk of images at a time (unpaired) where the
+ * columns pass the limit, with the same bits either way; at limit 0 the
+ * implicit GEMM (paired), each within f32 tolerance of the CPU. */
 static void conv_backward_data_by_columns(const void *arg)
 {
     (void)arg;
@@ -1151,19 +1160,19 @@ static void conv_backward_data_by_columns(const void *arg)
         return;
     /* columns of one image: 10 channels x 15 taps x 6 x 9 dy pixels */
     const size_t image = sizeof(float) * 10 * 15 * 6 * 9;
-    unsigned long long columns, implicit, col2im;
-    float *whole = conv_odd_dx(32u << 20, &columns, &implicit, &col2im);
-    CHECK(columns == 1 && implicit == 0 && col2im == 1,
-          "one go: %llu column products, %llu implicit GEMMs, %llu col2im (want 1, 0, 1)",
-          columns, implicit, col2im);
-    float *chunked = conv_odd_dx(image, &columns, &implicit, &col2im);
-    CHECK(columns == 3 && implicit == 0 && col2im == 3,
-          "one image a chunk: %llu column products, %llu implicit, %llu col2im (want 3, 0, 3)",
-          columns, implicit, col2im);
-    float *gemm = conv_odd_dx(0, &columns, &implicit, &col2im);
-    CHECK(columns == 0 && implicit == 1 && col2im == 0,
-          "limit 0: %llu column products, %llu implicit GEMMs, %llu col2im (want 0, 1, 0)",
-          columns, implicit, col2im);
+    unsigned long long columns, implicit, pairs, col2im;
+    float *whole = conv_odd_dx(32u << 20, &columns, &implicit, &pairs, &col2im);
+    CHECK(columns == 0 && implicit == 0 && pairs == 1 && col2im == 1,
+          "one go: %llu column products, %llu implicit GEMMs, %llu pairs, %llu col2im (want "
+          "0, 0, 1, 1)", columns, implicit, pairs, col2im);
+    float *chunked = conv_odd_dx(image, &columns, &implicit, &pairs, &col2im);
+    CHECK(columns == 3 && implicit == 0 && pairs == 0 && col2im == 3,
+          "one image a chunk: %llu column products, %llu implicit, %llu pairs, %llu col2im "
+          "(want 3, 0, 0, 3)", columns, implicit, pairs, col2im);
+    float *gemm = conv_odd_dx(0, &columns, &implicit, &pairs, &col2im);
+    CHECK(columns == 0 && implicit == 0 && pairs == 1 && col2im == 0,
+          "limit 0: %llu column products, %llu implicit GEMMs, %llu pairs, %llu col2im (want "
+          "0, 0, 1, 0)", columns, implicit, pairs, col2im);
     if (whole && chunked)
         CHECK(memcmp(whole, chunked, sizeof(float) * 3 * 10 * 11 * 13) == 0,
               "the chunked columns' dx differs from the whole batch's");

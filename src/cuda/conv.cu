@@ -273,7 +273,7 @@ static int conv_wide(int m, int n)
  * a k slice's columns and the tile's n pixels; the weight gradient's, the
  * tile's n columns and CONV_WEIGHT_PIXELS pixels of k. */
 template <class Problem>
-static ct_status conv_launch(Problem &p, int groups, int rows, bool k_patch, cudaStream_t stream)
+static void conv_prepare(Problem &p, int rows, bool k_patch)
 {
     bool wide = rows == ct_gemm_wide::m || rows == ct_gemm_wide_64::m;
     int depth = wide ? ct_gemm_wide::depth : ct_gemm_small::depth;
@@ -282,6 +282,12 @@ static ct_status conv_launch(Problem &p, int groups, int rows, bool k_patch, cud
                                : conv_patch_bound(p.g, width, CONV_WEIGHT_PIXELS);
     if constexpr (Problem::strips_a)
         p.a_strip = rows == GEMM_NARROW_M ? ct_gemm_narrow_strip(p.k_chunk, p.scratch_floats) : 0;
+}
+
+template <class Problem>
+static ct_status conv_launch(Problem &p, int groups, int rows, bool k_patch, cudaStream_t stream)
+{
+    conv_prepare(p, rows, k_patch);
     return ct_cuda_launch_gemm(p, groups, rows, stream);
 }
 
@@ -411,10 +417,10 @@ extern "C" void ct_cuda_set_conv_columns_limit(size_t bytes)
     conv_columns_limit = bytes;
 }
 
-/* dx of images [0, s->n_batch) by columns, in `cols` (a chunk's worth). */
-static ct_status conv_backward_data_by_columns(const ct_conv2d_shape *s, const float *dy,
-                                               const float *w, const float *relu_mask, float *dx,
-                                               float *cols, cudaStream_t stream)
+/* The column product of images [0, s->n_batch) into `cols`; *rows: its
+ * tile. */
+static conv_columns_problem conv_columns_problem_of(const ct_conv2d_shape *s, const float *dy,
+                                                    const float *w, float *cols, int *rows)
 {
     conv_columns_problem p;
     p.m = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
@@ -432,11 +438,29 @@ static ct_status conv_backward_data_by_columns(const ct_conv2d_shape *s, const f
     ct_gemm_layout_for(p.m, p.n, p.k, s->groups, 0, GEMM_SPLIT_MIN_DEPTH, 1, &layout);
     p.splits = 1;
     p.k_chunk = p.k;
-    CT_TRY(ct_cuda_launch_gemm(p, s->groups, layout.rows, stream));
+    *rows = layout.rows;
+    return p;
+}
+
+/* dx of images [0, s->n_batch) from their columns. */
+static ct_status conv_col2im_launch(const ct_conv2d_shape *s, const float *cols,
+                                    const float *relu_mask, float *dx, cudaStream_t stream)
+{
     int64_t count = (int64_t)s->n_batch * s->in_channels * s->in_h * s->in_w;
     CT_CUDA_LAUNCH_ITEMS(conv_col2im, count, stream, conv_geometry_of(s, true),
                          ct_divmod_of(s->in_channels), s->n_batch, cols, relu_mask, dx);
     return CT_OK;
+}
+
+/* dx of images [0, s->n_batch) by columns, in `cols` (a chunk's worth). */
+static ct_status conv_backward_data_by_columns(const ct_conv2d_shape *s, const float *dy,
+                                               const float *w, const float *relu_mask, float *dx,
+                                               float *cols, cudaStream_t stream)
+{
+    int rows = 0;
+    conv_columns_problem p = conv_columns_problem_of(s, dy, w, cols, &rows);
+    CT_TRY(ct_cuda_launch_gemm(p, s->groups, rows, stream));
+    return conv_col2im_launch(s, cols, relu_mask, dx, stream);
 }
 
 /* The weight gradient's tile and split of its reduction (enough blocks to
@@ -514,6 +538,44 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
     return conv_launch(p, s->groups, layout.rows, true, stream);
 }
 
+/* The implicit GEMM of backward data (wt packed at the start of
+ * `workspace`, its parts after); *rows: its tile. */
+static conv_backward_data_problem conv_data_problem_of(const ct_conv2d_shape *s, const float *dy,
+                                                       const float *relu_mask, float *dx,
+                                                       void *workspace, int *rows)
+{
+    conv_backward_data_problem p;
+    p.m = s->in_channels / s->groups;
+    p.n = s->n_batch * s->in_h * s->in_w;
+    p.k = s->out_channels / s->groups * s->kernel_h * s->kernel_w;
+    ct_gemm_layout layout;
+    if (conv_gemm_layout(s, true, &layout))
+        p.parts = (float *)((char *)workspace + conv_packed_bytes(s));
+    p.splits = layout.splits;
+    p.k_chunk = layout.k_chunk;
+    p.g = conv_geometry_of(s, true);
+    p.a_pitch = conv_sector_pitch(p.k);
+    p.a = (const float *)workspace;
+    p.src = dy;
+    p.bias = NULL;
+    p.dst = dx;
+    p.relu = false;
+    p.relu_mask = relu_mask;
+    *rows = layout.rows;
+    return p;
+}
+
+/* wt into the start of the workspace (conv_pack_transposed). */
+static ct_status conv_pack_launch(const ct_conv2d_shape *s, const float *w, int pitch,
+                                  void *workspace, cudaStream_t stream)
+{
+    conv_pack_tile tile = conv_pack_tile_for(s);
+    CT_CUDA_LAUNCH(conv_pack_transposed, (unsigned)(s->groups * tile.tiles_o * tile.tiles_c),
+                   CT_CUDA_BLOCK, sizeof(float) * (size_t)tile.t * tile.stride, stream, *s, tile,
+                   pitch, w, (float *)workspace);
+    return CT_OK;
+}
+
 extern "C" size_t ct_cuda_conv2d_backward_data_workspace(const ct_conv2d_shape *s)
 {
     int images = conv_columns_images(s);
@@ -544,35 +606,20 @@ extern "C" ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, cons
         }
         return CT_OK;
     }
-    conv_backward_data_problem p;
-    p.m = s->in_channels / s->groups;
-    p.n = s->n_batch * s->in_h * s->in_w;
-    p.k = s->out_channels / s->groups * s->kernel_h * s->kernel_w;
-    ct_gemm_layout layout;
-    if (conv_gemm_layout(s, true, &layout))
-        p.parts = (float *)((char *)workspace + conv_packed_bytes(s));
-    p.splits = layout.splits;
-    p.k_chunk = layout.k_chunk;
-    p.g = conv_geometry_of(s, true);
-    p.a_pitch = conv_sector_pitch(p.k);
-    p.a = (const float *)workspace;
-    p.src = dy;
-    p.bias = NULL;
-    p.dst = dx;
-    p.relu = false;
-    p.relu_mask = relu_mask;
+    int rows = 0;
+    conv_backward_data_problem p = conv_data_problem_of(s, dy, relu_mask, dx, workspace, &rows);
     if (p.m <= 0 || p.n <= 0)
         return CT_OK;
-    conv_pack_tile tile = conv_pack_tile_for(s);
-    CT_CUDA_LAUNCH(conv_pack_transposed, (unsigned)(s->groups * tile.tiles_o * tile.tiles_c),
-                   CT_CUDA_BLOCK, sizeof(float) * (size_t)tile.t * tile.stride, stream, *s, tile,
-                   p.a_pitch, w, (float *)workspace);
-    return conv_launch(p, s->groups, layout.rows, true, stream);
+    CT_TRY(conv_pack_launch(s, w, p.a_pitch, workspace, stream));
+    return conv_launch(p, s->groups, rows, true, stream);
 }
 
-extern "C" ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x,
-                                                    const float *dy, float *dw, float *db,
-                                                    void *workspace, cudaStream_t stream)
+/* The weight gradient's problem (its parts in `workspace`); *rows: its
+ * tile. */
+static conv_backward_weight_problem conv_weight_problem_of(const ct_conv2d_shape *s,
+                                                           const float *x, const float *dy,
+                                                           float *dw, float *db, void *workspace,
+                                                           int *rows)
 {
     conv_backward_weight_problem p;
     p.m = s->out_channels / s->groups;
@@ -590,5 +637,49 @@ extern "C" ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, co
     p.db = db;
     if (p.splits > 1)
         p.parts = (float *)workspace;
-    return conv_launch(p, s->groups, layout.rows, false, stream);
+    *rows = layout.rows;
+    return p;
+}
+
+extern "C" ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x,
+                                                    const float *dy, float *dw, float *db,
+                                                    void *workspace, cudaStream_t stream)
+{
+    int rows = 0;
+    conv_backward_weight_problem p = conv_weight_problem_of(s, x, dy, dw, db, workspace, &rows);
+    return conv_launch(p, s->groups, rows, false, stream);
+}
+
+/* Backward data and the weight gradient of one convolution (the same dy)
+ * with their products in one launch where the tiles pair (gemm.cuh): the
+ * column product (one chunk of images) or the implicit GEMM after its
+ * weight packing, beside the weight gradient's; then col2im.  Else one
+ * after the other. */
+extern "C" ct_status ct_cuda_conv2d_backward_pair(const ct_conv2d_shape *s, const float *dy,
+                                                  const float *w, const float *relu_mask,
+                                                  float *dx, void *data_workspace,
+                                                  const float *x, float *dw, float *db,
+                                                  void *weight_workspace, cudaStream_t stream)
+{
+    int images = conv_columns_images(s), data_rows = 0, weight_rows = 0;
+    conv_backward_weight_problem weight =
+        conv_weight_problem_of(s, x, dy, dw, db, weight_workspace, &weight_rows);
+    conv_prepare(weight, weight_rows, false);
+    if (images == s->n_batch) {
+        float *cols = (float *)data_workspace;
+        conv_columns_problem data = conv_columns_problem_of(s, dy, w, cols, &data_rows);
+        CT_TRY(ct_cuda_launch_gemm_pair("gemm<conv_backward>", data, s->groups, data_rows,
+                                        weight, s->groups, weight_rows, stream));
+        return conv_col2im_launch(s, cols, relu_mask, dx, stream);
+    }
+    conv_backward_data_problem data =
+        conv_data_problem_of(s, dy, relu_mask, dx, data_workspace, &data_rows);
+    if (images || data.m <= 0 || data.n <= 0) {
+        CT_TRY(ct_cuda_conv2d_backward_data(s, dy, w, relu_mask, dx, data_workspace, stream));
+        return ct_cuda_launch_gemm(weight, s->groups, weight_rows, stream);
+    }
+    CT_TRY(conv_pack_launch(s, w, data.a_pitch, data_workspace, stream));
+    conv_prepare(data, data_rows, true);
+    return ct_cuda_launch_gemm_pair("gemm<conv_backward>", data, s->groups, data_rows, weight,
+                                    s->groups, weight_rows, stream);
 }

@@ -815,7 +815,7 @@ static ct_status ct_cuda_launch_gemm(Problem p, int groups, int rows, cudaStream
  * the larger body's.
  */
 enum {
-    GEMM_PAIR_MIN_BLOCKS = 3,
+    GEMM_PAIR_MIN_BLOCKS = 2,
 };
 
 struct ct_gemm_grid {
@@ -863,17 +863,37 @@ static ct_gemm_grid gemm_grid_of(const Problem &p, int groups, int rows)
 }
 
 /* Whether two products can run paired: both on the 64 x 64 or the narrow
- * tile, both with something to do, a grid of fewer than 2^31 blocks. */
+ * tile. */
 static inline bool ct_gemm_pairs(int first_rows, int second_rows)
 {
     return (first_rows == 0 || first_rows == GEMM_NARROW_M) &&
            (second_rows == 0 || second_rows == GEMM_NARROW_M);
 }
 
+/* The static shared memory of the 64 x 64 (rows 0) or the narrow tile's
+ * body: its a and b slices and row bias. */
+static inline size_t gemm_body_static_bytes(int rows)
+{
+    int m = rows ? (int)GEMM_NARROW_M : (int)GEMM_TILE_M;
+    int n = rows ? (int)GEMM_NARROW_N : (int)GEMM_TILE_N;
+    return sizeof(float) * ((size_t)GEMM_TILE_K * (m + GEMM_PAD + n + GEMM_PAD) + m);
+}
+
+/* A problem's dynamic shared memory on the tile of `rows` (its scratch, and
+ * the narrow tile's a strip). */
+template <class Problem>
+static size_t gemm_dynamic_bytes(const Problem &p, int rows)
+{
+    size_t strip = rows == GEMM_NARROW_M ? (size_t)GEMM_NARROW_M * p.a_strip : 0;
+    return sizeof(float) * ((size_t)p.scratch_floats + strip);
+}
+
 /* first and second in one launch named `name` where they pair
- * (ct_gemm_pairs), else one after the other (ct_cuda_launch_gemm).  A
- * split problem's tickets: the first's tiles', then the second's; one
- * whose parts need the finishing kernel gets it after the launch. */
+ * (ct_gemm_pairs; their blocks one wave; both bodies' static shared memory
+ * and the larger dynamic part within the 48 KiB a block has without
+ * opting in), else one after the other (ct_cuda_launch_gemm).  A split problem's tickets: the
+ * first's tiles', then the second's; one whose parts need the finishing
+ * kernel gets it after the launch. */
 template <class First, class Second>
 static ct_status ct_cuda_launch_gemm_pair(const char *name, First first, int first_groups,
                                           int first_rows, Second second, int second_groups,
@@ -890,7 +910,16 @@ static ct_status ct_cuda_launch_gemm_pair(const char *name, First first, int fir
     int64_t tiles1 = (int64_t)g1.x * g1.y * first_groups;
     int64_t tiles2 = (int64_t)g2.x * g2.y * second_groups;
     int64_t blocks = (int64_t)g1.x * g1.y * g1.z + (int64_t)g2.x * g2.y * g2.z;
-    if (blocks > INT32_MAX) {
+    size_t shared1 = gemm_dynamic_bytes(first, first_rows);
+    size_t shared2 = gemm_dynamic_bytes(second, second_rows);
+    size_t shared = shared1 > shared2 ? shared1 : shared2;
+    size_t statics = gemm_body_static_bytes(first_rows) + gemm_body_static_bytes(second_rows);
+    /* one wave: the pair's registers hold GEMM_PAIR_MIN_BLOCKS blocks an
+     * SM, where a lone 64 x 64 tile holds 4 (SimpleCNN's conv2 at batch
+     * 64, 192 + 96 blocks, took two waves paired: 58 us on the model
+     * against 24.5 one after the other) */
+    int64_t wave = (int64_t)GEMM_PAIR_MIN_BLOCKS * ct_cuda_sm_count();
+    if (blocks > wave || shared + statics > 48 * 1024) {
         CT_TRY(ct_cuda_launch_gemm(first, first_groups, first_rows, stream));
         return ct_cuda_launch_gemm(second, second_groups, second_rows, stream);
     }
@@ -900,13 +929,6 @@ static ct_status ct_cuda_launch_gemm_pair(const char *name, First first, int fir
         if (second.tickets)
             second.tickets += tiles1;
     }
-    size_t shared1 = sizeof(float) * ((size_t)first.scratch_floats +
-                                      (first_rows == GEMM_NARROW_M
-                                           ? (size_t)GEMM_NARROW_M * first.a_strip : 0));
-    size_t shared2 = sizeof(float) * ((size_t)second.scratch_floats +
-                                      (second_rows == GEMM_NARROW_M
-                                           ? (size_t)GEMM_NARROW_M * second.a_strip : 0));
-    size_t shared = shared1 > shared2 ? shared1 : shared2;
     bool narrow1 = first_rows == GEMM_NARROW_M, narrow2 = second_rows == GEMM_NARROW_M;
     if (narrow1 && narrow2)
         CT_CUDA_LAUNCH_NAMED(name, (ct_tiled_gemm_pair<First, GEMM_NARROW_M, Second, GEMM_NARROW_M>),

@@ -172,6 +172,12 @@ size_t ct_cuda_conv2d_backward_data_workspace(const ct_conv2d_shape *s);
 ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, const float *dy,
                                        const float *w, const float *relu_mask, float *dx,
                                        void *workspace, cudaStream_t stream);
+/* Both of the above (the same dy) with their products in one launch where
+ * the tiles allow (conv.cu), each with its own workspace. */
+ct_status ct_cuda_conv2d_backward_pair(const ct_conv2d_shape *s, const float *dy,
+                                       const float *w, const float *relu_mask, float *dx,
+                                       void *data_workspace, const float *x, float *dw,
+                                       float *db, void *weight_workspace, cudaStream_t stream);
 /* Tests: the most workspace backward data's columns take (default 32 MiB;
  * 0: never by columns).  Set it before planning: the workspace follows it. */
 void ct_cuda_set_conv_columns_limit(size_t bytes);

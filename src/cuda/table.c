@@ -133,6 +133,35 @@ static ct_status linear_pair_run(ct_backend *backend, const ct_exec *e, const ct
         b->stream);
 }
 
+/* A convolution's backward data with its weight gradient (the next node:
+ * the same dy and shape) as one launch of their products, both f32 on
+ * the native kernels (ct_cuda_conv2d_backward_pair). */
+static const ct_impl conv2d_bwd_weight;
+
+static bool conv_pairs_with(const ct_tensor *node, const ct_tensor *partner,
+                            const ct_impl *partner_impl)
+{
+    if (partner->op != CT_OP_CONV2D_BWD_WEIGHT || partner->src[1] != node->src[0] ||
+        node->dtype != CT_F32 || partner->dtype != CT_F32 ||
+        memcmp(&node->attr.conv, &partner->attr.conv, sizeof node->attr.conv) != 0)
+        return false;
+    return !partner_impl || partner_impl == &conv2d_bwd_weight;
+}
+
+static ct_status conv_pair_run(ct_backend *backend, const ct_exec *e, const ct_tensor *data,
+                               const ct_tensor *weight)
+{
+    cuda_backend *b = backend->impl;
+    CT_CUDA_CALL(cudaSetDevice(b->device)); /* as cuda_run_node does for a node */
+    char *partner_workspace =
+        e->workspace ? (char *)e->workspace + ct_impl_pair_offset(backend, data) : NULL;
+    return ct_cuda_conv2d_backward_pair(&data->attr.conv, ct_in(e, data, 0), ct_in(e, data, 1),
+                                        relu_mask(e, data), ct_out(e, data), e->workspace,
+                                        ct_in(e, weight, 0), ct_out(e, weight),
+                                        ct_exec_bias_grad(e, weight), partner_workspace,
+                                        b->stream);
+}
+
 /* The kernels below that take a dtype get the node's: its sources have it
  * too (same_dtype_supports), f32, f16 or bf16. */
 
@@ -503,7 +532,7 @@ CUDA_IMPL(conv2d_direct, "direct", run_conv2d_direct, .supports = direct_support
 CUDA_IMPL(conv2d, "implicit_gemm", run_conv2d, .workspace = conv_workspace,
           .fuses = CT_FUSES_RELU);
 CUDA_IMPL(conv2d_bwd_data, "implicit_gemm", run_conv2d_bwd_data, .workspace = conv_workspace,
-          .fuses = CT_FUSES_RELU_BWD);
+          .fuses = CT_FUSES_RELU_BWD, .pairs_with = conv_pairs_with, .run_pair = conv_pair_run);
 CUDA_IMPL(conv2d_bwd_weight, "implicit_gemm", run_conv2d_bwd_weight,
           .workspace = conv_workspace, .fuses = CT_FUSES_BIAS_GRAD);
 NATIVE(channel_sum, run_channel_sum, .workspace = channel_workspace, .half = true,
