@@ -892,6 +892,18 @@ static void counted(const char *kernel, unsigned long long *launches,
     *atomics = found ? c.atomics : 0;
 }
 
+/* Whether t has the same bits in the two plans (`how` says which). */
+static void check_same_tensor(ct_plan *a, ct_plan *b, const ct_tensor *t, const char *how)
+{
+    size_t bytes = ct_tensor_bytes(t);
+    void *x = malloc(bytes ? bytes : 1), *y = malloc(bytes ? bytes : 1);
+    CHECK_OK(ct_plan_read(a, t, x, bytes));
+    CHECK_OK(ct_plan_read(b, t, y, bytes));
+    CHECK(memcmp(x, y, bytes) == 0, "'%s' differs %s", ct_tensor_name(t), how);
+    free(x);
+    free(y);
+}
+
 /* Whether every output, gradient and piece of state of the two plans has
  * the same bits. */
 static void check_same_bits(ct_plan *a, ct_plan *b, ct_graph *g, const tracked *t)
@@ -909,16 +921,8 @@ static void check_same_bits(ct_plan *a, ct_plan *b, ct_graph *g, const tracked *
             list[n++] = ct_tensor_grad(s);
         list[n++] = s;
     }
-    for (int i = 0; i < n; i++) {
-        size_t bytes = ct_tensor_bytes(list[i]);
-        void *x = malloc(bytes ? bytes : 1), *y = malloc(bytes ? bytes : 1);
-        CHECK_OK(ct_plan_read(a, list[i], x, bytes));
-        CHECK_OK(ct_plan_read(b, list[i], y, bytes));
-        CHECK(memcmp(x, y, bytes) == 0, "'%s' differs between the two ways of adding the parts",
-              ct_tensor_name(list[i]));
-        free(x);
-        free(y);
-    }
+    for (int i = 0; i < n; i++)
+        check_same_tensor(a, b, list[i], "between the two ways of adding the parts");
 }
 
 /* The graph of `build` planned on the CPU, on the GPU and once more on the
@@ -1046,6 +1050,16 @@ static void channel_reductions_finish_in_kernel(const void *arg)
     ct_plan_free(unticketed);
     ct_graph_free(g);
 }
+
+/* Native kernels without TF32, where the emulator counts launches: whether
+ * the counting tests below can run. */
+static bool native_and_counted(void)
+{
+    CHECK_OK(ct_backend_set_kernels(gpu_backend, "native"));
+    CHECK_OK(ct_backend_set_tf32(gpu_backend, false));
+    return cuda_emu_counters_available();
+}
+
 /* Each linear layer's backward data and weight gradient run as one
  * launch, giving the CPU's answers and, after one step, the same bits for
  * dx and the weight gradients as the unpaired kernels (a plan on the
@@ -1053,9 +1067,7 @@ static void channel_reductions_finish_in_kernel(const void *arg)
 static void linear_backward_paired(const void *arg)
 {
     (void)arg;
-    CHECK_OK(ct_backend_set_kernels(gpu_backend, "native"));
-    CHECK_OK(ct_backend_set_tf32(gpu_backend, false));
-    if (!cuda_emu_counters_available())
+    if (!native_and_counted())
         return;
     tracked t = {0};
     ct_graph *g = ct_graph_new();
@@ -1088,18 +1100,9 @@ static void linear_backward_paired(const void *arg)
                 if (ct_tensor_grad(s) && ct_tensor_ndim(s) == 2)
                     list[n++] = ct_tensor_grad(s);
             }
-            for (int i = 0; i < 3; i++) {
-                if (!list[i])
-                    continue;
-                size_t bytes = ct_tensor_bytes(list[i]);
-                void *a = malloc(bytes), *b = malloc(bytes);
-                CHECK_OK(ct_plan_read(gpu, list[i], a, bytes));
-                CHECK_OK(ct_plan_read(unpaired, list[i], b, bytes));
-                CHECK(memcmp(a, b, bytes) == 0, "'%s' differs paired and unpaired",
-                      ct_tensor_name(list[i]));
-                free(a);
-                free(b);
-            }
+            for (int i = 0; i < 3; i++)
+                if (list[i])
+                    check_same_tensor(gpu, unpaired, list[i], "paired and unpaired");
         }
         cuda_emu_counters_enable(0);
     }
@@ -1154,9 +1157,7 @@ static float *conv_odd_dx(size_t limit, unsigned long long *columns,
 static void conv_backward_data_by_columns(const void *arg)
 {
     (void)arg;
-    CHECK_OK(ct_backend_set_kernels(gpu_backend, "native"));
-    CHECK_OK(ct_backend_set_tf32(gpu_backend, false));
-    if (!cuda_emu_counters_available())
+    if (!native_and_counted())
         return;
     /* columns of one image: 10 channels x 15 taps x 6 x 9 dy pixels */
     const size_t image = sizeof(float) * 10 * 15 * 6 * 9;

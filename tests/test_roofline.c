@@ -159,7 +159,8 @@ static bool counts_flops(void)
  * (checked where `one_kernel_each`: with "auto" kernels the autotuner's
  * trial runs of the pool's implementations count in its record too); a
  * convolution does at least its formula's; the ten parameter updates are
- * one launch, counted on the first. */
+ * one launch, counted on the first, and so is a backward pair (its weight
+ * gradient has none of its own). */
 static void check_counted_step(const ct_profile *p, bool one_kernel_each)
 {
     int pools = 0, convs = 0, updates = 0;
@@ -180,6 +181,15 @@ static void check_counted_step(const ct_profile *p, bool one_kernel_each)
                                 bytes / ct_gpu_h100_sxm.dram_bytes) * 1e9;
             CHECK(updates > 1 || near(c->roofline_ns, floor),
                   "the updates' floor %g ns, %g for all ten", c->roofline_ns, floor);
+            continue;
+        }
+        if (r->group == 0 && i > 0 && p->records[i - 1].group == 2) {
+            /* a weight gradient run with its backward data as a pair
+             * (graph/impl.h's run_pair): its launch is the pair's, counted
+             * on the first */
+            CHECK(c->launches == 0 && strstr(r->op, "bwd_weight"),
+                  "record %d (%s): %lld launches as a pair's second", i, r->op,
+                  (long long)c->launches);
             continue;
         }
         CHECK(c->counted && c->launches >= 1, "record %d (%s): %lld launches", i, r->op,

@@ -118,14 +118,25 @@ static bool linear_pairs_with(const ct_tensor *node, const ct_tensor *partner,
     return !partner_impl || partner_impl == &linear_bwd_weight;
 }
 
+/* A pair's device current (as cuda_run_node makes it for a node) and the
+ * partner's part of the workspace (ct_impl_pair_offset). */
+static ct_status pair_begin(ct_backend *backend, const ct_exec *e, const ct_tensor *data,
+                            void **partner_workspace)
+{
+    cuda_backend *b = backend->impl;
+    CT_CUDA_CALL(cudaSetDevice(b->device));
+    *partner_workspace =
+        e->workspace ? (char *)e->workspace + ct_impl_pair_offset(backend, data) : NULL;
+    return CT_OK;
+}
+
 static ct_status linear_pair_run(ct_backend *backend, const ct_exec *e, const ct_tensor *data,
                                  const ct_tensor *weight)
 {
     cuda_backend *b = backend->impl;
-    CT_CUDA_CALL(cudaSetDevice(b->device)); /* as cuda_run_node does for a node */
     const ct_tensor *dy = data->src[0], *w = data->src[1];
-    char *partner_workspace =
-        e->workspace ? (char *)e->workspace + ct_impl_pair_offset(backend, data) : NULL;
+    void *partner_workspace = NULL;
+    CT_TRY(pair_begin(backend, e, data, &partner_workspace));
     return ct_cuda_linear_backward_pair(
         (int)dy->shape[0], (int)w->shape[1], (int)w->shape[0], ct_in(e, data, 0),
         ct_in(e, data, 1), relu_mask(e, data), ct_out(e, data), e->workspace,
@@ -152,9 +163,8 @@ static ct_status conv_pair_run(ct_backend *backend, const ct_exec *e, const ct_t
                                const ct_tensor *weight)
 {
     cuda_backend *b = backend->impl;
-    CT_CUDA_CALL(cudaSetDevice(b->device)); /* as cuda_run_node does for a node */
-    char *partner_workspace =
-        e->workspace ? (char *)e->workspace + ct_impl_pair_offset(backend, data) : NULL;
+    void *partner_workspace = NULL;
+    CT_TRY(pair_begin(backend, e, data, &partner_workspace));
     return ct_cuda_conv2d_backward_pair(&data->attr.conv, ct_in(e, data, 0), ct_in(e, data, 1),
                                         relu_mask(e, data), ct_out(e, data), e->workspace,
                                         ct_in(e, weight, 0), ct_out(e, weight),
