@@ -247,9 +247,25 @@ static double layer_ns(const profile_options *opts, const layer_row *l)
     return (double)l->total_ns / (double)opts->steps;
 }
 
-static double layer_share_of_peak(const profile_totals *totals, const layer_row *l, double ns)
+/* The arithmetic and bytes of layer i's time: a group's first node ran
+ * the whole group (the optimizer's updates, a backward pair), so its time
+ * is for all of theirs, and each later member's is none (0, `member`). */
+static void layer_work(const profile_totals *totals, int i, double *flops, double *bytes,
+                       bool *member)
 {
-    return totals->peak.gflops > 0 && ns > 0 ? l->record->flops / ns / totals->peak.gflops : 0;
+    const ct_prof_record *r = totals->layers[i].record;
+    *member = r->group == 0;
+    *flops = *bytes = 0;
+    for (int k = i; !*member && k < totals->n_layers && k < i + (r->group > 1 ? r->group : 1);
+         k++) {
+        *flops += totals->layers[k].record->flops;
+        *bytes += totals->layers[k].record->bytes;
+    }
+}
+
+static double layer_share_of_peak(const profile_totals *totals, double flops, double ns)
+{
+    return totals->peak.gflops > 0 && ns > 0 ? flops / ns / totals->peak.gflops : 0;
 }
 
 /* --layers: every node in run order, the slow ones findable by name. */
@@ -266,16 +282,21 @@ static void print_layers(const profile_options *opts, const profile_totals *tota
     for (int i = 0; i < totals->n_layers; i++) {
         const layer_row *l = &totals->layers[i];
         const ct_prof_record *r = l->record;
-        double ns = layer_ns(opts, l);
-        char share_of_peak[16] = "-";
-        if (totals->peak.gflops > 0)
-            snprintf(share_of_peak, sizeof share_of_peak, "%.1f%%",
-                     100.0 * layer_share_of_peak(totals, l, ns));
-        printf("%-30s %-9s %-10s %9.4f %5.1f%% %8.2f %7s %8.2f  %s\n", r->label,
+        double ns = layer_ns(opts, l), flops, bytes;
+        bool member;
+        layer_work(totals, i, &flops, &bytes, &member);
+        char rate[16] = "-", share_of_peak[16] = "-", byte_rate[16] = "-";
+        if (!member) {
+            snprintf(rate, sizeof rate, "%.2f", ns > 0 ? flops / ns : 0.0);
+            snprintf(byte_rate, sizeof byte_rate, "%.2f", ns > 0 ? bytes / ns : 0.0);
+            if (totals->peak.gflops > 0)
+                snprintf(share_of_peak, sizeof share_of_peak, "%.1f%%",
+                         100.0 * layer_share_of_peak(totals, flops, ns));
+        }
+        printf("%-30s %-9s %-10s %9.4f %5.1f%% %8s %7s %8s  %s%s\n", r->label,
                ct_prof_phase_name(r->phase), r->kernel, ns / NS_PER_MS,
-               100.0 * ns * (double)opts->steps / (double)totals->step_ns,
-               ns > 0 ? r->flops / ns : 0.0, share_of_peak, ns > 0 ? r->bytes / ns : 0.0,
-               r->shapes);
+               100.0 * ns * (double)opts->steps / (double)totals->step_ns, rate, share_of_peak,
+               byte_rate, r->shapes, member ? " (run by the group above)" : "");
     }
     if (totals->peak.gflops > 0)
         printf("(FLOPs are the direct method's: a kernel that does less arithmetic for the "
@@ -359,7 +380,9 @@ static void print_json_layers(json_writer *out, const profile_options *opts,
     for (int i = 0; i < totals->n_layers; i++) {
         const layer_row *l = &totals->layers[i];
         const ct_prof_record *r = l->record;
-        double ns = layer_ns(opts, l);
+        double ns = layer_ns(opts, l), flops, bytes;
+        bool member;
+        layer_work(totals, i, &flops, &bytes, &member);
         json_object(out);
         json_field_string(out, "layer", r->label);
         json_field_string(out, "phase", ct_prof_phase_name(r->phase));
@@ -369,9 +392,11 @@ static void print_json_layers(json_writer *out, const profile_options *opts,
         json_field_fixed(out, "mean_ms", ns / NS_PER_MS, 5);
         json_field_fixed(out, "flops", r->flops, 0);
         json_field_fixed(out, "bytes", r->bytes, 0);
-        json_field_fixed(out, "gflops_per_s", ns > 0 ? r->flops / ns : 0.0, 3);
-        json_field_fixed(out, "share_of_peak", peak ? layer_share_of_peak(totals, l, ns) : NAN,
-                         4);
+        /* a group's rates are its first node's, over the whole group's work */
+        json_field_bool(out, "run_by_group", member);
+        json_field_fixed(out, "gflops_per_s", ns > 0 ? flops / ns : 0.0, 3);
+        json_field_fixed(out, "share_of_peak",
+                         peak ? layer_share_of_peak(totals, flops, ns) : NAN, 4);
         json_end(out);
     }
     json_end(out);
