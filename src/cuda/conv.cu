@@ -662,10 +662,14 @@ extern "C" ct_status ct_cuda_conv2d_backward_pair(const ct_conv2d_shape *s, cons
                                                   void *weight_workspace, cudaStream_t stream)
 {
     int images = conv_columns_images(s), data_rows = 0, weight_rows = 0;
+    if (images && images < s->n_batch) { /* chunks of columns: one after the other */
+        CT_TRY(ct_cuda_conv2d_backward_data(s, dy, w, relu_mask, dx, data_workspace, stream));
+        return ct_cuda_conv2d_backward_weight(s, x, dy, dw, db, weight_workspace, stream);
+    }
     conv_backward_weight_problem weight =
         conv_weight_problem_of(s, x, dy, dw, db, weight_workspace, &weight_rows);
     conv_prepare(weight, weight_rows, false);
-    if (images == s->n_batch) {
+    if (images) {
         float *cols = (float *)data_workspace;
         conv_columns_problem data = conv_columns_problem_of(s, dy, w, cols, &data_rows);
         CT_TRY(ct_cuda_launch_gemm_pair("gemm<conv_backward>", data, s->groups, data_rows,
@@ -674,10 +678,8 @@ extern "C" ct_status ct_cuda_conv2d_backward_pair(const ct_conv2d_shape *s, cons
     }
     conv_backward_data_problem data =
         conv_data_problem_of(s, dy, relu_mask, dx, data_workspace, &data_rows);
-    if (images || data.m <= 0 || data.n <= 0) {
-        CT_TRY(ct_cuda_conv2d_backward_data(s, dy, w, relu_mask, dx, data_workspace, stream));
+    if (data.m <= 0 || data.n <= 0) /* no dx to compute */
         return ct_cuda_launch_gemm(weight, s->groups, weight_rows, stream);
-    }
     CT_TRY(conv_pack_launch(s, w, data.a_pitch, data_workspace, stream));
     conv_prepare(data, data_rows, true);
     return ct_cuda_launch_gemm_pair("gemm<conv_backward>", data, s->groups, data_rows, weight,

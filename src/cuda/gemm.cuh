@@ -901,10 +901,6 @@ static ct_status ct_cuda_launch_gemm_pair(const char *name, First first, int fir
 {
     bool empty = first.m <= 0 || first.n <= 0 || first_groups <= 0 || second.m <= 0 ||
                  second.n <= 0 || second_groups <= 0;
-    if (empty || !ct_gemm_pairs(first_rows, second_rows)) {
-        CT_TRY(ct_cuda_launch_gemm(first, first_groups, first_rows, stream));
-        return ct_cuda_launch_gemm(second, second_groups, second_rows, stream);
-    }
     ct_gemm_grid g1 = gemm_grid_of(first, first_groups, first_rows);
     ct_gemm_grid g2 = gemm_grid_of(second, second_groups, second_rows);
     int64_t tiles1 = (int64_t)g1.x * g1.y * first_groups;
@@ -919,7 +915,8 @@ static ct_status ct_cuda_launch_gemm_pair(const char *name, First first, int fir
      * 64, 192 + 96 blocks, took two waves paired: 58 us on the model
      * against 24.5 one after the other) */
     int64_t wave = (int64_t)GEMM_PAIR_MIN_BLOCKS * ct_cuda_sm_count();
-    if (blocks > wave || shared + statics > 48 * 1024) {
+    if (empty || !ct_gemm_pairs(first_rows, second_rows) || blocks > wave ||
+        shared + statics > 48 * 1024) {
         CT_TRY(ct_cuda_launch_gemm(first, first_groups, first_rows, stream));
         return ct_cuda_launch_gemm(second, second_groups, second_rows, stream);
     }
