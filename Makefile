@@ -529,8 +529,9 @@ fuzz:
 
 # The README's test command: the suite, the suite under ASan + UBSan, the
 # GPU suite on the emulated device, and the tests that run threads under
-# TSan, with one closing line for all; every FAIL line is repeated just
-# above it, so that the end of a long log says what failed.
+# TSan, with one closing line for all; every FAIL line, and the failed
+# checks' messages (the first 60 lines of both), are repeated just above
+# it, so that the end of a long log says what failed and why.
 check:
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory SANITIZE=1 all
@@ -546,8 +547,8 @@ check:
 	 cat build-emu/check.log; \
 	 $(TSAN_RUN) > build-tsan/check.log 2>&1; \
 	 sed 's/^/[tsan] /' build-tsan/check.log; \
-	 grep -H 'FAIL' build/check.log build-san/check.log build-emu/check.log build-tsan/check.log | \
-	   sed 's/^/failed: /'; \
+	 grep -H -e 'FAIL' -e 'check failed' build/check.log build-san/check.log build-emu/check.log build-tsan/check.log | \
+	   head -n 60 | sed 's/^/failed: /'; \
 	 tail -n 1 build/check.log build-san/check.log build-emu/check.log build-tsan/check.log | awk '/passed/ {p += $$1; f += $$3} END {print "all builds: " p " passed, " f " failed"; exit f > 0}'
 
 # The version and the static library's dependencies, for the pkg-config

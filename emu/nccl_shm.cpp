@@ -389,12 +389,14 @@ static bool wait_for(link &l, const std::string &what, const std::function<bool(
                 continue;
             rank_slot &s = l.slot(r);
             int32_t pid = load(&s.pid);
+            bool left = load(&s.gone) != 0, exited = !left && check_pids && process_gone(pid);
+            /* a rank waited for may have done its part after `missing` was
+             * taken, then left: what it stored before leaving shows now */
+            if ((!left && !exited) || (!every_rank && arrived(r)))
+                continue;
             std::string who = "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ")";
-            if (load(&s.gone))
-                return set_failure(error, ncclRemoteError, what + who + " " + s.how);
-            if (check_pids && process_gone(pid))
-                return set_failure(error, ncclRemoteError,
-                                   what + who + " has exited (killed or crashed)");
+            return set_failure(error, ncclRemoteError,
+                               what + who + " " + (left ? s.how : "has exited (killed or crashed)"));
         }
         if (now >= deadline)
             return set_failure(error, ncclRemoteError,

@@ -740,6 +740,30 @@ static void across_processes(void)
     CHECK(segments_left() == 0, "a segment is left in /dev/shm");
 }
 
+/* 3 processes, 300 communicators in turn: each rank destroys its
+ * communicator as soon as its one broadcast is done, while the others may
+ * still be waiting in it; they must finish it all the same. */
+enum { CHURN = 300 };
+
+static void leaving_right_after_the_last_collective(void)
+{
+    enum { N = 3 };
+    static char hexes[CHURN * (2 * NCCL_UNIQUE_ID_BYTES) + 1];
+    for (int k = 0; k < CHURN; k++) {
+        ncclUniqueId id;
+        CHECK(ncclGetUniqueId(&id) == ncclSuccess, "id");
+        id_hex(&id, hexes + k * 2 * NCCL_UNIQUE_ID_BYTES);
+    }
+    pid_t pids[N];
+    int statuses[N];
+    for (int r = 0; r < N; r++)
+        pids[r] = spawn("churn", hexes, N, r, 1, "30");
+    CHECK(reap(pids, N, statuses, 60), "the ranks did not finish in 60 s");
+    for (int r = 0; r < N; r++)
+        CHECK(exited_ok(statuses[r]), "rank %d: status 0x%x", r, statuses[r]);
+    CHECK(segments_left() == 0, "a segment is left in /dev/shm");
+}
+
 /* Rank 2 is killed after joining; ranks 0 and 1 fail their all-reduce
  * within seconds, naming it. */
 static void killed_peer(void)
@@ -834,6 +858,28 @@ static void child_work(ncclComm_t comm, int n, int rank)
     free(got);
 }
 
+/* --child churn: a broadcast on each of CHURN communicators, destroyed
+ * at once. */
+static void child_churn(const char *hexes, int n, int rank)
+{
+    for (int k = 0; k < CHURN && harness_case_failures == 0; k++) {
+        ncclUniqueId id;
+        id_from_hex(hexes + k * 2 * NCCL_UNIQUE_ID_BYTES, &id);
+        ncclComm_t comm = NULL;
+        CHECK(ncclCommInitRank(&comm, n, id, rank) == ncclSuccess, "communicator %d: %s", k,
+              ncclGetLastError(NULL));
+        float value = rank == k % n ? (float)k : -1.0f, got = 0;
+        void *dev = device_copy(0, &value, sizeof value);
+        CHECK(ncclBroadcast(dev, dev, 1, ncclFloat, k % n, comm, 0) == ncclSuccess, "queued");
+        CHECK(cudaDeviceSynchronize() == cudaSuccess, "communicator %d: %s", k,
+              cudaGetErrorString(cudaGetLastError()));
+        CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy %d", k);
+        host_copy(0, &got, dev, sizeof got);
+        CHECK(got == (float)k, "communicator %d: got %g", k, got);
+        cudaFree(dev);
+    }
+}
+
 /* --child survive: the all-reduce fails within seconds, naming rank 2. */
 static void child_survive(ncclComm_t comm)
 {
@@ -892,6 +938,10 @@ static int child_main(int argc, char **argv)
         child_missing();
         return harness_case_failures != 0;
     }
+    if (strcmp(mode, "churn") == 0) {
+        child_churn(argv[3], n, rank);
+        return harness_case_failures != 0;
+    }
     ncclUniqueId id;
     id_from_hex(argv[3], &id);
     ncclComm_t comm = NULL;
@@ -928,6 +978,7 @@ int main(int argc, char **argv)
     RUN(mismatched_and_aborted);
     RUN(missing_rank_times_out);
     RUN(across_processes);
+    RUN(leaving_right_after_the_last_collective);
     RUN(killed_peer);
     return harness_finish();
 }
