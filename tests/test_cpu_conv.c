@@ -450,7 +450,7 @@ static void check_linear(int n, int in, int out, bool with_bias)
         }
     }
     ct_cpu_linear_forward(n, in, out, x, w, with_bias ? bias : NULL, y);
-    ct_cpu_linear_backward_data(n, in, out, dy, w, dx);
+    ct_cpu_linear_backward_data(n, in, out, dy, w, NULL, dx);
     ct_cpu_linear_backward_weight(n, in, out, x, dy, dw);
     double err_y = harness_rel_err_f64(y, ref_y, (int64_t)n * out);
     double err_dx = harness_rel_err_f64(dx, ref_dx, (int64_t)n * in);
@@ -459,6 +459,22 @@ static void check_linear(int n, int in, int out, bool with_bias)
     CHECK(err_dx <= TOLERANCE, "n=%d in=%d out=%d backward data: rel err %g", n, in, out, err_dx);
     CHECK(err_dw <= TOLERANCE, "n=%d in=%d out=%d backward weight: rel err %g", n, in, out,
           err_dw);
+    /* with a relu's backward fused in: the unfused bits where its output
+     * is > 0 (or NaN), 0 where it is <= 0 */
+    float *relu_y = alloc_random((int64_t)n * in, 74), *masked = alloc_nan((int64_t)n * in);
+    relu_y[0] = 0.0f;
+    if (n * in > 1)
+        relu_y[1] = NAN;
+    ct_cpu_linear_backward_data(n, in, out, dy, w, relu_y, masked);
+    int64_t wrong = 0;
+    for (int64_t k = 0; k < (int64_t)n * in; k++) {
+        float want = relu_y[k] <= 0.0f ? 0.0f : dx[k];
+        wrong += memcmp(&want, &masked[k], sizeof want) != 0;
+    }
+    CHECK(wrong == 0, "n=%d in=%d out=%d backward data with relu: %lld of %lld differ", n, in,
+          out, (long long)wrong, (long long)n * in);
+    free(relu_y);
+    free(masked);
     free(x);
     free(w);
     free(dy);
@@ -478,6 +494,7 @@ static void linear_matches_reference(void)
     check_linear(64, 784, 129, false);
     check_linear(3, 300, 1, true);
     check_linear(64, 256, 120, true); /* SimpleCNN's fc1, fc2, fc3 (linear_avx512.c) */
+    check_linear(64, 1024, 300, false); /* past linear_avx512.c's 16 Mi: the GEMM */
     check_linear(64, 120, 84, false);
     check_linear(62, 84, 10, true);
     check_linear(37, 17, 130, true); /* tails everywhere, on the small kernels */

@@ -429,7 +429,7 @@ static void linear_small_same_bits_for_any_thread_count(void)
             got[run][1] = nan_floats((int64_t)n * in);
             got[run][2] = nan_floats((int64_t)out * in);
             ct_cpu_linear_forward_relu(n, in, out, x, w, bias, got[run][0]);
-            ct_cpu_linear_backward_data(n, in, out, dy, w, got[run][1]);
+            ct_cpu_linear_backward_data(n, in, out, dy, w, NULL, got[run][1]);
             ct_cpu_linear_backward_weight(n, in, out, x, dy, got[run][2]);
         }
         ct_cpu_set_threads(saved);

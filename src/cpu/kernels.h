@@ -82,9 +82,11 @@ void ct_cpu_linear_forward(int n, int in, int out, const float *x, const float *
 /* y = relu(x . w^T + bias) */
 void ct_cpu_linear_forward_relu(int n, int in, int out, const float *x, const float *w,
                                 const float *bias, float *y);
-/* dx[n,i] = sum_o dy[n,o] w[o,i] */
+/* dx[n,i] = sum_o dy[n,o] w[o,i]; with relu_y (not NULL: the output of
+ * the relu that feeds this layer, laid out as dx), the relu's backward too:
+ * dx[n,i] = ct_relu_grad(relu_y[n,i], that sum). */
 void ct_cpu_linear_backward_data(int n, int in, int out, const float *dy, const float *w,
-                                 float *dx);
+                                 const float *relu_y, float *dx);
 /* dw[o,i] = sum_n dy[n,o] x[n,i] */
 void ct_cpu_linear_backward_weight(int n, int in, int out, const float *x, const float *dy,
                                    float *dw);

@@ -5,6 +5,7 @@
  * bias gradient is ct_cpu_channel_sum with inner = 1.  All outputs are
  * written with =.
  */
+#include "core/math_shared.h"
 #include "cpu/kernels.h"
 #include "cpu/linear_small.h"
 
@@ -52,14 +53,21 @@ void ct_cpu_linear_forward_relu(int n, int in, int out, const float *x, const fl
     linear_forward(n, in, out, x, w, bias, true, y);
 }
 
-/* dx[n,i] = sum_o dy[n,o] w[o,i]:  dx = dy . w */
+/* dx[n,i] = relu_grad?(relu_y[n,i], sum_o dy[n,o] w[o,i]):  dx = dy . w */
 void ct_cpu_linear_backward_data(int n, int in, int out, const float *dy, const float *w,
-                                 float *dx)
+                                 const float *relu_y, float *dx)
 {
-    if (SMALL_FITS(n, in, out))
-        ct_cpu_linear_small_backward_data(n, in, out, dy, w, dx);
-    else
-        ct_cpu_gemm(false, false, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+    if (SMALL_FITS(n, in, out)) {
+        ct_cpu_linear_small_backward_data(n, in, out, dy, w, relu_y, dx); /* masks as it stores */
+        return;
+    }
+    ct_cpu_gemm(false, false, n, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+    if (!relu_y)
+        return;
+    int64_t count = (int64_t)n * in;
+#pragma omp parallel for schedule(static) if (count >= LINEAR_PARALLEL_MIN_ELEMENTS)
+    for (int64_t i = 0; i < count; i++)
+        dx[i] = ct_relu_grad(relu_y[i], dx[i]);
 }
 
 /* dw[o,i] = sum_n dy[n,o] x[n,i]:  dw = dy^T . x */

@@ -188,10 +188,12 @@ void ct_cpu_linear_small_forward(int n, int in, int out, const float *x, const f
 /* ---- backward: outer products ----------------------------------------------------- */
 
 /* c[(i0+r)*ldc + j0 + j] = sum_p a[(i0+r)*a_row + p*a_col] * b[p*ldb + j0 + j]
- * for r < R, j < min(WIDTH, cols - j0), p = 0..depth-1 in order. */
+ * for r < R, j < min(WIDTH, cols - j0), p = 0..depth-1 in order; with
+ * `relu_y` (laid out as c), each sum is stored as ct_relu_grad(relu_y, sum):
+ * 0 where relu_y <= 0, a NaN relu_y keeps the sum. */
 AVX512_INLINE void outer_block(int depth, int cols, const float *a, size_t a_row, size_t a_col,
-                               const float *b, size_t ldb, int i0, int j0, float *c,
-                               size_t ldc, const int R)
+                               const float *b, size_t ldb, int i0, int j0, const float *relu_y,
+                               float *c, size_t ldc, const int R)
 {
     __mmask16 m[VECS];
     #pragma GCC unroll 4
@@ -220,19 +222,27 @@ AVX512_INLINE void outer_block(int depth, int cols, const float *a, size_t a_row
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 4
-        for (int v = 0; v < VECS; v++)
-            _mm512_mask_storeu_ps(c + (size_t)(i0 + r) * ldc + j0 + v * LANES, m[v], acc[r][v]);
+        for (int v = 0; v < VECS; v++) {
+            size_t at = (size_t)(i0 + r) * ldc + j0 + v * LANES;
+            if (relu_y) /* the relu's backward: keep where !(y <= 0) */
+                acc[r][v] = _mm512_maskz_mov_ps(
+                    _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m[v], relu_y + at),
+                                       _mm512_setzero_ps(), _CMP_NLE_UQ),
+                    acc[r][v]);
+            _mm512_mask_storeu_ps(c + at, m[v], acc[r][v]);
+        }
 }
 
 typedef void (*outer_fn)(int depth, int cols, const float *a, size_t a_row, size_t a_col,
-                         const float *b, size_t ldb, int i0, int j0, float *c, size_t ldc);
+                         const float *b, size_t ldb, int i0, int j0, const float *relu_y,
+                         float *c, size_t ldc);
 
 #define OUTER(R)                                                                               \
     static AVX512 void outer_##R(int depth, int cols, const float *a, size_t a_row,            \
                                  size_t a_col, const float *b, size_t ldb, int i0, int j0,     \
-                                 float *c, size_t ldc)                                         \
+                                 const float *relu_y, float *c, size_t ldc)                    \
     {                                                                                          \
-        outer_block(depth, cols, a, a_row, a_col, b, ldb, i0, j0, c, ldc, R);                  \
+        outer_block(depth, cols, a, a_row, a_col, b, ldb, i0, j0, relu_y, c, ldc, R);          \
     }
 OUTER(1)
 OUTER(2)
@@ -241,9 +251,10 @@ OUTER(4)
 
 static const outer_fn outers[BLOCK] = {outer_1, outer_2, outer_3, outer_4};
 
-/* c [rows x cols] = A . b, A(i, p) = a[i*a_row + p*a_col], b [depth x cols]. */
+/* c [rows x cols] = A . b, A(i, p) = a[i*a_row + p*a_col], b [depth x cols];
+ * masked by relu_y (outer_block) where it is not NULL. */
 static void outer_product(int rows, int cols, int depth, const float *a, size_t a_row,
-                          size_t a_col, const float *b, float *c)
+                          size_t a_col, const float *b, const float *relu_y, float *c)
 {
     int row_blocks = (rows + BLOCK - 1) / BLOCK, col_blocks = (cols + WIDTH - 1) / WIDTH;
     int tiles = row_blocks * col_blocks;
@@ -251,22 +262,23 @@ static void outer_product(int rows, int cols, int depth, const float *a, size_t 
     for (int tile = 0; tile < tiles; tile++) {
         int i0 = tile / col_blocks * BLOCK, j0 = tile % col_blocks * WIDTH;
         int r = rows - i0 < BLOCK ? rows - i0 : BLOCK;
-        outers[r - 1](depth, cols, a, a_row, a_col, b, (size_t)cols, i0, j0, c, (size_t)cols);
+        outers[r - 1](depth, cols, a, a_row, a_col, b, (size_t)cols, i0, j0, relu_y, c,
+                      (size_t)cols);
     }
 }
 
 void ct_cpu_linear_small_backward_data(int n, int in, int out, const float *dy, const float *w,
-                                       float *dx)
+                                       const float *relu_y, float *dx)
 {
     /* dx [n x in] = dy [n x out] . w [out x in] */
-    outer_product(n, in, out, dy, (size_t)out, 1, w, dx);
+    outer_product(n, in, out, dy, (size_t)out, 1, w, relu_y, dx);
 }
 
 void ct_cpu_linear_small_backward_weight(int n, int in, int out, const float *x,
                                          const float *dy, float *dw)
 {
     /* dw [out x in] = dy^T [out x n] . x [n x in] */
-    outer_product(out, in, n, dy, 1, (size_t)out, x, dw);
+    outer_product(out, in, n, dy, 1, (size_t)out, x, NULL, dw);
 }
 
 #endif

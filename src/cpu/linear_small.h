@@ -17,8 +17,10 @@ bool ct_cpu_linear_small_fits(int n, int in, int out);
 /* y = relu?(x . w^T + bias); bias may be NULL; relu keeps NaN. */
 void ct_cpu_linear_small_forward(int n, int in, int out, const float *x, const float *w,
                                  const float *bias, bool relu, float *y);
+/* relu_y: NULL, or the output of a relu whose backward is done here (dx =
+ * ct_relu_grad(relu_y, dy . w)). */
 void ct_cpu_linear_small_backward_data(int n, int in, int out, const float *dy, const float *w,
-                                       float *dx);
+                                       const float *relu_y, float *dx);
 void ct_cpu_linear_small_backward_weight(int n, int in, int out, const float *x,
                                          const float *dy, float *dw);
 #endif

@@ -267,7 +267,7 @@ static ct_status run_linear_bwd_data(const ct_exec *exec, const ct_tensor *node)
     const ct_tensor *dy = node->src[0], *w = node->src[1];
     ct_cpu_linear_backward_data((int)dy->shape[0], (int)w->shape[1], (int)w->shape[0],
                                 ct_in(exec, node, 0), ct_in(exec, node, 1),
-                                ct_out(exec, node));
+                                (const float *)ct_exec_relu_mask(exec, node), ct_out(exec, node));
     return CT_OK;
 }
 
@@ -552,7 +552,25 @@ static size_t bn_sync_workspace(const ct_backend *backend, const ct_tensor *node
 
 NATIVE(channel_sum, run_channel_sum, 0);
 NATIVE(linear, run_linear, CT_FUSES_RELU);
-NATIVE(linear_bwd_data, run_linear_bwd_data, 0);
+/* The relu's backward fuses into an f32 backward data only: a 16-bit
+ * graph's relu output is stored 16-bit, and the kernel reads it as float. */
+static bool linear_bwd_data_fuses_with(const ct_tensor *producer, unsigned fusion,
+                                       const ct_tensor *other)
+{
+    (void)fusion, (void)other;
+    return producer->dtype == CT_F32;
+}
+
+static ct_status linear_bwd_data_run(ct_backend *backend, const ct_exec *e, const ct_tensor *n)
+{
+    (void)backend;
+    return run_linear_bwd_data(e, n);
+}
+
+static const ct_impl linear_bwd_data = {.name = "native",
+                                        .fuses = CT_FUSES_RELU_BWD,
+                                        .fuses_with = linear_bwd_data_fuses_with,
+                                        .run = linear_bwd_data_run};
 NATIVE(linear_bwd_weight, run_linear_bwd_weight, CT_FUSES_BIAS_GRAD);
 NATIVE(maxpool2d, run_maxpool2d, 0);
 NATIVE(maxpool2d_bwd, run_maxpool2d_bwd, CT_FUSES_RELU_BWD);
