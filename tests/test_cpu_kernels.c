@@ -220,6 +220,15 @@ static void test_maxpool_2x2_fast_path(void)
         check_pool(&odd, true, false, "maxpool 2x2 odd");
         check_pool(&even, true, true, "maxpool 2x2 ties");
         check_pool(&stacked, true, false, "maxpool 2x2 stacked planes");
+        /* rows of 8 inputs: the AVX-512 forward's 16 windows from 4 pairs
+         * of rows (pool_avx2.c), whole (8x8) and with a last group of
+         * fewer (6x8: 12 windows a plane) */
+        ct_pool2d_shape packed = pool_shape(batches[b], 50, 8, 8, 2, 2, 2, 2, 0, 0, false);
+        ct_pool2d_shape packed_tail = pool_shape(batches[b], 5, 6, 8, 2, 2, 2, 2, 0, 0, false);
+        check_pool(&packed, true, false, "maxpool 2x2 rows of 8");
+        check_pool(&packed, true, true, "maxpool 2x2 rows of 8 ties");
+        check_pool(&packed_tail, true, false, "maxpool 2x2 rows of 8, 12 windows a plane");
+        check_pool_relu(&packed, "maxpool 2x2 rows of 8 relu");
         check_pool_relu(&even, "maxpool 2x2 relu");
         check_pool_relu(&odd, "maxpool 2x2 odd relu");
         check_pool_relu(&stacked, "maxpool 2x2 stacked relu");
@@ -263,6 +272,33 @@ static void test_maxpool_general_nan(void)
         bool nan_expected = plane == 0 && oh == 1 && ow == 1;
         CHECK(nan_expected ? isnan(y[o]) : y[o] == expected, "y[%d] = %g, expected %g", o,
               (double)y[o], nan_expected ? (double)NAN : (double)expected);
+    }
+}
+
+/* The 2x2 forward on rows of 8 (16 windows from 4 pairs of rows): a NaN
+ * wins its window wherever it sits in it, and no other window. */
+static void test_maxpool_2x2_rows_of_8_nan(void)
+{
+    ct_pool2d_shape s = pool_shape(1, 3, 8, 8, 2, 2, 2, 2, 0, 0, false); /* 3 planes of 16 */
+    float x[192], y[48];
+    for (int i = 0; i < 192; i++)
+        x[i] = (float)((i * 7) % 13);
+    int nans[] = {0, 9, 70, 135, 191}; /* each corner of a window, in 3 planes */
+    for (int k = 0; k < 5; k++)
+        x[nans[k]] = NAN;
+    ct_cpu_maxpool2d_forward(&s, x, y);
+    for (int o = 0; o < 48; o++) {
+        int plane = o / 16, oh = o % 16 / 4, ow = o % 4;
+        float expected = -INFINITY;
+        bool nan = false;
+        for (int h = 2 * oh; h < 2 * oh + 2; h++)
+            for (int w = 2 * ow; w < 2 * ow + 2; w++) {
+                float v = x[plane * 64 + h * 8 + w];
+                nan |= isnan(v);
+                expected = v > expected ? v : expected;
+            }
+        CHECK(nan ? isnan(y[o]) : y[o] == expected, "y[%d] = %g, expected %s%g", o,
+              (double)y[o], nan ? "NaN, not " : "", (double)expected);
     }
 }
 
@@ -957,6 +993,7 @@ int main(void)
     RUN(test_maxpool_2x2_fast_path);
     RUN(test_maxpool_general);
     RUN(test_maxpool_general_nan);
+    RUN(test_maxpool_2x2_rows_of_8_nan);
     RUN(test_avgpool);
     RUN(test_global_avgpool);
     RUN(test_activations);

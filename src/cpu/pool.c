@@ -119,7 +119,7 @@ static void maxpool_2x2_plane(int in_w, int out_h, int out_w, const float *restr
 {
     int first_ow = 0; /* columns before it are done by the vector kernel */
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
-    if (ct_cpu_simd_avx512() && out_w >= CT_POOL_AVX512_MIN_WINDOWS)
+    if (ct_cpu_simd_avx512() && ct_cpu_maxpool2x2_forward_avx512_fits(in_w, out_w))
         first_ow = ct_cpu_maxpool2x2_forward_avx512(in_w, out_h, out_w, x, y);
     else if (ct_cpu_simd_avx2())
         first_ow = ct_cpu_maxpool2x2_forward_avx2(in_w, out_h, out_w, x, y);
