@@ -629,6 +629,13 @@ static const entry entries[] = {
      .kernel = {3, 2}, .conv = {.pad = {2, 0}, .dilation = {2, 3}, .groups = 4}},
     {"conv_pointwise_padded", build_conv, OPS(CONV), X(2, 5, 4, 4), .out = 3, .kernel = {1, 1},
      .conv = {.pad = {1, 1}}},
+    /* taps that only ever meet padding (the CPU crops them: "cropped"):
+     * VGG-11's 3x3 layers on 1x1 planes (the centre tap), and a row of
+     * 5 (the middle row of taps, all columns) */
+    {"conv_3x3_on_1x1", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(3, 20, 1, 1), .out = 24,
+     .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true},
+    {"conv_3x3_on_a_row_relu", build_conv, OPS(CONV, CT_OP_RELU), X(2, 6, 1, 5), .out = 7,
+     .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .relu = true},
     /* 128+ rows and columns in every pass: CUDA's 128 x 128 tile, staged */
     {"conv_wide_tile", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 130, 9, 11), .out = 136,
      .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true},
@@ -1128,13 +1135,18 @@ int main(void)
         return harness_finish();
     }
     reference_backend->unfused = true; /* each node its own kernel: fusions are checked */
+    /* convolutions as im2col + GEMM over the whole kernel, the others
+     * native: the paths that take shortcuts (direct, Winograd, the
+     * cropped kernel) are checked against it */
+    CHECK_OK(ct_backend_set_kernels(reference_backend, "im2col"));
     column columns[MAX_COLUMNS];
     static const char *const cpu_modes[] = {"native", "auto"};
     static const char *const gpu_modes[] = {"native", "vendor"};
     int n_columns = add_columns(columns, 0, cpu, "cpu", cpu_modes, 2);
     ct_backend *backends[MAX_BACKENDS] = {cpu};
     int n_backends = 1;
-    printf("# reference: %s, portable kernels, unfused\n", ct_backend_name(reference_backend));
+    printf("# reference: %s, portable kernels (convolutions by im2col), unfused\n",
+           ct_backend_name(reference_backend));
     if (ct_backend_new("cuda", &gpu) == CT_OK) {
 #ifdef CT_HAVE_CUDA
         CHECK_OK(ct_cuda_backend_poison(gpu, true));

@@ -220,6 +220,74 @@ static void conv_scatter(const ct_conv2d_shape *s, int n_images, const float *bu
     }
 }
 
+/* The kernel indices [*first, *first + *count) of one dimension that land
+ * inside the input for some output; false when none does. */
+static bool live_taps(int in, int out, int kernel, int stride, int pad, int dilation,
+                      int *first, int *count)
+{
+    int lo = -1, hi = -1;
+    for (int i = 0; i < kernel; i++)
+        for (int o = 0; o < out; o++) {
+            int64_t at = (int64_t)o * stride - pad + (int64_t)i * dilation;
+            if (at >= 0 && at < in) {
+                lo = lo < 0 ? i : lo;
+                hi = i;
+                break;
+            }
+        }
+    *first = lo;
+    *count = hi - lo + 1;
+    return lo >= 0;
+}
+
+bool ct_cpu_conv2d_cropped(const ct_conv2d_shape *s, ct_conv2d_shape *cropped, int *first_row,
+                           int *first_column)
+{
+    int rows = 0, columns = 0;
+    if (!live_taps(s->in_h, s->out_h, s->kernel_h, s->stride_h, s->pad_h, s->dilation_h,
+                   first_row, &rows) ||
+        !live_taps(s->in_w, s->out_w, s->kernel_w, s->stride_w, s->pad_w, s->dilation_w,
+                   first_column, &columns) ||
+        (rows == s->kernel_h && columns == s->kernel_w))
+        return false;
+    *cropped = *s;
+    cropped->kernel_h = rows;
+    cropped->kernel_w = columns;
+    /* window o's tap i' is the whole kernel's tap first + i' */
+    cropped->pad_h = s->pad_h - *first_row * s->dilation_h;
+    cropped->pad_w = s->pad_w - *first_column * s->dilation_w;
+    return cropped->pad_h >= 0 && cropped->pad_w >= 0 &&
+           ct_window_count(s->in_h, rows, s->stride_h, cropped->pad_h, s->dilation_h) ==
+               s->out_h &&
+           ct_window_count(s->in_w, columns, s->stride_w, cropped->pad_w, s->dilation_w) ==
+               s->out_w;
+}
+
+void ct_cpu_conv2d_crop_weights(const ct_conv2d_shape *s, const ct_conv2d_shape *cropped,
+                                int first_row, int first_column, const float *w, float *cw)
+{
+    int64_t kernels = (int64_t)s->out_channels * (s->in_channels / s->groups);
+    for (int64_t k = 0; k < kernels; k++)
+        for (int i = 0; i < cropped->kernel_h; i++)
+            for (int j = 0; j < cropped->kernel_w; j++)
+                cw[(k * cropped->kernel_h + i) * cropped->kernel_w + j] =
+                    w[(k * s->kernel_h + first_row + i) * s->kernel_w + first_column + j];
+}
+
+void ct_cpu_conv2d_uncrop_weights(const ct_conv2d_shape *s, const ct_conv2d_shape *cropped,
+                                  int first_row, int first_column, const float *cw, float *w)
+{
+    int64_t kernels = (int64_t)s->out_channels * (s->in_channels / s->groups);
+    for (int64_t k = 0; k < kernels; k++)
+        for (int i = 0; i < s->kernel_h; i++)
+            for (int j = 0; j < s->kernel_w; j++) {
+                int ci = i - first_row, cj = j - first_column;
+                bool live = ci >= 0 && ci < cropped->kernel_h && cj >= 0 && cj < cropped->kernel_w;
+                w[(k * s->kernel_h + i) * s->kernel_w + j] =
+                    live ? cw[(k * cropped->kernel_h + ci) * cropped->kernel_w + cj] : 0.0f;
+            }
+}
+
 size_t ct_cpu_conv2d_im2col_workspace(const ct_conv2d_shape *s)
 {
     /* one group's col matrix and [O, G*P] buffer, however many threads

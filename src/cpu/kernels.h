@@ -40,6 +40,21 @@ const char *ct_cpu_gemm_name(void);
 /* y[n,o,h,w] = bias[o] + sum_{c,i,j} x[n, g*Cg+c, h*sh-ph+i*dh, w*sw-pw+j*dw] * w[o,c,i,j]
  * where g = o / (O/groups), Cg = C/groups; bias may be NULL. */
 size_t ct_cpu_conv2d_im2col_workspace(const ct_conv2d_shape *s);
+/* A convolution whose kernel reaches past its input for every output at
+ * some taps (a 3x3 kernel with padding 1 on a 1x1 input touches only its
+ * centre): those taps' products are all with padding zeros.  True when
+ * there are such rows or columns of taps at the kernel's edges and the
+ * convolution over the others is one (`cropped`: the kernel's live rows
+ * and columns, from (*first_row, *first_column), and the padding that
+ * keeps every window where it was); false otherwise. */
+bool ct_cpu_conv2d_cropped(const ct_conv2d_shape *s, ct_conv2d_shape *cropped, int *first_row,
+                           int *first_column);
+/* The cropped kernel's weights out of the whole one's, and back (the dead
+ * taps' gradient is 0): w [O, Cg, KH, KW], cw [O, Cg, KH', KW']. */
+void ct_cpu_conv2d_crop_weights(const ct_conv2d_shape *s, const ct_conv2d_shape *cropped,
+                                int first_row, int first_column, const float *w, float *cw);
+void ct_cpu_conv2d_uncrop_weights(const ct_conv2d_shape *s, const ct_conv2d_shape *cropped,
+                                  int first_row, int first_column, const float *cw, float *w);
 /* The most that any of the CPU's convolution paths (im2col, direct,
  * Winograd) needs for the shape: for callers that run several. */
 size_t ct_cpu_conv2d_workspace(const ct_conv2d_shape *s, int n_threads);

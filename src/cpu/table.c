@@ -115,6 +115,74 @@ static const ct_impl conv_im2col = {
     .run = run_im2col,
 };
 
+/* A convolution whose kernel's edge taps only ever meet padding (VGG-11's
+ * last 3x3 layers on 1x1 planes: 1 tap of 9 reaches the input) runs on the
+ * kernel of its live taps (ct_cpu_conv2d_cropped), im2col + GEMM (a 1x1
+ * crop at stride 1 is the GEMM alone): the weights cropped into the
+ * workspace, the weight gradient computed there and spread back with 0
+ * for the dead taps, before the im2col workspace of the cropped shape. */
+static size_t cropped_floats(const ct_conv2d_shape *c)
+{
+    size_t count = (size_t)c->out_channels * (c->in_channels / c->groups) * c->kernel_h *
+                   c->kernel_w;
+    return (count + 15) / 16 * 16; /* the im2col workspace after it 64-byte aligned */
+}
+
+static bool cropped_supports(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    ct_conv2d_shape c;
+    int row, column;
+    return ct_cpu_conv2d_cropped(&node->attr.conv, &c, &row, &column);
+}
+
+static size_t cropped_workspace(const ct_backend *backend, const ct_tensor *node)
+{
+    (void)backend;
+    ct_conv2d_shape c;
+    int row, column;
+    if (!ct_cpu_conv2d_cropped(&node->attr.conv, &c, &row, &column))
+        return 0;
+    return sizeof(float) * cropped_floats(&c) + ct_cpu_conv2d_im2col_workspace(&c);
+}
+
+static ct_status run_cropped(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
+{
+    (void)backend;
+    const ct_conv2d_shape *s = &node->attr.conv;
+    ct_conv2d_shape c;
+    int row = 0, column = 0;
+    bool fits = ct_cpu_conv2d_cropped(s, &c, &row, &column);
+    CT_ASSERT(fits);
+    float *weights = (float *)exec->workspace;
+    void *rest = weights + cropped_floats(&c);
+    if (node->op == CT_OP_CONV2D) {
+        const ct_tensor *pool = exec->pool_into ? exec->pool_into[node->id] : NULL;
+        ct_cpu_conv2d_crop_weights(s, &c, row, column, ct_in(exec, node, 1), weights);
+        im2col_forward(&c, ct_in(exec, node, 0), weights, ct_in_opt(exec, node, 2),
+                       pool || fused_relu(exec, node), ct_out(exec, node), rest);
+        if (pool)
+            pool_after(s, ct_out(exec, node), ct_out(exec, pool));
+    } else if (node->op == CT_OP_CONV2D_BWD_DATA) {
+        ct_cpu_conv2d_crop_weights(s, &c, row, column, ct_in(exec, node, 1), weights);
+        ct_cpu_conv2d_backward_data(&c, ct_in(exec, node, 0), weights, ct_out(exec, node), rest);
+    } else {
+        ct_cpu_conv2d_backward_weight(&c, ct_in(exec, node, 0), ct_in(exec, node, 1), weights,
+                                      rest);
+        ct_cpu_conv2d_uncrop_weights(s, &c, row, column, weights, ct_out(exec, node));
+        bias_grad_after(exec, node);
+    }
+    return CT_OK;
+}
+
+static const ct_impl conv_cropped = {
+    .name = "cropped",
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD,
+    .supports = cropped_supports,
+    .workspace = cropped_workspace,
+    .run = run_cropped,
+};
+
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
 static bool avx2_ready(const ct_backend *backend)
 {
@@ -236,11 +304,11 @@ static const ct_impl conv_panel = {
     .run = run_panel,
 };
 
-#define CONV_FORWARD_IMPLS {&conv_direct, &conv_winograd, &conv_panel, &conv_im2col}
-#define CONV_IMPLS {&conv_direct, &conv_winograd, &conv_im2col}
+#define CONV_FORWARD_IMPLS {&conv_cropped, &conv_direct, &conv_winograd, &conv_panel, &conv_im2col}
+#define CONV_IMPLS {&conv_cropped, &conv_direct, &conv_winograd, &conv_im2col}
 #else
-#define CONV_FORWARD_IMPLS {&conv_im2col}
-#define CONV_IMPLS {&conv_im2col}
+#define CONV_FORWARD_IMPLS {&conv_cropped, &conv_im2col}
+#define CONV_IMPLS {&conv_cropped, &conv_im2col}
 #endif
 
 /* ---- the other ops: one kernel each ------------------------------------------------- */

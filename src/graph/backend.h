@@ -121,7 +121,7 @@ static inline const void *ct_exec_relu_mask(const ct_exec *exec, const ct_tensor
 }
 
 typedef struct ct_impl ct_impl; /* graph/impl.h */
-enum { CT_MAX_IMPLS = 4 };
+enum { CT_MAX_IMPLS = 5 };
 
 typedef struct ct_backend_i {
     ct_status (*alloc)(ct_backend *backend, size_t bytes, void **out);
