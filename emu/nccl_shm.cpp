@@ -395,8 +395,8 @@ static bool wait_for(link &l, const std::string &what, const std::function<bool(
             if ((!left && !exited) || (!every_rank && arrived(r)))
                 continue;
             std::string who = "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ")";
-            return set_failure(error, ncclRemoteError,
-                               what + who + " " + (left ? s.how : "has exited (killed or crashed)"));
+            const char *how = left ? s.how : "has exited (killed or crashed)";
+            return set_failure(error, ncclRemoteError, what + who + " " + how);
         }
         if (now >= deadline)
             return set_failure(error, ncclRemoteError,

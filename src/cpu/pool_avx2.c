@@ -156,8 +156,6 @@ AVX512_INLINE windows16 load_windows16(const float *row0, const float *row1, int
  * inputs of window 4 i + k.  The first n (a multiple of 4, <= 16) windows
  * from the 64 floats at x, by 8 permutes (the lefts and rights of two
  * pairs, then of all four). */
-enum { PACKED_IN_W = 8, PACKED_OUT_W = 4 };
-
 AVX512_INLINE windows16 load_packed_windows16(const float *x, int n)
 {
     /* [a or c of pair 0 (4), of pair 1 (4), b or d of pair 0, of pair 1] */
@@ -168,8 +166,10 @@ AVX512_INLINE windows16 load_packed_windows16(const float *x, int n)
                                            23);
     const __m512i highs = _mm512_add_epi32(lows, _mm512_set1_epi32(8));
     __m512 v[4];
-    for (int i = 0; i < 4; i++)
-        v[i] = _mm512_maskz_loadu_ps(n > PACKED_OUT_W * i ? (__mmask16)0xffff : 0, x + 16 * i);
+    for (int i = 0; i < 4; i++) {
+        __mmask16 pair = n > CT_POOL_PACKED_OUT_W * i ? (__mmask16)0xffff : 0;
+        v[i] = _mm512_maskz_loadu_ps(pair, x + 16 * i);
+    }
     __m512 top01 = _mm512_permutex2var_ps(v[0], tops, v[1]);
     __m512 top23 = _mm512_permutex2var_ps(v[2], tops, v[3]);
     __m512 bottom01 = _mm512_permutex2var_ps(v[0], bottoms, v[1]);
@@ -194,7 +194,7 @@ AVX512_INLINE __m512 window_max16(windows16 win)
 AVX512 int ct_cpu_maxpool2x2_forward_avx512(int in_w, int out_h, int out_w, const float *x,
                                             float *y)
 {
-    if (in_w == PACKED_IN_W && out_w == PACKED_OUT_W) {
+    if (in_w == CT_POOL_PACKED_IN_W && out_w == CT_POOL_PACKED_OUT_W) {
         for (int w = 0, windows = out_h * out_w; w < windows; w += 16) {
             int n = windows - w < 16 ? windows - w : 16;
             _mm512_mask_storeu_ps(y + w, low_lanes(n),

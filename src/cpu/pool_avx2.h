@@ -21,10 +21,11 @@ int ct_cpu_maxpool2x2_backward_avx2(int in_w, int out_h, int out_w, const float 
  * least CT_POOL_AVX512_MIN_WINDOWS windows on a CPU where
  * ct_cpu_simd_avx512(); the forward also for rows of 4 windows from rows of
  * 8 inputs (16 windows from 4 pairs of rows: SimpleCNN's 8x8 planes). */
-enum { CT_POOL_AVX512_MIN_WINDOWS = 8 };
+enum { CT_POOL_AVX512_MIN_WINDOWS = 8, CT_POOL_PACKED_IN_W = 8, CT_POOL_PACKED_OUT_W = 4 };
 static inline bool ct_cpu_maxpool2x2_forward_avx512_fits(int in_w, int out_w)
 {
-    return out_w >= CT_POOL_AVX512_MIN_WINDOWS || (in_w == 8 && out_w == 4);
+    return out_w >= CT_POOL_AVX512_MIN_WINDOWS ||
+           (in_w == CT_POOL_PACKED_IN_W && out_w == CT_POOL_PACKED_OUT_W);
 }
 int ct_cpu_maxpool2x2_forward_avx512(int in_w, int out_h, int out_w, const float *x, float *y);
 int ct_cpu_maxpool2x2_backward_avx512(int in_w, int out_h, int out_w, const float *x,

@@ -601,15 +601,20 @@ static ct_status run_custom(const ct_exec *exec, const ct_tensor *node)
 
 /* An op's one kernel, "native": `fn` run with the node's tensors (and a
  * workspace of workspace_fn's size, or none for NULL). */
-#define NATIVE_WORKSPACE(impl, fn, fusions, workspace_fn)                                  \
+#define NATIVE_IMPL(impl, fn, fusions, workspace_fn, fuses_with_fn)                       \
     static ct_status impl##_run(ct_backend *backend, const ct_exec *e, const ct_tensor *n) \
     {                                                                                      \
         (void)backend;                                                                     \
         return fn(e, n);                                                                   \
     }                                                                                      \
-    static const ct_impl impl = {                                                          \
-        .name = "native", .fuses = (fusions), .workspace = (workspace_fn), .run = impl##_run}
-#define NATIVE(impl, fn, fusions) NATIVE_WORKSPACE(impl, fn, fusions, NULL)
+    static const ct_impl impl = {.name = "native",                                         \
+                                 .fuses = (fusions),                                       \
+                                 .fuses_with = (fuses_with_fn),                            \
+                                 .workspace = (workspace_fn),                              \
+                                 .run = impl##_run}
+#define NATIVE_WORKSPACE(impl, fn, fusions, workspace_fn)                                  \
+    NATIVE_IMPL(impl, fn, fusions, workspace_fn, NULL)
+#define NATIVE(impl, fn, fusions) NATIVE_IMPL(impl, fn, fusions, NULL, NULL)
 
 /* Synchronized batchnorm's sums, for the channels of the node's input. */
 static size_t bn_sync_workspace(const ct_backend *backend, const ct_tensor *node)
@@ -628,17 +633,8 @@ static bool linear_bwd_data_fuses_with(const ct_tensor *producer, unsigned fusio
     (void)fusion, (void)other;
     return producer->dtype == CT_F32;
 }
-
-static ct_status linear_bwd_data_run(ct_backend *backend, const ct_exec *e, const ct_tensor *n)
-{
-    (void)backend;
-    return run_linear_bwd_data(e, n);
-}
-
-static const ct_impl linear_bwd_data = {.name = "native",
-                                        .fuses = CT_FUSES_RELU_BWD,
-                                        .fuses_with = linear_bwd_data_fuses_with,
-                                        .run = linear_bwd_data_run};
+NATIVE_IMPL(linear_bwd_data, run_linear_bwd_data, CT_FUSES_RELU_BWD, NULL,
+            linear_bwd_data_fuses_with);
 NATIVE(linear_bwd_weight, run_linear_bwd_weight, CT_FUSES_BIAS_GRAD);
 NATIVE(maxpool2d, run_maxpool2d, 0);
 NATIVE(maxpool2d_bwd, run_maxpool2d_bwd, CT_FUSES_RELU_BWD);
@@ -671,17 +667,8 @@ static bool cross_entropy_fuses_with(const ct_tensor *node, unsigned fusion,
     (void)fusion, (void)other;
     return node->src[0]->dtype == CT_F32;
 }
-
-static ct_status cross_entropy_run(ct_backend *backend, const ct_exec *e, const ct_tensor *n)
-{
-    (void)backend;
-    return run_cross_entropy(e, n);
-}
-
-static const ct_impl cross_entropy = {.name = "native",
-                                      .fuses = CT_FUSES_LOSS_GRAD,
-                                      .fuses_with = cross_entropy_fuses_with,
-                                      .run = cross_entropy_run};
+NATIVE_IMPL(cross_entropy, run_cross_entropy, CT_FUSES_LOSS_GRAD, NULL,
+            cross_entropy_fuses_with);
 NATIVE(cross_entropy_bwd, run_cross_entropy_bwd, 0);
 NATIVE(cast, run_cast, 0);
 NATIVE(custom, run_custom, 0);
