@@ -121,15 +121,21 @@ AVX512_INLINE void dot_block(int in, int out, const float *x, const float *w, co
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
+    /* whole vectors of k without a mask (a mask each step is a kmovw on
+     * port 5, beside the FMAs), then the tail's */
+    int whole = in / LANES * LANES;
     for (int k = 0; k < in; k += LANES) {
-        __mmask16 m = tail_mask(in - k);
+        __mmask16 m = k < whole ? (__mmask16)0xffff : tail_mask(in - k);
         __m512 xv[BLOCK];
         #pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
-            xv[r] = _mm512_maskz_loadu_ps(m, x + (size_t)(n0 + r) * in + k);
+        for (int r = 0; r < R; r++) {
+            const float *at = x + (size_t)(n0 + r) * in + k;
+            xv[r] = k < whole ? _mm512_loadu_ps(at) : _mm512_maskz_loadu_ps(m, at);
+        }
         #pragma GCC unroll 4
         for (int c = 0; c < C; c++) {
-            __m512 wv = _mm512_maskz_loadu_ps(m, w + (size_t)(o0 + c) * in + k);
+            const float *at = w + (size_t)(o0 + c) * in + k;
+            __m512 wv = k < whole ? _mm512_loadu_ps(at) : _mm512_maskz_loadu_ps(m, at);
             #pragma GCC unroll 4
             for (int r = 0; r < R; r++)
                 acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
@@ -193,7 +199,7 @@ void ct_cpu_linear_small_forward(int n, int in, int out, const float *x, const f
  * 0 where relu_y <= 0, a NaN relu_y keeps the sum. */
 AVX512_INLINE void outer_block(int depth, int cols, const float *a, size_t a_row, size_t a_col,
                                const float *b, size_t ldb, int i0, int j0, const float *relu_y,
-                               float *c, size_t ldc, const int R)
+                               float *c, size_t ldc, const int R, const bool FULL)
 {
     __mmask16 m[VECS];
     #pragma GCC unroll 4
@@ -210,7 +216,8 @@ AVX512_INLINE void outer_block(int depth, int cols, const float *a, size_t a_row
         __m512 bv[VECS];
         #pragma GCC unroll 4
         for (int v = 0; v < VECS; v++)
-            bv[v] = _mm512_maskz_loadu_ps(m[v], b + (size_t)p * ldb + j0 + v * LANES);
+            bv[v] = FULL ? _mm512_loadu_ps(b + (size_t)p * ldb + j0 + v * LANES)
+                         : _mm512_maskz_loadu_ps(m[v], b + (size_t)p * ldb + j0 + v * LANES);
         #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             __m512 av = _mm512_set1_ps(a_block[r * a_row + (size_t)p * a_col]);
@@ -237,19 +244,24 @@ typedef void (*outer_fn)(int depth, int cols, const float *a, size_t a_row, size
                          const float *b, size_t ldb, int i0, int j0, const float *relu_y,
                          float *c, size_t ldc);
 
-#define OUTER(R)                                                                               \
-    static AVX512 void outer_##R(int depth, int cols, const float *a, size_t a_row,            \
-                                 size_t a_col, const float *b, size_t ldb, int i0, int j0,     \
-                                 const float *relu_y, float *c, size_t ldc)                    \
+#define OUTER(R, FULL)                                                                         \
+    static AVX512 void outer_##R##_##FULL(int depth, int cols, const float *a, size_t a_row,   \
+                                          size_t a_col, const float *b, size_t ldb, int i0,    \
+                                          int j0, const float *relu_y, float *c, size_t ldc)   \
     {                                                                                          \
-        outer_block(depth, cols, a, a_row, a_col, b, ldb, i0, j0, relu_y, c, ldc, R);          \
+        outer_block(depth, cols, a, a_row, a_col, b, ldb, i0, j0, relu_y, c, ldc, R, FULL);    \
     }
-OUTER(1)
-OUTER(2)
-OUTER(3)
-OUTER(4)
+#define OUTERS(R) OUTER(R, 0) OUTER(R, 1)
+OUTERS(1)
+OUTERS(2)
+OUTERS(3)
+OUTERS(4)
 
-static const outer_fn outers[BLOCK] = {outer_1, outer_2, outer_3, outer_4};
+/* [rows - 1][whole block of WIDTH columns]: the whole blocks' loads take no
+ * mask (with masks, gcc reloaded the four mask registers every step of p:
+ * kmovw runs on port 5, beside the FMAs) */
+static const outer_fn outers[BLOCK][2] = {
+    {outer_1_0, outer_1_1}, {outer_2_0, outer_2_1}, {outer_3_0, outer_3_1}, {outer_4_0, outer_4_1}};
 
 /* c [rows x cols] = A . b, A(i, p) = a[i*a_row + p*a_col], b [depth x cols];
  * masked by relu_y (outer_block) where it is not NULL. */
@@ -262,7 +274,7 @@ static void outer_product(int rows, int cols, int depth, const float *a, size_t 
     for (int tile = 0; tile < tiles; tile++) {
         int i0 = tile / col_blocks * BLOCK, j0 = tile % col_blocks * WIDTH;
         int r = rows - i0 < BLOCK ? rows - i0 : BLOCK;
-        outers[r - 1](depth, cols, a, a_row, a_col, b, (size_t)cols, i0, j0, relu_y, c,
+        outers[r - 1][cols - j0 >= WIDTH](depth, cols, a, a_row, a_col, b, (size_t)cols, i0, j0, relu_y, c,
                       (size_t)cols);
     }
 }
