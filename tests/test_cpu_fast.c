@@ -306,7 +306,7 @@ static void direct_conv_outputs(const ct_conv2d_shape *s, bool avx512, const flo
     ct_cpu_simd_set_avx512(avx512);
     ct_cpu_conv2d_direct_forward(s, x, w, bias, true, y, workspace);
     if (s->out_h >= 2 && s->out_w >= 2)
-        ct_cpu_conv2d_direct_forward_relu_maxpool(s, x, w, bias, pooled, workspace);
+        ct_cpu_conv2d_direct_forward_relu_maxpool(s, x, w, bias, NULL, pooled, workspace);
     ct_cpu_conv2d_direct_backward_weight(s, x, dy, dw, db, workspace);
     ct_cpu_simd_set_avx512(true);
     free(workspace);
@@ -655,10 +655,18 @@ static void fused_relu_kernels_same_bits(void)
             float *pooled = nan_floats(np), *pooled_fused = nan_floats(np);
             ct_cpu_maxpool2d_forward(&pool, y, pooled);
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
-            if (path == PATH_DIRECT && ct_cpu_simd_avx2())
-                ct_cpu_conv2d_direct_forward_relu_maxpool(&s, x, w, bias, pooled_fused,
+            if (path == PATH_DIRECT && ct_cpu_simd_avx2()) {
+                ct_cpu_conv2d_direct_forward_relu_maxpool(&s, x, w, bias, NULL, pooled_fused,
                                                           workspace);
-            else
+                /* training's version: y written too, the same pool */
+                float *y_kept = nan_floats(ny), *pooled_kept = nan_floats(np);
+                ct_cpu_conv2d_direct_forward_relu_maxpool(&s, x, w, bias, y_kept, pooled_kept,
+                                                          workspace);
+                CHECK(memcmp(y, y_kept, sizeof(float) * (size_t)ny) == 0 &&
+                          memcmp(pooled, pooled_kept, sizeof(float) * (size_t)np) == 0,
+                      "conv case %d (direct): relu+maxpool keeping y differs", index);
+                free(y_kept); free(pooled_kept);
+            } else
 #endif
                 ct_cpu_conv2d_forward_relu_maxpool(&s, x, w, bias, y_fused, pooled_fused,
                                                    workspace);

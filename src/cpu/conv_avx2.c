@@ -29,6 +29,7 @@
 #include "cpu/conv_direct_impl.h"
 #include "cpu/conv_flat.h"
 #include "cpu/conv_scatter.h"
+#include "cpu/kernels.h"
 #include "cpu/threads.h"
 
 /* The forward's register blocks with AVX-512VL's 32 registers: up to 8
@@ -384,14 +385,16 @@ static void forward_image_pooled(const plane_geom *g, const float *xp, const flo
 }
 
 /* out[n] = forward over padded in[n] for every image; `in` is [N, g.in_c, h, w]
- * before padding by (top, left). */
+ * before padding by (top, left).  With g->pool and y, y[n] is written too
+ * and out[n] pooled from it while it is in cache. */
 static void forward_batch(const plane_geom *g, int n_batch, int h, int w, int top, int left,
-                          const float *in, const float *weights, const float *bias, float *out,
-                          float *workspace, size_t per_thread)
+                          const float *in, const float *weights, const float *bias, float *y,
+                          float *out, float *workspace, size_t per_thread)
 {
-    size_t in_image = (size_t)g->in_c * h * w;
-    size_t out_image = g->pool ? (size_t)g->out_c * (g->out_h / 2) * (g->out_w / 2)
-                               : (size_t)g->out_c * g->out_h * g->out_w;
+    size_t in_image = (size_t)g->in_c * h * w, y_image = (size_t)g->out_c * g->out_h * g->out_w;
+    size_t out_image = g->pool ? (size_t)g->out_c * (g->out_h / 2) * (g->out_w / 2) : y_image;
+    plane_geom unpooled = *g;
+    unpooled.pool = false;
 #pragma omp parallel
     {
         int thread = ct_cpu_thread_num(), first, last;
@@ -403,8 +406,14 @@ static void forward_batch(const plane_geom *g, int n_batch, int h, int w, int to
                 ct_cpu_conv_direct_pad_image(g->in_c, h, w, top, left, g->hp, g->wp, xp, padded);
                 xp = padded;
             }
-            (g->pool ? forward_image_pooled : forward_image)(g, xp, weights, bias,
-                                                             out + n * out_image);
+            if (g->pool && y) {
+                forward_image(&unpooled, xp, weights, bias, y + n * y_image);
+                ct_cpu_maxpool2x2_planes(g->out_c, g->out_h, g->out_w, y + n * y_image,
+                                         out + n * out_image);
+            } else {
+                (g->pool ? forward_image_pooled : forward_image)(g, xp, weights, bias,
+                                                                 out + n * out_image);
+            }
         }
     }
 }
@@ -419,22 +428,22 @@ void ct_cpu_conv2d_direct_forward(const ct_conv2d_shape *s, const float *x, cons
     }
     plane_geom g = forward_geom(s);
     g.relu = relu;
-    forward_batch(&g, s->n_batch, s->in_h, s->in_w, s->pad_h, s->pad_w, x, w, bias, y,
+    forward_batch(&g, s->n_batch, s->in_h, s->in_w, s->pad_h, s->pad_w, x, w, bias, NULL, y,
                   workspace, ct_cpu_conv_direct_thread_floats(s));
 }
 
 void ct_cpu_conv2d_direct_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x,
-                                               const float *w, const float *bias, float *pooled,
-                                               void *workspace)
+                                               const float *w, const float *bias, float *y,
+                                               float *pooled, void *workspace)
 {
     if (ct_cpu_conv2d_flat_fits(s)) {
-        ct_cpu_conv2d_flat_forward_relu_maxpool(s, x, w, bias, pooled, workspace,
+        ct_cpu_conv2d_flat_forward_relu_maxpool(s, x, w, bias, y, pooled, workspace,
                                                 ct_cpu_conv_direct_thread_floats(s));
         return;
     }
     plane_geom g = forward_geom(s);
     g.relu = g.pool = true;
-    forward_batch(&g, s->n_batch, s->in_h, s->in_w, s->pad_h, s->pad_w, x, w, bias, pooled,
+    forward_batch(&g, s->n_batch, s->in_h, s->in_w, s->pad_h, s->pad_w, x, w, bias, y, pooled,
                   workspace, ct_cpu_conv_direct_thread_floats(s));
 }
 
@@ -456,7 +465,8 @@ void ct_cpu_conv2d_direct_backward_data(const ct_conv2d_shape *s, const float *d
                 flipped[((size_t)c * s->out_channels + o) * area + (area - 1 - k)] =
                     w[((size_t)o * in_c + c) * area + k];
     forward_batch(&g, s->n_batch, s->out_h, s->out_w, s->kernel_h - 1 - s->pad_h,
-                  s->kernel_w - 1 - s->pad_w, dy, flipped, NULL, dx, workspace, per_thread);
+                  s->kernel_w - 1 - s->pad_w, dy, flipped, NULL, NULL, dx, workspace,
+                  per_thread);
 }
 
 #endif

@@ -26,10 +26,13 @@ size_t ct_cpu_conv2d_direct_workspace(const ct_conv2d_shape *s, int n_threads);
 /* relu: store max(y, 0) (NaN kept), the fused relu of ct_cpu_conv2d_forward_relu. */
 void ct_cpu_conv2d_direct_forward(const ct_conv2d_shape *s, const float *x, const float *w,
                                   const float *bias, bool relu, float *y, void *workspace);
-/* pooled = maxpool 2x2/2 of relu(conv): [N, O, out_h/2, out_w/2] */
+/* pooled = maxpool 2x2/2 of relu(conv): [N, O, out_h/2, out_w/2]; y =
+ * relu(conv) too where y is not NULL (training: the pool's backward reads
+ * it), each image pooled while it is in cache.  Without y, y is never
+ * written. */
 void ct_cpu_conv2d_direct_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x,
-                                               const float *w, const float *bias, float *pooled,
-                                               void *workspace);
+                                               const float *w, const float *bias, float *y,
+                                               float *pooled, void *workspace);
 void ct_cpu_conv2d_direct_backward_data(const ct_conv2d_shape *s, const float *dy,
                                         const float *w, float *dx, void *workspace);
 /* db (or NULL): the bias gradient too, sum of dy over each output channel. */

@@ -312,21 +312,23 @@ static void forward_image(const flat_geom *g, const float *shifted, const float 
 
 /* Per image: the shifted copies, the outputs, and (pool) the 2x2/2 max
  * pool of them into `out`; else the outputs straight into `out`. */
+/* out = conv(x) (relu'd where asked), or with `pool` the 2x2 max pool of
+ * relu(conv(x)) into out; each image is pooled as soon as it is computed,
+ * from y where y is not NULL (training: the pool's backward reads y), else
+ * from the thread's part of the workspace. */
 static void forward_batch(const ct_conv2d_shape *s, const float *x, const float *w,
-                          const float *bias, bool relu, bool pool, float *out, float *workspace,
-                          size_t per_thread)
+                          const float *bias, bool relu, bool pool, float *y, float *out,
+                          float *workspace, size_t per_thread)
 {
     flat_geom g = geom_of(s);
     size_t in_image = (size_t)g.in_c * g.in_h * g.in_w;
-    ct_pool2d_shape pool_shape = {1, g.out_c, g.out_h, g.out_w, g.out_h / 2, g.out_w / 2,
-                                  2, 2, 2, 2, 0, 0, false};
-    size_t out_image = pool ? (size_t)g.out_c * pool_shape.out_h * pool_shape.out_w
-                            : (size_t)g.out_c * g.area;
+    size_t y_image = (size_t)g.out_c * g.area;
+    size_t out_image = pool ? (size_t)g.out_c * (g.out_h / 2) * (g.out_w / 2) : y_image;
 #pragma omp parallel
     {
         int thread = ct_cpu_thread_num(), team = ct_cpu_team_size();
         float *shifted = workspace + (size_t)thread * per_thread;
-        float *y_image = shifted + ct_cpu_conv2d_flat_image_floats(s);
+        float *scratch = shifted + ct_cpu_conv2d_flat_image_floats(s);
         int first = (int)((long long)s->n_batch * thread / team);
         int last = (int)((long long)s->n_batch * (thread + 1) / team);
         for (int n = first; n < last; n++) {
@@ -335,8 +337,9 @@ static void forward_batch(const ct_conv2d_shape *s, const float *x, const float 
                 forward_image(&g, shifted, w, bias, relu, out + n * out_image);
                 continue;
             }
-            forward_image(&g, shifted, w, bias, relu, y_image);
-            ct_cpu_maxpool2d_forward(&pool_shape, y_image, out + n * out_image);
+            float *computed = y ? y + n * y_image : scratch;
+            forward_image(&g, shifted, w, bias, relu, computed);
+            ct_cpu_maxpool2x2_planes(g.out_c, g.out_h, g.out_w, computed, out + n * out_image);
         }
     }
 }
@@ -345,14 +348,14 @@ void ct_cpu_conv2d_flat_forward(const ct_conv2d_shape *s, const float *x, const 
                                 const float *bias, bool relu, float *y, float *workspace,
                                 size_t per_thread)
 {
-    forward_batch(s, x, w, bias, relu, false, y, workspace, per_thread);
+    forward_batch(s, x, w, bias, relu, false, NULL, y, workspace, per_thread);
 }
 
 void ct_cpu_conv2d_flat_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x,
-                                             const float *w, const float *bias, float *pooled,
-                                             float *workspace, size_t per_thread)
+                                             const float *w, const float *bias, float *y,
+                                             float *pooled, float *workspace, size_t per_thread)
 {
-    forward_batch(s, x, w, bias, true, true, pooled, workspace, per_thread);
+    forward_batch(s, x, w, bias, true, true, y, pooled, workspace, per_thread);
 }
 
 /* lanes[b][jj] += dy[o0+b, p:p+16] * shifted[c, j0+jj, p + i*out_w :+16] over

@@ -110,6 +110,11 @@ void ct_cpu_linear_backward_weight(int n, int in, int out, const float *x, const
 
 /* y = max over the window (padding never wins). */
 void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y);
+/* The 2x2/2 unpadded (floor) pool of `planes` planes of in_h x in_w, on the
+ * calling thread: for kernels that pool inside their own parallel region
+ * (an omp parallel there, even if(false), makes a team of one each call:
+ * about 1 us, which cost SimpleCNN's fused conv+pool 30 us a layer). */
+void ct_cpu_maxpool2x2_planes(int planes, int in_h, int in_w, const float *x, float *y);
 /* The same on u8 (an int8 model's activations). */
 void ct_cpu_maxpool2d_forward_u8(const ct_pool2d_shape *s, const uint8_t *x, uint8_t *y);
 /* dx[argmax of each window] += dy (argmax recomputed from x; the first

@@ -166,6 +166,18 @@ static int64_t stacked_planes(const ct_pool2d_shape *s)
     return STACK_WINDOWS / windows;
 }
 
+void ct_cpu_maxpool2x2_planes(int planes, int in_h, int in_w, const float *x, float *y)
+{
+    int out_h = in_h / 2, out_w = in_w / 2;
+    if (in_h == 2 * out_h) { /* the planes' rows follow each other: one taller plane */
+        maxpool_2x2_plane(in_w, planes * out_h, out_w, x, y);
+        return;
+    }
+    for (int p = 0; p < planes; p++)
+        maxpool_2x2_plane(in_w, out_h, out_w, x + (int64_t)p * in_h * in_w,
+                          y + (int64_t)p * out_h * out_w);
+}
+
 /* y[n,c,oh,ow] = max_{i,j} x[n,c, oh*sh-ph+i, ow*sw-pw+j];  x: [N,C,H,W], y: [N,C,OH,OW] */
 void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y)
 {

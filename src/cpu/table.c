@@ -201,7 +201,9 @@ static size_t direct_workspace(const ct_backend *backend, const ct_tensor *node)
     return ct_cpu_conv2d_direct_workspace(&node->attr.conv, backend->n_threads);
 }
 
-/* The direct kernel pools as it stores: y is never written. */
+/* The direct kernel pools as it stores: in evaluation y is never written;
+ * in training (the pool's backward reads y) each image is pooled from y
+ * while it is in cache. */
 static ct_status run_direct(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
 {
     (void)backend;
@@ -209,6 +211,7 @@ static ct_status run_direct(ct_backend *backend, const ct_exec *exec, const ct_t
     if (node->op == CT_OP_CONV2D && pool) {
         ct_cpu_conv2d_direct_forward_relu_maxpool(&node->attr.conv, ct_in(exec, node, 0),
                                                   ct_in(exec, node, 1), ct_in_opt(exec, node, 2),
+                                                  exec->training ? ct_out(exec, node) : NULL,
                                                   ct_out(exec, pool), exec->workspace);
         return CT_OK;
     }

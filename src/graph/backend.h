@@ -49,7 +49,8 @@ typedef struct ct_exec {
      * max pool's backward, the pool's own input) */
     const ct_tensor *const *epilogue_src;
     /* by node id, or NULL: the max pool a conv+relu also computes (its
-     * kernel writes the pool node's output; see ct_fuse_eval_maxpool) */
+     * kernel writes the pool node's output, and in training its own; see
+     * ct_fuse_maxpool) */
     const ct_tensor *const *pool_into;
     /* by node id, or NULL: the bias gradient (channel_sum node) a weight
      * gradient also computes (its kernel writes that node's output; see

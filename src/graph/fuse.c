@@ -89,10 +89,9 @@ int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const bool *o
     return fused;
 }
 
-int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
-                         const ct_tensor *const *schedule, int n_schedule,
-                         const ct_tensor **alias_of, const uint8_t *epilogue,
-                         const ct_tensor **pool_into)
+int ct_fuse_maxpool(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
+                    const ct_tensor *const *schedule, int n_schedule, const ct_tensor **alias_of,
+                    const uint8_t *epilogue, bool training, const ct_tensor **pool_into)
 {
     int *readers = count_readers(schedule, n_schedule, graph->n_nodes);
     if (!readers)
@@ -105,7 +104,8 @@ int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend, const
         const ct_tensor *relu = pool->src[0];
         const ct_tensor *conv = alias_of[relu->id];
         if (!conv || conv->op != CT_OP_CONV2D || epilogue[conv->id] != CT_EPILOGUE_RELU ||
-            readers[relu->id] != 1 || relu->keep || (on_host && on_host[pool->id]) ||
+            (!training && readers[relu->id] != 1) || relu->keep ||
+            (on_host && on_host[pool->id]) ||
             !ct_impl_fuses(backend, conv, CT_FUSES_RELU_MAXPOOL2X2, pool))
             continue;
         pool_into[conv->id] = pool;

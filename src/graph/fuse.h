@@ -29,18 +29,18 @@
 int ct_fuse_relu(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
                  const ct_tensor **alias_of, uint8_t *epilogue, const ct_tensor **epilogue_src);
 
-/* For the evaluation schedule only (after ct_fuse_relu): a max pool whose
- * input is a fused conv+relu that nothing else in `schedule` reads (in
- * training, relu_bwd and maxpool_bwd still read it) is computed by the
- * conv's kernel (each implementation applies CT_FUSES_RELU_MAXPOOL2X2).
- * Sets pool_into[conv id] = the pool node; the pool node then runs nothing
- * in that schedule.  The
- * conv's own output keeps its place in the arena (the training layout is
- * shared) but goes unwritten or serves as scratch.  Returns how many. */
-int ct_fuse_eval_maxpool(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
-                         const ct_tensor *const *schedule, int n_schedule,
-                         const ct_tensor **alias_of, const uint8_t *epilogue,
-                         const ct_tensor **pool_into);
+/* For one schedule (after ct_fuse_relu): a max pool whose input is a fused
+ * conv+relu is computed by the conv's kernel (each implementation applies
+ * CT_FUSES_RELU_MAXPOOL2X2).  Sets pool_into[conv id] = the pool node; the
+ * pool node then runs nothing in that schedule.  In evaluation only where
+ * nothing else in `schedule` reads the relu's output: the conv's own output
+ * keeps its place in the arena (the training layout is shared) but goes
+ * unwritten or serves as scratch.  In training (`training`: the pool's
+ * backward reads it) the kernel writes it too, each image pooled while it
+ * is in cache (ct_exec.training says which).  Returns how many. */
+int ct_fuse_maxpool(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
+                    const ct_tensor *const *schedule, int n_schedule, const ct_tensor **alias_of,
+                    const uint8_t *epilogue, bool training, const ct_tensor **pool_into);
 
 /* For the training schedule: a bias gradient (channel_sum, f32 output)
  * whose dy is also the dy of a convolution's or linear layer's weight

@@ -47,6 +47,7 @@ typedef enum ct_impl_kind {
  * the gradient of its logits too (ct_exec.grad_into). */
 enum {
     CT_FUSES_RELU = 1u << 0,
+    /* in training (ct_exec.training) the conv's own output is written too */
     CT_FUSES_RELU_MAXPOOL2X2 = 1u << 1,
     CT_FUSES_RELU_BWD = 1u << 2,
     /* (a weight gradient) the bias gradient of the same dy: ct_exec.bias_into */

@@ -127,13 +127,15 @@ static ct_status layout_arena(ct_plan *plan)
                 life->last = INT_MAX;
         }
     }
-    /* An evaluation conv that also computes a max pool writes the pool's
-     * output at its own position: the pool's bytes must not share memory
-     * with anything that dies in between (the conv's input, say). */
+    /* A conv that also computes a max pool writes the pool's output at its
+     * own position: the pool's bytes must not share memory with anything
+     * that dies in between (the conv's input, say). */
     for (int pos = 0; pos < n; pos++) {
-        const ct_tensor *pool = plan->eval_pool_into[schedule[pos]->id];
-        if (pool && item_of[pool->id] >= 0 && items[item_of[pool->id]].first > pos)
-            items[item_of[pool->id]].first = pos;
+        for (int mode = 0; mode < CT_MODE_COUNT; mode++) {
+            const ct_tensor *pool = plan->pool_into[mode][schedule[pos]->id];
+            if (pool && item_of[pool->id] >= 0 && items[item_of[pool->id]].first > pos)
+                items[item_of[pool->id]].first = pos;
+        }
         /* the same for a bias gradient that a weight gradient writes, a
          * loss's gradient that the loss writes, and the outputs of a
          * weight gradient that may run paired with this backward data */
@@ -277,7 +279,7 @@ static ct_status build_runs(ct_plan *plan, ct_mode mode)
     for (int i = 0; i < n; i++) {
         const ct_tensor *node = plan->schedule[mode][i];
         if (node->op != CT_OP_VIEW && !plan->alias_of[node->id] &&
-            !(mode == CT_EVAL && plan->eval_skip[node->id]) && !plan->written_by[node->id])
+            !plan->pool_skip[mode][node->id] && !plan->written_by[node->id])
             plan->runs[mode][count++] = node;
     }
     plan->n_runs[mode] = count;
@@ -290,15 +292,19 @@ static ct_status plan_build(ct_plan *plan)
     plan->storage = calloc((size_t)plan->n_nodes + 1, sizeof *plan->storage);
     plan->alias_of = calloc((size_t)plan->n_nodes + 1, sizeof *plan->alias_of);
     plan->epilogue = calloc((size_t)plan->n_nodes + 1, sizeof *plan->epilogue);
-    plan->eval_pool_into = calloc((size_t)plan->n_nodes + 1, sizeof *plan->eval_pool_into);
-    plan->eval_skip = calloc((size_t)plan->n_nodes + 1, sizeof *plan->eval_skip);
+    bool pools = true;
+    for (int mode = 0; mode < CT_MODE_COUNT; mode++) {
+        plan->pool_into[mode] = calloc((size_t)plan->n_nodes + 1, sizeof *plan->pool_into[mode]);
+        plan->pool_skip[mode] = calloc((size_t)plan->n_nodes + 1, sizeof *plan->pool_skip[mode]);
+        pools = pools && plan->pool_into[mode] && plan->pool_skip[mode];
+    }
     plan->bias_into = calloc((size_t)plan->n_nodes + 1, sizeof *plan->bias_into);
     plan->grad_into = calloc((size_t)plan->n_nodes + 1, sizeof *plan->grad_into);
     plan->epilogue_src = calloc((size_t)plan->n_nodes + 1, sizeof *plan->epilogue_src);
     plan->written_by = calloc((size_t)plan->n_nodes + 1, sizeof *plan->written_by);
     plan->pair_next = calloc((size_t)plan->n_nodes + 1, sizeof *plan->pair_next);
     if (!plan->offsets || !plan->storage || !plan->alias_of || !plan->epilogue ||
-        !plan->eval_pool_into || !plan->eval_skip || !plan->bias_into || !plan->written_by ||
+        !pools || !plan->bias_into || !plan->written_by ||
         !plan->epilogue_src || !plan->grad_into || !plan->pair_next)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
     CT_TRY(ct_prepared_new(plan->n_nodes, &plan->prepared));
@@ -307,12 +313,14 @@ static ct_status plan_build(ct_plan *plan)
     CT_TRY(ct_plan_find_host_nodes(plan));
     ct_fuse_relu(plan->graph, plan->backend, plan->on_host, plan->alias_of, plan->epilogue,
                  plan->epilogue_src);
-    ct_fuse_eval_maxpool(plan->graph, plan->backend, plan->on_host, plan->schedule[CT_EVAL],
-                         plan->n_schedule[CT_EVAL], plan->alias_of, plan->epilogue,
-                         plan->eval_pool_into);
-    for (int i = 0; i < plan->n_nodes; i++)
-        if (plan->eval_pool_into[i])
-            plan->eval_skip[plan->eval_pool_into[i]->id] = true;
+    for (int mode = 0; mode < CT_MODE_COUNT; mode++) {
+        ct_fuse_maxpool(plan->graph, plan->backend, plan->on_host, plan->schedule[mode],
+                        plan->n_schedule[mode], plan->alias_of, plan->epilogue,
+                        mode == CT_TRAIN, plan->pool_into[mode]);
+        for (int i = 0; i < plan->n_nodes; i++)
+            if (plan->pool_into[mode][i])
+                plan->pool_skip[mode][plan->pool_into[mode][i]->id] = true;
+    }
     ct_fuse_bias_grad(plan->graph, plan->backend, plan->on_host, plan->bias_into);
     for (int i = 0; i < plan->n_nodes; i++)
         if (plan->bias_into[i])
@@ -404,13 +412,15 @@ void ct_plan_free(ct_plan *plan)
     free(plan->storage);
     free(plan->alias_of);
     free(plan->epilogue);
-    free(plan->eval_pool_into);
+    for (int mode = 0; mode < CT_MODE_COUNT; mode++) {
+        free(plan->pool_into[mode]);
+        free(plan->pool_skip[mode]);
+    }
     free(plan->bias_into);
     free(plan->grad_into);
     free(plan->epilogue_src);
     free(plan->written_by);
     free(plan->pair_next);
-    free(plan->eval_skip);
     free(plan);
 }
 
@@ -424,7 +434,7 @@ ct_exec ct_plan_exec(const ct_plan *plan, ct_mode mode)
         .workspace = plan->workspace,
         .epilogue = plan->epilogue,
         .epilogue_src = plan->epilogue_src,
-        .pool_into = mode == CT_EVAL ? plan->eval_pool_into : NULL,
+        .pool_into = plan->pool_into[mode],
         .bias_into = mode == CT_TRAIN ? plan->bias_into : NULL,
         .grad_into = mode == CT_TRAIN ? plan->grad_into : NULL,
         .pair_next = mode == CT_TRAIN ? plan->pair_next : NULL,

@@ -31,8 +31,10 @@ struct ct_plan {
     const ct_tensor **alias_of; /* by node id: a fused relu's producer, else NULL */
     uint8_t *epilogue;          /* ct_epilogue by node id */
     const ct_tensor **epilogue_src; /* by node id: what a CT_EPILOGUE_RELU_BWD reads */
-    const ct_tensor **eval_pool_into; /* by node id: the pool an eval conv also computes */
-    bool *eval_skip;                  /* by node id: computed by another kernel in eval */
+    /* by mode, then node id: the pool a conv also computes (ct_fuse_maxpool),
+     * and the nodes that another kernel computes in that mode */
+    const ct_tensor **pool_into[CT_MODE_COUNT];
+    bool *pool_skip[CT_MODE_COUNT];
     /* by node id: the bias gradient a weight gradient also computes (its
      * kernel writes that channel_sum node's output; ct_fuse_bias_grad) */
     const ct_tensor **bias_into;
