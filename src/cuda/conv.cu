@@ -53,6 +53,7 @@ struct conv_gemm_problem : ct_gemm_defaults {
     int m, n, k, splits, k_chunk; /* m = Og (Cg), n = N * dst plane, k = Cg*KK (Og*KK) */
     /* scratch_floats: the patch; 0: read b through the map */
     int a_pitch; /* floats between rows of a */
+    int patch_k; /* columns (c, tap) per staged patch: 2^j whole k slices (conv_patch_k) */
     conv_geometry g;
     const float *a, *src, *bias;
     float *dst;
@@ -89,16 +90,26 @@ struct conv_gemm_problem : ct_gemm_defaults {
                 [&](int depth, int pixel) { return load_b(grp, depth, pixel); });
             return;
         }
+        /* the patch of the patch_k columns from its first slice on, staged
+         * there and read by each of its slices */
         int taps = g.kernel_h * g.kernel_w, n_end = min(n0 + Tile::n, n);
-        int c_lo = k0 / taps, nc = (min(k0 + Tile::depth, k_end) - 1) / taps - c_lo + 1;
+        int k_begin = splits > 1 ? k0 / k_chunk * k_chunk : 0; /* the block's split's */
+        int first = k_begin + ((k0 - k_begin) & -patch_k); /* patch_k: a power of two */
+        int c_lo = conv_channel_of(g, first);
+        int nc = conv_channel_of(g, min(first + patch_k, k_end) - 1) - c_lo + 1;
         conv_patch at = conv_patch_for(g, c_lo, nc, n0, n_end);
-        conv_patch_stage(at, g, src, grp, patch);
-        __syncthreads();
-        for (int e = threadIdx.x; e < Tile::depth * Tile::n; e += GEMM_THREADS) {
-            int kk = e / Tile::n, i = e % Tile::n, depth = k0 + kk;
-            int c = conv_channel_of(g, depth);
+        if (k0 == first) { /* the previous patch's readers passed the loop's last barrier */
+            conv_patch_stage(at, g, src, grp, patch);
+            __syncthreads();
+        }
+        static_assert(GEMM_THREADS % Tile::n == 0, "a thread stages one pixel's taps");
+        static_assert((Tile::depth & (Tile::depth - 1)) == 0, "patch_k is 2^j slices");
+        int i = threadIdx.x % Tile::n;
+        conv_patch_pixel px = conv_patch_pixel_of(at, g, n0 + i);
+        for (int kk = threadIdx.x / Tile::n; kk < Tile::depth; kk += GEMM_THREADS / Tile::n) {
+            int depth = k0 + kk, c = conv_channel_of(g, depth);
             tile[kk][i] = depth < k_end && n0 + i < n_end
-                              ? conv_patch_read(at, g, patch, c - c_lo, depth - c * taps, n0 + i)
+                              ? conv_patch_pixel_read(px, g, patch, c - c_lo, depth - c * taps)
                               : 0.0f;
         }
     }
@@ -238,12 +249,14 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
             conv_patch_stage(at, g, x, grp, patch);
             __syncthreads();
         }
-        for (int e = threadIdx.x; e < Tile::depth * Tile::n; e += GEMM_THREADS) {
-            int kk = e % Tile::depth, i = e / Tile::depth, cij = n0 + i;
-            int c = conv_channel_of(g, cij);
+        static_assert(GEMM_THREADS % Tile::depth == 0, "a thread stages one pixel's columns");
+        int kk = threadIdx.x % Tile::depth;
+        conv_patch_pixel px = conv_patch_pixel_of(at, g, k0 + kk);
+        for (int i = threadIdx.x / Tile::depth; i < Tile::n; i += GEMM_THREADS / Tile::depth) {
+            int cij = n0 + i, c = conv_channel_of(g, cij);
             tile[kk][i] = k0 + kk >= k_end || cij >= cols_end ? 0.0f
                           : cij < w_end
-                              ? conv_patch_read(at, g, patch, c - c_lo, cij - c * taps, k0 + kk)
+                              ? conv_patch_pixel_read(px, g, patch, c - c_lo, cij - c * taps)
                               : 1.0f;
         }
     }
@@ -268,26 +281,63 @@ static int conv_wide(int m, int n)
     return m >= ct_gemm_wide::m ? ct_gemm_wide::m : ct_gemm_wide_64::m;
 }
 
+enum {
+    /* floats a k patch may grow to when it serves several k slices */
+    CONV_PATCH_SPAN_FLOATS = 4096,
+};
+
+/* The columns (c, tap) of a k patch: a k slice's (8 or 16), doubled while the
+ * patch stays within CONV_PATCH_SPAN_FLOATS (or one slice's, if more), so
+ * that a block stages each channel's rows once for several slices instead
+ * of once or twice per slice of 8 or 16 columns.  Staging a slice's
+ * channels and reading them through the index map was over half of VGG-11's
+ * convolution GEMMs' instructions on the model (3.4 per FMA against the
+ * matrix tile's 1.5; docs/perf.md).  The narrow tile keeps one slice's:
+ * its a strip shares the 48 KiB. */
+static int conv_patch_k(const conv_geometry &g, int depth, int width, int k, bool narrow)
+{
+    int span = depth, floats = conv_patch_bound(g, depth, width);
+    while (!narrow && span < k) {
+        int wider = conv_patch_bound(g, 2 * span, width);
+        if (wider == 0 || (wider > CONV_PATCH_SPAN_FLOATS && wider > floats))
+            break;
+        span *= 2;
+    }
+    return span;
+}
+
+/* The patch's floats for a tile of `width` columns and k slices of `depth`
+ * (the rows of the narrow tile): a k patch for the forward pass and
+ * backward data, whose patch_k it sets; the weight gradient's, the tile's
+ * columns and CONV_WEIGHT_PIXELS pixels of k. */
+static int conv_patch_floats(conv_gemm_problem &p, int depth, int width, bool narrow)
+{
+    p.patch_k = conv_patch_k(p.g, depth, width, p.k_chunk, narrow);
+    return conv_patch_bound(p.g, p.patch_k, width);
+}
+
+static int conv_patch_floats(conv_backward_weight_problem &p, int, int width, bool)
+{
+    return conv_patch_bound(p.g, width, CONV_WEIGHT_PIXELS);
+}
+
 /* Launches p on the tile of `rows` (ct_cuda_launch_gemm's), the patch
- * sized for that tile: a k patch (the forward pass, backward data) serves
- * a k slice's columns and the tile's n pixels; the weight gradient's, the
- * tile's n columns and CONV_WEIGHT_PIXELS pixels of k. */
+ * sized for that tile (conv_patch_floats). */
 template <class Problem>
-static void conv_prepare(Problem &p, int rows, bool k_patch)
+static void conv_prepare(Problem &p, int rows)
 {
     bool wide = rows == ct_gemm_wide::m || rows == ct_gemm_wide_64::m;
     int depth = wide ? ct_gemm_wide::depth : ct_gemm_small::depth;
     int width = wide ? ct_gemm_wide::n : rows ? ct_gemm_narrow::n : ct_gemm_small::n;
-    p.scratch_floats = k_patch ? conv_patch_bound(p.g, depth, width)
-                               : conv_patch_bound(p.g, width, CONV_WEIGHT_PIXELS);
+    p.scratch_floats = conv_patch_floats(p, depth, width, rows == GEMM_NARROW_M);
     if constexpr (Problem::strips_a)
         p.a_strip = rows == GEMM_NARROW_M ? ct_gemm_narrow_strip(p.k_chunk, p.scratch_floats) : 0;
 }
 
 template <class Problem>
-static ct_status conv_launch(Problem &p, int groups, int rows, bool k_patch, cudaStream_t stream)
+static ct_status conv_launch(Problem &p, int groups, int rows, cudaStream_t stream)
 {
-    conv_prepare(p, rows, k_patch);
+    conv_prepare(p, rows);
     return ct_cuda_launch_gemm(p, groups, rows, stream);
 }
 
@@ -535,7 +585,7 @@ extern "C" ct_status ct_cuda_conv2d_forward(const ct_conv2d_shape *s, const floa
     p.dst = y;
     p.relu = relu;
     p.relu_mask = NULL;
-    return conv_launch(p, s->groups, layout.rows, true, stream);
+    return conv_launch(p, s->groups, layout.rows, stream);
 }
 
 /* The implicit GEMM of backward data (wt packed at the start of
@@ -611,7 +661,7 @@ extern "C" ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, cons
     if (p.m <= 0 || p.n <= 0)
         return CT_OK;
     CT_TRY(conv_pack_launch(s, w, p.a_pitch, workspace, stream));
-    return conv_launch(p, s->groups, rows, true, stream);
+    return conv_launch(p, s->groups, rows, stream);
 }
 
 /* The weight gradient's problem (its parts in `workspace`); *rows: its
@@ -647,7 +697,7 @@ extern "C" ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, co
 {
     int rows = 0;
     conv_backward_weight_problem p = conv_weight_problem_of(s, x, dy, dw, db, workspace, &rows);
-    return conv_launch(p, s->groups, rows, false, stream);
+    return conv_launch(p, s->groups, rows, stream);
 }
 
 /* Backward data and the weight gradient of one convolution (the same dy)
@@ -668,7 +718,7 @@ extern "C" ct_status ct_cuda_conv2d_backward_pair(const ct_conv2d_shape *s, cons
     }
     conv_backward_weight_problem weight =
         conv_weight_problem_of(s, x, dy, dw, db, weight_workspace, &weight_rows);
-    conv_prepare(weight, weight_rows, false);
+    conv_prepare(weight, weight_rows);
     if (images) {
         float *cols = (float *)data_workspace;
         conv_columns_problem data = conv_columns_problem_of(s, dy, w, cols, &data_rows);
@@ -681,7 +731,7 @@ extern "C" ct_status ct_cuda_conv2d_backward_pair(const ct_conv2d_shape *s, cons
     if (data.m <= 0 || data.n <= 0) /* no dx to compute */
         return ct_cuda_launch_gemm(weight, s->groups, weight_rows, stream);
     CT_TRY(conv_pack_launch(s, w, data.a_pitch, data_workspace, stream));
-    conv_prepare(data, data_rows, true);
+    conv_prepare(data, data_rows);
     return ct_cuda_launch_gemm_pair("gemm<conv_backward>", data, s->groups, data_rows, weight,
                                     s->groups, weight_rows, stream);
 }

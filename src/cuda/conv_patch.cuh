@@ -145,17 +145,23 @@ struct conv_rows {
     int lo, count; /* source rows [lo, lo + count) */
 };
 
-/* The source rows that destination pixels [n0, n_end) of image img read. */
+/* The source rows that destination pixels [n0, n_end) of image img read
+ * (none where img has none of them).  Divisions by the geometry's
+ * constants (ct_div): this runs for every staged patch, in every thread. */
 __device__ inline conv_rows conv_rows_of(const conv_geometry &g, int img, int n0, int n_end)
 {
     int plane = g.dst_h * g.dst_w, reach = (g.kernel_h - 1) * g.dilation_h;
-    int first = max(n0 - img * plane, 0) / g.dst_w;
-    int last = min(plane - 1, n_end - 1 - img * plane) / g.dst_w;
+    if (n_end - 1 - img * plane < 0) {
+        conv_rows none = {0, 0};
+        return none;
+    }
+    int first = ct_div(g.by_dst_w, max(n0 - img * plane, 0));
+    int last = ct_div(g.by_dst_w, min(plane - 1, n_end - 1 - img * plane));
     int lo, hi;
     if (g.transposed) {
         int low = first + g.pad_h - reach;
-        lo = low > 0 ? (low + g.stride_h - 1) / g.stride_h : 0;
-        hi = min(g.src_h, (last + g.pad_h) / g.stride_h + 1);
+        lo = low > 0 ? ct_div(g.by_stride_h, low + g.stride_h - 1) : 0;
+        hi = min(g.src_h, ct_div(g.by_stride_h, last + g.pad_h) + 1);
     } else {
         lo = max(0, first * g.stride_h - g.pad_h);
         hi = min(g.src_h, last * g.stride_h - g.pad_h + reach + 1);
@@ -175,14 +181,13 @@ struct conv_patch {
 __device__ inline conv_patch conv_patch_for(const conv_geometry &g, int c_lo, int nc, int n0,
                                             int n_end)
 {
-    int plane = g.dst_h * g.dst_w;
     conv_patch p;
     p.c_lo = c_lo;
     p.nc = nc;
     p.n0 = n0;
     p.n_end = n_end;
-    p.img_lo = n0 / plane;
-    p.img_hi = (n_end - 1) / plane;
+    p.img_lo = ct_div(g.by_plane, n0);
+    p.img_hi = ct_div(g.by_plane, n_end - 1);
     p.first = conv_rows_of(g, p.img_lo, n0, n_end);
     p.full = conv_rows_of(g, p.img_lo + 1, n0, n_end);
     p.last = conv_rows_of(g, p.img_hi, n0, n_end);
@@ -207,17 +212,39 @@ __device__ inline void conv_patch_stage(const conv_patch &p, const conv_geometry
     }
 }
 
-/* col[(c_lo + c, tap), pixel] from the patch. */
-__device__ inline float conv_patch_read(const conv_patch &p, const conv_geometry &g,
-                                        const float *patch, int c, int tap, int pixel)
+/* What conv_patch_read needs of destination pixel `pixel`, whatever the
+ * tap: a thread that stages several taps of one pixel (each of the GEMMs'
+ * staging loops keeps a thread on one pixel) computes it once. */
+struct conv_patch_pixel {
+    int r, q;                 /* the destination row and column */
+    int lo, count, at;        /* its image's source rows in the patch, and where they start */
+};
+
+__device__ inline conv_patch_pixel conv_patch_pixel_of(const conv_patch &p,
+                                                       const conv_geometry &g, int pixel)
 {
-    conv_source_at s = conv_source_of(g, pixel, tap);
-    int img = s.img, row = s.row, column = s.column;
+    int plane = (int)g.by_plane.divisor, img = ct_div(g.by_plane, pixel);
+    int in_plane = pixel - img * plane;
+    conv_patch_pixel px;
+    px.r = ct_div(g.by_dst_w, in_plane);
+    px.q = in_plane - px.r * g.dst_w;
     conv_rows rows = img == p.img_lo ? p.first : img == p.img_hi ? p.last : p.full;
-    int at = img == p.img_lo ? 0 : p.after + (img - p.img_lo - 1) * p.nc * p.full.count * g.src_w;
-    bool inside = row >= rows.lo && row < rows.lo + rows.count && column >= 0;
-    int r = min(max(row - rows.lo, 0), max(rows.count - 1, 0));
-    float v = patch[at + (c * rows.count + r) * g.src_w + max(column, 0)];
+    px.lo = rows.lo;
+    px.count = rows.count;
+    px.at = img == p.img_lo ? 0 : p.after + (img - p.img_lo - 1) * p.nc * p.full.count * g.src_w;
+    return px;
+}
+
+/* col[(c_lo + c, tap), pixel] from the patch, for the pixel of px. */
+__device__ inline float conv_patch_pixel_read(const conv_patch_pixel &px, const conv_geometry &g,
+                                              const float *patch, int c, int tap)
+{
+    int i = ct_div(g.by_kernel_w, tap);
+    int row = conv_source(g, px.r, i, false);
+    int column = conv_source(g, px.q, tap - i * g.kernel_w, true);
+    bool inside = row >= px.lo && row < px.lo + px.count && column >= 0;
+    int r = min(max(row - px.lo, 0), max(px.count - 1, 0));
+    float v = patch[px.at + (c * px.count + r) * g.src_w + max(column, 0)];
     return inside ? v : 0.0f;
 }
 
