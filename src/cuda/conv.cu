@@ -35,9 +35,12 @@ enum {
  * slice of a row is a sector-aligned read; read in place, w's rows along
  * k = (o, tap) are runs of KK with jumps of Cg*KK: about half of each
  * sector used), and col the gather of conv_patch.cuh over the destination
- * plane (y's, or dx's when transposed).  Per 16-deep k slice, b is staged:
- * the channels the slice's taps cover, the source rows of the block's 64
- * pixels; scratch_floats 0 reads through the map instead.  The forward
+ * plane (y's, or dx's when transposed).  b is staged per k patch of
+ * patch_k columns (2^j k slices, conv_patch_k): the channels its taps
+ * cover, the source rows of the block's pixels, copied at the patch's
+ * first slice and read by each of its slices, a thread's pixel decomposed
+ * once a slice (conv_patch_pixel); scratch_floats 0 reads through the map
+ * instead.  The forward
  * pass's bias is one coalesced read of the tile's 64 values (row_bias).
  * On the narrow tile (at most 16 channels) a's rows are read whole, once
  * per block (gemm_stage_a_strip): w's rows of Cg*KK floats are no whole
@@ -91,21 +94,33 @@ struct conv_gemm_problem : ct_gemm_defaults {
             return;
         }
         /* the patch of the patch_k columns from its first slice on, staged
-         * there and read by each of its slices */
+         * there and read by each of its slices; its conv_patch is kept in
+         * the scratch's first floats, not in registers: the 128-row tile
+         * then stays within its 128 (gemm.cuh) without spilling */
         int taps = g.kernel_h * g.kernel_w, n_end = min(n0 + Tile::n, n);
         int k_begin = splits > 1 ? k0 / k_chunk * k_chunk : 0; /* the block's split's */
         int first = k_begin + ((k0 - k_begin) & -patch_k); /* patch_k: a power of two */
         int c_lo = conv_channel_of(g, first);
-        int nc = conv_channel_of(g, min(first + patch_k, k_end) - 1) - c_lo + 1;
-        conv_patch at = conv_patch_for(g, c_lo, nc, n0, n_end);
+        conv_patch *header = (conv_patch *)patch;
+        patch += CONV_PATCH_HEADER;
+        conv_patch at;
         if (k0 == first) { /* the previous patch's readers passed the loop's last barrier */
+            int nc = conv_channel_of(g, min(first + patch_k, k_end) - 1) - c_lo + 1;
+            at = conv_patch_for(g, c_lo, nc, n0, n_end);
             conv_patch_stage(at, g, src, grp, patch);
+            if (threadIdx.x == 0)
+                *header = at;
             __syncthreads();
+        } else {
+            at = *header;
         }
         static_assert(GEMM_THREADS % Tile::n == 0, "a thread stages one pixel's taps");
         static_assert((Tile::depth & (Tile::depth - 1)) == 0, "patch_k is 2^j slices");
+        /* at.n0, not n0: from the header, it keeps nvcc from holding the
+         * pixel's row and column across the k loop (spills at 128) */
         int i = threadIdx.x % Tile::n;
-        conv_patch_pixel px = conv_patch_pixel_of(at, g, n0 + i);
+        conv_patch_pixel px = conv_patch_pixel_of(at, g, at.n0 + i);
+#pragma unroll 1
         for (int kk = threadIdx.x / Tile::n; kk < Tile::depth; kk += GEMM_THREADS / Tile::n) {
             int depth = k0 + kk, c = conv_channel_of(g, depth);
             tile[kk][i] = depth < k_end && n0 + i < n_end
@@ -249,14 +264,12 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
             conv_patch_stage(at, g, x, grp, patch);
             __syncthreads();
         }
-        static_assert(GEMM_THREADS % Tile::depth == 0, "a thread stages one pixel's columns");
-        int kk = threadIdx.x % Tile::depth;
-        conv_patch_pixel px = conv_patch_pixel_of(at, g, k0 + kk);
-        for (int i = threadIdx.x / Tile::depth; i < Tile::n; i += GEMM_THREADS / Tile::depth) {
-            int cij = n0 + i, c = conv_channel_of(g, cij);
+        for (int e = threadIdx.x; e < Tile::depth * Tile::n; e += GEMM_THREADS) {
+            int kk = e % Tile::depth, i = e / Tile::depth, cij = n0 + i;
+            int c = conv_channel_of(g, cij);
             tile[kk][i] = k0 + kk >= k_end || cij >= cols_end ? 0.0f
                           : cij < w_end
-                              ? conv_patch_pixel_read(px, g, patch, c - c_lo, cij - c * taps)
+                              ? conv_patch_read(at, g, patch, c - c_lo, cij - c * taps, k0 + kk)
                               : 1.0f;
         }
     }
@@ -313,7 +326,8 @@ static int conv_patch_k(const conv_geometry &g, int depth, int width, int k, boo
 static int conv_patch_floats(conv_gemm_problem &p, int depth, int width, bool narrow)
 {
     p.patch_k = conv_patch_k(p.g, depth, width, p.k_chunk, narrow);
-    return conv_patch_bound(p.g, p.patch_k, width);
+    int floats = conv_patch_bound(p.g, p.patch_k, width);
+    return floats ? CONV_PATCH_HEADER + floats : 0;
 }
 
 static int conv_patch_floats(conv_backward_weight_problem &p, int, int width, bool)

@@ -22,9 +22,14 @@
  * no divergence) and takes 0 instead.
  *
  * The patch: image img_lo's rows, then each later image's, each image as nc
- * blocks (one per channel) of rows*src_w floats.  conv_patch_bound bounds it
- * over every tile; a shape whose bound passes CONV_PATCH_MAX reads through
- * the map instead (conv_gather).
+ * blocks (one per channel) of rows*src_w floats.  Where a channel's block is
+ * under 32 floats (planes of a few pixels: a warp's pixels span images),
+ * each image's blocks start where its one block would if the images' blocks
+ * of one channel lay side by side, modulo the 32 banks (conv_patch_pad):
+ * with nc * 4 floats an image, 2x2 planes put the 8 images of a warp on
+ * the same banks, an 8-way conflict, once patches held many channels.
+ * conv_patch_bound bounds it over every tile; a shape whose bound passes
+ * CONV_PATCH_MAX reads through the map instead (conv_gather).
  */
 #ifndef CT_CUDA_CONV_PATCH_CUH
 #define CT_CUDA_CONV_PATCH_CUH
@@ -35,6 +40,7 @@
 
 enum {
     CONV_PATCH_MAX = 8192, /* floats: 32 KiB, with the tiles' 8.25 KiB under 48 KiB */
+    CONV_PATCH_HEADER = 16, /* floats before a k patch: its conv_patch (conv.cu) */
 };
 
 /* A convolution seen from its destination plane. */
@@ -170,13 +176,23 @@ __device__ inline conv_rows conv_rows_of(const conv_geometry &g, int img, int n0
     return rows;
 }
 
+/* `floats`, the floats of an image's nc blocks of `block` floats each,
+ * rounded up to block modulo 32 where block < 32 (above). */
+__host__ __device__ inline int conv_patch_pad(int floats, int block)
+{
+    return block >= 32 ? floats : floats + ((block - floats) & 31);
+}
+
 /* Source rows of channels [c_lo, c_lo + nc) for destination pixels
  * [n0, n_end), as laid out in shared memory (above). */
 struct conv_patch {
     int c_lo, nc, n0, n_end, img_lo, img_hi;
     conv_rows first, full, last; /* rows of images img_lo, wholly inside, img_hi */
     int after;             /* where image img_lo + 1 starts */
+    int stride;            /* floats from one later image to the next */
 };
+
+static_assert(sizeof(conv_patch) <= CONV_PATCH_HEADER * sizeof(float), "the k patch's header");
 
 __device__ inline conv_patch conv_patch_for(const conv_geometry &g, int c_lo, int nc, int n0,
                                             int n_end)
@@ -191,8 +207,15 @@ __device__ inline conv_patch conv_patch_for(const conv_geometry &g, int c_lo, in
     p.first = conv_rows_of(g, p.img_lo, n0, n_end);
     p.full = conv_rows_of(g, p.img_lo + 1, n0, n_end);
     p.last = conv_rows_of(g, p.img_hi, n0, n_end);
-    p.after = nc * p.first.count * g.src_w;
+    p.after = conv_patch_pad(nc * p.first.count * g.src_w, p.first.count * g.src_w);
+    p.stride = conv_patch_pad(nc * p.full.count * g.src_w, p.full.count * g.src_w);
     return p;
+}
+
+/* Where image img's blocks start in the patch. */
+__device__ inline int conv_patch_image_at(const conv_patch &p, int img)
+{
+    return img == p.img_lo ? 0 : p.after + (img - p.img_lo - 1) * p.stride;
 }
 
 /* Copies the patch from src (group grp) by the block; a barrier must follow. */
@@ -200,15 +223,14 @@ __device__ inline void conv_patch_stage(const conv_patch &p, const conv_geometry
                                         const float *src, int grp, float *patch)
 {
     int cg = g.src_c / g.groups;
-    for (int img = p.img_lo, at = 0; img <= p.img_hi; img++) {
+    for (int img = p.img_lo; img <= p.img_hi; img++) {
         conv_rows rows = img == p.img_lo ? p.first : img == p.img_hi ? p.last : p.full;
         int run = rows.count * g.src_w;
         if (run > 0)
-            ct_copy_runs(patch + at, run,
+            ct_copy_runs(patch + conv_patch_image_at(p, img), run,
                          src + (((size_t)img * g.src_c + grp * cg + p.c_lo) * g.src_h +
                                 rows.lo) * g.src_w,
                          (size_t)g.src_h * g.src_w, p.nc, run);
-        at += p.nc * run;
     }
 }
 
@@ -231,7 +253,7 @@ __device__ inline conv_patch_pixel conv_patch_pixel_of(const conv_patch &p,
     conv_rows rows = img == p.img_lo ? p.first : img == p.img_hi ? p.last : p.full;
     px.lo = rows.lo;
     px.count = rows.count;
-    px.at = img == p.img_lo ? 0 : p.after + (img - p.img_lo - 1) * p.nc * p.full.count * g.src_w;
+    px.at = conv_patch_image_at(p, img);
     return px;
 }
 
@@ -246,6 +268,16 @@ __device__ inline float conv_patch_pixel_read(const conv_patch_pixel &px, const 
     int r = min(max(row - px.lo, 0), max(px.count - 1, 0));
     float v = patch[px.at + (c * px.count + r) * g.src_w + max(column, 0)];
     return inside ? v : 0.0f;
+}
+
+/* col[(c_lo + c, tap), pixel] from the patch (the weight gradient's
+ * staging: a thread's pixel stays the same, but keeping its conv_patch_pixel
+ * across the element loop took the wide tile to 146 registers and spills
+ * at two blocks an SM). */
+__device__ inline float conv_patch_read(const conv_patch &p, const conv_geometry &g,
+                                        const float *patch, int c, int tap, int pixel)
+{
+    return conv_patch_pixel_read(conv_patch_pixel_of(p, g, pixel), g, patch, c, tap);
 }
 
 /* The most floats a conv_patch holds for `pixels` consecutive destination
@@ -271,7 +303,7 @@ static inline int conv_patch_bound(const conv_geometry &g, int columns, int pixe
     int64_t channels = (columns - 1 + taps - 1) / taps + 1;
     if (channels > g.src_c / g.groups)
         channels = g.src_c / g.groups;
-    int64_t floats = channels * images * src_rows * g.src_w;
+    int64_t floats = images * (channels * src_rows * g.src_w + 31); /* 31: conv_patch_pad's */
     return floats <= CONV_PATCH_MAX ? (int)(floats > 0 ? floats : 1) : 0;
 }
 

@@ -456,13 +456,17 @@ static __global__ void __launch_bounds__(GEMM_THREADS, GEMM_MIN_BLOCKS) ct_tiled
  * float4 reads 16-byte aligned.  Registers: 64 accumulators, near 128 per
  * thread; two blocks per SM (25% occupancy), the usual point for SGEMM,
  * where each warp has 64 independent FMAs per k step to hide latency.
+ * The launch bounds hold that (and three blocks of the 64-row tile, at
+ * most 85 registers): left free, nvcc kept the convolutions' staging
+ * invariants (conv.cu's k patches) live across the k loop, 178 registers
+ * and one block an SM; bounded, 128 and 80 with no spills (nvcc 13).
  * Static shared memory: 2 x 8 x 132 x 4 = 8.25 KiB.
  *
  * The same sums in the same order as ct_tiled_gemm: each c element adds its
  * chunk's products in increasing k with float FMAs.
  */
 template <class Problem, int halves>
-static __global__ void __launch_bounds__(GEMM_THREADS) ct_tiled_gemm_wide(Problem p)
+static __global__ void __launch_bounds__(GEMM_THREADS, halves == 1 ? 3 : 2) ct_tiled_gemm_wide(Problem p)
 {
     typedef ct_gemm_tile<GEMM_WIDE / 2 * halves, GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD> tile;
     alignas(16) __shared__ float a_tile[GEMM_WIDE_K][tile::m + GEMM_WIDE_PAD];
