@@ -692,6 +692,17 @@ static void check_cross_entropy(int n, int c, bool i64, float smoothing)
     CHECK(bad == -1 && memcmp(&fused_loss, &loss, sizeof loss) == 0 &&
               memcmp(fused, grad, sizeof(float) * (size_t)count) == 0,
           "%d x %d: the fused loss and gradient differ from the two passes", n, c);
+    /* rows in parallel (from 512 elements), the losses summed in row order:
+     * the same bits on one thread */
+    int saved = ct_cpu_max_threads();
+    float one_loss = NAN, *one = new_floats(count);
+    ct_cpu_set_threads(1);
+    bad = ct_cpu_cross_entropy_forward(n, c, x, labels, i64, smoothing, dloss, &one_loss, one);
+    ct_cpu_set_threads(saved);
+    CHECK(bad == -1 && memcmp(&one_loss, &fused_loss, sizeof loss) == 0 &&
+              memcmp(one, fused, sizeof(float) * (size_t)count) == 0,
+          "%d x %d: one thread's loss and gradient differ from %d threads'", n, c, saved);
+    free(one);
     free(label_of), free(labels32), free(x), free(p), free(grad_want), free(grad), free(fused);
 }
 
@@ -704,6 +715,7 @@ static void test_cross_entropy(void)
             check_cross_entropy(rows[r], 13, i64, 0.1f);
         }
     check_cross_entropy(2500, 3, false, 0.2f); /* more rows than one stack chunk */
+    check_cross_entropy(64, 10, true, 0.0f);  /* SimpleCNN's, rows in parallel */
     check_cross_entropy(4, 1, true, 0.0f);
 }
 
