@@ -120,7 +120,6 @@ struct conv_gemm_problem : ct_gemm_defaults {
          * pixel's row and column across the k loop (spills at 128) */
         int i = threadIdx.x % Tile::n;
         conv_patch_pixel px = conv_patch_pixel_of(at, g, at.n0 + i);
-#pragma unroll 1
         for (int kk = threadIdx.x / Tile::n; kk < Tile::depth; kk += GEMM_THREADS / Tile::n) {
             int depth = k0 + kk, c = conv_channel_of(g, depth);
             tile[kk][i] = depth < k_end && n0 + i < n_end
