@@ -310,12 +310,10 @@ static void forward_image(const flat_geom *g, const float *shifted, const float 
     }
 }
 
-/* Per image: the shifted copies, the outputs, and (pool) the 2x2/2 max
- * pool of them into `out`; else the outputs straight into `out`. */
-/* out = conv(x) (relu'd where asked), or with `pool` the 2x2 max pool of
- * relu(conv(x)) into out; each image is pooled as soon as it is computed,
- * from y where y is not NULL (training: the pool's backward reads y), else
- * from the thread's part of the workspace. */
+/* Per image: the shifted copies, then the outputs straight into `out`;
+ * or (pool) the outputs into y where y is not NULL (training: the pool's
+ * backward reads y), else into the thread's part of the workspace, and
+ * their 2x2/2 max pool into `out` while they are in cache. */
 static void forward_batch(const ct_conv2d_shape *s, const float *x, const float *w,
                           const float *bias, bool relu, bool pool, float *y, float *out,
                           float *workspace, size_t per_thread)

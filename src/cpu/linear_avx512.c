@@ -274,8 +274,8 @@ static void outer_product(int rows, int cols, int depth, const float *a, size_t 
     for (int tile = 0; tile < tiles; tile++) {
         int i0 = tile / col_blocks * BLOCK, j0 = tile % col_blocks * WIDTH;
         int r = rows - i0 < BLOCK ? rows - i0 : BLOCK;
-        outers[r - 1][cols - j0 >= WIDTH](depth, cols, a, a_row, a_col, b, (size_t)cols, i0, j0, relu_y, c,
-                      (size_t)cols);
+        outers[r - 1][cols - j0 >= WIDTH](depth, cols, a, a_row, a_col, b, (size_t)cols, i0, j0,
+                                          relu_y, c, (size_t)cols);
     }
 }
 
