@@ -7,10 +7,12 @@
  * on weights transformed once, as inference keeps them), so they stay
  * comparable (docs/perf.md).  --forward times the forward kernel alone;
  * --flush MB reads MB megabytes between runs (untimed), so that weights
- * and workspace come from memory, as in a whole network.
+ * and workspace come from memory, as in a whole network.  --path NAME and
+ * --only KERNEL (forward, backward_data, backward_weight,
+ * forward_relu_maxpool) time one path or kernel, for a profiler.
  *   conv_kernels [--batch N] [--in C] [--out O] [--size S] [--kernel K]
  *                [--pad P] [--stride T] [--reps R] [--threads T] [--forward]
- *                [--flush MB]
+ *                [--flush MB] [--path NAME] [--only KERNEL]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +106,7 @@ int main(int argc, char **argv)
 {
     int batch = 64, in_c = 6, out_c = 16, size = 12, kernel = 5, pad = 0, stride = 1;
     int reps = 200, threads = 0, kernels = 4, flush_mb = 0;
+    const char *only_path = NULL, *only_kernel = NULL;
     for (int i = 1; i < argc; i += 2) {
         if (strcmp(argv[i], "--forward") == 0) {
             kernels = 1;
@@ -111,6 +114,8 @@ int main(int argc, char **argv)
             continue;
         }
         if (i + 1 == argc) { fprintf(stderr, "conv_kernels: %s needs a value\n", argv[i]); return 2; }
+        if (strcmp(argv[i], "--path") == 0) { only_path = argv[i + 1]; continue; }
+        if (strcmp(argv[i], "--only") == 0) { only_kernel = argv[i + 1]; continue; }
         int value = atoi(argv[i + 1]);
         if (strcmp(argv[i], "--batch") == 0) batch = value;
         else if (strcmp(argv[i], "--in") == 0) in_c = value;
@@ -162,7 +167,11 @@ int main(int argc, char **argv)
     for (int path = 0; path < N_PATHS; path++) {
         if (!path_fits(path == PATH_WINOGRAD_KEPT ? 1 : path, &s))
             continue;
+        if (only_path && strcmp(only_path, PATHS[path]) != 0)
+            continue;
         for (int k = 0; k < (path >= PATH_PANEL ? 1 : kernels); k++) {
+            if (only_kernel && strcmp(only_kernel, names[k]) != 0)
+                continue;
             for (int rep = -reps / 10 - 1; rep < reps; rep++) {
                 for (size_t b = 0; b < flush_bytes; b += 64)
                     (void)flush[b]; /* a volatile read: it happens */
