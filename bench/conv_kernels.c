@@ -59,10 +59,11 @@ static int path_fits(int path, const ct_conv2d_shape *s)
 }
 
 /* Kernel k (forward, backward data, backward weight, relu+maxpool) of a
- * path; u: the kept Winograd weights (path 4). */
+ * path; u: the kept Winograd weights (path 4).  The direct backward weight
+ * computes the bias gradient too, as in training (graph/fuse.c). */
 static void run_kernel(int path, int k, const ct_conv2d_shape *s, const float *x, const float *w,
                        const float *u, const float *bias, const float *dy, float *y, float *dx,
-                       float *dw, float *pooled, void *workspace)
+                       float *dw, float *db, float *pooled, void *workspace)
 {
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
     if (path == PATH_PANEL) {
@@ -76,7 +77,7 @@ static void run_kernel(int path, int k, const ct_conv2d_shape *s, const float *x
     if (path == 0) {
         if (k == 0) ct_cpu_conv2d_direct_forward(s, x, w, bias, false, y, workspace);
         else if (k == 1) ct_cpu_conv2d_direct_backward_data(s, dy, w, dx, workspace);
-        else if (k == 2) ct_cpu_conv2d_direct_backward_weight(s, x, dy, dw, NULL, workspace);
+        else if (k == 2) ct_cpu_conv2d_direct_backward_weight(s, x, dy, dw, db, workspace);
         else ct_cpu_conv2d_direct_forward_relu_maxpool(s, x, w, bias, NULL, pooled, workspace);
         return;
     }
@@ -142,7 +143,7 @@ int main(int argc, char **argv)
     size_t nw = (size_t)out_c * in_c * kernel * kernel;
     float *x = random_floats(nx, 1), *w = random_floats(nw, 2), *bias = random_floats(out_c, 3);
     float *dy = random_floats(ny, 4), *y = random_floats(ny, 5), *dx = random_floats(nx, 6);
-    float *dw = random_floats(nw, 7);
+    float *dw = random_floats(nw, 7), *db = random_floats(out_c, 9);
     float *pooled = random_floats(ny / 4 + 1, 8);
     size_t bytes = ct_cpu_conv2d_workspace(&s, ct_cpu_max_threads());
     size_t panel_bytes = ct_cpu_conv2d_panel_workspace(&s, ct_cpu_max_threads());
@@ -176,7 +177,7 @@ int main(int argc, char **argv)
                 for (size_t b = 0; b < flush_bytes; b += 64)
                     (void)flush[b]; /* a volatile read: it happens */
                 double start = now_seconds();
-                run_kernel(path, k, &s, x, w, u, bias, dy, y, dx, dw, pooled, workspace);
+                run_kernel(path, k, &s, x, w, u, bias, dy, y, dx, dw, db, pooled, workspace);
                 if (rep >= 0)
                     times[rep] = now_seconds() - start;
             }
@@ -188,7 +189,7 @@ int main(int argc, char **argv)
                    ct_cpu_max_threads(), 1e6 * median, flop / median * 1e-9);
         }
     }
-    free(x); free(w); free(bias); free(dy); free(y); free(dx); free(dw); free(pooled);
+    free(x); free(w); free(bias); free(dy); free(y); free(dx); free(dw); free(db); free(pooled);
     free(workspace);
     free(times);
     free(u);

@@ -12,6 +12,7 @@
 
 #include "core/rng.h"
 #include "cpu/kernels.h"
+#include "cpu/lanes.h"
 #include "harness.h"
 
 #define TOLERANCE 1e-5
@@ -1000,8 +1001,40 @@ static void test_thread_count_independent(void)
     free(x), free(soft[0]), free(soft[1]);
 }
 
+/* The lane sums of several rows side by side (cpu/lanes.h) are the bits of
+ * one row's: the bias gradients and batchnorm's statistics sum planes four
+ * at a time, and test_graph's fused and unfused plans must agree. */
+static void test_lane_sums_side_by_side(void)
+{
+    static const int counts[] = {1, 7, 8, 9, 64, 577};
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        int count = counts[k], n = 7, c = 3;
+        size_t stride = (size_t)count + 5;
+        float *v = random_floats((int64_t)stride * 6, 40 + k, -2.0f, 3.0f);
+        double rows[6];
+        ct_lanes_sum_rows(v, stride, 6, count, rows);
+        for (int r = 0; r < 6; r++) {
+            double one = ct_lanes_sum(v + r * stride, count);
+            CHECK(memcmp(&rows[r], &one, sizeof one) == 0, "row %d of %d floats: %.17g != %.17g",
+                  r, count, rows[r], one);
+        }
+        free(v);
+        float *x = random_floats((int64_t)n * c * count, 50 + k, -2.0f, 3.0f);
+        for (int ch = 0; ch < c; ch++) {
+            double want = 0.0;
+            for (int b = 0; b < n; b++)
+                want += ct_lanes_sum(x + ((size_t)b * c + ch) * count, count);
+            double got = ct_lanes_sum_images(n, c, count, x, ch);
+            CHECK(memcmp(&got, &want, sizeof got) == 0, "channel %d of %d floats: %.17g != %.17g",
+                  ch, count, got, want);
+        }
+        free(x);
+    }
+}
+
 int main(void)
 {
+    RUN(test_lane_sums_side_by_side);
     RUN(test_maxpool_2x2_fast_path);
     RUN(test_maxpool_general);
     RUN(test_maxpool_general_nan);

@@ -21,10 +21,7 @@
 /* sum_{n,i} x[n,ch,i] */
 static double channel_sum(int n, int c, int inner, const float *x, int ch)
 {
-    double sum = 0;
-    for (int b = 0; b < n; b++)
-        sum += ct_lanes_sum(x + ((int64_t)b * c + ch) * inner, inner);
-    return sum;
+    return ct_lanes_sum_images(n, c, inner, x, ch);
 }
 
 /* sum_{n,i} (x[n,ch,i] - mean)^2: the second pass of a two-pass variance,

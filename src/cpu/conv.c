@@ -457,10 +457,6 @@ void ct_cpu_channel_sum(int n, int c, int inner, const float *dy, float *db)
     }
     bool parallel = (double)n * c * inner >= CONV_PARALLEL_MIN_ELEMENTS;
 #pragma omp parallel for schedule(static) if (parallel)
-    for (int channel = 0; channel < c; channel++) {
-        double total = 0.0;
-        for (int image = 0; image < n; image++)
-            total += ct_lanes_sum(dy + ((size_t)image * c + channel) * inner, inner);
-        db[channel] = (float)total;
-    }
+    for (int channel = 0; channel < c; channel++)
+        db[channel] = (float)ct_lanes_sum_images(n, c, inner, dy, channel);
 }
