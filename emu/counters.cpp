@@ -592,8 +592,8 @@ static void count_fp(const uint32_t *counts, uintptr_t pc)
     if (linear < 0)
         return;
     block.chain[(size_t)linear].instructions += counts[CUDA_EMU_INSTRUCTIONS];
-    if (counting_lines() && counts[CUDA_EMU_FLOPS])
-        lines_fp(pc, counts[CUDA_EMU_FLOPS]);
+    if (counting_lines())
+        lines_fp(pc, counts[CUDA_EMU_FLOPS], counts[CUDA_EMU_INSTRUCTIONS]);
     cuda_emu_kernel_counters &c = block.counts;
     c.fp32_adds += counts[CUDA_EMU_FP32_ADDS];
     c.fp32_muls += counts[CUDA_EMU_FP32_MULS];
@@ -723,9 +723,12 @@ static void print_table()
 
 enum { PRINTED_LINES = 25 };
 
+/* CUDA_EMU_LINES_TOP=N prints N lines a table instead of 25. */
 static void print_lines()
 {
-    lines_print(PRINTED_LINES);
+    const char *top = getenv("CUDA_EMU_LINES_TOP");
+    int n = top ? atoi(top) : 0;
+    lines_print(n > 0 ? n : PRINTED_LINES);
 }
 
 /* Read once at start-up; the totals are made first, so that they outlive

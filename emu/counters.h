@@ -43,7 +43,7 @@ void counters_snapshot(cuda_emu_kernel_counters *out);
 bool counting_lines();
 void lines_request(uintptr_t pc, bool shared, unsigned long long moved, unsigned long long used,
                    unsigned wavefronts, unsigned ideal);
-void lines_fp(uintptr_t pc, unsigned flops);        /* one lane's block of fp work */
+void lines_fp(uintptr_t pc, unsigned flops, unsigned instructions); /* one lane's block */
 void lines_branch(uintptr_t pc, bool divergent);    /* one warp-level branch */
 void lines_block_end(const char *kernel);
 std::vector<cuda_emu_line_counters> lines_summed();

@@ -299,6 +299,10 @@ typedef struct cuda_emu_line_counters {
      * the block's branch (a loop body's FLOPs go to its loop test); warp
      * branches at the line and those whose lanes split */
     unsigned long long flops, branches, divergent_branches;
+    /* the instructions the LLVM pass counts for a block (issued()), summed
+     * over the threads that ran it, given to the line of the block's branch
+     * as the FLOPs are; / 32 is warp instructions where no lane diverged */
+    unsigned long long thread_instructions;
 } cuda_emu_line_counters;
 /* Keep counters per line while counting (1), or stop (0); off by default
  * (a map update per request); CUDA_EMU_COUNTERS=lines turns it on and

@@ -36,10 +36,11 @@ std::atomic<bool> lines_on{false};
 thread_local std::unordered_map<uintptr_t, cuda_emu_line_counters> block_lines;
 
 /* Made at first use, so that it outlives a table printed at exit by a
- * handler registered after it (lines_set makes it). */
+ * handler registered after it (lines_set makes it).  By instruction and
+ * kernel: a device function that is not inlined runs for several. */
 struct totals {
     std::mutex lock;
-    std::unordered_map<uintptr_t, line_entry> by_instruction;
+    std::map<std::pair<uintptr_t, const char *>, line_entry> by_instruction;
 };
 
 totals &all()
@@ -58,6 +59,7 @@ void add(cuda_emu_line_counters *to, const cuda_emu_line_counters &from)
     to->flops += from.flops;
     to->branches += from.branches;
     to->divergent_branches += from.divergent_branches;
+    to->thread_instructions += from.thread_instructions;
 }
 
 /* addr2line's "file:line" for instructions of one object file; "?" where
@@ -138,9 +140,11 @@ void lines_request(uintptr_t pc, bool shared, unsigned long long moved, unsigned
     }
 }
 
-void lines_fp(uintptr_t pc, unsigned flops)
+void lines_fp(uintptr_t pc, unsigned flops, unsigned instructions)
 {
-    block_lines[pc].flops += flops;
+    cuda_emu_line_counters &c = block_lines[pc];
+    c.flops += flops;
+    c.thread_instructions += instructions;
 }
 
 void lines_branch(uintptr_t pc, bool divergent)
@@ -157,7 +161,7 @@ void lines_block_end(const char *kernel)
     totals &t = all();
     std::lock_guard<std::mutex> lock(t.lock);
     for (const auto &item : block_lines) {
-        line_entry &e = t.by_instruction[item.first];
+        line_entry &e = t.by_instruction[{item.first, kernel}];
         e.kernel = kernel;
         add(&e.counts, item.second);
     }
@@ -168,18 +172,18 @@ void lines_block_end(const char *kernel)
 std::vector<cuda_emu_line_counters> lines_summed()
 {
     std::vector<uintptr_t> pcs;
-    std::unordered_map<uintptr_t, line_entry> copy;
+    std::map<std::pair<uintptr_t, const char *>, line_entry> copy;
     {
         totals &t = all();
         std::lock_guard<std::mutex> lock(t.lock);
         copy = t.by_instruction;
     }
     for (const auto &item : copy)
-        pcs.push_back(item.first);
+        pcs.push_back(item.first.first);
     std::unordered_map<uintptr_t, std::string> where = resolve(pcs);
     std::map<std::pair<std::string, std::string>, cuda_emu_line_counters> summed;
     for (const auto &item : copy) {
-        auto found = where.find(item.first);
+        auto found = where.find(item.first.first);
         std::string line = found == where.end() ? "?" : found->second;
         cuda_emu_line_counters &c = summed[{item.second.kernel, line}];
         snprintf(c.kernel, sizeof c.kernel, "%s", item.second.kernel);
@@ -209,16 +213,19 @@ void lines_reset()
     t.by_instruction.clear();
 }
 
-void lines_print(int top)
+/* One table of lines, the first `top` of `lines` as `order` sorts them. */
+static void print_lines(std::vector<cuda_emu_line_counters> lines, int top, const char *title,
+                        bool (*order)(const cuda_emu_line_counters &,
+                                      const cuda_emu_line_counters &))
 {
-    std::vector<cuda_emu_line_counters> lines = lines_summed();
-    fprintf(stderr, "\ncuda-emu counters per source line, costliest %d of %zu (bytes moved, "
-                    "plus 128 per conflict wavefront)\n%-36s %-28s %9s %10s %7s %10s %9s %9s %7s\n",
-            top, lines.size(), "kernel", "line", "requests", "L2 MB", "ld/st", "wavefronts",
-            "conflict", "MFLOP", "diverg");
+    std::stable_sort(lines.begin(), lines.end(), order);
+    fprintf(stderr, "\ncuda-emu counters per source line, %s: %d of %zu\n%-36s %-28s %9s "
+                    "%10s %7s %10s %9s %9s %7s %10s\n",
+            title, top, lines.size(), "kernel", "line", "requests", "L2 MB", "ld/st",
+            "wavefronts", "conflict", "MFLOP", "diverg", "warp inst");
     for (size_t i = 0; i < lines.size() && (int)i < top; i++) {
         const cuda_emu_line_counters &c = lines[i];
-        fprintf(stderr, "%-36.36s %-28.28s %9llu %10.3f %6.1f%% %10llu %8.1f%% %9.3f %6.1f%%\n",
+        fprintf(stderr, "%-36.36s %-28.28s %9llu %10.3f %6.1f%% %10llu %8.1f%% %9.3f %6.1f%% %9.3fM\n",
                 c.kernel,
                 c.where, c.requests, (double)c.bytes_moved / 1e6,
                 c.bytes_moved ? 100.0 * (double)c.bytes_used / (double)c.bytes_moved : 100.0,
@@ -228,8 +235,23 @@ void lines_print(int top)
                                           (double)c.shared_wavefronts
                                     : 0.0,
                 (double)c.flops / 1e6,
-                c.branches ? 100.0 * (double)c.divergent_branches / (double)c.branches : 0.0);
+                c.branches ? 100.0 * (double)c.divergent_branches / (double)c.branches : 0.0,
+                (double)c.thread_instructions / 32e6);
     }
+}
+
+void lines_print(int top)
+{
+    std::vector<cuda_emu_line_counters> lines = lines_summed();
+    print_lines(lines, top, "costliest (bytes moved, plus 128 per conflict wavefront)",
+                [](const cuda_emu_line_counters &a, const cuda_emu_line_counters &b) {
+                    return cost(a) > cost(b);
+                });
+    /* where the issue-bound kernels spend their instructions */
+    print_lines(lines, top, "most instructions (the pass's count / 32)",
+                [](const cuda_emu_line_counters &a, const cuda_emu_line_counters &b) {
+                    return a.thread_instructions > b.thread_instructions;
+                });
 }
 
 } // namespace emu

@@ -160,6 +160,25 @@ static __global__ void fma_loop(const float *x, float *y, int count)
     y[i] = a;
 }
 
+/* A device function left out of line, which two kernels call: once and
+ * twice a thread.  Its instructions are the same addresses in both. */
+static __device__ __attribute__((noinline)) float out_of_line(float v)
+{
+    return v * 3.0f + 1.0f;
+}
+
+static __global__ void calls_once(const float *x, float *y)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    y[i] = out_of_line(x[i]);
+}
+
+static __global__ void calls_twice(const float *x, float *y)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    y[i] = out_of_line(out_of_line(x[i]));
+}
+
 /* FMAS independent FMAs a thread, which clang turns into vector FMAs: each
  * counts once per element. */
 static __global__ void fma_lanes(const float *x, float *y)
@@ -308,14 +327,17 @@ static void lines_name_the_conflicting_read(void)
     if (fp_and_branches) {
         CT_EMU_LAUNCH(fma_loop, BLOCKS, BLOCK_THREADS, 0, 0, x, y, 37);
         CT_EMU_LAUNCH(odd_lanes_store, BLOCKS, BLOCK_THREADS, 0, 0, y);
+        CT_EMU_LAUNCH(calls_once, BLOCKS, BLOCK_THREADS, 0, 0, x, y);
+        CT_EMU_LAUNCH(calls_twice, BLOCKS, BLOCK_THREADS, 0, 0, x, y);
     }
     CHECK(cudaDeviceSynchronize() == cudaSuccess, "synchronize");
     cuda_emu_counters_lines(0);
-    cuda_emu_line_counters lines[64];
-    int n = cuda_emu_counters_lines_get(lines, 64);
+    enum { MOST_LINES = 256 };
+    static cuda_emu_line_counters lines[MOST_LINES];
+    int n = cuda_emu_counters_lines_get(lines, MOST_LINES);
     int conflicting = 0, padded_conflicting = 0, strided = 0, divergent_lines = 0;
-    unsigned long long loop_flops = 0;
-    for (int i = 0; i < n && i < 64; i++) {
+    unsigned long long loop_flops = 0, loop_instructions = 0;
+    for (int i = 0; i < n && i < MOST_LINES; i++) {
         const cuda_emu_line_counters *c = &lines[i];
         bool here = strncmp(c->where, "test_emu_counters.cu:", 21) == 0;
         unsigned long long excess = c->shared_wavefronts - c->shared_ideal_wavefronts;
@@ -327,8 +349,10 @@ static void lines_name_the_conflicting_read(void)
         }
         if (strcmp(c->kernel, "tile_columns<TILE + 1>") == 0 && excess > 0)
             padded_conflicting++;
-        if (strcmp(c->kernel, "fma_loop") == 0)
+        if (strcmp(c->kernel, "fma_loop") == 0) {
             loop_flops += c->flops;
+            loop_instructions += c->thread_instructions;
+        }
         if (strcmp(c->kernel, "odd_lanes_store") == 0 && c->divergent_branches > 0) {
             divergent_lines++;
             CHECK(here && c->divergent_branches == WARPS && c->branches == WARPS,
@@ -351,6 +375,29 @@ static void lines_name_the_conflicting_read(void)
     CHECK(!fp_and_branches || (divergent_lines == 1 &&
                                loop_flops == 2ull * 37 * BLOCKS * BLOCK_THREADS),
           "%d divergent lines, %llu FLOPs in fma_loop's lines", divergent_lines, loop_flops);
+    if (fp_and_branches) {
+        /* and so do its instructions: every lane runs them all (no
+         * divergence, whole warps), so they are 32 x the warps' */
+        cuda_emu_kernel_counters loop = counted("fma_loop");
+        CHECK(loop.warp_instructions > 0 && loop_instructions == 32 * loop.warp_instructions,
+              "%llu thread instructions in fma_loop's lines, %llu warp instructions",
+              loop_instructions, loop.warp_instructions);
+        /* the out-of-line function's lines count for each kernel that ran
+         * them: twice the instructions in the kernel calling it twice */
+        int shared_lines = 0;
+        for (int i = 0; i < n && i < MOST_LINES; i++) {
+            if (strcmp(lines[i].kernel, "calls_once") != 0 || lines[i].thread_instructions == 0)
+                continue;
+            for (int j = 0; j < n && j < MOST_LINES; j++)
+                if (strcmp(lines[j].kernel, "calls_twice") == 0 &&
+                    strcmp(lines[j].where, lines[i].where) == 0 &&
+                    strstr(lines[i].where, "test_emu_counters.cu:") &&
+                    lines[j].thread_instructions == 2 * lines[i].thread_instructions)
+                    shared_lines++;
+        }
+        CHECK(shared_lines > 0, "no line of out_of_line counted for both kernels (of %d lines)",
+              n);
+    }
     cudaFree(out);
     cudaFree(x);
     cudaFree(y);
