@@ -215,6 +215,7 @@ __global__ void conv_pack_transposed(ct_conv2d_shape s, conv_pack_tile tile, int
  */
 enum {
     CONV_WEIGHT_PIXELS = 64, /* pixels per staged patch: whole k slices of either tile */
+    CONV_WEIGHT_COLUMN_FLOATS = 2, /* a column's conv_patch_column_of (an int2) in the scratch */
 };
 
 struct conv_backward_weight_problem : ct_gemm_defaults {
@@ -253,23 +254,49 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
                 [&](int np, int cij) { return load_b(grp, np, cij); });
             return;
         }
-        int taps = g.kernel_h * g.kernel_w, cols_end = min(n0 + Tile::n, n);
+        int cols_end = min(n0 + Tile::n, n);
         int w_end = min(cols_end, n_w); /* the weight columns; db's, of ones, after */
-        int c_lo = n0 / taps, nc = w_end > n0 ? (w_end - 1) / taps - c_lo + 1 : 0;
+        int c_lo = conv_channel_of(g, n0);
+        int nc = w_end > n0 ? conv_channel_of(g, w_end - 1) - c_lo + 1 : 0;
         int k_begin = k0 / k_chunk * k_chunk; /* the block's split's */
         int first = k_begin + (k0 - k_begin) / CONV_WEIGHT_PIXELS * CONV_WEIGHT_PIXELS;
-        conv_patch at = conv_patch_for(g, c_lo, nc, first, min(first + CONV_WEIGHT_PIXELS, k_end));
+        /* the patch's conv_patch is made once, when it is staged, and kept
+         * in the scratch's first floats (as the forward pass's), and so is
+         * each of the block's columns (c, tap) as conv_patch_column_read
+         * takes it: made by every thread for every element, with the
+         * pixel's decomposition, they were two thirds of the kernel's
+         * instructions (emulated counts per line, docs/perf.md) */
+        conv_patch *header = (conv_patch *)patch;
+        int2 *columns = (int2 *)(patch + CONV_PATCH_HEADER);
+        patch += CONV_PATCH_HEADER + CONV_WEIGHT_COLUMN_FLOATS * Tile::n;
+        conv_patch at;
         if (k0 == first) { /* the previous patch's readers passed the loop's last barrier */
+            for (int i = threadIdx.x; i < Tile::n; i += GEMM_THREADS) {
+                int cij = n0 + i; /* x: db's column (ones) -2, none -1 */
+                int2 column = conv_patch_column_of(g, min(cij, n_w - 1), c_lo);
+                column.x = cij >= cols_end ? -1 : cij >= w_end ? -2 : column.x;
+                columns[i] = column;
+            }
+            at = conv_patch_for(g, c_lo, nc, first, min(first + CONV_WEIGHT_PIXELS, k_end));
             conv_patch_stage(at, g, x, grp, patch);
+            if (threadIdx.x == 0)
+                *header = at;
             __syncthreads();
+        } else {
+            at = *header;
         }
-        for (int e = threadIdx.x; e < Tile::depth * Tile::n; e += GEMM_THREADS) {
-            int kk = e % Tile::depth, i = e / Tile::depth, cij = n0 + i;
-            int c = conv_channel_of(g, cij);
-            tile[kk][i] = k0 + kk >= k_end || cij >= cols_end ? 0.0f
-                          : cij < w_end
-                              ? conv_patch_read(at, g, patch, c - c_lo, cij - c * taps, k0 + kk)
-                              : 1.0f;
+        /* a thread stages one pixel (kk) of the slice, for several columns:
+         * the pixel decomposed once a slice */
+        static_assert(GEMM_THREADS % Tile::depth == 0, "a thread stages one pixel's columns");
+        int kk = threadIdx.x % Tile::depth, pixel = k0 + kk;
+        conv_patch_spot spot = conv_patch_spot_of(at, g, min(pixel, at.n_end - 1));
+        for (int i = threadIdx.x / Tile::depth; i < Tile::n; i += GEMM_THREADS / Tile::depth) {
+            /* what the column is comes from the table too: the block's
+             * column bounds held in registers across the k loop spilled */
+            int2 column = columns[i];
+            tile[kk][i] = pixel >= k_end || column.x == -1 ? 0.0f
+                          : column.x >= 0 ? conv_patch_column_read(spot, g, patch, column)
+                                          : 1.0f;
         }
     }
     __device__ void store(int grp, int, int o, int cij, float value) const
@@ -331,7 +358,8 @@ static int conv_patch_floats(conv_gemm_problem &p, int depth, int width, bool na
 
 static int conv_patch_floats(conv_backward_weight_problem &p, int, int width, bool)
 {
-    return conv_patch_bound(p.g, width, CONV_WEIGHT_PIXELS);
+    int floats = conv_patch_bound(p.g, width, CONV_WEIGHT_PIXELS);
+    return floats ? CONV_PATCH_HEADER + CONV_WEIGHT_COLUMN_FLOATS * width + floats : 0;
 }
 
 /* Launches p on the tile of `rows` (ct_cuda_launch_gemm's), the patch

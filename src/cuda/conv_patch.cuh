@@ -234,7 +234,7 @@ __device__ inline void conv_patch_stage(const conv_patch &p, const conv_geometry
     }
 }
 
-/* What conv_patch_read needs of destination pixel `pixel`, whatever the
+/* What conv_patch_pixel_read needs of destination pixel `pixel`, whatever the
  * tap: a thread that stages several taps of one pixel (each of the GEMMs'
  * staging loops keeps a thread on one pixel) computes it once. */
 struct conv_patch_pixel {
@@ -270,14 +270,51 @@ __device__ inline float conv_patch_pixel_read(const conv_patch_pixel &px, const 
     return inside ? v : 0.0f;
 }
 
-/* col[(c_lo + c, tap), pixel] from the patch (the weight gradient's
- * staging: a thread's pixel stays the same, but keeping its conv_patch_pixel
- * across the element loop took the wide tile to 146 registers and spills
- * at two blocks an SM). */
-__device__ inline float conv_patch_read(const conv_patch &p, const conv_geometry &g,
-                                        const float *patch, int c, int tap, int pixel)
+/* Column (c, tap) of col as the weight gradient's staging reads it for any
+ * pixel (forward geometry), in two ints (registers are what the wide tile
+ * lacks): x = c - c_lo, its channel in the patch; y = the source row and
+ * column of destination row and column 0 (tap i, j: i * dilation - pad),
+ * to which the pixel's row and column times the stride are added, as
+ * row << 16 | (column & 0xffff).  Made once per patch, kept in shared
+ * memory. */
+__device__ inline int2 conv_patch_column_of(const conv_geometry &g, int column, int c_lo)
 {
-    return conv_patch_pixel_read(conv_patch_pixel_of(p, g, pixel), g, patch, c, tap);
+    int c = conv_channel_of(g, column), tap = column - c * (int)g.by_taps.divisor;
+    int i = ct_div(g.by_kernel_w, tap), j = tap - i * g.kernel_w;
+    int row = i * g.dilation_h - g.pad_h, at = j * g.dilation_w - g.pad_w;
+    return make_int2(c - c_lo, (int)((unsigned)row << 16 | ((unsigned)at & 0xffffu)));
+}
+
+/* A pixel as conv_patch_column_read takes it (forward geometry): its
+ * source row for a row offset of 0, counted from its image's first row
+ * in the patch, and its source column; its image's rows in the patch and
+ * where they start.  Four values, fewer than conv_patch_pixel's five and
+ * folded as the read wants them (the weight gradient's wide tile spilled
+ * at 128 registers with conv_patch_pixel). */
+struct conv_patch_spot {
+    int row, column, count, at;
+};
+
+__device__ inline conv_patch_spot conv_patch_spot_of(const conv_patch &p, const conv_geometry &g,
+                                                     int pixel)
+{
+    conv_patch_pixel px = conv_patch_pixel_of(p, g, pixel);
+    conv_patch_spot spot = {px.r * g.stride_h - px.lo, px.q * g.stride_w, px.count, px.at};
+    return spot;
+}
+
+/* col[(c_lo + c, tap), pixel] from the patch, for the pixel of spot and
+ * the column of conv_patch_column_of: conv_patch_pixel_read's value,
+ * without the column's divisions and the map's branches (not transposed). */
+__device__ inline float conv_patch_column_read(const conv_patch_spot &spot,
+                                               const conv_geometry &g, const float *patch,
+                                               int2 column)
+{
+    int row = spot.row + (column.y >> 16), at = spot.column + (int)(short)(column.y & 0xffff);
+    bool inside = (unsigned)row < (unsigned)spot.count && (unsigned)at < (unsigned)g.src_w;
+    int r = min(max(row, 0), max(spot.count - 1, 0)), q = min(max(at, 0), g.src_w - 1);
+    float v = patch[spot.at + (column.x * spot.count + r) * g.src_w + q];
+    return inside ? v : 0.0f;
 }
 
 /* The most floats a conv_patch holds for `pixels` consecutive destination
