@@ -26,6 +26,7 @@
 enum {
     CONV_SPLIT_MIN_DEPTH = 128,   /* shortest k chunk worth its own block */
     CONV_SPLIT_MAX = 128,
+    CONV_COLUMN_FLOATS = 2,       /* a column's conv_patch_column_of (an int2) in the scratch */
 };
 
 /*
@@ -57,6 +58,9 @@ struct conv_gemm_problem : ct_gemm_defaults {
     /* scratch_floats: the patch; 0: read b through the map */
     int a_pitch; /* floats between rows of a */
     int patch_k; /* columns (c, tap) per staged patch: 2^j whole k slices (conv_patch_k) */
+    /* the patch's columns are staged as a table (conv_patch_column_of):
+     * the index map is additive, not transposed or at stride 1 */
+    bool column_table;
     conv_geometry g;
     const float *a, *src, *bias;
     float *dst;
@@ -102,9 +106,17 @@ struct conv_gemm_problem : ct_gemm_defaults {
         int first = k_begin + ((k0 - k_begin) & -patch_k); /* patch_k: a power of two */
         int c_lo = conv_channel_of(g, first);
         conv_patch *header = (conv_patch *)patch;
-        patch += CONV_PATCH_HEADER;
+        /* the patch's columns (c, tap) as conv_patch_column_read takes them,
+         * made once per patch, where the index map is additive (not
+         * transposed, or at stride 1): read per element through the map,
+         * with the column's divisions, they were a fifth of the kernel's
+         * instructions (emulated counts per line, docs/perf.md) */
+        int2 *columns = (int2 *)(patch + CONV_PATCH_HEADER);
+        patch += CONV_PATCH_HEADER + (column_table ? CONV_COLUMN_FLOATS * patch_k : 0);
         conv_patch at;
         if (k0 == first) { /* the previous patch's readers passed the loop's last barrier */
+            for (int e = threadIdx.x; column_table && e < patch_k; e += GEMM_THREADS)
+                columns[e] = conv_patch_column_of(g, min(first + e, k - 1), c_lo, g.transposed);
             int nc = conv_channel_of(g, min(first + patch_k, k_end) - 1) - c_lo + 1;
             at = conv_patch_for(g, c_lo, nc, n0, n_end);
             conv_patch_stage(at, g, src, grp, patch);
@@ -119,6 +131,16 @@ struct conv_gemm_problem : ct_gemm_defaults {
         /* at.n0, not n0: from the header, it keeps nvcc from holding the
          * pixel's row and column across the k loop (spills at 128) */
         int i = threadIdx.x % Tile::n;
+        if (column_table) {
+            conv_patch_spot spot = conv_patch_spot_of(at, g, at.n0 + i);
+            for (int kk = threadIdx.x / Tile::n; kk < Tile::depth; kk += GEMM_THREADS / Tile::n) {
+                int depth = k0 + kk;
+                tile[kk][i] = depth < k_end && n0 + i < n_end
+                                  ? conv_patch_column_read(spot, g, patch, columns[depth - first])
+                                  : 0.0f;
+            }
+            return;
+        }
         conv_patch_pixel px = conv_patch_pixel_of(at, g, at.n0 + i);
         for (int kk = threadIdx.x / Tile::n; kk < Tile::depth; kk += GEMM_THREADS / Tile::n) {
             int depth = k0 + kk, c = conv_channel_of(g, depth);
@@ -215,7 +237,6 @@ __global__ void conv_pack_transposed(ct_conv2d_shape s, conv_pack_tile tile, int
  */
 enum {
     CONV_WEIGHT_PIXELS = 64, /* pixels per staged patch: whole k slices of either tile */
-    CONV_WEIGHT_COLUMN_FLOATS = 2, /* a column's conv_patch_column_of (an int2) in the scratch */
 };
 
 struct conv_backward_weight_problem : ct_gemm_defaults {
@@ -268,12 +289,12 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
          * instructions (emulated counts per line, docs/perf.md) */
         conv_patch *header = (conv_patch *)patch;
         int2 *columns = (int2 *)(patch + CONV_PATCH_HEADER);
-        patch += CONV_PATCH_HEADER + CONV_WEIGHT_COLUMN_FLOATS * Tile::n;
+        patch += CONV_PATCH_HEADER + CONV_COLUMN_FLOATS * Tile::n;
         conv_patch at;
         if (k0 == first) { /* the previous patch's readers passed the loop's last barrier */
             for (int i = threadIdx.x; i < Tile::n; i += GEMM_THREADS) {
                 int cij = n0 + i; /* x: db's column (ones) -2, none -1 */
-                int2 column = conv_patch_column_of(g, min(cij, n_w - 1), c_lo);
+                int2 column = conv_patch_column_of(g, min(cij, n_w - 1), c_lo, false);
                 column.x = cij >= cols_end ? -1 : cij >= w_end ? -2 : column.x;
                 columns[i] = column;
             }
@@ -352,14 +373,16 @@ static int conv_patch_k(const conv_geometry &g, int depth, int width, int k, boo
 static int conv_patch_floats(conv_gemm_problem &p, int depth, int width, bool narrow)
 {
     p.patch_k = conv_patch_k(p.g, depth, width, p.k_chunk, narrow);
+    p.column_table = !p.g.transposed || (p.g.stride_h == 1 && p.g.stride_w == 1);
     int floats = conv_patch_bound(p.g, p.patch_k, width);
-    return floats ? CONV_PATCH_HEADER + floats : 0;
+    int table = p.column_table ? CONV_COLUMN_FLOATS * p.patch_k : 0;
+    return floats ? CONV_PATCH_HEADER + table + floats : 0;
 }
 
 static int conv_patch_floats(conv_backward_weight_problem &p, int, int width, bool)
 {
     int floats = conv_patch_bound(p.g, width, CONV_WEIGHT_PIXELS);
-    return floats ? CONV_PATCH_HEADER + CONV_WEIGHT_COLUMN_FLOATS * width + floats : 0;
+    return floats ? CONV_PATCH_HEADER + CONV_COLUMN_FLOATS * width + floats : 0;
 }
 
 /* Launches p on the tile of `rows` (ct_cuda_launch_gemm's), the patch

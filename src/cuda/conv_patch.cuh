@@ -270,22 +270,29 @@ __device__ inline float conv_patch_pixel_read(const conv_patch_pixel &px, const 
     return inside ? v : 0.0f;
 }
 
-/* Column (c, tap) of col as the weight gradient's staging reads it for any
- * pixel (forward geometry), in two ints (registers are what the wide tile
- * lacks): x = c - c_lo, its channel in the patch; y = the source row and
- * column of destination row and column 0 (tap i, j: i * dilation - pad),
- * to which the pixel's row and column times the stride are added, as
- * row << 16 | (column & 0xffff).  Made once per patch, kept in shared
- * memory. */
-__device__ inline int2 conv_patch_column_of(const conv_geometry &g, int column, int c_lo)
+/* Column (c, tap) of col as the staging loops read it for any pixel, where
+ * the index map is additive (not transposed, or transposed at stride 1),
+ * in two ints (registers are what the wide tiles lack): x = c - c_lo, its
+ * channel in the patch; y = the source row and column of destination row
+ * and column 0 (tap i, j: i * dilation - pad, or pad - i * dilation
+ * transposed), to which the pixel's row and column times the stride are
+ * added, as row << 16 | (column & 0xffff).  `transposed` is g.transposed
+ * (a constant where the caller knows it: the weight gradient's).  Made
+ * once per patch, kept in shared memory. */
+__device__ inline int2 conv_patch_column_of(const conv_geometry &g, int column, int c_lo,
+                                            bool transposed)
 {
     int c = conv_channel_of(g, column), tap = column - c * (int)g.by_taps.divisor;
     int i = ct_div(g.by_kernel_w, tap), j = tap - i * g.kernel_w;
     int row = i * g.dilation_h - g.pad_h, at = j * g.dilation_w - g.pad_w;
+    if (transposed) { /* at stride 1: the source row r + pad - i * dilation */
+        row = -row;
+        at = -at;
+    }
     return make_int2(c - c_lo, (int)((unsigned)row << 16 | ((unsigned)at & 0xffffu)));
 }
 
-/* A pixel as conv_patch_column_read takes it (forward geometry): its
+/* A pixel as conv_patch_column_read takes it (an additive map): its
  * source row for a row offset of 0, counted from its image's first row
  * in the patch, and its source column; its image's rows in the patch and
  * where they start.  Four values, fewer than conv_patch_pixel's five and
@@ -305,7 +312,7 @@ __device__ inline conv_patch_spot conv_patch_spot_of(const conv_patch &p, const 
 
 /* col[(c_lo + c, tap), pixel] from the patch, for the pixel of spot and
  * the column of conv_patch_column_of: conv_patch_pixel_read's value,
- * without the column's divisions and the map's branches (not transposed). */
+ * without the column's divisions and the map's branches. */
 __device__ inline float conv_patch_column_read(const conv_patch_spot &spot,
                                                const conv_geometry &g, const float *patch,
                                                int2 column)
