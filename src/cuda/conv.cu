@@ -241,6 +241,7 @@ enum {
 
 struct conv_backward_weight_problem : ct_gemm_defaults {
     static constexpr const char *kernel_name = "gemm<conv_backward_weight>";
+    static constexpr bool stages_a = true;
     static constexpr bool stages_b = true;
     static constexpr bool sums_parts = true; /* k (the pixels) split where the tiles are few */
     int m, n, k, splits, k_chunk; /* m = Og, n = Cg*KK (+ 1 with db), k = N*P */
@@ -257,6 +258,22 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
     __device__ float load_a(int grp, int o, int np) const
     {
         return dy[conv_dst_offset(g, grp * m + o, np)];
+    }
+    /* a's slice: a thread takes one pixel (kk) of it, as gemm_stage's
+     * order has it, for several output channels: its image and place in
+     * the plane found once a slice, not per element (conv_dst_offset
+     * divides by the plane: a tenth of the kernel's instructions) */
+    template <class Tile>
+    __device__ void stage_a(float (*tile)[Tile::m + Tile::pad], int grp, int k0, int k_end,
+                            int m0) const
+    {
+        static_assert(GEMM_THREADS % Tile::depth == 0, "a thread stages one pixel's rows");
+        int kk = threadIdx.x % Tile::depth, pixel = k0 + kk;
+        int plane = (int)g.by_plane.divisor, img = ct_div(g.by_plane, min(pixel, k - 1));
+        const float *at = dy + ((size_t)img * g.dst_c + grp * m) * plane + (min(pixel, k - 1) -
+                                                                           img * plane);
+        for (int i = threadIdx.x / Tile::depth; i < Tile::m; i += GEMM_THREADS / Tile::depth)
+            tile[kk][i] = pixel < k_end && m0 + i < m ? at[(size_t)(m0 + i) * plane] : 0.0f;
     }
     __device__ float load_b(int grp, int np, int cij) const
     {

@@ -42,7 +42,11 @@
  *                int group, int k0, int k_end, int n0, float *scratch),
  *     called by every thread, leaving tile[kk][i] = b(k0 + kk, n0 + i) for
  *     kk < Tile::depth, i < Tile::n (0 outside the problem) once the
- *     block's next barrier is passed.
+ *     block's next barrier is passed.  A problem with stages_a fills a's
+ *     slices the same way (the tiles' a, not the narrow tile's strip):
+ *   template <class Tile> void stage_a(float (*tile)[Tile::m + Tile::pad],
+ *                int group, int k0, int k_end, int m0),
+ *     leaving tile[kk][i] = a(m0 + i, k0 + kk).
  * A problem with `static constexpr bool strips_a` whose launch sets
  * `int a_strip` (a row pitch, ct_gemm_narrow_strip) has a's rows along k,
  * each contiguous from `const float *a_row(int group, int m)` on, rows
@@ -140,6 +144,7 @@ static __device__ inline void gemm_stage(float (*tile)[width + pad], bool along_
 /* The defaults of a Problem's optional members: b read element by element
  * through load_b, no row bias. */
 struct ct_gemm_defaults {
+    static constexpr bool stages_a = false;
     static constexpr bool stages_b = false;
     static constexpr bool adds_row_bias = false;
     static constexpr bool strips_a = false;
@@ -353,9 +358,12 @@ static __device__ inline void gemm_stage_slices(const Problem &p,
                                                 float (*b_tile)[Tile::n + Tile::pad], int group,
                                                 int m0, int n0, int k0, int k_end)
 {
-    gemm_stage<Tile::m, Tile::depth, Tile::pad>(
-        a_tile, p.a_along_k(), m0, p.m, k0, k_end,
-        [&](int k, int m) { return p.load_a(group, m, k); });
+    if constexpr (Problem::stages_a)
+        p.template stage_a<Tile>(a_tile, group, k0, k_end, m0);
+    else
+        gemm_stage<Tile::m, Tile::depth, Tile::pad>(
+            a_tile, p.a_along_k(), m0, p.m, k0, k_end,
+            [&](int k, int m) { return p.load_a(group, m, k); });
     gemm_stage_b<Tile>(p, b_tile, group, n0, k0, k_end);
 }
 
