@@ -58,6 +58,7 @@ struct conv_gemm_problem : ct_gemm_defaults {
     /* scratch_floats: the patch; 0: read b through the map */
     int a_pitch; /* floats between rows of a */
     int patch_k; /* columns (c, tap) per staged patch: 2^j whole k slices (conv_patch_k) */
+    ct_divmod by_k_chunk; /* k_chunk's, for a slice's split (conv_patch_floats) */
     /* the patch's columns are staged as a table (conv_patch_column_of):
      * the index map is additive, not transposed or at stride 1 */
     bool column_table;
@@ -102,7 +103,7 @@ struct conv_gemm_problem : ct_gemm_defaults {
          * the scratch's first floats, not in registers: the 128-row tile
          * then stays within its 128 (gemm.cuh) without spilling */
         int taps = g.kernel_h * g.kernel_w, n_end = min(n0 + Tile::n, n);
-        int k_begin = splits > 1 ? k0 / k_chunk * k_chunk : 0; /* the block's split's */
+        int k_begin = splits > 1 ? ct_div(by_k_chunk, k0) * k_chunk : 0; /* the block's split's */
         int first = k_begin + ((k0 - k_begin) & -patch_k); /* patch_k: a power of two */
         int c_lo = conv_channel_of(g, first);
         conv_patch *header = (conv_patch *)patch;
@@ -390,6 +391,7 @@ static int conv_patch_k(const conv_geometry &g, int depth, int width, int k, boo
 static int conv_patch_floats(conv_gemm_problem &p, int depth, int width, bool narrow)
 {
     p.patch_k = conv_patch_k(p.g, depth, width, p.k_chunk, narrow);
+    p.by_k_chunk = ct_divmod_of(p.k_chunk);
     p.column_table = !p.g.transposed || (p.g.stride_h == 1 && p.g.stride_w == 1);
     int floats = conv_patch_bound(p.g, p.patch_k, width);
     int table = p.column_table ? CONV_COLUMN_FLOATS * p.patch_k : 0;
