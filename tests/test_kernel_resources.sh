@@ -5,7 +5,11 @@
 # registers reports 32 and spills, a 32 x 33 float tile is 4224 bytes of
 # static shared memory; and the occupancy rule agrees with hand-worked
 # cases and with CUDA's own cuda_occupancy.h.  Needs nvcc (skipped without
-# it, apart from the missing-nvcc message itself); about 3 s.
+# it, apart from the missing-nvcc message itself); about 3 s.  Then every
+# kernel of src/cuda compiled the same way: none may spill (the wide GEMM
+# tiles run at 128 registers, and a change to the convolutions' staging
+# that only moved where a constant is computed spilled up to 40 bytes,
+# docs/kernel-resources.md); about 30 s on two cores.
 python=${CUTTLE_PYTHON:-/usr/bin/python3}
 failed=0
 tmp=$(mktemp -d)
@@ -173,5 +177,24 @@ PY
     fi
 else
     echo "# no cuda_occupancy.h beside nvcc or no c++: the cross-check is skipped"
+fi
+
+# No kernel of src/cuda spills registers to local memory.
+if scripts/kernel-resources.sh "$tmp/all" > "$tmp/all.txt" 2>&1 &&
+    "$python" - "$tmp/all/kernel-resources.json" > "$tmp/spills.txt" 2>&1 <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+spilled = [r for r in rows if r["spill_store_bytes"] or r["spill_load_bytes"]]
+for r in spilled:
+    print(r["name"], "spills", r["spill_store_bytes"], "/", r["spill_load_bytes"], "bytes")
+print(len(rows), "kernels,", len(spilled), "spill")
+sys.exit(1 if spilled or len(rows) < 100 else 0)
+PY
+then
+    pass no_kernel_spills
+    echo "# $(tail -n 1 "$tmp/spills.txt")"
+else
+    cat "$tmp/all.txt" >> "$tmp/spills.txt"
+    fail no_kernel_spills "$tmp/spills.txt"
 fi
 exit $failed
