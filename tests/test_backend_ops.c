@@ -643,6 +643,13 @@ static const entry entries[] = {
      .out = 70, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true},
     {"conv_wide_tile_strided", build_conv, OPS(CONV), X(4, 129, 12, 12), .out = 131,
      .kernel = {1, 1}, .conv = {.stride = {2, 2}}},
+    /* padding past 16 bits (stride as large, so the output stays small):
+     * CUDA's staged columns pack each tap's offset in 16 bits, so these
+     * read through the index map (the packed offset wrapped and read the
+     * wrong rows) */
+    {"conv_padding_past_16_bits", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 20, 8, 8),
+     .out = 24, .kernel = {3, 3}, .conv = {.stride = {40000, 1}, .pad = {40000, 1}},
+     .bias = true},
     /* rows too wide for CUDA's staged patches (forward and backward data):
      * reads through the index maps instead */
     {"conv_pointwise_wide_rows", build_conv, OPS(CONV), X(2, 20, 5, 300), .out = 20,

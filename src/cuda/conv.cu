@@ -392,7 +392,8 @@ static int conv_patch_floats(conv_gemm_problem &p, int depth, int width, bool na
 {
     p.patch_k = conv_patch_k(p.g, depth, width, p.k_chunk, narrow);
     p.by_k_chunk = ct_divmod_of(p.k_chunk);
-    p.column_table = !p.g.transposed || (p.g.stride_h == 1 && p.g.stride_w == 1);
+    p.column_table = (!p.g.transposed || (p.g.stride_h == 1 && p.g.stride_w == 1)) &&
+                     conv_column_offsets_fit(p.g);
     int floats = conv_patch_bound(p.g, p.patch_k, width);
     int table = p.column_table ? CONV_COLUMN_FLOATS * p.patch_k : 0;
     return floats ? CONV_PATCH_HEADER + table + floats : 0;
@@ -400,7 +401,10 @@ static int conv_patch_floats(conv_gemm_problem &p, int depth, int width, bool na
 
 static int conv_patch_floats(conv_backward_weight_problem &p, int, int width, bool)
 {
-    int floats = conv_patch_bound(p.g, width, CONV_WEIGHT_PIXELS);
+    /* the staging reads its columns from the table only: without it, b
+     * is read through the map (scratch 0) */
+    int floats =
+        conv_column_offsets_fit(p.g) ? conv_patch_bound(p.g, width, CONV_WEIGHT_PIXELS) : 0;
     return floats ? CONV_PATCH_HEADER + CONV_COLUMN_FLOATS * width + floats : 0;
 }
 

@@ -292,6 +292,18 @@ __device__ inline int2 conv_patch_column_of(const conv_geometry &g, int column, 
     return make_int2(c - c_lo, (int)((unsigned)row << 16 | ((unsigned)at & 0xffffu)));
 }
 
+/* Whether every tap's offsets (i * dilation - pad, each axis) fit the 16
+ * bits a column of conv_patch_column_of packs them in.  A padding or
+ * dilation past them (legal: padding 40000 at stride 40000) would wrap
+ * and read a wrong row silently; such shapes read through the map. */
+static inline bool conv_column_offsets_fit(const conv_geometry &g)
+{
+    int64_t reach_h = (int64_t)(g.kernel_h - 1) * g.dilation_h;
+    int64_t reach_w = (int64_t)(g.kernel_w - 1) * g.dilation_w;
+    return g.pad_h <= INT16_MAX && g.pad_w <= INT16_MAX && reach_h - g.pad_h <= INT16_MAX &&
+           reach_w - g.pad_w <= INT16_MAX;
+}
+
 /* A pixel as conv_patch_column_read takes it (an additive map): its
  * source row for a row offset of 0, counted from its image's first row
  * in the patch, and its source column; its image's rows in the patch and
