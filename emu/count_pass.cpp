@@ -38,6 +38,7 @@
 
 #include <stdint.h>
 
+#include <algorithm>
 #include <array>
 #include <map>
 
@@ -48,6 +49,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/IR/DebugInfoMetadata.h"
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InlineAsm.h"
 #include "llvm/IR/IntrinsicInst.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/PassManager.h"
@@ -147,6 +149,19 @@ unsigned elements_of(Type *type)
     return 1;
 }
 
+/* The load or store instructions a GPU issues for an access of `type`
+ * aligned to `align`: one per 16 bytes at most, none wider than the
+ * alignment (a float4 from a 16-byte aligned address is one LDS.128 or
+ * LDG.E.128; a host vector of four floats aligned to 4 is four loads). */
+unsigned accesses_of(Type *type, Align align, const Instruction &inst)
+{
+    if (!isa<FixedVectorType>(type))
+        return 1;
+    uint64_t bytes = inst.getModule()->getDataLayout().getTypeStoreSize(type).getFixedSize();
+    uint64_t width = std::min<uint64_t>(align.value(), 16);
+    return (unsigned)std::max<uint64_t>(1, (bytes + width - 1) / width);
+}
+
 /* Whether `inst`, a remainder, has the quotient of the same operands in
  * its block: nvcc (and LLVM's DivRemPairs for targets without a combined
  * instruction) computes it from the quotient. */
@@ -168,7 +183,8 @@ bool has_quotient(const Instruction &inst)
  * element of an operation; none for what SASS does not execute (phis,
  * debug and lifetime markers, no-op and integer-width casts, addresses,
  * which fold into the load or store, unconditional jumps, the host's
- * vector shuffles); a
+ * vector shuffles, an empty asm statement); a load or store as one
+ * instruction per 16 bytes its alignment allows (accesses_of); a
  * math library call as the few instructions of its GPU routine (float: a
  * special-function op and some FMAs, about 4; double: a software routine,
  * about 20); an integer division or remainder as the GPU's routine for
@@ -235,6 +251,10 @@ unsigned issued(const Instruction &inst, const StringSet<> &math)
         }
     }
     if (const auto *call = dyn_cast<CallInst>(&inst)) {
+        /* an empty asm statement (ct_load4's: it keeps the host compiler
+         * from splitting a 128-bit access) emits nothing */
+        if (const auto *assembly = dyn_cast<InlineAsm>(call->getCalledOperand()))
+            return assembly->getAsmString().empty() ? 0 : 1;
         const Function *callee = call->getCalledFunction();
         if (callee && callee->isDeclaration() && math.count(callee->getName()))
             return elements_of(inst.getType()) *
@@ -242,7 +262,9 @@ unsigned issued(const Instruction &inst, const StringSet<> &math)
         return 1;
     }
     if (const auto *store = dyn_cast<StoreInst>(&inst))
-        return elements_of(store->getValueOperand()->getType());
+        return accesses_of(store->getValueOperand()->getType(), store->getAlign(), inst);
+    if (const auto *load = dyn_cast<LoadInst>(&inst))
+        return accesses_of(load->getType(), load->getAlign(), inst);
     return inst.getType()->isVoidTy() ? 1 : elements_of(inst.getType());
 }
 

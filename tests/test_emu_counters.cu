@@ -139,6 +139,26 @@ static __global__ void divide_by_7(const int *x, int *y)
     y[threadIdx.x] = x[threadIdx.x] / 7;
 }
 
+/* Four floats a thread copied as one 16-byte access each way (ct_load4's
+ * form on the emulator: a host vector the empty asm keeps whole), or as
+ * four floats each way. */
+typedef float floats4 __attribute__((vector_size(16)));
+
+static __global__ void copy_vector4(const float *x, float *y)
+{
+    floats4 v = *reinterpret_cast<const floats4 *>(x + 4 * threadIdx.x);
+    asm("" : "+x"(v));
+    *reinterpret_cast<floats4 *>(y + 4 * threadIdx.x) = v;
+}
+
+static __global__ void copy_scalars4(const float *x, float *y)
+{
+    const float *from = x + 4 * threadIdx.x;
+    float *to = y + 4 * threadIdx.x;
+    float v0 = from[0], v1 = from[1], v2 = from[2], v3 = from[3];
+    to[0] = v0, to[1] = v1, to[2] = v2, to[3] = v3;
+}
+
 /* a = fmaf(a, b, 1) FMAS times over: FMAS dependent FMAs a thread. */
 static __global__ void fma_chain(const float *x, float *y)
 {
@@ -593,6 +613,20 @@ static void chain_counts_instructions(void)
     CHECK(by_d.chain_instructions >= by_7.chain_instructions + 15,
           "x / d: %llu instructions, x / 7: %llu (a GPU divides in some 20)",
           by_d.chain_instructions, by_7.chain_instructions);
+    /* a 16-byte aligned float4 is one load and one store (LDG.E.128,
+     * STG.E.128); four floats are four of each, vectorized by the host
+     * compiler or not; the empty asm is no instruction */
+    float *x4 = device_floats(4 * TILE), *y4 = device_floats(4 * TILE);
+    CT_EMU_LAUNCH(copy_vector4, 1, TILE, 0, 0, x4, y4);
+    CT_EMU_LAUNCH(copy_scalars4, 1, TILE, 0, 0, x4, y4);
+    cuda_emu_kernel_counters vector = counted("copy_vector4"), scalars = counted("copy_scalars4");
+    CHECK(vector.chain_instructions + 6 == scalars.chain_instructions &&
+              vector.accesses_by_width[4] == 2 * TILE,
+          "a float4 copied: %llu instructions, four floats: %llu (want 6 more); %llu "
+          "128-bit accesses",
+          vector.chain_instructions, scalars.chain_instructions, vector.accesses_by_width[4]);
+    cudaFree(x4);
+    cudaFree(y4);
     cudaFree(x);
     cudaFree(total);
     cudaFree(largest);
