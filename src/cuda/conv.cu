@@ -27,7 +27,17 @@ enum {
     CONV_SPLIT_MIN_DEPTH = 128,   /* shortest k chunk worth its own block */
     CONV_SPLIT_MAX = 128,
     CONV_COLUMN_FLOATS = 2,       /* a column's conv_patch_column_of (an int2) in the scratch */
+    CONV_SPOT_FLOATS = 4,         /* a pixel's conv_patch_spot in the scratch */
 };
+
+/* The floats of the forward pass's and backward data's tables before a k
+ * patch's rows: patch_k columns, then a tile's `width` pixels (16-byte
+ * aligned: patch_k is a multiple of 8 and the header 16 floats). */
+static inline __host__ __device__ int conv_table_floats(int patch_k, int width)
+{
+    return CONV_COLUMN_FLOATS * patch_k + CONV_SPOT_FLOATS * width;
+}
+static_assert(sizeof(conv_patch_spot) == CONV_SPOT_FLOATS * sizeof(float), "a spot is 16 bytes");
 
 /*
  * The forward pass and backward data, as one GEMM: d[m, pixel] = sum_k
@@ -105,43 +115,55 @@ struct conv_gemm_problem : ct_gemm_defaults {
         int taps = g.kernel_h * g.kernel_w, n_end = min(n0 + Tile::n, n);
         int k_begin = splits > 1 ? ct_div(by_k_chunk, k0) * k_chunk : 0; /* the block's split's */
         int first = k_begin + ((k0 - k_begin) & -patch_k); /* patch_k: a power of two */
-        int c_lo = conv_channel_of(g, first);
         conv_patch *header = (conv_patch *)patch;
         /* the patch's columns (c, tap) as conv_patch_column_read takes them,
          * made once per patch, where the index map is additive (not
          * transposed, or at stride 1): read per element through the map,
          * with the column's divisions, they were a fifth of the kernel's
-         * instructions (emulated counts per line, docs/perf.md) */
+         * instructions (emulated counts per line, docs/perf.md); and the
+         * tile's pixels (conv_patch_spot), made once per patch too, where
+         * each slice made its threads' (a seventh of the staging) */
         int2 *columns = (int2 *)(patch + CONV_PATCH_HEADER);
-        patch += CONV_PATCH_HEADER + (column_table ? CONV_COLUMN_FLOATS * patch_k : 0);
+        conv_patch_spot *spots = (conv_patch_spot *)(columns + patch_k);
+        patch += CONV_PATCH_HEADER + (column_table ? conv_table_floats(patch_k, Tile::n) : 0);
         conv_patch at;
         if (k0 == first) { /* the previous patch's readers passed the loop's last barrier */
+            int c_lo = conv_channel_of(g, first);
             for (int e = threadIdx.x; column_table && e < patch_k; e += GEMM_THREADS)
                 columns[e] = conv_patch_column_of(g, min(first + e, k - 1), c_lo, g.transposed);
             int nc = conv_channel_of(g, min(first + patch_k, k_end) - 1) - c_lo + 1;
             at = conv_patch_for(g, c_lo, nc, n0, n_end);
-            conv_patch_stage(at, g, src, grp, patch);
+            if (column_table && threadIdx.x < Tile::n) {
+                conv_patch_spot spot = conv_patch_spot_of(at, g, at.n0 + threadIdx.x);
+                ct_store16(spots + threadIdx.x, &spot);
+            }
             if (threadIdx.x == 0)
                 *header = at;
+            conv_patch_stage(at, g, src, grp, patch);
             __syncthreads();
         } else {
             at = *header;
         }
         static_assert(GEMM_THREADS % Tile::n == 0, "a thread stages one pixel's taps");
         static_assert((Tile::depth & (Tile::depth - 1)) == 0, "patch_k is 2^j slices");
-        /* at.n0, not n0: from the header, it keeps nvcc from holding the
-         * pixel's row and column across the k loop (spills at 128) */
         int i = threadIdx.x % Tile::n;
         if (column_table) {
-            conv_patch_spot spot = conv_patch_spot_of(at, g, at.n0 + i);
-            for (int kk = threadIdx.x / Tile::n; kk < Tile::depth; kk += GEMM_THREADS / Tile::n) {
-                int depth = k0 + kk;
-                tile[kk][i] = depth < k_end && n0 + i < n_end
+            enum { STEP = GEMM_THREADS / Tile::n, READS = Tile::depth / STEP };
+            conv_patch_spot spot;
+            ct_load16(spots + i, &spot);
+            bool pixel_inside = n0 + i < n_end;
+#pragma unroll
+            for (int r = 0; r < READS; r++) {
+                int kk = (int)threadIdx.x / Tile::n + r * STEP, depth = k0 + kk;
+                tile[kk][i] = depth < k_end && pixel_inside
                                   ? conv_patch_column_read(spot, g, patch, columns[depth - first])
                                   : 0.0f;
             }
             return;
         }
+        /* at.n0, not n0: from the header, it keeps nvcc from holding the
+         * pixel's row and column across the k loop (spills at 128) */
+        int c_lo = at.c_lo;
         conv_patch_pixel px = conv_patch_pixel_of(at, g, at.n0 + i);
         for (int kk = threadIdx.x / Tile::n; kk < Tile::depth; kk += GEMM_THREADS / Tile::n) {
             int depth = k0 + kk, c = conv_channel_of(g, depth);
@@ -395,7 +417,7 @@ static int conv_patch_floats(conv_gemm_problem &p, int depth, int width, bool na
     p.column_table = (!p.g.transposed || (p.g.stride_h == 1 && p.g.stride_w == 1)) &&
                      conv_column_offsets_fit(p.g);
     int floats = conv_patch_bound(p.g, p.patch_k, width);
-    int table = p.column_table ? CONV_COLUMN_FLOATS * p.patch_k : 0;
+    int table = p.column_table ? conv_table_floats(p.patch_k, width) : 0;
     return floats ? CONV_PATCH_HEADER + table + floats : 0;
 }
 

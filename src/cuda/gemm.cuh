@@ -351,6 +351,43 @@ static __device__ inline void gemm_stage_b(const Problem &p, float (*b_tile)[Til
     }
 }
 
+/* One k slice of a into a Tile's shared tile from a's rows along k (a
+ * problem with strips_a: a_row), four k a thread: tile[kk][i] = a(m0 + i,
+ * k0 + kk), 0 outside the problem.  A row's four floats are one 128-bit
+ * load where they lie whole before k_end on a 16-byte boundary (a
+ * convolution's weights over a multiple of 4 channels, the backward
+ * data's packed rows), four loads otherwise.  Element by element
+ * (gemm_stage) each float took about 20 instructions of index arithmetic
+ * and bounds (the emulator's counts per line: 12.7 of the forward
+ * pass's 154 M on VGG's 8x8 probe).  Lanes (i, q) store tile[4q + c][i]:
+ * with rows padded to 2, 4 floats (pitches 66, 132, 68) a warp's 32
+ * stores land on 32 banks; its loads cover whole 32-byte sectors. */
+template <class Tile, class Problem>
+static __device__ inline void gemm_stage_a_rows(const Problem &p,
+                                                float (*tile)[Tile::m + Tile::pad], int group,
+                                                int m0, int k0, int k_end)
+{
+    enum { QUADS = Tile::depth / CT_VEC };
+    static_assert(Tile::depth % CT_VEC == 0, "whole float4s of a k slice");
+    for (int e = threadIdx.x; e < Tile::m * QUADS; e += GEMM_THREADS) {
+        int i = e / QUADS, kk = CT_VEC * (e % QUADS), k = k0 + kk;
+        float v[CT_VEC] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (m0 + i < p.m) {
+            const float *at = p.a_row(group, m0 + i) + k;
+            if (k + CT_VEC <= k_end && ((uintptr_t)at & 15) == 0) {
+                ct_load4(at, v);
+            } else {
+#pragma unroll
+                for (int c = 0; c < CT_VEC; c++)
+                    v[c] = k + c < k_end ? at[c] : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < CT_VEC; c++)
+            tile[kk + c][i] = v[c];
+    }
+}
+
 /* One k slice of a and b into a Tile's shared tiles; a barrier must follow. */
 template <class Tile, class Problem>
 static __device__ inline void gemm_stage_slices(const Problem &p,
@@ -360,6 +397,8 @@ static __device__ inline void gemm_stage_slices(const Problem &p,
 {
     if constexpr (Problem::stages_a)
         p.template stage_a<Tile>(a_tile, group, k0, k_end, m0);
+    else if constexpr (Problem::strips_a && Tile::m >= GEMM_TILE_M)
+        gemm_stage_a_rows<Tile>(p, a_tile, group, m0, k0, k_end);
     else
         gemm_stage<Tile::m, Tile::depth, Tile::pad>(
             a_tile, p.a_along_k(), m0, p.m, k0, k_end,
