@@ -295,8 +295,14 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
         int plane = (int)g.by_plane.divisor, img = ct_div(g.by_plane, min(pixel, k - 1));
         const float *at = dy + ((size_t)img * g.dst_c + grp * m) * plane + (min(pixel, k - 1) -
                                                                            img * plane);
-        for (int i = threadIdx.x / Tile::depth; i < Tile::m; i += GEMM_THREADS / Tile::depth)
-            tile[kk][i] = pixel < k_end && m0 + i < m ? at[(size_t)(m0 + i) * plane] : 0.0f;
+        enum { STEP = GEMM_THREADS / Tile::depth, READS = Tile::m / STEP };
+        int i0 = (int)threadIdx.x / Tile::depth;
+        at += (size_t)(m0 + i0) * plane;
+#pragma unroll
+        for (int r = 0; r < READS; r++) {
+            int i = i0 + r * STEP;
+            tile[kk][i] = pixel < k_end && m0 + i < m ? at[(size_t)r * STEP * plane] : 0.0f;
+        }
     }
     __device__ float load_b(int grp, int np, int cij) const
     {
@@ -315,12 +321,9 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
                 [&](int np, int cij) { return load_b(grp, np, cij); });
             return;
         }
-        int cols_end = min(n0 + Tile::n, n);
-        int w_end = min(cols_end, n_w); /* the weight columns; db's, of ones, after */
-        int c_lo = conv_channel_of(g, n0);
-        int nc = w_end > n0 ? conv_channel_of(g, w_end - 1) - c_lo + 1 : 0;
-        int k_begin = k0 / k_chunk * k_chunk; /* the block's split's */
-        int first = k_begin + (k0 - k_begin) / CONV_WEIGHT_PIXELS * CONV_WEIGHT_PIXELS;
+        /* the slice's patch: a split's chunk is whole patches (or all of
+         * k), conv_weight_layout */
+        int first = k0 & -CONV_WEIGHT_PIXELS;
         /* the patch's conv_patch is made once, when it is staged, and kept
          * in the scratch's first floats (as the forward pass's), and so is
          * each of the block's columns (c, tap) as conv_patch_column_read
@@ -329,9 +332,14 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
          * instructions (emulated counts per line, docs/perf.md) */
         conv_patch *header = (conv_patch *)patch;
         int2 *columns = (int2 *)(patch + CONV_PATCH_HEADER);
-        patch += CONV_PATCH_HEADER + CONV_COLUMN_FLOATS * Tile::n;
+        conv_patch_spot *spots = (conv_patch_spot *)(columns + Tile::n);
+        patch += CONV_PATCH_HEADER + conv_table_floats(Tile::n, CONV_WEIGHT_PIXELS);
         conv_patch at;
         if (k0 == first) { /* the previous patch's readers passed the loop's last barrier */
+            int cols_end = min(n0 + Tile::n, n);
+            int w_end = min(cols_end, n_w); /* the weight columns; db's, of ones, after */
+            int c_lo = conv_channel_of(g, n0);
+            int nc = w_end > n0 ? conv_channel_of(g, w_end - 1) - c_lo + 1 : 0;
             for (int i = threadIdx.x; i < Tile::n; i += GEMM_THREADS) {
                 int cij = n0 + i; /* x: db's column (ones) -2, none -1 */
                 int2 column = conv_patch_column_of(g, min(cij, n_w - 1), c_lo, false);
@@ -339,6 +347,13 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
                 columns[i] = column;
             }
             at = conv_patch_for(g, c_lo, nc, first, min(first + CONV_WEIGHT_PIXELS, k_end));
+            /* the patch's pixels, decomposed once a patch (once a slice,
+             * they were a twentieth of the kernel's instructions) */
+            if (threadIdx.x < CONV_WEIGHT_PIXELS) {
+                conv_patch_spot spot =
+                    conv_patch_spot_of(at, g, min(first + (int)threadIdx.x, at.n_end - 1));
+                ct_store16(spots + threadIdx.x, &spot);
+            }
             conv_patch_stage(at, g, x, grp, patch);
             if (threadIdx.x == 0)
                 *header = at;
@@ -346,14 +361,18 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
         } else {
             at = *header;
         }
-        /* a thread stages one pixel (kk) of the slice, for several columns:
-         * the pixel decomposed once a slice */
+        /* a thread stages one pixel (kk) of the slice, for several columns */
+        enum { STEP = GEMM_THREADS / Tile::depth, READS = Tile::n / STEP };
         static_assert(GEMM_THREADS % Tile::depth == 0, "a thread stages one pixel's columns");
+        static_assert(CONV_WEIGHT_PIXELS % Tile::depth == 0, "a patch is whole k slices");
         int kk = threadIdx.x % Tile::depth, pixel = k0 + kk;
-        conv_patch_spot spot = conv_patch_spot_of(at, g, min(pixel, at.n_end - 1));
-        for (int i = threadIdx.x / Tile::depth; i < Tile::n; i += GEMM_THREADS / Tile::depth) {
+        conv_patch_spot spot;
+        ct_load16(spots + (pixel - first), &spot);
+#pragma unroll
+        for (int r = 0; r < READS; r++) {
             /* what the column is comes from the table too: the block's
              * column bounds held in registers across the k loop spilled */
+            int i = (int)threadIdx.x / Tile::depth + r * STEP;
             int2 column = columns[i];
             tile[kk][i] = pixel >= k_end || column.x == -1 ? 0.0f
                           : column.x >= 0 ? conv_patch_column_read(spot, g, patch, column)
@@ -427,7 +446,7 @@ static int conv_patch_floats(conv_backward_weight_problem &p, int, int width, bo
      * is read through the map (scratch 0) */
     int floats =
         conv_column_offsets_fit(p.g) ? conv_patch_bound(p.g, width, CONV_WEIGHT_PIXELS) : 0;
-    return floats ? CONV_PATCH_HEADER + CONV_COLUMN_FLOATS * width + floats : 0;
+    return floats ? CONV_PATCH_HEADER + conv_table_floats(width, CONV_WEIGHT_PIXELS) + floats : 0;
 }
 
 /* Launches p on the tile of `rows` (ct_cuda_launch_gemm's), the patch
@@ -636,6 +655,9 @@ static size_t conv_weight_layout(const ct_conv2d_shape *s, ct_gemm_layout *out)
     if (!ct_gemm_layout_for(og, cols, depth, s->groups, conv_wide(og, cols), CONV_SPLIT_MIN_DEPTH,
                             CONV_SPLIT_MAX, out, false))
         return 0;
+    /* chunks of whole patches (stage_b finds a slice's patch by a mask) */
+    out->k_chunk = (out->k_chunk + CONV_WEIGHT_PIXELS - 1) / CONV_WEIGHT_PIXELS * CONV_WEIGHT_PIXELS;
+    out->splits = (depth + out->k_chunk - 1) / out->k_chunk;
     return (size_t)out->splits * s->groups * og * ct_gemm_part_pitch(cols + 1);
 }
 
