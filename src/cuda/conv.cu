@@ -64,6 +64,7 @@ struct conv_gemm_problem : ct_gemm_defaults {
     static constexpr bool adds_row_bias = true;
     static constexpr bool strips_a = true; /* on the narrow tile, where it fits */
     static constexpr bool sums_parts = true; /* k split where the tiles are few (gemm.cuh) */
+    static constexpr bool stores_quads = true; /* the wide tile's columns in fours (gemm.cuh) */
     int m, n, k, splits, k_chunk; /* m = Og (Cg), n = N * dst plane, k = Cg*KK (Og*KK) */
     /* scratch_floats: the patch; 0: read b through the map */
     int a_pitch; /* floats between rows of a */
@@ -180,6 +181,28 @@ struct conv_gemm_problem : ct_gemm_defaults {
             value = ct_relu_grad(relu_mask[at], value);
         dst[at] = relu && value < 0.0f ? 0.0f : value;
     }
+    /* pixels pixel .. pixel + 3 (pixel a multiple of 4): one image's where
+     * its plane is a multiple of 4, one 128-bit store there */
+    __device__ void store4(int grp, int split, int row, int pixel, const float *value) const
+    {
+        size_t at = conv_dst_offset(g, grp * m + row, pixel);
+        bool whole = g.by_plane.divisor % CT_VEC == 0 && ((uintptr_t)(dst + at) & 15) == 0 &&
+                     (!relu_mask || ((uintptr_t)(relu_mask + at) & 15) == 0);
+        if (!whole) {
+            for (int c = 0; c < CT_VEC; c++)
+                store(grp, split, row, pixel + c, value[c]);
+            return;
+        }
+        float out[CT_VEC], mask[CT_VEC];
+        if (relu_mask)
+            ct_load4(relu_mask + at, mask);
+#pragma unroll
+        for (int c = 0; c < CT_VEC; c++) {
+            float v = relu_mask ? ct_relu_grad(mask[c], value[c]) : value[c];
+            out[c] = relu && v < 0.0f ? 0.0f : v;
+        }
+        ct_store4(dst + at, out);
+    }
 };
 
 struct conv_backward_data_problem : conv_gemm_problem {
@@ -267,6 +290,7 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
     static constexpr bool stages_a = true;
     static constexpr bool stages_b = true;
     static constexpr bool sums_parts = true; /* k (the pixels) split where the tiles are few */
+    static constexpr bool stores_quads = true; /* the wide tile's columns in fours (gemm.cuh) */
     int m, n, k, splits, k_chunk; /* m = Og, n = Cg*KK (+ 1 with db), k = N*P */
     int n_w;                      /* Cg*KK: the weight columns; column n_w is db's */
     /* scratch_floats: the patch; 0: read b through load_b */
@@ -385,6 +409,18 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
             dw[((size_t)grp * m + o) * n_w + cij] = value;
         else
             db[grp * m + o] = value;
+    }
+    /* columns cij .. cij + 3: one 128-bit store where they are weights on a
+     * 16-byte boundary */
+    __device__ void store4(int grp, int split, int o, int cij, const float *value) const
+    {
+        float *at = dw + ((size_t)grp * m + o) * n_w + cij;
+        if (cij + CT_VEC <= n_w && ((uintptr_t)at & 15) == 0) {
+            ct_store4(at, value);
+            return;
+        }
+        for (int c = 0; c < CT_VEC; c++)
+            store(grp, split, o, cij + c, value[c]);
     }
 };
 

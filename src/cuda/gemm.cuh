@@ -149,6 +149,7 @@ struct ct_gemm_defaults {
     static constexpr bool adds_row_bias = false;
     static constexpr bool strips_a = false;
     static constexpr bool sums_parts = false;
+    static constexpr bool stores_quads = false;
     int scratch_floats = 0;
     int a_strip = 0;
     float *parts = nullptr; /* with sums_parts and splits > 1 */
@@ -319,6 +320,34 @@ static __device__ inline void gemm_put(const Problem &p, int group, int split, i
     if constexpr (Problem::adds_row_bias)
         value += row_bias;
     p.store(group, split, m, n, value);
+}
+
+/* Four sums of a tile's row at columns n .. n + 3 (n a multiple of 4), as
+ * gemm_put would put them one by one: one 128-bit store to the parts, or
+ * the problem's store4 (a problem with stores_quads: it stores them as one
+ * where its layout lets it); past p.n one by one. */
+template <class Problem>
+static __device__ inline void gemm_put4(const Problem &p, int group, int split, int m, int n,
+                                        const float *value, float row_bias)
+{
+    if (n + CT_VEC > p.n) {
+        for (int c = 0; c < CT_VEC && n + c < p.n; c++)
+            gemm_put(p, group, split, m, n + c, value[c], row_bias);
+        return;
+    }
+    if constexpr (Problem::sums_parts) {
+        if (p.splits > 1) { /* rows of whole sectors: n is 16-byte aligned there */
+            ct_store4(p.parts + ((size_t)split * p.part_rows + (size_t)group * p.m + m) *
+                                    p.part_pitch + n,
+                      value);
+            return;
+        }
+    }
+    float biased[CT_VEC];
+#pragma unroll
+    for (int c = 0; c < CT_VEC; c++)
+        biased[c] = Problem::adds_row_bias ? value[c] + row_bias : value[c];
+    p.store4(group, split, m, n, biased);
 }
 
 /* row_bias[i] = p.row_bias(group, m0 + i) for the tile's `rows` rows (0
@@ -498,6 +527,10 @@ static __global__ void __launch_bounds__(GEMM_THREADS, GEMM_MIN_BLOCKS) ct_tiled
  * consecutive words (one wavefront each): 10 wavefronts per 64 FMA
  * instructions, compute-bound with the shared pipe 62% busy.  Columns
  * tx + 16 j keep the stores coalesced (16 lanes on 64 consecutive bytes).
+ * A problem with stores_quads (the convolutions) takes columns 4 tx .. 4 tx
+ * + 3 and 64 + 4 tx ..: two float4 reads a k step instead of eight (6
+ * wavefronts per 64 FMAs, 66 instructions instead of 72), and stores of
+ * four columns at a time (gemm_put4), 16 lanes on 256 consecutive bytes.
  * Staging writes are conflict-free with rows padded by 4 floats (k slices
  * along k: lanes (kk, i) hit banks 4 kk + i), which also keeps each row's
  * float4 reads 16-byte aligned.  Registers: 64 accumulators, near 128 per
@@ -540,9 +573,15 @@ static __global__ void __launch_bounds__(GEMM_THREADS, halves == 1 ? 3 : 2) ct_t
 #pragma unroll
             for (int h = 0; h < halves; h++)
                 ct_load4(&a_tile[kk][GEMM_WIDE / 2 * h + 4 * ty], a_frag + 4 * h);
+            if constexpr (Problem::stores_quads) {
 #pragma unroll
-            for (int j = 0; j < 8; j++)
-                b_frag[j] = b_tile[kk][tx + 16 * j];
+                for (int h = 0; h < 2; h++)
+                    ct_load4(&b_tile[kk][GEMM_WIDE / 2 * h + 4 * tx], b_frag + 4 * h);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    b_frag[j] = b_tile[kk][tx + 16 * j];
+            }
 #pragma unroll
             for (int i = 0; i < 4 * halves; i++)
 #pragma unroll
@@ -552,14 +591,29 @@ static __global__ void __launch_bounds__(GEMM_THREADS, halves == 1 ? 3 : 2) ct_t
         __syncthreads();
     }
 #pragma unroll
-    for (int i = 0; i < 4 * halves; i++)
+    for (int i = 0; i < 4 * halves; i++) {
+        int row = GEMM_WIDE / 2 * (i / 4) + 4 * ty + i % 4, m = m0 + row;
+        if constexpr (Problem::stores_quads) {
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            int row = GEMM_WIDE / 2 * (i / 4) + 4 * ty + i % 4;
-            int m = m0 + row, n = n0 + tx + 16 * j;
-            if (m < p.m && n < p.n)
-                gemm_put(p, group, split, m, n, acc[i][j], row_bias[row]);
+            for (int h = 0; h < 2; h++) {
+                /* by value: a pointer into acc kept it in memory on the
+                 * emulator's host (its loop's instructions 1.17 -> 1.58 per
+                 * FMA on the model) */
+                float quad[CT_VEC] = {acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2],
+                                      acc[i][4 * h + 3]};
+                if (m < p.m)
+                    gemm_put4(p, group, split, m, n0 + GEMM_WIDE / 2 * h + 4 * tx, quad,
+                              row_bias[row]);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                int n = n0 + tx + 16 * j;
+                if (m < p.m && n < p.n)
+                    gemm_put(p, group, split, m, n, acc[i][j], row_bias[row]);
+            }
         }
+    }
 }
 
 /*
