@@ -62,7 +62,7 @@ CT_EMU_VECTOR2(double2, double)
 #define __global__
 #define __device__
 #define __host__
-#define __forceinline__ inline
+#define __forceinline__ inline __attribute__((always_inline)) /* as nvcc: inlined, or an error */
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
 /* A kernel parameter read in place in the parameter space, never copied to
