@@ -303,6 +303,13 @@ static __device__ inline void gemm_finish_tile(const Problem &p, ct_gemm_block b
     }
 }
 
+/* Where a split's sum of c[m, n] (group `group`) lies in the parts. */
+template <class Problem>
+static __device__ inline float *gemm_part_at(const Problem &p, int group, int split, int m, int n)
+{
+    return p.parts + ((size_t)split * p.part_rows + (size_t)group * p.m + m) * p.part_pitch + n;
+}
+
 /* One sum of a tile: to the parts where the problem splits k and sums them
  * itself (the row bias comes with the sum, ct_gemm_finish_parts), else the
  * row bias added and stored. */
@@ -312,8 +319,7 @@ static __device__ inline void gemm_put(const Problem &p, int group, int split, i
 {
     if constexpr (Problem::sums_parts) {
         if (p.splits > 1) {
-            p.parts[((size_t)split * p.part_rows + (size_t)group * p.m + m) * p.part_pitch + n] =
-                value;
+            *gemm_part_at(p, group, split, m, n) = value;
             return;
         }
     }
@@ -337,9 +343,7 @@ static __device__ inline void gemm_put4(const Problem &p, int group, int split, 
     }
     if constexpr (Problem::sums_parts) {
         if (p.splits > 1) { /* rows of whole sectors: n is 16-byte aligned there */
-            ct_store4(p.parts + ((size_t)split * p.part_rows + (size_t)group * p.m + m) *
-                                    p.part_pitch + n,
-                      value);
+            ct_store4(gemm_part_at(p, group, split, m, n), value);
             return;
         }
     }
