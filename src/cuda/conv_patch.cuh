@@ -218,19 +218,39 @@ __device__ inline int conv_patch_image_at(const conv_patch &p, int img)
     return img == p.img_lo ? 0 : p.after + (img - p.img_lo - 1) * p.stride;
 }
 
-/* Copies the patch from src (group grp) by the block; a barrier must follow. */
+static __device__ inline bool conv_rows_same(conv_rows a, conv_rows b)
+{
+    return a.lo == b.lo && a.count == b.count;
+}
+
+/* Copies the patch from src (group grp) by the block; a barrier must
+ * follow.  An image's blocks (its rows of each of the patch's channels)
+ * are one run in both places where the rows are the whole plane or there
+ * is one channel; then the images from img on whose rows are the full
+ * ones, p.stride apart in the patch (the first one too where its rows are
+ * those: p.after is then p.stride), are the runs of one ct_copy_runs.
+ * Copied image by image and channel by channel, a 2x2 plane's run of 4
+ * floats took a warp of 32 lanes and each image a pass over the block
+ * (VGG-11's 2x2 layers: a fifth of the forward GEMM's instructions,
+ * emulated counts, docs/perf.md).  One call site: three (the first image,
+ * the set, the last) spilled 12 bytes in the paired narrow tiles. */
 __device__ inline void conv_patch_stage(const conv_patch &p, const conv_geometry &g,
                                         const float *src, int grp, float *patch)
 {
-    int cg = g.src_c / g.groups;
-    for (int img = p.img_lo; img <= p.img_hi; img++) {
+    int cg = g.src_c / g.groups, plane = g.src_h * g.src_w;
+    size_t image = (size_t)g.src_c * plane;
+    src += (size_t)(grp * cg + p.c_lo) * plane;
+    for (int img = p.img_lo; img <= p.img_hi;) {
         conv_rows rows = img == p.img_lo ? p.first : img == p.img_hi ? p.last : p.full;
-        int run = rows.count * g.src_w;
+        int run = rows.count * g.src_w, images = 1;
+        bool whole = rows.count == g.src_h || p.nc == 1;
+        if (whole && conv_rows_same(rows, p.full) && p.img_lo < p.img_hi)
+            images = (conv_rows_same(p.last, p.full) ? p.img_hi + 1 : p.img_hi) - img;
         if (run > 0)
-            ct_copy_runs(patch + conv_patch_image_at(p, img), run,
-                         src + (((size_t)img * g.src_c + grp * cg + p.c_lo) * g.src_h +
-                                rows.lo) * g.src_w,
-                         (size_t)g.src_h * g.src_w, p.nc, run);
+            ct_copy_runs(patch + conv_patch_image_at(p, img), whole ? p.stride : run,
+                         src + img * image + (size_t)rows.lo * g.src_w, whole ? image : plane,
+                         whole ? images : p.nc, whole ? p.nc * run : run);
+        img += images;
     }
 }
 
