@@ -771,23 +771,41 @@ enum {
 /* The split of a depth-k reduction over a grid of `tiles` blocks: enough
  * chunks to give `target` blocks (the device's SMs, or a multiple), none
  * shorter than min_depth and at most `most`; chunks are whole k slices
- * (GEMM_TILE_K).  splits 1 and k_chunk k where splitting does not pay. */
-static inline void ct_gemm_split(int64_t tiles, int64_t k, int64_t target, int64_t min_depth,
-                                 int64_t most, int *splits, int *k_chunk)
+ * (GEMM_TILE_K).  splits 1 and k_chunk k where splitting does not pay.
+ * From that count to twice it, the one whose grid ends soonest on `sms`
+ * SMs: an SM's blocks share its schedulers, so a grid takes about the
+ * most blocks one SM is given (blocks / sms, rounded up) times a block's
+ * slices (and one more, its prologue and stores); ties take fewer parts.
+ * Enough blocks for the target alone left VGG-11's 4x4 layers 9 chunks
+ * of 32 tiles, 288 blocks: three of 512 deep on some SMs, where 12 chunks
+ * give three of 384 (docs/perf.md, 2026-12-02).  Fewer blocks than the
+ * target do not pay: one block an SM waits out its loads (the model's
+ * chain), which the second block's warps hide. */
+static inline void ct_gemm_split(int64_t tiles, int64_t k, int64_t target, int64_t sms,
+                                 int64_t min_depth, int64_t most, int *splits, int *k_chunk)
 {
     int64_t wanted = tiles >= target ? 1 : (target + tiles - 1) / tiles;
     int64_t deepest = k / min_depth, count = wanted < deepest ? wanted : deepest;
     if (count > most)
         count = most;
-    if (count <= 1) {
-        *splits = 1;
-        *k_chunk = (int)k;
+    *splits = 1;
+    *k_chunk = (int)k;
+    if (count <= 1)
         return;
+    int64_t last = 2 * count < deepest ? 2 * count : deepest, best = INT64_MAX;
+    if (last > most)
+        last = most;
+    for (int64_t c = count; c <= last; c++) {
+        int64_t chunk = (k + c - 1) / c;
+        chunk = (chunk + GEMM_TILE_K - 1) / GEMM_TILE_K * GEMM_TILE_K;
+        int64_t used = (k + chunk - 1) / chunk, blocks = tiles * used;
+        int64_t cost = (blocks + sms - 1) / sms * (chunk / GEMM_TILE_K + 1);
+        if (cost < best) {
+            best = cost;
+            *splits = (int)used;
+            *k_chunk = (int)chunk;
+        }
     }
-    int64_t chunk = (k + count - 1) / count;
-    chunk = (chunk + GEMM_TILE_K - 1) / GEMM_TILE_K * GEMM_TILE_K;
-    *k_chunk = (int)chunk;
-    *splits = (int)((k + chunk - 1) / chunk);
 }
 
 /* The floats between rows of split parts: n in whole 32-byte sectors. */
@@ -836,13 +854,13 @@ static inline size_t ct_gemm_layout_for(int m, int n, int k, int groups, int wid
                                         int64_t min_depth, int64_t most, ct_gemm_layout *out,
                                         bool by_chain = true)
 {
-    int64_t target = 2 * (int64_t)ct_cuda_sm_count();
+    int64_t sms = ct_cuda_sm_count(), target = 2 * sms;
     int candidates[2] = {m <= GEMM_NARROW_M ? (int)GEMM_NARROW_M : wide_rows, GEMM_NARROW_M};
     int count = m <= GEMM_NARROW_M || wide_rows || !by_chain ? 1 : 2;
     for (int c = 0; c < count; c++) {
         ct_gemm_layout l = {candidates[c], 1, k};
-        ct_gemm_split(ct_gemm_tiles(m, n, groups, l.rows), k, target, min_depth, most, &l.splits,
-                      &l.k_chunk);
+        ct_gemm_split(ct_gemm_tiles(m, n, groups, l.rows), k, target, sms, min_depth, most,
+                      &l.splits, &l.k_chunk);
         if (c == 0 || ct_gemm_chain(l) < ct_gemm_chain(*out))
             *out = l;
     }
