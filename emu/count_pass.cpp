@@ -304,8 +304,19 @@ struct count_pass : PassInfoMixin<count_pass> {
         if (depth > 8 || from_emulator(*load))
             return false;
         const Value *object = getUnderlyingObject(load->getPointerOperand());
-        if (const auto *argument = dyn_cast<Argument>(object))
+        if (const auto *argument = dyn_cast<Argument>(object)) {
+            /* a reference to a struct (a helper's `const conv_geometry &`,
+             * a member function's `this`) that the host compiler left out
+             * of line: on a GPU the kernel's by-value parameters (nvcc
+             * inlines the helper), as a by-value parameter here.  Counted
+             * as device memory, every address made from its fields waited
+             * a round trip: the convolution patches' copies a round per
+             * load (until 2026-12-02) */
+            const auto *type = dyn_cast<PointerType>(argument->getType());
+            if (type && !type->isOpaque() && type->getPointerElementType()->isStructTy())
+                return false;
             return !argument->hasByValAttr();
+        }
         if (const auto *pointer_load = dyn_cast<LoadInst>(object))
             return reads_device_memory(pointer_load, depth + 1);
         return false;

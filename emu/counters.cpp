@@ -141,6 +141,8 @@ static void chain_max(chain_counts *into, const chain_counts &c)
  * any of its finished blocks ran (under the totals' lock). */
 static chain_counts launch_chain;
 static const char *running_kernel;
+/* CUDA_EMU_COUNTERS=launches: one line per launch on stderr */
+static std::atomic<bool> print_launches{false};
 
 void counters_launch(const char *kernel, uint64_t blocks, uint64_t threads)
 {
@@ -497,6 +499,14 @@ void counters_launch_end(uint64_t blocks, int block_threads, size_t shared_bytes
         c->chain_barriers += waves * launch_chain.barriers;
         c->sm_instructions += per_sm * launch_chain.block_instructions;
     }
+    if (print_launches.load())
+        fprintf(stderr,
+                "cuda-emu launch %-40s blocks %8llu per SM %4llu waves %3llu | chain: "
+                "instructions %8llu load rounds %5llu barriers %5llu | block instructions "
+                "%10llu\n",
+                running_kernel, (unsigned long long)blocks, per_sm, waves,
+                launch_chain.instructions, launch_chain.load_rounds, launch_chain.barriers,
+                launch_chain.block_instructions);
     launch_chain = chain_counts{0, 0, 0, 0, 0};
     running_kernel = nullptr;
 }
@@ -742,6 +752,8 @@ static struct from_environment {
         all();
         from_env.store(true);
         enabled.store(true);
+        if (strcmp(value, "launches") == 0)
+            print_launches.store(true);
         if (strcmp(value, "lines") == 0) {
             lines_set(true);
             atexit(print_lines);

@@ -8,7 +8,9 @@
  *     32 wavefronts (32-way conflict), the tile padded to 33 columns one;
  *     every lane reading one word is a broadcast, one wavefront;
  *   - the latency chain: a thread walking a linked list of K nodes waits K
- *     rounds of loads, four independent loads in one statement one, a
+ *     rounds of loads, four independent loads in one statement one (and
+ *     in a helper left out of line that reads their offsets from a struct
+ *     it takes by reference), a
  *     barrier between two loads makes two; a launch of one block more
  *     than the SMs hold at once runs two waves, which doubles its chain;
  *     five shuffles are five collectives; a division by a run-time
@@ -117,6 +119,24 @@ static __global__ void four_loads(const float *x, float *y)
 {
     int i = threadIdx.x;
     y[i] = x[i] + x[i + 32] + x[i + 64] + x[i + 96];
+}
+
+/* Four independent loads at offsets read from a struct the helper takes
+ * by reference, left out of line: one round trip, as where nvcc inlines
+ * it (the struct is the kernel's by-value parameter, not device memory). */
+struct four_offsets {
+    int a, b, c, d;
+};
+
+static __device__ __noinline__ float sum_at_offsets(const four_offsets &o, const float *x)
+{
+    int i = threadIdx.x;
+    return x[i + o.a] + x[i + o.b] + x[i + o.c] + x[i + o.d];
+}
+
+static __global__ void four_loads_by_reference(four_offsets o, const float *x, float *y)
+{
+    y[threadIdx.x] = sum_at_offsets(o, x);
 }
 
 /* Two loads with a barrier between them: two rounds. */
@@ -574,6 +594,12 @@ static void load_rounds_follow_dependences(void)
     CHECK(c.chain_load_rounds == 1 && c.global_load_requests == 4,
           "four independent loads: %llu rounds, %llu requests", c.chain_load_rounds,
           c.global_load_requests);
+    four_offsets offsets = {0, 32, 64, 96};
+    CT_EMU_LAUNCH(four_loads_by_reference, 1, TILE, 0, 0, offsets, x, y);
+    c = counted("four_loads_by_reference");
+    CHECK(c.chain_load_rounds == 1 && c.global_load_requests == 4,
+          "four loads at offsets from a struct's reference: %llu rounds, %llu requests",
+          c.chain_load_rounds, c.global_load_requests);
     CT_EMU_LAUNCH(loads_around_a_barrier, 1, TILE, 0, 0, x, y);
     c = counted("loads_around_a_barrier");
     CHECK(c.chain_load_rounds == 2 && c.chain_barriers == 1,
