@@ -756,7 +756,13 @@ static __global__ void ct_gemm_finish_parts(Problem p, ct_divmod by_pitch, ct_di
         if (n >= p.n)
             continue;
         int group = ct_div(by_m, row_all), m = row_all - group * p.m;
-        float sum = ct_sum_parts(p.parts + i, (size_t)p.part_rows * p.part_pitch, p.splits);
+        /* the same sum either way; GEMM_FEW_DEPTH loads in flight where the
+         * parts are that many: a round trip per four parts was most of the
+         * chain of VGG-11's first weight gradient (128 parts of 64 x 28
+         * outputs), and fewer parts would load past their last */
+        size_t step = (size_t)p.part_rows * p.part_pitch;
+        float sum = p.splits >= GEMM_FEW_DEPTH ? ct_sum_parts_deep(p.parts + i, step, p.splits)
+                                               : ct_sum_parts(p.parts + i, step, p.splits);
         if constexpr (Problem::adds_row_bias)
             sum += p.row_bias(group, m);
         p.store(group, 0, m, n, sum);
