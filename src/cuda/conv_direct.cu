@@ -16,16 +16,30 @@
  *     which keeps a warp that spans several output rows free of bank
  *     conflicts too;
  *   - the group's weights and biases, in chunks of output channels that fit
- *     (DIRECT_WEIGHTS floats), as contiguous copies; a warp reads one
- *     weight at a time (a broadcast).
+ *     (DIRECT_WEIGHTS floats), whole register blocks of DIRECT_OUTS
+ *     channels (zeros past the group's last), by tap: a tap's weights for
+ *     a register block are two float4s, read by the whole warp (a
+ *     broadcast);
+ *   - each tap's offset in the patch (tap_at), made once a block: a tap's
+ *     read is then that offset from its output's first tap, where its
+ *     phase and column took two run-time divisions per tap per output and
+ *     the last block's weights a select per FMA, and each weight its own
+ *     load and address (8 instructions a FMA on VGG-11's first layer,
+ *     emulated counts; docs/perf.md 2026-12-02).
  * Each thread then computes pixels t, t + 256, ... of the tile, DIRECT_OUTS
  * output channels at a time in registers (one patch read feeds DIRECT_OUTS
  * FMAs).  rows: enough whole output rows for the block's 256 threads, fewer
  * if the patch would pass DIRECT_PATCH floats; a shape whose single output
  * row does not fit goes to the implicit GEMM (ct_cuda_conv2d_direct_fits).
- * Shared memory is at most (DIRECT_PATCH + DIRECT_WEIGHTS) * 4 = 40 KiB.
- * nvcc gives it 64 registers (the accumulators and the tap addresses): 50%
- * occupancy on sm_90, enough here, where every patch read feeds 8 FMAs.
+ * Shared memory is at most (DIRECT_PATCH + DIRECT_WEIGHTS + 340) * 4 =
+ * 42 KiB (at most 340 taps: a register block's weights must fit).
+ * nvcc 13 gives it 48 registers (the accumulators and two float4s of
+ * weights): 62.5% occupancy on sm_90, enough here, where every patch read
+ * feeds 8 FMAs.  The weights' reads are whole sectors but a row of taps
+ * is no whole number of them (27 floats: 4 or 5 sectors, and a warp's
+ * trips past a row's end re-read its last): 78% load efficiency over the
+ * kernel on VGG-11's first layer, against 100% for the contiguous copy of
+ * [channel][tap] rows that the per-FMA loads needed.
  * The staging stores can meet a bank twice where a warp's 32 inputs cross
  * a row end and the pitch (chosen for the compute reads) differs from
  * in_w mod 32; they are a few percent of the shared accesses.
@@ -37,12 +51,14 @@
  */
 #include "core/window_math.h"
 #include "cuda/common.cuh"
+#include "cuda/elementwise.cuh"
 
 enum {
     CONV_DIRECT_MAX_CHANNELS = 4, /* Cg at or below this: the direct kernel */
     DIRECT_PATCH = 6144,          /* floats of staged input */
     DIRECT_WEIGHTS = 4096,        /* floats of staged weights and biases */
     DIRECT_OUTS = 8,              /* output channels per register block */
+    DIRECT_WEIGHT_PAD = 4,        /* floats after a tap's row of staged weights */
 };
 
 struct conv_direct_tile {
@@ -81,9 +97,12 @@ static conv_direct_tile conv_direct_tile_for(const ct_conv2d_shape *s)
     t.span = (t.rows - 1) * s->stride_h + (s->kernel_h - 1) * s->dilation_h + 1;
     int taps = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
     int og = s->out_channels / s->groups;
-    t.outs_chunk = DIRECT_WEIGHTS / (taps + 1) / DIRECT_OUTS * DIRECT_OUTS;
-    if (t.outs_chunk > og)
-        t.outs_chunk = og;
+    /* whole register blocks (their rows past og hold zero weights); a
+     * tap's row of outs_chunk + DIRECT_WEIGHT_PAD weights, and the biases */
+    t.outs_chunk = (DIRECT_WEIGHTS - DIRECT_WEIGHT_PAD * taps) / (taps + 1) / DIRECT_OUTS *
+                   DIRECT_OUTS;
+    if (t.outs_chunk > (og + DIRECT_OUTS - 1) / DIRECT_OUTS * DIRECT_OUTS)
+        t.outs_chunk = (og + DIRECT_OUTS - 1) / DIRECT_OUTS * DIRECT_OUTS;
     return t;
 }
 
@@ -94,7 +113,10 @@ __global__ void conv_forward_direct(ct_conv2d_shape s, conv_direct_tile t, const
     int cg = s.in_channels / s.groups, og = s.out_channels / s.groups;
     int taps = cg * s.kernel_h * s.kernel_w;
     int patch_size = cg * t.span * t.pitch;
-    float *patch = staged, *weights = staged + patch_size, *biases = weights + t.outs_chunk * taps;
+    /* the weights first: their rows are float4s (pitch a multiple of 4) */
+    int pitch = t.outs_chunk + DIRECT_WEIGHT_PAD;
+    float *weights = staged, *biases = weights + pitch * taps, *patch = biases + t.outs_chunk;
+    int *tap_at = (int *)(patch + patch_size);
     int n = (int)(blockIdx.x / t.tiles), g = (int)blockIdx.y;
     int oh0 = (int)(blockIdx.x % t.tiles) * t.rows;
     int rows = min(t.rows, s.out_h - oh0);
@@ -103,6 +125,15 @@ __global__ void conv_forward_direct(ct_conv2d_shape s, conv_direct_tile t, const
     int ih_lo = max(ih_base, 0), ih_hi = min(ih_base + span, s.in_h);
     for (int e = threadIdx.x; e < patch_size; e += blockDim.x)
         patch[e] = 0.0f;
+    /* each tap's offset in the patch from its output's first tap (c, i, j
+     * in that order): the phase and column of j made once a block, not
+     * with two run-time divisions for every tap of every output */
+    for (int tap = threadIdx.x; tap < taps; tap += blockDim.x) {
+        int c = tap / (s.kernel_h * s.kernel_w), ij = tap - c * s.kernel_h * s.kernel_w;
+        int i = ij / s.kernel_w, shift = (ij - i * s.kernel_w) * s.dilation_w;
+        tap_at[tap] = (c * t.span + i * s.dilation_h) * t.pitch +
+                      shift % s.stride_w * t.phase_w + shift / s.stride_w;
+    }
     __syncthreads();
     for (int c = 0; c < cg && ih_lo < ih_hi; c++) {
         const float *from = x + (((size_t)n * s.in_channels + g * cg + c) * s.in_h + ih_lo) * s.in_w;
@@ -116,33 +147,47 @@ __global__ void conv_forward_direct(ct_conv2d_shape s, conv_direct_tile t, const
     int pixels = rows * s.out_w;
     for (int o0 = 0; o0 < og; o0 += t.outs_chunk) {
         int chunk = min(t.outs_chunk, og - o0);
+        /* the register blocks' rows past the group's channels: weights 0 */
+        int blocked = (chunk + DIRECT_OUTS - 1) / DIRECT_OUTS * DIRECT_OUTS;
         __syncthreads(); /* the patch is staged; the previous chunk's weights are read */
         const float *wg = w + (size_t)(g * og + o0) * taps;
-        for (int e = threadIdx.x; e < chunk * taps; e += blockDim.x)
-            weights[e] = wg[e];
+        /* weights[tap * pitch + q] = w[o0 + q, tap]: a warp takes a 32-byte
+         * sector of each of 4 channels' rows, lane l 8 taps of channel 4 quad
+         * + l / 8 from a sector boundary on: its reads are whole sectors,
+         * its stores 32 banks (8 consecutive taps of a channel are 8
+         * multiples of 4 modulo 32, pitch being 4 times an odd number; the
+         * 4 channels differ modulo 4) */
+        int runs = (taps + 7) / 8 + 1, lane = (int)threadIdx.x % CT_CUDA_WARP;
+        for (int at = (int)threadIdx.x / CT_CUDA_WARP; at < runs * (blocked / 4);
+             at += (int)blockDim.x / CT_CUDA_WARP) {
+            int quad = at / runs, q = 4 * quad + lane / 8;
+            int lead = (int)(((uintptr_t)wg / sizeof(float) + (size_t)q * taps) % 8);
+            /* lanes before the row or past it copy its first or last tap,
+             * as their neighbour does: no branch around the access */
+            int tap = min(max(8 * (at - quad * runs) + lane % 8 - lead, 0), taps - 1);
+            weights[tap * pitch + q] = q < chunk ? wg[(size_t)q * taps + tap] : 0.0f;
+        }
         for (int e = threadIdx.x; e < chunk; e += blockDim.x)
             biases[e] = bias ? bias[g * og + o0 + e] : 0.0f;
         __syncthreads();
         for (int pix = threadIdx.x; pix < pixels; pix += blockDim.x) {
             int oh = pix / s.out_w, ow = pix % s.out_w;
+            const float *at = patch + oh * s.stride_h * t.pitch + ow;
             for (int q0 = 0; q0 < chunk; q0 += DIRECT_OUTS) {
                 float acc[DIRECT_OUTS];
 #pragma unroll
                 for (int q = 0; q < DIRECT_OUTS; q++)
                     acc[q] = 0.0f;
-                const float *wq = weights + (size_t)q0 * taps;
-                for (int c = 0; c < cg; c++)
-                    for (int i = 0; i < s.kernel_h; i++) {
-                        const float *row =
-                            patch + (c * t.span + oh * s.stride_h + i * s.dilation_h) * t.pitch;
-                        for (int j = 0; j < s.kernel_w; j++, wq++) {
-                            int shift = j * s.dilation_w;
-                            float v = row[shift % s.stride_w * t.phase_w + ow + shift / s.stride_w];
+                const float *wq = weights + q0;
+                for (int tap = 0; tap < taps; tap++, wq += pitch) {
+                    float v = at[tap_at[tap]], wv[DIRECT_OUTS];
+                    static_assert(DIRECT_OUTS == 2 * CT_VEC, "a register block is two float4s");
+                    ct_load4(wq, wv);
+                    ct_load4(wq + CT_VEC, wv + CT_VEC);
 #pragma unroll
-                            for (int q = 0; q < DIRECT_OUTS; q++)
-                                acc[q] = fmaf(v, wq[(q < chunk - q0 ? q : 0) * taps], acc[q]);
-                        }
-                    }
+                    for (int q = 0; q < DIRECT_OUTS; q++)
+                        acc[q] = fmaf(v, wv[q], acc[q]);
+                }
                 for (int q = 0; q < DIRECT_OUTS && q < chunk - q0; q++) {
                     size_t o = (size_t)g * og + o0 + q0 + q;
                     float v = acc[q] + biases[q0 + q];
@@ -158,7 +203,8 @@ static size_t conv_direct_shared_bytes(const ct_conv2d_shape *s, const conv_dire
 {
     int taps = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
     return sizeof(float) * ((size_t)conv_direct_patch(s, t.rows, t.pitch) +
-                            (size_t)t.outs_chunk * (taps + 1));
+                            (size_t)(t.outs_chunk + DIRECT_WEIGHT_PAD) * taps +
+                            (size_t)t.outs_chunk + (size_t)taps);
 }
 
 extern "C" bool ct_cuda_conv2d_direct_fits(const ct_conv2d_shape *s)
@@ -167,7 +213,9 @@ extern "C" bool ct_cuda_conv2d_direct_fits(const ct_conv2d_shape *s)
     if (cg > CONV_DIRECT_MAX_CHANNELS || s->groups > 65535)
         return false;
     conv_direct_tile t = conv_direct_tile_for(s);
-    return conv_direct_patch(s, 1, t.pitch) <= DIRECT_PATCH &&
+    /* a register block's weights fit (a kernel of more than 340 taps does
+     * not: 0 channels a chunk would never finish) */
+    return t.outs_chunk >= DIRECT_OUTS && conv_direct_patch(s, 1, t.pitch) <= DIRECT_PATCH &&
            (int64_t)s->n_batch * t.tiles <= INT32_MAX;
 }
 
