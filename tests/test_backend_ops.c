@@ -655,9 +655,15 @@ static const entry entries[] = {
     {"conv_pointwise_wide_rows", build_conv, OPS(CONV), X(2, 20, 5, 300), .out = 20,
      .kernel = {1, 1}, .conv = {.stride = {2, 1}, .pad = {1, 0}}, .bias = true},
     /* few input channels per group: CUDA's direct kernel (staged rows by
-     * phase; weights in chunks of output channels, 70 = 24 + 24 + 22) */
+     * phase; weights in chunks of output channels, 70 = 4 x 16 + 6, the
+     * last register block padded with zero weights) */
     {"conv_direct_stem", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 3, 37, 29), .out = 70,
      .kernel = {7, 7}, .conv = {.stride = {2, 2}, .pad = {3, 3}}, .bias = true},
+    /* 4 x 12 x 12 taps: no register block's weights fit the direct
+     * kernel's chunk (a chunk of 0 channels never finished): the implicit
+     * GEMM instead */
+    {"conv_direct_too_many_taps", build_conv, OPS(CONV), X(1, 4, 14, 13), .out = 9,
+     .kernel = {12, 12}, .conv = {.pad = {1, 0}}, .bias = true},
     {"conv_direct_grouped_dilated", build_conv, OPS(CONV), X(2, 6, 15, 17), .out = 10,
      .kernel = {3, 3}, .conv = {.stride = {1, 2}, .pad = {2, 1}, .dilation = {2, 1}, .groups = 2},
      .bias = true},
