@@ -61,6 +61,12 @@ enum {
     DIRECT_WEIGHT_PAD = 4,        /* floats after a tap's row of staged weights */
 };
 
+/* `channels` rounded up to whole register blocks. */
+static __host__ __device__ inline int conv_direct_blocked(int channels)
+{
+    return (channels + DIRECT_OUTS - 1) / DIRECT_OUTS * DIRECT_OUTS;
+}
+
 struct conv_direct_tile {
     int rows;       /* output rows per block */
     int tiles;      /* blocks per image and group: ceil(out_h / rows) */
@@ -101,8 +107,8 @@ static conv_direct_tile conv_direct_tile_for(const ct_conv2d_shape *s)
      * tap's row of outs_chunk + DIRECT_WEIGHT_PAD weights, and the biases */
     t.outs_chunk = (DIRECT_WEIGHTS - DIRECT_WEIGHT_PAD * taps) / (taps + 1) / DIRECT_OUTS *
                    DIRECT_OUTS;
-    if (t.outs_chunk > (og + DIRECT_OUTS - 1) / DIRECT_OUTS * DIRECT_OUTS)
-        t.outs_chunk = (og + DIRECT_OUTS - 1) / DIRECT_OUTS * DIRECT_OUTS;
+    if (t.outs_chunk > conv_direct_blocked(og))
+        t.outs_chunk = conv_direct_blocked(og);
     return t;
 }
 
@@ -148,7 +154,7 @@ __global__ void conv_forward_direct(ct_conv2d_shape s, conv_direct_tile t, const
     for (int o0 = 0; o0 < og; o0 += t.outs_chunk) {
         int chunk = min(t.outs_chunk, og - o0);
         /* the register blocks' rows past the group's channels: weights 0 */
-        int blocked = (chunk + DIRECT_OUTS - 1) / DIRECT_OUTS * DIRECT_OUTS;
+        int blocked = conv_direct_blocked(chunk);
         __syncthreads(); /* the patch is staged; the previous chunk's weights are read */
         const float *wg = w + (size_t)(g * og + o0) * taps;
         /* weights[tap * pitch + q] = w[o0 + q, tap]: a warp takes a 32-byte
@@ -158,13 +164,13 @@ __global__ void conv_forward_direct(ct_conv2d_shape s, conv_direct_tile t, const
          * multiples of 4 modulo 32, pitch being 4 times an odd number; the
          * 4 channels differ modulo 4) */
         int runs = (taps + 7) / 8 + 1, lane = (int)threadIdx.x % CT_CUDA_WARP;
-        for (int at = (int)threadIdx.x / CT_CUDA_WARP; at < runs * (blocked / 4);
-             at += (int)blockDim.x / CT_CUDA_WARP) {
-            int quad = at / runs, q = 4 * quad + lane / 8;
+        for (int item = (int)threadIdx.x / CT_CUDA_WARP; item < runs * (blocked / 4);
+             item += (int)blockDim.x / CT_CUDA_WARP) {
+            int quad = item / runs, q = 4 * quad + lane / 8;
             int lead = (int)(((uintptr_t)wg / sizeof(float) + (size_t)q * taps) % 8);
             /* lanes before the row or past it copy its first or last tap,
              * as their neighbour does: no branch around the access */
-            int tap = min(max(8 * (at - quad * runs) + lane % 8 - lead, 0), taps - 1);
+            int tap = min(max(8 * (item - quad * runs) + lane % 8 - lead, 0), taps - 1);
             weights[tap * pitch + q] = q < chunk ? wg[(size_t)q * taps + tap] : 0.0f;
         }
         for (int e = threadIdx.x; e < chunk; e += blockDim.x)
