@@ -644,12 +644,15 @@ static const entry entries[] = {
     {"conv_wide_tile_strided", build_conv, OPS(CONV), X(4, 129, 12, 12), .out = 131,
      .kernel = {1, 1}, .conv = {.stride = {2, 2}}},
     /* padding past 16 bits (stride as large, so the output stays small):
-     * CUDA's staged columns pack each tap's offset in 16 bits, so these
-     * read through the index map (the packed offset wrapped and read the
-     * wrong rows) */
+     * CUDA's staged columns once packed each tap's offset in 16 bits,
+     * which wrapped and read the wrong rows; an offset is an int now */
     {"conv_padding_past_16_bits", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 20, 8, 8),
      .out = 24, .kernel = {3, 3}, .conv = {.stride = {40000, 1}, .pad = {40000, 1}},
      .bias = true},
+    /* a kernel of 17 rows: past the 15 a spot's tap bits hold (CUDA's
+     * conv_patch_spot), so every pass reads through the index maps */
+    {"conv_kernel_past_tap_bits", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 24, 20, 6),
+     .out = 20, .kernel = {17, 1}, .conv = {.pad = {8, 0}}, .bias = true},
     /* rows too wide for CUDA's staged patches (forward and backward data):
      * reads through the index maps instead */
     {"conv_pointwise_wide_rows", build_conv, OPS(CONV), X(2, 20, 5, 300), .out = 20,

@@ -26,7 +26,7 @@
 enum {
     CONV_SPLIT_MIN_DEPTH = 128,   /* shortest k chunk worth its own block */
     CONV_SPLIT_MAX = 128,
-    CONV_COLUMN_FLOATS = 2,       /* a column's conv_patch_column_of (an int2) in the scratch */
+    CONV_COLUMN_FLOATS = 4,       /* a column's conv_column in the scratch */
     CONV_SPOT_FLOATS = 4,         /* a pixel's conv_patch_spot in the scratch */
 };
 
@@ -38,6 +38,7 @@ static inline __host__ __device__ int conv_table_floats(int patch_k, int width)
     return CONV_COLUMN_FLOATS * patch_k + CONV_SPOT_FLOATS * width;
 }
 static_assert(sizeof(conv_patch_spot) == CONV_SPOT_FLOATS * sizeof(float), "a spot is 16 bytes");
+static_assert(sizeof(conv_column) == CONV_COLUMN_FLOATS * sizeof(float), "a column is 16 bytes");
 
 /*
  * The forward pass and backward data, as one GEMM: d[m, pixel] = sum_k
@@ -124,18 +125,26 @@ struct conv_gemm_problem : ct_gemm_defaults {
          * instructions (emulated counts per line, docs/perf.md); and the
          * tile's pixels (conv_patch_spot), made once per patch too, where
          * each slice made its threads' (a seventh of the staging) */
-        int2 *columns = (int2 *)(patch + CONV_PATCH_HEADER);
+        conv_column *columns = (conv_column *)(patch + CONV_PATCH_HEADER);
         conv_patch_spot *spots = (conv_patch_spot *)(columns + patch_k);
         patch += CONV_PATCH_HEADER + (column_table ? conv_table_floats(patch_k, Tile::n) : 0);
         conv_patch at;
         if (k0 == first) { /* the previous patch's readers passed the loop's last barrier */
             int c_lo = conv_channel_of(g, first);
-            for (int e = threadIdx.x; column_table && e < patch_k; e += GEMM_THREADS)
-                columns[e] = conv_patch_column_of(g, min(first + e, k - 1), c_lo, g.transposed);
+            /* columns past the block's k read nothing */
+            for (int e = threadIdx.x; column_table && e < patch_k; e += GEMM_THREADS) {
+                conv_column column = first + e < k_end
+                                         ? conv_patch_column_of(g, first + e, c_lo, g.transposed)
+                                         : conv_column_none(0.0f);
+                ct_store16(columns + e, &column);
+            }
             int nc = conv_channel_of(g, min(first + patch_k, k_end) - 1) - c_lo + 1;
             at = conv_patch_for(g, c_lo, nc, n0, n_end);
-            if (column_table && threadIdx.x < Tile::n) {
-                conv_patch_spot spot = conv_patch_spot_of(at, g, at.n0 + threadIdx.x);
+            if (column_table && threadIdx.x < Tile::n) { /* pixels past the tile's: no taps */
+                int pixel = at.n0 + (int)threadIdx.x;
+                conv_patch_spot spot =
+                    conv_patch_spot_of<false>(at, g, min(pixel, at.n_end - 1),
+                                              pixel < at.n_end, g.transposed);
                 ct_store16(spots + threadIdx.x, &spot);
             }
             if (threadIdx.x == 0)
@@ -154,13 +163,13 @@ struct conv_gemm_problem : ct_gemm_defaults {
             enum { STEP = GEMM_THREADS / Tile::n, READS = Tile::depth / STEP };
             conv_patch_spot spot;
             ct_load16(spots + i, &spot);
-            bool pixel_inside = n0 + i < n_end;
+            const conv_column *slice = columns + (k0 - first);
 #pragma unroll
-            for (int r = 0; r < READS; r++) {
-                int kk = (int)threadIdx.x / Tile::n + r * STEP, depth = k0 + kk;
-                tile[kk][i] = depth < k_end && pixel_inside
-                                  ? conv_patch_column_read(spot, g, patch, columns[depth - first])
-                                  : 0.0f;
+            for (int r = 0; r < READS; r++) { /* k_end and n_end: in the column and the spot */
+                int kk = (int)threadIdx.x / Tile::n + r * STEP;
+                conv_column column;
+                ct_load16(slice + kk, &column);
+                tile[kk][i] = conv_patch_column_read(spot, patch, column);
             }
             return;
         }
@@ -357,7 +366,7 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
          * pixel's decomposition, they were two thirds of the kernel's
          * instructions (emulated counts per line, docs/perf.md) */
         conv_patch *header = (conv_patch *)patch;
-        int2 *columns = (int2 *)(patch + CONV_PATCH_HEADER);
+        conv_column *columns = (conv_column *)(patch + CONV_PATCH_HEADER);
         conv_patch_spot *spots = (conv_patch_spot *)(columns + Tile::n);
         patch += CONV_PATCH_HEADER + conv_table_floats(Tile::n, CONV_WEIGHT_PIXELS);
         conv_patch at;
@@ -367,17 +376,19 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
             int c_lo = conv_channel_of(g, n0);
             int nc = w_end > n0 ? conv_channel_of(g, w_end - 1) - c_lo + 1 : 0;
             for (int i = threadIdx.x; i < Tile::n; i += GEMM_THREADS) {
-                int cij = n0 + i; /* x: db's column (ones) -2, none -1 */
-                int2 column = conv_patch_column_of(g, min(cij, n_w - 1), c_lo, false);
-                column.x = cij >= cols_end ? -1 : cij >= w_end ? -2 : column.x;
-                columns[i] = column;
+                int cij = n0 + i; /* after the weights' columns, db's (ones), then none */
+                conv_column column = cij < w_end ? conv_patch_column_of(g, cij, c_lo, false)
+                                                 : conv_column_none(cij < cols_end ? 1.0f : 0.0f);
+                ct_store16(columns + i, &column);
             }
             at = conv_patch_for(g, c_lo, nc, first, min(first + CONV_WEIGHT_PIXELS, k_end));
             /* the patch's pixels, decomposed once a patch (once a slice,
              * they were a twentieth of the kernel's instructions) */
-            if (threadIdx.x < CONV_WEIGHT_PIXELS) {
+            if (threadIdx.x < CONV_WEIGHT_PIXELS) { /* past k_end: no taps (a's are 0 there) */
+                int pixel = first + (int)threadIdx.x;
                 conv_patch_spot spot =
-                    conv_patch_spot_of(at, g, min(first + (int)threadIdx.x, at.n_end - 1));
+                    conv_patch_spot_of<true>(at, g, min(pixel, at.n_end - 1),
+                                             pixel < at.n_end, false);
                 ct_store16(spots + threadIdx.x, &spot);
             }
             conv_patch_stage(at, g, x, grp, patch);
@@ -399,10 +410,9 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
             /* what the column is comes from the table too: the block's
              * column bounds held in registers across the k loop spilled */
             int i = (int)threadIdx.x / Tile::depth + r * STEP;
-            int2 column = columns[i];
-            tile[kk][i] = pixel >= k_end || column.x == -1 ? 0.0f
-                          : column.x >= 0 ? conv_patch_column_read(spot, g, patch, column)
-                                          : 1.0f;
+            conv_column column;
+            ct_load16(columns + i, &column);
+            tile[kk][i] = conv_patch_column_read(spot, patch, column);
         }
     }
     __device__ void store(int grp, int, int o, int cij, float value) const
@@ -441,6 +451,9 @@ static int conv_wide(int m, int n)
 enum {
     /* floats a k patch may grow to when it serves several k slices */
     CONV_PATCH_SPAN_FLOATS = 4096,
+    /* and its columns: a table of 256 conv_columns is 4 KiB, the most
+     * beside the largest patch and the tiles (under 48 KiB) */
+    CONV_PATCH_SPAN_COLUMNS = 256,
 };
 
 /* The columns (c, tap) of a k patch: a k slice's (8 or 16), doubled while the
@@ -454,7 +467,7 @@ enum {
 static int conv_patch_k(const conv_geometry &g, int depth, int width, int k, bool narrow)
 {
     int span = depth, floats = conv_patch_bound(g, depth, width);
-    while (!narrow && span < k) {
+    while (!narrow && span < k && 2 * span <= CONV_PATCH_SPAN_COLUMNS) {
         int wider = conv_patch_bound(g, 2 * span, width);
         if (wider == 0 || (wider > CONV_PATCH_SPAN_FLOATS && wider > floats))
             break;
@@ -472,7 +485,7 @@ static int conv_patch_floats(conv_gemm_problem &p, int depth, int width, bool na
     p.patch_k = conv_patch_k(p.g, depth, width, p.k_chunk, narrow);
     p.by_k_chunk = ct_divmod_of(p.k_chunk);
     p.column_table = (!p.g.transposed || (p.g.stride_h == 1 && p.g.stride_w == 1)) &&
-                     conv_column_offsets_fit(p.g);
+                     conv_columns_fit(p.g);
     int floats = conv_patch_bound(p.g, p.patch_k, width);
     int table = p.column_table ? conv_table_floats(p.patch_k, width) : 0;
     return floats ? CONV_PATCH_HEADER + table + floats : 0;
@@ -483,7 +496,7 @@ static int conv_patch_floats(conv_backward_weight_problem &p, int, int width, bo
     /* the staging reads its columns from the table only: without it, b
      * is read through the map (scratch 0) */
     int floats =
-        conv_column_offsets_fit(p.g) ? conv_patch_bound(p.g, width, CONV_WEIGHT_PIXELS) : 0;
+        conv_columns_fit(p.g) ? conv_patch_bound(p.g, width, CONV_WEIGHT_PIXELS) : 0;
     return floats ? CONV_PATCH_HEADER + conv_table_floats(width, CONV_WEIGHT_PIXELS) + floats : 0;
 }
 

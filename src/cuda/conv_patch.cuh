@@ -34,6 +34,8 @@
 #ifndef CT_CUDA_CONV_PATCH_CUH
 #define CT_CUDA_CONV_PATCH_CUH
 
+#include <limits.h>
+
 #include "core/window_math.h"
 #include "cuda/divmod.cuh"
 #include "cuda/gemm.cuh"
@@ -290,70 +292,151 @@ __device__ inline float conv_patch_pixel_read(const conv_patch_pixel &px, const 
     return inside ? v : 0.0f;
 }
 
-/* Column (c, tap) of col as the staging loops read it for any pixel, where
- * the index map is additive (not transposed, or transposed at stride 1),
- * in two ints (registers are what the wide tiles lack): x = c - c_lo, its
- * channel in the patch; y = the source row and column of destination row
- * and column 0 (tap i, j: i * dilation - pad, or pad - i * dilation
- * transposed), to which the pixel's row and column times the stride are
- * added, as row << 16 | (column & 0xffff).  `transposed` is g.transposed
- * (a constant where the caller knows it: the weight gradient's).  Made
- * once per patch, kept in shared memory. */
-__device__ inline int2 conv_patch_column_of(const conv_geometry &g, int column, int c_lo,
-                                            bool transposed)
+/* Column (c, tap) of col as the staging loops read it for any pixel,
+ * where the index map is additive (not transposed, or transposed at
+ * stride 1): made once per patch, kept in shared memory, read as one
+ * 128-bit word (registers are what the wide tiles lack).
+ *   c: its channel in the patch (c - c_lo);
+ *   offset: where it reads in a channel's rows from a pixel's spot (below):
+ *     the source row and column of destination row and column 0 for tap
+ *     (i, j), i * dilation - pad (pad - i * dilation transposed), as
+ *     row * src_w + column;
+ *   bits: its kernel row's and column's bits in a spot's taps, 1 << i |
+ *     1 << (CONV_KERNEL_BITS + j); CONV_COLUMN_NONE where it reads nothing
+ *     (past the block's k, or a weight gradient's ones);
+ *   fill: what it takes where the tap lands outside the source: 0, or the
+ *     weight gradient's column of ones' 1.
+ * Read with the row and column checked and clamped per element, with the
+ * offsets packed in one int, each staged element took some 25
+ * instructions, a fifth of the forward GEMM's (emulated counts per line,
+ * docs/perf.md); now an AND, a compare, a multiply-add and two selects. */
+struct conv_column {
+    int c, offset;
+    unsigned bits;
+    float fill;
+};
+
+enum {
+    CONV_KERNEL_BITS = 16, /* a spot's taps: the kernel's rows, then its columns */
+    /* the most rows (columns) a kernel may have to be read by columns: the
+     * top bit of each half is never a tap's */
+    CONV_KERNEL_MAX = CONV_KERNEL_BITS - 1,
+};
+#define CONV_COLUMN_NONE (1u << (2 * CONV_KERNEL_BITS - 1))
+
+/* Where kernel row (column, across) i reads from destination row (column)
+ * 0 in the source: i * dilation - pad, or pad - i * dilation transposed
+ * (at stride 1). */
+__device__ inline int conv_tap_offset(const conv_geometry &g, int i, bool across, bool transposed)
+{
+    int offset = i * (across ? g.dilation_w : g.dilation_h) - (across ? g.pad_w : g.pad_h);
+    return transposed ? -offset : offset;
+}
+
+/* `transposed` is g.transposed (a constant where the caller knows it: the
+ * weight gradient's). */
+__device__ inline conv_column conv_patch_column_of(const conv_geometry &g, int column, int c_lo,
+                                                   bool transposed)
 {
     int c = conv_channel_of(g, column), tap = column - c * (int)g.by_taps.divisor;
     int i = ct_div(g.by_kernel_w, tap), j = tap - i * g.kernel_w;
-    int row = i * g.dilation_h - g.pad_h, at = j * g.dilation_w - g.pad_w;
-    if (transposed) { /* at stride 1: the source row r + pad - i * dilation */
-        row = -row;
-        at = -at;
-    }
-    return make_int2(c - c_lo, (int)((unsigned)row << 16 | ((unsigned)at & 0xffffu)));
+    conv_column col;
+    col.c = c - c_lo;
+    col.offset = conv_tap_offset(g, i, false, transposed) * g.src_w +
+                 conv_tap_offset(g, j, true, transposed);
+    col.bits = 1u << i | 1u << (CONV_KERNEL_BITS + j);
+    col.fill = 0.0f;
+    return col;
 }
 
-/* Whether every tap's offsets (i * dilation - pad, each axis) fit the 16
- * bits a column of conv_patch_column_of packs them in.  A padding or
- * dilation past them (legal: padding 40000 at stride 40000) would wrap
- * and read a wrong row silently; such shapes read through the map. */
-static inline bool conv_column_offsets_fit(const conv_geometry &g)
+/* A column that reads nothing and takes `fill`. */
+__device__ inline conv_column conv_column_none(float fill)
 {
-    int64_t reach_h = (int64_t)(g.kernel_h - 1) * g.dilation_h;
-    int64_t reach_w = (int64_t)(g.kernel_w - 1) * g.dilation_w;
-    return g.pad_h <= INT16_MAX && g.pad_w <= INT16_MAX && reach_h - g.pad_h <= INT16_MAX &&
-           reach_w - g.pad_w <= INT16_MAX;
+    conv_column col = {0, 0, CONV_COLUMN_NONE, fill};
+    return col;
 }
 
-/* A pixel as conv_patch_column_read takes it (an additive map): its
- * source row for a row offset of 0, counted from its image's first row
- * in the patch, and its source column; its image's rows in the patch and
- * where they start.  Four values, fewer than conv_patch_pixel's five and
- * folded as the read wants them (the weight gradient's wide tile spilled
- * at 128 registers with conv_patch_pixel). */
+/* Whether the convolution's columns can be read from a table: each kernel
+ * axis within a spot's bits, and each tap's offset (row * src_w + column)
+ * within an int with room to add a pixel's place in the patch.  Other
+ * shapes (legal: padding 40000 at stride 40000, a 31 x 31 kernel) read
+ * through the map. */
+static inline bool conv_columns_fit(const conv_geometry &g)
+{
+    int64_t reach_h = (int64_t)(g.kernel_h - 1) * g.dilation_h + g.pad_h;
+    int64_t reach_w = (int64_t)(g.kernel_w - 1) * g.dilation_w + g.pad_w;
+    return g.kernel_h <= CONV_KERNEL_MAX && g.kernel_w <= CONV_KERNEL_MAX &&
+           (reach_h + 1) * g.src_w + reach_w <= INT_MAX / 4;
+}
+
+/* A pixel as conv_patch_column_read takes it, whatever the column, made
+ * once per patch:
+ *   at: where column offset 0 of channel 0 lands in the patch (outside it
+ *     for a pixel near the padding: read only for a tap inside);
+ *   home: where it reads for a tap outside the source, its own row and
+ *     column clamped into its image's rows: the word a neighbour reads
+ *     (no bank conflict, as the clamped read before);
+ *   plane: its image's floats per channel (rows * src_w);
+ *   taps: the bits of its kernel rows and columns that land inside the
+ *     source and its image's rows in the patch (0 for a pixel past the
+ *     tile's, `inside` false). */
 struct conv_patch_spot {
-    int row, column, count, at;
+    int at, home, plane;
+    unsigned taps;
 };
 
+/* The bits of the kernel rows (columns, across) i whose source row from
+ * `at` (a pixel's, for offset 0) lands in [0, size).  Unrolled over
+ * CONV_KERNEL_MAX for the weight gradient (as a loop it spilled 24 bytes
+ * in the 128-row wide tile at 128 registers), a loop for the forward pass
+ * and backward data (unrolled, their 64-row tile spilled 4 at 80). */
+template <bool Unrolled>
+__device__ inline unsigned conv_tap_bits(const conv_geometry &g, int at, int size, bool across,
+                                         bool transposed)
+{
+    int kernel = across ? g.kernel_w : g.kernel_h;
+    unsigned bits = 0;
+    if (Unrolled) {
+#pragma unroll
+        for (int i = 0; i < CONV_KERNEL_MAX; i++)
+            if (i < kernel && (unsigned)(at + conv_tap_offset(g, i, across, transposed)) <
+                                  (unsigned)size)
+                bits |= 1u << i;
+    } else {
+        for (int i = 0; i < kernel; i++)
+            if ((unsigned)(at + conv_tap_offset(g, i, across, transposed)) < (unsigned)size)
+                bits |= 1u << i;
+    }
+    return bits;
+}
+
+template <bool Unrolled>
 __device__ inline conv_patch_spot conv_patch_spot_of(const conv_patch &p, const conv_geometry &g,
-                                                     int pixel)
+                                                     int pixel, bool inside, bool transposed)
 {
     conv_patch_pixel px = conv_patch_pixel_of(p, g, pixel);
-    conv_patch_spot spot = {px.r * g.stride_h - px.lo, px.q * g.stride_w, px.count, px.at};
+    int row = px.r * g.stride_h - px.lo, column = px.q * g.stride_w;
+    conv_patch_spot spot;
+    spot.at = px.at + row * g.src_w + column;
+    spot.home = px.at + min(max(row, 0), max(px.count - 1, 0)) * g.src_w +
+                min(max(column, 0), g.src_w - 1);
+    spot.plane = px.count * g.src_w;
+    spot.taps = inside ? conv_tap_bits<Unrolled>(g, row, px.count, false, transposed) |
+                             conv_tap_bits<Unrolled>(g, column, g.src_w, true, transposed)
+                                 << CONV_KERNEL_BITS
+                       : 0u;
     return spot;
 }
 
 /* col[(c_lo + c, tap), pixel] from the patch, for the pixel of spot and
- * the column of conv_patch_column_of: conv_patch_pixel_read's value,
+ * the column of conv_patch_column_of: conv_patch_pixel_read's value
  * without the column's divisions and the map's branches. */
-__device__ inline float conv_patch_column_read(const conv_patch_spot &spot,
-                                               const conv_geometry &g, const float *patch,
-                                               int2 column)
+__device__ inline float conv_patch_column_read(const conv_patch_spot &spot, const float *patch,
+                                               const conv_column &column)
 {
-    int row = spot.row + (column.y >> 16), at = spot.column + (int)(short)(column.y & 0xffff);
-    bool inside = (unsigned)row < (unsigned)spot.count && (unsigned)at < (unsigned)g.src_w;
-    int r = min(max(row, 0), max(spot.count - 1, 0)), q = min(max(at, 0), g.src_w - 1);
-    float v = patch[spot.at + (column.x * spot.count + r) * g.src_w + q];
-    return inside ? v : 0.0f;
+    bool inside = (spot.taps & column.bits) == column.bits;
+    float v = patch[column.c * spot.plane + (inside ? spot.at + column.offset : spot.home)];
+    return inside ? v : column.fill;
 }
 
 /* The most floats a conv_patch holds for `pixels` consecutive destination
