@@ -333,11 +333,14 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
         enum { STEP = GEMM_THREADS / Tile::depth, READS = Tile::m / STEP };
         int i0 = (int)threadIdx.x / Tile::depth;
         at += (size_t)(m0 + i0) * plane;
+        /* the thread's rows within m, none past k_end: one compare an
+         * element, its address one add (the bounds and the offset per
+         * element were 14 instructions an element, emulated counts) */
+        int rows = pixel < k_end ? m - m0 - i0 : 0;
+        size_t step = (size_t)STEP * plane;
 #pragma unroll
-        for (int r = 0; r < READS; r++) {
-            int i = i0 + r * STEP;
-            tile[kk][i] = pixel < k_end && m0 + i < m ? at[(size_t)r * STEP * plane] : 0.0f;
-        }
+        for (int r = 0; r < READS; r++, at += step)
+            tile[kk][i0 + r * STEP] = r * STEP < rows ? *at : 0.0f;
     }
     __device__ float load_b(int grp, int np, int cij) const
     {
