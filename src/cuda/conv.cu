@@ -244,19 +244,33 @@ struct conv_pack_tile {
     int t;      /* vectors per tile side */
     int stride; /* floats between the tile's rows in shared memory */
     int tiles_o, tiles_c;
+    /* the divisors of the write phase's indices: the taps, and a row's
+     * lanes in a tile of t rows o and in the last tile of o (fewer) */
+    ct_divmod by_taps, by_lanes, by_last_lanes;
 };
+
+/* A write phase's lanes for `runs_o` rows o of `taps` floats: whole warps. */
+static inline __host__ __device__ int conv_pack_lanes(int runs_o, int taps)
+{
+    return (runs_o * taps + CT_CUDA_WARP - 1) / CT_CUDA_WARP * CT_CUDA_WARP;
+}
 
 static conv_pack_tile conv_pack_tile_for(const ct_conv2d_shape *s)
 {
     int taps = s->kernel_h * s->kernel_w;
-    conv_pack_tile p = {16, 0, 0, 0};
+    conv_pack_tile p = {};
+    p.t = 16;
     while (p.t > 1 && p.t * (p.t * taps + CT_CUDA_WARP) > CONV_PACK_TILE)
         p.t /= 2;
     p.stride = p.t * taps;
     while (p.stride % CT_CUDA_WARP != taps % CT_CUDA_WARP)
         p.stride++;
-    p.tiles_o = (s->out_channels / s->groups + p.t - 1) / p.t;
+    int og = s->out_channels / s->groups;
+    p.tiles_o = (og + p.t - 1) / p.t;
     p.tiles_c = (s->in_channels / s->groups + p.t - 1) / p.t;
+    p.by_taps = ct_divmod_of(taps);
+    p.by_lanes = ct_divmod_of(conv_pack_lanes(p.t, taps));
+    p.by_last_lanes = ct_divmod_of(conv_pack_lanes(og - (p.tiles_o - 1) * p.t, taps));
     return p;
 }
 
@@ -274,11 +288,16 @@ __global__ void conv_pack_transposed(ct_conv2d_shape s, conv_pack_tile tile, int
     ct_copy_runs(vectors, tile.stride, w + (((size_t)g * og + o0) * cg + c0) * taps,
                  (size_t)cg * taps, runs_o, width_c);
     __syncthreads();
-    /* rows c of wt, a warp never straddling two (as ct_copy_runs) */
+    /* rows c of wt, a warp never straddling two (as ct_copy_runs); the
+     * indices by the tile's divisors (four run-time divisions an element
+     * were 67 instructions of its 70, emulated counts) */
     int runs_c = min(tile.t, cg - c0), width_o = runs_o * taps;
-    int lanes = (width_o + CT_CUDA_WARP - 1) / CT_CUDA_WARP * CT_CUDA_WARP;
-    for (int e = threadIdx.x; e < runs_c * lanes; e += blockDim.x) {
-        int c = e / lanes, at = min(e % lanes, width_o - 1), o = at / taps, t = at % taps;
+    ct_divmod by_lanes = runs_o == tile.t ? tile.by_lanes : tile.by_last_lanes;
+    ct_divmod by_taps = tile.by_taps;
+    int lanes = (int)by_lanes.divisor, end = runs_c * lanes;
+    for (int e = threadIdx.x; e < end; e += blockDim.x) {
+        int c = ct_div(by_lanes, e), at = min(e - c * lanes, width_o - 1);
+        int o = ct_div(by_taps, at), t = at - o * taps;
         wt[((size_t)g * cg + c0 + c) * pitch + o0 * taps + at] =
             vectors[o * tile.stride + c * taps + t];
     }
