@@ -17,9 +17,10 @@
  * block copies the source rows its pixels read, whole rows of each channel
  * of each image it touches: one contiguous run per (image, channel), read
  * from a sector boundary by consecutive threads (ct_copy_runs), and builds
- * its slices from shared memory.  A tap in the padding reads a clamped word
- * (the same row or column edge, read by a neighbour too: no bank conflict,
- * no divergence) and takes 0 instead.
+ * its slices from shared memory.  A tap in the padding reads a word in the
+ * patch (the clamped row and column edge, or, from a table, the pixel's
+ * own place clamped; read by a neighbour too: no bank conflict, no
+ * divergence) and takes 0 instead.
  *
  * The patch: image img_lo's rows, then each later image's, each image as nc
  * blocks (one per channel) of rows*src_w floats.  Where a channel's block is
