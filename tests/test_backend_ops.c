@@ -679,6 +679,10 @@ static const entry entries[] = {
     {"maxpool_overlapping_odd", build_maxpool, MAXPOOL, X(2, 3, 11, 8),
      .pool = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}}},
     {"maxpool_large", build_maxpool, MAXPOOL, X(2, 35, 67, 65), POOL_3X3_SAME},
+    /* rows too wide for CUDA's bands of staged rows (maxpool_backward_band_kernel):
+     * the general kernel */
+    {"maxpool_rows_past_the_band", build_maxpool, MAXPOOL, X(1, 2, 5, 1500),
+     .pool = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}}},
     {"conv_fixed_weight_bias", build_conv_fixed_weight,
      OPS(CT_OP_CONV2D, CT_OP_CONV2D_BWD_DATA, CT_OP_CHANNEL_SUM), X(2, 3, 9, 11), .out = 7,
      .kernel = {3, 3}, .conv = {.pad = {1, 1}}},

@@ -150,6 +150,102 @@ __global__ void maxpool_backward_kernel(ct_pool2d_shape s, const T *x, const T *
     }
 }
 
+/*
+ * The general max pool's backward by bands of input rows, where a band's
+ * windows and their input rows fit in shared memory: a block stages the
+ * rows its windows read (consecutive threads on consecutive words), finds
+ * each window's argmax once beside its dy (read in order), then gives
+ * each input element of its band the sum of dy over the windows whose
+ * argmax it is, in the same order as maxpool_backward_kernel (the same
+ * bits).  That kernel finds the argmax of every window holding an
+ * element, for every element: ResNet's 3x3 stride-2 pool read 9 floats
+ * for each of up to 4 windows an element, at half of each sector (129.5
+ * us predicted against a floor of 11.3 for 64 x 64 x 32 x 32, 46 % load
+ * efficiency; now 33.8 us, 100 %; emulated counts, docs/perf.md).  The
+ * windows' reads of the staged rows at stride 2 are 2-way bank conflicts.
+ */
+enum {
+    POOL_BAND_FLOATS = 4096, /* a band's staged input rows */
+    POOL_BAND_WINDOWS = 2048, /* and its windows' argmaxes and dy */
+};
+
+/* The windows' output rows [*first, *last] holding input rows [h0, h1),
+ * and the input rows [*x0, *x1) they read. */
+static inline __host__ __device__ void pool_band_of(const ct_pool2d_shape &s, int h0, int h1,
+                                                    int *first, int *last, int *x0, int *x1)
+{
+    int unused;
+    ct_windows_holding(h0, s.kernel_h, s.stride_h, s.pad_h, s.out_h, first, &unused);
+    ct_windows_holding(h1 - 1, s.kernel_h, s.stride_h, s.pad_h, s.out_h, &unused, last);
+    int top = *first * s.stride_h - s.pad_h, bottom = *last * s.stride_h - s.pad_h + s.kernel_h;
+    *x0 = top > 0 ? top : 0;
+    *x1 = bottom < s.in_h ? bottom : s.in_h;
+}
+
+/* block = plane * bands + band of `band` input rows; 32 KiB of static
+ * shared memory, 75 % occupancy at 256 threads (kernel-resources): the
+ * band's rows are read once, so more blocks an SM only hide its loads */
+template <class T>
+static __global__ void maxpool_backward_band_kernel(ct_pool2d_shape s, int band, int bands,
+                                                    const T *x, const T *dy, T *dx, bool relu)
+{
+    __shared__ float rows[POOL_BAND_FLOATS];
+    __shared__ int argmax[POOL_BAND_WINDOWS];
+    __shared__ float grads[POOL_BAND_WINDOWS]; /* the windows' dy */
+    int64_t p = blockIdx.x / bands, in_plane = (int64_t)s.in_h * s.in_w;
+    int64_t out_plane = (int64_t)s.out_h * s.out_w;
+    int h0 = (int)(blockIdx.x % bands) * band, h1 = min(h0 + band, s.in_h);
+    int first, last, x0, x1;
+    pool_band_of(s, h0, h1, &first, &last, &x0, &x1);
+    const T *xp = x + p * in_plane;
+    for (int i = threadIdx.x; i < (x1 - x0) * s.in_w; i += blockDim.x)
+        rows[i] = ct_load_f32(xp, x0 * s.in_w + i);
+    __syncthreads();
+    int windows = last >= first ? (last - first + 1) * s.out_w : 0;
+    for (int e = threadIdx.x; e < windows; e += blockDim.x) {
+        int oh = first + e / s.out_w, ow = e % s.out_w;
+        ct_pool_window win = ct_pool_window_at(&s, oh, ow);
+        win.h0 -= x0; /* the staged rows start at x0 */
+        win.h1 -= x0;
+        float unused_max;
+        argmax[e] = pool_window_argmax(rows, s.in_w, win, &unused_max) + x0 * s.in_w;
+        grads[e] = ct_load_f32(dy, p * out_plane + (int64_t)first * s.out_w + e);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < (h1 - h0) * s.in_w; i += blockDim.x) {
+        int h = h0 + i / s.in_w, w = i % s.in_w, target = h * s.in_w + w;
+        int oh_lo, oh_hi, ow_lo, ow_hi;
+        ct_windows_holding(h, s.kernel_h, s.stride_h, s.pad_h, s.out_h, &oh_lo, &oh_hi);
+        ct_windows_holding(w, s.kernel_w, s.stride_w, s.pad_w, s.out_w, &ow_lo, &ow_hi);
+        float sum = 0.0f;
+        for (int oh = oh_lo; oh <= oh_hi; oh++)
+            for (int ow = ow_lo; ow <= ow_hi; ow++) {
+                int e = (oh - first) * s.out_w + ow;
+                if (argmax[e] == target)
+                    sum += grads[e];
+            }
+        int64_t at = p * in_plane + target;
+        ct_store_f32(dx, at, relu ? ct_relu_grad(ct_load_f32(x, at), sum) : sum);
+    }
+}
+
+/* The most input rows a band may take within the shared arrays (the
+ * bound over every band of that many rows), or 0 where one row's do not
+ * fit (the general kernel then). */
+static int pool_band_rows(const ct_pool2d_shape *s)
+{
+    int best = 0;
+    for (int band = 1; band <= s->in_h; band *= 2) {
+        /* the windows holding `band` rows, and the rows those read */
+        int64_t windows = (band + s->kernel_h - 2) / s->stride_h + 2;
+        int64_t rows = (windows - 1) * s->stride_h + s->kernel_h;
+        if (windows * s->out_w > POOL_BAND_WINDOWS || rows * s->in_w > POOL_BAND_FLOATS)
+            break;
+        best = band;
+    }
+    return best;
+}
+
 /* The 2x2 stride-2 window's backward where every input lies in exactly one
  * window (even height and width): one thread per window reads its four x
  * as two 64-bit loads and its dy once, and writes its four dx as two 64-bit
@@ -328,8 +424,21 @@ extern "C" ct_status ct_cuda_maxpool2d_backward(ct_dtype dtype, const ct_pool2d_
                                                 const void *x, const void *dy, void *dx,
                                                 bool relu, cudaStream_t stream)
 {
-    return POOL_LAUNCH(dtype, maxpool_backward_kernel, pool_in_count(s), stream, *s,
-                       (const T *)x, (const T *)dy, (T *)dx, relu);
+    int band = pool_band_rows(s);
+    if (band == 0 || pool_in_count(s) == 0)
+        return POOL_LAUNCH(dtype, maxpool_backward_kernel, pool_in_count(s), stream, *s,
+                           (const T *)x, (const T *)dy, (T *)dx, relu);
+    int bands = (s->in_h + band - 1) / band;
+    int64_t blocks = (int64_t)s->n_batch * s->channels * bands;
+    if (blocks > INT32_MAX)
+        return POOL_LAUNCH(dtype, maxpool_backward_kernel, pool_in_count(s), stream, *s,
+                           (const T *)x, (const T *)dy, (T *)dx, relu);
+    return ct_with_storage(dtype, [&](auto tag) -> ct_status {
+        using T = decltype(tag);
+        CT_CUDA_LAUNCH(maxpool_backward_band_kernel<T>, (unsigned)blocks, CT_CUDA_BLOCK, 0, stream,
+                       *s, band, bands, (const T *)x, (const T *)dy, (T *)dx, relu);
+        return CT_OK;
+    });
 }
 
 extern "C" ct_status ct_cuda_avgpool2d_forward(ct_dtype dtype, const ct_pool2d_shape *s,
