@@ -182,6 +182,61 @@ static inline __host__ __device__ void pool_band_of(const ct_pool2d_shape &s, in
     *x1 = bottom < s.in_h ? bottom : s.in_h;
 }
 
+/* Rows [x0, x1) of a plane as f32, by the block: consecutive threads on
+ * consecutive words.  A barrier must follow. */
+template <class T>
+__device__ inline void pool_stage_rows(float *rows, const T *plane, int x0, int x1, int in_w)
+{
+    for (int i = threadIdx.x; i < (x1 - x0) * in_w; i += blockDim.x)
+        rows[i] = ct_load_f32(plane, x0 * in_w + i);
+}
+
+/* The general max pool's forward by bands of `band` output rows (block =
+ * plane * bands + band): the rows their windows read staged first, as in
+ * the backward's bands.  One thread per output read its window's rows at
+ * the stride (2: half of each sector; 44.5 % load efficiency on ResNet's
+ * 3x3 stride-2 pool, emulated counts).  16 KiB of static shared memory. */
+template <class T>
+static __global__ void maxpool_forward_band_kernel(ct_pool2d_shape s, int band, int bands,
+                                                   const T *x, T *y)
+{
+    __shared__ float rows[POOL_BAND_FLOATS];
+    int64_t p = blockIdx.x / bands, out_plane = (int64_t)s.out_h * s.out_w;
+    int o0 = (int)(blockIdx.x % bands) * band, o1 = min(o0 + band, s.out_h);
+    int x0 = max(o0 * s.stride_h - s.pad_h, 0);
+    int x1 = min((o1 - 1) * s.stride_h - s.pad_h + s.kernel_h, s.in_h);
+    pool_stage_rows(rows, x + p * s.in_h * s.in_w, x0, x1, s.in_w);
+    __syncthreads();
+    for (int i = threadIdx.x; i < (o1 - o0) * s.out_w; i += blockDim.x) {
+        int oh = o0 + i / s.out_w, ow = i % s.out_w;
+        ct_pool_window win = ct_pool_window_at(&s, oh, ow);
+        float m = -INFINITY;
+        if (!ct_pool_window_empty(win)) {
+            win.h0 -= x0; /* the staged rows start at x0 */
+            win.h1 -= x0;
+            pool_window_argmax(rows, s.in_w, win, &m);
+        }
+        ct_store_f32(y, p * out_plane + (int64_t)oh * s.out_w + ow, m);
+    }
+}
+
+/* The most output rows a forward band may take within POOL_BAND_FLOATS of
+ * input rows, or 0 (the general kernel): also for an even stride past 2,
+ * whose window reads from the staged rows are 4-way bank conflicts or
+ * worse (a 4x4 stride-4 pool: 4.1 -> 4.9 us predicted, emulated counts). */
+static int pool_forward_band_rows(const ct_pool2d_shape *s)
+{
+    if (s->stride_w > 2 && s->stride_w % 2 == 0)
+        return 0;
+    int best = 0;
+    for (int band = 1; band <= s->out_h; band *= 2) {
+        if (((int64_t)(band - 1) * s->stride_h + s->kernel_h) * s->in_w > POOL_BAND_FLOATS)
+            break;
+        best = band;
+    }
+    return best;
+}
+
 /* block = plane * bands + band of `band` input rows; 32 KiB of static
  * shared memory, 75 % occupancy at 256 threads (kernel-resources): the
  * band's rows are read once, so more blocks an SM only hide its loads */
@@ -197,9 +252,7 @@ static __global__ void maxpool_backward_band_kernel(ct_pool2d_shape s, int band,
     int h0 = (int)(blockIdx.x % bands) * band, h1 = min(h0 + band, s.in_h);
     int first, last, x0, x1;
     pool_band_of(s, h0, h1, &first, &last, &x0, &x1);
-    const T *xp = x + p * in_plane;
-    for (int i = threadIdx.x; i < (x1 - x0) * s.in_w; i += blockDim.x)
-        rows[i] = ct_load_f32(xp, x0 * s.in_w + i);
+    pool_stage_rows(rows, x + p * in_plane, x0, x1, s.in_w);
     __syncthreads();
     int windows = last >= first ? (last - first + 1) * s.out_w : 0;
     for (int e = threadIdx.x; e < windows; e += blockDim.x) {
@@ -383,8 +436,18 @@ static int64_t pool_in_count(const ct_pool2d_shape *s)
 extern "C" ct_status ct_cuda_maxpool2d_forward(ct_dtype dtype, const ct_pool2d_shape *s,
                                                const void *x, void *y, cudaStream_t stream)
 {
-    return POOL_LAUNCH(dtype, maxpool_forward_kernel, pool_out_count(s), stream, *s,
-                       (const T *)x, (T *)y);
+    int band = pool_forward_band_rows(s);
+    int64_t bands = band ? (s->out_h + band - 1) / band : 0;
+    int64_t blocks = (int64_t)s->n_batch * s->channels * bands;
+    if (band == 0 || blocks == 0 || blocks > INT32_MAX)
+        return POOL_LAUNCH(dtype, maxpool_forward_kernel, pool_out_count(s), stream, *s,
+                           (const T *)x, (T *)y);
+    return ct_with_storage(dtype, [&](auto tag) -> ct_status {
+        using T = decltype(tag);
+        CT_CUDA_LAUNCH(maxpool_forward_band_kernel<T>, (unsigned)blocks, CT_CUDA_BLOCK, 0, stream,
+                       *s, band, (int)bands, (const T *)x, (T *)y);
+        return CT_OK;
+    });
 }
 
 extern "C" bool ct_cuda_maxpool2x2_fits(const ct_pool2d_shape *s)
