@@ -121,6 +121,24 @@ __global__ void maxpool2x2_forward_kernel(ct_pool2d_shape s, const T *x, T *y)
     }
 }
 
+/* The sum of grad(oh, ow) over the windows holding input (h, w) whose
+ * argmax it is (is_argmax(oh, ow)), in output order: both max pool
+ * backward kernels' rule, so the same bits. */
+template <class IsArgmax, class Grad>
+__device__ inline float pool_argmax_sum(const ct_pool2d_shape &s, int h, int w,
+                                        IsArgmax is_argmax, Grad grad)
+{
+    int oh_lo, oh_hi, ow_lo, ow_hi;
+    ct_windows_holding(h, s.kernel_h, s.stride_h, s.pad_h, s.out_h, &oh_lo, &oh_hi);
+    ct_windows_holding(w, s.kernel_w, s.stride_w, s.pad_w, s.out_w, &ow_lo, &ow_hi);
+    float sum = 0.0f;
+    for (int oh = oh_lo; oh <= oh_hi; oh++)
+        for (int ow = ow_lo; ow <= ow_hi; ow++)
+            if (is_argmax(oh, ow))
+                sum += grad(oh, ow);
+    return sum;
+}
+
 /* dx[p,h,w] = sum of dy[p,oh,ow] over the windows whose argmax is (h,w) */
 template <class T>
 __global__ void maxpool_backward_kernel(ct_pool2d_shape s, const T *x, const T *dy, T *dx,
@@ -135,17 +153,16 @@ __global__ void maxpool_backward_kernel(ct_pool2d_shape s, const T *x, const T *
         int h = at.row, w = at.col;
         int target = h * s.in_w + w;
         const T *xp = x + p * in_plane;
-        int oh_lo, oh_hi, ow_lo, ow_hi;
-        ct_windows_holding(h, s.kernel_h, s.stride_h, s.pad_h, s.out_h, &oh_lo, &oh_hi);
-        ct_windows_holding(w, s.kernel_w, s.stride_w, s.pad_w, s.out_w, &ow_lo, &ow_hi);
-        float sum = 0.0f;
-        for (int oh = oh_lo; oh <= oh_hi; oh++)
-            for (int ow = ow_lo; ow <= ow_hi; ow++) {
+        float sum = pool_argmax_sum(
+            s, h, w,
+            [&](int oh, int ow) {
                 float unused_max;
-                ct_pool_window win = ct_pool_window_at(&s, oh, ow);
-                if (pool_window_argmax(xp, s.in_w, win, &unused_max) == target)
-                    sum += ct_load_f32(dy, p * out_plane + (int64_t)oh * s.out_w + ow);
-            }
+                return pool_window_argmax(xp, s.in_w, ct_pool_window_at(&s, oh, ow), &unused_max) ==
+                       target;
+            },
+            [&](int oh, int ow) {
+                return ct_load_f32(dy, p * out_plane + (int64_t)oh * s.out_w + ow);
+            });
         ct_store_f32(dx, index, relu ? ct_relu_grad(ct_load_f32(xp, target), sum) : sum);
     }
 }
@@ -267,16 +284,10 @@ static __global__ void maxpool_backward_band_kernel(ct_pool2d_shape s, int band,
     __syncthreads();
     for (int i = threadIdx.x; i < (h1 - h0) * s.in_w; i += blockDim.x) {
         int h = h0 + i / s.in_w, w = i % s.in_w, target = h * s.in_w + w;
-        int oh_lo, oh_hi, ow_lo, ow_hi;
-        ct_windows_holding(h, s.kernel_h, s.stride_h, s.pad_h, s.out_h, &oh_lo, &oh_hi);
-        ct_windows_holding(w, s.kernel_w, s.stride_w, s.pad_w, s.out_w, &ow_lo, &ow_hi);
-        float sum = 0.0f;
-        for (int oh = oh_lo; oh <= oh_hi; oh++)
-            for (int ow = ow_lo; ow <= ow_hi; ow++) {
-                int e = (oh - first) * s.out_w + ow;
-                if (argmax[e] == target)
-                    sum += grads[e];
-            }
+        float sum = pool_argmax_sum(
+            s, h, w,
+            [&](int oh, int ow) { return argmax[(oh - first) * s.out_w + ow] == target; },
+            [&](int oh, int ow) { return grads[(oh - first) * s.out_w + ow]; });
         int64_t at = p * in_plane + target;
         ct_store_f32(dx, at, relu ? ct_relu_grad(ct_load_f32(x, at), sum) : sum);
     }
