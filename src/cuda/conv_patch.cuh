@@ -396,16 +396,18 @@ __device__ inline unsigned conv_tap_bits(const conv_geometry &g, int at, int siz
                                          bool transposed)
 {
     int kernel = across ? g.kernel_w : g.kernel_h;
+    auto lands = [&](int i) {
+        return (unsigned)(at + conv_tap_offset(g, i, across, transposed)) < (unsigned)size;
+    };
     unsigned bits = 0;
     if (Unrolled) {
 #pragma unroll
         for (int i = 0; i < CONV_KERNEL_MAX; i++)
-            if (i < kernel && (unsigned)(at + conv_tap_offset(g, i, across, transposed)) <
-                                  (unsigned)size)
+            if (i < kernel && lands(i))
                 bits |= 1u << i;
     } else {
         for (int i = 0; i < kernel; i++)
-            if ((unsigned)(at + conv_tap_offset(g, i, across, transposed)) < (unsigned)size)
+            if (lands(i))
                 bits |= 1u << i;
     }
     return bits;

@@ -178,7 +178,7 @@ __global__ void maxpool_backward_kernel(ct_pool2d_shape s, const T *x, const T *
  * element, for every element: ResNet's 3x3 stride-2 pool read 9 floats
  * for each of up to 4 windows an element, at half of each sector (129.5
  * us predicted against a floor of 11.3 for 64 x 64 x 32 x 32, 46 % load
- * efficiency; now 33.8 us, 100 %; emulated counts, docs/perf.md).  The
+ * efficiency; now 34.5 us, 100 %; emulated counts, docs/perf.md).  The
  * windows' reads of the staged rows at stride 2 are 2-way bank conflicts.
  */
 enum {
@@ -444,19 +444,32 @@ static int64_t pool_in_count(const ct_pool2d_shape *s)
         return CT_OK;                                                                     \
     })
 
+/* The bands of `band` rows that cover `rows` (0 for a band of 0). */
+static int pool_bands(int band, int rows)
+{
+    return band ? (rows + band - 1) / band : 0;
+}
+
+/* A band kernel's blocks, `bands` a plane, or 0 where the general kernel
+ * runs instead (no band fits, nothing to do, or more than a grid holds). */
+static int64_t pool_band_blocks(const ct_pool2d_shape *s, int bands)
+{
+    int64_t blocks = (int64_t)s->n_batch * s->channels * bands;
+    return blocks <= INT32_MAX ? blocks : 0;
+}
+
 extern "C" ct_status ct_cuda_maxpool2d_forward(ct_dtype dtype, const ct_pool2d_shape *s,
                                                const void *x, void *y, cudaStream_t stream)
 {
-    int band = pool_forward_band_rows(s);
-    int64_t bands = band ? (s->out_h + band - 1) / band : 0;
-    int64_t blocks = (int64_t)s->n_batch * s->channels * bands;
-    if (band == 0 || blocks == 0 || blocks > INT32_MAX)
+    int band = pool_forward_band_rows(s), bands = pool_bands(band, s->out_h);
+    int64_t blocks = pool_band_blocks(s, bands);
+    if (blocks == 0)
         return POOL_LAUNCH(dtype, maxpool_forward_kernel, pool_out_count(s), stream, *s,
                            (const T *)x, (T *)y);
     return ct_with_storage(dtype, [&](auto tag) -> ct_status {
         using T = decltype(tag);
         CT_CUDA_LAUNCH(maxpool_forward_band_kernel<T>, (unsigned)blocks, CT_CUDA_BLOCK, 0, stream,
-                       *s, band, (int)bands, (const T *)x, (T *)y);
+                       *s, band, bands, (const T *)x, (T *)y);
         return CT_OK;
     });
 }
@@ -498,13 +511,9 @@ extern "C" ct_status ct_cuda_maxpool2d_backward(ct_dtype dtype, const ct_pool2d_
                                                 const void *x, const void *dy, void *dx,
                                                 bool relu, cudaStream_t stream)
 {
-    int band = pool_band_rows(s);
-    if (band == 0 || pool_in_count(s) == 0)
-        return POOL_LAUNCH(dtype, maxpool_backward_kernel, pool_in_count(s), stream, *s,
-                           (const T *)x, (const T *)dy, (T *)dx, relu);
-    int bands = (s->in_h + band - 1) / band;
-    int64_t blocks = (int64_t)s->n_batch * s->channels * bands;
-    if (blocks > INT32_MAX)
+    int band = pool_band_rows(s), bands = pool_bands(band, s->in_h);
+    int64_t blocks = pool_band_blocks(s, bands);
+    if (blocks == 0)
         return POOL_LAUNCH(dtype, maxpool_backward_kernel, pool_in_count(s), stream, *s,
                            (const T *)x, (const T *)dy, (T *)dx, relu);
     return ct_with_storage(dtype, [&](auto tag) -> ct_status {
