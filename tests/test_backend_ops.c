@@ -344,6 +344,19 @@ static ct_status build_conv_relu_conv(ct_graph *g, tracked *t, const entry *e)
     return half ? finish_half(g, t, e, y) : finish_vjp(g, t, e, y);
 }
 
+/* conv -> relu -> a 3x3 convolution at stride 2 over e->out channels:
+ * CUDA's backward data by phases stores relu_bwd's 0 in each phase's
+ * pixels (f32). */
+static ct_status build_conv_relu_conv_strided(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *x = main_input(g, t, e, true);
+    ct_tensor *h = ct_relu(g, ct_layer_conv2d(g, "conv1", x, e->out, e->kernel[0],
+                                              e->kernel[1], e->conv, e->bias));
+    ct_tensor *y = ct_layer_conv2d(g, "conv2", h, 20, 3, 3,
+                                   (ct_conv_args){.stride = {2, 2}, .pad = {1, 1}}, e->bias);
+    return finish_vjp(g, t, e, y);
+}
+
 /* A convolution whose weight is a plain input (no gradient) and whose bias
  * is trained: no weight gradient to fuse the bias gradient into, so the
  * channel_sum runs its own kernel (every other bias's is fused). */
@@ -643,6 +656,23 @@ static const entry entries[] = {
      .out = 70, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true},
     {"conv_wide_tile_strided", build_conv, OPS(CONV), X(4, 129, 12, 12), .out = 131,
      .kernel = {1, 1}, .conv = {.stride = {2, 2}}},
+    /* CUDA's backward data at a stride past 1 goes by phases (conv.cu):
+     * ResNet's 3x3 at stride 2 on odd planes (phases of 1, 2, 2 and 4
+     * taps); a dilation sharing a factor with the stride (one phase of
+     * rows, the other rows cleared); a kernel smaller than the stride
+     * (rows and columns that no tap reaches); a dilation whose phase
+     * would start before dy's first row (not by phases: the implicit GEMM
+     * over every tap) */
+    {"conv_strided_phases", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 20, 9, 10),
+     .out = 24, .kernel = {3, 3}, .conv = {.stride = {2, 2}, .pad = {1, 1}}, .bias = true},
+    {"conv_strided_dilated_phases", build_conv, OPS(CONV), X(2, 18, 11, 9), .out = 20,
+     .kernel = {3, 3}, .conv = {.stride = {2, 2}, .pad = {2, 1}, .dilation = {2, 1}}},
+    {"conv_stride_past_kernel", build_conv, OPS(CONV), X(2, 17, 10, 8), .out = 19,
+     .kernel = {2, 2}, .conv = {.stride = {3, 3}, .pad = {1, 0}}},
+    {"conv_strided_phase_before_dy", build_conv, OPS(CONV), X(2, 18, 13, 13), .out = 20,
+     .kernel = {3, 3}, .conv = {.stride = {2, 2}, .dilation = {3, 3}}},
+    {"conv_relu_conv_strided", build_conv_relu_conv_strided, OPS(CONV, CT_OP_RELU, CT_OP_RELU_BWD),
+     X(2, 5, 9, 11), .out = 18, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true},
     /* padding past 16 bits (stride as large, so the output stays small):
      * CUDA's staged columns once packed each tap's offset in 16 bits,
      * which wrapped and read the wrong rows; an offset is an int now */

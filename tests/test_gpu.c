@@ -106,6 +106,20 @@ static ct_status build_conv_odd(ct_graph *g, tracked *t)
     return conv_case(g, t, 3, 10, 11, 13, 6, 5, 3, args, false);
 }
 
+/* ResNet's downsampling 3x3 at stride 2 (odd planes): backward data by
+ * phases, 1, 2, 2 and 4 taps */
+static ct_status build_conv_strided(ct_graph *g, tracked *t)
+{
+    ct_conv_args args = {.stride = {2, 2}, .pad = {1, 1}};
+    return conv_case(g, t, 2, 20, 9, 10, 24, 3, 3, args, true);
+}
+
+/* a 1x1 kernel at stride 2: one phase of four, the rest of dx cleared */
+static ct_status build_conv_strided_pointwise(ct_graph *g, tracked *t)
+{
+    return conv_case(g, t, 2, 20, 9, 10, 24, 1, 1, (ct_conv_args){.stride = {2, 2}}, false);
+}
+
 static ct_status build_conv_direct(ct_graph *g, tracked *t)
 {
     return conv_case(g, t, 4, 3, 12, 12, 6, 5, 5, (ct_conv_args){0}, true);
@@ -373,6 +387,8 @@ static double tf32_tolerance(int reduction)
 static const gpu_case op_cases[] = {
     {"conv_3x3", build_conv_3x3, 126},
     {"conv_odd_strided_dilated_grouped", build_conv_odd, 162},
+    {"conv_strided", build_conv_strided, 180},
+    {"conv_strided_pointwise", build_conv_strided_pointwise, 50},
     {"conv_direct_few_channels", build_conv_direct, 256},
     {"conv_pointwise", build_conv_pointwise, 70},
     {"conv_long_reduction", build_conv_long_reduction, 9216},
@@ -1119,8 +1135,8 @@ static void linear_backward_paired(const void *arg)
  * GEMMs alone, the products paired with the weight gradient's
  * (gemm<conv_backward>), col2im.  Returns it (malloc'd; NULL on failure). */
 static float *conv_odd_dx(size_t limit, unsigned long long *columns,
-                          unsigned long long *implicit, unsigned long long *pairs,
-                          unsigned long long *col2im)
+                          unsigned long long *implicit, unsigned long long *phases,
+                          unsigned long long *pairs, unsigned long long *col2im)
 {
     ct_cuda_set_conv_columns_limit(limit);
     tracked t = {0};
@@ -1134,6 +1150,7 @@ static float *conv_odd_dx(size_t limit, unsigned long long *columns,
         run_and_compare(cpu, gpu, g, &t, 1, TOL_F32);
         counted("gemm<conv_columns>", columns, &none);
         counted("gemm<conv_backward_data>", implicit, &none);
+        counted("gemm<conv_backward_phase>", phases, &none);
         counted("gemm<conv_backward>", pairs, &none);
         counted("conv_col2im", col2im, &none);
         cuda_emu_counters_enable(0);
@@ -1153,7 +1170,8 @@ static float *conv_odd_dx(size_t limit, unsigned long long *columns,
  * each element's taps added), its product paired with the weight
  * gradient's in one go, a chunk of images at a time (unpaired) where the
  * columns pass the limit, with the same bits either way; at limit 0 the
- * implicit GEMM (paired), each within f32 tolerance of the CPU. */
+ * implicit GEMM by phases (stride 2 x 1: two, the second paired), each
+ * within f32 tolerance of the CPU. */
 static void conv_backward_data_by_columns(const void *arg)
 {
     (void)arg;
@@ -1161,25 +1179,64 @@ static void conv_backward_data_by_columns(const void *arg)
         return;
     /* columns of one image: 10 channels x 15 taps x 6 x 9 dy pixels */
     const size_t image = sizeof(float) * 10 * 15 * 6 * 9;
-    unsigned long long columns, implicit, pairs, col2im;
-    float *whole = conv_odd_dx(32u << 20, &columns, &implicit, &pairs, &col2im);
-    CHECK(columns == 0 && implicit == 0 && pairs == 1 && col2im == 1,
-          "one go: %llu column products, %llu implicit GEMMs, %llu pairs, %llu col2im (want "
-          "0, 0, 1, 1)", columns, implicit, pairs, col2im);
-    float *chunked = conv_odd_dx(image, &columns, &implicit, &pairs, &col2im);
-    CHECK(columns == 3 && implicit == 0 && pairs == 0 && col2im == 3,
-          "one image a chunk: %llu column products, %llu implicit, %llu pairs, %llu col2im "
-          "(want 3, 0, 0, 3)", columns, implicit, pairs, col2im);
-    float *gemm = conv_odd_dx(0, &columns, &implicit, &pairs, &col2im);
-    CHECK(columns == 0 && implicit == 0 && pairs == 1 && col2im == 0,
-          "limit 0: %llu column products, %llu implicit GEMMs, %llu pairs, %llu col2im (want "
-          "0, 0, 1, 0)", columns, implicit, pairs, col2im);
+    unsigned long long columns, implicit, phases, pairs, col2im;
+    float *whole = conv_odd_dx(32u << 20, &columns, &implicit, &phases, &pairs, &col2im);
+    CHECK(columns == 0 && implicit == 0 && phases == 0 && pairs == 1 && col2im == 1,
+          "one go: %llu column products, %llu implicit GEMMs, %llu phases, %llu pairs, %llu "
+          "col2im (want 0, 0, 0, 1, 1)", columns, implicit, phases, pairs, col2im);
+    float *chunked = conv_odd_dx(image, &columns, &implicit, &phases, &pairs, &col2im);
+    CHECK(columns == 3 && implicit == 0 && phases == 0 && pairs == 0 && col2im == 3,
+          "one image a chunk: %llu column products, %llu implicit, %llu phases, %llu pairs, "
+          "%llu col2im (want 3, 0, 0, 0, 3)", columns, implicit, phases, pairs, col2im);
+    float *gemm = conv_odd_dx(0, &columns, &implicit, &phases, &pairs, &col2im);
+    CHECK(columns == 0 && implicit == 0 && phases == 1 && pairs == 1 && col2im == 0,
+          "limit 0: %llu column products, %llu implicit GEMMs, %llu phases, %llu pairs, %llu "
+          "col2im (want 0, 0, 1, 1, 0)", columns, implicit, phases, pairs, col2im);
     if (whole && chunked)
         CHECK(memcmp(whole, chunked, sizeof(float) * 3 * 10 * 11 * 13) == 0,
               "the chunked columns' dx differs from the whole batch's");
     free(whole);
     free(chunked);
     free(gemm);
+}
+
+/* Backward data at stride 2 goes by phases: ResNet's 3x3 (four, the last
+ * paired with the weight gradient) and a 1x1 (one, paired; the rest of dx
+ * cleared), its weights packed per phase in one launch, nothing through
+ * the implicit GEMM over every tap; within f32 tolerance of the CPU after
+ * two steps. */
+static void conv_backward_data_by_phases(const void *arg)
+{
+    (void)arg;
+    if (!native_and_counted())
+        return;
+    const struct {
+        build_fn build;
+        unsigned long long phases;
+    } cases[] = {{build_conv_strided, 3}, {build_conv_strided_pointwise, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tracked t = {0};
+        ct_graph *g = ct_graph_new();
+        ct_plan *cpu = NULL, *gpu = NULL;
+        if (plan_both(cases[i].build, g, &t, &cpu, &gpu)) {
+            cuda_emu_counters_enable(1);
+            cuda_emu_counters_reset();
+            run_and_compare(cpu, gpu, g, &t, 2, TOL_F32);
+            unsigned long long implicit, phases, pairs, packs, none;
+            counted("gemm<conv_backward_data>", &implicit, &none);
+            counted("gemm<conv_backward_phase>", &phases, &none);
+            counted("gemm<conv_backward>", &pairs, &none);
+            counted("conv_pack_transposed", &packs, &none);
+            CHECK(implicit == 0 && phases == 2 * cases[i].phases && pairs == 2 && packs == 2,
+                  "case %zu, two steps: %llu implicit GEMMs, %llu phases, %llu pairs, %llu "
+                  "packings (want 0, %llu, 2, 2)", i, implicit, phases, pairs, packs,
+                  2 * cases[i].phases);
+            cuda_emu_counters_enable(0);
+        }
+        ct_plan_free(cpu);
+        ct_plan_free(gpu);
+        ct_graph_free(g);
+    }
 }
 #endif
 
@@ -1271,6 +1328,7 @@ int main(void)
     run_labelled("channel_reductions_finish_in_kernel", channel_reductions_finish_in_kernel,
                  NULL);
     run_labelled("conv_backward_data_by_columns", conv_backward_data_by_columns, NULL);
+    run_labelled("conv_backward_data_by_phases", conv_backward_data_by_phases, NULL);
     run_labelled("linear_backward_paired", linear_backward_paired, NULL);
 #endif
     ct_backend_free(gpu_backend);

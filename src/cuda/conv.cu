@@ -19,6 +19,7 @@
  * Accumulation: all outputs (y, dx, dw, db) are written with =.
  */
 #include <limits.h>
+#include <string.h>
 
 #include "core/math_shared.h"
 #include "cuda/conv_patch.cuh"
@@ -249,6 +250,21 @@ struct conv_pack_tile {
     ct_divmod by_taps, by_lanes, by_last_lanes;
 };
 
+/* Backward data by phases (below) packs each phase's wt_p[c, (o, t, u)]
+ * on its own: tap `tap` of w goes to phase phase[tap], as its local[tap]-th
+ * tap, the phase's rows `pitch` floats apart from `base` on. */
+enum {
+    CONV_PHASES_MAX = 16, /* phases of backward data by phases: rows' x columns' */
+    CONV_PHASE_TAPS = 64, /* the most taps a kernel read by phases has */
+};
+
+struct conv_pack_phases {
+    int count; /* 0: the one layout of conv_pack_transposed's comment */
+    unsigned char phase[CONV_PHASE_TAPS], local[CONV_PHASE_TAPS];
+    int taps[CONV_PHASES_MAX], pitch[CONV_PHASES_MAX];
+    int64_t base[CONV_PHASES_MAX];
+};
+
 /* A write phase's lanes for `runs_o` rows o of `taps` floats: whole warps. */
 static inline __host__ __device__ int conv_pack_lanes(int runs_o, int taps)
 {
@@ -276,7 +292,7 @@ static conv_pack_tile conv_pack_tile_for(const ct_conv2d_shape *s)
 
 /* block (g * tiles_o + tile of o) * tiles_c + tile of c */
 __global__ void conv_pack_transposed(ct_conv2d_shape s, conv_pack_tile tile, int pitch,
-                                     const float *w, float *wt)
+                                     conv_pack_phases phases, const float *w, float *wt)
 {
     CT_CUDA_DYNAMIC_SHARED(float, vectors);
     int taps = s.kernel_h * s.kernel_w;
@@ -298,8 +314,13 @@ __global__ void conv_pack_transposed(ct_conv2d_shape s, conv_pack_tile tile, int
     for (int e = threadIdx.x; e < end; e += blockDim.x) {
         int c = ct_div(by_lanes, e), at = min(e - c * lanes, width_o - 1);
         int o = ct_div(by_taps, at), t = at - o * taps;
-        wt[((size_t)g * cg + c0 + c) * pitch + o0 * taps + at] =
-            vectors[o * tile.stride + c * taps + t];
+        size_t to = ((size_t)g * cg + c0 + c) * pitch + o0 * taps + at;
+        if (phases.count) { /* a uniform branch: the launch's */
+            int ph = phases.phase[t];
+            to = (size_t)phases.base[ph] + ((size_t)g * cg + c0 + c) * phases.pitch[ph] +
+                 (size_t)(o0 + o) * phases.taps[ph] + phases.local[t];
+        }
+        wt[to] = vectors[o * tile.stride + c * taps + t];
     }
 }
 
@@ -819,14 +840,268 @@ static conv_backward_data_problem conv_data_problem_of(const ct_conv2d_shape *s,
     return p;
 }
 
-/* wt into the start of the workspace (conv_pack_transposed). */
+/* wt into the start of the workspace (conv_pack_transposed), in one
+ * layout or by phases. */
 static ct_status conv_pack_launch(const ct_conv2d_shape *s, const float *w, int pitch,
-                                  void *workspace, cudaStream_t stream)
+                                  const conv_pack_phases &phases, void *workspace,
+                                  cudaStream_t stream)
 {
     conv_pack_tile tile = conv_pack_tile_for(s);
     CT_CUDA_LAUNCH(conv_pack_transposed, (unsigned)(s->groups * tile.tiles_o * tile.tiles_c),
                    CT_CUDA_BLOCK, sizeof(float) * (size_t)tile.t * tile.stride, stream, *s, tile,
-                   pitch, w, (float *)workspace);
+                   pitch, phases, w, (float *)workspace);
+    return CT_OK;
+}
+
+/*
+ * Backward data at a stride past 1, by phases.  Tap i of dx row r lands
+ * on a dy row only where the stride divides r + ph - i*dh: at stride 2 a
+ * 3x3 kernel's rows land on 1 or 2 rows of 3, and the implicit GEMM over
+ * all Og*KK columns multiplied zeros three times in four (ResNet-18's
+ * stride-2 layers at batch 64: 12.5 GFLOP executed for 2.4 of work, 540
+ * us on the model against a floor of 72 with the weight gradient;
+ * emulated counts, docs/perf.md).  The dx rows whose r + ph has one
+ * residue modulo sh take the kernel rows i whose i*dh has it: i0, i0 +
+ * step, ... with step = sh / gcd(sh, dh) and i0 < step (the residues of
+ * i*dh repeat with period step, distinct within it).  A phase, one such
+ * set of rows and one of columns, is a transposed convolution at stride 1:
+ *   dx[n, c, r'*sh + r0, q'*sw + q0]
+ *     = sum_{o, t, u} wt_p[c, (o, t, u)] dy[n, o, r' + ph' - t*dh', q' + pw' - u*dw']
+ * with kernel rows i = i0 + t*step, r0 = (i0*dh - ph) mod sh, ph' = (r0 +
+ * ph - i0*dh) / sh (exact) and dh' = dh / gcd(sh, dh), the columns alike:
+ * k = Og*T*U, every product a real one, and the staging's column tables
+ * (stride 1).  dx rows of a residue no tap has (a 1x1 kernel at stride 2:
+ * three phases of four) are 0: dx is cleared first.  A phase's stores go
+ * sw floats apart (the counters' store efficiency 1/sw: each phase fills
+ * its part of the sectors, the others the rest, in L2).  Not by phases:
+ * a ph' < 0 (large dilations; the staging's maps assume none), more than
+ * CONV_PHASES_MAX phases or CONV_PHASE_TAPS taps.
+ */
+struct conv_phase {
+    int r0, q0;     /* its first dx row and column */
+    int rows, cols; /* its dx rows and columns: its destination plane */
+    int kh, kw;     /* its kernel: T x U taps */
+    int pad_h, pad_w;
+    int64_t base;   /* floats: where its wt_p starts in the workspace */
+    int pitch;      /* floats between wt_p's rows: Og*T*U in whole sectors */
+};
+
+struct conv_phases {
+    int count, dilation_h, dilation_w; /* dh', dw' */
+    bool clears;                       /* some dx rows or columns take no tap */
+    int64_t packed_floats;             /* the phases' wt_p, each in whole 256 bytes */
+    conv_phase p[CONV_PHASES_MAX];
+    conv_pack_phases pack;
+};
+
+static int conv_gcd(int a, int b)
+{
+    while (b) {
+        int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* One axis of the phases: for each i0 < min(step, kernel), the first dx
+ * row, the rows, the taps and ph'; false where a ph' < 0. */
+struct conv_phase_axis {
+    int count, step, dilation;
+    int first[CONV_PHASES_MAX], size[CONV_PHASES_MAX], taps[CONV_PHASES_MAX],
+        pad[CONV_PHASES_MAX];
+};
+
+static bool conv_phase_axis_of(int dx_size, int kernel, int stride, int pad, int dilation,
+                               conv_phase_axis *a)
+{
+    int g = conv_gcd(stride, dilation);
+    a->step = stride / g;
+    a->dilation = dilation / g;
+    a->count = a->step < kernel ? a->step : kernel;
+    if (a->count > CONV_PHASES_MAX)
+        return false;
+    for (int i0 = 0; i0 < a->count; i0++) {
+        int r0 = ((i0 * dilation - pad) % stride + stride) % stride;
+        a->first[i0] = r0;
+        a->size[i0] = r0 < dx_size ? (dx_size - r0 + stride - 1) / stride : 0;
+        a->taps[i0] = (kernel - i0 + a->step - 1) / a->step;
+        a->pad[i0] = (r0 + pad - i0 * dilation) / stride;
+        if (a->pad[i0] < 0)
+            return false;
+    }
+    return true;
+}
+
+/* The phases of s's backward data, or false where it does not go by them
+ * (stride 1, or the limits above). */
+static bool conv_phases_of(const ct_conv2d_shape *s, conv_phases *out)
+{
+    int taps = s->kernel_h * s->kernel_w;
+    conv_phase_axis rows, cols;
+    if ((s->stride_h == 1 && s->stride_w == 1) || taps > CONV_PHASE_TAPS ||
+        !conv_phase_axis_of(s->in_h, s->kernel_h, s->stride_h, s->pad_h, s->dilation_h, &rows) ||
+        !conv_phase_axis_of(s->in_w, s->kernel_w, s->stride_w, s->pad_w, s->dilation_w, &cols) ||
+        rows.count * cols.count > CONV_PHASES_MAX)
+        return false;
+    memset(out, 0, sizeof *out);
+    out->count = rows.count * cols.count;
+    out->dilation_h = rows.dilation;
+    out->dilation_w = cols.dilation;
+    out->clears = rows.count < s->stride_h || cols.count < s->stride_w;
+    int og = s->out_channels / s->groups;
+    for (int a = 0; a < rows.count; a++)
+        for (int b = 0; b < cols.count; b++) {
+            conv_phase *p = &out->p[a * cols.count + b];
+            p->r0 = rows.first[a];
+            p->q0 = cols.first[b];
+            p->rows = rows.size[a];
+            p->cols = cols.size[b];
+            p->kh = rows.taps[a];
+            p->kw = cols.taps[b];
+            p->pad_h = rows.pad[a];
+            p->pad_w = cols.pad[b];
+            p->pitch = conv_sector_pitch(og * p->kh * p->kw);
+            p->base = out->packed_floats;
+            out->packed_floats += ((int64_t)s->in_channels * p->pitch + 63) / 64 * 64;
+        }
+    conv_pack_phases *pack = &out->pack;
+    pack->count = out->count;
+    for (int ph = 0; ph < out->count; ph++) {
+        pack->taps[ph] = out->p[ph].kh * out->p[ph].kw;
+        pack->pitch[ph] = out->p[ph].pitch;
+        pack->base[ph] = out->p[ph].base;
+    }
+    for (int t = 0; t < taps; t++) {
+        int i = t / s->kernel_w, j = t % s->kernel_w;
+        int ph = i % rows.step * cols.count + j % cols.step;
+        pack->phase[t] = (unsigned char)ph;
+        pack->local[t] = (unsigned char)(i / rows.step * out->p[ph].kw + j / cols.step);
+    }
+    return true;
+}
+
+/* Phase ph as the shape whose transposed geometry (conv_geometry_of) is
+ * its convolution at stride 1: dx's channels on its rows x cols, dy as it
+ * is, its taps, padding and dilation. */
+static ct_conv2d_shape conv_phase_shape(const ct_conv2d_shape *s, const conv_phases *phases,
+                                        int ph)
+{
+    const conv_phase *p = &phases->p[ph];
+    ct_conv2d_shape t = *s;
+    t.in_h = p->rows;
+    t.in_w = p->cols;
+    t.kernel_h = p->kh;
+    t.kernel_w = p->kw;
+    t.stride_h = t.stride_w = 1;
+    t.pad_h = p->pad_h;
+    t.pad_w = p->pad_w;
+    t.dilation_h = phases->dilation_h;
+    t.dilation_w = phases->dilation_w;
+    return t;
+}
+
+/* A phase's GEMM: conv_gemm_problem's over its plane, storing where its
+ * pixels are in dx.  Its stores are scalar, consecutive lanes on
+ * consecutive pixels (sw floats apart); in fours (stores_quads) a warp's
+ * store would reach 4 * sw floats apart. */
+struct conv_backward_phase_problem : conv_gemm_problem {
+    static constexpr const char *kernel_name = "gemm<conv_backward_phase>";
+    static constexpr bool stores_quads = false;
+    int dx_h, dx_w;           /* dx's plane */
+    int step_h, step_w;       /* the strides */
+    int r0, q0;               /* the phase's first row and column in it */
+
+    __device__ size_t dx_at(int channel, int pixel) const
+    {
+        int plane = (int)g.by_plane.divisor, img = ct_div(g.by_plane, pixel);
+        int at = pixel - img * plane, r = ct_div(g.by_dst_w, at), q = at - r * g.dst_w;
+        return (((size_t)img * g.dst_c + channel) * dx_h + r * step_h + r0) * dx_w +
+               q * step_w + q0;
+    }
+    __device__ void store(int grp, int, int row, int pixel, float value) const
+    {
+        size_t at = dx_at(grp * m + row, pixel);
+        dst[at] = relu_mask ? ct_relu_grad(relu_mask[at], value) : value;
+    }
+    __device__ void store4(int grp, int split, int row, int pixel, const float *value) const
+    {
+        for (int c = 0; c < CT_VEC; c++)
+            store(grp, split, row, pixel + c, value[c]);
+    }
+};
+
+/* Phase ph's GEMM (its wt_p in `workspace`, its parts after all phases');
+ * *rows: its tile. */
+static conv_backward_phase_problem conv_phase_problem_of(const ct_conv2d_shape *s,
+                                                         const conv_phases *phases, int ph,
+                                                         const float *dy, const float *relu_mask,
+                                                         float *dx, void *workspace, int *rows)
+{
+    ct_conv2d_shape t = conv_phase_shape(s, phases, ph);
+    conv_backward_phase_problem p;
+    static_cast<conv_gemm_problem &>(p) = conv_data_problem_of(&t, dy, relu_mask, dx, workspace, rows);
+    const conv_phase *at = &phases->p[ph];
+    if (p.parts)
+        p.parts = (float *)workspace + phases->packed_floats;
+    p.a_pitch = at->pitch;
+    p.a = (const float *)workspace + at->base;
+    p.dx_h = s->in_h;
+    p.dx_w = s->in_w;
+    p.step_h = s->stride_h;
+    p.step_w = s->stride_w;
+    p.r0 = at->r0;
+    p.q0 = at->q0;
+    return p;
+}
+
+/* The floats of the phases' workspace: their wt_p, then the largest
+ * phase's parts. */
+static size_t conv_phases_floats(const ct_conv2d_shape *s, const conv_phases *phases)
+{
+    size_t parts = 0;
+    for (int ph = 0; ph < phases->count; ph++) {
+        ct_conv2d_shape t = conv_phase_shape(s, phases, ph);
+        ct_gemm_layout layout;
+        size_t floats = conv_gemm_layout(&t, true, &layout);
+        parts = floats > parts ? floats : parts;
+    }
+    return (size_t)phases->packed_floats + parts;
+}
+
+/* dx by phases: wt_p packed, dx cleared where no tap lands, each phase's
+ * GEMM, the last one beside `partner` (the weight gradient's, paired
+ * where the tiles pair) when there is one. */
+template <class Partner>
+static ct_status conv_backward_by_phases(const ct_conv2d_shape *s, const conv_phases *phases,
+                                         const float *dy, const float *w, const float *relu_mask,
+                                         float *dx, void *workspace, Partner *partner,
+                                         int partner_rows, cudaStream_t stream)
+{
+    CT_TRY(conv_pack_launch(s, w, 0, phases->pack, workspace, stream));
+    if (phases->clears)
+        CT_CUDA_CALL(cudaMemsetAsync(dx, 0,
+                                     sizeof(float) * (size_t)s->n_batch * s->in_channels *
+                                         s->in_h * s->in_w,
+                                     stream));
+    int last = -1; /* the last phase with pixels */
+    for (int ph = 0; ph < phases->count; ph++)
+        if (phases->p[ph].rows > 0 && phases->p[ph].cols > 0)
+            last = ph;
+    for (int ph = 0; ph <= last; ph++) {
+        if (phases->p[ph].rows <= 0 || phases->p[ph].cols <= 0)
+            continue;
+        int rows = 0;
+        conv_backward_phase_problem p =
+            conv_phase_problem_of(s, phases, ph, dy, relu_mask, dx, workspace, &rows);
+        conv_prepare(p, rows);
+        if (ph == last && partner)
+            return ct_cuda_launch_gemm_pair("gemm<conv_backward>", p, s->groups, rows, *partner,
+                                            s->groups, partner_rows, stream);
+        CT_TRY(ct_cuda_launch_gemm(p, s->groups, rows, stream));
+    }
+    if (partner)
+        return ct_cuda_launch_gemm(*partner, s->groups, partner_rows, stream);
     return CT_OK;
 }
 
@@ -836,6 +1111,9 @@ extern "C" size_t ct_cuda_conv2d_backward_data_workspace(const ct_conv2d_shape *
     if (images)
         return sizeof(float) * (size_t)images * s->in_channels * s->kernel_h * s->kernel_w *
                s->out_h * s->out_w;
+    conv_phases phases;
+    if (conv_phases_of(s, &phases))
+        return sizeof(float) * conv_phases_floats(s, &phases);
     ct_gemm_layout layout;
     return conv_packed_bytes(s) + sizeof(float) * conv_gemm_layout(s, true, &layout);
 }
@@ -864,7 +1142,12 @@ extern "C" ct_status ct_cuda_conv2d_backward_data(const ct_conv2d_shape *s, cons
     conv_backward_data_problem p = conv_data_problem_of(s, dy, relu_mask, dx, workspace, &rows);
     if (p.m <= 0 || p.n <= 0)
         return CT_OK;
-    CT_TRY(conv_pack_launch(s, w, p.a_pitch, workspace, stream));
+    conv_phases phases;
+    if (conv_phases_of(s, &phases))
+        return conv_backward_by_phases<conv_backward_weight_problem>(
+            s, &phases, dy, w, relu_mask, dx, workspace, NULL, 0, stream);
+    conv_pack_phases one = {};
+    CT_TRY(conv_pack_launch(s, w, p.a_pitch, one, workspace, stream));
     return conv_launch(p, s->groups, rows, stream);
 }
 
@@ -934,7 +1217,12 @@ extern "C" ct_status ct_cuda_conv2d_backward_pair(const ct_conv2d_shape *s, cons
         conv_data_problem_of(s, dy, relu_mask, dx, data_workspace, &data_rows);
     if (data.m <= 0 || data.n <= 0) /* no dx to compute */
         return ct_cuda_launch_gemm(weight, s->groups, weight_rows, stream);
-    CT_TRY(conv_pack_launch(s, w, data.a_pitch, data_workspace, stream));
+    conv_phases phases;
+    if (conv_phases_of(s, &phases))
+        return conv_backward_by_phases(s, &phases, dy, w, relu_mask, dx, data_workspace, &weight,
+                                       weight_rows, stream);
+    conv_pack_phases one = {};
+    CT_TRY(conv_pack_launch(s, w, data.a_pitch, one, data_workspace, stream));
     conv_prepare(data, data_rows);
     return ct_cuda_launch_gemm_pair("gemm<conv_backward>", data, s->groups, data_rows, weight,
                                     s->groups, weight_rows, stream);
