@@ -40,6 +40,7 @@
 #include "ops/ops.h"
 #ifdef CT_HAVE_CUDA
 #include "cuda/cuda.h"
+#include "cuda/kernels.h"
 #endif
 
 #define PLAN_SEED 7
@@ -1200,6 +1201,9 @@ int main(void)
     if (ct_backend_new("cuda", &gpu) == CT_OK) {
 #ifdef CT_HAVE_CUDA
         CHECK_OK(ct_cuda_backend_poison(gpu, true));
+        /* the wide-tile cases are small: their convolution GEMMs make
+         * fewer blocks than the SMs, where the wide tile is not taken */
+        ct_cuda_set_conv_wide_min_blocks(0);
 #endif
         n_columns = add_columns(columns, n_columns, gpu, "cuda", gpu_modes, 2);
         backends[n_backends++] = gpu;

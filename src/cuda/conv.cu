@@ -491,6 +491,31 @@ static int conv_wide(int m, int n)
     return m >= ct_gemm_wide::m ? ct_gemm_wide::m : ct_gemm_wide_64::m;
 }
 
+/* conv_wide's tile where its grid, split as far as min_depth and `most`
+ * let, gives every SM a block; else 0 (the 64 x 64 tile or the narrow
+ * one).  Below a block an SM, a block's chain of k slices is the product's
+ * time, and the 128-row tile's is about three times the 64 x 64 tile's per
+ * k: the weight gradient of ResNet-18's 1x1 downsampling to 256 channels
+ * at batch 64 (256 x 128 x 4096) was 64 blocks of 16 slices, 38 us of
+ * chain on the model (emulated counts, docs/perf.md). */
+static int conv_wide_min_blocks = -1; /* the SM count; ct_cuda_set_conv_wide_min_blocks */
+
+static int conv_wide_for(int m, int n, int64_t k, int groups, int64_t min_depth, int64_t most)
+{
+    int rows = conv_wide(m, n);
+    if (!rows)
+        return 0;
+    int splits, k_chunk;
+    int64_t tiles = ct_gemm_tiles(m, n, groups, rows), sms = ct_cuda_sm_count();
+    ct_gemm_split(tiles, k, 2 * sms, sms, min_depth, most, &splits, &k_chunk);
+    return tiles * splits >= (conv_wide_min_blocks < 0 ? sms : conv_wide_min_blocks) ? rows : 0;
+}
+
+extern "C" void ct_cuda_set_conv_wide_min_blocks(int blocks)
+{
+    conv_wide_min_blocks = blocks;
+}
+
 enum {
     /* floats a k patch may grow to when it serves several k slices */
     CONV_PATCH_SPAN_FLOATS = 4096,
@@ -746,7 +771,8 @@ static size_t conv_weight_layout(const ct_conv2d_shape *s, ct_gemm_layout *out)
     int og = s->out_channels / s->groups;
     int cols = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
     int depth = s->n_batch * s->out_h * s->out_w;
-    if (!ct_gemm_layout_for(og, cols, depth, s->groups, conv_wide(og, cols), CONV_SPLIT_MIN_DEPTH,
+    int wide = conv_wide_for(og, cols, depth, s->groups, CONV_SPLIT_MIN_DEPTH, CONV_SPLIT_MAX);
+    if (!ct_gemm_layout_for(og, cols, depth, s->groups, wide, CONV_SPLIT_MIN_DEPTH,
                             CONV_SPLIT_MAX, out, false))
         return 0;
     /* chunks of whole patches (stage_b finds a slice's patch by a mask) */
@@ -763,8 +789,10 @@ static size_t conv_gemm_layout(const ct_conv2d_shape *s, bool transposed, ct_gem
     int cg = s->in_channels / s->groups, og = s->out_channels / s->groups;
     int m = transposed ? cg : og, k = (transposed ? og : cg) * taps;
     int n = s->n_batch * (transposed ? s->in_h * s->in_w : s->out_h * s->out_w);
-    return ct_gemm_layout_for(m, n, k, s->groups, conv_wide(m, n), GEMM_SPLIT_MIN_DEPTH,
-                              GEMM_SPLIT_MAX, out);
+    return ct_gemm_layout_for(m, n, k, s->groups,
+                              conv_wide_for(m, n, k, s->groups, GEMM_SPLIT_MIN_DEPTH,
+                                            GEMM_SPLIT_MAX),
+                              GEMM_SPLIT_MIN_DEPTH, GEMM_SPLIT_MAX, out);
 }
 
 /* Bytes of backward data's packed weights, whole 256-byte blocks: its

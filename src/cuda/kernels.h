@@ -181,6 +181,10 @@ ct_status ct_cuda_conv2d_backward_pair(const ct_conv2d_shape *s, const float *dy
 /* Tests: the most workspace backward data's columns take (default 32 MiB;
  * 0: never by columns).  Set it before planning: the workspace follows it. */
 void ct_cuda_set_conv_columns_limit(size_t bytes);
+/* Test hook: the fewest blocks a convolution GEMM's wide tile must make
+ * for the GEMM to take it (-1, the default: the device's SM count; 0:
+ * wherever the shape suits it, as small test shapes need). */
+void ct_cuda_set_conv_wide_min_blocks(int blocks);
 /* With db (else NULL), the bias gradient too: db[o] = sum of dy over its
  * images and pixels, as one more GEMM column of ones (float sums in k
  * order, then the split parts in order). */
