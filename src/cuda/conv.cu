@@ -1068,7 +1068,8 @@ static conv_backward_phase_problem conv_phase_problem_of(const ct_conv2d_shape *
 {
     ct_conv2d_shape t = conv_phase_shape(s, phases, ph);
     conv_backward_phase_problem p;
-    static_cast<conv_gemm_problem &>(p) = conv_data_problem_of(&t, dy, relu_mask, dx, workspace, rows);
+    static_cast<conv_gemm_problem &>(p) =
+        conv_data_problem_of(&t, dy, relu_mask, dx, workspace, rows);
     const conv_phase *at = &phases->p[ph];
     if (p.parts)
         p.parts = (float *)workspace + phases->packed_floats;
