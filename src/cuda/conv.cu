@@ -34,7 +34,7 @@ enum {
 /* The floats of the forward pass's and backward data's tables before a k
  * patch's rows: patch_k columns, then a tile's `width` pixels (16-byte
  * aligned: patch_k is a multiple of 8 and the header 16 floats). */
-static inline __host__ __device__ int conv_table_floats(int patch_k, int width)
+static constexpr __host__ __device__ int conv_table_floats(int patch_k, int width)
 {
     return CONV_COLUMN_FLOATS * patch_k + CONV_SPOT_FLOATS * width;
 }
@@ -366,18 +366,27 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
                             int m0) const
     {
         static_assert(GEMM_THREADS % Tile::depth == 0, "a thread stages one pixel's rows");
-        int kk = threadIdx.x % Tile::depth, pixel = k0 + kk;
+        int kk, i0;
+        gemm_along_k<Tile::depth, Tile::m + Tile::pad>((int)threadIdx.x, &kk, &i0);
+        int pixel = k0 + kk;
         int plane = (int)g.by_plane.divisor, img = ct_div(g.by_plane, min(pixel, k - 1));
         const float *at = dy + ((size_t)img * g.dst_c + grp * m) * plane + (min(pixel, k - 1) -
                                                                            img * plane);
         enum { STEP = GEMM_THREADS / Tile::depth, READS = Tile::m / STEP };
-        int i0 = (int)threadIdx.x / Tile::depth;
         at += (size_t)(m0 + i0) * plane;
         /* the thread's rows within m, none past k_end: one compare an
          * element, its address one add (the bounds and the offset per
          * element were 14 instructions an element, emulated counts) */
         int rows = pixel < k_end ? m - m0 - i0 : 0;
         size_t step = (size_t)STEP * plane;
+        /* all of them, no compares (not in the 128-row tile: its loads
+         * then spilled 36 bytes at 128 registers, nvcc 13) */
+        if (Tile::m <= GEMM_WIDE / 2 && rows > (READS - 1) * STEP) {
+#pragma unroll
+            for (int r = 0; r < READS; r++, at += step)
+                tile[kk][i0 + r * STEP] = *at;
+            return;
+        }
 #pragma unroll
         for (int r = 0; r < READS; r++, at += step)
             tile[kk][i0 + r * STEP] = r * STEP < rows ? *at : 0.0f;
@@ -445,14 +454,19 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
         enum { STEP = GEMM_THREADS / Tile::depth, READS = Tile::n / STEP };
         static_assert(GEMM_THREADS % Tile::depth == 0, "a thread stages one pixel's columns");
         static_assert(CONV_WEIGHT_PIXELS % Tile::depth == 0, "a patch is whole k slices");
-        int kk = threadIdx.x % Tile::depth, pixel = k0 + kk;
+        int kk, i0;
+        gemm_along_k<Tile::depth, Tile::n + Tile::pad>((int)threadIdx.x, &kk, &i0);
+        int pixel = k0 + kk;
         conv_patch_spot spot;
         ct_load16(spots + (pixel - first), &spot);
-#pragma unroll
+        /* four at a time in the 128-row tile: unrolled whole, its loads
+         * spilled 40 bytes at 128 registers (nvcc 13) */
+        enum { UNROLL = Tile::m > GEMM_WIDE / 2 ? 4 : READS };
+#pragma unroll UNROLL
         for (int r = 0; r < READS; r++) {
             /* what the column is comes from the table too: the block's
              * column bounds held in registers across the k loop spilled */
-            int i = (int)threadIdx.x / Tile::depth + r * STEP;
+            int i = i0 + r * STEP;
             conv_column column;
             ct_load16(columns + i, &column);
             tile[kk][i] = conv_patch_column_read(spot, patch, column);
@@ -523,6 +537,12 @@ enum {
      * beside the largest patch and the tiles (under 48 KiB) */
     CONV_PATCH_SPAN_COLUMNS = 256,
 };
+static_assert(gemm_wide_static_bytes(GEMM_WIDE) +
+                      sizeof(float) * (CONV_PATCH_HEADER + CONV_PATCH_MAX +
+                                       conv_table_floats(CONV_PATCH_SPAN_COLUMNS, GEMM_WIDE)) <=
+                  48 * 1024,
+              "the largest patch and table beside the 128-row tile: within the 48 KiB a block "
+              "has without opting in");
 
 /* The columns (c, tap) of a k patch: a k slice's (8 or 16), doubled while the
  * patch stays within CONV_PATCH_SPAN_FLOATS (or one slice's, if more), so

@@ -42,7 +42,7 @@
 #include "cuda/gemm.cuh"
 
 enum {
-    CONV_PATCH_MAX = 8192, /* floats: 32 KiB, with the tiles' 8.25 KiB under 48 KiB */
+    CONV_PATCH_MAX = 6144, /* floats: 24 KiB, with the tiles under 48 KiB (conv.cu) */
     CONV_PATCH_HEADER = 16, /* floats before a k patch: its conv_patch (conv.cu) */
 };
 

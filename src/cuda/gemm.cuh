@@ -95,10 +95,18 @@ enum {
 /* The wide tiles (ct_tiled_gemm_wide, below). */
 enum {
     GEMM_WIDE = 128,    /* tile columns, and rows of the full-height tile */
-    GEMM_WIDE_K = 8,    /* k slice */
+    GEMM_WIDE_K = 16,   /* k slice */
     GEMM_WIDE_PAD = 4,  /* floats after each tile row */
     GEMM_WIDE_MIN = 512 /* rows and columns from which matrix products use it */
 };
+
+/* The wide tile's static shared memory for `rows` (128 or 64): its a and b
+ * slices and row bias, 17 KiB at 128. */
+static constexpr size_t gemm_wide_static_bytes(int rows)
+{
+    return sizeof(float) *
+           ((size_t)GEMM_WIDE_K * (rows + GEMM_WIDE_PAD + GEMM_WIDE + GEMM_WIDE_PAD) + rows);
+}
 
 /* The narrow tile (ct_tiled_gemm_narrow, below). */
 enum {
@@ -122,13 +130,34 @@ typedef ct_gemm_tile<GEMM_NARROW_M, GEMM_NARROW_N, GEMM_TILE_K, GEMM_PAD> ct_gem
 /* Stage tile[kk][i] = load(group, k0 + kk, i0 + i) for a `depth` x `width`
  * slice (0 outside [0, limit) x [.., k_end)): threads run along k when
  * `along_k`, along i otherwise.  `load` reads a or b. */
+/* Element e's (kk, i) in a depth x `width` slice staged along k into
+ * rows `pitch` floats apart: e % depth and e / depth, except where the
+ * pitch is 4 mod 32 and the slice deeper than 8 (the wide tiles' 16): a
+ * warp of 16 k x 2 i put words kk and kk + 8 on one bank (4 kk + i), so
+ * it takes 8 k x 4 i, 32 banks, and reads 4 whole sectors along k.  For
+ * e + r GEMM_THREADS, i grows by r GEMM_THREADS / depth either way. */
+template <int depth, int pitch>
+static __device__ inline void gemm_along_k(int e, int *kk, int *i)
+{
+    if constexpr (depth > 8 && depth % 8 == 0 && pitch % CT_CUDA_WARP == 4) {
+        enum { GROUPS = depth / 8 };
+        int lane = e % CT_CUDA_WARP, warp = e / CT_CUDA_WARP;
+        *kk = lane % 8 + 8 * (warp % GROUPS);
+        *i = lane / 8 + 4 * (warp / GROUPS);
+    } else {
+        *kk = e % depth;
+        *i = e / depth;
+    }
+}
+
 template <int width, int depth = GEMM_TILE_K, int pad = GEMM_PAD, class Load>
 static __device__ inline void gemm_stage(float (*tile)[width + pad], bool along_k, int i0,
                                          int limit, int k0, int k_end, Load load)
 {
     for (int e = threadIdx.x; e < depth * width; e += GEMM_THREADS) {
-        int kk = along_k ? e % depth : e / width;
-        int i = along_k ? e / depth : e % width;
+        int kk = e / width, i = e % width;
+        if (along_k)
+            gemm_along_k<depth, width + pad>(e, &kk, &i);
         if constexpr (width == CT_CUDA_WARP / 2 && depth / 2 * (width + pad) % 32 == 16) {
             /* a warp along i covers two rows of the narrow tile's a: rows
              * kk and kk + depth / 2, whose 16 words lie in opposite halves
@@ -403,7 +432,14 @@ static __device__ inline void gemm_stage_a_rows(const Problem &p,
     enum { QUADS = Tile::depth / CT_VEC };
     static_assert(Tile::depth % CT_VEC == 0, "whole float4s of a k slice");
     for (int e = threadIdx.x; e < Tile::m * QUADS; e += GEMM_THREADS) {
-        int i = e / QUADS, kk = CT_VEC * (e % QUADS), k = k0 + kk;
+        int i = e / QUADS, q = e % QUADS;
+        if constexpr (QUADS > 2 && CT_VEC * (Tile::m + Tile::pad) % CT_CUDA_WARP == 16) {
+            /* rows 4 mod 32 apart (the wide tiles): a warp on 16 rows x
+             * 2 quads, where 8 x 4 put quads q and q + 2 on one bank */
+            i = e % 16 + 16 * (e / (16 * QUADS));
+            q = e / 16 % QUADS;
+        }
+        int kk = CT_VEC * q, k = k0 + kk;
         float v[CT_VEC] = {0.0f, 0.0f, 0.0f, 0.0f};
         if (m0 + i < p.m) {
             const float *at = p.a_row(group, m0 + i) + k;
@@ -518,7 +554,7 @@ static __global__ void __launch_bounds__(GEMM_THREADS, GEMM_MIN_BLOCKS) ct_tiled
  * The wide tile, for products of at least 128 rows and columns (matrix
  * products from GEMM_WIDE_MIN; the convolutions choose for themselves,
  * ct_cuda_launch_gemm): 128 x 128 outputs per block of
- * 256 threads, 8 x 8 per thread, k slices 8 deep.  With `halves` = 1 it
+ * 256 threads, 8 x 8 per thread, k slices 16 deep.  With `halves` = 1 it
  * is 64 x 128 (4 x 8 per thread: 9 wavefronts per 32 FMA instructions,
  * 89% of the FP32 rate), for convolutions of 64 to 127 channels, where
  * the 128-row tile would idle half its rows.  The 64 x 64 kernel
@@ -536,15 +572,21 @@ static __global__ void __launch_bounds__(GEMM_THREADS, GEMM_MIN_BLOCKS) ct_tiled
  * wavefronts per 64 FMAs, 66 instructions instead of 72), and stores of
  * four columns at a time (gemm_put4), 16 lanes on 256 consecutive bytes.
  * Staging writes are conflict-free with rows padded by 4 floats (k slices
- * along k: lanes (kk, i) hit banks 4 kk + i), which also keeps each row's
- * float4 reads 16-byte aligned.  Registers: 64 accumulators, near 128 per
+ * along k: a warp's lanes (kk, i) on 8 x 4, banks 4 kk + i, gemm_along_k),
+ * which also keeps each row's float4 reads 16-byte aligned.  16 deep, not
+ * 8: a slice's fixed costs (two barriers, a round trip for a, the staging's
+ * addresses) come half as often; on VGG's and ResNet's convolutions that
+ * was 5-6 % of their instructions (emulated counts, docs/perf.md
+ * 2026-12-04), and the staging's unrolled loads stay within the registers
+ * (conv.cu's weight gradient unrolls 4 at a time in the 128-row tile).
+ * Registers: 64 accumulators, near 128 per
  * thread; two blocks per SM (25% occupancy), the usual point for SGEMM,
  * where each warp has 64 independent FMAs per k step to hide latency.
  * The launch bounds hold that (and three blocks of the 64-row tile, at
  * most 85 registers): left free, nvcc kept the convolutions' staging
  * invariants (conv.cu's k patches) live across the k loop, 178 registers
  * and one block an SM; bounded, 128 and 80 with no spills (nvcc 13).
- * Static shared memory: 2 x 8 x 132 x 4 = 8.25 KiB.
+ * Static shared memory: gemm_wide_static_bytes, 17 KiB for 128 rows.
  *
  * The same sums in the same order as ct_tiled_gemm: each c element adds its
  * chunk's products in increasing k with float FMAs.
