@@ -81,9 +81,20 @@ __device__ inline void bn_store_channel(int c, int ch, int64_t m, double mean, d
         run.num_batches[0] += 1;
 }
 
+/* The most values a thread of bn_stats_chunk_kernel holds: the shortest
+ * chunk (ct_channel_chunks_for), every chunk of ResNet-18's layers at
+ * batch 64.  The longest's 32 took 120 registers (two blocks an SM);
+ * longer chunks are read twice. */
+enum {
+    BN_STATS_HELD = CT_CHANNEL_CHUNK_MIN / CT_CUDA_BLOCK,
+};
+
 /* Pass 1, block ch*count + k: parts[0][ch,k] = sum x over chunk k of channel
- * ch, parts[1][ch,k] = sum (x - chunk mean)^2 over it (a second read of
- * the chunk, from cache).  parts: [2, c, count].  The block that finishes
+ * ch, parts[1][ch,k] = sum (x - chunk mean)^2 over it, from the values
+ * held in registers (read a second time, from cache, the chunk took 9.6 us
+ * on ResNet-18's first layers at batch 64 against a floor of 5.0: twice
+ * the bytes through L2 and the round trips; emulated counts, docs/perf.md
+ * 2026-12-04).  parts: [2, c, count].  The block that finishes
  * the channel (ct_channel_finishes_here; tickets: one per channel, or
  * NULL) does pass 2's work for it: stats and the running statistics. */
 template <class T>
@@ -94,15 +105,33 @@ __global__ void bn_stats_chunk_kernel(int n, int c, int inner, ct_channel_chunks
     int ch = (int)(blockIdx.x / chunks.count), k = (int)(blockIdx.x % chunks.count);
     int64_t m = (int64_t)n * inner;
     int64_t start = ct_chunk_start(chunks, k), end = ct_chunk_end(chunks, k, m);
-    double sum = 0.0;
-    ct_channel_walk(c, inner, ch, start, end,
-                    [&](int64_t at) { sum += ct_load_f32(x, at); });
-    sum = ct_block_sum(sum);
-    double chunk_mean = sum / (double)(end - start), sq_dev = 0.0;
-    ct_channel_walk(c, inner, ch, start, end, [&](int64_t at) {
-        double d = ct_load_f32(x, at) - chunk_mean;
-        sq_dev += d * d;
-    });
+    double sum = 0.0, sq_dev = 0.0, chunk_mean;
+    if (end - start <= (int64_t)BN_STATS_HELD * blockDim.x) {
+        float v[BN_STATS_HELD];
+        int count = ct_channel_values(c, inner, ch, start, end, v,
+                                      [&](int64_t at) { return ct_load_f32(x, at); });
+#pragma unroll
+        for (int u = 0; u < BN_STATS_HELD; u++)
+            if (u < count)
+                sum += v[u];
+        sum = ct_block_sum(sum);
+        chunk_mean = sum / (double)(end - start);
+#pragma unroll
+        for (int u = 0; u < BN_STATS_HELD; u++)
+            if (u < count) {
+                double d = v[u] - chunk_mean;
+                sq_dev += d * d;
+            }
+    } else {
+        ct_channel_walk(c, inner, ch, start, end,
+                        [&](int64_t at) { sum += ct_load_f32(x, at); });
+        sum = ct_block_sum(sum);
+        chunk_mean = sum / (double)(end - start);
+        ct_channel_walk(c, inner, ch, start, end, [&](int64_t at) {
+            double d = ct_load_f32(x, at) - chunk_mean;
+            sq_dev += d * d;
+        });
+    }
     sq_dev = ct_block_sum(sq_dev);
     double *sums = parts + (int64_t)ch * chunks.count;
     double *sq_devs = parts + ((int64_t)c + ch) * chunks.count;

@@ -105,6 +105,30 @@ enum {
     CT_CHANNEL_WALK_GROUP = 8,
 };
 
+/* Where this thread's elements of channel ch lie, from element e on, one
+ * blockDim.x step at a time. */
+struct ct_channel_cursor {
+    int64_t at, plane, step_at; /* plane: from one image to the next */
+    int offset, inner, step_offset;
+
+    __device__ ct_channel_cursor(int c, int inner_, int ch, int64_t e)
+        : plane((int64_t)c * inner_), offset((int)(e % inner_)), inner(inner_),
+          step_offset((int)(blockDim.x % inner_))
+    {
+        at = e / inner * plane + (int64_t)ch * inner + offset;
+        step_at = (int64_t)(blockDim.x / inner) * plane + step_offset;
+    }
+    __device__ void next()
+    {
+        offset += step_offset;
+        at += step_at;
+        if (offset >= inner) { /* into the next image */
+            offset -= inner;
+            at += plane - inner;
+        }
+    }
+};
+
 template <class Visit>
 __device__ inline void ct_channel_walk(int c, int inner, int ch, int64_t start, int64_t end,
                                        Visit visit)
@@ -112,28 +136,39 @@ __device__ inline void ct_channel_walk(int c, int inner, int ch, int64_t start, 
     int64_t e = start + threadIdx.x;
     if (e >= end)
         return;
-    int64_t plane = (int64_t)c * inner; /* from one image to the next */
-    int offset = (int)(e % inner);
-    int64_t at = e / inner * plane + (int64_t)ch * inner + offset;
-    int step_offset = (int)(blockDim.x % inner);
-    int64_t step_at = (int64_t)(blockDim.x / inner) * plane + step_offset;
+    ct_channel_cursor cursor(c, inner, ch, e);
     for (; e < end; e += (int64_t)CT_CHANNEL_WALK_GROUP * blockDim.x) {
         int64_t group[CT_CHANNEL_WALK_GROUP];
 #pragma unroll
         for (int u = 0; u < CT_CHANNEL_WALK_GROUP; u++) {
-            group[u] = at;
-            offset += step_offset;
-            at += step_at;
-            if (offset >= inner) { /* into the next image */
-                offset -= inner;
-                at += plane - inner;
-            }
+            group[u] = cursor.at;
+            cursor.next();
         }
 #pragma unroll
         for (int u = 0; u < CT_CHANNEL_WALK_GROUP; u++)
             if (e + (int64_t)u * blockDim.x < end)
                 visit(group[u]);
     }
+}
+
+/* load(at) of this thread's elements of [start, end) of channel ch, in
+ * ct_channel_walk's order, into v (0 past them), and their count; the
+ * chunk at most MOST x blockDim.x elements.  All MOST loads are in flight
+ * together, one round trip; held in registers, they serve a second pass
+ * over the chunk without reading it again. */
+template <int MOST, class Load>
+__device__ inline int ct_channel_values(int c, int inner, int ch, int64_t start, int64_t end,
+                                        float (&v)[MOST], Load load)
+{
+    int64_t e = start + threadIdx.x;
+    int count = e < end ? (int)((end - e + blockDim.x - 1) / blockDim.x) : 0;
+    ct_channel_cursor cursor(c, inner, ch, e < end ? e : start);
+#pragma unroll
+    for (int u = 0; u < MOST; u++) {
+        v[u] = u < count ? load(cursor.at) : 0.0f;
+        cursor.next();
+    }
+    return count;
 }
 
 /* The channel of this thread's warp in pass 2 (c or more: none). */
