@@ -26,7 +26,11 @@
 
 enum {
     CONV_SPLIT_MIN_DEPTH = 128,   /* shortest k chunk worth its own block */
-    CONV_SPLIT_MAX = 128,
+    /* the most chunks of a weight gradient's k: a first layer's few
+     * outputs over every pixel (6 x 25 over 200,704 at batch 256) split to
+     * twice the SMs, where 128 left 98 slices a block (55.4 -> 33.1 us on
+     * the model; the parts are summed 16 in flight, ct_sum_parts_deep) */
+    CONV_SPLIT_MAX = 512,
     CONV_COLUMN_FLOATS = 4,       /* a column's conv_column in the scratch */
     CONV_SPOT_FLOATS = 4,         /* a pixel's conv_patch_spot in the scratch */
 };
