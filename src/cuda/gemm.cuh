@@ -127,9 +127,6 @@ typedef ct_gemm_tile<GEMM_WIDE, GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD> ct_gemm_w
 typedef ct_gemm_tile<GEMM_WIDE / 2, GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD> ct_gemm_wide_64;
 typedef ct_gemm_tile<GEMM_NARROW_M, GEMM_NARROW_N, GEMM_TILE_K, GEMM_PAD> ct_gemm_narrow;
 
-/* Stage tile[kk][i] = load(group, k0 + kk, i0 + i) for a `depth` x `width`
- * slice (0 outside [0, limit) x [.., k_end)): threads run along k when
- * `along_k`, along i otherwise.  `load` reads a or b. */
 /* Element e's (kk, i) in a depth x `width` slice staged along k into
  * rows `pitch` floats apart: e % depth and e / depth, except where the
  * pitch is 4 mod 32 and the slice deeper than 8 (the wide tiles' 16): a
@@ -150,6 +147,9 @@ static __device__ inline void gemm_along_k(int e, int *kk, int *i)
     }
 }
 
+/* Stage tile[kk][i] = load(group, k0 + kk, i0 + i) for a `depth` x `width`
+ * slice (0 outside [0, limit) x [.., k_end)): threads run along k when
+ * `along_k`, along i otherwise.  `load` reads a or b. */
 template <int width, int depth = GEMM_TILE_K, int pad = GEMM_PAD, class Load>
 static __device__ inline void gemm_stage(float (*tile)[width + pad], bool along_k, int i0,
                                          int limit, int k0, int k_end, Load load)
