@@ -172,11 +172,16 @@ static ct_status build_casts(ct_graph *g, tracked *t, const entry *e)
     return finish_vjp(g, t, e, ct_cast(g, ct_cast(g, ct_cast(g, x, CT_BF16), CT_F16), CT_F32));
 }
 
-/* relu(x + tanh(x)): the relu fused into the add (a residual block's end). */
+/* relu(h + sigmoid(h)), h = relu(x): the outer relu fused into the add (a
+ * residual block's end); in backward h's gradient is the add of its two
+ * parts, which computes h's relu_bwd too (graph/fuse.c; a residual
+ * block's input, read by its convolution and its shortcut).  sigmoid, not
+ * tanh: where h is 0 both parts are then nonzero, so only h's mask makes
+ * x's gradient 0 there. */
 static ct_status build_add_relu(ct_graph *g, tracked *t, const entry *e)
 {
-    ct_tensor *x = main_input(g, t, e, true);
-    return finish_vjp(g, t, e, ct_relu(g, ct_add(g, x, ct_tanh(g, x))));
+    ct_tensor *h = ct_relu(g, main_input(g, t, e, true));
+    return finish_vjp(g, t, e, ct_relu(g, ct_add(g, h, ct_sigmoid(g, h))));
 }
 
 /* A constant node (ops.h: it seeds the gradient of a loss), kept. */
@@ -248,15 +253,16 @@ static ct_status build_half_sigmoid_tanh(ct_graph *g, tracked *t, const entry *e
 }
 
 /* A 2x2 max pool (CUDA's pool2x2 kernels), a padded average pool that
- * excludes the padding, an overlapping padded max pool, a global average
- * pool: 16-bit in and out of each, backward too. */
+ * excludes the padding, an overlapping padded max pool, a relu and a
+ * global average pool (the relu's backward in the pool's on CUDA): 16-bit
+ * in and out of each, backward too. */
 static ct_status build_half_pools(ct_graph *g, tracked *t, const entry *e)
 {
     ct_tensor *h = ct_maxpool2d(g, half_input(g, t, e), (ct_pool_args){.kernel = {2, 2}});
     h = ct_avgpool2d(g, h, (ct_pool_args){.kernel = {3, 3}, .stride = {1, 1}, .pad = {1, 1},
                                           .exclude_pad = true});
     h = ct_maxpool2d(g, h, (ct_pool_args){.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}});
-    return finish_half(g, t, e, ct_global_avgpool(g, h));
+    return finish_half(g, t, e, ct_global_avgpool(g, ct_relu(g, h)));
 }
 
 /* Batchnorm of 16-bit x (f32 statistics, gamma, beta, running buffers) to
@@ -266,11 +272,12 @@ static ct_status build_half_batchnorm(ct_graph *g, tracked *t, const entry *e)
     return finish_half(g, t, e, ct_layer_batchnorm2d(g, "bn", half_input(g, t, e)));
 }
 
-/* relu(h + relu(h)) in 16 bits: the relu fused into the add. */
+/* build_add_relu in 16 bits: the relus fused into the add (forward) and
+ * h's into the add of its gradient (CUDA; the CPU's reads f32 masks). */
 static ct_status build_half_add_relu(ct_graph *g, tracked *t, const entry *e)
 {
-    ct_tensor *h = half_input(g, t, e);
-    return finish_half(g, t, e, ct_relu(g, ct_add(g, h, ct_tanh(g, h))));
+    ct_tensor *h = ct_relu(g, half_input(g, t, e));
+    return finish_half(g, t, e, ct_relu(g, ct_add(g, h, ct_sigmoid(g, h))));
 }
 
 /* The same followed by a relu, fused into the 16-bit batchnorm's store. */
@@ -392,6 +399,13 @@ static ct_status build_global_avgpool(ct_graph *g, tracked *t, const entry *e)
     return finish_vjp(g, t, e, ct_global_avgpool(g, main_input(g, t, e, true)));
 }
 
+/* A relu before the pool (ResNet's end): its backward is the pool
+ * backward's store (graph/fuse.c). */
+static ct_status build_relu_global_avgpool(ct_graph *g, tracked *t, const entry *e)
+{
+    return finish_vjp(g, t, e, ct_global_avgpool(g, ct_relu(g, main_input(g, t, e, true))));
+}
+
 static ct_status build_batchnorm(ct_graph *g, tracked *t, const entry *e)
 {
     return finish_vjp(g, t, e, ct_layer_batchnorm2d(g, "bn", main_input(g, t, e, true)));
@@ -498,8 +512,11 @@ static const entry entries[] = {
     {"activations_odd", build_activations, ACTIVATIONS, X(3, 7, 5, 11)},
     {"activations_large", build_activations, ACTIVATIONS, X(3, 100003)},
     {"fill_large", build_fill, OPS(CT_OP_FILL), X(3, 100003)},
-    {"add_relu_fused", build_add_relu, OPS(CT_OP_ADD, CT_OP_RELU, CT_OP_RELU_BWD, CT_OP_TANH),
+    {"add_relu_fused", build_add_relu, OPS(CT_OP_ADD, CT_OP_RELU, CT_OP_RELU_BWD, CT_OP_SIGMOID),
      X(3, 7, 5, 11)},
+    /* many of the CPU's chunks and its parallel loop, a tail of 1,545 */
+    {"add_relu_large", build_add_relu, OPS(CT_OP_ADD, CT_OP_RELU, CT_OP_RELU_BWD, CT_OP_SIGMOID),
+     X(3, 100003)},
     {"casts_odd", build_casts, OPS(CT_OP_CAST), X(3, 7, 5, 11)},
     {"casts_large", build_casts, OPS(CT_OP_CAST), X(3, 100003)},
     /* 16-bit activations: 300,405 elements (eight halves per 128-bit access
@@ -560,8 +577,8 @@ static const entry entries[] = {
     {"half_batchnorm_2d_bf16", build_half_batchnorm, BATCHNORM, X(9, 37), BOTH_MODES, HALF_BF16},
     {"half_batchnorm_relu_bf16", build_half_batchnorm_relu, BATCHNORM, X(5, 70, 4, 5),
      BOTH_MODES, HALF_BF16},
-    {"half_add_relu_fp16", build_half_add_relu, OPS(CT_OP_ADD, CT_OP_RELU, CT_OP_RELU_BWD),
-     X(3, 7, 5, 11), HALF_FP16},
+    {"half_add_relu_fp16", build_half_add_relu,
+     OPS(CT_OP_ADD, CT_OP_RELU, CT_OP_RELU_BWD, CT_OP_SIGMOID), X(3, 7, 5, 11), HALF_FP16},
     {"half_batchnorm_2d_fp16", build_half_batchnorm, BATCHNORM, X(9, 37), BOTH_MODES, HALF_FP16},
     {"half_batchnorm_vec_bf16", build_half_batchnorm, BATCHNORM, X(5, 70, 4, 5), BOTH_MODES,
      HALF_BF16},
@@ -747,6 +764,9 @@ static const entry entries[] = {
     {"avgpool_large", build_avgpool, AVGPOOL, X(2, 35, 67, 65), POOL_3X3_SAME},
     {"global_avgpool_one", build_global_avgpool, GLOBAL_AVGPOOL, X(1, 1, 1, 1)},
     {"global_avgpool_large", build_global_avgpool, GLOBAL_AVGPOOL, X(64, 150, 6, 6)},
+    {"relu_global_avgpool", build_relu_global_avgpool,
+     OPS(CT_OP_RELU, CT_OP_GLOBAL_AVGPOOL, CT_OP_GLOBAL_AVGPOOL_BWD, CT_OP_RELU_BWD),
+     X(5, 70, 7, 7)},
     /* batchnorm: batch statistics in training, the running ones in evaluation */
     {"batchnorm_tiny", build_batchnorm, BATCHNORM, X(3, 2, 1, 1), BOTH_MODES},
     {"batchnorm_2d_wide", build_batchnorm, BATCHNORM, X(9, 37), BOTH_MODES},

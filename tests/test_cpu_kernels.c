@@ -337,7 +337,7 @@ static void test_global_avgpool(void)
         poison(y, n * c);
         poison(dx, (int64_t)n * c * inner);
         ct_cpu_global_avgpool_forward(n, c, inner, x, y);
-        ct_cpu_global_avgpool_backward(n, c, inner, dy, dx);
+        ct_cpu_global_avgpool_backward(n, c, inner, dy, NULL, dx);
         CHECK_CLOSE(y, y_ref, n * c, "global avgpool forward");
         CHECK_CLOSE(dx, dx_ref, (int64_t)n * c * inner, "global avgpool backward");
         free(x), free(dy), free(y), free(dx), free(y_ref), free(dx_ref);

@@ -125,9 +125,12 @@ void ct_cpu_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const f
                                bool relu, float *dx);
 void ct_cpu_avgpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y);
 void ct_cpu_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy, float *dx);
-/* y[n,c] = mean_i x[n,c,i];  dx[n,c,i] = dy[n,c] / inner */
+/* y[n,c] = mean_i x[n,c,i];  dx[n,c,i] = dy[n,c] / inner, or where relu_y
+ * is given (a fused relu_bwd: the output of the relu before the pool)
+ * ct_relu_grad(relu_y[n,c,i], dy[n,c] / inner) */
 void ct_cpu_global_avgpool_forward(int n, int c, int inner, const float *x, float *y);
-void ct_cpu_global_avgpool_backward(int n, int c, int inner, const float *dy, float *dx);
+void ct_cpu_global_avgpool_backward(int n, int c, int inner, const float *dy,
+                                    const float *relu_y, float *dx);
 
 /* ---- activation.c --------------------------------------------------------- */
 /* Elementwise over `count` elements.  Backward rules use the output y. */
@@ -208,6 +211,9 @@ void ct_cpu_copy(int64_t count, const float *x, float *y);
 /* y = a + b */
 void ct_cpu_add(int64_t count, const float *a, const float *b, float *y);
 void ct_cpu_add_relu(int64_t count, const float *a, const float *b, float *y);
+/* y = ct_relu_grad(mask, a + b) (a relu_bwd fused into the add of its dy) */
+void ct_cpu_add_relu_grad(int64_t count, const float *a, const float *b, const float *mask,
+                          float *y);
 /* Along dim 1 of [n, c_i, inner] tensors: y: [n, sum c_i, inner]. */
 void ct_cpu_concat(int n, int inner, int n_inputs, const int *channels, const float *const *xs,
                    float *y);

@@ -432,15 +432,21 @@ void ct_cpu_global_avgpool_forward(int n, int c, int inner, const float *x, floa
     }
 }
 
-/* dx[n,c,i] = dy[n,c] / inner;  dy: [n, c], dx: [n, c, inner] */
-void ct_cpu_global_avgpool_backward(int n, int c, int inner, const float *dy, float *dx)
+/* dx[n,c,i] = dy[n,c] / inner (masked by relu_y where given: kernels.h);
+ * dy: [n, c], dx and relu_y: [n, c, inner] */
+void ct_cpu_global_avgpool_backward(int n, int c, int inner, const float *dy,
+                                    const float *relu_y, float *dx)
 {
     int64_t planes = (int64_t)n * c;
 #pragma omp parallel for if (pool_parallel(planes, inner)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         float share = dy[p] / (float)inner;
         float *restrict dxp = dx + p * inner;
-        for (int i = 0; i < inner; i++)
-            dxp[i] = share;
+        if (relu_y)
+            for (int i = 0; i < inner; i++)
+                dxp[i] = ct_relu_grad(relu_y[p * inner + i], share);
+        else
+            for (int i = 0; i < inner; i++)
+                dxp[i] = share;
     }
 }

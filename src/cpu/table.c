@@ -394,6 +394,7 @@ static ct_status run_global_avgpool_bwd(const ct_exec *exec, const ct_tensor *no
 {
     ct_nci dims = ct_nci_of(node);
     ct_cpu_global_avgpool_backward(dims.n, dims.c, dims.inner, ct_in(exec, node, 0),
+                                   (const float *)ct_exec_relu_mask(exec, node),
                                    ct_out(exec, node));
     return CT_OK;
 }
@@ -446,6 +447,12 @@ static ct_status run_tanh_bwd(const ct_exec *e, const ct_tensor *n)
 
 static ct_status run_add(const ct_exec *e, const ct_tensor *n)
 {
+    const float *mask = ct_exec_relu_mask(e, n);
+    if (mask) {
+        ct_cpu_add_relu_grad(ct_tensor_numel(n), ct_in(e, n, 0), ct_in(e, n, 1), mask,
+                             ct_out(e, n));
+        return CT_OK;
+    }
     return run_binary(e, n, fused_relu(e, n) ? ct_cpu_add_relu : ct_cpu_add);
 }
 
@@ -628,23 +635,24 @@ static size_t bn_sync_workspace(const ct_backend *backend, const ct_tensor *node
 
 NATIVE(channel_sum, run_channel_sum, 0);
 NATIVE(linear, run_linear, CT_FUSES_RELU);
-/* The relu's backward fuses into an f32 backward data only: a 16-bit
- * graph's relu output is stored 16-bit, and the kernel reads it as float. */
-static bool linear_bwd_data_fuses_with(const ct_tensor *producer, unsigned fusion,
-                                       const ct_tensor *other)
+/* The relu's backward fuses into an f32 producer only (a backward data, an
+ * add, a global average pool's backward): a 16-bit graph's relu output is
+ * stored 16-bit, and the kernels read it as float. */
+static bool relu_bwd_fuses_with(const ct_tensor *producer, unsigned fusion,
+                                const ct_tensor *other)
 {
-    (void)fusion, (void)other;
-    return producer->dtype == CT_F32;
+    (void)other;
+    return fusion != CT_FUSES_RELU_BWD || producer->dtype == CT_F32;
 }
-NATIVE_IMPL(linear_bwd_data, run_linear_bwd_data, CT_FUSES_RELU_BWD, NULL,
-            linear_bwd_data_fuses_with);
+NATIVE_IMPL(linear_bwd_data, run_linear_bwd_data, CT_FUSES_RELU_BWD, NULL, relu_bwd_fuses_with);
 NATIVE(linear_bwd_weight, run_linear_bwd_weight, CT_FUSES_BIAS_GRAD);
 NATIVE(maxpool2d, run_maxpool2d, 0);
 NATIVE(maxpool2d_bwd, run_maxpool2d_bwd, CT_FUSES_RELU_BWD);
 NATIVE(avgpool2d, run_avgpool2d, 0);
 NATIVE(avgpool2d_bwd, run_avgpool2d_bwd, 0);
 NATIVE(global_avgpool, run_global_avgpool, 0);
-NATIVE(global_avgpool_bwd, run_global_avgpool_bwd, 0);
+NATIVE_IMPL(global_avgpool_bwd, run_global_avgpool_bwd, CT_FUSES_RELU_BWD, NULL,
+            relu_bwd_fuses_with);
 NATIVE(relu, run_relu, 0);
 NATIVE(relu_bwd, run_relu_bwd, 0);
 NATIVE(sigmoid, run_sigmoid, 0);
@@ -656,7 +664,7 @@ NATIVE(bn_apply, run_bn_apply, CT_FUSES_RELU);
 NATIVE(bn_bwd_params, run_bn_bwd_params, 0);
 NATIVE_WORKSPACE(bn_bwd_data, run_bn_bwd_data, 0, bn_sync_workspace);
 NATIVE(dropout, run_dropout, 0);
-NATIVE(add, run_add, CT_FUSES_RELU);
+NATIVE_IMPL(add, run_add, CT_FUSES_RELU | CT_FUSES_RELU_BWD, NULL, relu_bwd_fuses_with);
 NATIVE(concat, run_concat, 0);
 NATIVE(slice_channels, run_slice_channels, 0);
 NATIVE(softmax, run_softmax, 0);

@@ -45,6 +45,35 @@ void ct_cpu_add_relu(int64_t count, const float *a, const float *b, float *y)
         y[i] = ct_relu(a[i] + b[i]);
 }
 
+/* y = ct_relu_grad(mask, a + b): a gradient's two parts summed, then the
+ * backward of the relu whose output is mask (graph/fuse.c), by chunks of
+ * ADD_CHUNK: the sums into y, then the mask over them while they are in
+ * L1.  In one loop GCC would not compute a + b where the select drops it
+ * (an FP add may trap, even with `omp simd`): a scalar loop with a branch
+ * on random signs, 10x the unfused pair's time (ResNet-18, B16).  In place
+ * as ct_cpu_add (each element read before it is written). */
+enum { ADD_CHUNK = 2048 };
+
+static void add_relu_grad_chunk(int64_t len, const float *restrict a, const float *restrict b,
+                                const float *restrict mask, float *restrict y)
+{
+    for (int64_t i = 0; i < len; i++)
+        y[i] = a[i] + b[i];
+    for (int64_t i = 0; i < len; i++)
+        y[i] = ct_relu_grad(mask[i], y[i]);
+}
+
+void ct_cpu_add_relu_grad(int64_t count, const float *a, const float *b, const float *mask,
+                          float *y)
+{
+    int64_t chunks = (count + ADD_CHUNK - 1) / ADD_CHUNK;
+#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
+    for (int64_t chunk = 0; chunk < chunks; chunk++) {
+        int64_t lo = chunk * ADD_CHUNK, len = count - lo < ADD_CHUNK ? count - lo : ADD_CHUNK;
+        add_relu_grad_chunk(len, a + lo, b + lo, mask + lo, y + lo);
+    }
+}
+
 /* y[b, off_k + j, i] = xs[k][b, j, i],  off_k = sum_{m<k} channels[m];
  * xs[k]: [n, channels[k], inner],  y: [n, sum_k channels[k], inner] */
 void ct_cpu_concat(int n, int inner, int n_inputs, const int *channels, const float *const *xs,

@@ -225,8 +225,12 @@ ct_status ct_cuda_avgpool2d_backward(ct_dtype dtype, const ct_pool2d_shape *s, c
                                      void *dx, cudaStream_t stream);
 ct_status ct_cuda_global_avgpool_forward(ct_dtype dtype, int n, int c, int inner,
                                          const void *x, void *y, cudaStream_t stream);
+/* dx[p, i] = dy[p] / inner, or where mask is given (a fused relu_bwd: the
+ * output of the relu before the pool, of the same dtype)
+ * ct_relu_grad(mask[p, i], dy[p] / inner) */
 ct_status ct_cuda_global_avgpool_backward(ct_dtype dtype, int n, int c, int inner,
-                                          const void *dy, void *dx, cudaStream_t stream);
+                                          const void *dy, const void *mask, void *dx,
+                                          cudaStream_t stream);
 
 /* ---- activation.cu ---------------------------------------------------------- */
 
@@ -350,9 +354,11 @@ ct_status ct_cuda_cast(int64_t count, const void *x, ct_dtype from, void *y, ct_
 ct_status ct_cuda_copy(ct_dtype dtype, int64_t count, const void *x, void *y,
                        cudaStream_t stream);
 /* dtype: of a, b and y alike (f32, f16 or bf16; 16 bits: the f32 sum rounded) */
-/* y = a + b, then max(y, 0) if relu (the fused relu) */
+/* y = a + b, then max(y, 0) if relu (the fused relu), or where mask is
+ * given ct_relu_grad(mask, a + b) (a fused relu_bwd; mask: that relu's
+ * output, of the same dtype) */
 ct_status ct_cuda_add(ct_dtype dtype, int64_t count, const void *a, const void *b, bool relu,
-                      void *y, cudaStream_t stream);
+                      const void *mask, void *y, cudaStream_t stream);
 /* Copies of elements of `dtype` (any size: the bytes move unchanged). */
 ct_status ct_cuda_concat(ct_dtype dtype, int n, int inner, int n_inputs, const int *channels,
                          const void *const *xs, void *y, cudaStream_t stream);

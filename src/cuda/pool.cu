@@ -414,13 +414,17 @@ __global__ void global_avgpool_forward_kernel(int64_t planes, int inner, const T
     }
 }
 
-/* dx[p,i] = dy[p] / inner */
+/* dx[p,i] = dy[p] / inner, through ct_relu_grad(mask[p,i], .) where a
+ * relu_bwd is fused (graph/fuse.c: mask is the relu's output, the pool's
+ * input) */
 template <class T>
-__global__ void global_avgpool_backward_kernel(int64_t count, int inner, const T *dy, T *dx)
+__global__ void global_avgpool_backward_kernel(int64_t count, int inner, const T *dy,
+                                               const T *mask, T *dx)
 {
     CT_CUDA_GRID_STRIDE(index, count)
     {
-        ct_store_f32(dx, index, ct_load_f32(dy, index / inner) / (float)inner);
+        float v = ct_load_f32(dy, index / inner) / (float)inner;
+        ct_store_f32(dx, index, mask ? ct_relu_grad(ct_load_f32(mask, index), v) : v);
     }
 }
 
@@ -548,10 +552,10 @@ extern "C" ct_status ct_cuda_global_avgpool_forward(ct_dtype dtype, int n, int c
 }
 
 extern "C" ct_status ct_cuda_global_avgpool_backward(ct_dtype dtype, int n, int c, int inner,
-                                                     const void *dy, void *dx,
-                                                     cudaStream_t stream)
+                                                     const void *dy, const void *mask,
+                                                     void *dx, cudaStream_t stream)
 {
     int64_t count = (int64_t)n * c * inner;
     return POOL_LAUNCH(dtype, global_avgpool_backward_kernel, count, stream, count, inner,
-                       (const T *)dy, (T *)dx);
+                       (const T *)dy, (const T *)mask, (T *)dx);
 }

@@ -223,7 +223,7 @@ static ct_status run_global_avgpool_bwd(cuda_backend *b, const ct_exec *e, const
 {
     ct_nci d = ct_nci_of(n);
     return ct_cuda_global_avgpool_backward(n->dtype, d.n, d.c, d.inner, ct_in(e, n, 0),
-                                           ct_out(e, n), b->stream);
+                                           ct_exec_relu_mask(e, n), ct_out(e, n), b->stream);
 }
 
 #define UNARY(fn, kernel)                                                                 \
@@ -248,7 +248,7 @@ BINARY(run_tanh_bwd, ct_cuda_tanh_backward)
 static ct_status run_add(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
     return ct_cuda_add(n->dtype, ct_tensor_numel(n), ct_in(e, n, 0), ct_in(e, n, 1),
-                       fused_relu(e, n), ct_out(e, n), b->stream);
+                       fused_relu(e, n), ct_exec_relu_mask(e, n), ct_out(e, n), b->stream);
 }
 
 static ct_status run_bn_stats(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -562,7 +562,7 @@ NATIVE(maxpool2d_bwd, run_maxpool2d_bwd, HALF, .fuses = CT_FUSES_RELU_BWD);
 NATIVE(avgpool2d, run_avgpool2d, HALF);
 NATIVE(avgpool2d_bwd, run_avgpool2d_bwd, HALF);
 NATIVE(global_avgpool, run_global_avgpool, HALF);
-NATIVE(global_avgpool_bwd, run_global_avgpool_bwd, HALF);
+NATIVE(global_avgpool_bwd, run_global_avgpool_bwd, HALF, .fuses = CT_FUSES_RELU_BWD);
 NATIVE(relu, run_relu, HALF);
 NATIVE(relu_bwd, run_relu_bwd, HALF);
 NATIVE(sigmoid, run_sigmoid, HALF);
@@ -578,7 +578,7 @@ NATIVE(bn_bwd_params, run_bn_bwd_params, .workspace = channel_workspace, .half =
 NATIVE(bn_bwd_data, run_bn_bwd_data, .workspace = bn_sync_workspace, .half = true,
        .supports = bn_bwd_data_supports);
 NATIVE(dropout, run_dropout, HALF);
-NATIVE(add, run_add, HALF, .fuses = CT_FUSES_RELU);
+NATIVE(add, run_add, HALF, .fuses = CT_FUSES_RELU | CT_FUSES_RELU_BWD);
 NATIVE(concat, run_concat, HALF);
 NATIVE(slice_channels, run_slice_channels, HALF);
 NATIVE(softmax, run_softmax);

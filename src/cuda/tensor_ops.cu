@@ -32,6 +32,16 @@ __global__ void add_kernel(int64_t count, const T *a, const T *b, bool relu, T *
     });
 }
 
+/* y[i] = ct_relu_grad(mask[i], a[i] + b[i]): a gradient's two parts summed,
+ * then the backward of the relu whose output is mask (a residual block's
+ * relu_bwd fused into the add that sums its dy, graph/fuse.c) */
+template <class T>
+__global__ void add_relu_grad_kernel(int64_t count, const T *a, const T *b, const T *mask, T *y)
+{
+    T *const arrays[4] = {(T *)a, (T *)b, (T *)mask, y};
+    ct_map(count, arrays, 0x7u, 0x8u, [](float *e) { e[3] = ct_relu_grad(e[2], e[0] + e[1]); });
+}
+
 /* y[r, ch, i] += bias[ch] (bias f32, may be NULL), then max(y, 0) when
  * relu (a NaN stays NaN, as the relu kernel's); y of storage type T, the
  * sum in f32 rounded once */
@@ -99,12 +109,16 @@ extern "C" ct_status ct_cuda_copy(ct_dtype dtype, int64_t count, const void *x, 
 }
 
 extern "C" ct_status ct_cuda_add(ct_dtype dtype, int64_t count, const void *a, const void *b,
-                                 bool relu, void *y, cudaStream_t stream)
+                                 bool relu, const void *mask, void *y, cudaStream_t stream)
 {
     return ct_with_storage(dtype, [&](auto tag) -> ct_status {
         using T = decltype(tag);
-        CT_CUDA_LAUNCH_MAP_OF(T, add_kernel<T>, count, stream, count, (const T *)a,
-                              (const T *)b, relu, (T *)y);
+        if (mask)
+            CT_CUDA_LAUNCH_MAP_OF(T, add_relu_grad_kernel<T>, count, stream, count,
+                                  (const T *)a, (const T *)b, (const T *)mask, (T *)y);
+        else
+            CT_CUDA_LAUNCH_MAP_OF(T, add_kernel<T>, count, stream, count, (const T *)a,
+                                  (const T *)b, relu, (T *)y);
         return CT_OK;
     });
 }

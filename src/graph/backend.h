@@ -25,8 +25,9 @@ typedef enum ct_storage {
 
 /* What a kernel does to its output before storing it, decided by the plan
  * (src/graph/fuse.c): CT_EPILOGUE_RELU stores max(y, 0) (NaN kept);
- * CT_EPILOGUE_RELU_BWD, on a max pool's backward or a linear or
- * convolution backward data, stores the backward of the relu whose output
+ * CT_EPILOGUE_RELU_BWD, on a max pool's backward, a linear or
+ * convolution backward data, an add (of dy's parts) or a global average
+ * pool's backward, stores the backward of the relu whose output
  * is ct_exec.epilogue_src (for the pool, its own input): 0 where that
  * output is <= 0 (ct_relu_grad). */
 typedef enum ct_epilogue {
@@ -112,8 +113,8 @@ static inline const ct_tensor *ct_exec_loss_grad(const ct_exec *exec, const ct_t
 }
 
 /* The relu output that a relu_bwd fused into this node masks its result
- * with (CT_EPILOGUE_RELU_BWD: a backward data's or a max pool's backward;
- * ct_relu_grad), or NULL. */
+ * with (CT_EPILOGUE_RELU_BWD: a backward data, a max pool's or a global
+ * average pool's backward, an add; ct_relu_grad), or NULL. */
 static inline const void *ct_exec_relu_mask(const ct_exec *exec, const ct_tensor *node)
 {
     return exec->epilogue && exec->epilogue[node->id] == CT_EPILOGUE_RELU_BWD

@@ -43,9 +43,12 @@ static int *graph_readers(const ct_graph *graph)
  * the fusion it takes, or NULL: a relu into the forward kernel that made
  * its input; a relu_bwd into the kernel that made its dy: a max pool's
  * backward whose input is the relu's output (the mask the pool kernel
- * reads anyway: conv -> relu -> max pool), or the backward data of the
+ * reads anyway: conv -> relu -> max pool), the backward data of the
  * linear or convolution layer that the relu feeds (its GEMM reads the
- * relu's output as it stores: relu -> linear, relu -> conv). */
+ * relu's output as it stores: relu -> linear, relu -> conv), the add that
+ * sums dy's parts where the relu's output has two readers (a residual
+ * block's relu, read by the next block's convolution and its shortcut),
+ * or a global average pool's backward (relu -> global average pool). */
 static const ct_tensor *relu_producer(const ct_tensor *node, unsigned *fusion)
 {
     if (node->op == CT_OP_RELU && produces_for_relu(node->src[0])) {
@@ -59,7 +62,8 @@ static const ct_tensor *relu_producer(const ct_tensor *node, unsigned *fusion)
     *fusion = CT_FUSES_RELU_BWD;
     if (dy->op == CT_OP_MAXPOOL2D_BWD && dy->src[0] == node->src[0])
         return dy;
-    if (dy->op == CT_OP_LINEAR_BWD_DATA || dy->op == CT_OP_CONV2D_BWD_DATA)
+    if (dy->op == CT_OP_LINEAR_BWD_DATA || dy->op == CT_OP_CONV2D_BWD_DATA ||
+        dy->op == CT_OP_ADD || dy->op == CT_OP_GLOBAL_AVGPOOL_BWD)
         return dy;
     return NULL;
 }

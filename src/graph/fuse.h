@@ -21,8 +21,10 @@
  * with on_host set (by node id; NULL: none) runs on the fallback backend and
  * is never fused.  The same for a relu_bwd whose dy nothing else reads
  * and is a max pool's backward over the relu's own output (conv -> relu
- * -> max pool), or a linear or convolution backward data (relu -> linear,
- * relu -> conv): epilogue[producer id] = CT_EPILOGUE_RELU_BWD and
+ * -> max pool), a linear or convolution backward data (relu -> linear,
+ * relu -> conv), the add of dy's two parts (a relu read twice: a residual
+ * block's input) or a global average pool's backward (relu -> global
+ * average pool): epilogue[producer id] = CT_EPILOGUE_RELU_BWD and
  * epilogue_src[producer id] = the relu's output, which the producer's
  * kernel reads as it stores, where every implementation applies
  * CT_FUSES_RELU_BWD.  Returns how many were fused. */

@@ -41,8 +41,9 @@ typedef enum ct_impl_kind {
 /* Epilogues an implementation applies as it stores its output (graph/fuse.c):
  * a relu (ct_exec.epilogue), a relu then a 2x2 stride-2 unpadded max pool
  * written to the pool's output (ct_exec.pool_into), (a max pool's
- * backward, a linear or convolution backward data) the backward of the
- * relu whose output is ct_exec.epilogue_src, (a convolution's or linear
+ * backward, a linear or convolution backward data, an add, a global
+ * average pool's backward) the backward of the relu whose output is
+ * ct_exec.epilogue_src, (a convolution's or linear
  * layer's weight gradient) its bias gradient too, and (a cross-entropy)
  * the gradient of its logits too (ct_exec.grad_into). */
 enum {
