@@ -124,15 +124,15 @@ static inline double ct_lanes_sum_images(int n, int c, int inner, const float *x
 /* sum of (v[i] - center)^2 */
 static inline double ct_lanes_sq_dev(const float *v, int count, float center)
 {
-    ct_lanes4 lo = ct_lanes4_splat(0.0f), hi = lo, centers = ct_lanes4_splat(center);
+    ct_lanes4 centers = ct_lanes4_splat(center);
+    ct_lanes lanes = {ct_lanes4_splat(0.0f), ct_lanes4_splat(0.0f)};
     int i = 0;
     for (; i + LANE_COUNT <= count; i += LANE_COUNT) {
         ct_lanes4 d_lo = ct_lanes4_load(v + i) - centers;
         ct_lanes4 d_hi = ct_lanes4_load(v + i + 4) - centers;
-        lo += d_lo * d_lo;
-        hi += d_hi * d_hi;
+        lanes.lo += d_lo * d_lo;
+        lanes.hi += d_hi * d_hi;
     }
-    ct_lanes lanes = {lo, hi};
     double total = ct_lanes_total(&lanes, 0.0);
     for (; i < count; i++) {
         double d = (double)v[i] - center;
@@ -155,11 +155,7 @@ static inline void ct_lanes_dot_sum(const float *w, const float *v, int count, f
         sums.lo += w_lo;
         sums.hi += w_hi;
     }
-    double d = 0.0, s = 0.0;
-    for (int lane = 0; lane < 4; lane++)
-        d += dots.lo[lane], s += sums.lo[lane];
-    for (int lane = 0; lane < 4; lane++)
-        d += dots.hi[lane], s += sums.hi[lane];
+    double d = ct_lanes_total(&dots, 0.0), s = ct_lanes_total(&sums, 0.0);
     for (; i < count; i++)
         d += (double)w[i] * ((double)v[i] - center), s += w[i];
     *dot += d;
