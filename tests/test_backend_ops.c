@@ -419,6 +419,44 @@ static ct_status build_batchnorm_relu(ct_graph *g, tracked *t, const entry *e)
     return finish_vjp(g, t, e, ct_relu(g, bn));
 }
 
+/* A residual block's end, its batchnorms computed by the add (graph/fuse.c,
+ * ct_fuse_bn_add): in 16 bits where the entry has a 16-bit precision. */
+static ct_status finish_bn_add(ct_graph *g, tracked *t, const entry *e, ct_tensor *y)
+{
+    if (e->relu)
+        y = ct_relu(g, y);
+    return e->precision ? finish_half(g, t, e, y) : finish_vjp(g, t, e, y);
+}
+
+static ct_tensor *bn_add_input(ct_graph *g, tracked *t, const entry *e)
+{
+    return e->precision ? half_input(g, t, e) : main_input(g, t, e, true);
+}
+
+/* bn(h) + sigmoid(h): an identity shortcut (the batchnorm first). */
+static ct_status build_bn_add(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *h = bn_add_input(g, t, e);
+    return finish_bn_add(g, t, e, ct_add(g, ct_layer_batchnorm2d(g, "bn", h), ct_sigmoid(g, h)));
+}
+
+/* sigmoid(h) + bn(h): the batchnorm second (the sum in the add's order). */
+static ct_status build_add_bn(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *h = bn_add_input(g, t, e);
+    return finish_bn_add(g, t, e, ct_add(g, ct_sigmoid(g, h), ct_layer_batchnorm2d(g, "bn", h)));
+}
+
+/* bn2(h) + bn_s(tanh(h)): a downsampling block's two batchnorms, both
+ * computed by the add. */
+static ct_status build_bn_add_bn(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *h = bn_add_input(g, t, e);
+    return finish_bn_add(g, t, e,
+                         ct_add(g, ct_layer_batchnorm2d(g, "bn2", h),
+                                ct_layer_batchnorm2d(g, "bn_s", ct_tanh(g, h))));
+}
+
 /* y = x + p with p a parameter of x's shape: an optimizer over every element. */
 static ct_status build_param_add(ct_graph *g, tracked *t, const entry *e)
 {
@@ -466,6 +504,7 @@ static ct_status build_cnn(ct_graph *g, tracked *t, const entry *e)
 #define RELU_MAXPOOL OPS(CT_OP_RELU, CT_OP_MAXPOOL2D, CT_OP_MAXPOOL2D_BWD)
 #define AVGPOOL OPS(CT_OP_AVGPOOL2D, CT_OP_AVGPOOL2D_BWD)
 #define GLOBAL_AVGPOOL OPS(CT_OP_GLOBAL_AVGPOOL, CT_OP_GLOBAL_AVGPOOL_BWD)
+#define BN_ADD OPS(CT_OP_BN_STATS, CT_OP_BN_APPLY, CT_OP_ADD)
 #define BATCHNORM OPS(CT_OP_BN_STATS, CT_OP_BN_APPLY, CT_OP_BN_BWD_PARAMS, CT_OP_BN_BWD_DATA, \
                       CT_OP_VIEW)
 #define POOL_3X3_SAME .pool = {.kernel = {3, 3}, .stride = {1, 1}, .pad = {1, 1}}
@@ -780,6 +819,18 @@ static const entry entries[] = {
     {"batchnorm_relu_fused", build_batchnorm_relu, BATCHNORM, X(5, 70, 4, 5), BOTH_MODES},
     {"batchnorm_vec_2x2", build_batchnorm, BATCHNORM, X(6, 520, 2, 2), BOTH_MODES},
     {"batchnorm_1x1_many", build_batchnorm, BATCHNORM, X(7, 1100, 1, 1), BOTH_MODES},
+    /* a residual block's add computing its batchnorms: odd planes (one
+     * element at a time), planes of a multiple of 4 (128-bit accesses),
+     * many channels a segment, both inputs batchnorms, 16 bits (each
+     * batchnorm rounded as its apply would store it) */
+    {"bn_add_relu_odd", build_bn_add, BN_ADD, X(3, 40, 7, 9), .relu = true, BOTH_MODES},
+    {"add_bn_vec", build_add_bn, BN_ADD, X(5, 70, 4, 5), BOTH_MODES},
+    {"bn_add_bn_relu_2x2", build_bn_add_bn, BN_ADD, X(6, 520, 2, 2), .relu = true, BOTH_MODES},
+    {"half_bn_add_relu_bf16", build_bn_add, BN_ADD, X(5, 70, 4, 5), .relu = true, BOTH_MODES,
+     HALF_BF16},
+    {"half_bn_add_bn_fp16", build_bn_add_bn, BN_ADD, X(3, 40, 7, 9), BOTH_MODES, HALF_FP16},
+    {"half_add_bn_relu_fp16", build_add_bn, BN_ADD, X(6, 520, 2, 2), .relu = true, BOTH_MODES,
+     HALF_FP16},
     /* optimizers: plain, dampened and Nesterov SGD, Adam, AdamW */
     {"sgd_plain_mlp", build_mlp, OPS(CT_OP_SGD_UPDATE), X(8, 12), .out = 5,
      .sgd = {.lr = 0.1f, .weight_decay = 1e-2f}},

@@ -236,6 +236,93 @@ static void test_cpu_training_step_fuses_relu_bwd_and_bias_grads(void)
     ct_graph_free(m.graph);
 }
 
+/* ResNet-18 (the model file) on [2, 3, 16, 16], with a loss and SGD when
+ * `training`, else its forward pass alone (the layout that forward gives:
+ * each activation dies at its last reader). */
+static cnn build_resnet18(bool training)
+{
+    cnn m = {0};
+    char *text = NULL;
+    CHECK_OK(ct_model_source("resnet18", &text));
+    m.graph = ct_graph_new();
+    m.x = ct_input(m.graph, "x", CT_F32, 4, (int64_t[]){2, 3, 16, 16});
+    m.logits = ct_model_build(m.graph, text, m.x, 10);
+    free(text);
+    ct_tensor_keep(m.logits);
+    if (training) {
+        m.labels = ct_input(m.graph, "labels", CT_I64, 1, (int64_t[]){2});
+        m.loss = ct_cross_entropy(m.graph, m.logits, m.labels, 0.0f);
+        CHECK_OK(ct_graph_backward(m.graph, m.loss));
+        CHECK_OK(ct_graph_sgd(m.graph, (ct_sgd_args){.lr = 0.1f, .momentum = 0.9f}));
+    }
+    CHECK_OK(ct_graph_status(m.graph));
+    return m;
+}
+
+/* Nodes of `op` that the plan's runs of `mode` run. */
+static int runs_of(const ct_plan *plan, ct_mode mode, ct_op op)
+{
+    int n = 0, count = 0;
+    const ct_tensor *const *runs = ct_plan_runs(plan, mode, &n);
+    for (int i = 0; i < n; i++)
+        count += runs[i]->op == op;
+    return count;
+}
+
+/* A residual block's add computes its batchnorms (bn2, and the
+ * downsampling shortcut's): ResNet-18 runs 11 of its 20 applies inside its
+ * adds, in training and in evaluation, with the bits of the unfused plan.
+ * Forward only, the downsampling convolution runs between bn2's apply and
+ * the add, where bn2's input would have died: the plan keeps it alive to
+ * the add (the same logits as unfused). */
+static void test_residual_add_computes_its_batchnorms(void)
+{
+    ct_backend *backend = NULL, *unfused = NULL;
+    CHECK_OK(ct_backend_new("cpu", &backend));
+    CHECK_OK(ct_backend_new("cpu", &unfused));
+    unfused->unfused = true;
+    for (int training = 1; training >= 0; training--) {
+        cnn m = build_resnet18(training);
+        ct_plan *plans[2] = {NULL, NULL};
+        CHECK_OK(ct_plan_new(m.graph, backend, 3, &plans[0]));
+        CHECK_OK(ct_plan_new(m.graph, unfused, 3, &plans[1]));
+        for (int mode = training ? CT_TRAIN : CT_EVAL; mode <= CT_EVAL; mode++) {
+            int fused = runs_of(plans[0], mode, CT_OP_BN_APPLY);
+            int all = runs_of(plans[1], mode, CT_OP_BN_APPLY);
+            CHECK(all == 20 && fused == 9, "%s: %d of %d batchnorm applies run on their own",
+                  mode == CT_TRAIN ? "train" : "eval", fused, all);
+        }
+        float logits[2][2 * 10];
+        float *params[2] = {NULL, NULL};
+        int64_t count = 0;
+        for (int p = 0; p < 2; p++) {
+            float images[2 * 3 * 16 * 16];
+            harness_fill(images, 2 * 3 * 16 * 16, 9, -1, 1);
+            CHECK_OK(ct_plan_write(plans[p], m.x, images, sizeof images));
+            if (training) {
+                int64_t labels[2] = {3, 7};
+                CHECK_OK(ct_plan_write(plans[p], m.labels, labels, sizeof labels));
+                for (int step = 0; step < 2; step++)
+                    CHECK_OK(ct_plan_run(plans[p], CT_TRAIN));
+            }
+            CHECK_OK(ct_plan_run(plans[p], CT_EVAL));
+            CHECK_OK(ct_plan_read(plans[p], m.logits, logits[p], sizeof logits[p]));
+            params[p] = read_params(plans[p], m.graph, &count);
+        }
+        CHECK(memcmp(logits[0], logits[1], sizeof logits[0]) == 0 &&
+                  memcmp(params[0], params[1], sizeof(float) * (size_t)count) == 0,
+              "%s: fused and unfused differ (logit 0: %.9g and %.9g)",
+              training ? "training" : "forward only", logits[0][0], logits[1][0]);
+        for (int p = 0; p < 2; p++) {
+            free(params[p]);
+            ct_plan_free(plans[p]);
+        }
+        ct_graph_free(m.graph);
+    }
+    ct_backend_free(backend);
+    ct_backend_free(unfused);
+}
+
 static void test_eval_is_deterministic_and_does_not_train(void)
 {
     cnn m = build_cnn(4, true, true);
@@ -432,6 +519,7 @@ int main(void)
     RUN(test_same_seed_same_training_bit_for_bit);
     RUN(test_arena_reuses_memory);
     RUN(test_cpu_training_step_fuses_relu_bwd_and_bias_grads);
+    RUN(test_residual_add_computes_its_batchnorms);
     RUN(test_eval_is_deterministic_and_does_not_train);
     RUN(test_run_refuses_bad_labels);
     RUN(test_plan_access_errors);

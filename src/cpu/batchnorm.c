@@ -76,6 +76,40 @@ void ct_cpu_batchnorm_apply(int n, int c, int inner, const float *x, const float
     }
 }
 
+/* y = a + b (then max(y, 0)), a = xa*scale_a[c] + shift_a[c], b the same or
+ * xb itself: a residual block's add with its batchnorms (graph/fuse.c).  One
+ * pass where the apply and the add were two: the apply's output is neither
+ * written nor read again.  The loops are ct_cpu_batchnorm_apply's
+ * expression, then ct_cpu_add's (the same bits). */
+void ct_cpu_batchnorm_add(int n, int c, int inner, ct_bn_input a, ct_bn_input b, bool relu,
+                          float *y)
+{
+    int64_t planes = (int64_t)n * c;
+#pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
+    for (int64_t p = 0; p < planes; p++) {
+        int ch = (int)(p % c);
+        float scale_a, shift_a, scale_b = 1.0f, shift_b = 0.0f;
+        ct_bn_scale_shift(a.stats[ch], a.stats[c + ch], a.gamma[ch], a.beta[ch], &scale_a,
+                          &shift_a);
+        if (b.stats)
+            ct_bn_scale_shift(b.stats[ch], b.stats[c + ch], b.gamma[ch], b.beta[ch], &scale_b,
+                              &shift_b);
+        const float *restrict xa = (const float *)a.x + p * inner;
+        const float *restrict xb = (const float *)b.x + p * inner;
+        float *restrict yp = y + p * inner;
+        if (b.stats)
+            for (int i = 0; i < inner; i++) {
+                float v = (xa[i] * scale_a + shift_a) + (xb[i] * scale_b + shift_b);
+                yp[i] = relu ? ct_relu(v) : v;
+            }
+        else
+            for (int i = 0; i < inner; i++) {
+                float v = (xa[i] * scale_a + shift_a) + xb[i];
+                yp[i] = relu ? ct_relu(v) : v;
+            }
+    }
+}
+
 /* dgamma[c] = invstd[c] * sum_{n,i} dy*(x - mean[c]),  dbeta[c] = sum_{n,i} dy */
 void ct_cpu_batchnorm_backward_params(int n, int c, int inner, const float *x,
                                       const float *dy, const float *stats, float *dparams)

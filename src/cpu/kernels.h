@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/bn_input.h"
 #include "core/rank_sum.h"
 #include "core/shapes.h"
 
@@ -156,6 +157,11 @@ void ct_cpu_batchnorm_stats(int n, int c, int inner, const float *x, bool traini
 /* y = (x - mean) * invstd * gamma + beta, then max(y, 0) if relu */
 void ct_cpu_batchnorm_apply(int n, int c, int inner, const float *x, const float *stats,
                             const float *gamma, const float *beta, bool relu, float *y);
+/* y = a + b, then max(y, 0) when relu: a residual block's add computing its
+ * input's batchnorm (a.stats set) and maybe the other's (b.stats), each
+ * value as ct_cpu_batchnorm_apply computes it (the same bits) */
+void ct_cpu_batchnorm_add(int n, int c, int inner, ct_bn_input a, ct_bn_input b, bool relu,
+                          float *y);
 /* dparams: [2, c] = (dgamma, dbeta):
  *   dgamma[c] = sum dy * (x - mean) * invstd,  dbeta[c] = sum dy */
 void ct_cpu_batchnorm_backward_params(int n, int c, int inner, const float *x,

@@ -453,6 +453,13 @@ static ct_status run_add(const ct_exec *e, const ct_tensor *n)
                              ct_out(e, n));
         return CT_OK;
     }
+    ct_bn_input a = ct_exec_add_input(e, n, 0), b = ct_exec_add_input(e, n, 1);
+    if (a.stats || b.stats) { /* a residual block's batchnorms (graph/fuse.c) */
+        ct_nci dims = ct_nci_of(n);
+        ct_cpu_batchnorm_add(dims.n, dims.c, dims.inner, a.stats ? a : b, a.stats ? b : a,
+                             fused_relu(e, n), ct_out(e, n));
+        return CT_OK;
+    }
     return run_binary(e, n, fused_relu(e, n) ? ct_cpu_add_relu : ct_cpu_add);
 }
 
@@ -637,11 +644,15 @@ NATIVE(channel_sum, run_channel_sum, 0);
 NATIVE(linear, run_linear, CT_FUSES_RELU);
 /* The relu's backward fuses into an f32 producer only (a backward data, an
  * add, a global average pool's backward): a 16-bit graph's relu output is
- * stored 16-bit, and the kernels read it as float. */
+ * stored 16-bit, and the kernels read it as float.  So does a batchnorm
+ * into an add (cpu/widen.c's f32 copies are of a node's own inputs, and the
+ * add would read the batchnorm's). */
 static bool relu_bwd_fuses_with(const ct_tensor *producer, unsigned fusion,
                                 const ct_tensor *other)
 {
     (void)other;
+    if (fusion == CT_FUSES_BN_INPUT)
+        return producer->dtype == CT_F32;
     return fusion != CT_FUSES_RELU_BWD || producer->dtype == CT_F32;
 }
 NATIVE_IMPL(linear_bwd_data, run_linear_bwd_data, CT_FUSES_RELU_BWD, NULL, relu_bwd_fuses_with);
@@ -664,7 +675,8 @@ NATIVE(bn_apply, run_bn_apply, CT_FUSES_RELU);
 NATIVE(bn_bwd_params, run_bn_bwd_params, 0);
 NATIVE_WORKSPACE(bn_bwd_data, run_bn_bwd_data, 0, bn_sync_workspace);
 NATIVE(dropout, run_dropout, 0);
-NATIVE_IMPL(add, run_add, CT_FUSES_RELU | CT_FUSES_RELU_BWD, NULL, relu_bwd_fuses_with);
+NATIVE_IMPL(add, run_add, CT_FUSES_RELU | CT_FUSES_RELU_BWD | CT_FUSES_BN_INPUT, NULL,
+            relu_bwd_fuses_with);
 NATIVE(concat, run_concat, 0);
 NATIVE(slice_channels, run_slice_channels, 0);
 NATIVE(softmax, run_softmax, 0);

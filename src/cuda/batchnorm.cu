@@ -282,6 +282,18 @@ __device__ void bn_segment_map(int n, int inner, bn_segment seg, bool vec,
         }
 }
 
+/* The scale and shift of the segment's channels into shared memory
+ * (ct_bn_scale_shift); the caller's barrier follows. */
+__device__ inline void bn_segment_table(int c, const bn_segment &seg, const float *stats,
+                                        const float *gamma, const float *beta, float *scale,
+                                        float *shift)
+{
+    for (int w = threadIdx.x; w < seg.channels; w += blockDim.x) {
+        int ch = seg.first + w;
+        ct_bn_scale_shift(stats[ch], stats[c + ch], gamma[ch], beta[ch], &scale[w], &shift[w]);
+    }
+}
+
 /* y = x*scale[c] + shift[c],  scale = invstd*gamma, shift = beta - mean*scale;
  * then max(y, 0) when relu (the fused relu, graph/fuse.c) */
 template <class T>
@@ -291,14 +303,41 @@ static __global__ void bn_apply_kernel(int n, int c, int inner, bool vec, const 
 {
     __shared__ float scale[BN_SEGMENT], shift[BN_SEGMENT];
     bn_segment seg = bn_segment_of(c, inner);
-    for (int w = threadIdx.x; w < seg.channels; w += blockDim.x) {
-        int ch = seg.first + w;
-        ct_bn_scale_shift(stats[ch], stats[c + ch], gamma[ch], beta[ch], &scale[w], &shift[w]);
-    }
+    bn_segment_table(c, seg, stats, gamma, beta, scale, shift);
     __syncthreads();
     const T *in[1] = {x};
     bn_segment_map(n, inner, seg, vec, in, y, [&](int slot, const float *e) {
         float v = e[0] * scale[slot] + shift[slot];
+        return relu ? ct_relu(v) : v;
+    });
+}
+
+/* y = a + b, then max(y, 0) when relu: a residual block's add computing its
+ * input's batchnorm, a = xa*scale_a[c] + shift_a[c], rounded to T as
+ * bn_apply_kernel stores it, and b the same where b_stats is given, else xb
+ * itself (graph/fuse.c).  One pass over the block's tensors where the
+ * apply and the add made three: the apply's output is neither stored nor
+ * read back.  The same bits as the two kernels (the apply's expression, its
+ * rounding, then the add's). */
+template <class T>
+static __global__ void bn_add_kernel(int n, int c, int inner, bool vec, const T *xa,
+                                     const float *a_stats, const float *a_gamma,
+                                     const float *a_beta, const T *xb, const float *b_stats,
+                                     const float *b_gamma, const float *b_beta, bool relu, T *y)
+{
+    __shared__ float scale[2][BN_SEGMENT], shift[2][BN_SEGMENT];
+    bn_segment seg = bn_segment_of(c, inner);
+    bn_segment_table(c, seg, a_stats, a_gamma, a_beta, scale[0], shift[0]);
+    if (b_stats) /* a uniform branch: the launch's */
+        bn_segment_table(c, seg, b_stats, b_gamma, b_beta, scale[1], shift[1]);
+    __syncthreads();
+    const T *in[2] = {xa, xb};
+    bool b_norm = b_stats != nullptr;
+    bn_segment_map(n, inner, seg, vec, in, y, [&](int slot, const float *e) {
+        float a = ct_to_f32(ct_from_f32<T>(e[0] * scale[0][slot] + shift[0][slot]));
+        float b = b_norm ? ct_to_f32(ct_from_f32<T>(e[1] * scale[1][slot] + shift[1][slot]))
+                         : e[1];
+        float v = a + b;
         return relu ? ct_relu(v) : v;
     });
 }
@@ -463,6 +502,23 @@ extern "C" ct_status ct_cuda_batchnorm_apply(ct_dtype dtype, int n, int c, int i
                        CT_CUDA_BLOCK, 0, stream, n, c, inner,
                        bn_vec_fits(inner, sizeof(T), x, x, y), (const T *)x, stats, gamma, beta,
                        relu, (T *)y);
+        return CT_OK;
+    });
+}
+
+extern "C" ct_status ct_cuda_batchnorm_add(ct_dtype dtype, int n, int c, int inner,
+                                           ct_bn_input a, ct_bn_input b, bool relu, void *y,
+                                           cudaStream_t stream)
+{
+    if ((int64_t)n * c * inner == 0)
+        return CT_OK;
+    return ct_with_storage(dtype, [&](auto tag) -> ct_status {
+        using T = decltype(tag);
+        CT_CUDA_LAUNCH(bn_add_kernel<T>,
+                       bn_segment_grid((const void *)bn_add_kernel<T>, n, c, inner),
+                       CT_CUDA_BLOCK, 0, stream, n, c, inner,
+                       bn_vec_fits(inner, sizeof(T), a.x, b.x, y), (const T *)a.x, a.stats,
+                       a.gamma, a.beta, (const T *)b.x, b.stats, b.gamma, b.beta, relu, (T *)y);
         return CT_OK;
     });
 }

@@ -31,6 +31,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuttle.h"
+#include "core/bn_input.h"
 #include "core/rank_sum.h"
 #include "core/shapes.h"
 #include "core/step_values.h"
@@ -268,6 +269,11 @@ ct_status ct_cuda_batchnorm_stats(ct_dtype dtype, int n, int c, int inner, const
 ct_status ct_cuda_batchnorm_apply(ct_dtype dtype, int n, int c, int inner, const void *x,
                                   const float *stats, const float *gamma, const float *beta,
                                   bool relu, void *y, cudaStream_t stream);
+/* y = a + b (max(y, 0) when relu), a.stats set: a residual block's add
+ * computing its inputs' batchnorms (graph/fuse.c), each rounded to dtype as
+ * ct_cuda_batchnorm_apply stores it; a, b and y of dtype, [n, c, inner]. */
+ct_status ct_cuda_batchnorm_add(ct_dtype dtype, int n, int c, int inner, ct_bn_input a,
+                                ct_bn_input b, bool relu, void *y, cudaStream_t stream);
 ct_status ct_cuda_batchnorm_backward_params(ct_dtype dtype, int n, int c, int inner,
                                             const void *x, const void *dy, const float *stats,
                                             float *dparams, void *workspace,

@@ -247,6 +247,12 @@ UNARY(run_tanh, ct_cuda_tanh_forward)
 BINARY(run_tanh_bwd, ct_cuda_tanh_backward)
 static ct_status run_add(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
+    ct_bn_input x = ct_exec_add_input(e, n, 0), y = ct_exec_add_input(e, n, 1);
+    if (x.stats || y.stats) { /* a residual block's batchnorms (graph/fuse.c) */
+        ct_nci d = ct_nci_of(n);
+        return ct_cuda_batchnorm_add(n->dtype, d.n, d.c, d.inner, x.stats ? x : y,
+                                     x.stats ? y : x, fused_relu(e, n), ct_out(e, n), b->stream);
+    }
     return ct_cuda_add(n->dtype, ct_tensor_numel(n), ct_in(e, n, 0), ct_in(e, n, 1),
                        fused_relu(e, n), ct_exec_relu_mask(e, n), ct_out(e, n), b->stream);
 }
@@ -578,7 +584,7 @@ NATIVE(bn_bwd_params, run_bn_bwd_params, .workspace = channel_workspace, .half =
 NATIVE(bn_bwd_data, run_bn_bwd_data, .workspace = bn_sync_workspace, .half = true,
        .supports = bn_bwd_data_supports);
 NATIVE(dropout, run_dropout, HALF);
-NATIVE(add, run_add, HALF, .fuses = CT_FUSES_RELU | CT_FUSES_RELU_BWD);
+NATIVE(add, run_add, HALF, .fuses = CT_FUSES_RELU | CT_FUSES_RELU_BWD | CT_FUSES_BN_INPUT);
 NATIVE(concat, run_concat, HALF);
 NATIVE(slice_channels, run_slice_channels, HALF);
 NATIVE(softmax, run_softmax);

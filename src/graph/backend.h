@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cuttle.h"
+#include "core/bn_input.h"
 #include "core/rank_sum.h"
 #include "core/step_values.h"
 #include "graph/graph.h"
@@ -65,6 +66,9 @@ typedef struct ct_exec {
      * with as a pair (ct_impl.run_pair; the plan gave the partner's outputs
      * lifetimes from this node on and the workspace room for both) */
     const ct_tensor *const *pair_next;
+    /* by node id, or NULL: the add that computes this batchnorm apply as it
+     * reads it (ct_fuse_bn_add; the apply has no bytes of its own) */
+    const ct_tensor *const *computed_in;
     bool training;
     int64_t step;               /* training steps completed before this one */
     int64_t updates;            /* of them, those that updated (core/step_values.h) */
@@ -120,6 +124,24 @@ static inline const void *ct_exec_relu_mask(const ct_exec *exec, const ct_tensor
     return exec->epilogue && exec->epilogue[node->id] == CT_EPILOGUE_RELU_BWD
                ? ct_exec_data(exec, exec->epilogue_src[node->id])
                : NULL;
+}
+
+/* Input s of an add as its kernel reads it: the tensor's values, or, where
+ * the add computes that input's batchnorm (ct_exec.computed_in,
+ * graph/fuse.c), the batchnorm's x, statistics, gamma and beta. */
+static inline ct_bn_input ct_exec_add_input(const ct_exec *exec, const ct_tensor *add, int s)
+{
+    const ct_tensor *src = add->src[s];
+    ct_bn_input in = {NULL, NULL, NULL, NULL};
+    if (exec->computed_in && exec->computed_in[src->id] == add) {
+        in.x = ct_exec_data(exec, src->src[0]);
+        in.stats = (const float *)ct_exec_data(exec, src->src[1]);
+        in.gamma = (const float *)ct_exec_data(exec, src->src[2]);
+        in.beta = (const float *)ct_exec_data(exec, src->src[3]);
+    } else {
+        in.x = ct_exec_data(exec, src);
+    }
+    return in;
 }
 
 typedef struct ct_impl ct_impl; /* graph/impl.h */

@@ -8,7 +8,8 @@
 
 /* Producers whose kernels can apply a relu as they store (CT_FUSES_RELU):
  * convolution, linear (f32 or int8), batchnorm (bn -> relu) and add (a
- * residual block's add -> relu). */
+ * residual block's add -> relu; the add may compute its inputs'
+ * batchnorms too, ct_fuse_bn_add). */
 static bool produces_for_relu(const ct_tensor *t)
 {
     return (t->op == CT_OP_CONV2D || t->op == CT_OP_LINEAR || t->op == CT_OP_BN_APPLY ||
@@ -173,6 +174,34 @@ int ct_fuse_loss_grad(const ct_graph *graph, const ct_backend *backend, const bo
             grad_into[loss->id] = back;
             fused++;
             break;
+        }
+    }
+    free(readers);
+    return fused;
+}
+
+int ct_fuse_bn_add(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
+                   const ct_tensor **computed_in)
+{
+    int *readers = graph_readers(graph);
+    if (!readers)
+        return 0;
+    int fused = 0;
+    for (int i = 0; i < graph->n_nodes; i++) {
+        const ct_tensor *add = graph->nodes[i];
+        if (add->op != CT_OP_ADD || add->phase != CT_PHASE_FORWARD || add->view_of ||
+            (on_host && on_host[add->id]))
+            continue;
+        for (int s = 0; s < 2; s++) {
+            const ct_tensor *apply = add->src[s];
+            if (apply->op != CT_OP_BN_APPLY || apply->phase != CT_PHASE_FORWARD ||
+                apply->keep || apply->view_of || readers[apply->id] != 1 ||
+                apply->dtype != add->dtype || !ct_same_shape(apply, add) ||
+                (on_host && on_host[apply->id]) ||
+                !ct_impl_fuses(backend, add, CT_FUSES_BN_INPUT, apply))
+                continue;
+            computed_in[apply->id] = add;
+            fused++;
         }
     }
     free(readers);

@@ -68,4 +68,15 @@ int ct_fuse_bias_grad(const ct_graph *graph, const ct_backend *backend, const bo
 int ct_fuse_loss_grad(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
                       const ct_tensor **grad_into);
 
+/* A batchnorm's apply (forward) that only an add reads, where every
+ * implementation of the add can compute it as it reads it
+ * (CT_FUSES_BN_INPUT: a residual block's bn2 -> add, and its shortcut's
+ * batchnorm).  Sets computed_in[apply id] = the add: the apply node then
+ * has no bytes and runs nothing, and the add's kernel reads the apply's
+ * x, statistics, gamma and beta at the add's place in the schedule (the
+ * plan keeps them alive to there).  Neither may run on the fallback
+ * (on_host), be kept, or be a view.  Returns how many. */
+int ct_fuse_bn_add(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
+                   const ct_tensor **computed_in);
+
 #endif

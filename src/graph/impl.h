@@ -44,8 +44,9 @@ typedef enum ct_impl_kind {
  * backward, a linear or convolution backward data, an add, a global
  * average pool's backward) the backward of the relu whose output is
  * ct_exec.epilogue_src, (a convolution's or linear
- * layer's weight gradient) its bias gradient too, and (a cross-entropy)
- * the gradient of its logits too (ct_exec.grad_into). */
+ * layer's weight gradient) its bias gradient too, (a cross-entropy)
+ * the gradient of its logits too (ct_exec.grad_into), and (an add) the
+ * batchnorm that is one of its inputs (ct_exec.computed_in). */
 enum {
     CT_FUSES_RELU = 1u << 0,
     /* in training (ct_exec.training) the conv's own output is written too */
@@ -55,7 +56,10 @@ enum {
     CT_FUSES_BIAS_GRAD = 1u << 3,
     /* (a cross-entropy that is the loss) its backward, seeded by the fill
      * that starts the gradient: ct_exec.grad_into */
-    CT_FUSES_LOSS_GRAD = 1u << 4
+    CT_FUSES_LOSS_GRAD = 1u << 4,
+    /* (an add) a batchnorm's apply that is one of its inputs, computed as
+     * the add reads it: ct_exec.computed_in */
+    CT_FUSES_BN_INPUT = 1u << 5
 };
 
 struct ct_impl {
@@ -70,7 +74,8 @@ struct ct_impl {
      * vendor library's presence).  NULL: every node of its op. */
     bool (*supports)(const ct_backend *backend, const ct_tensor *node);
     /* Whether it applies `fusion` (one of .fuses) to this node with `other`
-     * (the max pool, the cross-entropy's backward; NULL for a relu).
+     * (the max pool, the cross-entropy's backward, the batchnorm's apply;
+     * NULL for a relu).
      * NULL: to every node it supports. */
     bool (*fuses_with)(const ct_tensor *node, unsigned fusion, const ct_tensor *other);
     /* Whether it can run now (CPU features switched on); a plan sizes its

@@ -92,6 +92,21 @@ static const ct_tensor *plan_root(const ct_plan *plan, const ct_tensor *t)
     return plan->alias_of[root->id] ? plan->alias_of[root->id] : root;
 }
 
+/* `used` is read at schedule position pos: its arena item lives to there
+ * (for ever where it is kept). */
+static void extend_life(const ct_plan *plan, ct_lifetime *items, const int *item_of,
+                        const ct_tensor *used, int pos)
+{
+    const ct_tensor *root = plan_root(plan, used);
+    if (root->op == CT_OP_LEAF)
+        return;
+    ct_lifetime *life = &items[item_of[root->id]];
+    if (pos > life->last)
+        life->last = pos;
+    if (used->keep)
+        life->last = INT_MAX;
+}
+
 /* Transient tensors of the training schedule, placed by liveness. */
 static ct_status layout_arena(ct_plan *plan)
 {
@@ -110,6 +125,8 @@ static ct_status layout_arena(ct_plan *plan)
     for (int pos = 0; pos < n; pos++) {
         const ct_tensor *t = schedule[pos];
         item_of[t->id] = -1;
+        if (plan->computed_in[t->id])
+            continue; /* no bytes: its reader reads its inputs (below) */
         if (!t->view_of && !plan->alias_of[t->id]) {
             plan->storage[t->id] = CT_STORAGE_ARENA;
             item_of[t->id] = n_items;
@@ -117,14 +134,11 @@ static ct_status layout_arena(ct_plan *plan)
         }
         for (int s = 0; s <= t->n_src; s++) {
             const ct_tensor *used = s < t->n_src ? t->src[s] : t;
-            const ct_tensor *root = plan_root(plan, used);
-            if (root->op == CT_OP_LEAF)
-                continue;
-            ct_lifetime *life = &items[item_of[root->id]];
-            if (pos > life->last)
-                life->last = pos;
-            if (used->keep)
-                life->last = INT_MAX;
+            if (plan->computed_in[used->id]) /* a batchnorm the add computes */
+                for (int b = 0; b < used->n_src; b++)
+                    extend_life(plan, items, item_of, used->src[b], pos);
+            else
+                extend_life(plan, items, item_of, used, pos);
         }
     }
     /* A conv that also computes a max pool writes the pool's output at its
@@ -152,7 +166,9 @@ static ct_status layout_arena(ct_plan *plan)
     for (int pos = 0; pos < n; pos++) {
         const ct_tensor *t = schedule[pos];
         const ct_tensor *producer = plan->alias_of[t->id];
-        if (producer) {
+        if (plan->computed_in[t->id]) {
+            continue; /* CT_STORAGE_NONE */
+        } else if (producer) {
             plan->storage[t->id] = plan->storage[producer->id];
             plan->offsets[t->id] = plan->offsets[producer->id];
         } else if (t->view_of) {
@@ -279,7 +295,8 @@ static ct_status build_runs(ct_plan *plan, ct_mode mode)
     for (int i = 0; i < n; i++) {
         const ct_tensor *node = plan->schedule[mode][i];
         if (node->op != CT_OP_VIEW && !plan->alias_of[node->id] &&
-            !plan->pool_skip[mode][node->id] && !plan->written_by[node->id])
+            !plan->pool_skip[mode][node->id] && !plan->written_by[node->id] &&
+            !plan->computed_in[node->id])
             plan->runs[mode][count++] = node;
     }
     plan->n_runs[mode] = count;
@@ -303,9 +320,10 @@ static ct_status plan_build(ct_plan *plan)
     plan->epilogue_src = calloc((size_t)plan->n_nodes + 1, sizeof *plan->epilogue_src);
     plan->written_by = calloc((size_t)plan->n_nodes + 1, sizeof *plan->written_by);
     plan->pair_next = calloc((size_t)plan->n_nodes + 1, sizeof *plan->pair_next);
+    plan->computed_in = calloc((size_t)plan->n_nodes + 1, sizeof *plan->computed_in);
     if (!plan->offsets || !plan->storage || !plan->alias_of || !plan->epilogue ||
         !pools || !plan->bias_into || !plan->written_by ||
-        !plan->epilogue_src || !plan->grad_into || !plan->pair_next)
+        !plan->epilogue_src || !plan->grad_into || !plan->pair_next || !plan->computed_in)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
     CT_TRY(ct_prepared_new(plan->n_nodes, &plan->prepared));
     CT_TRY(build_schedule(plan, CT_TRAIN));
@@ -333,6 +351,7 @@ static ct_status plan_build(ct_plan *plan)
             plan->written_by[grad->src[0]->id] = plan->graph->nodes[i]; /* the seed */
         }
     }
+    ct_fuse_bn_add(plan->graph, plan->backend, plan->on_host, plan->computed_in);
     CT_TRY(build_runs(plan, CT_TRAIN));
     CT_TRY(build_runs(plan, CT_EVAL));
     find_pairs(plan);
@@ -421,6 +440,7 @@ void ct_plan_free(ct_plan *plan)
     free(plan->epilogue_src);
     free(plan->written_by);
     free(plan->pair_next);
+    free(plan->computed_in);
     free(plan);
 }
 
@@ -438,6 +458,7 @@ ct_exec ct_plan_exec(const ct_plan *plan, ct_mode mode)
         .bias_into = mode == CT_TRAIN ? plan->bias_into : NULL,
         .grad_into = mode == CT_TRAIN ? plan->grad_into : NULL,
         .pair_next = mode == CT_TRAIN ? plan->pair_next : NULL,
+        .computed_in = plan->computed_in,
         .training = mode == CT_TRAIN,
         .step = plan->step,
         .updates = plan->step - plan->scaler.skipped,

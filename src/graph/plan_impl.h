@@ -45,6 +45,9 @@ struct ct_plan {
      * bias gradient, a loss its gradient and that gradient's seed fill,
      * which nothing then reads), so that it runs nothing itself */
     const ct_tensor **written_by;
+    /* by node id: the add that computes this batchnorm apply as it reads
+     * it (ct_fuse_bn_add); the apply has no bytes and runs nothing */
+    const ct_tensor **computed_in;
     /* by node id: the next training run this one may run with as a pair
      * (ct_impl.run_pair: a layer's backward data and its weight gradient) */
     const ct_tensor **pair_next;
