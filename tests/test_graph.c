@@ -259,16 +259,6 @@ static cnn build_resnet18(bool training)
     return m;
 }
 
-/* Nodes of `op` that the plan's runs of `mode` run. */
-static int runs_of(const ct_plan *plan, ct_mode mode, ct_op op)
-{
-    int n = 0, count = 0;
-    const ct_tensor *const *runs = ct_plan_runs(plan, mode, &n);
-    for (int i = 0; i < n; i++)
-        count += runs[i]->op == op;
-    return count;
-}
-
 /* A residual block's add computes its batchnorms (bn2, and the
  * downsampling shortcut's): ResNet-18 runs 11 of its 20 applies inside its
  * adds, in training and in evaluation, with the bits of the unfused plan.
@@ -287,8 +277,8 @@ static void test_residual_add_computes_its_batchnorms(void)
         CHECK_OK(ct_plan_new(m.graph, backend, 3, &plans[0]));
         CHECK_OK(ct_plan_new(m.graph, unfused, 3, &plans[1]));
         for (int mode = training ? CT_TRAIN : CT_EVAL; mode <= CT_EVAL; mode++) {
-            int fused = runs_of(plans[0], mode, CT_OP_BN_APPLY);
-            int all = runs_of(plans[1], mode, CT_OP_BN_APPLY);
+            int fused = ct_plan_count_runs(plans[0], mode, CT_OP_BN_APPLY);
+            int all = ct_plan_count_runs(plans[1], mode, CT_OP_BN_APPLY);
             CHECK(all == 20 && fused == 9, "%s: %d of %d batchnorm applies run on their own",
                   mode == CT_TRAIN ? "train" : "eval", fused, all);
         }

@@ -58,16 +58,6 @@ static int count_ops(const ct_graph *graph, ct_op op)
     return count;
 }
 
-/* Kernels of `op` in the plan's evaluation runs. */
-static int plan_runs_of(const ct_plan *plan, ct_op op)
-{
-    int n = 0, count = 0;
-    const ct_tensor *const *runs = ct_plan_runs(plan, CT_EVAL, &n);
-    for (int i = 0; i < n; i++)
-        count += runs[i]->op == op;
-    return count;
-}
-
 static ct_backend *backend_or_null(const char *device)
 {
     ct_backend *backend = NULL;
@@ -145,7 +135,8 @@ static void check_model(const model_case *c, const char *device)
         /* at least the folded batchnorms' kernels and the dropouts go (a
          * relu or pool may now fuse into the conv too): two a batchnorm,
          * one where a residual add computed its apply (graph/fuse.c) */
-        int bn_kernels = plan_runs_of(plan, CT_OP_BN_STATS) + plan_runs_of(plan, CT_OP_BN_APPLY);
+        int bn_kernels = ct_plan_count_runs(plan, CT_EVAL, CT_OP_BN_STATS) +
+                         ct_plan_count_runs(plan, CT_EVAL, CT_OP_BN_APPLY);
         CHECK(bn_kernels >= c->folds && bn_kernels <= 2 * c->folds &&
                   r->kernels_after <= r->kernels_before - bn_kernels - c->dropouts,
               "%s: %d kernels -> %d (%d of batchnorm)", c->model, r->kernels_before,

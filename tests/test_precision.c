@@ -508,16 +508,6 @@ static void cuda_vendor_runs_16_bit_layers_on_the_libraries(void)
 
 /* ---- the loss's gradient fused into the loss -------------------------------------- */
 
-/* How many of the plan's training runs are `op`. */
-static int runs_of(const ct_plan *plan, ct_op op)
-{
-    int n = 0, count = 0;
-    const ct_tensor *const *runs = ct_plan_runs(plan, CT_TRAIN, &n);
-    for (int i = 0; i < n; i++)
-        count += runs[i]->op == op;
-    return count;
-}
-
 /* x [rows, 24] -> linear (no bias: a bias gradient fused into the weight
  * gradient may add in another order) -> cross-entropy over `classes`
  * (smoothing 0.1), SGD; three steps on `backend` and on an unfused copy
@@ -561,11 +551,13 @@ static void check_loss_grad_fused(const char *device, ct_precision precision, in
         weights[k] = malloc(w_bytes);
         CHECK_OK(ct_plan_read(plans[k], w, weights[k], w_bytes));
     }
-    int fused_runs = runs_of(plans[0], CT_OP_CROSS_ENTROPY_BWD) + runs_of(plans[0], CT_OP_FILL);
+    int fused_runs = ct_plan_count_runs(plans[0], CT_TRAIN, CT_OP_CROSS_ENTROPY_BWD) +
+                     ct_plan_count_runs(plans[0], CT_TRAIN, CT_OP_FILL);
     CHECK(fused ? fused_runs == 0 : fused_runs == 2,
           "%s %s, %d x %d: %d cross_entropy_bwd and fill run (want %d)", device,
           ct_precision_name(precision), rows, classes, fused_runs, fused ? 0 : 2);
-    CHECK(runs_of(plans[1], CT_OP_CROSS_ENTROPY_BWD) == 1, "the unfused plan has no backward");
+    CHECK(ct_plan_count_runs(plans[1], CT_TRAIN, CT_OP_CROSS_ENTROPY_BWD) == 1,
+          "the unfused plan has no backward");
     CHECK(memcmp(losses[0], losses[1], sizeof losses[0]) == 0 &&
               memcmp(weights[0], weights[1], w_bytes) == 0,
           "%s %s, %d x %d: fused and unfused differ (losses %.9g %.9g, %.9g %.9g)", device,

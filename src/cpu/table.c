@@ -453,11 +453,10 @@ static ct_status run_add(const ct_exec *e, const ct_tensor *n)
                              ct_out(e, n));
         return CT_OK;
     }
-    ct_bn_input a = ct_exec_add_input(e, n, 0), b = ct_exec_add_input(e, n, 1);
-    if (a.stats || b.stats) { /* a residual block's batchnorms (graph/fuse.c) */
+    ct_bn_input a, b;
+    if (ct_exec_bn_add_inputs(e, n, &a, &b)) { /* a residual block's batchnorms (graph/fuse.c) */
         ct_nci dims = ct_nci_of(n);
-        ct_cpu_batchnorm_add(dims.n, dims.c, dims.inner, a.stats ? a : b, a.stats ? b : a,
-                             fused_relu(e, n), ct_out(e, n));
+        ct_cpu_batchnorm_add(dims.n, dims.c, dims.inner, a, b, fused_relu(e, n), ct_out(e, n));
         return CT_OK;
     }
     return run_binary(e, n, fused_relu(e, n) ? ct_cpu_add_relu : ct_cpu_add);

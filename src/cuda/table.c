@@ -247,11 +247,11 @@ UNARY(run_tanh, ct_cuda_tanh_forward)
 BINARY(run_tanh_bwd, ct_cuda_tanh_backward)
 static ct_status run_add(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
-    ct_bn_input x = ct_exec_add_input(e, n, 0), y = ct_exec_add_input(e, n, 1);
-    if (x.stats || y.stats) { /* a residual block's batchnorms (graph/fuse.c) */
+    ct_bn_input x, y;
+    if (ct_exec_bn_add_inputs(e, n, &x, &y)) { /* a residual block's batchnorms (graph/fuse.c) */
         ct_nci d = ct_nci_of(n);
-        return ct_cuda_batchnorm_add(n->dtype, d.n, d.c, d.inner, x.stats ? x : y,
-                                     x.stats ? y : x, fused_relu(e, n), ct_out(e, n), b->stream);
+        return ct_cuda_batchnorm_add(n->dtype, d.n, d.c, d.inner, x, y, fused_relu(e, n),
+                                     ct_out(e, n), b->stream);
     }
     return ct_cuda_add(n->dtype, ct_tensor_numel(n), ct_in(e, n, 0), ct_in(e, n, 1),
                        fused_relu(e, n), ct_exec_relu_mask(e, n), ct_out(e, n), b->stream);

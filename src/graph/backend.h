@@ -144,6 +144,18 @@ static inline ct_bn_input ct_exec_add_input(const ct_exec *exec, const ct_tensor
     return in;
 }
 
+/* Whether the add computes a batchnorm of its inputs; then *a is one it
+ * computes and *b the other (a batchnorm too, or plain values): the sum
+ * is the same either way round, so the kernels take the batchnorm first. */
+static inline bool ct_exec_bn_add_inputs(const ct_exec *exec, const ct_tensor *add,
+                                         ct_bn_input *a, ct_bn_input *b)
+{
+    ct_bn_input first = ct_exec_add_input(exec, add, 0), second = ct_exec_add_input(exec, add, 1);
+    *a = first.stats ? first : second;
+    *b = first.stats ? second : first;
+    return a->stats != NULL;
+}
+
 typedef struct ct_impl ct_impl; /* graph/impl.h */
 enum { CT_MAX_IMPLS = 5 };
 

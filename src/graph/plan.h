@@ -67,6 +67,8 @@ ct_backend *ct_plan_backend(const ct_plan *plan);
 uint64_t ct_plan_kept_made(const ct_plan *plan);
 /* The nodes a mode runs, in order (no views, no fused nodes). */
 const ct_tensor *const *ct_plan_runs(const ct_plan *plan, ct_mode mode, int *count);
+/* How many of those run a node of `op` (what a fusion left to run). */
+int ct_plan_count_runs(const ct_plan *plan, ct_mode mode, ct_op op);
 /* Every node of a mode's step, in order: views, and the nodes whose work
  * another node's kernel does (graph/fuse.c), too. */
 const ct_tensor *const *ct_plan_schedule(const ct_plan *plan, ct_mode mode, int *count);

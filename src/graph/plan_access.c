@@ -142,6 +142,14 @@ const ct_tensor *const *ct_plan_runs(const ct_plan *plan, ct_mode mode, int *cou
     return plan->runs[mode];
 }
 
+int ct_plan_count_runs(const ct_plan *plan, ct_mode mode, ct_op op)
+{
+    int count = 0;
+    for (int i = 0; i < plan->n_runs[mode]; i++)
+        count += plan->runs[mode][i]->op == op;
+    return count;
+}
+
 const ct_tensor *const *ct_plan_schedule(const ct_plan *plan, ct_mode mode, int *count)
 {
     *count = plan->n_schedule[mode];
