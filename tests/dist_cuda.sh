@@ -38,8 +38,8 @@ fi
 mkdir -p "$tmp/data"
 # 960 images: 15 steps of 64 an epoch, so 20 steps end inside epoch 2
 "$python" tests/fashion_slice.py "$fashion" "$tmp/data" 960 200
-# native kernels: "auto" would time every candidate in the first step, which the
-# emulator does by counting every access (minutes)
+# native kernels: "auto" would time every candidate in the first step, on
+# every rank (slow on the emulator)
 train="train --data-dir $tmp/data --max-steps 20 --kernels native"
 "$cuttle" $train --device cuda --batch 64 --out "$tmp/one" > "$tmp/one.out" 2>&1
 one_status=$?

@@ -169,9 +169,10 @@ static void test_flops_follow_the_formulas(void)
 }
 
 /* A device clock that is the host clock: marks record it, elapsed reads it. */
-static ct_status fake_timer_new(ct_backend *backend, int n_marks, void **timer)
+static ct_status fake_timer_new(ct_backend *backend, int n_marks, bool counts, void **timer)
 {
     (void)backend;
+    (void)counts;
     *timer = calloc((size_t)n_marks, sizeof(int64_t));
     return *timer ? CT_OK : CT_ERR_MEMORY;
 }

@@ -211,6 +211,7 @@ static int cuda_replay_nodes(const ct_backend *backend, const void *replay)
 
 typedef struct cuda_timer {
     int n_marks;
+    bool counts; /* holds one of the emulator's counting enables */
     cudaEvent_t events[];
 } cuda_timer;
 
@@ -220,7 +221,8 @@ static void cuda_timer_free(ct_backend *backend, void *timer)
     if (!t)
         return;
 #ifdef CUDA_EMU
-    cuda_emu_counters_enable(0);
+    if (t->counts)
+        cuda_emu_counters_enable(0);
 #endif
     if (cuda_set_device(impl_of(backend)) == CT_OK)
         for (int i = 0; i < t->n_marks; i++)
@@ -228,7 +230,7 @@ static void cuda_timer_free(ct_backend *backend, void *timer)
     free(t);
 }
 
-static ct_status cuda_timer_new(ct_backend *backend, int n_marks, void **timer)
+static ct_status cuda_timer_new(ct_backend *backend, int n_marks, bool counts, void **timer)
 {
     CT_TRY(cuda_set_device(impl_of(backend)));
     cuda_timer *t = calloc(1, sizeof *t + sizeof(cudaEvent_t) * (size_t)n_marks);
@@ -238,7 +240,11 @@ static ct_status cuda_timer_new(ct_backend *backend, int n_marks, void **timer)
 #ifdef CUDA_EMU
     /* the marks' counters (cuda_timer_counts) while the timer lives; the
      * emulator's enables nest, and cuda_timer_free gives this one back */
-    cuda_emu_counters_enable(1);
+    t->counts = counts;
+    if (counts)
+        cuda_emu_counters_enable(1);
+#else
+    (void)counts;
 #endif
     for (; t->n_marks < n_marks; t->n_marks++) {
         cudaError_t error = cudaEventCreate(&t->events[t->n_marks]);
@@ -282,6 +288,7 @@ static ct_status cuda_timer_counts(ct_backend *backend, void *timer, int mark,
     if (!cuda_emu_counters_available())
         return ct_set_error(CT_ERR_UNSUPPORTED, "this emulated build counts nothing (it needs "
                             "clang, without SANITIZE)");
+    CT_ASSERT(t->counts); /* made to count (timer_new) */
     if (mark < 0 || mark >= t->n_marks || cuda_emu_event_counters(t->events[mark], &c) != 0)
         return ct_set_error(CT_ERR_STATE, "profiler: mark %d has not run", mark);
     *out = (ct_kernel_counts){

@@ -184,8 +184,10 @@ typedef struct ct_backend_i {
      * on its stream after the work queued so far (cudaEventRecord; the
      * profiler puts mark 0 before the first node of a step, mark i+1 after
      * node i), and after synchronize gives the device time from mark 0 to
-     * mark i (cudaEventElapsedTime). */
-    ct_status (*timer_new)(ct_backend *backend, int n_marks, void **timer);
+     * mark i (cudaEventElapsedTime).  `counts`: timer_counts will be asked
+     * (an emulated GPU counts only while such a timer lives, several times
+     * slower; the autotuner, which needs only the times, passes false). */
+    ct_status (*timer_new)(ct_backend *backend, int n_marks, bool counts, void **timer);
     void (*timer_mark)(ct_backend *backend, void *timer, int mark);
     ct_status (*timer_elapsed_ns)(ct_backend *backend, void *timer, int mark, int64_t *ns);
     void (*timer_free)(ct_backend *backend, void *timer);

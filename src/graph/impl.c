@@ -259,7 +259,7 @@ static ct_status time_impl(ct_backend *backend, const ct_exec *exec, const ct_te
                                             : status;
     void *timer = NULL;
     if (iface->timer_new) {
-        CT_TRY(iface->timer_new(backend, 2, &timer));
+        CT_TRY(iface->timer_new(backend, 2, false, &timer));
         iface->timer_mark(backend, timer, 0);
     }
     int64_t start = now_ns();

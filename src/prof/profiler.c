@@ -269,7 +269,7 @@ static ct_status profiler_new(ct_plan *plan, ct_profiler **out)
             describe(runs[mode][i], shapes, &prof->records[mode][i]);
     const ct_backend_i *iface = prof->backend->iface;
     if (iface->timer_new && iface->timer_mark && iface->timer_elapsed_ns && iface->timer_free) {
-        ct_status status = iface->timer_new(prof->backend, most + 1, &prof->timer);
+        ct_status status = iface->timer_new(prof->backend, most + 1, true, &prof->timer);
         if (status != CT_OK) {
             prof->timer = NULL;
             profiler_destroy(&prof->hook);
