@@ -18,6 +18,7 @@
 #include "cpu/conv_channels.h"
 #include "cpu/conv_direct.h"
 #include "cpu/conv_flat.h"
+#include "cpu/conv_pooled.h"
 #include "cpu/conv_winograd.h"
 #include "cpu/kernels.h"
 #include "cpu/linear_small.h"
@@ -623,6 +624,98 @@ static void maxpool_2x2_backward_same_bits(void)
     }
 }
 
+/* ---- a first layer's weight gradient through its relu and max pool ---------- */
+
+/* conv_pooled.c against the unfused kernels (the pool's backward with its
+ * relu, then im2col's weight gradient and a double bias sum), within 1e-5
+ * of the largest; AVX2 and portable the same bits, and 1 or 3 threads.
+ * The relu's output has ties (the first maximum takes the gradient) and
+ * zeros (no gradient with the relu); sizes leave a row and a column past
+ * the last window; 9 and 15 kernel rows are more than one group of 6. */
+static void pooled_weight_matches_unfused(void)
+{
+    static const fast_conv_case cases[] = {
+        /* n  c   h   w   o kh kw */
+        {8, 1, 28, 28, 6, 5, 5, 0, 0},  /* SimpleCNN conv1 */
+        {3, 3, 13, 12, 4, 3, 3, 0, 0},  /* 11x10 output: a row past the windows */
+        {2, 3, 12, 17, 5, 5, 8, 0, 0},  /* 8 wide, 15 rows */
+        {4, 2, 9, 9, 3, 2, 1, 0, 0},    /* 1 wide; 8x9: a column past them */
+    };
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        ct_conv2d_shape s = fast_conv_shape(&cases[ci]);
+        ct_pool2d_shape p = {s.n_batch, s.out_channels, s.out_h, s.out_w, s.out_h / 2,
+                             s.out_w / 2, 2, 2, 2, 2, 0, 0, false};
+        CHECK(ct_cpu_conv2d_pooled_weight_fits(&s, &p), "case %zu does not fit", ci);
+        int64_t nx = (int64_t)s.n_batch * s.in_channels * s.in_h * s.in_w;
+        int64_t ny = (int64_t)s.n_batch * s.out_channels * s.out_h * s.out_w;
+        int64_t np = (int64_t)p.n_batch * p.channels * p.out_h * p.out_w;
+        int64_t nw = (int64_t)s.out_channels * s.in_channels * s.kernel_h * s.kernel_w;
+        float *x = random_floats(nx, 900 + ci), *y = random_floats(ny, 910 + ci);
+        float *dy = random_floats(np, 920 + ci);
+        for (int64_t i = 0; i < ny; i++)
+            y[i] = y[i] < 0.0f ? 0.0f : y[i]; /* a relu's output */
+        for (int64_t i = 0; i + 1 < ny; i += 5)
+            y[i + 1] = y[i]; /* ties */
+        for (int relu = 0; relu < 2; relu++) {
+            float *dx = nan_floats(ny), *want = nan_floats(nw), *got = nan_floats(nw);
+            float *db = nan_floats(s.out_channels);
+            void *workspace = malloc(ct_cpu_conv2d_workspace(&s, ct_cpu_max_threads()));
+            ct_cpu_maxpool2d_backward(&p, y, dy, relu, dx);
+            ct_cpu_conv2d_backward_weight(&s, x, dx, want, workspace);
+            ct_cpu_conv2d_pooled_backward_weight(&s, &p, x, y, dy, relu, got, db);
+            double largest = 0.0, worst = 0.0, bias_worst = 0.0;
+            for (int64_t i = 0; i < nw; i++) {
+                largest = fmax(largest, fabs(want[i]));
+                worst = fmax(worst, fabs((double)got[i] - want[i]));
+            }
+            int64_t plane = (int64_t)s.out_h * s.out_w;
+            for (int o = 0; o < s.out_channels; o++) {
+                double sum = 0.0;
+                for (int n = 0; n < s.n_batch; n++)
+                    for (int64_t k = 0; k < plane; k++)
+                        sum += dx[((int64_t)n * s.out_channels + o) * plane + k];
+                bias_worst = fmax(bias_worst, fabs(db[o] - sum));
+            }
+            CHECK(worst <= TOLERANCE * fmax(largest, 1.0) && bias_worst <= TOLERANCE * 100,
+                  "case %zu (relu %d): weight off by %g (largest %g), bias by %g", ci, relu,
+                  worst, largest, bias_worst);
+            /* the same bits on the portable path and for any thread count */
+            float *portable = nan_floats(nw), *threads = nan_floats(nw);
+            float *db_portable = nan_floats(s.out_channels);
+            ct_cpu_simd_set(false);
+            ct_cpu_conv2d_pooled_backward_weight(&s, &p, x, y, dy, relu, portable, db_portable);
+            ct_cpu_simd_set(true);
+            int saved = ct_cpu_max_threads();
+            for (int t = 1; t <= 3; t += 2) {
+                ct_cpu_set_threads(t);
+                ct_cpu_conv2d_pooled_backward_weight(&s, &p, x, y, dy, relu, threads, NULL);
+                CHECK(memcmp(got, threads, sizeof(float) * (size_t)nw) == 0,
+                      "case %zu (relu %d): %d threads give other bits", ci, relu, t);
+            }
+            ct_cpu_set_threads(saved);
+            CHECK(memcmp(got, portable, sizeof(float) * (size_t)nw) == 0 &&
+                      memcmp(db, db_portable, sizeof(float) * (size_t)s.out_channels) == 0,
+                  "case %zu (relu %d): vector and scalar differ", ci, relu);
+            free(dx); free(want); free(got); free(db); free(workspace);
+            free(portable); free(threads); free(db_portable);
+        }
+        free(x); free(y); free(dy);
+    }
+    /* what it does not take: padding, stride 2, a 3x3 pool */
+    ct_conv2d_shape padded = fast_conv_shape(&FAST_CONV_CASES[2]);
+    ct_pool2d_shape pool = {padded.n_batch, padded.out_channels, padded.out_h, padded.out_w,
+                            padded.out_h / 2, padded.out_w / 2, 2, 2, 2, 2, 0, 0, false};
+    CHECK(!ct_cpu_conv2d_pooled_weight_fits(&padded, &pool), "a padded convolution fits");
+    ct_conv2d_shape plain = fast_conv_shape(&cases[0]);
+    pool = (ct_pool2d_shape){plain.n_batch, plain.out_channels, plain.out_h, plain.out_w,
+                             plain.out_h / 2, plain.out_w / 2, 2, 2, 2, 2, 0, 0, false};
+    ct_pool2d_shape wide = pool;
+    wide.kernel_h = wide.kernel_w = 3;
+    CHECK(!ct_cpu_conv2d_pooled_weight_fits(&plain, &wide), "a 3x3 pool fits");
+    plain.stride_h = plain.stride_w = 2;
+    CHECK(!ct_cpu_conv2d_pooled_weight_fits(&plain, &pool), "a stride-2 convolution fits");
+}
+
 /* ---- fused relu ------------------------------------------------------------ */
 
 /* conv+relu, conv+relu+maxpool and linear+relu kernels equal the unfused
@@ -863,6 +956,7 @@ int main(void)
     RUN(avgpool_2x2_same_bits);
     RUN(tanh_vector_matches_libm);
     RUN(maxpool_2x2_backward_same_bits);
+    RUN(pooled_weight_matches_unfused);
     RUN(fused_relu_kernels_same_bits);
     RUN(plan_fusion_trains_the_same);
     RUN(plan_eval_pool_fusion_same_logits);

@@ -65,6 +65,40 @@ AVX2 int ct_cpu_maxpool2x2_forward_avx2(int in_w, int out_h, int out_w, const fl
     return vec_w;
 }
 
+AVX2 int ct_cpu_maxpool2x2_argmax_avx2(int in_w, int out_h, int out_w, const float *x,
+                                       const float *dy, bool relu, int at_w, int *at, float *g)
+{
+    int vec_w = out_w / WINDOWS * WINDOWS;
+    const __m128i right = _mm_set1_epi32(1), down = _mm_set1_epi32(at_w);
+    const __m128i lanes = _mm_setr_epi32(0, 2, 4, 6);
+    for (int oh = 0; oh < out_h; oh++) {
+        const float *row0 = x + (long)2 * oh * in_w, *row1 = row0 + in_w;
+        for (int ow = 0; ow < vec_w; ow += WINDOWS) {
+            windows4 win = load_windows(row0 + 2 * ow, row1 + 2 * ow);
+            /* pick k: window element k replaced the max so far; the last
+             * one to replace it is the argmax */
+            __m128 m = win.top_left;
+            __m128 pick1 = replaces(win.top_right, m);
+            m = _mm_blendv_ps(m, win.top_right, pick1);
+            __m128 pick2 = replaces(win.bottom_left, m);
+            m = _mm_blendv_ps(m, win.bottom_left, pick2);
+            __m128 pick3 = replaces(win.bottom_right, m);
+            m = _mm_blendv_ps(m, win.bottom_right, pick3);
+            __m128i column = _mm_castps_si128(_mm_or_ps(_mm_andnot_ps(pick2, pick1), pick3));
+            __m128i row = _mm_castps_si128(_mm_or_ps(pick2, pick3));
+            __m128i where = _mm_add_epi32(_mm_set1_epi32(2 * oh * at_w + 2 * ow), lanes);
+            where = _mm_add_epi32(where, _mm_and_si128(column, right));
+            where = _mm_add_epi32(where, _mm_and_si128(row, down));
+            _mm_storeu_si128((__m128i *)(at + (long)oh * out_w + ow), where);
+            __m128 grad = _mm_loadu_ps(dy + (long)oh * out_w + ow);
+            if (relu) /* ct_relu_grad(max, g): 0 where max <= 0, NaN passes */
+                grad = _mm_and_ps(grad, _mm_cmp_ps(m, _mm_setzero_ps(), _CMP_NLE_UQ));
+            _mm_storeu_ps(g + (long)oh * out_w + ow, grad);
+        }
+    }
+    return vec_w;
+}
+
 AVX2 int ct_cpu_maxpool2x2_backward_avx2(int in_w, int out_h, int out_w, const float *x,
                                          const float *dy, bool relu, float *dx)
 {
@@ -250,6 +284,42 @@ AVX512 int ct_cpu_maxpool2x2_backward_avx512(int in_w, int out_h, int out_w, con
                               _mm512_maskz_mov_ps(pick1, g), win.lo, win.hi);
             store_interleaved(dx1 + 2 * ow, _mm512_maskz_mov_ps(pick2, g),
                               _mm512_maskz_mov_ps(pick3, g), win.lo, win.hi);
+        }
+    }
+    return out_w;
+}
+
+AVX512 int ct_cpu_maxpool2x2_argmax_avx512(int in_w, int out_h, int out_w, const float *x,
+                                           const float *dy, bool relu, int at_w, int *at,
+                                           float *g)
+{
+    const __m512i lanes = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                            28, 30);
+    const __m512i right = _mm512_set1_epi32(1), down = _mm512_set1_epi32(at_w);
+    for (int oh = 0; oh < out_h; oh++) {
+        const float *row0 = x + (long)2 * oh * in_w, *row1 = row0 + in_w;
+        for (int ow = 0; ow < out_w; ow += 16) {
+            windows16 win = load_windows16(row0 + 2 * ow, row1 + 2 * ow, out_w - ow);
+            /* pick k: window element k replaced the max so far; the last
+             * one to replace it is the argmax */
+            __m512 m = win.top_left;
+            __mmask16 pick1 = replaces16(win.top_right, m);
+            m = _mm512_mask_mov_ps(m, pick1, win.top_right);
+            __mmask16 pick2 = replaces16(win.bottom_left, m);
+            m = _mm512_mask_mov_ps(m, pick2, win.bottom_left);
+            __mmask16 pick3 = replaces16(win.bottom_right, m);
+            m = _mm512_mask_mov_ps(m, pick3, win.bottom_right);
+            __m512i where = _mm512_add_epi32(_mm512_set1_epi32(2 * oh * at_w + 2 * ow), lanes);
+            where = _mm512_mask_add_epi32(where, (__mmask16)((pick1 & ~pick2) | pick3), where,
+                                          right);
+            where = _mm512_mask_add_epi32(where, (__mmask16)(pick2 | pick3), where, down);
+            long k = (long)oh * out_w + ow;
+            _mm512_mask_storeu_epi32(at + k, win.lanes, where);
+            __m512 grad = _mm512_maskz_loadu_ps(win.lanes, dy + k);
+            if (relu) /* ct_relu_grad(max, g): 0 where max <= 0, NaN passes */
+                grad = _mm512_maskz_mov_ps(
+                    _mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_NLE_UQ), grad);
+            _mm512_mask_storeu_ps(g + k, win.lanes, grad);
         }
     }
     return out_w;

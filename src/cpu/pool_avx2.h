@@ -17,6 +17,14 @@ int ct_cpu_maxpool2x2_forward_avx2(int in_w, int out_h, int out_w, const float *
  * window's max). */
 int ct_cpu_maxpool2x2_backward_avx2(int in_w, int out_h, int out_w, const float *x,
                                     const float *dy, bool relu, float *dx);
+/* Each window's argmax and gradient, for the windows in columns [0,
+ * returned) of every output row (a multiple of 4): at[oh*out_w + ow] is
+ * the argmax's row times at_w plus its column (its index in x where at_w
+ * is in_w; conv_pooled.c gives the width of the convolution's input, so
+ * that at is where the argmax's patch starts there), g[...] its gradient,
+ * dy or (relu) ct_relu_grad(max, dy). */
+int ct_cpu_maxpool2x2_argmax_avx2(int in_w, int out_h, int out_w, const float *x,
+                                  const float *dy, bool relu, int at_w, int *at, float *g);
 /* The same on AVX-512 (16 windows a vector, every column): for rows of at
  * least CT_POOL_AVX512_MIN_WINDOWS windows on a CPU where
  * ct_cpu_simd_avx512(); the forward also for rows of 4 windows from rows of
@@ -30,6 +38,8 @@ static inline bool ct_cpu_maxpool2x2_forward_avx512_fits(int in_w, int out_w)
 int ct_cpu_maxpool2x2_forward_avx512(int in_w, int out_h, int out_w, const float *x, float *y);
 int ct_cpu_maxpool2x2_backward_avx512(int in_w, int out_h, int out_w, const float *x,
                                       const float *dy, bool relu, float *dx);
+int ct_cpu_maxpool2x2_argmax_avx512(int in_w, int out_h, int out_w, const float *x,
+                                    const float *dy, bool relu, int at_w, int *at, float *g);
 #endif
 
 #endif

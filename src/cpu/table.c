@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "cpu/backend.h"
 #include "cpu/conv_direct.h"
+#include "cpu/conv_pooled.h"
 #include "cpu/conv_winograd.h"
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
@@ -74,9 +75,41 @@ static void bias_grad_after(const ct_exec *exec, const ct_tensor *node)
     }
 }
 
+/* A weight gradient that computes the max pool's backward making its dy
+ * (and the relu's fused in it; CT_FUSES_POOL_BWD, graph/fuse.c): every
+ * path runs conv_pooled.c's kernel for it, and says so by returning true. */
+static bool run_pooled_weight(const ct_exec *exec, const ct_tensor *node)
+{
+    const ct_tensor *pool = node->op == CT_OP_CONV2D_BWD_WEIGHT
+                                ? ct_exec_pool_bwd_of(exec, node)
+                                : NULL;
+    if (!pool)
+        return false;
+    ct_cpu_conv2d_pooled_backward_weight(&node->attr.conv, &pool->attr.pool,
+                                         ct_in(exec, node, 0), ct_in(exec, pool, 0),
+                                         ct_in(exec, pool, 1), ct_exec_relu_mask(exec, pool) != NULL,
+                                         ct_out(exec, node), ct_exec_bias_grad(exec, node));
+    return true;
+}
+
+/* Every convolution path takes the fusions of their kernels' epilogues;
+ * the max pool's backward (into the weight gradient) where conv_pooled.c's
+ * kernel fits the shapes and the tensors are f32. */
+static bool conv_fuses_with(const ct_tensor *node, unsigned fusion, const ct_tensor *other)
+{
+    if (fusion != CT_FUSES_POOL_BWD)
+        return true;
+    return other && node->dtype == CT_F32 && node->src[0]->dtype == CT_F32 &&
+           other->dtype == CT_F32 && other->src[0]->dtype == CT_F32 &&
+           other->src[1]->dtype == CT_F32 &&
+           ct_cpu_conv2d_pooled_weight_fits(&node->attr.conv, &other->attr.pool);
+}
+
 static ct_status run_conv_backward(const ct_exec *exec, const ct_tensor *node,
                                    conv_backward_fn backward)
 {
+    if (run_pooled_weight(exec, node))
+        return CT_OK;
     backward(&node->attr.conv, ct_in(exec, node, 0), ct_in(exec, node, 1),
              ct_out(exec, node), exec->workspace);
     if (node->op == CT_OP_CONV2D_BWD_WEIGHT)
@@ -110,7 +143,8 @@ static size_t im2col_workspace(const ct_backend *backend, const ct_tensor *node)
  * one node less; the direct kernel sums dy while it has it in cache). */
 static const ct_impl conv_im2col = {
     .name = "im2col",
-    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD,
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD | CT_FUSES_POOL_BWD,
+    .fuses_with = conv_fuses_with,
     .workspace = im2col_workspace,
     .run = run_im2col,
 };
@@ -166,7 +200,7 @@ static ct_status run_cropped(ct_backend *backend, const ct_exec *exec, const ct_
     } else if (node->op == CT_OP_CONV2D_BWD_DATA) {
         ct_cpu_conv2d_crop_weights(s, &c, row, column, ct_in(exec, node, 1), weights);
         ct_cpu_conv2d_backward_data(&c, ct_in(exec, node, 0), weights, ct_out(exec, node), rest);
-    } else {
+    } else if (!run_pooled_weight(exec, node)) {
         ct_cpu_conv2d_backward_weight(&c, ct_in(exec, node, 0), ct_in(exec, node, 1), weights,
                                       rest);
         ct_cpu_conv2d_uncrop_weights(s, &c, row, column, weights, ct_out(exec, node));
@@ -177,7 +211,8 @@ static ct_status run_cropped(ct_backend *backend, const ct_exec *exec, const ct_
 
 static const ct_impl conv_cropped = {
     .name = "cropped",
-    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD,
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD | CT_FUSES_POOL_BWD,
+    .fuses_with = conv_fuses_with,
     .supports = cropped_supports,
     .workspace = cropped_workspace,
     .run = run_cropped,
@@ -219,6 +254,8 @@ static ct_status run_direct(ct_backend *backend, const ct_exec *exec, const ct_t
         return run_conv_forward(exec, node, ct_cpu_conv2d_direct_forward);
     if (node->op == CT_OP_CONV2D_BWD_DATA)
         return run_conv_backward(exec, node, ct_cpu_conv2d_direct_backward_data);
+    if (run_pooled_weight(exec, node))
+        return CT_OK;
     ct_cpu_conv2d_direct_backward_weight(&node->attr.conv, ct_in(exec, node, 0),
                                          ct_in(exec, node, 1), ct_out(exec, node),
                                          ct_exec_bias_grad(exec, node), exec->workspace);
@@ -227,7 +264,8 @@ static ct_status run_direct(ct_backend *backend, const ct_exec *exec, const ct_t
 
 static const ct_impl conv_direct = {
     .name = "direct",
-    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD,
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD | CT_FUSES_POOL_BWD,
+    .fuses_with = conv_fuses_with,
     .supports = direct_supports,
     .ready = avx2_ready,
     .workspace = direct_workspace,
@@ -267,7 +305,8 @@ static ct_status run_winograd(ct_backend *backend, const ct_exec *exec, const ct
 
 static const ct_impl conv_winograd = {
     .name = "winograd",
-    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD,
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD | CT_FUSES_POOL_BWD,
+    .fuses_with = conv_fuses_with,
     .supports = winograd_supports,
     .ready = avx2_ready,
     .workspace = winograd_workspace,

@@ -66,8 +66,10 @@ typedef struct ct_exec {
      * with as a pair (ct_impl.run_pair; the plan gave the partner's outputs
      * lifetimes from this node on and the workspace room for both) */
     const ct_tensor *const *pair_next;
-    /* by node id, or NULL: the add that computes this batchnorm apply as it
-     * reads it (ct_fuse_bn_add; the apply has no bytes of its own) */
+    /* by node id, or NULL: the node that computes this one as it reads it,
+     * which then has no bytes of its own: the add of a batchnorm apply
+     * (ct_fuse_bn_add), the weight gradient of a max pool's backward and of
+     * the relu backward fused in it (ct_fuse_pool_bwd) */
     const ct_tensor *const *computed_in;
     bool training;
     int64_t step;               /* training steps completed before this one */
@@ -154,6 +156,21 @@ static inline bool ct_exec_bn_add_inputs(const ct_exec *exec, const ct_tensor *a
     *a = first.stats ? first : second;
     *b = first.stats ? second : first;
     return a->stats != NULL;
+}
+
+/* The max pool's backward that a convolution's weight gradient computes
+ * its dy from (ct_exec.computed_in, graph/fuse.c ct_fuse_pool_bwd), or
+ * NULL: dy itself, or the relu's backward fused into that pool's backward
+ * (then the pool's epilogue is CT_EPILOGUE_RELU_BWD, ct_exec_relu_mask). */
+static inline const ct_tensor *ct_exec_pool_bwd_of(const ct_exec *exec,
+                                                   const ct_tensor *weight_grad)
+{
+    const ct_tensor *dy = weight_grad->src[1];
+    const ct_tensor *pool = dy->op == CT_OP_RELU_BWD ? dy->src[1] : dy;
+    return exec->computed_in && pool->op == CT_OP_MAXPOOL2D_BWD &&
+                   exec->computed_in[pool->id] == weight_grad
+               ? pool
+               : NULL;
 }
 
 typedef struct ct_impl ct_impl; /* graph/impl.h */

@@ -207,3 +207,35 @@ int ct_fuse_bn_add(const ct_graph *graph, const ct_backend *backend, const bool 
     free(readers);
     return fused;
 }
+
+int ct_fuse_pool_bwd(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
+                     const ct_tensor *const *alias_of, const ct_tensor *const *bias_into,
+                     const ct_tensor **computed_in)
+{
+    int *readers = graph_readers(graph);
+    if (!readers)
+        return 0;
+    int fused = 0;
+    for (int i = 0; i < graph->n_nodes; i++) {
+        const ct_tensor *weight = graph->nodes[i];
+        if (weight->op != CT_OP_CONV2D_BWD_WEIGHT || (on_host && on_host[weight->id]))
+            continue;
+        const ct_tensor *dy = weight->src[1];
+        /* dy: the pool's backward, or the relu's fused into it */
+        const ct_tensor *pool = dy->op == CT_OP_RELU_BWD ? alias_of[dy->id] : dy;
+        if (!pool || pool->op != CT_OP_MAXPOOL2D_BWD || (dy != pool && dy->src[1] != pool))
+            continue;
+        const ct_tensor *bias = bias_into[weight->id];
+        int dy_readers = 1 + (bias && bias->src[0] == dy);
+        if (readers[dy->id] != dy_readers || (dy != pool && readers[pool->id] != 1) ||
+            dy->keep || pool->keep || dy->view_of || pool->view_of ||
+            (on_host && (on_host[dy->id] || on_host[pool->id])) ||
+            !ct_impl_fuses(backend, weight, CT_FUSES_POOL_BWD, pool))
+            continue;
+        computed_in[pool->id] = weight;
+        computed_in[dy->id] = weight;
+        fused++;
+    }
+    free(readers);
+    return fused;
+}

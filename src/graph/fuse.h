@@ -79,4 +79,17 @@ int ct_fuse_loss_grad(const ct_graph *graph, const ct_backend *backend, const bo
 int ct_fuse_bn_add(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
                    const ct_tensor **computed_in);
 
+/* A max pool's backward (with the relu's backward fused in it, alias_of
+ * and ct_fuse_relu: conv -> relu -> max pool) whose gradient only a
+ * convolution's weight gradient reads (and the bias gradient that weight
+ * gradient writes, bias_into), where every implementation of the weight
+ * gradient can compute it from the pool's (CT_FUSES_POOL_BWD: a first
+ * layer, whose input needs no gradient).  Sets computed_in[pool id] and
+ * computed_in[relu backward id] = the weight gradient: neither has bytes
+ * or runs, and the weight gradient reads the pool's input and output
+ * gradient (the plan keeps them alive to it).  Returns how many. */
+int ct_fuse_pool_bwd(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
+                     const ct_tensor *const *alias_of, const ct_tensor *const *bias_into,
+                     const ct_tensor **computed_in);
+
 #endif

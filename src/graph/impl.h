@@ -46,7 +46,8 @@ typedef enum ct_impl_kind {
  * ct_exec.epilogue_src, (a convolution's or linear
  * layer's weight gradient) its bias gradient too, (a cross-entropy)
  * the gradient of its logits too (ct_exec.grad_into), and (an add) the
- * batchnorm that is one of its inputs (ct_exec.computed_in). */
+ * batchnorm that is one of its inputs, and (a convolution's weight
+ * gradient) the max pool's backward that makes its dy (ct_exec.computed_in). */
 enum {
     CT_FUSES_RELU = 1u << 0,
     /* in training (ct_exec.training) the conv's own output is written too */
@@ -59,7 +60,10 @@ enum {
     CT_FUSES_LOSS_GRAD = 1u << 4,
     /* (an add) a batchnorm's apply that is one of its inputs, computed as
      * the add reads it: ct_exec.computed_in */
-    CT_FUSES_BN_INPUT = 1u << 5
+    CT_FUSES_BN_INPUT = 1u << 5,
+    /* (a convolution's weight gradient) the max pool's backward that makes
+     * its dy, with the relu's backward fused in it: ct_exec.computed_in */
+    CT_FUSES_POOL_BWD = 1u << 6
 };
 
 struct ct_impl {

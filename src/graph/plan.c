@@ -107,6 +107,20 @@ static void extend_life(const ct_plan *plan, ct_lifetime *items, const int *item
         life->last = INT_MAX;
 }
 
+/* `used` is read at pos: its bytes, or where it has none (its reader
+ * computes it, ct_exec.computed_in) the inputs it is computed from. */
+static void read_at(const ct_plan *plan, ct_lifetime *items, const int *item_of,
+                    const ct_tensor *used, int pos)
+{
+    const ct_tensor *root = plan_root(plan, used);
+    if (!plan->computed_in[root->id]) {
+        extend_life(plan, items, item_of, used, pos);
+        return;
+    }
+    for (int s = 0; s < root->n_src; s++)
+        read_at(plan, items, item_of, root->src[s], pos);
+}
+
 /* Transient tensors of the training schedule, placed by liveness. */
 static ct_status layout_arena(ct_plan *plan)
 {
@@ -132,14 +146,8 @@ static ct_status layout_arena(ct_plan *plan)
             item_of[t->id] = n_items;
             items[n_items++] = (ct_lifetime){pos, pos, ct_tensor_bytes(t)};
         }
-        for (int s = 0; s <= t->n_src; s++) {
-            const ct_tensor *used = s < t->n_src ? t->src[s] : t;
-            if (plan->computed_in[used->id]) /* a batchnorm the add computes */
-                for (int b = 0; b < used->n_src; b++)
-                    extend_life(plan, items, item_of, used->src[b], pos);
-            else
-                extend_life(plan, items, item_of, used, pos);
-        }
+        for (int s = 0; s <= t->n_src; s++)
+            read_at(plan, items, item_of, s < t->n_src ? t->src[s] : t, pos);
     }
     /* A conv that also computes a max pool writes the pool's output at its
      * own position: the pool's bytes must not share memory with anything
@@ -352,6 +360,8 @@ static ct_status plan_build(ct_plan *plan)
         }
     }
     ct_fuse_bn_add(plan->graph, plan->backend, plan->on_host, plan->computed_in);
+    ct_fuse_pool_bwd(plan->graph, plan->backend, plan->on_host, plan->alias_of, plan->bias_into,
+                     plan->computed_in);
     CT_TRY(build_runs(plan, CT_TRAIN));
     CT_TRY(build_runs(plan, CT_EVAL));
     find_pairs(plan);

@@ -1,0 +1,266 @@
+/*
+ * A convolution's weight gradient through the relu and the 2x2/2 max pool
+ * after it (conv_pooled.h; fused by graph/fuse.c, ct_fuse_pool_bwd): the
+ * first layer of SimpleCNN/LeNet, whose input needs no gradient, so the
+ * weight gradient is the only reader of the pool's backward.
+ *
+ * Per image and output channel, first each window's argmax in y and its
+ * gradient (at[], g[]: pool_avx2.c four windows at a time), then for each
+ * group of up to GROUP kernel rows (c, i) one pass over the windows:
+ *   sums[c,i][k % 2][0..KW) += g[k] * x[n, c, a_k + i, b_k .. b_k + KW)
+ * one 8-lane multiply-add per row and window, the row loaded with the
+ * lanes past KW masked off; two sums a row (even and odd windows) so that
+ * consecutive windows' multiply-adds do not wait for each other, added
+ * together at the end.  The bias gradient sums g in 8 lanes (window k into
+ * lane k % 8), added in lane order at the end: one chain of 144 adds a
+ * plane was a third of the kernel's time.  Every image but the last loads
+ * whole 8-float rows (the floats past KW are in the image); the last one
+ * masks them, as its last rows end the buffer.  Windows with a zero gradient (the relu's) are
+ * added too: a branch on them mispredicts, the multiply-add costs less.
+ * A non-finite x next to a window's argmax does not reach dw here, where
+ * the dense kernel's 0 * inf would make it NaN.
+ */
+#include "cpu/conv_pooled.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/math_shared.h"
+#include "cpu/pool_avx2.h"
+#include "cpu/simd.h"
+
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+#include <immintrin.h>
+#define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+#define AVX2 __attribute__((target("avx2,fma")))
+#endif
+
+enum {
+    GROUP = 6,     /* kernel rows whose 2 x GROUP sums one pass keeps in 16 registers */
+    LANES = 8,     /* floats of a row's sums: CT_CONV_POOLED_MAX_KERNEL_W */
+    SETS = 2,      /* sums a row: of the even and of the odd windows */
+    MAX_ROWS = 256 /* in_channels * kernel_h */
+};
+
+typedef struct pooled_geom {
+    int in_w, kernel_h, kernel_w;
+    long x_plane; /* floats of one input channel */
+    int rows;     /* in_channels * kernel_h */
+    int windows;  /* the pool's out_h * out_w */
+} pooled_geom;
+
+bool ct_cpu_conv2d_pooled_weight_fits(const ct_conv2d_shape *s, const ct_pool2d_shape *p)
+{
+    return s->groups == 1 && s->stride_h == 1 && s->stride_w == 1 && s->pad_h == 0 &&
+           s->pad_w == 0 && s->dilation_h == 1 && s->dilation_w == 1 &&
+           s->kernel_w <= CT_CONV_POOLED_MAX_KERNEL_W &&
+           (long)s->in_channels * s->kernel_h <= MAX_ROWS && p->kernel_h == 2 &&
+           p->kernel_w == 2 && p->stride_h == 2 && p->stride_w == 2 && p->pad_h == 0 &&
+           p->pad_w == 0 && p->n_batch == s->n_batch && p->channels == s->out_channels &&
+           p->in_h == s->out_h && p->in_w == s->out_w && p->out_h > 0 && p->out_w > 0 &&
+           2 * p->out_h <= p->in_h && 2 * p->out_w <= p->in_w &&
+           (long)p->out_h * p->out_w <= CT_CONV_POOLED_MAX_WINDOWS;
+}
+
+/* at[k], g[k] of every window of one plane (pool_avx2.h says what they
+ * are): at in rows of at_w, the convolution input's width. */
+static void window_argmax(const ct_pool2d_shape *p, const float *y, const float *dy, bool relu,
+                          int at_w, int *at, float *g)
+{
+    int first = 0; /* columns before it are done by the vector kernel */
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (ct_cpu_simd_avx512() && p->out_w >= CT_POOL_AVX512_MIN_WINDOWS)
+        first = ct_cpu_maxpool2x2_argmax_avx512(p->in_w, p->out_h, p->out_w, y, dy, relu, at_w,
+                                                at, g);
+    else if (ct_cpu_simd_avx2())
+        first = ct_cpu_maxpool2x2_argmax_avx2(p->in_w, p->out_h, p->out_w, y, dy, relu, at_w, at,
+                                              g);
+#endif
+    for (int oh = 0; oh < p->out_h; oh++)
+        for (int ow = first; ow < p->out_w; ow++) {
+            int k = oh * p->out_w + ow;
+            const float *row0 = y + 2 * oh * p->in_w + 2 * ow, *row1 = row0 + p->in_w;
+            float m = row0[0];
+            int where = 0;
+            bool take = ct_max_replaces(row0[1], m);
+            m = take ? row0[1] : m;
+            where = take ? 1 : where;
+            take = ct_max_replaces(row1[0], m);
+            m = take ? row1[0] : m;
+            where = take ? at_w : where;
+            take = ct_max_replaces(row1[1], m);
+            m = take ? row1[1] : m;
+            where = take ? at_w + 1 : where;
+            at[k] = 2 * oh * at_w + 2 * ow + where;
+            g[k] = relu ? ct_relu_grad(m, dy[k]) : dy[k];
+        }
+}
+
+/* Where kernel row r (channel r / kernel_h, row r % kernel_h) starts in an
+ * image, from the window's argmax. */
+static inline long row_offset(const pooled_geom *g, int r)
+{
+    return (long)(r / g->kernel_h) * g->x_plane + (long)(r % g->kernel_h) * g->in_w;
+}
+
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+static int add_lanes8_avx2(int windows, const float *grad, float *lanes);
+#endif
+
+/* lanes[k % LANES] += g[k] over a plane's windows: portable, and the same
+ * sums (in the same order) on AVX2 (the windows of whole vectors). */
+static void add_bias_lanes(int windows, const float *grad, float *lanes)
+{
+    int k = 0;
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (ct_cpu_simd_avx2())
+        k = add_lanes8_avx2(windows, grad, lanes);
+#endif
+    for (; k < windows; k++)
+        lanes[k % LANES] += grad[k];
+}
+
+/* Rows [row0, row0 + n_rows) of one image: the portable loop, fmaf, so the
+ * same bits as the vector kernel's multiply-adds. */
+static void add_windows(const pooled_geom *g, const float *xn, const int *at, const float *grad,
+                        int row0, int n_rows, float *sums)
+{
+    for (int k = 0; k < g->windows; k++)
+        for (int r = 0; r < n_rows; r++) {
+            const float *src = xn + row_offset(g, row0 + r) + at[k];
+            float *row = sums + ((long)(row0 + r) * SETS + k % SETS) * LANES;
+            for (int j = 0; j < g->kernel_w; j++)
+                row[j] = fmaf(grad[k], src[j], row[j]);
+        }
+}
+
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+/* The same for R (a constant, <= GROUP) rows, their sums in registers. */
+static AVX2 int add_lanes8_avx2(int windows, const float *grad, float *lanes)
+{
+    __m256 sum = _mm256_loadu_ps(lanes);
+    int k = 0;
+    for (; k + LANES <= windows; k += LANES)
+        sum = _mm256_add_ps(sum, _mm256_loadu_ps(grad + k));
+    _mm256_storeu_ps(lanes, sum);
+    return k;
+}
+
+/* An 8-float row: whole (whole: the image has the floats past KW) or with
+ * the lanes past KW masked off. */
+AVX2_INLINE __m256 load_row(const float *src, __m256i mask, const bool whole)
+{
+    return whole ? _mm256_loadu_ps(src) : _mm256_maskload_ps(src, mask);
+}
+
+AVX2_INLINE void add_windows_rows(const pooled_geom *g, const float *xn, const int *at,
+                                  const float *grad, int row0, float *sums, const int R,
+                                  const bool whole)
+{
+    __m256 even[GROUP], odd[GROUP];
+    long offset[GROUP];
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(g->kernel_w),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int r = 0; r < R; r++) {
+        even[r] = _mm256_loadu_ps(sums + (long)(row0 + r) * SETS * LANES);
+        odd[r] = _mm256_loadu_ps(sums + ((long)(row0 + r) * SETS + 1) * LANES);
+        offset[r] = row_offset(g, row0 + r);
+    }
+    int k = 0;
+    for (; k + 1 < g->windows; k += 2) {
+        __m256 g0 = _mm256_set1_ps(grad[k]), g1 = _mm256_set1_ps(grad[k + 1]);
+        const float *src0 = xn + at[k], *src1 = xn + at[k + 1];
+        for (int r = 0; r < R; r++) {
+            even[r] = _mm256_fmadd_ps(g0, load_row(src0 + offset[r], mask, whole), even[r]);
+            odd[r] = _mm256_fmadd_ps(g1, load_row(src1 + offset[r], mask, whole), odd[r]);
+        }
+    }
+    if (k < g->windows) {
+        __m256 g0 = _mm256_set1_ps(grad[k]);
+        for (int r = 0; r < R; r++)
+            even[r] = _mm256_fmadd_ps(g0, load_row(xn + at[k] + offset[r], mask, whole),
+                                      even[r]);
+    }
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(sums + (long)(row0 + r) * SETS * LANES, even[r]);
+        _mm256_storeu_ps(sums + ((long)(row0 + r) * SETS + 1) * LANES, odd[r]);
+    }
+}
+
+static AVX2 void add_windows_avx2(const pooled_geom *g, const float *xn, const int *at,
+                                  const float *grad, int row0, int n_rows, float *sums,
+                                  bool whole)
+{
+    switch (n_rows) {
+#define ROWS_CASE(R)                                                                       \
+    case R:                                                                                \
+        if (whole)                                                                         \
+            add_windows_rows(g, xn, at, grad, row0, sums, R, true);                        \
+        else                                                                               \
+            add_windows_rows(g, xn, at, grad, row0, sums, R, false);                       \
+        break;
+        ROWS_CASE(1)
+        ROWS_CASE(2)
+        ROWS_CASE(3)
+        ROWS_CASE(4)
+        ROWS_CASE(5)
+        ROWS_CASE(6)
+#undef ROWS_CASE
+    }
+}
+#endif
+
+void ct_cpu_conv2d_pooled_backward_weight(const ct_conv2d_shape *s, const ct_pool2d_shape *p,
+                                          const float *x, const float *y, const float *dy,
+                                          bool relu, float *dw, float *db)
+{
+    pooled_geom g = {.in_w = s->in_w,
+                     .kernel_h = s->kernel_h,
+                     .kernel_w = s->kernel_w,
+                     .x_plane = (long)s->in_h * s->in_w,
+                     .rows = s->in_channels * s->kernel_h,
+                     .windows = p->out_h * p->out_w};
+    long y_plane = (long)p->in_h * p->in_w, x_image = g.x_plane * s->in_channels;
+    int out_c = s->out_channels, depth = g.rows * g.kernel_w;
+    bool vector = false;
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    vector = ct_cpu_simd_avx2();
+#endif
+    (void)vector;
+    long work = (long)s->n_batch * out_c * g.windows * g.rows;
+#pragma omp parallel for if (out_c > 1 && work >= 65536) schedule(static)
+    for (int o = 0; o < out_c; o++) {
+        int at[CT_CONV_POOLED_MAX_WINDOWS];
+        float grad[CT_CONV_POOLED_MAX_WINDOWS];
+        float sums[MAX_ROWS * SETS * LANES];
+        memset(sums, 0, sizeof(float) * (size_t)g.rows * SETS * LANES);
+        float bias[LANES] = {0};
+        for (int n = 0; n < s->n_batch; n++) {
+            long plane = (long)n * out_c + o;
+            window_argmax(p, y + plane * y_plane, dy + plane * g.windows, relu, g.in_w, at, grad);
+            add_bias_lanes(g.windows, grad, bias);
+            const float *xn = x + n * x_image;
+            for (int row0 = 0; row0 < g.rows; row0 += GROUP) {
+                int n_rows = g.rows - row0 < GROUP ? g.rows - row0 : GROUP;
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+                if (vector) {
+                    add_windows_avx2(&g, xn, at, grad, row0, n_rows, sums, n + 1 < s->n_batch);
+                    continue;
+                }
+#endif
+                add_windows(&g, xn, at, grad, row0, n_rows, sums);
+            }
+        }
+        for (int r = 0; r < g.rows; r++) {
+            const float *row = sums + (long)r * SETS * LANES;
+            for (int j = 0; j < g.kernel_w; j++)
+                dw[(long)o * depth + (long)r * g.kernel_w + j] = row[j] + row[LANES + j];
+        }
+        if (db) {
+            float sum = 0.0f;
+            for (int l = 0; l < LANES; l++)
+                sum += bias[l];
+            db[o] = sum;
+        }
+    }
+}
