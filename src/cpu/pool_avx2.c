@@ -246,6 +246,25 @@ AVX512 int ct_cpu_maxpool2x2_forward_avx512(int in_w, int out_h, int out_w, cons
     return out_w;
 }
 
+/* The windows' max (window_max16's rule) and pick[k]: window element k
+ * replaced the max so far (the last one to replace it is the argmax). */
+AVX512_INLINE __m512 window_picks16(windows16 win, __mmask16 pick[4])
+{
+    __m512 m = win.top_left;
+    pick[1] = replaces16(win.top_right, m);
+    m = _mm512_mask_mov_ps(m, pick[1], win.top_right);
+    pick[2] = replaces16(win.bottom_left, m);
+    m = _mm512_mask_mov_ps(m, pick[2], win.bottom_left);
+    pick[3] = replaces16(win.bottom_right, m);
+    return _mm512_mask_mov_ps(m, pick[3], win.bottom_right);
+}
+
+/* ct_relu_grad(max, g): 0 where max <= 0, NaN passes. */
+AVX512_INLINE __m512 relu_grad16(__m512 max, __m512 g)
+{
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(max, _mm512_setzero_ps(), _CMP_NLE_UQ), g);
+}
+
 /* dst[2k] = even[k], dst[2k+1] = odd[k] for the first 2n floats. */
 AVX512_INLINE void store_interleaved(float *dst, __m512 even, __m512 odd, __mmask16 lo,
                                      __mmask16 hi)
@@ -265,21 +284,15 @@ AVX512 int ct_cpu_maxpool2x2_backward_avx512(int in_w, int out_h, int out_w, con
         float *dx0 = dx + (long)2 * oh * in_w, *dx1 = dx0 + in_w;
         for (int ow = 0; ow < out_w; ow += 16) {
             windows16 win = load_windows16(row0 + 2 * ow, row1 + 2 * ow, out_w - ow);
-            /* pick[k]: window element k is the argmax so far */
-            __m512 m = win.top_left;
-            __mmask16 pick1 = replaces16(win.top_right, m);
-            m = _mm512_mask_mov_ps(m, pick1, win.top_right);
-            __mmask16 pick2 = replaces16(win.bottom_left, m);
-            m = _mm512_mask_mov_ps(m, pick2, win.bottom_left);
-            __mmask16 pick3 = replaces16(win.bottom_right, m);
-            m = _mm512_mask_mov_ps(m, pick3, win.bottom_right);
-            pick2 &= (__mmask16)~pick3;
-            pick1 &= (__mmask16)~(pick2 | pick3);
+            __mmask16 pick[4];
+            __m512 m = window_picks16(win, pick);
+            /* pick k: window element k is the argmax */
+            __mmask16 pick3 = pick[3], pick2 = pick[2] & (__mmask16)~pick3;
+            __mmask16 pick1 = pick[1] & (__mmask16)~(pick2 | pick3);
             __mmask16 pick0 = (__mmask16)~(pick1 | pick2 | pick3);
             __m512 g = _mm512_maskz_loadu_ps(win.lanes, dy + (long)oh * out_w + ow);
-            if (relu) /* ct_relu_grad(max, g): 0 where max <= 0, NaN passes */
-                g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_NLE_UQ),
-                                        g);
+            if (relu)
+                g = relu_grad16(m, g);
             store_interleaved(dx0 + 2 * ow, _mm512_maskz_mov_ps(pick0, g),
                               _mm512_maskz_mov_ps(pick1, g), win.lo, win.hi);
             store_interleaved(dx1 + 2 * ow, _mm512_maskz_mov_ps(pick2, g),
@@ -300,25 +313,17 @@ AVX512 int ct_cpu_maxpool2x2_argmax_avx512(int in_w, int out_h, int out_w, const
         const float *row0 = x + (long)2 * oh * in_w, *row1 = row0 + in_w;
         for (int ow = 0; ow < out_w; ow += 16) {
             windows16 win = load_windows16(row0 + 2 * ow, row1 + 2 * ow, out_w - ow);
-            /* pick k: window element k replaced the max so far; the last
-             * one to replace it is the argmax */
-            __m512 m = win.top_left;
-            __mmask16 pick1 = replaces16(win.top_right, m);
-            m = _mm512_mask_mov_ps(m, pick1, win.top_right);
-            __mmask16 pick2 = replaces16(win.bottom_left, m);
-            m = _mm512_mask_mov_ps(m, pick2, win.bottom_left);
-            __mmask16 pick3 = replaces16(win.bottom_right, m);
-            m = _mm512_mask_mov_ps(m, pick3, win.bottom_right);
+            __mmask16 pick[4];
+            __m512 m = window_picks16(win, pick);
             __m512i where = _mm512_add_epi32(_mm512_set1_epi32(2 * oh * at_w + 2 * ow), lanes);
-            where = _mm512_mask_add_epi32(where, (__mmask16)((pick1 & ~pick2) | pick3), where,
-                                          right);
-            where = _mm512_mask_add_epi32(where, (__mmask16)(pick2 | pick3), where, down);
+            where = _mm512_mask_add_epi32(where, (__mmask16)((pick[1] & ~pick[2]) | pick[3]),
+                                          where, right);
+            where = _mm512_mask_add_epi32(where, (__mmask16)(pick[2] | pick[3]), where, down);
             long k = (long)oh * out_w + ow;
             _mm512_mask_storeu_epi32(at + k, win.lanes, where);
             __m512 grad = _mm512_maskz_loadu_ps(win.lanes, dy + k);
-            if (relu) /* ct_relu_grad(max, g): 0 where max <= 0, NaN passes */
-                grad = _mm512_maskz_mov_ps(
-                    _mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_NLE_UQ), grad);
+            if (relu)
+                grad = relu_grad16(m, grad);
             _mm512_mask_storeu_ps(g + k, win.lanes, grad);
         }
     }
