@@ -15,8 +15,9 @@
  * lane k % 8), added in lane order at the end: one chain of 144 adds a
  * plane was a third of the kernel's time.  Every image but the last loads
  * whole 8-float rows (the floats past KW are in the image); the last one
- * masks them, as its last rows end the buffer.  Windows with a zero gradient (the relu's) are
- * added too: a branch on them mispredicts, the multiply-add costs less.
+ * masks them, as its last rows end the buffer.  Windows with a zero
+ * gradient (the relu's) are added too: a branch on them mispredicts, the
+ * multiply-add costs less.
  * A non-finite x next to a window's argmax does not reach dw here, where
  * the dense kernel's 0 * inf would make it NaN.
  */
@@ -135,7 +136,6 @@ static void add_windows(const pooled_geom *g, const float *xn, const int *at, co
 }
 
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
-/* The same for R (a constant, <= GROUP) rows, their sums in registers. */
 static AVX2 int add_lanes8_avx2(int windows, const float *grad, float *lanes)
 {
     __m256 sum = _mm256_loadu_ps(lanes);
@@ -153,6 +153,7 @@ AVX2_INLINE __m256 load_row(const float *src, __m256i mask, const bool whole)
     return whole ? _mm256_loadu_ps(src) : _mm256_maskload_ps(src, mask);
 }
 
+/* add_windows for R (a constant, <= GROUP) rows, their sums in registers. */
 AVX2_INLINE void add_windows_rows(const pooled_geom *g, const float *xn, const int *at,
                                   const float *grad, int row0, float *sums, const int R,
                                   const bool whole)
@@ -187,6 +188,7 @@ AVX2_INLINE void add_windows_rows(const pooled_geom *g, const float *xn, const i
     }
 }
 
+/* whole: the image is not the batch's last (load_row). */
 static AVX2 void add_windows_avx2(const pooled_geom *g, const float *xn, const int *at,
                                   const float *grad, int row0, int n_rows, float *sums,
                                   bool whole)
@@ -210,6 +212,23 @@ static AVX2 void add_windows_avx2(const pooled_geom *g, const float *xn, const i
 }
 #endif
 
+/* Every group of rows of one image, on the vector kernel where there is one. */
+static void add_image(const pooled_geom *g, const float *xn, const int *at, const float *grad,
+                      bool last_image, float *sums)
+{
+    for (int row0 = 0; row0 < g->rows; row0 += GROUP) {
+        int n_rows = g->rows - row0 < GROUP ? g->rows - row0 : GROUP;
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+        if (ct_cpu_simd_avx2()) {
+            add_windows_avx2(g, xn, at, grad, row0, n_rows, sums, !last_image);
+            continue;
+        }
+#endif
+        (void)last_image;
+        add_windows(g, xn, at, grad, row0, n_rows, sums);
+    }
+}
+
 void ct_cpu_conv2d_pooled_backward_weight(const ct_conv2d_shape *s, const ct_pool2d_shape *p,
                                           const float *x, const float *y, const float *dy,
                                           bool relu, float *dw, float *db)
@@ -222,11 +241,6 @@ void ct_cpu_conv2d_pooled_backward_weight(const ct_conv2d_shape *s, const ct_poo
                      .windows = p->out_h * p->out_w};
     long y_plane = (long)p->in_h * p->in_w, x_image = g.x_plane * s->in_channels;
     int out_c = s->out_channels, depth = g.rows * g.kernel_w;
-    bool vector = false;
-#ifdef CT_CPU_HAVE_AVX2_KERNELS
-    vector = ct_cpu_simd_avx2();
-#endif
-    (void)vector;
     long work = (long)s->n_batch * out_c * g.windows * g.rows;
 #pragma omp parallel for if (out_c > 1 && work >= 65536) schedule(static)
     for (int o = 0; o < out_c; o++) {
@@ -239,17 +253,7 @@ void ct_cpu_conv2d_pooled_backward_weight(const ct_conv2d_shape *s, const ct_poo
             long plane = (long)n * out_c + o;
             window_argmax(p, y + plane * y_plane, dy + plane * g.windows, relu, g.in_w, at, grad);
             add_bias_lanes(g.windows, grad, bias);
-            const float *xn = x + n * x_image;
-            for (int row0 = 0; row0 < g.rows; row0 += GROUP) {
-                int n_rows = g.rows - row0 < GROUP ? g.rows - row0 : GROUP;
-#ifdef CT_CPU_HAVE_AVX2_KERNELS
-                if (vector) {
-                    add_windows_avx2(&g, xn, at, grad, row0, n_rows, sums, n + 1 < s->n_batch);
-                    continue;
-                }
-#endif
-                add_windows(&g, xn, at, grad, row0, n_rows, sums);
-            }
+            add_image(&g, x + n * x_image, at, grad, n + 1 == s->n_batch, sums);
         }
         for (int r = 0; r < g.rows; r++) {
             const float *row = sums + (long)r * SETS * LANES;

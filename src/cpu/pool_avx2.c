@@ -47,6 +47,26 @@ static inline AVX2 windows4 load_windows(const float *row0, const float *row1)
     return win;
 }
 
+/* The windows' max (the forward's rule) and pick[k]: all-ones lanes where
+ * window element k replaced the max so far (the last one to replace it is
+ * the argmax). */
+static inline AVX2 __m128 window_picks(windows4 win, __m128 pick[4])
+{
+    __m128 m = win.top_left;
+    pick[1] = replaces(win.top_right, m);
+    m = _mm_blendv_ps(m, win.top_right, pick[1]);
+    pick[2] = replaces(win.bottom_left, m);
+    m = _mm_blendv_ps(m, win.bottom_left, pick[2]);
+    pick[3] = replaces(win.bottom_right, m);
+    return _mm_blendv_ps(m, win.bottom_right, pick[3]);
+}
+
+/* ct_relu_grad(max, g): 0 where max <= 0, NaN passes. */
+static inline AVX2 __m128 relu_grad4(__m128 max, __m128 g)
+{
+    return _mm_and_ps(g, _mm_cmp_ps(max, _mm_setzero_ps(), _CMP_NLE_UQ));
+}
+
 AVX2 int ct_cpu_maxpool2x2_forward_avx2(int in_w, int out_h, int out_w, const float *x,
                                         float *y)
 {
@@ -75,24 +95,18 @@ AVX2 int ct_cpu_maxpool2x2_argmax_avx2(int in_w, int out_h, int out_w, const flo
         const float *row0 = x + (long)2 * oh * in_w, *row1 = row0 + in_w;
         for (int ow = 0; ow < vec_w; ow += WINDOWS) {
             windows4 win = load_windows(row0 + 2 * ow, row1 + 2 * ow);
-            /* pick k: window element k replaced the max so far; the last
-             * one to replace it is the argmax */
-            __m128 m = win.top_left;
-            __m128 pick1 = replaces(win.top_right, m);
-            m = _mm_blendv_ps(m, win.top_right, pick1);
-            __m128 pick2 = replaces(win.bottom_left, m);
-            m = _mm_blendv_ps(m, win.bottom_left, pick2);
-            __m128 pick3 = replaces(win.bottom_right, m);
-            m = _mm_blendv_ps(m, win.bottom_right, pick3);
-            __m128i column = _mm_castps_si128(_mm_or_ps(_mm_andnot_ps(pick2, pick1), pick3));
-            __m128i row = _mm_castps_si128(_mm_or_ps(pick2, pick3));
+            __m128 pick[4];
+            __m128 m = window_picks(win, pick);
+            __m128i column =
+                _mm_castps_si128(_mm_or_ps(_mm_andnot_ps(pick[2], pick[1]), pick[3]));
+            __m128i row = _mm_castps_si128(_mm_or_ps(pick[2], pick[3]));
             __m128i where = _mm_add_epi32(_mm_set1_epi32(2 * oh * at_w + 2 * ow), lanes);
             where = _mm_add_epi32(where, _mm_and_si128(column, right));
             where = _mm_add_epi32(where, _mm_and_si128(row, down));
             _mm_storeu_si128((__m128i *)(at + (long)oh * out_w + ow), where);
             __m128 grad = _mm_loadu_ps(dy + (long)oh * out_w + ow);
-            if (relu) /* ct_relu_grad(max, g): 0 where max <= 0, NaN passes */
-                grad = _mm_and_ps(grad, _mm_cmp_ps(m, _mm_setzero_ps(), _CMP_NLE_UQ));
+            if (relu)
+                grad = relu_grad4(m, grad);
             _mm_storeu_ps(g + (long)oh * out_w + ow, grad);
         }
     }
@@ -103,31 +117,21 @@ AVX2 int ct_cpu_maxpool2x2_backward_avx2(int in_w, int out_h, int out_w, const f
                                          const float *dy, bool relu, float *dx)
 {
     int vec_w = out_w / WINDOWS * WINDOWS;
-    __m128 ones = _mm_castsi128_ps(_mm_set1_epi32(-1)), zero = _mm_setzero_ps();
+    __m128 ones = _mm_castsi128_ps(_mm_set1_epi32(-1));
     for (int oh = 0; oh < out_h; oh++) {
         const float *row0 = x + (long)2 * oh * in_w, *row1 = row0 + in_w;
         float *dx0 = dx + (long)2 * oh * in_w, *dx1 = dx0 + in_w;
         for (int ow = 0; ow < vec_w; ow += WINDOWS) {
             windows4 win = load_windows(row0 + 2 * ow, row1 + 2 * ow);
-            __m128 top_right = win.top_right, bottom_left = win.bottom_left;
-            __m128 bottom_right = win.bottom_right;
-            /* pick[k]: window element k is the argmax so far */
-            __m128 m = win.top_left, pick0 = ones;
-            __m128 pick1 = replaces(top_right, m);
-            m = _mm_blendv_ps(m, top_right, pick1);
-            pick0 = _mm_andnot_ps(pick1, pick0);
-            __m128 pick2 = replaces(bottom_left, m);
-            m = _mm_blendv_ps(m, bottom_left, pick2);
-            pick0 = _mm_andnot_ps(pick2, pick0);
-            pick1 = _mm_andnot_ps(pick2, pick1);
-            __m128 pick3 = replaces(bottom_right, m);
-            m = _mm_blendv_ps(m, bottom_right, pick3);
-            pick0 = _mm_andnot_ps(pick3, pick0);
-            pick1 = _mm_andnot_ps(pick3, pick1);
-            pick2 = _mm_andnot_ps(pick3, pick2);
+            __m128 pick[4];
+            __m128 m = window_picks(win, pick);
+            /* pick k: window element k is the argmax */
+            __m128 pick3 = pick[3], pick2 = _mm_andnot_ps(pick3, pick[2]);
+            __m128 pick1 = _mm_andnot_ps(_mm_or_ps(pick2, pick3), pick[1]);
+            __m128 pick0 = _mm_andnot_ps(_mm_or_ps(pick1, _mm_or_ps(pick2, pick3)), ones);
             __m128 g = _mm_loadu_ps(dy + (long)oh * out_w + ow);
-            if (relu) /* ct_relu_grad(max, g): 0 where max <= 0, NaN passes */
-                g = _mm_and_ps(g, _mm_cmp_ps(m, zero, _CMP_NLE_UQ));
+            if (relu)
+                g = relu_grad4(m, g);
             __m128 g0 = _mm_and_ps(g, pick0), g1 = _mm_and_ps(g, pick1);
             __m128 g2 = _mm_and_ps(g, pick2), g3 = _mm_and_ps(g, pick3);
             _mm_storeu_ps(dx0 + 2 * ow, _mm_unpacklo_ps(g0, g1));
