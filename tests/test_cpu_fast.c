@@ -26,6 +26,7 @@
 #include "cpu/threads.h"
 #include "graph/backend.h"
 #include "graph/impl.h"
+#include "graph/plan_impl.h"
 #include "harness.h"
 
 static const double TOLERANCE = 1e-5;
@@ -307,7 +308,7 @@ static void direct_conv_outputs(const ct_conv2d_shape *s, bool avx512, const flo
     ct_cpu_simd_set_avx512(avx512);
     ct_cpu_conv2d_direct_forward(s, x, w, bias, true, y, workspace);
     if (s->out_h >= 2 && s->out_w >= 2)
-        ct_cpu_conv2d_direct_forward_relu_maxpool(s, x, w, bias, NULL, pooled, workspace);
+        ct_cpu_conv2d_direct_forward_relu_maxpool(s, x, w, bias, NULL, false, pooled, workspace);
     ct_cpu_conv2d_direct_backward_weight(s, x, dy, dw, db, workspace);
     ct_cpu_simd_set_avx512(true);
     free(workspace);
@@ -586,12 +587,62 @@ static void tanh_vector_matches_libm(void)
 
 /* ---- max pooling 2x2 backward --------------------------------------------- */
 
+/* The forward's argmax codes (kernels.h) of planes x h x w inputs x:
+ * the same codes and pool (want: the pool's forward) on AVX-512, AVX2 and
+ * the portable loop, and made in place over x; and where the relu's
+ * backward through the pool puts each window's gradient. */
+static void pool_codes_agree(int planes, int h, int w, const float *x, const float *dy,
+                             const float *want)
+{
+    int out_h = h / 2, out_w = w / 2;
+    int64_t nx = (int64_t)planes * h * w, ny = (int64_t)planes * out_h * out_w;
+    uint8_t *codes[3];
+    for (int path = 0; path < 3; path++) { /* AVX-512, AVX2, portable */
+        float *pooled = nan_floats(ny), *in_place = malloc(sizeof(float) * (size_t)nx);
+        codes[path] = malloc((size_t)ny);
+        ct_cpu_simd_set(path < 2);
+        ct_cpu_simd_set_avx512(path == 0);
+        ct_cpu_maxpool2x2_planes_codes(planes, h, w, x, pooled, codes[path]);
+        CHECK(memcmp(pooled, want, sizeof(float) * (size_t)ny) == 0 &&
+                  memcmp(codes[path], codes[0], (size_t)ny) == 0,
+              "maxpool codes %dx%dx%d (path %d): another pool or other codes", planes, h, w, path);
+        memcpy(in_place, x, sizeof(float) * (size_t)nx);
+        ct_cpu_maxpool2x2_planes_codes(planes, h, w, in_place, pooled, (uint8_t *)in_place);
+        CHECK(memcmp(pooled, want, sizeof(float) * (size_t)ny) == 0 &&
+                  memcmp(in_place, codes[0], (size_t)ny) == 0,
+              "maxpool codes %dx%dx%d (path %d): made in place over x, they differ", planes, h, w,
+              path);
+        free(pooled); free(in_place);
+    }
+    ct_cpu_simd_set(true);
+    ct_cpu_simd_set_avx512(true);
+    ct_pool2d_shape s = {1, planes, h, w, out_h, out_w, 2, 2, 2, 2, 0, 0, false};
+    float *dx = nan_floats(nx);
+    ct_cpu_maxpool2d_backward(&s, x, dy, true, dx);
+    int wrong = 0;
+    for (int64_t k = 0; k < ny; k++) {
+        int64_t plane = k / ((int64_t)out_h * out_w), at = k % ((int64_t)out_h * out_w);
+        int oh = (int)(at / out_w), ow = (int)(at % out_w), code = codes[0][k];
+        int64_t where = plane * h * w + (int64_t)(2 * oh + (code & CT_POOL_CODE_DOWN ? 1 : 0)) * w +
+                        2 * ow + (code & CT_POOL_CODE_RIGHT);
+        float g = code & CT_POOL_CODE_PASS ? dy[k] : 0.0f;
+        wrong += memcmp(&dx[where], &g, sizeof g) != 0;
+    }
+    CHECK(wrong == 0, "maxpool codes %dx%dx%d: %d windows' gradients are not where the codes say",
+          planes, h, w, wrong);
+    for (int path = 0; path < 3; path++)
+        free(codes[path]);
+    free(dx);
+}
+
 /* The vector and scalar argmax agree bit for bit, ties and NaNs included,
  * on odd sizes (a last row and column that no window covers). */
 static void maxpool_2x2_backward_same_bits(void)
 {
-    static const int sizes[][3] = {{3, 24, 24}, {5, 8, 8},  {2, 13, 17},
-                                   {4, 9, 30},  {1, 2, 2},  {2, 6, 70}}; /* 35 = 16+16+3 */
+    /* 35 = 16+16+3; 8x12x10: 48 rows of 5 windows as one plane, where codes
+     * made in place reach inputs of rows before them */
+    static const int sizes[][3] = {{3, 24, 24}, {5, 8, 8}, {2, 13, 17}, {4, 9, 30},
+                                   {1, 2, 2},   {2, 6, 70}, {8, 12, 10}};
     for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
         int planes = sizes[si][0], h = sizes[si][1], w = sizes[si][2];
         ct_pool2d_shape s = {1, planes, h, w, h / 2, w / 2, 2, 2, 2, 2, 0, 0, false};
@@ -620,6 +671,7 @@ static void maxpool_2x2_backward_same_bits(void)
         ct_cpu_simd_set(true);
         CHECK(memcmp(fast, portable, sizeof(float) * (size_t)ny) == 0,
               "maxpool forward %dx%dx%d: vector and scalar differ", planes, h, w);
+        pool_codes_agree(planes, h, w, x, dy, fast);
         free(x); free(dy); free(fast); free(portable);
     }
 }
@@ -662,7 +714,7 @@ static void pooled_weight_matches_unfused(void)
             void *workspace = malloc(ct_cpu_conv2d_workspace(&s, ct_cpu_max_threads()));
             ct_cpu_maxpool2d_backward(&p, y, dy, relu, dx);
             ct_cpu_conv2d_backward_weight(&s, x, dx, want, workspace);
-            ct_cpu_conv2d_pooled_backward_weight(&s, &p, x, y, dy, relu, got, db);
+            ct_cpu_conv2d_pooled_backward_weight(&s, &p, x, y, NULL, dy, relu, got, db);
             double largest = 0.0, worst = 0.0, bias_worst = 0.0;
             for (int64_t i = 0; i < nw; i++) {
                 largest = fmax(largest, fabs(want[i]));
@@ -683,12 +735,13 @@ static void pooled_weight_matches_unfused(void)
             float *portable = nan_floats(nw), *threads = nan_floats(nw);
             float *db_portable = nan_floats(s.out_channels);
             ct_cpu_simd_set(false);
-            ct_cpu_conv2d_pooled_backward_weight(&s, &p, x, y, dy, relu, portable, db_portable);
+            ct_cpu_conv2d_pooled_backward_weight(&s, &p, x, y, NULL, dy, relu, portable,
+                                                 db_portable);
             ct_cpu_simd_set(true);
             int saved = ct_cpu_max_threads();
             for (int t = 1; t <= 3; t += 2) {
                 ct_cpu_set_threads(t);
-                ct_cpu_conv2d_pooled_backward_weight(&s, &p, x, y, dy, relu, threads, NULL);
+                ct_cpu_conv2d_pooled_backward_weight(&s, &p, x, y, NULL, dy, relu, threads, NULL);
                 CHECK(memcmp(got, threads, sizeof(float) * (size_t)nw) == 0,
                       "case %zu (relu %d): %d threads give other bits", ci, relu, t);
             }
@@ -696,6 +749,25 @@ static void pooled_weight_matches_unfused(void)
             CHECK(memcmp(got, portable, sizeof(float) * (size_t)nw) == 0 &&
                       memcmp(db, db_portable, sizeof(float) * (size_t)s.out_channels) == 0,
                   "case %zu (relu %d): vector and scalar differ", ci, relu);
+            /* from the windows' argmax codes in y's place (the forward's
+             * codes, made in place over a copy of y): the same bits, on
+             * both paths */
+            for (int fast = 1; fast >= 0; fast--) {
+                float *codes_y = malloc(sizeof(float) * (size_t)ny), *pooled = nan_floats(np);
+                float *from_codes = nan_floats(nw), *db_codes = nan_floats(s.out_channels);
+                memcpy(codes_y, y, sizeof(float) * (size_t)ny);
+                ct_cpu_simd_set(fast);
+                ct_cpu_maxpool2x2_planes_codes(s.n_batch * s.out_channels, s.out_h, s.out_w,
+                                               codes_y, pooled, (uint8_t *)codes_y);
+                ct_cpu_conv2d_pooled_backward_weight(&s, &p, x, NULL, (const uint8_t *)codes_y, dy,
+                                                     relu, from_codes, db_codes);
+                ct_cpu_simd_set(true);
+                CHECK(memcmp(got, from_codes, sizeof(float) * (size_t)nw) == 0 &&
+                          memcmp(db, db_codes, sizeof(float) * (size_t)s.out_channels) == 0,
+                      "case %zu (relu %d, %s): the codes give other bits than y", ci, relu,
+                      fast ? "vector" : "portable");
+                free(codes_y); free(pooled); free(from_codes); free(db_codes);
+            }
             free(dx); free(want); free(got); free(db); free(workspace);
             free(portable); free(threads); free(db_portable);
         }
@@ -749,16 +821,28 @@ static void fused_relu_kernels_same_bits(void)
             ct_cpu_maxpool2d_forward(&pool, y, pooled);
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
             if (path == PATH_DIRECT && ct_cpu_simd_avx2()) {
-                ct_cpu_conv2d_direct_forward_relu_maxpool(&s, x, w, bias, NULL, pooled_fused,
-                                                          workspace);
+                ct_cpu_conv2d_direct_forward_relu_maxpool(&s, x, w, bias, NULL, false,
+                                                          pooled_fused, workspace);
                 /* training's version: y written too, the same pool */
                 float *y_kept = nan_floats(ny), *pooled_kept = nan_floats(np);
-                ct_cpu_conv2d_direct_forward_relu_maxpool(&s, x, w, bias, y_kept, pooled_kept,
-                                                          workspace);
+                ct_cpu_conv2d_direct_forward_relu_maxpool(&s, x, w, bias, y_kept, false,
+                                                          pooled_kept, workspace);
                 CHECK(memcmp(y, y_kept, sizeof(float) * (size_t)ny) == 0 &&
                           memcmp(pooled, pooled_kept, sizeof(float) * (size_t)np) == 0,
                       "conv case %d (direct): relu+maxpool keeping y differs", index);
-                free(y_kept); free(pooled_kept);
+                /* ... or the windows' argmax codes in y's place: those of
+                 * the pool over y, the same pool */
+                uint8_t *want_codes = malloc((size_t)np);
+                float *pooled_again = nan_floats(np);
+                ct_cpu_maxpool2x2_planes_codes(s.n_batch * s.out_channels, s.out_h, s.out_w, y,
+                                               pooled_again, want_codes);
+                ct_cpu_conv2d_direct_forward_relu_maxpool(&s, x, w, bias, y_kept, true,
+                                                          pooled_kept, workspace);
+                CHECK(memcmp(pooled, pooled_kept, sizeof(float) * (size_t)np) == 0 &&
+                          memcmp(pooled, pooled_again, sizeof(float) * (size_t)np) == 0 &&
+                          memcmp(want_codes, y_kept, (size_t)np) == 0,
+                      "conv case %d (direct): relu+maxpool with argmax codes differs", index);
+                free(y_kept); free(pooled_kept); free(want_codes); free(pooled_again);
             } else
 #endif
                 ct_cpu_conv2d_forward_relu_maxpool(&s, x, w, bias, y_fused, pooled_fused,
@@ -785,7 +869,7 @@ static void fused_relu_kernels_same_bits(void)
 /* A small CNN trained 3 steps with its conv->relu and linear->relu fused by
  * the plan, and with fusion prevented (the producers kept): the same loss
  * and parameters, bit for bit. */
-static void plan_fusion_trains_the_same(void)
+static void plan_fusion_trains_the_same_on(const char *path)
 {
     float losses[2][3], weights[2][4 * 1 * 3 * 3];
     for (int variant = 0; variant < 2; variant++) {
@@ -813,6 +897,14 @@ static void plan_fusion_trains_the_same(void)
             ct_graph_free(graph);
             return;
         }
+        /* fused, conv1 stores its pool's argmax codes for the weight
+         * gradient, not its values (it and its relu: 2 nodes) */
+        ct_exec exec = ct_plan_exec(plan, CT_TRAIN);
+        int codes = 0;
+        for (int i = 0; i < plan->n_nodes; i++)
+            codes += exec.pool_codes && exec.pool_codes[i];
+        CHECK(codes == (variant == 0 ? 2 : 0), "%s, variant %d: %d nodes hold argmax codes",
+              path, variant, codes);
         float images[4 * 144];
         int64_t classes[4] = {0, 1, 2, 1};
         harness_fill(images, 4 * 144, 9, -1.0f, 1.0f);
@@ -829,9 +921,18 @@ static void plan_fusion_trains_the_same(void)
         ct_graph_free(graph);
     }
     CHECK(memcmp(losses[0], losses[1], sizeof losses[0]) == 0,
-          "losses differ: fused %g %g %g, unfused %g %g %g", losses[0][0], losses[0][1],
-          losses[0][2], losses[1][0], losses[1][1], losses[1][2]);
-    CHECK(memcmp(weights[0], weights[1], sizeof weights[0]) == 0, "conv1.weight differs");
+          "%s: losses differ: fused %g %g %g, unfused %g %g %g", path, losses[0][0],
+          losses[0][1], losses[0][2], losses[1][0], losses[1][1], losses[1][2]);
+    CHECK(memcmp(weights[0], weights[1], sizeof weights[0]) == 0, "%s: conv1.weight differs",
+          path);
+}
+static void plan_fusion_trains_the_same(void)
+{
+    for (int fast = 0; fast < 2; fast++) {
+        ct_cpu_simd_set(fast);
+        plan_fusion_trains_the_same_on(fast ? "vector" : "portable");
+    }
+    ct_cpu_simd_set(true);
 }
 
 /* Inference-only: conv->relu->pool twice; in evaluation the plan computes

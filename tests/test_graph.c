@@ -2,6 +2,7 @@
  * Graph, plan and executor: memory planning, determinism, evaluation mode,
  * and the errors that building and running return.
  */
+#include <math.h>
 #include <string.h>
 
 #include "cuttle.h"
@@ -294,6 +295,41 @@ static cnn build_resnet18(bool training)
  * Forward only, the downsampling convolution runs between bn2's apply and
  * the add, where bn2's input would have died: the plan keeps it alive to
  * the add (the same logits as unfused). */
+/* A NaN in conv1's bias, with numerics checked: the step stops at conv1,
+ * in training (where conv1 stores its pool's argmax codes, not its
+ * values) and in evaluation (where it writes only the pool), found in the
+ * max pool it computes. */
+static void test_check_numerics_sees_through_the_fused_pool(void)
+{
+    cnn m = build_cnn(8, false, true);
+    ct_backend *backend = NULL;
+    ct_plan *plan = NULL;
+    CHECK_OK(ct_backend_new("cpu", &backend));
+    CHECK_OK(ct_plan_new(m.graph, backend, 1, &plan));
+    ct_tensor *bias = ct_graph_find(m.graph, "conv1.bias");
+    CHECK(bias != NULL, "no conv1.bias");
+    if (!plan || !bias)
+        return;
+    CHECK_OK(ct_plan_set_check_numerics(plan, true));
+    write_batch(plan, &m, 8, 44);
+    CHECK_OK(ct_plan_run(plan, CT_TRAIN));
+    float values[6];
+    CHECK_OK(ct_plan_read(plan, bias, values, sizeof values));
+    values[2] = NAN;
+    CHECK_OK(ct_plan_write(plan, bias, values, sizeof values));
+    for (int mode = 0; mode < 2; mode++) {
+        ct_status status = ct_plan_run(plan, mode == 0 ? CT_TRAIN : CT_EVAL);
+        const char *message = ct_last_error();
+        CHECK(status == CT_ERR_NUMERIC && strstr(message, "layer 'conv1'") &&
+                  strstr(message, "(conv2d)") && strstr(message, "of the max pool it computes"),
+              "%s: %s (%s)", mode == 0 ? "training" : "evaluation", ct_status_name(status),
+              message);
+    }
+    ct_plan_free(plan);
+    ct_backend_free(backend);
+    ct_graph_free(m.graph);
+}
+
 static void test_residual_add_computes_its_batchnorms(void)
 {
     ct_backend *backend = NULL, *unfused = NULL;
@@ -538,6 +574,7 @@ int main(void)
     RUN(test_same_seed_same_training_bit_for_bit);
     RUN(test_arena_reuses_memory);
     RUN(test_cpu_training_step_fuses_relu_bwd_and_bias_grads);
+    RUN(test_check_numerics_sees_through_the_fused_pool);
     RUN(test_residual_add_computes_its_batchnorms);
     RUN(test_eval_is_deterministic_and_does_not_train);
     RUN(test_run_refuses_bad_labels);

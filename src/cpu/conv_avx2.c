@@ -386,7 +386,7 @@ static void forward_image_pooled(const plane_geom *g, const float *xp, const flo
 
 /* out[n] = forward over padded in[n] for every image; `in` is [N, g.in_c, h, w]
  * before padding by (top, left).  With g->pool and y, y[n] is written too
- * and out[n] pooled from it while it is in cache. */
+ * and out[n] (where out is not NULL) pooled from it while it is in cache. */
 static void forward_batch(const plane_geom *g, int n_batch, int h, int w, int top, int left,
                           const float *in, const float *weights, const float *bias, float *y,
                           float *out, float *workspace, size_t per_thread)
@@ -408,8 +408,9 @@ static void forward_batch(const plane_geom *g, int n_batch, int h, int w, int to
             }
             if (g->pool && y) {
                 forward_image(&unpooled, xp, weights, bias, y + n * y_image);
-                ct_cpu_maxpool2x2_planes(g->out_c, g->out_h, g->out_w, y + n * y_image,
-                                         out + n * out_image);
+                if (out)
+                    ct_cpu_maxpool2x2_planes(g->out_c, g->out_h, g->out_w, y + n * y_image,
+                                             out + n * out_image);
             } else {
                 (g->pool ? forward_image_pooled : forward_image)(g, xp, weights, bias,
                                                                  out + n * out_image);
@@ -434,17 +435,22 @@ void ct_cpu_conv2d_direct_forward(const ct_conv2d_shape *s, const float *x, cons
 
 void ct_cpu_conv2d_direct_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x,
                                                const float *w, const float *bias, float *y,
-                                               float *pooled, void *workspace)
+                                               bool codes, float *pooled, void *workspace)
 {
     if (ct_cpu_conv2d_flat_fits(s)) {
-        ct_cpu_conv2d_flat_forward_relu_maxpool(s, x, w, bias, y, pooled, workspace,
+        ct_cpu_conv2d_flat_forward_relu_maxpool(s, x, w, bias, y, codes, pooled, workspace,
                                                 ct_cpu_conv_direct_thread_floats(s));
         return;
     }
     plane_geom g = forward_geom(s);
     g.relu = g.pool = true;
-    forward_batch(&g, s->n_batch, s->in_h, s->in_w, s->pad_h, s->pad_w, x, w, bias, y, pooled,
-                  workspace, ct_cpu_conv_direct_thread_floats(s));
+    forward_batch(&g, s->n_batch, s->in_h, s->in_w, s->pad_h, s->pad_w, x, w, bias, y,
+                  codes ? NULL : pooled, workspace, ct_cpu_conv_direct_thread_floats(s));
+    /* codes: y's values first (no pool above), then the codes over them,
+     * on one thread (an image's codes land on an earlier image's values) */
+    if (codes)
+        ct_cpu_maxpool2x2_planes_codes(s->n_batch * s->out_channels, s->out_h, s->out_w, y,
+                                       pooled, (uint8_t *)y);
 }
 
 void ct_cpu_conv2d_direct_backward_data(const ct_conv2d_shape *s, const float *dy,

@@ -29,10 +29,12 @@ void ct_cpu_conv2d_direct_forward(const ct_conv2d_shape *s, const float *x, cons
 /* pooled = maxpool 2x2/2 of relu(conv): [N, O, out_h/2, out_w/2]; y =
  * relu(conv) too where y is not NULL (training: the pool's backward reads
  * it), each image pooled while it is in cache.  Without y, y is never
- * written. */
+ * written.  With codes, y's bytes get each window's argmax code
+ * (ct_cpu_maxpool2x2_planes_codes) instead of its values: all the pool's
+ * backward needs of them (ct_exec_pool_codes). */
 void ct_cpu_conv2d_direct_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x,
                                                const float *w, const float *bias, float *y,
-                                               float *pooled, void *workspace);
+                                               bool codes, float *pooled, void *workspace);
 void ct_cpu_conv2d_direct_backward_data(const ct_conv2d_shape *s, const float *dy,
                                         const float *w, float *dx, void *workspace);
 /* db (or NULL): the bias gradient too, sum of dy over each output channel. */

@@ -316,12 +316,13 @@ static void forward_image(const flat_geom *g, const float *shifted, const float 
 }
 
 /* Per image: the shifted copies, then the outputs straight into `out`;
- * or (pool) the outputs into y where y is not NULL (training: the pool's
- * backward reads y), else into the thread's part of the workspace, and
- * their 2x2/2 max pool into `out` while they are in cache. */
+ * or (pool) the outputs into y where y is not NULL and not codes
+ * (training: the pool's backward reads y), else into the thread's part of
+ * the workspace, and their 2x2/2 max pool into `out` while they are in
+ * cache; with codes, each window's argmax code into y's first bytes. */
 static void forward_batch(const ct_conv2d_shape *s, const float *x, const float *w,
-                          const float *bias, bool relu, bool pool, float *y, float *out,
-                          float *workspace, size_t per_thread)
+                          const float *bias, bool relu, bool pool, float *y, bool codes,
+                          float *out, float *workspace, size_t per_thread)
 {
     flat_geom g = geom_of(s);
     size_t in_image = (size_t)g.in_c * g.in_h * g.in_w;
@@ -340,9 +341,14 @@ static void forward_batch(const ct_conv2d_shape *s, const float *x, const float 
                 forward_image(&g, shifted, w, bias, relu, out + n * out_image);
                 continue;
             }
-            float *computed = y ? y + n * y_image : scratch;
+            float *computed = y && !codes ? y + n * y_image : scratch;
             forward_image(&g, shifted, w, bias, relu, computed);
-            ct_cpu_maxpool2x2_planes(g.out_c, g.out_h, g.out_w, computed, out + n * out_image);
+            if (codes)
+                ct_cpu_maxpool2x2_planes_codes(g.out_c, g.out_h, g.out_w, computed,
+                                               out + n * out_image, (uint8_t *)y + n * out_image);
+            else
+                ct_cpu_maxpool2x2_planes(g.out_c, g.out_h, g.out_w, computed,
+                                         out + n * out_image);
         }
     }
 }
@@ -351,14 +357,15 @@ void ct_cpu_conv2d_flat_forward(const ct_conv2d_shape *s, const float *x, const 
                                 const float *bias, bool relu, float *y, float *workspace,
                                 size_t per_thread)
 {
-    forward_batch(s, x, w, bias, relu, false, NULL, y, workspace, per_thread);
+    forward_batch(s, x, w, bias, relu, false, NULL, false, y, workspace, per_thread);
 }
 
 void ct_cpu_conv2d_flat_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x,
                                              const float *w, const float *bias, float *y,
-                                             float *pooled, float *workspace, size_t per_thread)
+                                             bool codes, float *pooled, float *workspace,
+                                             size_t per_thread)
 {
-    forward_batch(s, x, w, bias, true, true, y, pooled, workspace, per_thread);
+    forward_batch(s, x, w, bias, true, true, y, codes, pooled, workspace, per_thread);
 }
 
 /* lanes[b][jj] += dy[o0+b, p:p+16] * shifted[c, j0+jj, p + i*out_w :+16] over

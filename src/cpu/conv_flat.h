@@ -32,11 +32,12 @@ void ct_cpu_conv2d_flat_forward(const ct_conv2d_shape *s, const float *x, const 
                                 const float *bias, bool relu, float *y, float *workspace,
                                 size_t per_thread);
 /* ct_cpu_conv2d_direct_forward_relu_maxpool's function: each image's
- * outputs in y (NULL: in the thread's part of the workspace), then pooled
- * from there. */
+ * outputs in y (NULL, or codes: in the thread's part of the workspace),
+ * then pooled from there. */
 void ct_cpu_conv2d_flat_forward_relu_maxpool(const ct_conv2d_shape *s, const float *x,
                                              const float *w, const float *bias, float *y,
-                                             float *pooled, float *workspace, size_t per_thread);
+                                             bool codes, float *pooled, float *workspace,
+                                             size_t per_thread);
 /* lanes[o, c, i, j, 0:16] += the products of n_images consecutive images of
  * x and dy (fresh: = instead of +=); `shifted` holds CT_CONV_FLAT_GROUP
  * images' copies. */

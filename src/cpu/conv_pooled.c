@@ -5,7 +5,8 @@
  * weight gradient is the only reader of the pool's backward.
  *
  * Per image and output channel, first each window's argmax in y and its
- * gradient (at[], g[]: pool_avx2.c four windows at a time), then for each
+ * gradient (at[], g[]: pool_avx2.c four windows at a time), or from the
+ * argmax codes the forward stored in y's place (ct_exec_pool_codes), then for each
  * group of up to GROUP kernel rows (c, i) one pass over the windows:
  *   sums[c,i][k % 2][0..KW) += g[k] * x[n, c, a_k + i, b_k .. b_k + KW)
  * one 8-lane multiply-add per row and window, the row loaded with the
@@ -27,6 +28,7 @@
 #include <string.h>
 
 #include "core/math_shared.h"
+#include "cpu/kernels.h"
 #include "cpu/pool_avx2.h"
 #include "cpu/simd.h"
 
@@ -94,6 +96,27 @@ static void window_argmax(const ct_pool2d_shape *p, const float *y, const float 
             where = take ? at_w + 1 : where;
             at[k] = 2 * oh * at_w + 2 * ow + where;
             g[k] = relu ? ct_relu_grad(m, dy[k]) : dy[k];
+        }
+}
+
+/* at[k], g[k] from the windows' codes (kernels.h) instead of y: what
+ * window_argmax finds there, read from the byte the forward stored. */
+static void window_codes(const ct_pool2d_shape *p, const uint8_t *codes, const float *dy,
+                         bool relu, int at_w, int *at, float *g)
+{
+    int first = 0; /* columns before it are done by the vector kernel */
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (ct_cpu_simd_avx512())
+        first = ct_cpu_pool_codes_argmax_avx512(p->out_h, p->out_w, codes, dy, relu, at_w, at, g);
+    else if (ct_cpu_simd_avx2())
+        first = ct_cpu_pool_codes_argmax_avx2(p->out_h, p->out_w, codes, dy, relu, at_w, at, g);
+#endif
+    for (int oh = 0; oh < p->out_h; oh++)
+        for (int ow = first; ow < p->out_w; ow++) {
+            int k = oh * p->out_w + ow, code = codes[k];
+            at[k] = (2 * oh + (code & CT_POOL_CODE_DOWN ? 1 : 0)) * at_w + 2 * ow +
+                    (code & CT_POOL_CODE_RIGHT);
+            g[k] = relu && !(code & CT_POOL_CODE_PASS) ? 0.0f : dy[k];
         }
 }
 
@@ -230,8 +253,9 @@ static void add_image(const pooled_geom *g, const float *xn, const int *at, cons
 }
 
 void ct_cpu_conv2d_pooled_backward_weight(const ct_conv2d_shape *s, const ct_pool2d_shape *p,
-                                          const float *x, const float *y, const float *dy,
-                                          bool relu, float *dw, float *db)
+                                          const float *x, const float *y,
+                                          const uint8_t *codes, const float *dy, bool relu,
+                                          float *dw, float *db)
 {
     pooled_geom g = {.in_w = s->in_w,
                      .kernel_h = s->kernel_h,
@@ -251,7 +275,12 @@ void ct_cpu_conv2d_pooled_backward_weight(const ct_conv2d_shape *s, const ct_poo
         float bias[LANES] = {0};
         for (int n = 0; n < s->n_batch; n++) {
             long plane = (long)n * out_c + o;
-            window_argmax(p, y + plane * y_plane, dy + plane * g.windows, relu, g.in_w, at, grad);
+            if (codes)
+                window_codes(p, codes + plane * g.windows, dy + plane * g.windows, relu, g.in_w,
+                             at, grad);
+            else
+                window_argmax(p, y + plane * y_plane, dy + plane * g.windows, relu, g.in_w, at,
+                              grad);
             add_bias_lanes(g.windows, grad, bias);
             add_image(&g, x + n * x_image, at, grad, n + 1 == s->n_batch, sums);
         }

@@ -4,6 +4,7 @@
 #define CT_CPU_CONV_POOLED_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "core/shapes.h"
 
@@ -26,9 +27,13 @@ bool ct_cpu_conv2d_pooled_weight_fits(const ct_conv2d_shape *s, const ct_pool2d_
  * a quarter of the dense weight gradient's work, and the pool's backward
  * never writes its N*O*H*W floats.  Each output channel's sums are one
  * thread's, in the order of the images and windows: the same bits for any
- * number of threads, with or without the AVX2 kernels. */
+ * number of threads, with or without the AVX2 kernels.  codes: NULL, or
+ * each window's argmax code (ct_cpu_maxpool2x2_planes_codes of y) stored
+ * in y's place, and y is not read: the same argmaxes and gradients, the
+ * same bits. */
 void ct_cpu_conv2d_pooled_backward_weight(const ct_conv2d_shape *s, const ct_pool2d_shape *p,
-                                          const float *x, const float *y, const float *dy,
-                                          bool relu, float *dw, float *db);
+                                          const float *x, const float *y,
+                                          const uint8_t *codes, const float *dy, bool relu,
+                                          float *dw, float *db);
 
 #endif

@@ -116,6 +116,17 @@ void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y
  * (an omp parallel there, even if(false), makes a team of one each call:
  * about 1 us, which cost SimpleCNN's fused conv+pool 30 us a layer). */
 void ct_cpu_maxpool2x2_planes(int planes, int in_h, int in_w, const float *x, float *y);
+/* A 2x2/2 window's argmax code, one byte a window: the argmax's place
+ * (0 top left, +RIGHT, +DOWN; the first maximum in row-major order, as the
+ * pool's backward finds it) and PASS where the max is not <= 0 (a relu's
+ * backward lets the window's gradient through: ct_relu_grad). */
+enum { CT_POOL_CODE_RIGHT = 1, CT_POOL_CODE_DOWN = 2, CT_POOL_CODE_PASS = 4 };
+/* ct_cpu_maxpool2x2_planes, and each window's code into codes (in y's
+ * order).  codes may be x's own bytes: every window's inputs are read
+ * before its code is written, and a code never lands on inputs not yet
+ * read (codes are 1 byte a window, its inputs 16 bytes at or after it). */
+void ct_cpu_maxpool2x2_planes_codes(int planes, int in_h, int in_w, const float *x, float *y,
+                                    uint8_t *codes);
 /* The same on u8 (an int8 model's activations). */
 void ct_cpu_maxpool2d_forward_u8(const ct_pool2d_shape *s, const uint8_t *x, uint8_t *y);
 /* dx[argmax of each window] += dy (argmax recomputed from x; the first

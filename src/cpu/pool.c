@@ -178,6 +178,56 @@ void ct_cpu_maxpool2x2_planes(int planes, int in_h, int in_w, const float *x, fl
                           y + (int64_t)p * out_h * out_w);
 }
 
+/* maxpool_2x2_plane with each window's code (kernels.h): x not restrict,
+ * codes may be its bytes, so a row is finished (the vector kernel's
+ * columns, then the rest) before the next one's codes are written. */
+static void maxpool_2x2_codes_plane(int in_w, int out_h, int out_w, const float *x, float *y,
+                                    uint8_t *codes)
+{
+    for (int oh = 0; oh < out_h; oh++) {
+        const float *row0 = x + (int64_t)2 * oh * in_w, *row1 = row0 + in_w;
+        int first_ow = 0; /* columns before it are done by the vector kernel */
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+        if (ct_cpu_simd_avx512() && out_w >= CT_POOL_AVX512_MIN_WINDOWS)
+            first_ow = ct_cpu_maxpool2x2_codes_avx512(in_w, 1, out_w, row0,
+                                                      y + (int64_t)oh * out_w,
+                                                      codes + (int64_t)oh * out_w);
+        else if (ct_cpu_simd_avx2())
+            first_ow = ct_cpu_maxpool2x2_codes_avx2(in_w, 1, out_w, row0, y + (int64_t)oh * out_w,
+                                                    codes + (int64_t)oh * out_w);
+#endif
+        for (int ow = first_ow; ow < out_w; ow++) {
+            float m = row0[2 * ow];
+            int code = 0;
+            bool take = ct_max_replaces(row0[2 * ow + 1], m);
+            m = take ? row0[2 * ow + 1] : m;
+            code = take ? CT_POOL_CODE_RIGHT : code;
+            take = ct_max_replaces(row1[2 * ow], m);
+            m = take ? row1[2 * ow] : m;
+            code = take ? CT_POOL_CODE_DOWN : code;
+            take = ct_max_replaces(row1[2 * ow + 1], m);
+            m = take ? row1[2 * ow + 1] : m;
+            code = take ? CT_POOL_CODE_DOWN | CT_POOL_CODE_RIGHT : code;
+            y[(int64_t)oh * out_w + ow] = m;
+            codes[(int64_t)oh * out_w + ow] = (uint8_t)(code | (m <= 0.0f ? 0 : CT_POOL_CODE_PASS));
+        }
+    }
+}
+
+void ct_cpu_maxpool2x2_planes_codes(int planes, int in_h, int in_w, const float *x, float *y,
+                                    uint8_t *codes)
+{
+    int out_h = in_h / 2, out_w = in_w / 2;
+    int64_t windows = (int64_t)out_h * out_w;
+    if (in_h == 2 * out_h) { /* the planes' rows follow each other: one taller plane */
+        maxpool_2x2_codes_plane(in_w, planes * out_h, out_w, x, y, codes);
+        return;
+    }
+    for (int p = 0; p < planes; p++)
+        maxpool_2x2_codes_plane(in_w, out_h, out_w, x + (int64_t)p * in_h * in_w, y + p * windows,
+                                codes + p * windows);
+}
+
 /* y[n,c,oh,ow] = max_{i,j} x[n,c, oh*sh-ph+i, ow*sw-pw+j];  x: [N,C,H,W], y: [N,C,OH,OW] */
 void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y)
 {

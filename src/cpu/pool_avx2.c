@@ -16,7 +16,9 @@
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
 
 #include <immintrin.h>
+#include <string.h>
 
+#include "cpu/kernels.h"
 #include "cpu/pool_avx2.h"
 
 #define AVX2 __attribute__((target("avx2,fma")))
@@ -110,6 +112,67 @@ AVX2 int ct_cpu_maxpool2x2_argmax_avx2(int in_w, int out_h, int out_w, const flo
             _mm_storeu_ps(g + (long)oh * out_w + ow, grad);
         }
     }
+    return vec_w;
+}
+
+/* The windows' codes (kernels.h) from window_picks' picks and max. */
+static inline AVX2 __m128i window_codes4(const __m128 pick[4], __m128 m)
+{
+    __m128 right = _mm_or_ps(_mm_andnot_ps(pick[2], pick[1]), pick[3]);
+    __m128 down = _mm_or_ps(pick[2], pick[3]);
+    __m128 pass = _mm_cmp_ps(m, _mm_setzero_ps(), _CMP_NLE_UQ);
+    __m128i code = _mm_and_si128(_mm_castps_si128(right), _mm_set1_epi32(CT_POOL_CODE_RIGHT));
+    code = _mm_or_si128(code, _mm_and_si128(_mm_castps_si128(down),
+                                            _mm_set1_epi32(CT_POOL_CODE_DOWN)));
+    return _mm_or_si128(code, _mm_and_si128(_mm_castps_si128(pass),
+                                            _mm_set1_epi32(CT_POOL_CODE_PASS)));
+}
+
+AVX2 int ct_cpu_maxpool2x2_codes_avx2(int in_w, int out_h, int out_w, const float *x, float *y,
+                                      uint8_t *codes)
+{
+    int vec_w = out_w / WINDOWS * WINDOWS;
+    for (int oh = 0; oh < out_h; oh++) {
+        const float *row0 = x + (long)2 * oh * in_w, *row1 = row0 + in_w;
+        for (int ow = 0; ow < vec_w; ow += WINDOWS) {
+            windows4 win = load_windows(row0 + 2 * ow, row1 + 2 * ow);
+            __m128 pick[4];
+            __m128 m = window_picks(win, pick);
+            __m128i code = window_codes4(pick, m);
+            code = _mm_packus_epi16(_mm_packus_epi32(code, code), code);
+            int bytes = _mm_cvtsi128_si32(code);
+            _mm_storeu_ps(y + (long)oh * out_w + ow, m);
+            memcpy(codes + (long)oh * out_w + ow, &bytes, sizeof bytes);
+        }
+    }
+    return vec_w;
+}
+
+AVX2 int ct_cpu_pool_codes_argmax_avx2(int out_h, int out_w, const uint8_t *codes,
+                                       const float *dy, bool relu, int at_w, int *at, float *g)
+{
+    enum { EIGHT = 8 };
+    int vec_w = out_w / EIGHT * EIGHT;
+    const __m256i lanes = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i right = _mm256_set1_epi32(CT_POOL_CODE_RIGHT);
+    const __m256i down = _mm256_set1_epi32(CT_POOL_CODE_DOWN);
+    const __m256i pass = _mm256_set1_epi32(CT_POOL_CODE_PASS), rows = _mm256_set1_epi32(at_w);
+    for (int oh = 0; oh < out_h; oh++)
+        for (int ow = 0; ow < vec_w; ow += EIGHT) {
+            long k = (long)oh * out_w + ow;
+            __m256i code = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(codes + k)));
+            __m256i where = _mm256_add_epi32(_mm256_set1_epi32(2 * oh * at_w + 2 * ow), lanes);
+            where = _mm256_add_epi32(where, _mm256_and_si256(code, right));
+            where = _mm256_add_epi32(
+                where, _mm256_and_si256(_mm256_cmpeq_epi32(_mm256_and_si256(code, down), down),
+                                        rows));
+            _mm256_storeu_si256((__m256i *)(at + k), where);
+            __m256 grad = _mm256_loadu_ps(dy + k);
+            if (relu)
+                grad = _mm256_and_ps(grad, _mm256_castsi256_ps(_mm256_cmpeq_epi32(
+                                               _mm256_and_si256(code, pass), pass)));
+            _mm256_storeu_ps(g + k, grad);
+        }
     return vec_w;
 }
 
@@ -331,6 +394,68 @@ AVX512 int ct_cpu_maxpool2x2_argmax_avx512(int in_w, int out_h, int out_w, const
             _mm512_mask_storeu_ps(g + k, win.lanes, grad);
         }
     }
+    return out_w;
+}
+
+/* The windows' codes (kernels.h) from window_picks16's picks and max. */
+AVX512_INLINE __m512i window_codes16(const __mmask16 pick[4], __m512 m)
+{
+    __m512i code = _mm512_maskz_mov_epi32((__mmask16)((pick[1] & ~pick[2]) | pick[3]),
+                                          _mm512_set1_epi32(CT_POOL_CODE_RIGHT));
+    code = _mm512_mask_or_epi32(code, (__mmask16)(pick[2] | pick[3]), code,
+                                _mm512_set1_epi32(CT_POOL_CODE_DOWN));
+    return _mm512_mask_or_epi32(code, _mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_NLE_UQ),
+                                code, _mm512_set1_epi32(CT_POOL_CODE_PASS));
+}
+
+AVX512 int ct_cpu_maxpool2x2_codes_avx512(int in_w, int out_h, int out_w, const float *x,
+                                          float *y, uint8_t *codes)
+{
+    for (int oh = 0; oh < out_h; oh++) {
+        const float *row0 = x + (long)2 * oh * in_w, *row1 = row0 + in_w;
+        for (int ow = 0; ow < out_w; ow += 16) {
+            windows16 win = load_windows16(row0 + 2 * ow, row1 + 2 * ow, out_w - ow);
+            __mmask16 pick[4];
+            __m512 m = window_picks16(win, pick);
+            long k = (long)oh * out_w + ow;
+            _mm512_mask_storeu_ps(y + k, win.lanes, m);
+            _mm512_mask_cvtepi32_storeu_epi8(codes + k, win.lanes, window_codes16(pick, m));
+        }
+    }
+    return out_w;
+}
+
+AVX512 int ct_cpu_pool_codes_argmax_avx512(int out_h, int out_w, const uint8_t *codes,
+                                           const float *dy, bool relu, int at_w, int *at,
+                                           float *g)
+{
+    const __m512i lanes = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                            28, 30);
+    const __m512i right = _mm512_set1_epi32(CT_POOL_CODE_RIGHT);
+    const __m512i down = _mm512_set1_epi32(CT_POOL_CODE_DOWN), rows = _mm512_set1_epi32(at_w);
+    const __m512i pass = _mm512_set1_epi32(CT_POOL_CODE_PASS);
+    for (int oh = 0; oh < out_h; oh++)
+        for (int ow = 0; ow < out_w; ow += 16) {
+            __mmask16 live = low_lanes(out_w - ow);
+            long k = (long)oh * out_w + ow;
+            __m128i bytes; /* no byte past the row's codes read (AVX-512F has no byte mask) */
+            if (out_w - ow >= 16) {
+                bytes = _mm_loadu_si128((const __m128i *)(codes + k));
+            } else {
+                uint8_t tail[16] = {0};
+                memcpy(tail, codes + k, (size_t)(out_w - ow));
+                bytes = _mm_loadu_si128((const __m128i *)tail);
+            }
+            __m512i code = _mm512_cvtepu8_epi32(bytes);
+            __m512i where = _mm512_add_epi32(_mm512_set1_epi32(2 * oh * at_w + 2 * ow), lanes);
+            where = _mm512_add_epi32(where, _mm512_and_si512(code, right));
+            where = _mm512_mask_add_epi32(where, _mm512_test_epi32_mask(code, down), where, rows);
+            _mm512_mask_storeu_epi32(at + k, live, where);
+            __m512 grad = _mm512_maskz_loadu_ps(live, dy + k);
+            if (relu)
+                grad = _mm512_maskz_mov_ps(_mm512_test_epi32_mask(code, pass), grad);
+            _mm512_mask_storeu_ps(g + k, live, grad);
+        }
     return out_w;
 }
 

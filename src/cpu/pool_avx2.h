@@ -3,6 +3,7 @@
 #define CT_CPU_POOL_AVX2_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "cpu/simd.h"
 
@@ -25,6 +26,16 @@ int ct_cpu_maxpool2x2_backward_avx2(int in_w, int out_h, int out_w, const float 
  * dy or (relu) ct_relu_grad(max, dy). */
 int ct_cpu_maxpool2x2_argmax_avx2(int in_w, int out_h, int out_w, const float *x,
                                   const float *dy, bool relu, int at_w, int *at, float *g);
+/* y and each window's code (ct_cpu_maxpool2x2_planes_codes, kernels.h) of
+ * the windows in columns [0, returned) of every output row (a multiple of
+ * 4); codes may be x's bytes. */
+int ct_cpu_maxpool2x2_codes_avx2(int in_w, int out_h, int out_w, const float *x, float *y,
+                                 uint8_t *codes);
+/* ct_cpu_maxpool2x2_argmax_avx2's at and g from the windows' codes instead
+ * of x: at[k] = 2 oh at_w + 2 ow + the code's place; g[k] = dy[k], or
+ * (relu) 0 where the code has no CT_POOL_CODE_PASS. */
+int ct_cpu_pool_codes_argmax_avx2(int out_h, int out_w, const uint8_t *codes, const float *dy,
+                                  bool relu, int at_w, int *at, float *g);
 /* The same on AVX-512 (16 windows a vector, every column): for rows of at
  * least CT_POOL_AVX512_MIN_WINDOWS windows on a CPU where
  * ct_cpu_simd_avx512(); the forward also for rows of 4 windows from rows of
@@ -40,6 +51,10 @@ int ct_cpu_maxpool2x2_backward_avx512(int in_w, int out_h, int out_w, const floa
                                       const float *dy, bool relu, float *dx);
 int ct_cpu_maxpool2x2_argmax_avx512(int in_w, int out_h, int out_w, const float *x,
                                     const float *dy, bool relu, int at_w, int *at, float *g);
+int ct_cpu_maxpool2x2_codes_avx512(int in_w, int out_h, int out_w, const float *x, float *y,
+                                   uint8_t *codes);
+int ct_cpu_pool_codes_argmax_avx512(int out_h, int out_w, const uint8_t *codes, const float *dy,
+                                    bool relu, int at_w, int *at, float *g);
 #endif
 
 #endif

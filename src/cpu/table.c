@@ -37,8 +37,16 @@ typedef void (*conv_backward_fn)(const ct_conv2d_shape *s, const float *a, const
 
 /* The fused 2x2 max pool of a path without its own: the convolution with
  * its relu into y, then the pool. */
-static void pool_after(const ct_conv2d_shape *s, const float *y, float *pooled)
+/* codes: y's values are replaced by each window's argmax code
+ * (ct_exec_pool_codes), on one thread (codes land on values not of their
+ * own image). */
+static void pool_after(const ct_conv2d_shape *s, float *y, float *pooled, bool codes)
 {
+    if (codes) {
+        ct_cpu_maxpool2x2_planes_codes(s->n_batch * s->out_channels, s->out_h, s->out_w, y,
+                                       pooled, (uint8_t *)y);
+        return;
+    }
     ct_pool2d_shape pool = {s->n_batch, s->out_channels, s->out_h, s->out_w, s->out_h / 2,
                             s->out_w / 2, 2, 2, 2, 2, 0, 0, false};
     ct_cpu_maxpool2d_forward(&pool, y, pooled);
@@ -54,7 +62,7 @@ static ct_status run_conv_forward_on(const ct_exec *exec, const ct_tensor *node,
     forward(s, ct_in(exec, node, 0), weights, ct_in_opt(exec, node, 2),
             pool || fused_relu(exec, node), ct_out(exec, node), exec->workspace);
     if (pool)
-        pool_after(s, ct_out(exec, node), ct_out(exec, pool));
+        pool_after(s, ct_out(exec, node), ct_out(exec, pool), ct_exec_pool_codes(exec, node));
     return CT_OK;
 }
 
@@ -85,10 +93,12 @@ static bool run_pooled_weight(const ct_exec *exec, const ct_tensor *node)
                                 : NULL;
     if (!pool)
         return false;
+    const uint8_t *codes = ct_exec_pool_codes(exec, pool->src[0]);
     ct_cpu_conv2d_pooled_backward_weight(&node->attr.conv, &pool->attr.pool,
-                                         ct_in(exec, node, 0), ct_in(exec, pool, 0),
-                                         ct_in(exec, pool, 1), ct_exec_relu_mask(exec, pool) != NULL,
-                                         ct_out(exec, node), ct_exec_bias_grad(exec, node));
+                                         ct_in(exec, node, 0), codes ? NULL : ct_in(exec, pool, 0),
+                                         codes, ct_in(exec, pool, 1),
+                                         ct_exec_relu_mask(exec, pool) != NULL, ct_out(exec, node),
+                                         ct_exec_bias_grad(exec, node));
     return true;
 }
 
@@ -143,7 +153,8 @@ static size_t im2col_workspace(const ct_backend *backend, const ct_tensor *node)
  * one node less; the direct kernel sums dy while it has it in cache). */
 static const ct_impl conv_im2col = {
     .name = "im2col",
-    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD | CT_FUSES_POOL_BWD,
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_POOL_CODES | CT_FUSES_BIAS_GRAD |
+             CT_FUSES_POOL_BWD,
     .fuses_with = conv_fuses_with,
     .workspace = im2col_workspace,
     .run = run_im2col,
@@ -196,7 +207,7 @@ static ct_status run_cropped(ct_backend *backend, const ct_exec *exec, const ct_
         im2col_forward(&c, ct_in(exec, node, 0), weights, ct_in_opt(exec, node, 2),
                        pool || fused_relu(exec, node), ct_out(exec, node), rest);
         if (pool)
-            pool_after(s, ct_out(exec, node), ct_out(exec, pool));
+            pool_after(s, ct_out(exec, node), ct_out(exec, pool), ct_exec_pool_codes(exec, node));
     } else if (node->op == CT_OP_CONV2D_BWD_DATA) {
         ct_cpu_conv2d_crop_weights(s, &c, row, column, ct_in(exec, node, 1), weights);
         ct_cpu_conv2d_backward_data(&c, ct_in(exec, node, 0), weights, ct_out(exec, node), rest);
@@ -211,7 +222,8 @@ static ct_status run_cropped(ct_backend *backend, const ct_exec *exec, const ct_
 
 static const ct_impl conv_cropped = {
     .name = "cropped",
-    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD | CT_FUSES_POOL_BWD,
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_POOL_CODES | CT_FUSES_BIAS_GRAD |
+             CT_FUSES_POOL_BWD,
     .fuses_with = conv_fuses_with,
     .supports = cropped_supports,
     .workspace = cropped_workspace,
@@ -238,7 +250,8 @@ static size_t direct_workspace(const ct_backend *backend, const ct_tensor *node)
 
 /* The direct kernel pools as it stores: in evaluation y is never written;
  * in training (the pool's backward reads y) each image is pooled from y
- * while it is in cache. */
+ * while it is in cache, or y gets the windows' argmax codes (all the
+ * pool's backward fused into the weight gradient reads). */
 static ct_status run_direct(ct_backend *backend, const ct_exec *exec, const ct_tensor *node)
 {
     (void)backend;
@@ -247,6 +260,7 @@ static ct_status run_direct(ct_backend *backend, const ct_exec *exec, const ct_t
         ct_cpu_conv2d_direct_forward_relu_maxpool(&node->attr.conv, ct_in(exec, node, 0),
                                                   ct_in(exec, node, 1), ct_in_opt(exec, node, 2),
                                                   exec->training ? ct_out(exec, node) : NULL,
+                                                  ct_exec_pool_codes(exec, node) != NULL,
                                                   ct_out(exec, pool), exec->workspace);
         return CT_OK;
     }
@@ -264,7 +278,8 @@ static ct_status run_direct(ct_backend *backend, const ct_exec *exec, const ct_t
 
 static const ct_impl conv_direct = {
     .name = "direct",
-    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD | CT_FUSES_POOL_BWD,
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_POOL_CODES | CT_FUSES_BIAS_GRAD |
+             CT_FUSES_POOL_BWD,
     .fuses_with = conv_fuses_with,
     .supports = direct_supports,
     .ready = avx2_ready,
@@ -305,7 +320,8 @@ static ct_status run_winograd(ct_backend *backend, const ct_exec *exec, const ct
 
 static const ct_impl conv_winograd = {
     .name = "winograd",
-    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_BIAS_GRAD | CT_FUSES_POOL_BWD,
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_POOL_CODES | CT_FUSES_BIAS_GRAD |
+             CT_FUSES_POOL_BWD,
     .fuses_with = conv_fuses_with,
     .supports = winograd_supports,
     .ready = avx2_ready,
@@ -339,7 +355,7 @@ static ct_status run_panel(ct_backend *backend, const ct_exec *exec, const ct_te
 /* The forward only (the backward ops' lists do not hold it). */
 static const ct_impl conv_panel = {
     .name = "panel",
-    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2,
+    .fuses = CT_FUSES_RELU | CT_FUSES_RELU_MAXPOOL2X2 | CT_FUSES_POOL_CODES,
     .supports = panel_supports,
     .ready = avx512_ready,
     .workspace = panel_workspace,

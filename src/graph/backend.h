@@ -71,6 +71,10 @@ typedef struct ct_exec {
      * (ct_fuse_bn_add), the weight gradient of a max pool's backward and of
      * the relu backward fused in it (ct_fuse_pool_bwd) */
     const ct_tensor *const *computed_in;
+    /* by node id, or NULL: in training, the node's bytes (a convolution's,
+     * and the relu's aliased to it) hold its 2x2 max pool's argmax codes,
+     * one byte a window, instead of its values (ct_fuse_pool_codes) */
+    const bool *pool_codes;
     bool training;
     int64_t step;               /* training steps completed before this one */
     int64_t updates;            /* of them, those that updated (core/step_values.h) */
@@ -170,6 +174,15 @@ static inline const ct_tensor *ct_exec_pool_bwd_of(const ct_exec *exec,
     return exec->computed_in && pool->op == CT_OP_MAXPOOL2D_BWD &&
                    exec->computed_in[pool->id] == weight_grad
                ? pool
+               : NULL;
+}
+
+/* t's bytes as its max pool's argmax codes (ct_exec.pool_codes,
+ * graph/fuse.c ct_fuse_pool_codes), or NULL where they hold its values. */
+static inline uint8_t *ct_exec_pool_codes(const ct_exec *exec, const ct_tensor *t)
+{
+    return exec->training && exec->pool_codes && exec->pool_codes[t->id]
+               ? (uint8_t *)ct_exec_data(exec, t)
                : NULL;
 }
 

@@ -6,6 +6,7 @@
 #ifndef CT_GRAPH_FUSE_H
 #define CT_GRAPH_FUSE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "graph/backend.h"
@@ -91,5 +92,18 @@ int ct_fuse_bn_add(const ct_graph *graph, const ct_backend *backend, const bool 
 int ct_fuse_pool_bwd(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
                      const ct_tensor *const *alias_of, const ct_tensor *const *bias_into,
                      const ct_tensor **computed_in);
+
+/* A convolution that computes its relu's 2x2 max pool in training
+ * (pool_into, ct_fuse_maxpool) and whose relu output only that pool and a
+ * pool backward computed in a weight gradient read (ct_fuse_pool_bwd; the
+ * relu's backward fused in it reads it too): the backward needs only each
+ * window's argmax and whether its max is > 0, so the convolution stores
+ * a byte a window (CT_POOL_CODE_*, cpu/kernels.h) in its output's place,
+ * where every implementation can (CT_FUSES_POOL_CODES).  Sets
+ * pool_codes[conv id] and pool_codes[relu id] (by node id, zeroed by the
+ * caller).  Returns how many. */
+int ct_fuse_pool_codes(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
+                       const ct_tensor *const *alias_of, const ct_tensor *const *pool_into,
+                       const ct_tensor *const *computed_in, bool *pool_codes);
 
 #endif

@@ -63,7 +63,12 @@ enum {
     CT_FUSES_BN_INPUT = 1u << 5,
     /* (a convolution's weight gradient) the max pool's backward that makes
      * its dy, with the relu's backward fused in it: ct_exec.computed_in */
-    CT_FUSES_POOL_BWD = 1u << 6
+    CT_FUSES_POOL_BWD = 1u << 6,
+    /* (a convolution that computes its relu's max pool) in training, the
+     * windows' argmax codes in place of its output's values, where only a
+     * pool backward that a weight gradient computes reads them:
+     * ct_exec.pool_codes */
+    CT_FUSES_POOL_CODES = 1u << 7
 };
 
 struct ct_impl {

@@ -85,9 +85,10 @@ static void node_end(ct_run_hook *hook, ct_mode mode, int index, const char *ker
     nonfinite_hook *h = (nonfinite_hook *)hook;
     int count = 0;
     const ct_tensor *node = ct_plan_runs(h->plan, mode, &count)[index];
-    if (h->first || h->status != CT_OK || !is_float(node))
+    const ct_tensor *values = ct_plan_checked_output(h->plan, mode, node);
+    if (h->first || h->status != CT_OK || !is_float(values))
         return;
-    size_t bytes = ct_tensor_bytes(node);
+    size_t bytes = ct_tensor_bytes(values);
     if (bytes > h->capacity) {
         void *grown = realloc(h->buffer, bytes);
         if (!grown) {
@@ -98,8 +99,8 @@ static void node_end(ct_run_hook *hook, ct_mode mode, int index, const char *ker
         h->buffer = grown;
         h->capacity = bytes;
     }
-    h->status = ct_plan_peek(h->plan, node, h->buffer, bytes);
-    if (h->status == CT_OK && !all_finite(node, h->buffer))
+    h->status = ct_plan_peek(h->plan, values, h->buffer, bytes);
+    if (h->status == CT_OK && !all_finite(values, h->buffer))
         h->first = node;
 }
 
@@ -181,28 +182,30 @@ static void describe_index(const ct_tensor *t, int64_t flat, char *out, size_t c
 ct_status ct_numerics_check(ct_plan *plan, ct_mode mode, const ct_tensor *node, void *buffer)
 {
     /* fp16's loss scaling: an overflowing gradient is the scaler's to handle */
-    if (!is_float(node) || (node->graph->loss_scaling && node->phase == CT_PHASE_BACKWARD))
+    const ct_tensor *values = ct_plan_checked_output(plan, mode, node);
+    if (!is_float(values) || (node->graph->loss_scaling && node->phase == CT_PHASE_BACKWARD))
         return CT_OK;
-    CT_TRY(ct_plan_peek(plan, node, buffer, ct_tensor_bytes(node)));
+    CT_TRY(ct_plan_peek(plan, values, buffer, ct_tensor_bytes(values)));
     int64_t count = 0;
     float value = 0;
-    int64_t first = first_nonfinite(node, buffer, &count, &value);
+    int64_t first = first_nonfinite(values, buffer, &count, &value);
     if (first < 0)
         return CT_OK;
     static const char *const phases[] = {"forward", "backward", "optimizer"};
     char desc[CT_DESCRIBE_CAPACITY], index[CT_MAX_DIMS * 24], layer[320];
     ct_tensor_describe(node, desc, sizeof desc);
-    describe_index(node, first, index, sizeof index);
+    describe_index(values, first, index, sizeof index);
     describe_layer(node, layer, sizeof layer);
     return ct_set_error(CT_ERR_NUMERIC,
                         "step %lld (%s, %s pass): node %s%s%s (%s) made the step's first "
-                        "non-finite value: %s at %s (%lld of its %lld values are inf or NaN); "
-                        "%s",
+                        "non-finite value: %s at %s%s (%lld of its %lld values are inf or "
+                        "NaN); %s",
                         (long long)ct_plan_step(plan), mode == CT_TRAIN ? "training" : "evaluation",
                         phases[node->phase], node->name ? node->label : "",
                         node->name ? " " : "", desc, ct_dtype_name(node->dtype),
                         isnan(value) ? "nan" : value > 0 ? "inf" : "-inf", index,
-                        (long long)count, (long long)ct_tensor_numel(node), layer);
+                        values != node ? " of the max pool it computes" : "", (long long)count,
+                        (long long)ct_tensor_numel(values), layer);
 }
 
 static ct_status step_end(ct_run_hook *hook, ct_mode mode, int64_t step)

@@ -329,9 +329,11 @@ static ct_status plan_build(ct_plan *plan)
     plan->written_by = calloc((size_t)plan->n_nodes + 1, sizeof *plan->written_by);
     plan->pair_next = calloc((size_t)plan->n_nodes + 1, sizeof *plan->pair_next);
     plan->computed_in = calloc((size_t)plan->n_nodes + 1, sizeof *plan->computed_in);
+    plan->pool_codes = calloc((size_t)plan->n_nodes + 1, sizeof *plan->pool_codes);
     if (!plan->offsets || !plan->storage || !plan->alias_of || !plan->epilogue ||
         !pools || !plan->bias_into || !plan->written_by ||
-        !plan->epilogue_src || !plan->grad_into || !plan->pair_next || !plan->computed_in)
+        !plan->epilogue_src || !plan->grad_into || !plan->pair_next || !plan->computed_in ||
+        !plan->pool_codes)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
     CT_TRY(ct_prepared_new(plan->n_nodes, &plan->prepared));
     CT_TRY(build_schedule(plan, CT_TRAIN));
@@ -362,6 +364,8 @@ static ct_status plan_build(ct_plan *plan)
     ct_fuse_bn_add(plan->graph, plan->backend, plan->on_host, plan->computed_in);
     ct_fuse_pool_bwd(plan->graph, plan->backend, plan->on_host, plan->alias_of, plan->bias_into,
                      plan->computed_in);
+    ct_fuse_pool_codes(plan->graph, plan->backend, plan->on_host, plan->alias_of,
+                       plan->pool_into[CT_TRAIN], plan->computed_in, plan->pool_codes);
     CT_TRY(build_runs(plan, CT_TRAIN));
     CT_TRY(build_runs(plan, CT_EVAL));
     find_pairs(plan);
@@ -451,6 +455,7 @@ void ct_plan_free(ct_plan *plan)
     free(plan->written_by);
     free(plan->pair_next);
     free(plan->computed_in);
+    free(plan->pool_codes);
     free(plan);
 }
 
@@ -469,6 +474,7 @@ ct_exec ct_plan_exec(const ct_plan *plan, ct_mode mode)
         .grad_into = mode == CT_TRAIN ? plan->grad_into : NULL,
         .pair_next = mode == CT_TRAIN ? plan->pair_next : NULL,
         .computed_in = plan->computed_in,
+        .pool_codes = mode == CT_TRAIN ? plan->pool_codes : NULL,
         .training = mode == CT_TRAIN,
         .step = plan->step,
         .updates = plan->step - plan->scaler.skipped,

@@ -51,6 +51,15 @@ ct_grad_hook *ct_plan_grad_hook(const ct_plan *plan); /* NULL: none */
  * returns: for a step that must not run it (graph/nonfinite.c). */
 ct_grad_hook *ct_plan_swap_grad_hook(ct_plan *plan, ct_grad_hook *hook);
 
+/* The tensor whose values tell whether running `node` made an inf or NaN:
+ * its output, or, for a convolution that computes its relu's max pool
+ * (graph/fuse.c ct_fuse_maxpool), the pool's output, which holds one where
+ * the relu's output does (NaN wins a window, and +inf but for a NaN); the
+ * convolution's own bytes are not written in evaluation and hold the
+ * windows' argmax codes where ct_exec.pool_codes says so. */
+const ct_tensor *ct_plan_checked_output(const ct_plan *plan, ct_mode mode,
+                                        const ct_tensor *node);
+
 /* ct_plan_set_check_numerics' check of a node that just ran, through a
  * host buffer of its bytes (nonfinite.c): CT_ERR_NUMERIC, with the message,
  * when its output holds an inf or NaN. */

@@ -120,6 +120,13 @@ ct_status ct_plan_set_check_numerics(ct_plan *plan, bool on)
     return CT_OK;
 }
 
+const ct_tensor *ct_plan_checked_output(const ct_plan *plan, ct_mode mode,
+                                        const ct_tensor *node)
+{
+    const ct_tensor *pool = plan->pool_into[mode][node->id];
+    return pool ? pool : node;
+}
+
 ct_status ct_plan_peek(const ct_plan *plan, const ct_tensor *t, void *host, size_t bytes)
 {
     ct_exec exec = ct_plan_exec(plan, CT_TRAIN);
