@@ -539,28 +539,38 @@ fuzz:
 	@sh tests/fuzz/run.sh
 
 # The README's test command: the suite, the suite under ASan + UBSan, the
-# GPU suite on the emulated device, and the tests that run threads under
-# TSan, with one closing line for all; every FAIL line, and the failed
-# checks' messages (the first 60 lines of both), are repeated just above
-# it, so that the end of a long log says what failed and why.
+# GPU suite on the emulated device (plain, then sanitized), and the tests
+# that run threads under TSan, each build's suite right after its build,
+# with one closing line for all; every FAIL line, and the failed checks'
+# messages (the first 60 lines of both), are repeated just above it, so
+# that the end of a long log says what failed and why.  CHECK_PRUNE=1
+# (.ci/run) removes each build's objects and executables once its suite
+# has run, keeping its check.log: the run then needs the disk of one build
+# at a time, not of all six (docs/reliability.md, "The build's size").
+CHECK_PRUNE ?=
+check_prune = $(if $(CHECK_PRUNE),rm -rf $(addprefix $(1)/,obj gen tests bench examples python \
+                                                         cuttle libcuttle.a libcuttle.so),:)
+CHECK_LOGS := build/check.log build-san/check.log build-emu/check.log build-emu-san/check.log \
+              build-tsan/check.log
 check:
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory SANITIZE=1 all
-	@$(MAKE) --no-print-directory CUDA=emu all
-	@$(MAKE) --no-print-directory CUDA=emu SANITIZE=1 all
-	@$(MAKE) --no-print-directory TSAN=1 $(TSAN_TESTS:%=build-tsan/tests/%)
 	@BUILD=build sh tests/run.sh > build/check.log 2>&1; \
-	 cat build/check.log; \
-	 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	 cat build/check.log; $(call check_prune,build)
+	@$(MAKE) --no-print-directory SANITIZE=1 all
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	 BUILD=build-san sh tests/run.sh > build-san/check.log 2>&1; \
-	 sed 's/^/[asan+ubsan] /' build-san/check.log; \
-	 sh tests/run-gpu-emu.sh > build-emu/check.log 2>&1; \
-	 cat build-emu/check.log; \
-	 $(TSAN_RUN) > build-tsan/check.log 2>&1; \
+	 sed 's/^/[asan+ubsan] /' build-san/check.log; $(call check_prune,build-san)
+	@$(MAKE) --no-print-directory CUDA=emu all
+	@EMU_SAN_BUILD= sh tests/run-gpu-emu.sh > build-emu/check.log 2>&1; \
+	 cat build-emu/check.log; $(call check_prune,build-emu)
+	@$(MAKE) --no-print-directory CUDA=emu SANITIZE=1 all
+	@EMU_BUILD= sh tests/run-gpu-emu.sh > build-emu-san/check.log 2>&1; \
+	 cat build-emu-san/check.log; $(call check_prune,build-emu-san)
+	@$(MAKE) --no-print-directory TSAN=1 $(TSAN_TESTS:%=build-tsan/tests/%)
+	@$(TSAN_RUN) > build-tsan/check.log 2>&1; \
 	 sed 's/^/[tsan] /' build-tsan/check.log; \
-	 grep -H -e 'FAIL' -e 'check failed' build/check.log build-san/check.log build-emu/check.log build-tsan/check.log | \
-	   head -n 60 | sed 's/^/failed: /'; \
-	 tail -n 1 build/check.log build-san/check.log build-emu/check.log build-tsan/check.log | awk '/passed/ {p += $$1; f += $$3} END {print "all builds: " p " passed, " f " failed"; exit f > 0}'
+	 grep -H -e 'FAIL' -e 'check failed' $(CHECK_LOGS) | head -n 60 | sed 's/^/failed: /'; \
+	 tail -n 1 $(CHECK_LOGS) | awk '/passed/ {p += $$1; f += $$3} END {print "all builds: " p " passed, " f " failed"; exit f > 0}'
 
 # The version and the static library's dependencies, for the pkg-config
 # file and the CMake package (cmake/).
