@@ -611,3 +611,6 @@ clean:
 	rm -rf build build-san build-emu build-emu-san build-fuzz build-tsan
 
 -include $(LIB_OBJS:.o=.d) $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.d) $(TEST_CU_SRCS:tests/%.cu=$(BUILD)/obj/tests/%.d) $(TOOL_OBJS:.o=.d) $(TEST_SRCS:tests/%.c=$(BUILD)/obj/tests/%.d)
+# the benchmarks and examples use the internal headers too (a changed
+# signature must rebuild them, not wait for a clean build to fail)
+-include $(BENCH_SRCS:bench/%.c=$(BUILD)/obj/bench/%.d) $(EXAMPLE_SRCS:examples/%.c=$(BUILD)/obj/examples/%.d)

@@ -78,7 +78,7 @@ static void run_kernel(int path, int k, const ct_conv2d_shape *s, const float *x
         if (k == 0) ct_cpu_conv2d_direct_forward(s, x, w, bias, false, y, workspace);
         else if (k == 1) ct_cpu_conv2d_direct_backward_data(s, dy, w, dx, workspace);
         else if (k == 2) ct_cpu_conv2d_direct_backward_weight(s, x, dy, dw, db, workspace);
-        else ct_cpu_conv2d_direct_forward_relu_maxpool(s, x, w, bias, NULL, pooled, workspace);
+        else ct_cpu_conv2d_direct_forward_relu_maxpool(s, x, w, bias, NULL, false, pooled, workspace);
         return;
     }
     if (path == 1 && k < 3) {
