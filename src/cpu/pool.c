@@ -184,15 +184,18 @@ void ct_cpu_maxpool2x2_planes(int planes, int in_h, int in_w, const float *x, fl
 static void maxpool_2x2_codes_plane(int in_w, int out_h, int out_w, const float *x, float *y,
                                     uint8_t *codes)
 {
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    /* every column on the vector kernel (which goes row by row): one call */
+    if (ct_cpu_simd_avx512() && out_w >= CT_POOL_AVX512_MIN_WINDOWS) {
+        ct_cpu_maxpool2x2_codes_avx512(in_w, out_h, out_w, x, y, codes);
+        return;
+    }
+#endif
     for (int oh = 0; oh < out_h; oh++) {
         const float *row0 = x + (int64_t)2 * oh * in_w, *row1 = row0 + in_w;
         int first_ow = 0; /* columns before it are done by the vector kernel */
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
-        if (ct_cpu_simd_avx512() && out_w >= CT_POOL_AVX512_MIN_WINDOWS)
-            first_ow = ct_cpu_maxpool2x2_codes_avx512(in_w, 1, out_w, row0,
-                                                      y + (int64_t)oh * out_w,
-                                                      codes + (int64_t)oh * out_w);
-        else if (ct_cpu_simd_avx2())
+        if (ct_cpu_simd_avx2())
             first_ow = ct_cpu_maxpool2x2_codes_avx2(in_w, 1, out_w, row0, y + (int64_t)oh * out_w,
                                                     codes + (int64_t)oh * out_w);
 #endif
