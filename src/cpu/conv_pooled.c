@@ -100,24 +100,23 @@ static void window_argmax(const ct_pool2d_shape *p, const float *y, const float 
 }
 
 /* at[k], g[k] from the windows' codes (kernels.h) instead of y: what
- * window_argmax finds there, read from the byte the forward stored. */
-static void window_codes(const ct_pool2d_shape *p, const uint8_t *codes, const float *dy,
+ * window_argmax finds there, read from the byte the forward stored; base[k]
+ * is window k's top left in rows of at_w (the same for every plane). */
+static void window_codes(int windows, const int *base, const uint8_t *codes, const float *dy,
                          bool relu, int at_w, int *at, float *g)
 {
-    int first = 0; /* columns before it are done by the vector kernel */
+    int k = 0; /* windows before it are done by the vector kernel */
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
     if (ct_cpu_simd_avx512())
-        first = ct_cpu_pool_codes_argmax_avx512(p->out_h, p->out_w, codes, dy, relu, at_w, at, g);
+        k = ct_cpu_pool_codes_argmax_avx512(windows, base, codes, dy, relu, at_w, at, g);
     else if (ct_cpu_simd_avx2())
-        first = ct_cpu_pool_codes_argmax_avx2(p->out_h, p->out_w, codes, dy, relu, at_w, at, g);
+        k = ct_cpu_pool_codes_argmax_avx2(windows, base, codes, dy, relu, at_w, at, g);
 #endif
-    for (int oh = 0; oh < p->out_h; oh++)
-        for (int ow = first; ow < p->out_w; ow++) {
-            int k = oh * p->out_w + ow, code = codes[k];
-            at[k] = (2 * oh + (code & CT_POOL_CODE_DOWN ? 1 : 0)) * at_w + 2 * ow +
-                    (code & CT_POOL_CODE_RIGHT);
-            g[k] = relu && !(code & CT_POOL_CODE_PASS) ? 0.0f : dy[k];
-        }
+    for (; k < windows; k++) {
+        at[k] = base[k] + (codes[k] & CT_POOL_CODE_DOWN ? at_w : 0) +
+                (codes[k] & CT_POOL_CODE_RIGHT);
+        g[k] = relu && !(codes[k] & CT_POOL_CODE_PASS) ? 0.0f : dy[k];
+    }
 }
 
 /* Where kernel row r (channel r / kernel_h, row r % kernel_h) starts in an
@@ -266,6 +265,9 @@ void ct_cpu_conv2d_pooled_backward_weight(const ct_conv2d_shape *s, const ct_poo
     long y_plane = (long)p->in_h * p->in_w, x_image = g.x_plane * s->in_channels;
     int out_c = s->out_channels, depth = g.rows * g.kernel_w;
     long work = (long)s->n_batch * out_c * g.windows * g.rows;
+    int base[CT_CONV_POOLED_MAX_WINDOWS]; /* each window's top left, for the codes */
+    for (int k = 0; codes && k < g.windows; k++)
+        base[k] = 2 * (k / p->out_w) * g.in_w + 2 * (k % p->out_w);
 #pragma omp parallel for if (out_c > 1 && work >= 65536) schedule(static)
     for (int o = 0; o < out_c; o++) {
         int at[CT_CONV_POOLED_MAX_WINDOWS];
@@ -276,8 +278,8 @@ void ct_cpu_conv2d_pooled_backward_weight(const ct_conv2d_shape *s, const ct_poo
         for (int n = 0; n < s->n_batch; n++) {
             long plane = (long)n * out_c + o;
             if (codes)
-                window_codes(p, codes + plane * g.windows, dy + plane * g.windows, relu, g.in_w,
-                             at, grad);
+                window_codes(g.windows, base, codes + plane * g.windows, dy + plane * g.windows,
+                             relu, g.in_w, at, grad);
             else
                 window_argmax(p, y + plane * y_plane, dy + plane * g.windows, relu, g.in_w, at,
                               grad);

@@ -148,32 +148,29 @@ AVX2 int ct_cpu_maxpool2x2_codes_avx2(int in_w, int out_h, int out_w, const floa
     return vec_w;
 }
 
-AVX2 int ct_cpu_pool_codes_argmax_avx2(int out_h, int out_w, const uint8_t *codes,
+AVX2 int ct_cpu_pool_codes_argmax_avx2(int windows, const int *base, const uint8_t *codes,
                                        const float *dy, bool relu, int at_w, int *at, float *g)
 {
     enum { EIGHT = 8 };
-    int vec_w = out_w / EIGHT * EIGHT;
-    const __m256i lanes = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
     const __m256i right = _mm256_set1_epi32(CT_POOL_CODE_RIGHT);
     const __m256i down = _mm256_set1_epi32(CT_POOL_CODE_DOWN);
     const __m256i pass = _mm256_set1_epi32(CT_POOL_CODE_PASS), rows = _mm256_set1_epi32(at_w);
-    for (int oh = 0; oh < out_h; oh++)
-        for (int ow = 0; ow < vec_w; ow += EIGHT) {
-            long k = (long)oh * out_w + ow;
-            __m256i code = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(codes + k)));
-            __m256i where = _mm256_add_epi32(_mm256_set1_epi32(2 * oh * at_w + 2 * ow), lanes);
-            where = _mm256_add_epi32(where, _mm256_and_si256(code, right));
-            where = _mm256_add_epi32(
-                where, _mm256_and_si256(_mm256_cmpeq_epi32(_mm256_and_si256(code, down), down),
-                                        rows));
-            _mm256_storeu_si256((__m256i *)(at + k), where);
-            __m256 grad = _mm256_loadu_ps(dy + k);
-            if (relu)
-                grad = _mm256_and_ps(grad, _mm256_castsi256_ps(_mm256_cmpeq_epi32(
-                                               _mm256_and_si256(code, pass), pass)));
-            _mm256_storeu_ps(g + k, grad);
-        }
-    return vec_w;
+    int k = 0;
+    for (; k + EIGHT <= windows; k += EIGHT) {
+        __m256i code = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(codes + k)));
+        __m256i where = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(base + k)),
+                                         _mm256_and_si256(code, right));
+        where = _mm256_add_epi32(
+            where,
+            _mm256_and_si256(_mm256_cmpeq_epi32(_mm256_and_si256(code, down), down), rows));
+        _mm256_storeu_si256((__m256i *)(at + k), where);
+        __m256 grad = _mm256_loadu_ps(dy + k);
+        if (relu)
+            grad = _mm256_and_ps(grad, _mm256_castsi256_ps(_mm256_cmpeq_epi32(
+                                           _mm256_and_si256(code, pass), pass)));
+        _mm256_storeu_ps(g + k, grad);
+    }
+    return k;
 }
 
 AVX2 int ct_cpu_maxpool2x2_backward_avx2(int in_w, int out_h, int out_w, const float *x,
@@ -425,38 +422,26 @@ AVX512 int ct_cpu_maxpool2x2_codes_avx512(int in_w, int out_h, int out_w, const 
     return out_w;
 }
 
-AVX512 int ct_cpu_pool_codes_argmax_avx512(int out_h, int out_w, const uint8_t *codes,
+AVX512 int ct_cpu_pool_codes_argmax_avx512(int windows, const int *base, const uint8_t *codes,
                                            const float *dy, bool relu, int at_w, int *at,
                                            float *g)
 {
-    const __m512i lanes = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
-                                            28, 30);
     const __m512i right = _mm512_set1_epi32(CT_POOL_CODE_RIGHT);
     const __m512i down = _mm512_set1_epi32(CT_POOL_CODE_DOWN), rows = _mm512_set1_epi32(at_w);
     const __m512i pass = _mm512_set1_epi32(CT_POOL_CODE_PASS);
-    for (int oh = 0; oh < out_h; oh++)
-        for (int ow = 0; ow < out_w; ow += 16) {
-            __mmask16 live = low_lanes(out_w - ow);
-            long k = (long)oh * out_w + ow;
-            __m128i bytes; /* no byte past the row's codes read (AVX-512F has no byte mask) */
-            if (out_w - ow >= 16) {
-                bytes = _mm_loadu_si128((const __m128i *)(codes + k));
-            } else {
-                uint8_t tail[16] = {0};
-                memcpy(tail, codes + k, (size_t)(out_w - ow));
-                bytes = _mm_loadu_si128((const __m128i *)tail);
-            }
-            __m512i code = _mm512_cvtepu8_epi32(bytes);
-            __m512i where = _mm512_add_epi32(_mm512_set1_epi32(2 * oh * at_w + 2 * ow), lanes);
-            where = _mm512_add_epi32(where, _mm512_and_si512(code, right));
-            where = _mm512_mask_add_epi32(where, _mm512_test_epi32_mask(code, down), where, rows);
-            _mm512_mask_storeu_epi32(at + k, live, where);
-            __m512 grad = _mm512_maskz_loadu_ps(live, dy + k);
-            if (relu)
-                grad = _mm512_maskz_mov_ps(_mm512_test_epi32_mask(code, pass), grad);
-            _mm512_mask_storeu_ps(g + k, live, grad);
-        }
-    return out_w;
+    int k = 0;
+    for (; k + 16 <= windows; k += 16) {
+        __m512i code = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(codes + k)));
+        __m512i where = _mm512_add_epi32(_mm512_loadu_si512(base + k),
+                                         _mm512_and_si512(code, right));
+        where = _mm512_mask_add_epi32(where, _mm512_test_epi32_mask(code, down), where, rows);
+        _mm512_storeu_si512(at + k, where);
+        __m512 grad = _mm512_loadu_ps(dy + k);
+        if (relu)
+            grad = _mm512_maskz_mov_ps(_mm512_test_epi32_mask(code, pass), grad);
+        _mm512_storeu_ps(g + k, grad);
+    }
+    return k;
 }
 
 #endif

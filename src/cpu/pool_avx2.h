@@ -32,10 +32,12 @@ int ct_cpu_maxpool2x2_argmax_avx2(int in_w, int out_h, int out_w, const float *x
 int ct_cpu_maxpool2x2_codes_avx2(int in_w, int out_h, int out_w, const float *x, float *y,
                                  uint8_t *codes);
 /* ct_cpu_maxpool2x2_argmax_avx2's at and g from the windows' codes instead
- * of x: at[k] = 2 oh at_w + 2 ow + the code's place; g[k] = dy[k], or
- * (relu) 0 where the code has no CT_POOL_CODE_PASS. */
-int ct_cpu_pool_codes_argmax_avx2(int out_h, int out_w, const uint8_t *codes, const float *dy,
-                                  bool relu, int at_w, int *at, float *g);
+ * of x, for windows [0, returned) of a plane (a multiple of 8, the rest
+ * the caller's): at[k] = base[k] (the window's top left, 2 oh at_w + 2 ow)
+ * + the code's place; g[k] = dy[k], or (relu) 0 where the code has no
+ * CT_POOL_CODE_PASS.  The windows are a flat list: no row ends. */
+int ct_cpu_pool_codes_argmax_avx2(int windows, const int *base, const uint8_t *codes,
+                                  const float *dy, bool relu, int at_w, int *at, float *g);
 /* The same on AVX-512 (16 windows a vector, every column): for rows of at
  * least CT_POOL_AVX512_MIN_WINDOWS windows on a CPU where
  * ct_cpu_simd_avx512(); the forward also for rows of 4 windows from rows of
@@ -53,8 +55,8 @@ int ct_cpu_maxpool2x2_argmax_avx512(int in_w, int out_h, int out_w, const float 
                                     const float *dy, bool relu, int at_w, int *at, float *g);
 int ct_cpu_maxpool2x2_codes_avx512(int in_w, int out_h, int out_w, const float *x, float *y,
                                    uint8_t *codes);
-int ct_cpu_pool_codes_argmax_avx512(int out_h, int out_w, const uint8_t *codes, const float *dy,
-                                    bool relu, int at_w, int *at, float *g);
+int ct_cpu_pool_codes_argmax_avx512(int windows, const int *base, const uint8_t *codes,
+                                    const float *dy, bool relu, int at_w, int *at, float *g);
 #endif
 
 #endif
