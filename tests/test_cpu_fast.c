@@ -836,12 +836,18 @@ static void fused_relu_kernels_same_bits(void)
                 float *pooled_again = nan_floats(np);
                 ct_cpu_maxpool2x2_planes_codes(s.n_batch * s.out_channels, s.out_h, s.out_w, y,
                                                pooled_again, want_codes);
-                ct_cpu_conv2d_direct_forward_relu_maxpool(&s, x, w, bias, y_kept, true,
-                                                          pooled_kept, workspace);
-                CHECK(memcmp(pooled, pooled_kept, sizeof(float) * (size_t)np) == 0 &&
-                          memcmp(pooled, pooled_again, sizeof(float) * (size_t)np) == 0 &&
-                          memcmp(want_codes, y_kept, (size_t)np) == 0,
-                      "conv case %d (direct): relu+maxpool with argmax codes differs", index);
+                for (int wide = 1; wide >= 0; wide--) { /* the 16-float kernel, AVX2's */
+                    ct_cpu_simd_set_avx512(wide);
+                    memset(y_kept, 0xff, sizeof(float) * (size_t)ny);
+                    ct_cpu_conv2d_direct_forward_relu_maxpool(&s, x, w, bias, y_kept, true,
+                                                              pooled_kept, workspace);
+                    CHECK(memcmp(pooled, pooled_kept, sizeof(float) * (size_t)np) == 0 &&
+                              memcmp(pooled, pooled_again, sizeof(float) * (size_t)np) == 0 &&
+                              memcmp(want_codes, y_kept, (size_t)np) == 0,
+                          "conv case %d (direct, %s): relu+maxpool with argmax codes differs",
+                          index, wide ? "AVX-512" : "AVX2");
+                }
+                ct_cpu_simd_set_avx512(true);
                 free(y_kept); free(pooled_kept); free(want_codes); free(pooled_again);
             } else
 #endif
