@@ -540,8 +540,10 @@ fuzz:
 
 # The README's test command: the suite, the suite under ASan + UBSan, the
 # GPU suite on the emulated device (plain, then sanitized), and the tests
-# that run threads under TSan, each build's suite right after its build,
-# with one closing line for all; every FAIL line, and the failed checks'
+# that run threads under TSan, each build's suite soon after its build
+# (the emulated build before the first suite: test_bench_compare_cuda.sh
+# and test_onnx_torch.sh run its cuttle, and skip without it), with one
+# closing line for all; every FAIL line, and the failed checks'
 # messages (the first 60 lines of both), are repeated just above it, so
 # that the end of a long log says what failed and why.  CHECK_PRUNE=1
 # (.ci/run) removes each build's objects and executables once its suite
@@ -554,13 +556,13 @@ CHECK_LOGS := build/check.log build-san/check.log build-emu/check.log build-emu-
               build-tsan/check.log
 check:
 	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory CUDA=emu all
 	@BUILD=build sh tests/run.sh > build/check.log 2>&1; \
 	 cat build/check.log; $(call check_prune,build)
 	@$(MAKE) --no-print-directory SANITIZE=1 all
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	 BUILD=build-san sh tests/run.sh > build-san/check.log 2>&1; \
 	 sed 's/^/[asan+ubsan] /' build-san/check.log; $(call check_prune,build-san)
-	@$(MAKE) --no-print-directory CUDA=emu all
 	@EMU_SAN_BUILD= sh tests/run-gpu-emu.sh > build-emu/check.log 2>&1; \
 	 cat build-emu/check.log; $(call check_prune,build-emu)
 	@$(MAKE) --no-print-directory CUDA=emu SANITIZE=1 all
