@@ -542,7 +542,8 @@ fuzz:
 # GPU suite on the emulated device (plain, then sanitized), and the tests
 # that run threads under TSan, each build's suite soon after its build
 # (the emulated build before the first suite: test_bench_compare_cuda.sh
-# and test_onnx_torch.sh run its cuttle, and skip without it), with one
+# and test_onnx_torch.sh run its cuttle, and fail without it where
+# CT_REQUIRE_EMU is set, as here; elsewhere they skip), with one
 # closing line for all; every FAIL line, and the failed checks'
 # messages (the first 60 lines of both), are repeated just above it, so
 # that the end of a long log says what failed and why.  CHECK_PRUNE=1
@@ -557,7 +558,7 @@ CHECK_LOGS := build/check.log build-san/check.log build-emu/check.log build-emu-
 check:
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory CUDA=emu all
-	@BUILD=build sh tests/run.sh > build/check.log 2>&1; \
+	@CT_REQUIRE_EMU=1 BUILD=build sh tests/run.sh > build/check.log 2>&1; \
 	 cat build/check.log; $(call check_prune,build)
 	@$(MAKE) --no-print-directory SANITIZE=1 all
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \

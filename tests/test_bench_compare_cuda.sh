@@ -22,6 +22,10 @@ result() { # name, status
 }
 
 if [ ! -x "$EMU_BUILD/cuttle" ]; then
+    if [ -n "$CT_REQUIRE_EMU" ]; then # make check: the emulated build must be there
+        echo "FAIL test_bench_compare_cuda: $EMU_BUILD/cuttle is not built, and CT_REQUIRE_EMU is set"
+        exit 1
+    fi
     echo "SKIP test_bench_compare_cuda: $EMU_BUILD/cuttle is not built (make CUDA=emu)"
     exit 0
 fi

@@ -68,6 +68,9 @@ numpy.save(f"{d}/{name}.one.expected.npy", numpy.load(f"{d}/{name}.expected.npy"
                 >> "$dir/why" 2>&1
         result "onnx_cuda_emu_$name" $? "$dir/why"
     done
+elif [ -n "$CT_REQUIRE_EMU" ]; then # make check: the emulated build must be there
+    echo "FAIL onnx_cuda_emu: no $emu, and CT_REQUIRE_EMU is set (make CUDA=emu builds it)"
+    failed=1
 else
     echo "SKIP onnx_cuda_emu_*: no $emu (make CUDA=emu builds it)"
 fi
