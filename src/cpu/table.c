@@ -36,10 +36,9 @@ typedef void (*conv_backward_fn)(const ct_conv2d_shape *s, const float *a, const
                                  float *out, void *workspace);
 
 /* The fused 2x2 max pool of a path without its own: the convolution with
- * its relu into y, then the pool. */
-/* codes: y's values are replaced by each window's argmax code
- * (ct_exec_pool_codes), on one thread (codes land on values not of their
- * own image). */
+ * its relu into y, then the pool; with codes, each window's argmax code
+ * over y's values (ct_exec_pool_codes), on one thread (codes land on
+ * values not of their own image). */
 static void pool_after(const ct_conv2d_shape *s, float *y, float *pooled, bool codes)
 {
     if (codes) {

@@ -240,18 +240,17 @@ int ct_fuse_pool_bwd(const ct_graph *graph, const ct_backend *backend, const boo
     return fused;
 }
 
-/* Whether every node that reads t (a source, or a view of it) is `a`, `b`
- * or (computer not NULL) computed in `computer` (computed_in). */
+/* Whether every node that reads t (a source, or a view of it) is `a` or
+ * (computer not NULL) computed in `computer` (computed_in). */
 static bool read_only_by(const ct_graph *graph, const ct_tensor *t, const ct_tensor *a,
-                         const ct_tensor *b, const ct_tensor *const *computed_in,
-                         const ct_tensor *computer)
+                         const ct_tensor *const *computed_in, const ct_tensor *computer)
 {
     for (int i = 0; i < graph->n_nodes; i++) {
         const ct_tensor *r = graph->nodes[i];
         bool reads = r->view_of == t;
         for (int s = 0; s < r->n_src; s++)
             reads = reads || r->src[s] == t;
-        if (reads && r != a && r != b && (!computer || computed_in[r->id] != computer))
+        if (reads && r != a && (!computer || computed_in[r->id] != computer))
             return false;
     }
     return true;
@@ -271,8 +270,8 @@ int ct_fuse_pool_codes(const ct_graph *graph, const ct_backend *backend, const b
         const ct_tensor *pool = conv ? pool_into[conv->id] : NULL;
         if (!pool || conv->op != CT_OP_CONV2D || pool->src[0] != y || y->keep || conv->keep ||
             (on_host && on_host[conv->id]) ||
-            !read_only_by(graph, conv, y, NULL, computed_in, NULL) ||
-            !read_only_by(graph, y, pool, NULL, computed_in, weight) ||
+            !read_only_by(graph, conv, y, computed_in, NULL) ||
+            !read_only_by(graph, y, pool, computed_in, weight) ||
             !ct_impl_fuses(backend, conv, CT_FUSES_POOL_CODES, pool))
             continue;
         pool_codes[conv->id] = pool_codes[y->id] = true;
