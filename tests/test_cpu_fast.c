@@ -1048,6 +1048,84 @@ static void plan_eval_pool_fusion_keeps_input_apart(void)
     ct_graph_free(graph);
 }
 
+/* ---- optimizers ---------------------------------------------------------- */
+
+typedef struct optimizer_case {
+    bool adam, decoupled, nesterov;
+    float momentum, dampening, weight_decay;
+} optimizer_case;
+
+/* Three steps of one optimizer over a group of tensors whose sizes end in
+ * every vector tail (and a 44,426-element one, SimpleCNN's parameters), with
+ * inf and NaN gradients among them; params and state out. */
+static void optimizer_steps(const optimizer_case *k, bool avx512, float *params, float *state0,
+                            float *state1, const int64_t *counts, int n)
+{
+    ct_cpu_update_tensor tensors[8];
+    int64_t at = 0;
+    for (int t = 0; t < n; t++) {
+        tensors[t] = (ct_cpu_update_tensor){counts[t], params + at, NULL, {state0 + at,
+                                                                           state1 + at}};
+        at += counts[t];
+    }
+    harness_fill(params, at, 11, -1.0f, 1.0f);
+    memset(state0, 0, sizeof(float) * (size_t)at);
+    memset(state1, 0, sizeof(float) * (size_t)at);
+    float *grad = random_floats(at, 12);
+    grad[3] = INFINITY;
+    grad[at - 2] = NAN;
+    for (int t = 0, from = 0; t < n; from += (int)counts[t], t++)
+        tensors[t].grad = grad + from;
+    ct_cpu_simd_set_avx512(avx512);
+    for (int step = 1; step <= 3; step++) {
+        if (k->adam)
+            ct_cpu_adam_update_group(n, tensors, 0.5f, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                                     k->weight_decay, k->decoupled, step);
+        else
+            ct_cpu_sgd_update_group(n, tensors, 0.5f, 0.05f, k->momentum, k->dampening,
+                                    k->weight_decay, k->nesterov, step == 1);
+    }
+    ct_cpu_simd_set_avx512(true);
+    free(grad);
+}
+
+/* The optimizers' AVX-512 loops (optim.c) against the baseline build's:
+ * the same bits, SGD plain, with momentum, dampening, Nesterov and weight
+ * decay, Adam and AdamW. */
+static void optimizer_vector_same_bits(void)
+{
+    if (!ct_cpu_simd_avx512())
+        fprintf(stderr, "  note: no AVX-512 here: both runs take the portable loops\n");
+    static const optimizer_case CASES[] = {
+        {false, false, false, 0.0f, 0.0f, 0.0f},   {false, false, false, 0.0f, 0.0f, 5e-3f},
+        {false, false, false, 0.9f, 0.0f, 0.0f},   {false, false, false, 0.9f, 0.3f, 5e-3f},
+        {false, false, true, 0.9f, 0.0f, 5e-3f},   {true, false, false, 0.0f, 0.0f, 0.0f},
+        {true, false, false, 0.0f, 0.0f, 1e-2f},   {true, true, false, 0.0f, 0.0f, 1e-2f},
+    };
+    static const int64_t COUNTS[] = {1, 15, 17, 33, 44426, 7};
+    int n = (int)(sizeof COUNTS / sizeof COUNTS[0]);
+    int64_t total = 0;
+    for (int t = 0; t < n; t++)
+        total += COUNTS[t];
+    float *out[2][3];
+    for (int v = 0; v < 2; v++)
+        for (int a = 0; a < 3; a++)
+            out[v][a] = malloc(sizeof(float) * (size_t)total);
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+        for (int v = 0; v < 2; v++)
+            optimizer_steps(&CASES[c], v == 1, out[v][0], out[v][1], out[v][2], COUNTS, n);
+        for (int a = 0; a < 3; a++)
+            CHECK(memcmp(out[0][a], out[1][a], sizeof(float) * (size_t)total) == 0,
+                  "case %zu, array %d (param, state 0, state 1)", c, a);
+        CHECK(isnan(out[1][0][total - 2]) && !isfinite(out[1][0][3]),
+              "case %zu: the inf and NaN gradients' params %g %g", c, out[1][0][3],
+              out[1][0][total - 2]);
+    }
+    for (int v = 0; v < 2; v++)
+        for (int a = 0; a < 3; a++)
+            free(out[v][a]);
+}
+
 int main(void)
 {
     RUN(direct_conv_takes_the_cases);
@@ -1068,5 +1146,6 @@ int main(void)
     RUN(plan_fusion_trains_the_same);
     RUN(plan_eval_pool_fusion_same_logits);
     RUN(plan_eval_pool_fusion_keeps_input_apart);
+    RUN(optimizer_vector_same_bits);
     return harness_finish();
 }

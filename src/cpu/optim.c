@@ -7,6 +7,7 @@
  */
 #include "core/math_shared.h"
 #include "cpu/kernels.h"
+#include "cpu/simd.h"
 #include "cpu/threads.h"
 
 /* Below this many elements (all a group's tensors together) a parallel
@@ -22,7 +23,7 @@ typedef struct optim_args {
 } optim_args;
 
 /* SGD without momentum: ct_sgd_element (core/math_shared.h). */
-static void sgd_plain(const optim_args *a, int64_t count, float *restrict param,
+static inline __attribute__((always_inline)) void sgd_plain(const optim_args *a, int64_t count, float *restrict param,
                       const float *restrict grad)
 {
     for (int64_t i = 0; i < count; i++)
@@ -30,7 +31,7 @@ static void sgd_plain(const optim_args *a, int64_t count, float *restrict param,
 }
 
 /* SGD with momentum: ct_sgd_momentum_element (core/math_shared.h). */
-static void sgd_momentum(const optim_args *a, int64_t count, float *restrict param,
+static inline __attribute__((always_inline)) void sgd_momentum(const optim_args *a, int64_t count, float *restrict param,
                          const float *restrict grad, float *restrict buf)
 {
     for (int64_t i = 0; i < count; i++)
@@ -40,7 +41,7 @@ static void sgd_momentum(const optim_args *a, int64_t count, float *restrict par
 }
 
 /* Adam or AdamW: ct_adam_element (core/math_shared.h). */
-static void adam(const optim_args *a, int64_t count, float *restrict param,
+static inline __attribute__((always_inline)) void adam(const optim_args *a, int64_t count, float *restrict param,
                  const float *restrict grad, float *restrict exp_avg, float *restrict exp_avg_sq)
 {
     for (int64_t i = 0; i < count; i++)
@@ -49,16 +50,45 @@ static void adam(const optim_args *a, int64_t count, float *restrict param,
 }
 
 /* Elements [lo, hi) of one tensor. */
+#define UPDATE_SLICE_BODY                                                                        \
+    float *s0 = t->state[0] ? t->state[0] + lo : NULL;                                           \
+    float *s1 = t->state[1] ? t->state[1] + lo : NULL;                                           \
+    if (a->kind == SGD_PLAIN)                                                                    \
+        sgd_plain(a, hi - lo, t->param + lo, t->grad + lo);                                      \
+    else if (a->kind == SGD_MOMENTUM)                                                            \
+        sgd_momentum(a, hi - lo, t->param + lo, t->grad + lo, s0);                               \
+    else                                                                                         \
+        adam(a, hi - lo, t->param + lo, t->grad + lo, s0, s1);
+
+static void update_slice_portable(const optim_args *a, const ct_cpu_update_tensor *t, int64_t lo,
+                                  int64_t hi)
+{
+    UPDATE_SLICE_BODY
+}
+
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+/* The same loops compiled for AVX-512: 16 elements an instruction where
+ * the baseline build's vectors are SSE's 4 (SimpleCNN's 44 K parameters
+ * took 4-6 % of a training step's samples in `perf`).  The same operations
+ * on each element in the same order (ISO C: no contraction into FMAs; the
+ * vector sqrt and division round as the scalar ones), so the same bits. */
+__attribute__((target("avx2,avx512f,prefer-vector-width=512"))) static void
+update_slice_avx512(const optim_args *a, const ct_cpu_update_tensor *t, int64_t lo, int64_t hi)
+{
+    UPDATE_SLICE_BODY
+}
+#endif
+
 static void update_slice(const optim_args *a, const ct_cpu_update_tensor *t, int64_t lo,
                          int64_t hi)
 {
-    float *s0 = t->state[0] ? t->state[0] + lo : NULL, *s1 = t->state[1] ? t->state[1] + lo : NULL;
-    if (a->kind == SGD_PLAIN)
-        sgd_plain(a, hi - lo, t->param + lo, t->grad + lo);
-    else if (a->kind == SGD_MOMENTUM)
-        sgd_momentum(a, hi - lo, t->param + lo, t->grad + lo, s0);
-    else
-        adam(a, hi - lo, t->param + lo, t->grad + lo, s0, s1);
+#ifdef CT_CPU_HAVE_AVX2_KERNELS
+    if (ct_cpu_simd_avx512()) {
+        update_slice_avx512(a, t, lo, hi);
+        return;
+    }
+#endif
+    update_slice_portable(a, t, lo, hi);
 }
 
 /* Every tensor of the group, in one parallel region: the threads split the
