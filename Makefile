@@ -344,6 +344,9 @@ $(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS_BASE) $(INCLUDES) $(CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/obj/tools/%.o: INCLUDES := -Iinclude -Itools
+# Adam's sqrtf vectorizes only without errno (its argument is never
+# negative, and NaN gives NaN either way): the same bits, optim.c's comment.
+$(BUILD)/obj/src/cpu/optim.o: CFLAGS += -fno-math-errno
 ifeq ($(TSAN)$(TSAN_AVX2),11)
 $(BUILD)/obj/src/cpu/winograd_transforms.o $(BUILD)/obj/src/cpu/conv_avx2.o \
     $(BUILD)/obj/src/cpu/conv_weight_avx2.o: CFLAGS += -mavx2 -mfma
