@@ -202,6 +202,16 @@ static ct_status build_split_k(ct_graph *g, tracked *t)
     return finish_vjp(g, t, ct_relu(g, ct_layer_linear(g, "fc", ct_flatten(g, c), 40, true)));
 }
 
+/* A product of 544 x 512 outputs over k = 128 on fewer tiles than twice the
+ * SMs: it splits k, and the finishing kernel (gemm_finish_parts; the wide
+ * and 64 x 64 tiles have no tickets) adds more outputs than its grid has
+ * threads (at 132 SMs, 278,528 against 270,336), so some threads several. */
+static ct_status build_wide_split(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 2, (int64_t[]){544, 128}, true);
+    return finish_vjp(g, t, ct_layer_linear(g, "fc", x, 512, true));
+}
+
 /* Two linear layers with a relu between: each layer's backward data and
  * weight gradient run as one launch (gemm<linear_backward>), the first's
  * backward data masked by the relu's output, whose last reader it is; the
@@ -1019,6 +1029,24 @@ static void small_products_split_k(const void *arg)
     ct_graph_free(g);
 }
 
+/* The finishing kernel of a split product with several outputs a thread
+ * gives the CPU's answers (a part dropped from one of a thread's outputs
+ * fails it). */
+static void wide_split_finishes_many_outputs(const void *arg)
+{
+    (void)arg;
+    CHECK_OK(ct_backend_set_kernels(gpu_backend, "native"));
+    CHECK_OK(ct_backend_set_tf32(gpu_backend, false));
+    cuda_emu_counters_enable(1);
+    cuda_emu_counters_reset();
+    compare_on_backends(build_wide_split, 1, TOL_F32);
+    unsigned long long finishes, none;
+    counted("gemm_finish_parts", &finishes, &none);
+    cuda_emu_counters_enable(0);
+    CHECK(!cuda_emu_counters_available() || finishes >= 1,
+          "%llu finishing launches (want the split products')", finishes);
+}
+
 /* Channel reductions over several blocks a channel give the CPU's answers
  * with their second pass in the last block of each channel (no finishing
  * kernel; the tickets' atomics counted), and the same bits as that pass's
@@ -1325,6 +1353,7 @@ int main(void)
     run_labelled("vendor_mode_calls_the_libraries", vendor_mode_calls_the_libraries, NULL);
     run_labelled("auto_times_cudnn_algorithms", auto_times_cudnn_algorithms, NULL);
     run_labelled("small_products_split_k", small_products_split_k, NULL);
+    run_labelled("wide_split_finishes_many_outputs", wide_split_finishes_many_outputs, NULL);
     run_labelled("channel_reductions_finish_in_kernel", channel_reductions_finish_in_kernel,
                  NULL);
     run_labelled("conv_backward_data_by_columns", conv_backward_data_by_columns, NULL);
