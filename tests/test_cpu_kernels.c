@@ -5,6 +5,7 @@
  * before every call, inputs are random and never zero, and results must
  * agree within TOLERANCE (relative to the reference's largest magnitude).
  */
+#include <float.h>
 #include <math.h>
 #include "cpu/threads.h"
 #include <stdlib.h>
@@ -847,6 +848,28 @@ static void check_sgd(sgd_config k)
     free(param), free(buf), free(param_want), free(buf_want);
 }
 
+/* ct_cpu_all_finite (the loss scaler's check): every kind of non-finite
+ * value at every place of a few vector widths, and the finite extremes. */
+static void test_all_finite(void)
+{
+    enum { N = 37 };
+    float x[N];
+    const float special[] = {INFINITY, -INFINITY, NAN, -NAN};
+    for (int i = 0; i < N; i++)
+        x[i] = i % 3 == 0 ? FLT_MAX : i % 3 == 1 ? -1e-42f : -0.0f; /* max, subnormal, -0 */
+    CHECK(ct_cpu_all_finite(N, x), "finite values read as non-finite");
+    CHECK(ct_cpu_all_finite(0, x), "an empty tensor read as non-finite");
+    for (size_t k = 0; k < sizeof special / sizeof special[0]; k++)
+        for (int at = 0; at < N; at++) {
+            float keep = x[at];
+            x[at] = special[k];
+            CHECK(!ct_cpu_all_finite(N, x), "%g at %d of %d not found", special[k], at, N);
+            CHECK(ct_cpu_all_finite(at, x), "%g past the first %d elements read", special[k],
+                  at);
+            x[at] = keep;
+        }
+}
+
 static void test_sgd(void)
 {
     check_sgd((sgd_config){0.1f, 0.0f, 0.0f, 0.0f, false, "sgd plain"});
@@ -1052,6 +1075,7 @@ int main(void)
     RUN(test_cross_entropy_bad_label);
     RUN(test_fill_copy_add);
     RUN(test_concat_slice);
+    RUN(test_all_finite);
     RUN(test_sgd);
     RUN(test_adam);
     RUN(test_optimizer_groups);
