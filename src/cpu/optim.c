@@ -25,16 +25,17 @@ typedef struct optim_args {
 } optim_args;
 
 /* SGD without momentum: ct_sgd_element (core/math_shared.h). */
-static inline __attribute__((always_inline)) void sgd_plain(const optim_args *a, int64_t count, float *restrict param,
-                      const float *restrict grad)
+static inline __attribute__((always_inline)) void
+sgd_plain(const optim_args *a, int64_t count, float *restrict param, const float *restrict grad)
 {
     for (int64_t i = 0; i < count; i++)
         param[i] = ct_sgd_element(param[i], grad[i] * a->grad_scale, a->lr, a->weight_decay);
 }
 
 /* SGD with momentum: ct_sgd_momentum_element (core/math_shared.h). */
-static inline __attribute__((always_inline)) void sgd_momentum(const optim_args *a, int64_t count, float *restrict param,
-                         const float *restrict grad, float *restrict buf)
+static inline __attribute__((always_inline)) void
+sgd_momentum(const optim_args *a, int64_t count, float *restrict param, const float *restrict grad,
+             float *restrict buf)
 {
     for (int64_t i = 0; i < count; i++)
         param[i] = ct_sgd_momentum_element(param[i], grad[i] * a->grad_scale, &buf[i], a->lr,
@@ -43,29 +44,33 @@ static inline __attribute__((always_inline)) void sgd_momentum(const optim_args 
 }
 
 /* Adam or AdamW: ct_adam_element (core/math_shared.h). */
-static inline __attribute__((always_inline)) void adam(const optim_args *a, int64_t count, float *restrict param,
-                 const float *restrict grad, float *restrict exp_avg, float *restrict exp_avg_sq)
+static inline __attribute__((always_inline)) void
+adam(const optim_args *a, int64_t count, float *restrict param, const float *restrict grad,
+     float *restrict exp_avg, float *restrict exp_avg_sq)
 {
     for (int64_t i = 0; i < count; i++)
         param[i] = ct_adam_element(param[i], grad[i] * a->grad_scale, &exp_avg[i],
                                    &exp_avg_sq[i], &a->adam);
 }
 
-/* Elements [lo, hi) of one tensor. */
-#define UPDATE_SLICE_BODY                                                                        \
-    float *s0 = t->state[0] ? t->state[0] + lo : NULL;                                           \
-    float *s1 = t->state[1] ? t->state[1] + lo : NULL;                                           \
-    if (a->kind == SGD_PLAIN)                                                                    \
-        sgd_plain(a, hi - lo, t->param + lo, t->grad + lo);                                      \
-    else if (a->kind == SGD_MOMENTUM)                                                            \
-        sgd_momentum(a, hi - lo, t->param + lo, t->grad + lo, s0);                               \
-    else                                                                                         \
+/* Elements [lo, hi) of one tensor; inlined into the portable and the
+ * AVX-512 copy, each compiled for its own instructions. */
+static inline __attribute__((always_inline)) void
+update_slice_body(const optim_args *a, const ct_cpu_update_tensor *t, int64_t lo, int64_t hi)
+{
+    float *s0 = t->state[0] ? t->state[0] + lo : NULL, *s1 = t->state[1] ? t->state[1] + lo : NULL;
+    if (a->kind == SGD_PLAIN)
+        sgd_plain(a, hi - lo, t->param + lo, t->grad + lo);
+    else if (a->kind == SGD_MOMENTUM)
+        sgd_momentum(a, hi - lo, t->param + lo, t->grad + lo, s0);
+    else
         adam(a, hi - lo, t->param + lo, t->grad + lo, s0, s1);
+}
 
 static void update_slice_portable(const optim_args *a, const ct_cpu_update_tensor *t, int64_t lo,
                                   int64_t hi)
 {
-    UPDATE_SLICE_BODY
+    update_slice_body(a, t, lo, hi);
 }
 
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
@@ -79,7 +84,7 @@ static void update_slice_portable(const optim_args *a, const ct_cpu_update_tenso
 __attribute__((target("avx2,avx512f"))) static void
 update_slice_avx512(const optim_args *a, const ct_cpu_update_tensor *t, int64_t lo, int64_t hi)
 {
-    UPDATE_SLICE_BODY
+    update_slice_body(a, t, lo, hi);
 }
 #endif
 
