@@ -429,16 +429,46 @@ static __device__ inline void gemm_stage_a_rows(const Problem &p,
                                                 float (*tile)[Tile::m + Tile::pad], int group,
                                                 int m0, int k0, int k_end)
 {
-    enum { QUADS = Tile::depth / CT_VEC };
+    enum { QUADS = Tile::depth / CT_VEC, ROW_STEP = GEMM_THREADS / QUADS };
     static_assert(Tile::depth % CT_VEC == 0, "whole float4s of a k slice");
-    for (int e = threadIdx.x; e < Tile::m * QUADS; e += GEMM_THREADS) {
-        int i = e / QUADS, q = e % QUADS;
+    /* element e's row and quad; e + r GEMM_THREADS is row i + r ROW_STEP */
+    auto place = [](int e, int *i, int *q) {
+        *i = e / QUADS;
+        *q = e % QUADS;
         if constexpr (QUADS > 2 && CT_VEC * (Tile::m + Tile::pad) % CT_CUDA_WARP == 16) {
             /* rows 4 mod 32 apart (the wide tiles): a warp on 16 rows x
              * 2 quads, where 8 x 4 put quads q and q + 2 on one bank */
-            i = e % 16 + 16 * (e / (16 * QUADS));
-            q = e / 16 % QUADS;
+            *i = e % 16 + 16 * (e / (16 * QUADS));
+            *q = e / 16 % QUADS;
         }
+    };
+    if constexpr (Tile::m * QUADS % GEMM_THREADS == 0) {
+        /* A slice wholly inside a and its rows' quads 16-byte aligned (the
+         * same for every slice of the block: k0 is a multiple of 4): a
+         * thread's quads without a bound or an alignment test each, from
+         * one row's address (element by element they were a twentieth of
+         * the forward GEMM's instructions, emulated counts, docs/perf.md) */
+        const float *first = p.a_row(group, m0);
+        size_t pitch = p.a_row_pitch();
+        if (k0 + Tile::depth <= k_end && m0 + Tile::m <= p.m && pitch % CT_VEC == 0 &&
+            ((uintptr_t)first & 15) == 0) {
+            int i, q;
+            place((int)threadIdx.x, &i, &q);
+            const float *at = first + i * pitch + k0 + CT_VEC * q;
+#pragma unroll
+            for (int r = 0; r < Tile::m * QUADS / GEMM_THREADS; r++) {
+                float v[CT_VEC];
+                ct_load4(at + r * ROW_STEP * pitch, v);
+#pragma unroll
+                for (int c = 0; c < CT_VEC; c++)
+                    tile[CT_VEC * q + c][i + r * ROW_STEP] = v[c];
+            }
+            return;
+        }
+    }
+    for (int e = threadIdx.x; e < Tile::m * QUADS; e += GEMM_THREADS) {
+        int i, q;
+        place(e, &i, &q);
         int kk = CT_VEC * q, k = k0 + kk;
         float v[CT_VEC] = {0.0f, 0.0f, 0.0f, 0.0f};
         if (m0 + i < p.m) {
