@@ -140,6 +140,8 @@ static void chain_max(chain_counts *into, const chain_counts &c)
 /* The running launch's chain so far: the most of each kind that one warp of
  * any of its finished blocks ran (under the totals' lock). */
 static chain_counts launch_chain;
+/* ... and its finished blocks' warp instructions, summed, and how many */
+static unsigned long long launch_block_sum, launch_blocks_ended;
 static const char *running_kernel;
 /* CUDA_EMU_COUNTERS=launches: one line per launch on stderr */
 static std::atomic<bool> print_launches{false};
@@ -160,6 +162,7 @@ void counters_launch(const char *kernel, uint64_t blocks, uint64_t threads)
     totals &t = all();
     std::lock_guard<std::mutex> lock(t.lock);
     launch_chain = chain_counts{0, 0, 0, 0, 0};
+    launch_block_sum = launch_blocks_ended = 0;
     running_kernel = entry(t, kernel).name;
     for (cuda_emu_kernel_counters *c : {&entry(t, kernel), &t.sum}) {
         c->launches++;
@@ -472,6 +475,8 @@ static void end_block_chain()
         chain_max(&longest, w);
     }
     chain_max(&launch_chain, longest);
+    launch_block_sum += longest.block_instructions;
+    launch_blocks_ended++;
 }
 
 void counters_launch_end(uint64_t blocks, int block_threads, size_t shared_bytes)
@@ -492,22 +497,30 @@ void counters_launch_end(uint64_t blocks, int block_threads, size_t shared_bytes
     unsigned long long waves = (blocks + per_wave - 1) / per_wave;
     uint64_t sms = (uint64_t)std::max(1, config().sm_count);
     unsigned long long per_sm = (blocks + sms - 1) / sms; /* blocks on the busiest SM */
+    /* its issue: per_sm blocks of the launch's mean, one of them its
+     * largest (a grid of equal blocks: per_sm x the block; a grid whose
+     * few blocks do more, such as the last block of a tile adding the
+     * split parts, is not charged their excess on every block) */
+    unsigned long long mean = launch_blocks_ended ? launch_block_sum / launch_blocks_ended : 0;
+    unsigned long long busiest =
+        per_sm ? (per_sm - 1) * mean + launch_chain.block_instructions : 0;
     for (cuda_emu_kernel_counters *c : {&entry(t, running_kernel), &t.sum}) {
         c->chain_instructions += waves * launch_chain.instructions;
         c->chain_load_rounds += waves * launch_chain.load_rounds;
         c->chain_collectives += waves * launch_chain.collectives;
         c->chain_barriers += waves * launch_chain.barriers;
-        c->sm_instructions += per_sm * launch_chain.block_instructions;
+        c->sm_instructions += busiest;
     }
     if (print_launches.load())
         fprintf(stderr,
                 "cuda-emu launch %-40s blocks %8llu per SM %4llu waves %3llu | chain: "
                 "instructions %8llu load rounds %5llu barriers %5llu | block instructions "
-                "%10llu\n",
+                "%10llu mean %10llu\n",
                 running_kernel, (unsigned long long)blocks, per_sm, waves,
                 launch_chain.instructions, launch_chain.load_rounds, launch_chain.barriers,
-                launch_chain.block_instructions);
+                launch_chain.block_instructions, mean);
     launch_chain = chain_counts{0, 0, 0, 0, 0};
+    launch_block_sum = launch_blocks_ended = 0;
     running_kernel = nullptr;
 }
 

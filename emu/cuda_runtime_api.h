@@ -277,7 +277,7 @@ typedef struct cuda_emu_kernel_counters {
      * collectives and barriers; times the launch's waves (its blocks over
      * the SMs' resident blocks), summed over launches.  sm_instructions:
      * per launch, the busiest SM's warp instructions (its share of the
-     * blocks, each as many as the launch's largest block). */
+     * blocks: the launch's largest block and the rest at its mean). */
     unsigned long long warp_instructions;
     unsigned long long chain_instructions, chain_load_rounds, chain_collectives, chain_barriers;
     unsigned long long sm_instructions;

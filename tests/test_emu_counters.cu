@@ -292,6 +292,16 @@ static __global__ void shuffle_and_atomics(const float *x, float *total, int *la
     atomicMax(largest, (int)(threadIdx.x % 7));
 }
 
+/* Block 0 runs `trips` more trips of a loop than the others. */
+static __global__ void one_heavy_block(const float *x, float *y, int trips)
+{
+    float v = x[threadIdx.x];
+    int n = blockIdx.x == 0 ? trips : 1;
+    for (int i = 0; i < n; i++)
+        v = v * 0.5f + x[(threadIdx.x + i) % 32];
+    y[blockIdx.x * blockDim.x + threadIdx.x] = v;
+}
+
 static float *device_floats(size_t n)
 {
     float *p = NULL;
@@ -660,6 +670,27 @@ static void chain_counts_instructions(void)
     cudaFree(b);
 }
 
+/* The busiest SM of a grid whose one block does more: its blocks at the
+ * launch's mean, one of them the largest -- not every one the largest. */
+static void busiest_sm_counts_one_largest_block(void)
+{
+    cudaDeviceProp p;
+    CHECK(cudaGetDeviceProperties(&p, 0) == cudaSuccess, "cudaGetDeviceProperties");
+    unsigned blocks = 3u * (unsigned)p.multiProcessorCount; /* 3 on each SM */
+    float *x = device_floats(32), *y = device_floats(32 * (size_t)blocks);
+    cuda_emu_counters_reset();
+    CT_EMU_LAUNCH(one_heavy_block, blocks, 32, 0, 0, x, y, 200);
+    cuda_emu_kernel_counters c = counted("one_heavy_block");
+    /* one warp a block, one wave: the chain is the largest block */
+    unsigned long long largest = c.chain_instructions, mean = c.warp_instructions / blocks;
+    CHECK(largest > 10 * mean && c.sm_instructions == 2 * mean + largest,
+          "%u blocks, one of them %llu warp instructions, the mean %llu: the busiest SM "
+          "%llu (want 2 x the mean + the largest = %llu; 3 x the largest would be %llu)",
+          blocks, largest, mean, c.sm_instructions, 2 * mean + largest, 3 * largest);
+    cudaFree(x);
+    cudaFree(y);
+}
+
 static void fmas_are_two_flops(void)
 {
     float *x = device_floats(N), *y = device_floats(N);
@@ -856,6 +887,7 @@ int main(void)
     RUN(load_rounds_follow_dependences);
     if (cuda_emu_counters_fp_and_branches()) {
         RUN(chain_counts_instructions);
+        RUN(busiest_sm_counts_one_largest_block);
         RUN(fmas_are_two_flops);
         RUN(mul_and_add_apart);
         RUN(uniform_and_divergent_branches);
