@@ -62,14 +62,15 @@
  * part_rows = groups x m, part_pitch = n rounded up to whole 32-byte
  * sectors, so that a warp's stores of a row cover whole sectors; both set
  * by the launch): each block stores its chunk's sums
- * there; on the narrow tile the last of a tile's blocks to finish
- * (ct_last_arrival, on the stream's tickets) adds each of the tile's c
- * elements' parts in split order, adds the row bias and calls store(group,
- * 0, m, n, sum): the same bits from run to run, whichever block came last,
- * and the problem's epilogue (bias, relu, beta) applied once.  Other tiles,
- * and a stream without tickets (or with fewer than the tiles), get a
- * second kernel that does the same (ct_gemm_finish_parts, gemm_finish_tile
- * says why).
+ * there; on the narrow tile, and on the wide ones up to GEMM_WIDE_FINISH
+ * splits, the last of a tile's blocks to finish (ct_last_arrival, on the
+ * stream's tickets) adds each of the tile's c elements' parts in split
+ * order, adds the row bias and calls store(group, 0, m, n, sum): the same
+ * bits from run to run, whichever block came last, and the problem's
+ * epilogue (bias, relu, beta) applied once.  Other tiles and splits, and a
+ * stream without tickets (or with fewer than the tiles), get a second
+ * kernel that does the same (ct_gemm_finish_parts, gemm_finish_tile says
+ * why).
  */
 #ifndef CT_CUDA_GEMM_CUH
 #define CT_CUDA_GEMM_CUH
@@ -97,7 +98,14 @@ enum {
     GEMM_WIDE = 128,    /* tile columns, and rows of the full-height tile */
     GEMM_WIDE_K = 16,   /* k slice */
     GEMM_WIDE_PAD = 4,  /* floats after each tile row */
-    GEMM_WIDE_MIN = 512 /* rows and columns from which matrix products use it */
+    GEMM_WIDE_MIN = 512, /* rows and columns from which matrix products use it */
+    /* the most splits whose parts the wide tiles' last blocks add
+     * (gemm_finish_tile: 4 rounds of 64 loads a thread at 16); more get
+     * the finishing kernel, whose grid spreads them over every SM */
+    GEMM_WIDE_FINISH = 16,
+    /* outputs a thread sums at a time there: in the 64-row tile (at most
+     * 85 registers) 16 spilled 156 bytes, 8 none (nvcc 13) */
+    GEMM_WIDE_FINISH_G = 16,
 };
 
 /* The wide tile's static shared memory for `rows` (128 or 64): its a and b
@@ -244,22 +252,24 @@ static __device__ inline float ct_sum_parts_deep(const float *part, size_t step,
     return sum;
 }
 
-/* On the narrow tile, after each thread of the block stored its sums of
- * the tile at (m0, n0) to the parts, the last of the tile's blocks over k
- * adds the tile's parts, as ct_gemm_finish_parts does (row_bias: the
+/* On the narrow and wide tiles, after each thread of the block stored its
+ * sums of the tile at (m0, n0) to the parts, the last of the tile's blocks
+ * over k adds the tile's parts, as ct_gemm_finish_parts does (row_bias: the
  * tile's rows' staged bias).  Consecutive threads on consecutive n, G
- * outputs a thread at a time with 4 parts each in flight (4 G loads): a
- * round trip to memory per 4 parts of G outputs.  The narrow tile's 1,024
- * outputs are 4 a thread, one trip per 4 parts, as the finishing kernel's
- * (one output a thread): its chain is no longer, and a kernel (a tail of
- * about 1 us) is saved.  The 64 x 64 tile's 16 outputs a thread, the wide
- * tiles' 32 and 64, took 8 times the finishing kernel's chain (VGG-11 at
- * batch 8: 1.75 -> 1.92 ms on the model), so they keep the kernel.  The
- * loop is kept rolled and its state small (an output's offset in a part
- * is an int: a split product has fewer than 2 x SMs tiles, so far fewer
- * than 2^31 outputs): unrolled over a thread's register block it kept an
- * address per output live and took the wide tile from 128 registers to
- * 214. */
+ * outputs of a column a thread at a time with 4 parts each in flight (4 G
+ * loads, the last round's past the splits not loaded): a round trip to
+ * memory per 4 parts of G outputs.  The narrow tile's 1,024 outputs are 4
+ * a thread (G 4), one trip per 4 parts, as the finishing kernel's (one
+ * output a thread): its chain is no longer, and a kernel (a tail of about
+ * 1 us) is saved.  The wide tiles' 32 or 64 outputs a thread take G 16
+ * (64 loads in flight, the accumulators dead by then): 2 or 4 trips of
+ * ceil(splits / 4) rounds, for products of few splits (GEMM_WIDE_FINISH).
+ * With 16 loads in flight they took 8 times the finishing kernel's chain
+ * (VGG-11 at batch 8: 1.75 -> 1.92 ms on the model), as the 64 x 64
+ * tile's 16 outputs a thread still would: it keeps the kernel.  The loop
+ * is kept rolled and its state small (one address a trip, the G outputs
+ * ROW_STEP rows apart): unrolled over a thread's register block with an
+ * address per output it took the wide tile from 128 registers to 214. */
 template <int THREADS, int TILE_M, int TILE_N, int G, class Problem>
 static __device__ inline void gemm_finish_tile(const Problem &p, ct_gemm_block b, int group,
                                                int m0, int n0, const float *row_bias)
@@ -287,46 +297,48 @@ static __device__ inline void gemm_finish_tile(const Problem &p, ct_gemm_block b
             }
             return;
         }
+        static_assert(THREADS % TILE_N == 0 && TILE_M * TILE_N % (G * THREADS) == 0,
+                      "a thread's G outputs of a trip share a column");
+        enum { ROW_STEP = THREADS / TILE_N, PARTS = 4 };
+        size_t row_gap = (size_t)ROW_STEP * p.part_pitch;
 #pragma unroll 1
         for (int e0 = threadIdx.x; e0 < TILE_M * TILE_N; e0 += G * THREADS) {
-            int offset[G]; /* in a part, or -1 outside the product */
+            /* outputs (row + g ROW_STEP, col), the first `count` inside */
+            int row = e0 / TILE_N, col = e0 % TILE_N;
+            int count = n0 + col < p.n ? (p.m - m0 - row + ROW_STEP - 1) / ROW_STEP : 0;
+            count = max(min(count, G), 0);
+            const float *at = parts + (size_t)(m0 + row) * p.part_pitch + n0 + col;
             float sum[G];
 #pragma unroll
-            for (int g = 0; g < G; g++) {
-                int e = e0 + g * THREADS, m = m0 + e / TILE_N, n = n0 + e % TILE_N;
-                bool inside = e < TILE_M * TILE_N && m < p.m && n < p.n;
-                offset[g] = inside ? m * p.part_pitch + n : -1;
+            for (int g = 0; g < G; g++)
                 sum[g] = 0.0f;
-            }
-            int split = 0;
-            for (; split + 4 <= p.splits; split += 4) {
-                const float *at = parts + split * step;
-                float v[4][G];
+            /* PARTS parts of the G outputs in flight, the last round's
+             * past p.splits not loaded (0 and not added: the same adds in
+             * the same order as ct_sum_parts) */
+            for (int split = 0; split < p.splits; split += PARTS) {
+                float v[PARTS][G];
 #pragma unroll
-                for (int u = 0; u < 4; u++)
-#pragma unroll
-                    for (int g = 0; g < G; g++)
-                        v[u][g] = offset[g] >= 0 ? __ldcg(at + u * step + offset[g]) : 0.0f;
-#pragma unroll
-                for (int u = 0; u < 4; u++)
+                for (int u = 0; u < PARTS; u++)
 #pragma unroll
                     for (int g = 0; g < G; g++)
-                        sum[g] += v[u][g];
-            }
-            for (; split < p.splits; split++)
+                        v[u][g] = g < count && split + u < p.splits
+                                      ? __ldcg(at + (split + u) * step + g * row_gap)
+                                      : 0.0f;
 #pragma unroll
-                for (int g = 0; g < G; g++)
-                    if (offset[g] >= 0)
-                        sum[g] += __ldcg(parts + split * step + offset[g]);
+                for (int u = 0; u < PARTS; u++)
+#pragma unroll
+                    for (int g = 0; g < G; g++)
+                        if (split + u < p.splits)
+                            sum[g] += v[u][g];
+            }
 #pragma unroll
             for (int g = 0; g < G; g++) {
-                if (offset[g] < 0)
+                if (g >= count)
                     continue;
-                int e = e0 + g * THREADS, row = e / TILE_N;
                 float value = sum[g];
                 if constexpr (Problem::adds_row_bias)
-                    value += row_bias[row];
-                p.store(group, 0, m0 + row, n0 + e % TILE_N, value);
+                    value += row_bias[row + g * ROW_STEP];
+                p.store(group, 0, m0 + row + g * ROW_STEP, n0 + col, value);
             }
         }
     }
@@ -690,6 +702,8 @@ static __global__ void __launch_bounds__(GEMM_THREADS, halves == 1 ? 3 : 2) ct_t
             }
         }
     }
+    gemm_finish_tile<GEMM_THREADS, tile::m, GEMM_WIDE, GEMM_WIDE_FINISH_G / 2 * halves>(
+        p, ct_gemm_block_here(), group, m0, n0, row_bias);
 }
 
 /*
@@ -991,7 +1005,9 @@ static ct_status ct_cuda_launch_gemm(Problem p, int groups, int rows, cudaStream
     ct_gemm_tile_sides(rows, &side_m, &side_n);
     dim3 grid((unsigned)((p.n + side_n - 1) / side_n), (unsigned)((p.m + side_m - 1) / side_m),
               (unsigned)(groups * p.splits));
-    gemm_parts_for(p, groups, (int64_t)grid.x * grid.y * groups, rows == GEMM_NARROW_M, stream);
+    bool in_kernel = rows == GEMM_NARROW_M || (rows >= ct_gemm_wide_64::m &&
+                                                p.splits <= GEMM_WIDE_FINISH);
+    gemm_parts_for(p, groups, (int64_t)grid.x * grid.y * groups, in_kernel, stream);
     size_t strip = rows == GEMM_NARROW_M ? (size_t)GEMM_NARROW_M * p.a_strip : 0;
     size_t shared = sizeof(float) * ((size_t)p.scratch_floats + strip);
     if (rows == GEMM_NARROW_M)
