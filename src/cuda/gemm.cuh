@@ -61,13 +61,13 @@
  * 1 and `parts` (splits x part_rows rows of part_pitch floats of workspace:
  * part_rows = groups x m, part_pitch = n rounded up to whole 32-byte
  * sectors, so that a warp's stores of a row cover whole sectors; both set
- * by the launch): each block stores its chunk's sums
- * there; on the narrow tile, and on the wide ones up to GEMM_WIDE_FINISH
- * splits, the last of a tile's blocks to finish (ct_last_arrival, on the
- * stream's tickets) adds each of the tile's c elements' parts in split
- * order, adds the row bias and calls store(group, 0, m, n, sum): the same
- * bits from run to run, whichever block came last, and the problem's
- * epilogue (bias, relu, beta) applied once.  Other tiles and splits, and a
+ * by the launch): each block stores its chunk's sums there; on the
+ * narrow tile, and on the wide ones up to GEMM_WIDE_FINISH splits of deep
+ * enough chunks, the last of a tile's blocks to finish (ct_last_arrival,
+ * on the stream's tickets) adds each of the tile's c elements' parts in
+ * split order, adds the row bias and calls store(group, 0, m, n, sum):
+ * the same bits from run to run, whichever block came last, and the
+ * problem's epilogue (bias, relu, beta) applied once.  Other tiles and splits, and a
  * stream without tickets (or with fewer than the tiles), get a second
  * kernel that does the same (ct_gemm_finish_parts, gemm_finish_tile says
  * why).
@@ -100,8 +100,15 @@ enum {
     GEMM_WIDE_PAD = 4,  /* floats after each tile row */
     GEMM_WIDE_MIN = 512, /* rows and columns from which matrix products use it */
     /* the most splits whose parts the wide tiles' last blocks add
-     * (gemm_finish_tile: 4 rounds of 64 loads a thread at 16); more get
-     * the finishing kernel, whose grid spreads them over every SM */
+     * (gemm_finish_tile: 4 rounds of 64 loads a thread at 16), and only
+     * where each block's chunk of k is at least GEMM_WIDE_K x splits deep:
+     * the last block then adds splits parts an output against k_chunk
+     * multiply-adds, and its extra work hides behind the others' main
+     * loops; a shallower chunk, or more splits, gets the finishing kernel,
+     * whose grid spreads the adds over every SM (ResNet-18 B64 on the
+     * model: per launch, 1x1 downsamplings of 32-deep chunks in 8 or 16
+     * splits lost 2-6 us each in-kernel, 3x3 layers' 192-384 won 1-6 us;
+     * docs/perf.md, 2026-12-06 sixth session) */
     GEMM_WIDE_FINISH = 16,
     /* outputs a thread sums at a time there: in the 64-row tile (at most
      * 85 registers) 16 spilled 156 bytes, 8 none (nvcc 13) */
@@ -263,7 +270,8 @@ static __device__ inline float ct_sum_parts_deep(const float *part, size_t step,
  * output a thread): its chain is no longer, and a kernel (a tail of about
  * 1 us) is saved.  The wide tiles' 32 or 64 outputs a thread take G 16
  * (64 loads in flight, the accumulators dead by then): 2 or 4 trips of
- * ceil(splits / 4) rounds, for products of few splits (GEMM_WIDE_FINISH).
+ * ceil(splits / 4) rounds, for products of few splits of deep chunks
+ * (GEMM_WIDE_FINISH).
  * With 16 loads in flight they took 8 times the finishing kernel's chain
  * (VGG-11 at batch 8: 1.75 -> 1.92 ms on the model), as the 64 x 64
  * tile's 16 outputs a thread still would: it keeps the kernel.  The loop
@@ -1005,8 +1013,9 @@ static ct_status ct_cuda_launch_gemm(Problem p, int groups, int rows, cudaStream
     ct_gemm_tile_sides(rows, &side_m, &side_n);
     dim3 grid((unsigned)((p.n + side_n - 1) / side_n), (unsigned)((p.m + side_m - 1) / side_m),
               (unsigned)(groups * p.splits));
-    bool in_kernel = rows == GEMM_NARROW_M || (rows >= ct_gemm_wide_64::m &&
-                                                p.splits <= GEMM_WIDE_FINISH);
+    bool in_kernel = rows == GEMM_NARROW_M ||
+                     (rows >= ct_gemm_wide_64::m && p.splits <= GEMM_WIDE_FINISH &&
+                      p.k_chunk >= GEMM_WIDE_K * p.splits);
     gemm_parts_for(p, groups, (int64_t)grid.x * grid.y * groups, in_kernel, stream);
     size_t strip = rows == GEMM_NARROW_M ? (size_t)GEMM_NARROW_M * p.a_strip : 0;
     size_t shared = sizeof(float) * ((size_t)p.scratch_floats + strip);
