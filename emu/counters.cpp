@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -142,6 +143,10 @@ static void chain_max(chain_counts *into, const chain_counts &c)
 static chain_counts launch_chain;
 /* ... and its finished blocks' warp instructions, summed, and how many */
 static unsigned long long launch_block_sum, launch_blocks_ended;
+/* cuda_emu_counters_latency_weights' (under the totals' lock) */
+static struct {
+    double instruction, load_round, collective, barrier, sm_issue_per_clock;
+} latency_weights;
 static const char *running_kernel;
 /* CUDA_EMU_COUNTERS=launches: one line per launch on stderr */
 static std::atomic<bool> print_launches{false};
@@ -457,6 +462,7 @@ static void add_counts(cuda_emu_kernel_counters *c, const cuda_emu_kernel_counte
     c->chain_collectives += b.chain_collectives;
     c->chain_barriers += b.chain_barriers;
     c->sm_instructions += b.sm_instructions;
+    c->latency_clocks += b.latency_clocks;
 }
 
 /* This block's warps: their instructions summed (each warp its busiest
@@ -504,7 +510,21 @@ void counters_launch_end(uint64_t blocks, int block_threads, size_t shared_bytes
     unsigned long long mean = launch_blocks_ended ? launch_block_sum / launch_blocks_ended : 0;
     unsigned long long busiest =
         per_sm ? (per_sm - 1) * mean + launch_chain.block_instructions : 0;
+    /* the launch's latency: its chain or its busiest SM, whichever is longer */
+    unsigned long long latency = 0;
+    if (latency_weights.sm_issue_per_clock > 0) {
+        double chain = (double)waves * ((double)launch_chain.instructions *
+                                            latency_weights.instruction +
+                                        (double)launch_chain.load_rounds *
+                                            latency_weights.load_round +
+                                        (double)launch_chain.collectives *
+                                            latency_weights.collective +
+                                        (double)launch_chain.barriers * latency_weights.barrier);
+        double issue = (double)busiest / latency_weights.sm_issue_per_clock;
+        latency = (unsigned long long)std::llround(std::max(chain, issue));
+    }
     for (cuda_emu_kernel_counters *c : {&entry(t, running_kernel), &t.sum}) {
+        c->latency_clocks += latency;
         c->chain_instructions += waves * launch_chain.instructions;
         c->chain_load_rounds += waves * launch_chain.load_rounds;
         c->chain_collectives += waves * launch_chain.collectives;
@@ -812,6 +832,14 @@ void cuda_emu_counters_reset(void)
     t.by_name.clear();
     memset(&t.sum, 0, sizeof t.sum);
     emu::lines_reset();
+}
+
+void cuda_emu_counters_latency_weights(double instruction, double load_round, double collective,
+                                       double barrier, double sm_issue_per_clock)
+{
+    emu::totals &t = emu::all();
+    std::lock_guard<std::mutex> lock(t.lock);
+    emu::latency_weights = {instruction, load_round, collective, barrier, sm_issue_per_clock};
 }
 
 int cuda_emu_counters_count(void)

@@ -277,10 +277,14 @@ typedef struct cuda_emu_kernel_counters {
      * collectives and barriers; times the launch's waves (its blocks over
      * the SMs' resident blocks), summed over launches.  sm_instructions:
      * per launch, the busiest SM's warp instructions (its share of the
-     * blocks: the launch's largest block and the rest at its mean). */
+     * blocks: the launch's largest block and the rest at its mean).
+     * latency_clocks: per launch, the larger of its chain and its busiest
+     * SM's issue in clocks, by the weights of
+     * cuda_emu_counters_latency_weights (0 until they are set). */
     unsigned long long warp_instructions;
     unsigned long long chain_instructions, chain_load_rounds, chain_collectives, chain_barriers;
     unsigned long long sm_instructions;
+    unsigned long long latency_clocks;
 } cuda_emu_kernel_counters;
 
 /* Whether this build counts (the kernels were compiled with the load and
@@ -321,6 +325,13 @@ int cuda_emu_counters_fp_and_branches(void);
  * on at start and prints the table to stderr at exit) asks for it. */
 void cuda_emu_counters_enable(int on);
 void cuda_emu_counters_reset(void);
+/* The clocks of a dependent instruction, a round of global loads, a warp
+ * collective and a barrier in a warp's chain, and the warp instructions an
+ * SM issues a clock: with them each launch adds the larger of its chain
+ * and its busiest SM's issue to latency_clocks (a GPU model's constants,
+ * set by whoever predicts from the counts: src/cuda/backend.c). */
+void cuda_emu_counters_latency_weights(double instruction, double load_round, double collective,
+                                       double barrier, double sm_issue_per_clock);
 /* The kernels counted so far, in the order they first ran; copies kernel
  * `index` into *out (0 on success, -1 past the last). */
 int cuda_emu_counters_count(void);

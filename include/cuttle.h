@@ -781,6 +781,10 @@ typedef struct ct_kernel_counts {
     double warp_instructions;
     double chain_instructions, chain_load_rounds, chain_collectives, chain_barriers;
     double sm_instructions;   /* the busiest SM's warp instructions, per launch, summed */
+    /* per launch, the larger of its chain and its busiest SM's issue, in
+     * clocks, summed (0: not known per launch; the model then takes the
+     * larger of the node's sums) */
+    double latency_clocks;
     double latency_ns;        /* the model's time for that chain (in predicted_ns) */
     double predicted_ns;      /* the model's time for the node's kernels, launched one by one */
     double predicted_graph_ns; /* ... replayed from a CUDA Graph: no host cost per launch */

@@ -34,7 +34,10 @@
  * also need emu/count_pass.cpp (LLVM 14's headers): without it the test
  * says so and skips their cases.
  */
+#include <math.h>
 #include <string.h>
+
+#include <algorithm>
 
 extern "C" {
 #include "harness.h"
@@ -292,13 +295,13 @@ static __global__ void shuffle_and_atomics(const float *x, float *total, int *la
     atomicMax(largest, (int)(threadIdx.x % 7));
 }
 
-/* Block 0 runs `trips` more trips of a loop than the others. */
-static __global__ void one_heavy_block(const float *x, float *y, int trips)
+/* Block 0 runs `heavy` trips of a loop, the others `others`. */
+static __global__ void one_heavy_block(const float *x, float *y, int heavy, int others)
 {
     float v = x[threadIdx.x];
-    int n = blockIdx.x == 0 ? trips : 1;
+    int n = blockIdx.x == 0 ? heavy : others;
     for (int i = 0; i < n; i++)
-        v = v * 0.5f + x[(threadIdx.x + i) % 32];
+        v = v * 0.5f + (float)i; /* no loads: one round trip a launch */
     y[blockIdx.x * blockDim.x + threadIdx.x] = v;
 }
 
@@ -679,7 +682,7 @@ static void busiest_sm_counts_one_largest_block(void)
     unsigned blocks = 3u * (unsigned)p.multiProcessorCount; /* 3 on each SM */
     float *x = device_floats(32), *y = device_floats(32 * (size_t)blocks);
     cuda_emu_counters_reset();
-    CT_EMU_LAUNCH(one_heavy_block, blocks, 32, 0, 0, x, y, 200);
+    CT_EMU_LAUNCH(one_heavy_block, blocks, 32, 0, 0, x, y, 200, 1);
     cuda_emu_kernel_counters c = counted("one_heavy_block");
     /* one warp a block, one wave: the chain is the largest block */
     unsigned long long largest = c.chain_instructions, mean = c.warp_instructions / blocks;
@@ -687,6 +690,54 @@ static void busiest_sm_counts_one_largest_block(void)
           "%u blocks, one of them %llu warp instructions, the mean %llu: the busiest SM "
           "%llu (want 2 x the mean + the largest = %llu; 3 x the largest would be %llu)",
           blocks, largest, mean, c.sm_instructions, 2 * mean + largest, 3 * largest);
+    cudaFree(x);
+    cudaFree(y);
+}
+
+/* The latency of two launches, one bound by its chain and one by its
+ * busiest SM's issue, is the sum of each one's larger term, more than the
+ * larger of the two sums (with the weights set; none counted before). */
+static unsigned long long chain_clocks(const cuda_emu_kernel_counters &c)
+{
+    return 2 * c.chain_instructions + 600 * c.chain_load_rounds + 24 * c.chain_collectives +
+           24 * c.chain_barriers;
+}
+
+static void latency_is_each_launchs_larger_term(void)
+{
+    cudaDeviceProp p;
+    CHECK(cudaGetDeviceProperties(&p, 0) == cudaSuccess, "cudaGetDeviceProperties");
+    unsigned many = 40u * (unsigned)p.multiProcessorCount;
+    float *x = device_floats(32), *y = device_floats(32 * (size_t)many);
+    cuda_emu_counters_reset();
+    CT_EMU_LAUNCH(one_heavy_block, 1, 32, 0, 0, x, y, 2000, 1);
+    cuda_emu_kernel_counters unweighted = counted("one_heavy_block");
+    CHECK(unweighted.latency_clocks == 0, "no weights: %llu latency clocks",
+          unweighted.latency_clocks);
+    cuda_emu_counters_latency_weights(2, 600, 24, 24, 4);
+    cuda_emu_counters_reset();
+    CT_EMU_LAUNCH(one_heavy_block, 1, 32, 0, 0, x, y, 2000, 1);
+    cuda_emu_kernel_counters chain = counted("one_heavy_block");
+    cuda_emu_counters_reset();
+    CT_EMU_LAUNCH(one_heavy_block, many, 32, 0, 0, x, y, 200, 200);
+    cuda_emu_kernel_counters issue = counted("one_heavy_block");
+    cuda_emu_counters_reset();
+    CT_EMU_LAUNCH(one_heavy_block, 1, 32, 0, 0, x, y, 2000, 1);
+    CT_EMU_LAUNCH(one_heavy_block, many, 32, 0, 0, x, y, 200, 200);
+    cuda_emu_kernel_counters both = counted("one_heavy_block");
+    cuda_emu_counters_latency_weights(0, 0, 0, 0, 0);
+    unsigned long long chain_bound = chain_clocks(chain);
+    unsigned long long issue_bound = (unsigned long long)llround(issue.sm_instructions / 4.0);
+    CHECK(chain.latency_clocks == chain_bound && chain_bound > chain.sm_instructions / 4,
+          "one block of a long loop: %llu latency clocks (want its chain, %llu; its issue %llu)",
+          chain.latency_clocks, chain_bound, chain.sm_instructions / 4);
+    CHECK(issue.latency_clocks == issue_bound && issue_bound > chain_clocks(issue),
+          "40 blocks an SM: %llu latency clocks (want its issue, %llu; its chain %llu)",
+          issue.latency_clocks, issue_bound, chain_clocks(issue));
+    unsigned long long sums = std::max(chain_clocks(both), both.sm_instructions / 4);
+    CHECK(both.latency_clocks == chain_bound + issue_bound && both.latency_clocks > sums,
+          "both launches: %llu latency clocks (want %llu + %llu; the larger of the sums %llu)",
+          both.latency_clocks, chain_bound, issue_bound, sums);
     cudaFree(x);
     cudaFree(y);
 }
@@ -888,6 +939,7 @@ int main(void)
     if (cuda_emu_counters_fp_and_branches()) {
         RUN(chain_counts_instructions);
         RUN(busiest_sm_counts_one_largest_block);
+        RUN(latency_is_each_launchs_larger_term);
         RUN(fmas_are_two_flops);
         RUN(mul_and_add_apart);
         RUN(uniform_and_divergent_branches);

@@ -103,6 +103,16 @@ static void model_takes_the_longest_chain(void)
     CHECK(near(c.predicted_graph_ns,
                132 * 8e6 / gpu->issue_per_clock / gpu->clock_hz * 1e9 + gpu->kernel_tail_ns),
           "issue-bound: %g ns", c.predicted_graph_ns);
+    /* two launches, one bound by its chain (1e5 instructions), one by its
+     * SM (8e6 on one): the sum of each one's larger term, where the counts
+     * have it per launch, over the larger of the sums */
+    c = (ct_kernel_counts){.counted = true, .launches = 2, .chain_instructions = 1e5 + 10,
+                           .warp_instructions = 8e6 + 1e5, .sm_instructions = 8e6 + 1e5,
+                           .latency_clocks = 2e5 + 2e6};
+    ct_roofline_predict(gpu, 0, 0, &c);
+    CHECK(near(c.latency_ns, 2.2e6 / gpu->clock_hz * 1e9),
+          "each launch's larger term: %g ns (want %g)", c.latency_ns,
+          2.2e6 / gpu->clock_hz * 1e9);
 }
 
 /* SimpleCNN, a loss and SGD on `device`; NULL plan when it cannot be made. */

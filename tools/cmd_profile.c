@@ -99,6 +99,7 @@ static void add_counts(op_row *row, const ct_kernel_counts *c)
     sum->chain_collectives += c->chain_collectives;
     sum->chain_barriers += c->chain_barriers;
     sum->sm_instructions += c->sm_instructions;
+    sum->latency_clocks += c->latency_clocks;
     sum->latency_ns += c->latency_ns;
     sum->predicted_ns += c->predicted_ns;
     sum->predicted_graph_ns += c->predicted_graph_ns;
@@ -363,6 +364,7 @@ static void print_json_counts(json_writer *out, const ct_kernel_counts *c)
     json_field_fixed(out, "chain_collectives", c->chain_collectives, 0);
     json_field_fixed(out, "chain_barriers", c->chain_barriers, 0);
     json_field_fixed(out, "sm_instructions", c->sm_instructions, 0);
+    json_field_fixed(out, "latency_clocks", c->latency_clocks, 0);
     json_field_fixed(out, "latency_ms", c->latency_ns / 1e6, 6);
     json_field_fixed(out, "predicted_ms", c->predicted_ns / 1e6, 6);
     json_field_fixed(out, "predicted_graph_ms", c->predicted_graph_ns / 1e6, 6);

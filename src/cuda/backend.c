@@ -30,6 +30,7 @@
 #include "cuda/kernels.h"
 #include "graph/impl.h"
 #include "ops/ops.h"
+#include "prof/roofline.h"
 
 /* NVTX v3 is header-only (it finds a profiler's injection library with
  * dlopen at the first call): Nsight Systems and Nsight Compute show each
@@ -241,8 +242,14 @@ static ct_status cuda_timer_new(ct_backend *backend, int n_marks, bool counts, v
     /* the marks' counters (cuda_timer_counts) while the timer lives; the
      * emulator's enables nest, and cuda_timer_free gives this one back */
     t->counts = counts;
-    if (counts)
+    if (counts) {
+        /* each launch's latency by the model the profiler predicts with */
+        const ct_gpu_model *gpu = &ct_gpu_h100_sxm;
+        cuda_emu_counters_latency_weights(gpu->instruction_clocks, gpu->load_clocks,
+                                          gpu->collective_clocks, gpu->barrier_clocks,
+                                          gpu->sm_issue_per_clock);
         cuda_emu_counters_enable(1);
+    }
 #else
     (void)counts;
 #endif
@@ -309,6 +316,7 @@ static ct_status cuda_timer_counts(ct_backend *backend, void *timer, int mark,
         .chain_collectives = (double)c.chain_collectives,
         .chain_barriers = (double)c.chain_barriers,
         .sm_instructions = (double)c.sm_instructions,
+        .latency_clocks = (double)c.latency_clocks,
     };
     return CT_OK;
 }

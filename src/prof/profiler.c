@@ -204,6 +204,7 @@ static ct_status read_device_counts(ct_profiler *prof, ct_prof_record *records, 
             .chain_collectives = after.chain_collectives - before.chain_collectives,
             .chain_barriers = after.chain_barriers - before.chain_barriers,
             .sm_instructions = after.sm_instructions - before.sm_instructions,
+            .latency_clocks = after.latency_clocks - before.latency_clocks,
         };
         /* a group's kernels did its members' work: their arithmetic and
          * least traffic are the floor of its first record */

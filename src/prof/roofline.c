@@ -67,9 +67,13 @@ void ct_roofline_predict(const ct_gpu_model *gpu, double flops, double least_byt
                    counts->chain_load_rounds * gpu->load_clocks +
                    counts->chain_collectives * gpu->collective_clocks +
                    counts->chain_barriers * gpu->barrier_clocks;
-    /* ... or the busiest SM's issue: its blocks' warps share 4 schedulers */
+    /* ... or the busiest SM's issue: its blocks' warps share 4 schedulers;
+     * each launch's larger one where the counts have them (the launches
+     * run one after another: a node whose launches are bound by different
+     * terms takes the sum of each one's), else the larger of the sums */
     double sm_issue = counts->sm_instructions / gpu->sm_issue_per_clock;
-    counts->latency_ns = larger(chain, sm_issue) / gpu->clock_hz * s_to_ns;
+    double clocks = counts->latency_clocks > 0 ? counts->latency_clocks : larger(chain, sm_issue);
+    counts->latency_ns = clocks / gpu->clock_hz * s_to_ns;
     /* the busiest unit, or the chain, bounds the kernels; each pays its
      * tail; in eager mode the GPU cannot run kernels faster than the host
      * launches them */
