@@ -697,10 +697,12 @@ static void busiest_sm_counts_one_largest_block(void)
 /* The latency of two launches, one bound by its chain and one by its
  * busiest SM's issue, is the sum of each one's larger term, more than the
  * larger of the two sums (with the weights set; none counted before). */
+enum { INSTRUCTION = 2, LOAD_ROUND = 600, COLLECTIVE = 24, BARRIER = 24, SM_ISSUE = 4 };
+
 static unsigned long long chain_clocks(const cuda_emu_kernel_counters &c)
 {
-    return 2 * c.chain_instructions + 600 * c.chain_load_rounds + 24 * c.chain_collectives +
-           24 * c.chain_barriers;
+    return INSTRUCTION * c.chain_instructions + LOAD_ROUND * c.chain_load_rounds +
+           COLLECTIVE * c.chain_collectives + BARRIER * c.chain_barriers;
 }
 
 static void latency_is_each_launchs_larger_term(void)
@@ -714,7 +716,7 @@ static void latency_is_each_launchs_larger_term(void)
     cuda_emu_kernel_counters unweighted = counted("one_heavy_block");
     CHECK(unweighted.latency_clocks == 0, "no weights: %llu latency clocks",
           unweighted.latency_clocks);
-    cuda_emu_counters_latency_weights(2, 600, 24, 24, 4);
+    cuda_emu_counters_latency_weights(INSTRUCTION, LOAD_ROUND, COLLECTIVE, BARRIER, SM_ISSUE);
     cuda_emu_counters_reset();
     CT_EMU_LAUNCH(one_heavy_block, 1, 32, 0, 0, x, y, 2000, 1);
     cuda_emu_kernel_counters chain = counted("one_heavy_block");
@@ -727,14 +729,15 @@ static void latency_is_each_launchs_larger_term(void)
     cuda_emu_kernel_counters both = counted("one_heavy_block");
     cuda_emu_counters_latency_weights(0, 0, 0, 0, 0);
     unsigned long long chain_bound = chain_clocks(chain);
-    unsigned long long issue_bound = (unsigned long long)llround(issue.sm_instructions / 4.0);
-    CHECK(chain.latency_clocks == chain_bound && chain_bound > chain.sm_instructions / 4,
+    unsigned long long issue_bound =
+        (unsigned long long)llround(issue.sm_instructions / (double)SM_ISSUE);
+    CHECK(chain.latency_clocks == chain_bound && chain_bound > chain.sm_instructions / SM_ISSUE,
           "one block of a long loop: %llu latency clocks (want its chain, %llu; its issue %llu)",
-          chain.latency_clocks, chain_bound, chain.sm_instructions / 4);
+          chain.latency_clocks, chain_bound, chain.sm_instructions / SM_ISSUE);
     CHECK(issue.latency_clocks == issue_bound && issue_bound > chain_clocks(issue),
           "40 blocks an SM: %llu latency clocks (want its issue, %llu; its chain %llu)",
           issue.latency_clocks, issue_bound, chain_clocks(issue));
-    unsigned long long sums = std::max(chain_clocks(both), both.sm_instructions / 4);
+    unsigned long long sums = std::max(chain_clocks(both), both.sm_instructions / SM_ISSUE);
     CHECK(both.latency_clocks == chain_bound + issue_bound && both.latency_clocks > sums,
           "both launches: %llu latency clocks (want %llu + %llu; the larger of the sums %llu)",
           both.latency_clocks, chain_bound, issue_bound, sums);

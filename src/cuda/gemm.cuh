@@ -67,10 +67,10 @@
  * on the stream's tickets) adds each of the tile's c elements' parts in
  * split order, adds the row bias and calls store(group, 0, m, n, sum):
  * the same bits from run to run, whichever block came last, and the
- * problem's epilogue (bias, relu, beta) applied once.  Other tiles and splits, and a
- * stream without tickets (or with fewer than the tiles), get a second
- * kernel that does the same (ct_gemm_finish_parts, gemm_finish_tile says
- * why).
+ * problem's epilogue (bias, relu, beta) applied once.  Other tiles and
+ * splits, and a stream without tickets (or with fewer than the tiles), get
+ * a second kernel that does the same (ct_gemm_finish_parts,
+ * gemm_finish_tile says why).
  */
 #ifndef CT_CUDA_GEMM_CUH
 #define CT_CUDA_GEMM_CUH
