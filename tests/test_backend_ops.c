@@ -457,6 +457,20 @@ static ct_status build_bn_add_bn(ct_graph *g, tracked *t, const entry *e)
                                 ct_layer_batchnorm2d(g, "bn_s", ct_tanh(g, h))));
 }
 
+/* r1 = relu(bn2(h) + bn_s(tanh(h))), r2 = relu(bn3(r1) + r1), then
+ * sigmoid(r2) + tanh(r2): the backward's adds that sum r2's and r1's
+ * gradients make the dy of bn3 and of bn2 and bn_s, and compute their
+ * parameter gradients as they store it (graph/fuse.c ct_fuse_bn_params). */
+static ct_status build_bn_params_add(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *h = bn_add_input(g, t, e);
+    ct_tensor *r1 = ct_relu(g, ct_add(g, ct_layer_batchnorm2d(g, "bn2", h),
+                                      ct_layer_batchnorm2d(g, "bn_s", ct_tanh(g, h))));
+    ct_tensor *r2 = ct_relu(g, ct_add(g, ct_layer_batchnorm2d(g, "bn3", r1), r1));
+    ct_tensor *y = ct_add(g, ct_sigmoid(g, r2), ct_tanh(g, r2));
+    return e->precision ? finish_half(g, t, e, y) : finish_vjp(g, t, e, y);
+}
+
 /* y = x + p with p a parameter of x's shape: an optimizer over every element. */
 static ct_status build_param_add(ct_graph *g, tracked *t, const entry *e)
 {
@@ -507,6 +521,7 @@ static ct_status build_cnn(ct_graph *g, tracked *t, const entry *e)
 #define BN_ADD OPS(CT_OP_BN_STATS, CT_OP_BN_APPLY, CT_OP_ADD)
 #define BATCHNORM OPS(CT_OP_BN_STATS, CT_OP_BN_APPLY, CT_OP_BN_BWD_PARAMS, CT_OP_BN_BWD_DATA, \
                       CT_OP_VIEW)
+#define BN_PARAMS_ADD OPS(CT_OP_BN_BWD_PARAMS, CT_OP_BN_BWD_DATA, CT_OP_ADD, CT_OP_RELU_BWD)
 #define POOL_3X3_SAME .pool = {.kernel = {3, 3}, .stride = {1, 1}, .pad = {1, 1}}
 #define ADAM(...) {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, __VA_ARGS__}
 /* Sums of many terms (the gradients of weights, biases, gamma and beta):
@@ -831,6 +846,19 @@ static const entry entries[] = {
     {"half_bn_add_bn_fp16", build_bn_add_bn, BN_ADD, X(3, 40, 7, 9), BOTH_MODES, HALF_FP16},
     {"half_add_bn_relu_fp16", build_add_bn, BN_ADD, X(6, 520, 2, 2), .relu = true, BOTH_MODES,
      HALF_FP16},
+    /* the adds of a residual block's gradient computing the batchnorms'
+     * parameter gradients: odd planes, chunks of a channel finished by
+     * tickets, 16 bits (the sums of dy as stored) */
+    {"bn_params_add_odd", build_bn_params_add, BN_PARAMS_ADD, X(3, 40, 7, 9)},
+    {"bn_params_add_chunks", build_bn_params_add, BN_PARAMS_ADD, X(32, 6, 16, 16),
+     .tol = TOL_LONG_SUM},
+    {"half_bn_params_add_bf16", build_bn_params_add, BN_PARAMS_ADD, X(5, 70, 4, 5), HALF_BF16},
+    /* in fp16, bn3's dx (16 bits, from f32 statistics summed in another
+     * order than the CPU's) moves by a unit now and then, and with it the
+     * dy of bn2 and bn_s: their f32 dgamma within 2 units of 2^-11
+     * (measured 7.5e-5, the same unfused) */
+    {"half_bn_params_add_fp16", build_bn_params_add, BN_PARAMS_ADD, X(5, 70, 4, 5), HALF_FP16,
+     .tol = TOL_F16_2ULP},
     /* optimizers: plain, dampened and Nesterov SGD, Adam, AdamW */
     {"sgd_plain_mlp", build_mlp, OPS(CT_OP_SGD_UPDATE), X(8, 12), .out = 5,
      .sgd = {.lr = 0.1f, .weight_decay = 1e-2f}},

@@ -233,6 +233,21 @@ static ct_status build_channel_chunks(ct_graph *g, tracked *t)
     ct_tensor *b = ct_layer_batchnorm2d(g, "bn", x);
     return finish_vjp(g, t, ct_layer_conv2d(g, "conv", b, 6, 1, 1, (ct_conv_args){0}, true));
 }
+
+/* r1 = relu(bn2(x) + bn_s(tanh(x))), r2 = relu(bn3(r1) + r1), then
+ * sigmoid(r2) + tanh(r2): in the backward pass the adds that sum r2's and
+ * r1's gradients (each with its relu's backward) make the dy of bn3 (one
+ * batchnorm) and of bn2 and bn_s (two: a downsampling block's), and
+ * compute their parameter gradients as they store it (graph/fuse.c
+ * ct_fuse_bn_params); 4 chunks a channel at 132 SMs (ticketed finishes). */
+static ct_status build_bn_params_in_adds(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(32, 6, 24, 24), true);
+    ct_tensor *r1 = ct_relu(g, ct_add(g, ct_layer_batchnorm2d(g, "bn2", x),
+                                      ct_layer_batchnorm2d(g, "bn_s", ct_tanh(g, x))));
+    ct_tensor *r2 = ct_relu(g, ct_add(g, ct_layer_batchnorm2d(g, "bn3", r1), r1));
+    return finish_vjp(g, t, ct_add(g, ct_sigmoid(g, r2), ct_tanh(g, r2)));
+}
 #endif
 
 static ct_status build_maxpool(ct_graph *g, tracked *t)
@@ -1124,6 +1139,63 @@ static void channel_reductions_finish_in_kernel(const void *arg)
     ct_graph_free(g);
 }
 
+/* The adds of build_bn_params_in_adds compute the batchnorms' parameter
+ * gradients (no bn_params_chunk_kernel launch: two bn_add_params_kernel a
+ * step, the finishes by tickets), give the CPU's answers, and the same
+ * bits as the unfused kernels (a plan with fusion off) and as their
+ * finishing kernels on a stream without tickets (three a step). */
+static void batchnorm_params_in_adds(const void *arg)
+{
+    (void)arg;
+    if (!native_and_counted())
+        return;
+    tracked t = {0};
+    ct_graph *g = ct_graph_new();
+    ct_plan *cpu = NULL, *gpu = NULL, *unticketed = NULL, *unfused = NULL;
+    if (plan_unticketed(build_bn_params_in_adds, g, &t, &cpu, &gpu, &unticketed)) {
+        gpu_backend->unfused = true;
+        CHECK_OK(ct_plan_new(g, gpu_backend, 7, &unfused));
+        gpu_backend->unfused = false;
+        for (int i = 0; unfused && i < t.n_inputs; i++)
+            fill_random(cpu, unfused, t.inputs[i], t.n_classes, 100 + (uint64_t)i);
+        for (int i = 0; unfused && i < ct_graph_n_state(g); i++)
+            fill_random(cpu, unfused, ct_graph_state(g, i), 0, 200 + (uint64_t)i);
+        unsigned long long launches, atomics, none;
+        cuda_emu_counters_enable(1);
+        cuda_emu_counters_reset();
+        run_and_compare(cpu, gpu, g, &t, 2, TOL_TRAINING);
+        counted("bn_params_chunk_kernel<T>", &launches, &none);
+        CHECK(launches == 0, "fused: %llu launches of bn_params_chunk_kernel", launches);
+        counted("bn_add_params_kernel<T>", &launches, &atomics);
+        CHECK(launches == 4 && atomics == 2 * 2 * 6 * 4,
+              "fused: %llu launches of bn_add_params_kernel, %llu atomics (want 2 a step, and "
+              "one a block: 2 steps x 2 adds x 6 channels x 4 chunks)", launches, atomics);
+        counted("bn_params_finish_kernel", &launches, &none);
+        CHECK(launches == 0, "fused, with tickets: %llu launches of bn_params_finish_kernel",
+              launches);
+        run_unticketed(unticketed);
+        counted("bn_params_finish_kernel", &launches, &none);
+        CHECK(launches == 2 * 3, "fused, without tickets: %llu launches of "
+              "bn_params_finish_kernel (want 3 a step)", launches);
+        check_same_bits(gpu, unticketed, g, &t);
+        if (unfused) {
+            cuda_emu_counters_reset();
+            for (int step = 0; step < 2; step++)
+                CHECK_OK(ct_plan_run(unfused, CT_TRAIN));
+            counted("bn_params_chunk_kernel<T>", &launches, &none);
+            CHECK(launches == 2 * 3, "unfused: %llu launches of bn_params_chunk_kernel",
+                  launches);
+            check_same_bits(gpu, unfused, g, &t);
+        }
+        cuda_emu_counters_enable(0);
+    }
+    ct_plan_free(cpu);
+    ct_plan_free(gpu);
+    ct_plan_free(unticketed);
+    ct_plan_free(unfused);
+    ct_graph_free(g);
+}
+
 /* Each linear layer's backward data and weight gradient run as one
  * launch, giving the CPU's answers and, after one step, the same bits for
  * dx and the weight gradients as the unpaired kernels (a plan on the
@@ -1378,6 +1450,7 @@ int main(void)
                  NULL);
     run_labelled("conv_backward_data_by_columns", conv_backward_data_by_columns, NULL);
     run_labelled("conv_backward_data_by_phases", conv_backward_data_by_phases, NULL);
+    run_labelled("batchnorm_params_in_adds", batchnorm_params_in_adds, NULL);
     run_labelled("linear_backward_paired", linear_backward_paired, NULL);
 #endif
     ct_backend_free(gpu_backend);

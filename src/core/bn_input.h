@@ -13,4 +13,14 @@ typedef struct ct_bn_input {
     const float *stats, *gamma, *beta;
 } ct_bn_input;
 
+/* A batchnorm whose parameter gradients an add in the backward pass
+ * computes from the dy it stores (graph/fuse.c, ct_fuse_bn_params): its
+ * input x (the add's dtype), statistics ([2, C]: mean, invstd) and where
+ * its dparams ([2, C]: dgamma, dbeta, f32) go; x NULL: none. */
+typedef struct ct_bn_params_out {
+    const void *x;
+    const float *stats;
+    float *dparams;
+} ct_bn_params_out;
+
 #endif

@@ -342,6 +342,32 @@ static __global__ void bn_add_kernel(int n, int c, int inner, bool vec, const T 
     });
 }
 
+/* Chunk k's partials of channel ch into parts: [2, c, count] (dots, then
+ * sums), by thread 0. */
+__device__ inline void bn_params_store(double *parts, int c, ct_channel_chunks chunks, int ch,
+                                       int k, double dot, double sum)
+{
+    if (threadIdx.x == 0) {
+        parts[(int64_t)ch * chunks.count + k] = dot;
+        parts[((int64_t)c + ch) * chunks.count + k] = sum;
+    }
+}
+
+/* Pass 2's work for channel ch, by the first warp of the block that
+ * finishes it: dgamma = invstd * sum of the dots, dbeta = sum of the sums. */
+__device__ inline void bn_params_finish_channel(const double *parts, int c,
+                                                ct_channel_chunks chunks, int ch,
+                                                const float *stats, float *dparams)
+{
+    double dot = ct_warp_sum_partials<true>(parts + (int64_t)ch * chunks.count, chunks.count);
+    double sum =
+        ct_warp_sum_partials<true>(parts + ((int64_t)c + ch) * chunks.count, chunks.count);
+    if (threadIdx.x == 0) {
+        dparams[ch] = (float)(dot * stats[c + ch]);
+        dparams[c + ch] = (float)sum;
+    }
+}
+
 /* Pass 1, block ch*count + k, over chunk k of channel ch:
  * parts[0][ch,k] = sum dy*(x - mean[ch]),  parts[1][ch,k] = sum dy.
  * parts: [2, c, count].  The block that finishes the channel
@@ -361,18 +387,64 @@ __global__ void bn_params_chunk_kernel(int n, int c, int inner, ct_channel_chunk
     });
     dot = ct_block_sum(dot);
     sum = ct_block_sum(sum);
-    double *dots = parts + (int64_t)ch * chunks.count;
-    double *sums = parts + ((int64_t)c + ch) * chunks.count;
-    if (threadIdx.x == 0)
-        dots[k] = dot, sums[k] = sum;
+    bn_params_store(parts, c, chunks, ch, k, dot, sum);
+    if (ct_channel_finishes_here(tickets, ch, chunks.count) && threadIdx.x < CT_CUDA_WARP)
+        bn_params_finish_channel(parts, c, chunks, ch, stats, dparams);
+}
+
+/* A batchnorm whose parameter gradients bn_add_params_kernel computes:
+ * its x (of the add's storage type), statistics, the parts of its pass 1
+ * ([2, c, count], as bn_params_chunk_kernel's) and dparams. */
+template <class T> struct bn_params_of {
+    const T *x;
+    const float *stats;
+    double *parts;
+    float *dparams;
+};
+
+/* dy = a + b, then the backward of the relu whose output is mask where
+ * mask is given (tensor_ops.cu's add_relu_grad_kernel: a residual block's
+ * input gradient), stored, while bn_params_chunk_kernel's pass (and its
+ * finish, by tickets) runs on the stored dy for the batchnorms that read it
+ * (graph/fuse.c ct_fuse_bn_params): bn[0], and bn[1] where its x is not
+ * NULL (a downsampling block's bn2 and shortcut: the same dy, so the same
+ * dbeta).  The grid and every sum in bn_params_chunk_kernel's order: the
+ * same bits as the add and the params kernels, with dy written once and
+ * read back by neither. */
+template <class T>
+__global__ void bn_add_params_kernel(int n, int c, int inner, ct_channel_chunks chunks,
+                                     const T *a, const T *b, const T *mask, T *dy,
+                                     bn_params_of<T> bn0, bn_params_of<T> bn1,
+                                     unsigned *tickets)
+{
+    int ch = (int)(blockIdx.x / chunks.count), k = (int)(blockIdx.x % chunks.count);
+    int64_t start = ct_chunk_start(chunks, k), end = ct_chunk_end(chunks, k, (int64_t)n * inner);
+    bool two = bn1.x != nullptr; /* uniform: the launch's */
+    double mean0 = bn0.stats[ch], mean1 = two ? bn1.stats[ch] : 0.0;
+    double dot0 = 0.0, dot1 = 0.0, sum = 0.0;
+    ct_channel_walk(c, inner, ch, start, end, [&](int64_t at) {
+        float v = ct_load_f32(a, at) + ct_load_f32(b, at);
+        if (mask)
+            v = ct_relu_grad(ct_load_f32(mask, at), v);
+        ct_store_f32(dy, at, v);
+        double g = ct_to_f32(ct_from_f32<T>(v)); /* as stored */
+        dot0 += g * (ct_load_f32(bn0.x, at) - mean0);
+        if (two)
+            dot1 += g * (ct_load_f32(bn1.x, at) - mean1);
+        sum += g;
+    });
+    dot0 = ct_block_sum(dot0);
+    if (two)
+        dot1 = ct_block_sum(dot1);
+    sum = ct_block_sum(sum);
+    bn_params_store(bn0.parts, c, chunks, ch, k, dot0, sum);
+    if (two)
+        bn_params_store(bn1.parts, c, chunks, ch, k, dot1, sum);
     if (!ct_channel_finishes_here(tickets, ch, chunks.count) || threadIdx.x >= CT_CUDA_WARP)
         return;
-    dot = ct_warp_sum_partials<true>(dots, chunks.count);
-    sum = ct_warp_sum_partials<true>(sums, chunks.count);
-    if (threadIdx.x == 0) {
-        dparams[ch] = (float)(dot * stats[c + ch]);
-        dparams[c + ch] = (float)sum;
-    }
+    bn_params_finish_channel(bn0.parts, c, chunks, ch, bn0.stats, bn0.dparams);
+    if (two)
+        bn_params_finish_channel(bn1.parts, c, chunks, ch, bn1.stats, bn1.dparams);
 }
 
 /* Pass 2, one warp per channel:
@@ -541,6 +613,34 @@ extern "C" ct_status ct_cuda_batchnorm_backward_params(ct_dtype dtype, int n, in
         if (!ct_channel_finished(chunks.count, tickets))
             CT_CUDA_LAUNCH(bn_params_finish_kernel, ct_channel_finish_blocks(c), CT_CUDA_BLOCK, 0,
                            stream, c, chunks, parts, stats, dparams);
+        return CT_OK;
+    });
+}
+
+extern "C" ct_status ct_cuda_add_batchnorm_params(ct_dtype dtype, int n, int c, int inner,
+                                                  const void *a, const void *b,
+                                                  const void *mask, void *dy,
+                                                  const ct_bn_params_out bn[2], void *workspace,
+                                                  cudaStream_t stream)
+{
+    if (c <= 0)
+        return CT_OK;
+    ct_channel_chunks chunks = ct_channel_chunks_for(n, c, inner);
+    double *parts[2] = {(double *)workspace,
+                        (double *)((char *)workspace + ct_cuda_batchnorm_workspace(n, c, inner))};
+    unsigned *tickets = ct_channel_tickets(c, chunks.count, stream);
+    int count = bn[1].x ? 2 : 1;
+    return ct_with_storage(dtype, [&](auto tag) -> ct_status {
+        using T = decltype(tag);
+        bn_params_of<T> of[2] = {};
+        for (int i = 0; i < count; i++)
+            of[i] = {(const T *)bn[i].x, bn[i].stats, parts[i], bn[i].dparams};
+        CT_CUDA_LAUNCH(bn_add_params_kernel<T>, (unsigned)((int64_t)c * chunks.count),
+                       CT_CUDA_BLOCK, 0, stream, n, c, inner, chunks, (const T *)a, (const T *)b,
+                       (const T *)mask, (T *)dy, of[0], of[1], tickets);
+        for (int i = 0; i < count && !ct_channel_finished(chunks.count, tickets); i++)
+            CT_CUDA_LAUNCH(bn_params_finish_kernel, ct_channel_finish_blocks(c), CT_CUDA_BLOCK, 0,
+                           stream, c, chunks, parts[i], bn[i].stats, bn[i].dparams);
         return CT_OK;
     });
 }

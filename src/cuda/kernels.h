@@ -278,6 +278,16 @@ ct_status ct_cuda_batchnorm_backward_params(ct_dtype dtype, int n, int c, int in
                                             const void *x, const void *dy, const float *stats,
                                             float *dparams, void *workspace,
                                             cudaStream_t stream);
+/* dy = a + b (relu'd backward by the relu output mask where not NULL: the
+ * add of ct_cuda_add) and, as dy is stored, the parameter gradients of
+ * ct_cuda_batchnorm_backward_params for bn[0] and, where bn[1].x is not
+ * NULL, bn[1], whose dy it is (graph/fuse.c ct_fuse_bn_params): the same
+ * bits as the three calls.  workspace: ct_cuda_batchnorm_workspace bytes
+ * for each batchnorm, bn[0]'s first. */
+ct_status ct_cuda_add_batchnorm_params(ct_dtype dtype, int n, int c, int inner, const void *a,
+                                       const void *b, const void *mask, void *dy,
+                                       const ct_bn_params_out bn[2], void *workspace,
+                                       cudaStream_t stream);
 /* count: M of the gradient's formula from device memory (the synchronized
  * backward, below); NULL: n*inner. */
 ct_status ct_cuda_batchnorm_backward_data(ct_dtype dtype, int n, int c, int inner,

@@ -253,6 +253,18 @@ static ct_status run_add(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
         return ct_cuda_batchnorm_add(n->dtype, d.n, d.c, d.inner, x, y, fused_relu(e, n),
                                      ct_out(e, n), b->stream);
     }
+    if (ct_exec_bn_params(e, n, 0)) { /* the batchnorms whose dy it is (graph/fuse.c) */
+        ct_bn_params_out bn[2] = {{NULL, NULL, NULL}, {NULL, NULL, NULL}};
+        for (int i = 0; i < 2 && ct_exec_bn_params(e, n, i); i++) {
+            const ct_tensor *params = ct_exec_bn_params(e, n, i);
+            bn[i] = (ct_bn_params_out){ct_in(e, params, 0), ct_in(e, params, 2),
+                                       ct_out(e, params)};
+        }
+        ct_nci d = ct_nci_of(n);
+        return ct_cuda_add_batchnorm_params(n->dtype, d.n, d.c, d.inner, ct_in(e, n, 0),
+                                            ct_in(e, n, 1), ct_exec_relu_mask(e, n),
+                                            ct_out(e, n), bn, e->workspace, b->stream);
+    }
     return ct_cuda_add(n->dtype, ct_tensor_numel(n), ct_in(e, n, 0), ct_in(e, n, 1),
                        fused_relu(e, n), ct_exec_relu_mask(e, n), ct_out(e, n), b->stream);
 }
@@ -584,7 +596,8 @@ NATIVE(bn_bwd_params, run_bn_bwd_params, .workspace = channel_workspace, .half =
 NATIVE(bn_bwd_data, run_bn_bwd_data, .workspace = bn_sync_workspace, .half = true,
        .supports = bn_bwd_data_supports);
 NATIVE(dropout, run_dropout, HALF);
-NATIVE(add, run_add, HALF, .fuses = CT_FUSES_RELU | CT_FUSES_RELU_BWD | CT_FUSES_BN_INPUT);
+NATIVE(add, run_add, HALF,
+       .fuses = CT_FUSES_RELU | CT_FUSES_RELU_BWD | CT_FUSES_BN_INPUT | CT_FUSES_BN_PARAMS);
 NATIVE(concat, run_concat, HALF);
 NATIVE(slice_channels, run_slice_channels, HALF);
 NATIVE(softmax, run_softmax);

@@ -75,6 +75,11 @@ typedef struct ct_exec {
      * and the relu's aliased to it) hold its 2x2 max pool's argmax codes,
      * one byte a window, instead of its values (ct_fuse_pool_codes) */
     const bool *pool_codes;
+    /* by node id, or NULL: in training, the batchnorm parameter gradients
+     * (bn_bwd_params nodes, [1] NULL where one) that an add in the backward
+     * pass computes from the dy it stores (ct_fuse_bn_params;
+     * ct_exec_bn_params) */
+    const ct_tensor *const (*bn_params_into)[2];
     bool training;
     int64_t step;               /* training steps completed before this one */
     int64_t updates;            /* of them, those that updated (core/step_values.h) */
@@ -160,6 +165,13 @@ static inline bool ct_exec_bn_add_inputs(const ct_exec *exec, const ct_tensor *a
     *a = first.stats ? first : second;
     *b = first.stats ? second : first;
     return a->stats != NULL;
+}
+
+/* The i-th (0 or 1) batchnorm parameter gradient that this add computes
+ * from its output, its dy (ct_exec.bn_params_into, graph/fuse.c), or NULL. */
+static inline const ct_tensor *ct_exec_bn_params(const ct_exec *exec, const ct_tensor *add, int i)
+{
+    return exec->bn_params_into ? exec->bn_params_into[add->id][i] : NULL;
 }
 
 /* The max pool's backward that a convolution's weight gradient computes

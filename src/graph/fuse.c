@@ -208,6 +208,28 @@ int ct_fuse_bn_add(const ct_graph *graph, const ct_backend *backend, const bool 
     return fused;
 }
 
+int ct_fuse_bn_params(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
+                      const ct_tensor *const *alias_of, const ct_tensor *(*bn_params_into)[2])
+{
+    int fused = 0;
+    for (int i = 0; i < graph->n_nodes; i++) {
+        const ct_tensor *params = graph->nodes[i];
+        if (params->op != CT_OP_BN_BWD_PARAMS || (on_host && on_host[params->id]))
+            continue;
+        /* dy: the add's output, or the relu's backward fused in the add */
+        const ct_tensor *x = params->src[0], *dy = params->src[1];
+        const ct_tensor *add = alias_of[dy->id] ? alias_of[dy->id] : dy;
+        const ct_tensor **into = bn_params_into[add->id];
+        if (add->op != CT_OP_ADD || add->phase != CT_PHASE_BACKWARD || add->view_of ||
+            into[1] || (on_host && on_host[add->id]) || x->dtype != add->dtype ||
+            !ct_same_shape(x, add) || !ct_impl_fuses(backend, add, CT_FUSES_BN_PARAMS, params))
+            continue;
+        into[into[0] ? 1 : 0] = params;
+        fused++;
+    }
+    return fused;
+}
+
 int ct_fuse_pool_bwd(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
                      const ct_tensor *const *alias_of, const ct_tensor *const *bias_into,
                      const ct_tensor **computed_in)

@@ -159,13 +159,15 @@ static ct_status layout_arena(ct_plan *plan)
                 items[item_of[pool->id]].first = pos;
         }
         /* the same for a bias gradient that a weight gradient writes, a
-         * loss's gradient that the loss writes, and the outputs of a
-         * weight gradient that may run paired with this backward data */
-        const ct_tensor *partner = plan->pair_next[schedule[pos]->id];
-        const ct_tensor *also[4] = {plan->bias_into[schedule[pos]->id],
-                                    plan->grad_into[schedule[pos]->id], partner,
-                                    partner ? plan->bias_into[partner->id] : NULL};
-        for (int a = 0; a < 4; a++)
+         * loss's gradient that the loss writes, the outputs of a weight
+         * gradient that may run paired with this backward data, and the
+         * batchnorm parameter gradients an add writes */
+        int id = schedule[pos]->id;
+        const ct_tensor *partner = plan->pair_next[id];
+        const ct_tensor *also[6] = {plan->bias_into[id], plan->grad_into[id], partner,
+                                    partner ? plan->bias_into[partner->id] : NULL,
+                                    plan->bn_params_into[id][0], plan->bn_params_into[id][1]};
+        for (int a = 0; a < 6; a++)
             if (also[a] && item_of[also[a]->id] >= 0 && items[item_of[also[a]->id]].first > pos)
                 items[item_of[also[a]->id]].first = pos;
     }
@@ -253,6 +255,14 @@ static void size_workspaces(ct_plan *plan)
             const ct_tensor *bias = mode == CT_TRAIN ? plan->bias_into[t->id] : NULL;
             if (bias && ct_impl_workspace(runner, bias) > bytes)
                 bytes = ct_impl_workspace(runner, bias);
+            /* an add's batchnorm parameter gradients, each its own part,
+             * at once (ct_fuse_bn_params) */
+            size_t params = 0;
+            for (int k = 0; mode == CT_TRAIN && k < 2; k++)
+                if (plan->bn_params_into[t->id][k])
+                    params += ct_impl_workspace(runner, plan->bn_params_into[t->id][k]);
+            if (params > bytes)
+                bytes = params;
             /* a pair's two kernels at once (ct_impl_pair_workspace) */
             const ct_tensor *partner = mode == CT_TRAIN ? plan->pair_next[t->id] : NULL;
             if (partner && ct_impl_pair_workspace(runner, t, partner) > bytes)
@@ -330,10 +340,11 @@ static ct_status plan_build(ct_plan *plan)
     plan->pair_next = calloc((size_t)plan->n_nodes + 1, sizeof *plan->pair_next);
     plan->computed_in = calloc((size_t)plan->n_nodes + 1, sizeof *plan->computed_in);
     plan->pool_codes = calloc((size_t)plan->n_nodes + 1, sizeof *plan->pool_codes);
+    plan->bn_params_into = calloc((size_t)plan->n_nodes + 1, sizeof *plan->bn_params_into);
     if (!plan->offsets || !plan->storage || !plan->alias_of || !plan->epilogue ||
         !pools || !plan->bias_into || !plan->written_by ||
         !plan->epilogue_src || !plan->grad_into || !plan->pair_next || !plan->computed_in ||
-        !plan->pool_codes)
+        !plan->pool_codes || !plan->bn_params_into)
         return ct_set_error(CT_ERR_MEMORY, "ct_plan_new: out of host memory");
     CT_TRY(ct_prepared_new(plan->n_nodes, &plan->prepared));
     CT_TRY(build_schedule(plan, CT_TRAIN));
@@ -366,6 +377,12 @@ static ct_status plan_build(ct_plan *plan)
                      plan->computed_in);
     ct_fuse_pool_codes(plan->graph, plan->backend, plan->on_host, plan->alias_of,
                        plan->pool_into[CT_TRAIN], plan->computed_in, plan->pool_codes);
+    ct_fuse_bn_params(plan->graph, plan->backend, plan->on_host, plan->alias_of,
+                      plan->bn_params_into);
+    for (int i = 0; i < plan->n_nodes; i++)
+        for (int k = 0; k < 2; k++)
+            if (plan->bn_params_into[i][k])
+                plan->written_by[plan->bn_params_into[i][k]->id] = plan->graph->nodes[i];
     CT_TRY(build_runs(plan, CT_TRAIN));
     CT_TRY(build_runs(plan, CT_EVAL));
     find_pairs(plan);
@@ -456,6 +473,7 @@ void ct_plan_free(ct_plan *plan)
     free(plan->pair_next);
     free(plan->computed_in);
     free(plan->pool_codes);
+    free(plan->bn_params_into);
     free(plan);
 }
 
@@ -475,6 +493,7 @@ ct_exec ct_plan_exec(const ct_plan *plan, ct_mode mode)
         .pair_next = mode == CT_TRAIN ? plan->pair_next : NULL,
         .computed_in = plan->computed_in,
         .pool_codes = mode == CT_TRAIN ? plan->pool_codes : NULL,
+        .bn_params_into = mode == CT_TRAIN ? plan->bn_params_into : NULL,
         .training = mode == CT_TRAIN,
         .step = plan->step,
         .updates = plan->step - plan->scaler.skipped,

@@ -48,6 +48,9 @@ struct ct_plan {
     /* by node id: the add that computes this batchnorm apply as it reads
      * it (ct_fuse_bn_add); the apply has no bytes and runs nothing */
     const ct_tensor **computed_in;
+    /* by node id: the batchnorm parameter gradients an add also computes
+     * (ct_fuse_bn_params; each is written_by the add) */
+    const ct_tensor *(*bn_params_into)[2];
     bool *pool_codes; /* by node id: ct_exec.pool_codes */
     /* by node id: the next training run this one may run with as a pair
      * (ct_impl.run_pair: a layer's backward data and its weight gradient) */

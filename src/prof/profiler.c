@@ -268,6 +268,19 @@ static ct_status profiler_new(ct_plan *plan, ct_profiler **out)
     for (int mode = 0; mode < CT_PROF_MODE_COUNT; mode++)
         for (int i = 0; i < prof->n_records[mode]; i++, shapes += SHAPES_CAPACITY)
             describe(runs[mode][i], shapes, &prof->records[mode][i]);
+    /* an add that computes batchnorms' parameter gradients does their
+     * arithmetic and reads their x: their least traffic but dy's, which it
+     * writes itself, is its floor too */
+    for (int i = 0; i < prof->n_records[CT_TRAIN]; i++)
+        for (int k = 0; k < 2; k++) {
+            const ct_tensor *params = ct_plan_bn_params_of(plan, runs[CT_TRAIN][i], k);
+            if (!params)
+                continue;
+            ct_cost cost = ct_op_cost(params);
+            prof->records[CT_TRAIN][i].flops += cost.flops;
+            prof->records[CT_TRAIN][i].bytes +=
+                cost.bytes - (double)ct_tensor_bytes(params->src[1]);
+        }
     const ct_backend_i *iface = prof->backend->iface;
     if (iface->timer_new && iface->timer_mark && iface->timer_elapsed_ns && iface->timer_free) {
         ct_status status = iface->timer_new(prof->backend, most + 1, true, &prof->timer);
