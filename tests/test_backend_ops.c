@@ -471,6 +471,17 @@ static ct_status build_bn_params_add(ct_graph *g, tracked *t, const entry *e)
     return e->precision ? finish_half(g, t, e, y) : finish_vjp(g, t, e, y);
 }
 
+/* maxpool 2x2 (relu(bn(h))): the pool's backward makes the batchnorm's dy
+ * and computes its parameter gradients (graph/fuse.c ct_fuse_bn_params): by
+ * the 2x2 kernel's fused pass on even planes, by the general kernel and the
+ * batchnorm's own on odd ones. */
+static ct_status build_bn_params_pool(ct_graph *g, tracked *t, const entry *e)
+{
+    ct_tensor *r = ct_relu(g, ct_layer_batchnorm2d(g, "bn", bn_add_input(g, t, e)));
+    ct_tensor *y = ct_maxpool2d(g, r, (ct_pool_args){.kernel = {2, 2}});
+    return e->precision ? finish_half(g, t, e, y) : finish_vjp(g, t, e, y);
+}
+
 /* y = x + p with p a parameter of x's shape: an optimizer over every element. */
 static ct_status build_param_add(ct_graph *g, tracked *t, const entry *e)
 {
@@ -521,6 +532,8 @@ static ct_status build_cnn(ct_graph *g, tracked *t, const entry *e)
 #define BN_ADD OPS(CT_OP_BN_STATS, CT_OP_BN_APPLY, CT_OP_ADD)
 #define BATCHNORM OPS(CT_OP_BN_STATS, CT_OP_BN_APPLY, CT_OP_BN_BWD_PARAMS, CT_OP_BN_BWD_DATA, \
                       CT_OP_VIEW)
+#define BN_PARAMS_POOL OPS(CT_OP_BN_BWD_PARAMS, CT_OP_MAXPOOL2D, CT_OP_MAXPOOL2D_BWD, \
+                           CT_OP_RELU_BWD)
 #define BN_PARAMS_ADD OPS(CT_OP_BN_BWD_PARAMS, CT_OP_BN_BWD_DATA, CT_OP_ADD, CT_OP_RELU_BWD)
 #define POOL_3X3_SAME .pool = {.kernel = {3, 3}, .stride = {1, 1}, .pad = {1, 1}}
 #define ADAM(...) {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, __VA_ARGS__}
@@ -859,6 +872,12 @@ static const entry entries[] = {
      * (measured 7.5e-5, the same unfused) */
     {"half_bn_params_add_fp16", build_bn_params_add, BN_PARAMS_ADD, X(5, 70, 4, 5), HALF_FP16,
      .tol = TOL_F16_2ULP},
+    {"bn_params_pool_even", build_bn_params_pool, BN_PARAMS_POOL, X(4, 24, 8, 10)},
+    {"bn_params_pool_odd", build_bn_params_pool, BN_PARAMS_POOL, X(3, 40, 7, 9)},
+    {"half_bn_params_pool_bf16", build_bn_params_pool, BN_PARAMS_POOL, X(5, 70, 4, 6),
+     HALF_BF16},
+    {"half_bn_params_pool_fp16", build_bn_params_pool, BN_PARAMS_POOL, X(5, 70, 4, 6),
+     HALF_FP16},
     /* optimizers: plain, dampened and Nesterov SGD, Adam, AdamW */
     {"sgd_plain_mlp", build_mlp, OPS(CT_OP_SGD_UPDATE), X(8, 12), .out = 5,
      .sgd = {.lr = 0.1f, .weight_decay = 1e-2f}},

@@ -248,6 +248,15 @@ static ct_status build_bn_params_in_adds(ct_graph *g, tracked *t)
     ct_tensor *r2 = ct_relu(g, ct_add(g, ct_layer_batchnorm2d(g, "bn3", r1), r1));
     return finish_vjp(g, t, ct_add(g, ct_sigmoid(g, r2), ct_tanh(g, r2)));
 }
+
+/* maxpool 2x2 (relu(bn(x))), VGG's layer end: the pool's backward (with the
+ * relu's) makes the batchnorm's dy and computes its parameter gradients. */
+static ct_status build_bn_params_in_pool(ct_graph *g, tracked *t)
+{
+    ct_tensor *x = input(g, t, "x", CT_F32, 4, X4(32, 6, 24, 24), true);
+    ct_tensor *r = ct_relu(g, ct_layer_batchnorm2d(g, "bn", x));
+    return finish_vjp(g, t, ct_maxpool2d(g, r, (ct_pool_args){.kernel = {2, 2}}));
+}
 #endif
 
 static ct_status build_maxpool(ct_graph *g, tracked *t)
@@ -1139,20 +1148,25 @@ static void channel_reductions_finish_in_kernel(const void *arg)
     ct_graph_free(g);
 }
 
-/* The adds of build_bn_params_in_adds compute the batchnorms' parameter
- * gradients (no bn_params_chunk_kernel launch: two bn_add_params_kernel a
- * step, the finishes by tickets), give the CPU's answers, and the same
- * bits as the unfused kernels (a plan with fusion off) and as their
- * finishing kernels on a stream without tickets (three a step). */
-static void batchnorm_params_in_adds(const void *arg)
+/* A graph whose backward makes batchnorms' dy in `kernel` (which computes
+ * their parameter gradients: graph/fuse.c ct_fuse_bn_params), `launches`
+ * times a step, `atomics` tickets a step, for `batchnorms` batchnorms. */
+typedef struct {
+    build_fn build;
+    const char *kernel, *unfused_kernel;
+    unsigned long long launches, atomics, batchnorms;
+} made_params_case;
+
+/* The case's graph gives the CPU's answers with no bn_params_chunk_kernel
+ * launch (and none of the maker's own kernel, unfused_kernel), the finishes
+ * by tickets; the same bits as the unfused kernels (a plan with fusion
+ * off) and as their finishing kernels on a stream without tickets. */
+static void check_made_params(const made_params_case *c)
 {
-    (void)arg;
-    if (!native_and_counted())
-        return;
     tracked t = {0};
     ct_graph *g = ct_graph_new();
     ct_plan *cpu = NULL, *gpu = NULL, *unticketed = NULL, *unfused = NULL;
-    if (plan_unticketed(build_bn_params_in_adds, g, &t, &cpu, &gpu, &unticketed)) {
+    if (plan_unticketed(c->build, g, &t, &cpu, &gpu, &unticketed)) {
         gpu_backend->unfused = true;
         CHECK_OK(ct_plan_new(g, gpu_backend, 7, &unfused));
         gpu_backend->unfused = false;
@@ -1166,25 +1180,28 @@ static void batchnorm_params_in_adds(const void *arg)
         run_and_compare(cpu, gpu, g, &t, 2, TOL_TRAINING);
         counted("bn_params_chunk_kernel<T>", &launches, &none);
         CHECK(launches == 0, "fused: %llu launches of bn_params_chunk_kernel", launches);
-        counted("bn_add_params_kernel<T>", &launches, &atomics);
-        CHECK(launches == 4 && atomics == 2 * 2 * 6 * 4,
-              "fused: %llu launches of bn_add_params_kernel, %llu atomics (want 2 a step, and "
-              "one a block: 2 steps x 2 adds x 6 channels x 4 chunks)", launches, atomics);
+        counted(c->unfused_kernel, &launches, &none);
+        CHECK(launches == 0, "fused: %llu launches of %s", launches, c->unfused_kernel);
+        counted(c->kernel, &launches, &atomics);
+        CHECK(launches == 2 * c->launches && atomics == 2 * c->atomics,
+              "fused: %llu launches of %s, %llu atomics (want %llu and %llu a step)", launches,
+              c->kernel, atomics, c->launches, c->atomics);
         counted("bn_params_finish_kernel", &launches, &none);
         CHECK(launches == 0, "fused, with tickets: %llu launches of bn_params_finish_kernel",
               launches);
         run_unticketed(unticketed);
         counted("bn_params_finish_kernel", &launches, &none);
-        CHECK(launches == 2 * 3, "fused, without tickets: %llu launches of "
-              "bn_params_finish_kernel (want 3 a step)", launches);
+        CHECK(launches == 2 * c->batchnorms,
+              "fused, without tickets: %llu launches of bn_params_finish_kernel (want %llu a "
+              "step)", launches, c->batchnorms);
         check_same_bits(gpu, unticketed, g, &t);
         if (unfused) {
             cuda_emu_counters_reset();
             for (int step = 0; step < 2; step++)
                 CHECK_OK(ct_plan_run(unfused, CT_TRAIN));
             counted("bn_params_chunk_kernel<T>", &launches, &none);
-            CHECK(launches == 2 * 3, "unfused: %llu launches of bn_params_chunk_kernel",
-                  launches);
+            CHECK(launches == 2 * c->batchnorms,
+                  "unfused: %llu launches of bn_params_chunk_kernel", launches);
             check_same_bits(gpu, unfused, g, &t);
         }
         cuda_emu_counters_enable(0);
@@ -1194,6 +1211,25 @@ static void batchnorm_params_in_adds(const void *arg)
     ct_plan_free(unticketed);
     ct_plan_free(unfused);
     ct_graph_free(g);
+}
+
+/* The adds of build_bn_params_in_adds (two a step: 6 channels x 4 chunks
+ * each, three batchnorms) and the max pool's backward of
+ * build_bn_params_in_pool (one, one batchnorm) compute the batchnorms'
+ * parameter gradients as they store their dy. */
+static void batchnorm_params_in_makers(const void *arg)
+{
+    (void)arg;
+    if (!native_and_counted())
+        return;
+    static const made_params_case cases[] = {
+        {build_bn_params_in_adds, "bn_add_params_kernel", "add_relu_grad_kernel<T>", 2,
+         2 * 6 * 4, 3},
+        {build_bn_params_in_pool, "bn_pool_params_kernel", "maxpool2x2_backward_kernel<T>", 1,
+         6 * 4, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_made_params(&cases[i]);
 }
 
 /* Each linear layer's backward data and weight gradient run as one
@@ -1450,7 +1486,7 @@ int main(void)
                  NULL);
     run_labelled("conv_backward_data_by_columns", conv_backward_data_by_columns, NULL);
     run_labelled("conv_backward_data_by_phases", conv_backward_data_by_phases, NULL);
-    run_labelled("batchnorm_params_in_adds", batchnorm_params_in_adds, NULL);
+    run_labelled("batchnorm_params_in_makers", batchnorm_params_in_makers, NULL);
     run_labelled("linear_backward_paired", linear_backward_paired, NULL);
 #endif
     ct_backend_free(gpu_backend);

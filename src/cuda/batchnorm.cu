@@ -392,8 +392,8 @@ __global__ void bn_params_chunk_kernel(int n, int c, int inner, ct_channel_chunk
         bn_params_finish_channel(parts, c, chunks, ch, stats, dparams);
 }
 
-/* A batchnorm whose parameter gradients bn_add_params_kernel computes:
- * its x (of the add's storage type), statistics, the parts of its pass 1
+/* A batchnorm whose parameter gradients bn_made_params_kernel computes:
+ * its x (of dy's storage type), statistics, the parts of its pass 1
  * ([2, c, count], as bn_params_chunk_kernel's) and dparams. */
 template <class T> struct bn_params_of {
     const T *x;
@@ -402,20 +402,62 @@ template <class T> struct bn_params_of {
     float *dparams;
 };
 
-/* dy = a + b, then the backward of the relu whose output is mask where
- * mask is given (tensor_ops.cu's add_relu_grad_kernel: a residual block's
- * input gradient), stored, while bn_params_chunk_kernel's pass (and its
+/* dy at `at` as the add of tensor_ops.cu's add_relu_grad_kernel makes it:
+ * a + b, then the backward of the relu whose output is mask where given
+ * (a residual block's input gradient). */
+template <class T> struct bn_dy_of_add {
+    const T *a, *b, *mask;
+
+    __device__ float operator()(int64_t at) const
+    {
+        float v = ct_load_f32(a, at) + ct_load_f32(b, at);
+        return mask ? ct_relu_grad(ct_load_f32(mask, at), v) : v;
+    }
+};
+
+/* dx at `at` of the 2x2 stride-2 max pool whose every input lies in one
+ * window, as pool.cu's maxpool2x2_backward_kernel makes it: 0, but 0 + dy
+ * of the window at its argmax (relu'd backward by the max where relu: the
+ * relu's output is the pool's input), the argmax found by each of the
+ * window's elements (conv -> batchnorm -> relu -> max pool: VGG). */
+template <class T> struct bn_dy_of_pool {
+    const T *x, *dy;
+    int in_w, out_w;
+    int64_t in_plane, out_plane;
+    bool relu;
+
+    __device__ float operator()(int64_t at) const
+    {
+        int64_t plane = at / in_plane;
+        int offset = (int)(at - plane * in_plane), h = offset / in_w, w = offset - h * in_w;
+        int64_t top = plane * in_plane + (int64_t)(h & ~1) * in_w + (w & ~1);
+        float window[4] = {ct_load_f32(x, top), ct_load_f32(x, top + 1),
+                           ct_load_f32(x, top + in_w), ct_load_f32(x, top + in_w + 1)};
+        int best = 0;
+        float m = -INFINITY;
+        for (int i = 0; i < 4; i++)
+            if (ct_max_replaces(window[i], m)) {
+                m = window[i];
+                best = i;
+            }
+        float g = 0.0f + ct_load_f32(dy, plane * out_plane + (int64_t)(h >> 1) * out_w + (w >> 1));
+        if (relu)
+            g = ct_relu_grad(m, g);
+        return (h & 1) * 2 + (w & 1) == best ? g : 0.0f;
+    }
+};
+
+/* dy = make(at), stored, while bn_params_chunk_kernel's pass (and its
  * finish, by tickets) runs on the stored dy for the batchnorms that read it
  * (graph/fuse.c ct_fuse_bn_params): bn[0], and bn[1] where its x is not
  * NULL (a downsampling block's bn2 and shortcut: the same dy, so the same
- * dbeta).  The grid and every sum in bn_params_chunk_kernel's order: the
- * same bits as the add and the params kernels, with dy written once and
- * read back by neither. */
-template <class T>
-__global__ void bn_add_params_kernel(int n, int c, int inner, ct_channel_chunks chunks,
-                                     const T *a, const T *b, const T *mask, T *dy,
-                                     bn_params_of<T> bn0, bn_params_of<T> bn1,
-                                     unsigned *tickets)
+ * dbeta).  The grid and every sum in bn_params_chunk_kernel's order, and
+ * each dy the value its own kernel stores: the same bits as the two or
+ * three kernels, with dy written once and read back by none. */
+template <class T, class Make>
+__global__ void bn_made_params_kernel(int n, int c, int inner, ct_channel_chunks chunks,
+                                      Make make, T *dy, bn_params_of<T> bn0,
+                                      bn_params_of<T> bn1, unsigned *tickets)
 {
     int ch = (int)(blockIdx.x / chunks.count), k = (int)(blockIdx.x % chunks.count);
     int64_t start = ct_chunk_start(chunks, k), end = ct_chunk_end(chunks, k, (int64_t)n * inner);
@@ -423,9 +465,7 @@ __global__ void bn_add_params_kernel(int n, int c, int inner, ct_channel_chunks 
     double mean0 = bn0.stats[ch], mean1 = two ? bn1.stats[ch] : 0.0;
     double dot0 = 0.0, dot1 = 0.0, sum = 0.0;
     ct_channel_walk(c, inner, ch, start, end, [&](int64_t at) {
-        float v = ct_load_f32(a, at) + ct_load_f32(b, at);
-        if (mask)
-            v = ct_relu_grad(ct_load_f32(mask, at), v);
+        float v = make(at);
         ct_store_f32(dy, at, v);
         double g = ct_to_f32(ct_from_f32<T>(v)); /* as stored */
         dot0 += g * (ct_load_f32(bn0.x, at) - mean0);
@@ -617,31 +657,58 @@ extern "C" ct_status ct_cuda_batchnorm_backward_params(ct_dtype dtype, int n, in
     });
 }
 
+/* bn_made_params_kernel named `name` over x: [n, c, inner], its finishing
+ * kernels after it on a stream without tickets. */
+template <class T, class Make>
+static ct_status bn_made_params_launch(const char *name, int n, int c, int inner, Make make,
+                                       T *dy, const ct_bn_params_out bn[2], void *workspace,
+                                       cudaStream_t stream)
+{
+    if (c <= 0)
+        return CT_OK;
+    ct_channel_chunks chunks = ct_channel_chunks_for(n, c, inner);
+    unsigned *tickets = ct_channel_tickets(c, chunks.count, stream);
+    int count = bn[1].x ? 2 : 1;
+    bn_params_of<T> of[2] = {};
+    for (int i = 0; i < count; i++) {
+        double *parts =
+            (double *)((char *)workspace + i * ct_cuda_batchnorm_workspace(n, c, inner));
+        of[i] = {(const T *)bn[i].x, bn[i].stats, parts, bn[i].dparams};
+    }
+    CT_CUDA_LAUNCH_NAMED(name, (bn_made_params_kernel<T, Make>),
+                         (unsigned)((int64_t)c * chunks.count), CT_CUDA_BLOCK, 0, stream, n, c,
+                         inner, chunks, make, dy, of[0], of[1], tickets);
+    for (int i = 0; i < count && !ct_channel_finished(chunks.count, tickets); i++)
+        CT_CUDA_LAUNCH(bn_params_finish_kernel, ct_channel_finish_blocks(c), CT_CUDA_BLOCK, 0,
+                       stream, c, chunks, of[i].parts, bn[i].stats, bn[i].dparams);
+    return CT_OK;
+}
+
 extern "C" ct_status ct_cuda_add_batchnorm_params(ct_dtype dtype, int n, int c, int inner,
                                                   const void *a, const void *b,
                                                   const void *mask, void *dy,
                                                   const ct_bn_params_out bn[2], void *workspace,
                                                   cudaStream_t stream)
 {
-    if (c <= 0)
-        return CT_OK;
-    ct_channel_chunks chunks = ct_channel_chunks_for(n, c, inner);
-    double *parts[2] = {(double *)workspace,
-                        (double *)((char *)workspace + ct_cuda_batchnorm_workspace(n, c, inner))};
-    unsigned *tickets = ct_channel_tickets(c, chunks.count, stream);
-    int count = bn[1].x ? 2 : 1;
     return ct_with_storage(dtype, [&](auto tag) -> ct_status {
         using T = decltype(tag);
-        bn_params_of<T> of[2] = {};
-        for (int i = 0; i < count; i++)
-            of[i] = {(const T *)bn[i].x, bn[i].stats, parts[i], bn[i].dparams};
-        CT_CUDA_LAUNCH(bn_add_params_kernel<T>, (unsigned)((int64_t)c * chunks.count),
-                       CT_CUDA_BLOCK, 0, stream, n, c, inner, chunks, (const T *)a, (const T *)b,
-                       (const T *)mask, (T *)dy, of[0], of[1], tickets);
-        for (int i = 0; i < count && !ct_channel_finished(chunks.count, tickets); i++)
-            CT_CUDA_LAUNCH(bn_params_finish_kernel, ct_channel_finish_blocks(c), CT_CUDA_BLOCK, 0,
-                           stream, c, chunks, parts[i], bn[i].stats, bn[i].dparams);
-        return CT_OK;
+        bn_dy_of_add<T> make = {(const T *)a, (const T *)b, (const T *)mask};
+        return bn_made_params_launch("bn_add_params_kernel", n, c, inner, make, (T *)dy, bn,
+                                     workspace, stream);
+    });
+}
+
+extern "C" ct_status ct_cuda_maxpool2x2_backward_batchnorm_params(
+    ct_dtype dtype, const ct_pool2d_shape *s, const void *x, const void *dy, void *dx, bool relu,
+    const ct_bn_params_out bn[2], void *workspace, cudaStream_t stream)
+{
+    int64_t in_plane = (int64_t)s->in_h * s->in_w;
+    return ct_with_storage(dtype, [&](auto tag) -> ct_status {
+        using T = decltype(tag);
+        bn_dy_of_pool<T> make = {(const T *)x, (const T *)dy, s->in_w, s->out_w,
+                                 in_plane, (int64_t)s->out_h * s->out_w, relu};
+        return bn_made_params_launch("bn_pool_params_kernel", s->n_batch, s->channels,
+                                     s->in_h * s->in_w, make, (T *)dx, bn, workspace, stream);
     });
 }
 

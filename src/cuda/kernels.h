@@ -288,6 +288,14 @@ ct_status ct_cuda_add_batchnorm_params(ct_dtype dtype, int n, int c, int inner, 
                                        const void *b, const void *mask, void *dy,
                                        const ct_bn_params_out bn[2], void *workspace,
                                        cudaStream_t stream);
+/* dx of ct_cuda_maxpool2x2_backward (every input in one window:
+ * ct_cuda_maxpool2x2_backward_fits) and, as it is stored, the parameter
+ * gradients of the batchnorms whose dy it is, as
+ * ct_cuda_add_batchnorm_params (conv -> batchnorm -> relu -> max pool). */
+ct_status ct_cuda_maxpool2x2_backward_batchnorm_params(ct_dtype dtype, const ct_pool2d_shape *s,
+                                                       const void *x, const void *dy, void *dx,
+                                                       bool relu, const ct_bn_params_out bn[2],
+                                                       void *workspace, cudaStream_t stream);
 /* count: M of the gradient's formula from device memory (the synchronized
  * backward, below); NULL: n*inner. */
 ct_status ct_cuda_batchnorm_backward_data(ct_dtype dtype, int n, int c, int inner,

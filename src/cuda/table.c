@@ -187,17 +187,49 @@ static ct_status run_maxpool2x2(cuda_backend *b, const ct_exec *e, const ct_tens
                                       b->stream);
 }
 
+/* The batchnorms whose parameter gradients node computes from its output,
+ * their dy (ct_exec.bn_params_into, graph/fuse.c), into bn; how many. */
+static int bn_params_outs(const ct_exec *e, const ct_tensor *node, ct_bn_params_out bn[2])
+{
+    int count = 0;
+    for (int i = 0; i < 2; i++) {
+        const ct_tensor *params = ct_exec_bn_params(e, node, i);
+        bn[i] = (ct_bn_params_out){NULL, NULL, NULL};
+        if (params)
+            bn[count++] = (ct_bn_params_out){ct_in(e, params, 0), ct_in(e, params, 2),
+                                             ct_out(e, params)};
+    }
+    return count;
+}
+
 static ct_status run_maxpool2x2_bwd(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
+    ct_bn_params_out bn[2];
+    if (bn_params_outs(e, n, bn)) /* the batchnorms whose dy it is (graph/fuse.c) */
+        return ct_cuda_maxpool2x2_backward_batchnorm_params(
+            n->dtype, &n->attr.pool, ct_in(e, n, 0), ct_in(e, n, 1), ct_out(e, n),
+            fused_relu_bwd(e, n), bn, e->workspace, b->stream);
     return ct_cuda_maxpool2x2_backward(n->dtype, &n->attr.pool, ct_in(e, n, 0),
                                        ct_in(e, n, 1), ct_out(e, n), fused_relu_bwd(e, n),
                                        b->stream);
 }
 
+/* The general kernel, then (fused, graph/fuse.c) the parameter gradients
+ * of the batchnorms whose dy it made, each by its own kernel: the same
+ * bits as the 2x2 kernel's fused pass. */
 static ct_status run_maxpool2d_bwd(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
 {
-    return ct_cuda_maxpool2d_backward(n->dtype, &n->attr.pool, ct_in(e, n, 0), ct_in(e, n, 1),
-                                      ct_out(e, n), fused_relu_bwd(e, n), b->stream);
+    CT_TRY(ct_cuda_maxpool2d_backward(n->dtype, &n->attr.pool, ct_in(e, n, 0), ct_in(e, n, 1),
+                                      ct_out(e, n), fused_relu_bwd(e, n), b->stream));
+    ct_bn_params_out bn[2];
+    int count = bn_params_outs(e, n, bn);
+    ct_nci d = ct_nci_of(n);
+    for (int i = 0; i < count; i++)
+        CT_TRY(ct_cuda_batchnorm_backward_params(
+            n->dtype, d.n, d.c, d.inner, bn[i].x, ct_out(e, n), bn[i].stats, bn[i].dparams,
+            (char *)e->workspace + i * ct_cuda_batchnorm_workspace(d.n, d.c, d.inner),
+            b->stream));
+    return CT_OK;
 }
 
 static ct_status run_avgpool2d(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
@@ -253,13 +285,8 @@ static ct_status run_add(cuda_backend *b, const ct_exec *e, const ct_tensor *n)
         return ct_cuda_batchnorm_add(n->dtype, d.n, d.c, d.inner, x, y, fused_relu(e, n),
                                      ct_out(e, n), b->stream);
     }
-    if (ct_exec_bn_params(e, n, 0)) { /* the batchnorms whose dy it is (graph/fuse.c) */
-        ct_bn_params_out bn[2] = {{NULL, NULL, NULL}, {NULL, NULL, NULL}};
-        for (int i = 0; i < 2 && ct_exec_bn_params(e, n, i); i++) {
-            const ct_tensor *params = ct_exec_bn_params(e, n, i);
-            bn[i] = (ct_bn_params_out){ct_in(e, params, 0), ct_in(e, params, 2),
-                                       ct_out(e, params)};
-        }
+    ct_bn_params_out bn[2];
+    if (bn_params_outs(e, n, bn)) { /* the batchnorms whose dy it is (graph/fuse.c) */
         ct_nci d = ct_nci_of(n);
         return ct_cuda_add_batchnorm_params(n->dtype, d.n, d.c, d.inner, ct_in(e, n, 0),
                                             ct_in(e, n, 1), ct_exec_relu_mask(e, n),
@@ -575,8 +602,8 @@ NATIVE(linear_bwd_weight, run_linear_bwd_weight, .workspace = linear_workspace,
 CUDA_IMPL(maxpool2x2, "pool2x2", run_maxpool2x2, .half = true, .supports = maxpool2x2_supports);
 NATIVE(maxpool2d, run_maxpool2d, HALF);
 CUDA_IMPL(maxpool2x2_bwd, "pool2x2", run_maxpool2x2_bwd, .half = true,
-          .supports = maxpool2x2_bwd_supports, .fuses = CT_FUSES_RELU_BWD);
-NATIVE(maxpool2d_bwd, run_maxpool2d_bwd, HALF, .fuses = CT_FUSES_RELU_BWD);
+          .supports = maxpool2x2_bwd_supports, .fuses = CT_FUSES_RELU_BWD | CT_FUSES_BN_PARAMS);
+NATIVE(maxpool2d_bwd, run_maxpool2d_bwd, HALF, .fuses = CT_FUSES_RELU_BWD | CT_FUSES_BN_PARAMS);
 NATIVE(avgpool2d, run_avgpool2d, HALF);
 NATIVE(avgpool2d_bwd, run_avgpool2d_bwd, HALF);
 NATIVE(global_avgpool, run_global_avgpool, HALF);

@@ -76,8 +76,8 @@ typedef struct ct_exec {
      * one byte a window, instead of its values (ct_fuse_pool_codes) */
     const bool *pool_codes;
     /* by node id, or NULL: in training, the batchnorm parameter gradients
-     * (bn_bwd_params nodes, [1] NULL where one) that an add in the backward
-     * pass computes from the dy it stores (ct_fuse_bn_params;
+     * (bn_bwd_params nodes, [1] NULL where one) that an add or a max pool's
+     * backward computes from the dy it stores (ct_fuse_bn_params;
      * ct_exec_bn_params) */
     const ct_tensor *const (*bn_params_into)[2];
     bool training;
@@ -167,11 +167,13 @@ static inline bool ct_exec_bn_add_inputs(const ct_exec *exec, const ct_tensor *a
     return a->stats != NULL;
 }
 
-/* The i-th (0 or 1) batchnorm parameter gradient that this add computes
- * from its output, its dy (ct_exec.bn_params_into, graph/fuse.c), or NULL. */
-static inline const ct_tensor *ct_exec_bn_params(const ct_exec *exec, const ct_tensor *add, int i)
+/* The i-th (0 or 1) batchnorm parameter gradient that this node (an add,
+ * a max pool's backward) computes from its output, its dy
+ * (ct_exec.bn_params_into, graph/fuse.c), or NULL. */
+static inline const ct_tensor *ct_exec_bn_params(const ct_exec *exec, const ct_tensor *node,
+                                                 int i)
 {
-    return exec->bn_params_into ? exec->bn_params_into[add->id][i] : NULL;
+    return exec->bn_params_into ? exec->bn_params_into[node->id][i] : NULL;
 }
 
 /* The max pool's backward that a convolution's weight gradient computes

@@ -216,13 +216,15 @@ int ct_fuse_bn_params(const ct_graph *graph, const ct_backend *backend, const bo
         const ct_tensor *params = graph->nodes[i];
         if (params->op != CT_OP_BN_BWD_PARAMS || (on_host && on_host[params->id]))
             continue;
-        /* dy: the add's output, or the relu's backward fused in the add */
+        /* dy: the maker's output, or the relu's backward fused in it */
         const ct_tensor *x = params->src[0], *dy = params->src[1];
-        const ct_tensor *add = alias_of[dy->id] ? alias_of[dy->id] : dy;
-        const ct_tensor **into = bn_params_into[add->id];
-        if (add->op != CT_OP_ADD || add->phase != CT_PHASE_BACKWARD || add->view_of ||
-            into[1] || (on_host && on_host[add->id]) || x->dtype != add->dtype ||
-            !ct_same_shape(x, add) || !ct_impl_fuses(backend, add, CT_FUSES_BN_PARAMS, params))
+        const ct_tensor *maker = alias_of[dy->id] ? alias_of[dy->id] : dy;
+        const ct_tensor **into = bn_params_into[maker->id];
+        if ((maker->op != CT_OP_ADD && maker->op != CT_OP_MAXPOOL2D_BWD) ||
+            maker->phase != CT_PHASE_BACKWARD || maker->view_of || into[1] ||
+            (on_host && on_host[maker->id]) || x->dtype != maker->dtype ||
+            !ct_same_shape(x, maker) ||
+            !ct_impl_fuses(backend, maker, CT_FUSES_BN_PARAMS, params))
             continue;
         into[into[0] ? 1 : 0] = params;
         fused++;

@@ -81,15 +81,16 @@ int ct_fuse_bn_add(const ct_graph *graph, const ct_backend *backend, const bool 
                    const ct_tensor **computed_in);
 
 /* For the training schedule: a batchnorm's parameter gradients (bn_bwd_params)
- * whose dy is the output of an add in the backward pass (the sum of a
- * gradient's two parts, with the relu's backward fused in it where it has
- * one, alias_of: a residual block's input gradient, which is the dy of the previous
- * block's bn2 and of its shortcut's batchnorm), where every implementation
- * of the add can compute them as it stores dy (CT_FUSES_BN_PARAMS), two at
- * most an add.  Sets bn_params_into[add id][0], then [1], = the params
- * node, which then runs nothing: the add's kernel writes its output,
- * reading the batchnorm's x and statistics at the add's place (alive there:
- * the batchnorm's backward data reads them later).  Neither may run on the
+ * whose dy is made in the backward pass by an add (the sum of a gradient's
+ * two parts: a residual block's input gradient, the dy of the previous
+ * block's bn2 and of its shortcut's batchnorm) or a max pool's backward
+ * (conv -> batchnorm -> relu -> max pool), or by the relu's backward fused
+ * in either (alias_of), where every implementation of that maker can
+ * compute them as it stores dy (CT_FUSES_BN_PARAMS), two at most a maker.
+ * Sets bn_params_into[maker id][0], then [1], = the params node, which then
+ * runs nothing: the maker's kernel writes its output, reading the
+ * batchnorm's x and statistics at the maker's place (alive there: the
+ * batchnorm's backward data reads them later).  Neither may run on the
  * fallback (on_host).  Returns how many. */
 int ct_fuse_bn_params(const ct_graph *graph, const ct_backend *backend, const bool *on_host,
                       const ct_tensor *const *alias_of, const ct_tensor *(*bn_params_into)[2]);

@@ -69,8 +69,9 @@ enum {
      * pool backward that a weight gradient computes reads them:
      * ct_exec.pool_codes */
     CT_FUSES_POOL_CODES = 1u << 7,
-    /* (an add in the backward pass) the parameter gradients of the
-     * batchnorms whose dy it makes: ct_exec.bn_params_into */
+    /* (an add or a max pool's backward, in the backward pass) the
+     * parameter gradients of the batchnorms whose dy it makes:
+     * ct_exec.bn_params_into */
     CT_FUSES_BN_PARAMS = 1u << 8
 };
 

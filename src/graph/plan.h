@@ -78,10 +78,10 @@ uint64_t ct_plan_kept_made(const ct_plan *plan);
 const ct_tensor *const *ct_plan_runs(const ct_plan *plan, ct_mode mode, int *count);
 /* How many of those run a node of `op` (what a fusion left to run). */
 int ct_plan_count_runs(const ct_plan *plan, ct_mode mode, ct_op op);
-/* The i-th (0 or 1) batchnorm parameter gradient that training run `add`
+/* The i-th (0 or 1) batchnorm parameter gradient that training run `node`
  * computes besides its own output (graph/fuse.c ct_fuse_bn_params), or
  * NULL.  Borrowed from the plan. */
-const ct_tensor *ct_plan_bn_params_of(const ct_plan *plan, const ct_tensor *add, int i);
+const ct_tensor *ct_plan_bn_params_of(const ct_plan *plan, const ct_tensor *node, int i);
 /* Every node of a mode's step, in order: views, and the nodes whose work
  * another node's kernel does (graph/fuse.c), too. */
 const ct_tensor *const *ct_plan_schedule(const ct_plan *plan, ct_mode mode, int *count);

@@ -157,9 +157,9 @@ int ct_plan_count_runs(const ct_plan *plan, ct_mode mode, ct_op op)
     return count;
 }
 
-const ct_tensor *ct_plan_bn_params_of(const ct_plan *plan, const ct_tensor *add, int i)
+const ct_tensor *ct_plan_bn_params_of(const ct_plan *plan, const ct_tensor *node, int i)
 {
-    return plan->bn_params_into[add->id][i];
+    return plan->bn_params_into[node->id][i];
 }
 
 const ct_tensor *const *ct_plan_schedule(const ct_plan *plan, ct_mode mode, int *count)

@@ -268,7 +268,7 @@ static ct_status profiler_new(ct_plan *plan, ct_profiler **out)
     for (int mode = 0; mode < CT_PROF_MODE_COUNT; mode++)
         for (int i = 0; i < prof->n_records[mode]; i++, shapes += SHAPES_CAPACITY)
             describe(runs[mode][i], shapes, &prof->records[mode][i]);
-    /* an add that computes batchnorms' parameter gradients does their
+    /* a node that computes batchnorms' parameter gradients does their
      * arithmetic and reads their x: their least traffic but dy's, which it
      * writes itself, is its floor too */
     for (int i = 0; i < prof->n_records[CT_TRAIN]; i++)
