@@ -190,6 +190,21 @@ static inline CT_HD bool ct_max_replaces(float candidate, float current)
     return (candidate > current) | (bool)isnan(candidate); /* | : no branch */
 }
 
+/* A 2x2 window's argmax (its four values in row order): the index that
+ * ct_max_replaces leaves last, the max in *max. */
+static inline CT_HD int ct_argmax4(const float window[4], float *max)
+{
+    int best = 0;
+    float m = -INFINITY;
+    for (int i = 0; i < 4; i++)
+        if (ct_max_replaces(window[i], m)) {
+            m = window[i];
+            best = i;
+        }
+    *max = m;
+    return best;
+}
+
 /* ---- optimizers -------------------------------------------------------------- */
 
 /* SGD without momentum: p -= lr * (grad + wd*p).  Returns the new p. */

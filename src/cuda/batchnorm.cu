@@ -433,13 +433,8 @@ template <class T> struct bn_dy_of_pool {
         int64_t top = plane * in_plane + (int64_t)(h & ~1) * in_w + (w & ~1);
         float window[4] = {ct_load_f32(x, top), ct_load_f32(x, top + 1),
                            ct_load_f32(x, top + in_w), ct_load_f32(x, top + in_w + 1)};
-        int best = 0;
-        float m = -INFINITY;
-        for (int i = 0; i < 4; i++)
-            if (ct_max_replaces(window[i], m)) {
-                m = window[i];
-                best = i;
-            }
+        float m;
+        int best = ct_argmax4(window, &m);
         float g = 0.0f + ct_load_f32(dy, plane * out_plane + (int64_t)(h >> 1) * out_w + (w >> 1));
         if (relu)
             g = ct_relu_grad(m, g);

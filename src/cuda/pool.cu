@@ -330,13 +330,8 @@ __global__ void maxpool2x2_backward_kernel(ct_pool2d_shape s, const T *x, const 
         float window[4], grad[4];
         load_pair(x + top, window);
         load_pair(x + top + s.in_w, window + 2);
-        int best = 0;
-        float m = -INFINITY;
-        for (int i = 0; i < 4; i++)
-            if (ct_max_replaces(window[i], m)) {
-                m = window[i];
-                best = i;
-            }
+        float m;
+        int best = ct_argmax4(window, &m);
         float g = 0.0f + ct_load_f32(dy, index);
         if (relu) /* only the argmax may be nonzero, and x there is m */
             g = ct_relu_grad(m, g);
