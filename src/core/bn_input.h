@@ -13,9 +13,9 @@ typedef struct ct_bn_input {
     const float *stats, *gamma, *beta;
 } ct_bn_input;
 
-/* A batchnorm whose parameter gradients an add in the backward pass
- * computes from the dy it stores (graph/fuse.c, ct_fuse_bn_params): its
- * input x (the add's dtype), statistics ([2, C]: mean, invstd) and where
+/* A batchnorm whose parameter gradients the kernel that makes its dy (an
+ * add or a max pool's backward) computes as it stores it (graph/fuse.c,
+ * ct_fuse_bn_params): its input x (dy's dtype), statistics ([2, C]: mean, invstd) and where
  * its dparams ([2, C]: dgamma, dbeta, f32) go; x NULL: none. */
 typedef struct ct_bn_params_out {
     const void *x;

@@ -161,7 +161,7 @@ static ct_status layout_arena(ct_plan *plan)
         /* the same for a bias gradient that a weight gradient writes, a
          * loss's gradient that the loss writes, the outputs of a weight
          * gradient that may run paired with this backward data, and the
-         * batchnorm parameter gradients an add writes */
+         * batchnorm parameter gradients the maker of their dy writes */
         int id = schedule[pos]->id;
         const ct_tensor *partner = plan->pair_next[id];
         const ct_tensor *also[6] = {plan->bias_into[id], plan->grad_into[id], partner,
@@ -255,8 +255,8 @@ static void size_workspaces(ct_plan *plan)
             const ct_tensor *bias = mode == CT_TRAIN ? plan->bias_into[t->id] : NULL;
             if (bias && ct_impl_workspace(runner, bias) > bytes)
                 bytes = ct_impl_workspace(runner, bias);
-            /* an add's batchnorm parameter gradients, each its own part,
-             * at once (ct_fuse_bn_params) */
+            /* the batchnorm parameter gradients this node makes the dy of,
+             * each its own part, at once (ct_fuse_bn_params) */
             size_t params = 0;
             for (int k = 0; mode == CT_TRAIN && k < 2; k++)
                 if (plan->bn_params_into[t->id][k])
