@@ -741,6 +741,12 @@ static const entry entries[] = {
      .out = 70, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true},
     {"conv_wide_tile_strided", build_conv, OPS(CONV), X(4, 129, 12, 12), .out = 131,
      .kernel = {1, 1}, .conv = {.stride = {2, 2}}},
+    /* backward data's four phases on the 64-row wide tile in one launch,
+     * planes of 9 x 9, 9 x 8, 8 x 9 and 8 x 8, k split in chunks of one
+     * depth (each phase's parts apart) */
+    {"conv_wide_tile_strided_phases", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM),
+     X(2, 66, 17, 17), .out = 70, .kernel = {3, 3}, .conv = {.stride = {2, 2}, .pad = {1, 1}},
+     .bias = true},
     /* CUDA's backward data at a stride past 1 goes by phases (conv.cu):
      * ResNet's 3x3 at stride 2 on odd planes (phases of 1, 2, 2 and 4
      * taps); a dilation sharing a factor with the stride (one phase of

@@ -114,6 +114,14 @@ static ct_status build_conv_strided(ct_graph *g, tracked *t)
     return conv_case(g, t, 2, 20, 9, 10, 24, 3, 3, args, true);
 }
 
+/* a 3x3 at stride 2 over 64 channels: backward data's phases on the
+ * 64-row wide tile (128 columns each) */
+static ct_status build_conv_strided_wide(ct_graph *g, tracked *t)
+{
+    ct_conv_args args = {.stride = {2, 2}, .pad = {1, 1}};
+    return conv_case(g, t, 2, 64, 16, 16, 64, 3, 3, args, false);
+}
+
 /* a 1x1 kernel at stride 2: one phase of four, the rest of dx cleared */
 static ct_status build_conv_strided_pointwise(ct_graph *g, tracked *t)
 {
@@ -1394,6 +1402,52 @@ static void conv_backward_data_by_phases(const void *arg)
         ct_graph_free(g);
     }
 }
+
+/* The phases on the 64-row wide tile, k split (a GPU of 4 SMs, so that
+ * 4 tiles want splits): the four phases in one launch, each split as deep
+ * as the others (3, 2, 2 and 1 chunks of 96), their parts added by their
+ * tiles' last blocks; the CPU's answers, and the same bits on a stream
+ * without tickets, where finishing kernels add the three split phases'
+ * parts. */
+static void conv_phases_in_one_launch(const void *arg)
+{
+    (void)arg;
+    if (!native_and_counted())
+        return;
+    int sms = ct_cuda_sm_count();
+    ct_cuda_set_device_info(0, 4);
+    ct_cuda_set_conv_wide_min_blocks(0);
+    tracked t = {0};
+    ct_graph *g = ct_graph_new();
+    ct_plan *cpu = NULL, *gpu = NULL, *unticketed = NULL;
+    if (plan_unticketed(build_conv_strided_wide, g, &t, &cpu, &gpu, &unticketed)) {
+        unsigned long long phases, atomics, finishes, none;
+        cuda_emu_counters_enable(1);
+        cuda_emu_counters_reset();
+        run_and_compare(cpu, gpu, g, &t, 2, TOL_F32);
+        counted("gemm<conv_backward_phase>", &phases, &atomics);
+        counted("gemm_finish_parts", &finishes, &none);
+        unsigned long long ticketed_finishes = finishes;
+        CHECK(phases == 2 && atomics > 0,
+              "with tickets, two steps: %llu launches of the phases, %llu atomics (want 2, "
+              "some)", phases, atomics);
+        run_unticketed(unticketed);
+        counted("gemm<conv_backward_phase>", &phases, &atomics);
+        counted("gemm_finish_parts", &finishes, &none);
+        CHECK(phases == 2 && atomics == 0 && finishes == ticketed_finishes + 6,
+              "without tickets, two steps: %llu launches of the phases, %llu atomics, %llu "
+              "finishing launches (want 2, 0, %llu: three split phases a step)", phases,
+              atomics, finishes, ticketed_finishes + 6);
+        cuda_emu_counters_enable(0);
+        check_same_bits(gpu, unticketed, g, &t);
+    }
+    ct_plan_free(cpu);
+    ct_plan_free(gpu);
+    ct_plan_free(unticketed);
+    ct_graph_free(g);
+    ct_cuda_set_conv_wide_min_blocks(-1);
+    ct_cuda_set_device_info(0, sms);
+}
 #endif
 
 static bool is_tf32_case(const gpu_case *c)
@@ -1486,6 +1540,7 @@ int main(void)
                  NULL);
     run_labelled("conv_backward_data_by_columns", conv_backward_data_by_columns, NULL);
     run_labelled("conv_backward_data_by_phases", conv_backward_data_by_phases, NULL);
+    run_labelled("conv_phases_in_one_launch", conv_phases_in_one_launch, NULL);
     run_labelled("batchnorm_params_in_makers", batchnorm_params_in_makers, NULL);
     run_labelled("linear_backward_paired", linear_backward_paired, NULL);
 #endif

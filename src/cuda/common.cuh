@@ -24,9 +24,6 @@ enum {
     CT_CUDA_WARP = 32,
 };
 
-/* The current device's SM count (launch.cu; ct_cuda_set_device_info). */
-int ct_cuda_sm_count(void);
-
 /* Blocks of CT_CUDA_BLOCK threads for `count` independent items of
  * `kernel` on the current device: enough to fill it (its SMs times the
  * kernel's resident blocks per SM, from the occupancy API), at least 1. */

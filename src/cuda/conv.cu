@@ -1083,8 +1083,8 @@ struct conv_backward_phase_problem : conv_gemm_problem {
     }
 };
 
-/* Phase ph's GEMM (its wt_p in `workspace`, its parts after all phases');
- * *rows: its tile. */
+/* Phase ph's GEMM on its own (its wt_p in `workspace`, its parts after
+ * all phases'); *rows: its tile. */
 static conv_backward_phase_problem conv_phase_problem_of(const ct_conv2d_shape *s,
                                                          const conv_phases *phases, int ph,
                                                          const float *dy, const float *relu_mask,
@@ -1108,10 +1108,103 @@ static conv_backward_phase_problem conv_phase_problem_of(const ct_conv2d_shape *
     return p;
 }
 
-/* The floats of the phases' workspace: their wt_p, then the largest
- * phase's parts. */
+/*
+ * The phases in one launch (ct_cuda_launch_gemm_group, GEMM_GROUP_MAX at
+ * a time), where they take a wide tile.  One after the other they were
+ * four launches of a few blocks each at ResNet-18's stride-2 layers (batch
+ * 64), each split to fill the GPU alone and most followed by a finishing
+ * kernel: layer4's 3x3 took eight launches, layer3's seven (docs/perf.md,
+ * 2026-12-07).  Together every phase takes conv_wide's tile for the
+ * largest phase's plane, and k splits in chunks of one depth: a phase of
+ * T taps gets about T / Tmax the splits of the deepest, so every block's
+ * chain is alike, and the phases' blocks together fill the GPU as
+ * ct_gemm_split fills it for one product (the chunk count from the first
+ * that gives 2 blocks an SM to twice that, the fewest waves times slices).
+ * Each split phase's parts have their own region after the packed
+ * weights.  Where the wide tile does not apply (fewer blocks than SMs, or
+ * fewer than 64 channels or 128 pixels), each phase goes alone as before,
+ * the last paired with the weight gradient where their tiles pair.
+ */
+struct conv_phases_layout {
+    int rows, k_chunk;
+    int splits[CONV_PHASES_MAX];
+    int64_t parts[CONV_PHASES_MAX]; /* floats from the workspace's start */
+    int64_t floats;                 /* the workspace: wt_p and every phase's parts */
+};
+
+/* Phase ph's product: n and k (0 for a phase without pixels). */
+static void conv_phase_dims(const ct_conv2d_shape *s, const conv_phases *phases, int ph,
+                            int64_t *n, int64_t *k)
+{
+    const conv_phase *p = &phases->p[ph];
+    bool empty = p->rows <= 0 || p->cols <= 0;
+    *n = empty ? 0 : (int64_t)s->n_batch * p->rows * p->cols;
+    *k = empty ? 0 : (int64_t)(s->out_channels / s->groups) * p->kh * p->kw;
+}
+
+/* The phases' layout in one launch on the wide tile, or false where they
+ * go one by one. */
+static bool conv_phases_grouped(const ct_conv2d_shape *s, const conv_phases *phases,
+                                conv_phases_layout *l)
+{
+    int m = s->in_channels / s->groups;
+    int64_t n[CONV_PHASES_MAX], k[CONV_PHASES_MAX], nmax = 0, kmax = 0;
+    for (int ph = 0; ph < phases->count; ph++) {
+        conv_phase_dims(s, phases, ph, &n[ph], &k[ph]);
+        nmax = n[ph] > nmax ? n[ph] : nmax;
+        kmax = k[ph] > kmax ? k[ph] : kmax;
+    }
+    int rows = conv_wide(m, (int)nmax);
+    if (!rows)
+        return false;
+    int64_t tiles[CONV_PHASES_MAX], all = 0;
+    for (int ph = 0; ph < phases->count; ph++) {
+        tiles[ph] = k[ph] ? ct_gemm_tiles(m, (int)n[ph], s->groups, rows) : 0;
+        all += tiles[ph];
+    }
+    int64_t sms = ct_cuda_sm_count(), target = 2 * sms;
+    int64_t most = kmax / GEMM_SPLIT_MIN_DEPTH < GEMM_SPLIT_MAX ? kmax / GEMM_SPLIT_MIN_DEPTH
+                                                                : GEMM_SPLIT_MAX;
+    int64_t chosen = kmax, blocks = all, best = INT64_MAX, first = 0;
+    for (int64_t c = 2; all < target && c <= most; c++) {
+        int64_t chunk = ((kmax + c - 1) / c + GEMM_TILE_K - 1) / GEMM_TILE_K * GEMM_TILE_K;
+        int64_t count = 0;
+        for (int ph = 0; ph < phases->count; ph++)
+            count += tiles[ph] * ((k[ph] + chunk - 1) / chunk);
+        if (!first && (count >= target || c == most))
+            first = c;
+        if (!first)
+            continue;
+        if (c > 2 * first)
+            break;
+        int64_t cost = (count + sms - 1) / sms * (chunk / GEMM_TILE_K + 1);
+        if (cost < best) {
+            best = cost;
+            chosen = chunk;
+            blocks = count;
+        }
+    }
+    if (blocks < (conv_wide_min_blocks < 0 ? sms : conv_wide_min_blocks))
+        return false;
+    l->rows = rows;
+    l->k_chunk = (int)chosen;
+    l->floats = phases->packed_floats;
+    for (int ph = 0; ph < phases->count; ph++) {
+        l->splits[ph] = k[ph] ? (int)((k[ph] + chosen - 1) / chosen) : 1;
+        l->parts[ph] = l->floats;
+        if (l->splits[ph] > 1)
+            l->floats += (int64_t)l->splits[ph] * s->in_channels * ct_gemm_part_pitch((int)n[ph]);
+    }
+    return true;
+}
+
+/* The floats of the phases' workspace: their wt_p, then each split
+ * phase's parts (in one launch) or the largest phase's (one by one). */
 static size_t conv_phases_floats(const ct_conv2d_shape *s, const conv_phases *phases)
 {
+    conv_phases_layout l;
+    if (conv_phases_grouped(s, phases, &l))
+        return (size_t)l.floats;
     size_t parts = 0;
     for (int ph = 0; ph < phases->count; ph++) {
         ct_conv2d_shape t = conv_phase_shape(s, phases, ph);
@@ -1122,9 +1215,35 @@ static size_t conv_phases_floats(const ct_conv2d_shape *s, const conv_phases *ph
     return (size_t)phases->packed_floats + parts;
 }
 
-/* dx by phases: wt_p packed, dx cleared where no tap lands, each phase's
- * GEMM, the last one beside `partner` (the weight gradient's, paired
- * where the tiles pair) when there is one. */
+/* The phases' GEMMs in launches of GEMM_GROUP_MAX on l's wide tile. */
+static ct_status conv_phases_launch_grouped(const ct_conv2d_shape *s, const conv_phases *phases,
+                                            const conv_phases_layout *l, const float *dy,
+                                            const float *relu_mask, float *dx, void *workspace,
+                                            cudaStream_t stream)
+{
+    conv_backward_phase_problem p[GEMM_GROUP_MAX];
+    int count = 0;
+    for (int ph = 0; ph < phases->count; ph++) {
+        if (phases->p[ph].rows <= 0 || phases->p[ph].cols <= 0)
+            continue;
+        int rows = 0;
+        p[count] = conv_phase_problem_of(s, phases, ph, dy, relu_mask, dx, workspace, &rows);
+        p[count].splits = l->splits[ph];
+        p[count].k_chunk = l->splits[ph] > 1 ? l->k_chunk : p[count].k;
+        p[count].parts = l->splits[ph] > 1 ? (float *)workspace + l->parts[ph] : nullptr;
+        conv_prepare(p[count], l->rows);
+        if (++count == GEMM_GROUP_MAX) {
+            CT_TRY(ct_cuda_launch_gemm_group(p, count, s->groups, l->rows, stream));
+            count = 0;
+        }
+    }
+    return ct_cuda_launch_gemm_group(p, count, s->groups, l->rows, stream);
+}
+
+/* dx by phases: wt_p packed, dx cleared where no tap lands, the phases'
+ * GEMMs in one launch (conv_phases_grouped) or each its own, the last one
+ * beside `partner` (the weight gradient's, paired where the tiles pair)
+ * when there is one. */
 template <class Partner>
 static ct_status conv_backward_by_phases(const ct_conv2d_shape *s, const conv_phases *phases,
                                          const float *dy, const float *w, const float *relu_mask,
@@ -1137,10 +1256,14 @@ static ct_status conv_backward_by_phases(const ct_conv2d_shape *s, const conv_ph
                                      sizeof(float) * (size_t)s->n_batch * s->in_channels *
                                          s->in_h * s->in_w,
                                      stream));
-    int last = -1; /* the last phase with pixels */
-    for (int ph = 0; ph < phases->count; ph++)
-        if (phases->p[ph].rows > 0 && phases->p[ph].cols > 0)
-            last = ph;
+    conv_phases_layout l;
+    int last = -1; /* the last phase with pixels, where they go one by one */
+    if (conv_phases_grouped(s, phases, &l))
+        CT_TRY(conv_phases_launch_grouped(s, phases, &l, dy, relu_mask, dx, workspace, stream));
+    else
+        for (int ph = 0; ph < phases->count; ph++)
+            if (phases->p[ph].rows > 0 && phases->p[ph].cols > 0)
+                last = ph;
     for (int ph = 0; ph <= last; ph++) {
         if (phases->p[ph].rows <= 0 || phases->p[ph].cols <= 0)
             continue;

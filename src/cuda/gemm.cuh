@@ -642,13 +642,13 @@ static __global__ void __launch_bounds__(GEMM_THREADS, GEMM_MIN_BLOCKS) ct_tiled
  * chunk's products in increasing k with float FMAs.
  */
 template <class Problem, int halves>
-static __global__ void __launch_bounds__(GEMM_THREADS, halves == 1 ? 3 : 2) ct_tiled_gemm_wide(Problem p)
+static __device__ inline void gemm_wide_body(const Problem &p, ct_gemm_block b)
 {
     typedef ct_gemm_tile<GEMM_WIDE / 2 * halves, GEMM_WIDE, GEMM_WIDE_K, GEMM_WIDE_PAD> tile;
     alignas(16) __shared__ float a_tile[GEMM_WIDE_K][tile::m + GEMM_WIDE_PAD];
     alignas(16) __shared__ float b_tile[GEMM_WIDE_K][GEMM_WIDE + GEMM_WIDE_PAD];
-    int group = (int)blockIdx.z / p.splits, split = (int)blockIdx.z % p.splits;
-    int m0 = blockIdx.y * tile::m, n0 = blockIdx.x * GEMM_WIDE;
+    int group = b.z / p.splits, split = b.z % p.splits;
+    int m0 = b.y * tile::m, n0 = b.x * GEMM_WIDE;
     int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     int k_begin = split * p.k_chunk;
     int k_end = min(p.k, k_begin + p.k_chunk);
@@ -711,7 +711,13 @@ static __global__ void __launch_bounds__(GEMM_THREADS, halves == 1 ? 3 : 2) ct_t
         }
     }
     gemm_finish_tile<GEMM_THREADS, tile::m, GEMM_WIDE, GEMM_WIDE_FINISH_G / 2 * halves>(
-        p, ct_gemm_block_here(), group, m0, n0, row_bias);
+        p, b, group, m0, n0, row_bias);
+}
+
+template <class Problem, int halves>
+static __global__ void __launch_bounds__(GEMM_THREADS, halves == 1 ? 3 : 2) ct_tiled_gemm_wide(Problem p)
+{
+    gemm_wide_body<Problem, halves>(p, ct_gemm_block_here());
 }
 
 /*
@@ -999,6 +1005,16 @@ static ct_status gemm_finish_launch(const Problem &p, cudaStream_t stream)
     return CT_OK;
 }
 
+/* Whether the tile of `rows` takes its split parts' sum in the kernel
+ * (gemm_finish_tile) for p: the narrow tile always, the wide ones for
+ * few splits of deep chunks. */
+template <class Problem>
+static bool gemm_finishes_in_kernel(const Problem &p, int rows)
+{
+    return rows == GEMM_NARROW_M || (rows >= ct_gemm_wide_64::m && p.splits <= GEMM_WIDE_FINISH &&
+                                     p.k_chunk >= GEMM_WIDE_K * p.splits);
+}
+
 /* Launch p over `groups` groups on the tile of `rows` rows: the wide tile
  * of 128 or 64 rows, the narrow tile of GEMM_NARROW_M, or the 64 x 64
  * tile for 0 (nothing to do for an empty c); for a problem that sums its
@@ -1013,10 +1029,8 @@ static ct_status ct_cuda_launch_gemm(Problem p, int groups, int rows, cudaStream
     ct_gemm_tile_sides(rows, &side_m, &side_n);
     dim3 grid((unsigned)((p.n + side_n - 1) / side_n), (unsigned)((p.m + side_m - 1) / side_m),
               (unsigned)(groups * p.splits));
-    bool in_kernel = rows == GEMM_NARROW_M ||
-                     (rows >= ct_gemm_wide_64::m && p.splits <= GEMM_WIDE_FINISH &&
-                      p.k_chunk >= GEMM_WIDE_K * p.splits);
-    gemm_parts_for(p, groups, (int64_t)grid.x * grid.y * groups, in_kernel, stream);
+    gemm_parts_for(p, groups, (int64_t)grid.x * grid.y * groups, gemm_finishes_in_kernel(p, rows),
+                   stream);
     size_t strip = rows == GEMM_NARROW_M ? (size_t)GEMM_NARROW_M * p.a_strip : 0;
     size_t shared = sizeof(float) * ((size_t)p.scratch_floats + strip);
     if (rows == GEMM_NARROW_M)
@@ -1171,6 +1185,105 @@ static ct_status ct_cuda_launch_gemm_pair(const char *name, First first, int fir
                              GEMM_THREADS, shared, stream, first, g1, second, g2);
     CT_TRY(gemm_finish_launch(first, stream));
     return gemm_finish_launch(second, stream);
+}
+
+/*
+ * Up to GEMM_GROUP_MAX products of one type on one wide tile in one
+ * launch (a stride-2 convolution's backward data by phases, conv.cu: four
+ * products of one m whose k are Og x 4, 2, 2 and 1 taps).  The grid is
+ * the widest product's columns of tiles by the rows of tiles (one m) by
+ * every product's groups x splits one after the other: blockIdx.z in
+ * [first[i], first[i + 1]) is product i's (a narrower product's blocks
+ * past its columns return).  Each product's split parts have their own
+ * region of the workspace (the caller's) and their tickets their own
+ * range: the products' tiles one after the other.  The products sit in
+ * the launch's parameters (__grid_constant__: read in place, by the
+ * block's index).  Only the wide tiles, two blocks an SM: read from a
+ * computed address, the 128-row body's fields cost no more registers than
+ * a lone launch's constants (128, no spills; nvcc 13, sm_90), where the
+ * 64-row body at three blocks an SM (80 registers) spilled 4 bytes (116
+ * registers at two), the 64 x 64 tile's 64 registers spilled 372 bytes
+ * and a paired launch's 4 to 44.  One body inlined per index instead
+ * spilled 144 to 304 bytes; the product copied to shared memory lost the
+ * loads' global space (generic loads, no LDG.128).
+ */
+enum {
+    GEMM_GROUP_MAX = 4,
+};
+
+template <class Problem>
+struct ct_gemm_group {
+    int count;
+    int first[GEMM_GROUP_MAX + 1];
+    ct_gemm_grid grid[GEMM_GROUP_MAX];
+    Problem p[GEMM_GROUP_MAX];
+};
+
+template <class Problem, int halves>
+static __global__ void __launch_bounds__(GEMM_THREADS, 2)
+    ct_tiled_gemm_group(const __grid_constant__ ct_gemm_group<Problem> group)
+{
+    int z = (int)blockIdx.z, i = 0;
+    while (i + 1 < group.count && z >= group.first[i + 1])
+        i++;
+    if ((int)blockIdx.x >= group.grid[i].x) /* a narrower product's */
+        return;
+    ct_gemm_block b = {(int)blockIdx.x, (int)blockIdx.y, z - group.first[i], group.grid[i].x,
+                       (int)gridDim.y};
+    gemm_wide_body<Problem, halves>(group.p[i], b);
+}
+
+/*
+ * p[0..count) over `groups` groups on the wide tile of `rows` (128 or 64)
+ * in one launch (count <= GEMM_GROUP_MAX; each p[i]'s splits, k_chunk,
+ * parts and scratch set by the caller, its parts apart from the others');
+ * a product whose parts its blocks do not add (gemm_finishes_in_kernel)
+ * gets the finishing kernel after.
+ */
+template <class Problem>
+static ct_status ct_cuda_launch_gemm_group(const Problem *p, int count, int groups, int rows,
+                                           cudaStream_t stream)
+{
+    ct_gemm_group<Problem> group{};
+    int64_t tiles = 0;
+    dim3 grid(1, 1, 0);
+    size_t shared = 0;
+    for (int i = 0; i < count; i++) {
+        if (p[i].m <= 0 || p[i].n <= 0 || groups <= 0)
+            continue;
+        int at = group.count++;
+        group.p[at] = p[i];
+        group.grid[at] = gemm_grid_of(p[i], groups, rows);
+        group.first[at] = (int)grid.z;
+        grid.x = grid.x > (unsigned)group.grid[at].x ? grid.x : (unsigned)group.grid[at].x;
+        grid.y = (unsigned)group.grid[at].y; /* one m */
+        grid.z += (unsigned)group.grid[at].z;
+        tiles += (int64_t)group.grid[at].x * group.grid[at].y * groups;
+        size_t bytes = gemm_dynamic_bytes(p[i], rows);
+        shared = bytes > shared ? bytes : shared;
+    }
+    if (group.count == 0)
+        return CT_OK;
+    group.first[group.count] = (int)grid.z;
+    int64_t offset = 0;
+    for (int i = 0; i < group.count; i++) {
+        Problem &q = group.p[i];
+        gemm_parts_for(q, groups, tiles, gemm_finishes_in_kernel(q, rows), stream);
+        if constexpr (Problem::sums_parts) {
+            if (q.tickets)
+                q.tickets += offset;
+        }
+        offset += (int64_t)group.grid[i].x * group.grid[i].y * groups;
+    }
+    if (rows == ct_gemm_wide::m)
+        CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, (ct_tiled_gemm_group<Problem, 2>), grid,
+                             GEMM_THREADS, shared, stream, group);
+    else
+        CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, (ct_tiled_gemm_group<Problem, 1>), grid,
+                             GEMM_THREADS, shared, stream, group);
+    for (int i = 0; i < group.count; i++)
+        CT_TRY(gemm_finish_launch(group.p[i], stream));
+    return CT_OK;
 }
 
 #endif

@@ -45,6 +45,9 @@ extern "C" {
  * it when made; each launch reads its current device's). */
 void ct_cuda_set_device_info(int device, int sm_count);
 
+/* The current device's SM count (launch.cu; ct_cuda_set_device_info). */
+int ct_cuda_sm_count(void);
+
 /* Tickets: CT_CUDA_TICKETS counters, all 0 between kernels, in device
  * memory that `stream`'s kernels alone use (NULL: none again).  A split
  * reduction counts the blocks that finished each of its tiles there, and
