@@ -23,6 +23,7 @@
 
 #include "core/math_shared.h"
 #include "cuda/channel_reduce.cuh"
+#include "cuda/divmod.cuh"
 #include "cuda/elementwise.cuh"
 
 /* The workspace of the statistics and of the parameter gradients: two
@@ -408,7 +409,7 @@ template <class T> struct bn_params_of {
 template <class T> struct bn_dy_of_add {
     const T *a, *b, *mask;
 
-    __device__ float operator()(int64_t at) const
+    __device__ float operator()(int64_t at, int) const
     {
         float v = ct_load_f32(a, at) + ct_load_f32(b, at);
         return mask ? ct_relu_grad(ct_load_f32(mask, at), v) : v;
@@ -419,30 +420,36 @@ template <class T> struct bn_dy_of_add {
  * window, as pool.cu's maxpool2x2_backward_kernel makes it: 0, but 0 + dy
  * of the window at its argmax (relu'd backward by the max where relu: the
  * relu's output is the pool's input), the argmax found by each of the
- * window's elements (conv -> batchnorm -> relu -> max pool: VGG). */
+ * window's elements (conv -> batchnorm -> relu -> max pool: VGG).  The
+ * element's place in its plane comes from the channel walk: its row by a
+ * multiply and shift, the plane's start in x by a subtraction and in dy
+ * by a quarter of it (even sides: ct_cuda_maxpool2x2_backward_fits), where
+ * a 64-bit and a 32-bit division found them (VGG-11-bn's five fused pool
+ * passes: 52.6 M warp instructions against 31.3 M for the separate pool
+ * and parameter kernels; emulated counts, docs/perf.md 2026-12-07). */
 template <class T> struct bn_dy_of_pool {
     const T *x, *dy;
     int in_w, out_w;
-    int64_t in_plane, out_plane;
+    ct_divmod by_in_w;
     bool relu;
 
-    __device__ float operator()(int64_t at) const
+    __device__ float operator()(int64_t at, int offset) const
     {
-        int64_t plane = at / in_plane;
-        int offset = (int)(at - plane * in_plane), h = offset / in_w, w = offset - h * in_w;
-        int64_t top = plane * in_plane + (int64_t)(h & ~1) * in_w + (w & ~1);
+        int h = ct_div(by_in_w, offset), w = offset - h * in_w;
+        int64_t plane = at - offset; /* x's plane; dy's is a quarter of it */
+        int64_t top = plane + (int64_t)(h & ~1) * in_w + (w & ~1);
         float window[4] = {ct_load_f32(x, top), ct_load_f32(x, top + 1),
                            ct_load_f32(x, top + in_w), ct_load_f32(x, top + in_w + 1)};
         float m;
         int best = ct_argmax4(window, &m);
-        float g = 0.0f + ct_load_f32(dy, plane * out_plane + (int64_t)(h >> 1) * out_w + (w >> 1));
+        float g = 0.0f + ct_load_f32(dy, plane / 4 + (int64_t)(h >> 1) * out_w + (w >> 1));
         if (relu)
             g = ct_relu_grad(m, g);
         return (h & 1) * 2 + (w & 1) == best ? g : 0.0f;
     }
 };
 
-/* dy = make(at), stored, while bn_params_chunk_kernel's pass (and its
+/* dy = make(at, its place in its plane), stored, while bn_params_chunk_kernel's pass (and its
  * finish, by tickets) runs on the stored dy for the batchnorms that read it
  * (graph/fuse.c ct_fuse_bn_params): bn[0], and bn[1] where its x is not
  * NULL (a downsampling block's bn2 and shortcut: the same dy, so the same
@@ -459,8 +466,8 @@ __global__ void bn_made_params_kernel(int n, int c, int inner, ct_channel_chunks
     bool two = bn1.x != nullptr; /* uniform: the launch's */
     double mean0 = bn0.stats[ch], mean1 = two ? bn1.stats[ch] : 0.0;
     double dot0 = 0.0, dot1 = 0.0, sum = 0.0;
-    ct_channel_walk(c, inner, ch, start, end, [&](int64_t at) {
-        float v = make(at);
+    ct_channel_walk(c, inner, ch, start, end, [&](int64_t at, int offset) {
+        float v = make(at, offset);
         ct_store_f32(dy, at, v);
         double g = ct_to_f32(ct_from_f32<T>(v)); /* as stored */
         dot0 += g * (ct_load_f32(bn0.x, at) - mean0);
@@ -697,11 +704,10 @@ extern "C" ct_status ct_cuda_maxpool2x2_backward_batchnorm_params(
     ct_dtype dtype, const ct_pool2d_shape *s, const void *x, const void *dy, void *dx, bool relu,
     const ct_bn_params_out bn[2], void *workspace, cudaStream_t stream)
 {
-    int64_t in_plane = (int64_t)s->in_h * s->in_w;
     return ct_with_storage(dtype, [&](auto tag) -> ct_status {
         using T = decltype(tag);
         bn_dy_of_pool<T> make = {(const T *)x, (const T *)dy, s->in_w, s->out_w,
-                                 in_plane, (int64_t)s->out_h * s->out_w, relu};
+                                 ct_divmod_of(s->in_w), relu};
         return bn_made_params_launch("bn_pool_params_kernel", s->n_batch, s->channels,
                                      s->in_h * s->in_w, make, (T *)dx, bn, workspace, stream);
     });

@@ -24,6 +24,8 @@
 #ifndef CT_CUDA_CHANNEL_REDUCE_CUH
 #define CT_CUDA_CHANNEL_REDUCE_CUH
 
+#include <type_traits>
+
 #include "cuda/common.cuh"
 
 enum {
@@ -90,7 +92,8 @@ __device__ inline int64_t ct_chunk_end(ct_channel_chunks chunks, int k, int64_t 
     return end < m ? end : m;
 }
 
-/* visit(at) for this thread's elements of [start, end) of channel ch:
+/* visit(at), or visit(at, e % inner), for this thread's elements of
+ * [start, end) of channel ch:
  * element e = start + threadIdx.x, + blockDim.x, ... is at offset
  * at = (e / inner * c + ch) * inner + e % inner.  Consecutive threads read
  * consecutive addresses within an inner run (coalesced); the walk steps
@@ -133,21 +136,29 @@ template <class Visit>
 __device__ inline void ct_channel_walk(int c, int inner, int ch, int64_t start, int64_t end,
                                        Visit visit)
 {
+    /* a visit of (at, offset) also gets the element's place in its plane */
+    constexpr bool places = std::is_invocable<Visit, int64_t, int>::value;
     int64_t e = start + threadIdx.x;
     if (e >= end)
         return;
     ct_channel_cursor cursor(c, inner, ch, e);
     for (; e < end; e += (int64_t)CT_CHANNEL_WALK_GROUP * blockDim.x) {
         int64_t group[CT_CHANNEL_WALK_GROUP];
+        int place[CT_CHANNEL_WALK_GROUP];
 #pragma unroll
         for (int u = 0; u < CT_CHANNEL_WALK_GROUP; u++) {
             group[u] = cursor.at;
+            place[u] = cursor.offset;
             cursor.next();
         }
 #pragma unroll
         for (int u = 0; u < CT_CHANNEL_WALK_GROUP; u++)
-            if (e + (int64_t)u * blockDim.x < end)
-                visit(group[u]);
+            if (e + (int64_t)u * blockDim.x < end) {
+                if constexpr (places)
+                    visit(group[u], place[u]);
+                else
+                    visit(group[u]);
+            }
     }
 }
 
