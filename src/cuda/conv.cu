@@ -1142,8 +1142,26 @@ static void conv_phase_dims(const ct_conv2d_shape *s, const conv_phases *phases,
     *k = empty ? 0 : (int64_t)(s->out_channels / s->groups) * p->kh * p->kw;
 }
 
+/* The floats of the split parts of the phase that takes the most when
+ * each goes alone (its own layout: conv_gemm_layout). */
+static size_t conv_phases_alone_parts(const ct_conv2d_shape *s, const conv_phases *phases)
+{
+    size_t parts = 0;
+    for (int ph = 0; ph < phases->count; ph++) {
+        ct_conv2d_shape t = conv_phase_shape(s, phases, ph);
+        ct_gemm_layout layout;
+        size_t floats = conv_gemm_layout(&t, true, &layout);
+        parts = floats > parts ? floats : parts;
+    }
+    return parts;
+}
+
 /* The phases' layout in one launch on the wide tile, or false where they
- * go one by one. */
+ * go one by one.  Among the chunk counts, those whose parts fit in what
+ * the largest phase alone takes, so the workspace does not grow (else the
+ * fewest parts): ResNet-18's layer3 at batch 64 took 8, 4, 4 and 2
+ * chunks, 37.7 MB of parts written and read back, where 4, 2, 2 and 1
+ * take 16.8 MB, one k slice in 17 longer a block. */
 static bool conv_phases_grouped(const ct_conv2d_shape *s, const conv_phases *phases,
                                 conv_phases_layout *l)
 {
@@ -1165,12 +1183,18 @@ static bool conv_phases_grouped(const ct_conv2d_shape *s, const conv_phases *pha
     int64_t sms = ct_cuda_sm_count(), target = 2 * sms;
     int64_t most = kmax / GEMM_SPLIT_MIN_DEPTH < GEMM_SPLIT_MAX ? kmax / GEMM_SPLIT_MIN_DEPTH
                                                                 : GEMM_SPLIT_MAX;
-    int64_t chosen = kmax, blocks = all, best = INT64_MAX, first = 0;
+    int64_t bound = (int64_t)conv_phases_alone_parts(s, phases);
+    int64_t chosen = kmax, blocks = all, first = 0;
+    int64_t best_cost = INT64_MAX, least = INT64_MAX; /* among those that fit; of all */
     for (int64_t c = 2; all < target && c <= most; c++) {
         int64_t chunk = ((kmax + c - 1) / c + GEMM_TILE_K - 1) / GEMM_TILE_K * GEMM_TILE_K;
-        int64_t count = 0;
-        for (int ph = 0; ph < phases->count; ph++)
-            count += tiles[ph] * ((k[ph] + chunk - 1) / chunk);
+        int64_t count = 0, parts = 0;
+        for (int ph = 0; ph < phases->count; ph++) {
+            int64_t splits = (k[ph] + chunk - 1) / chunk;
+            count += tiles[ph] * splits;
+            if (splits > 1)
+                parts += splits * s->in_channels * ct_gemm_part_pitch((int)n[ph]);
+        }
         if (!first && (count >= target || c == most))
             first = c;
         if (!first)
@@ -1178,11 +1202,14 @@ static bool conv_phases_grouped(const ct_conv2d_shape *s, const conv_phases *pha
         if (c > 2 * first)
             break;
         int64_t cost = (count + sms - 1) / sms * (chunk / GEMM_TILE_K + 1);
-        if (cost < best) {
-            best = cost;
+        bool better = parts <= bound ? cost < best_cost : best_cost == INT64_MAX && parts < least;
+        if (better) {
             chosen = chunk;
             blocks = count;
         }
+        if (parts <= bound && cost < best_cost)
+            best_cost = cost;
+        least = parts < least ? parts : least;
     }
     if (blocks < (conv_wide_min_blocks < 0 ? sms : conv_wide_min_blocks))
         return false;
@@ -1205,14 +1232,7 @@ static size_t conv_phases_floats(const ct_conv2d_shape *s, const conv_phases *ph
     conv_phases_layout l;
     if (conv_phases_grouped(s, phases, &l))
         return (size_t)l.floats;
-    size_t parts = 0;
-    for (int ph = 0; ph < phases->count; ph++) {
-        ct_conv2d_shape t = conv_phase_shape(s, phases, ph);
-        ct_gemm_layout layout;
-        size_t floats = conv_gemm_layout(&t, true, &layout);
-        parts = floats > parts ? floats : parts;
-    }
-    return (size_t)phases->packed_floats + parts;
+    return (size_t)phases->packed_floats + conv_phases_alone_parts(s, phases);
 }
 
 /* The phases' GEMMs in launches of GEMM_GROUP_MAX on l's wide tile. */
