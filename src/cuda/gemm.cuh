@@ -1244,6 +1244,8 @@ template <class Problem>
 static ct_status ct_cuda_launch_gemm_group(const Problem *p, int count, int groups, int rows,
                                            cudaStream_t stream)
 {
+    /* within the 4 KB of parameters every CUDA 12 driver takes */
+    static_assert(sizeof(ct_gemm_group<Problem>) <= 4096, "a group's products are too large");
     ct_gemm_group<Problem> group{};
     int64_t tiles = 0;
     dim3 grid(1, 1, 0);
