@@ -1157,23 +1157,25 @@ static size_t conv_phases_alone_parts(const ct_conv2d_shape *s, const conv_phase
 }
 
 /* The phases' layout in one launch on the wide tile, or false where they
- * go one by one.  Among the chunk counts, those whose parts fit in what
- * the largest phase alone takes, so the workspace does not grow (else the
- * fewest parts): ResNet-18's layer3 at batch 64 took 8, 4, 4 and 2
- * chunks, 37.7 MB of parts written and read back, where 4, 2, 2 and 1
- * take 16.8 MB, one k slice in 17 longer a block. */
+ * go one by one (a single phase with pixels, a 1x1 kernel's, goes alone).
+ * The split is chosen for time, not for the parts' bytes: ResNet-18's
+ * layer3 at batch 64 takes 8, 4, 4 and 2 chunks, 37.7 MB of parts where
+ * the largest phase alone took 16.8 MB (its workspace that much larger);
+ * held to 16.8 MB (4, 2, 2 and 1 chunks, twice as deep) the step was 41
+ * us longer on the model (docs/perf.md, 2026-12-07). */
 static bool conv_phases_grouped(const ct_conv2d_shape *s, const conv_phases *phases,
                                 conv_phases_layout *l)
 {
-    int m = s->in_channels / s->groups;
+    int m = s->in_channels / s->groups, with_pixels = 0;
     int64_t n[CONV_PHASES_MAX], k[CONV_PHASES_MAX], nmax = 0, kmax = 0;
     for (int ph = 0; ph < phases->count; ph++) {
         conv_phase_dims(s, phases, ph, &n[ph], &k[ph]);
         nmax = n[ph] > nmax ? n[ph] : nmax;
         kmax = k[ph] > kmax ? k[ph] : kmax;
+        with_pixels += k[ph] > 0;
     }
     int rows = conv_wide(m, (int)nmax);
-    if (!rows)
+    if (!rows || with_pixels < 2)
         return false;
     int64_t tiles[CONV_PHASES_MAX], all = 0;
     for (int ph = 0; ph < phases->count; ph++) {
@@ -1183,18 +1185,12 @@ static bool conv_phases_grouped(const ct_conv2d_shape *s, const conv_phases *pha
     int64_t sms = ct_cuda_sm_count(), target = 2 * sms;
     int64_t most = kmax / GEMM_SPLIT_MIN_DEPTH < GEMM_SPLIT_MAX ? kmax / GEMM_SPLIT_MIN_DEPTH
                                                                 : GEMM_SPLIT_MAX;
-    int64_t bound = (int64_t)conv_phases_alone_parts(s, phases);
-    int64_t chosen = kmax, blocks = all, first = 0;
-    int64_t best_cost = INT64_MAX, least = INT64_MAX; /* among those that fit; of all */
+    int64_t chosen = kmax, blocks = all, best = INT64_MAX, first = 0;
     for (int64_t c = 2; all < target && c <= most; c++) {
         int64_t chunk = ((kmax + c - 1) / c + GEMM_TILE_K - 1) / GEMM_TILE_K * GEMM_TILE_K;
-        int64_t count = 0, parts = 0;
-        for (int ph = 0; ph < phases->count; ph++) {
-            int64_t splits = (k[ph] + chunk - 1) / chunk;
-            count += tiles[ph] * splits;
-            if (splits > 1)
-                parts += splits * s->in_channels * ct_gemm_part_pitch((int)n[ph]);
-        }
+        int64_t count = 0;
+        for (int ph = 0; ph < phases->count; ph++)
+            count += tiles[ph] * ((k[ph] + chunk - 1) / chunk);
         if (!first && (count >= target || c == most))
             first = c;
         if (!first)
@@ -1202,14 +1198,11 @@ static bool conv_phases_grouped(const ct_conv2d_shape *s, const conv_phases *pha
         if (c > 2 * first)
             break;
         int64_t cost = (count + sms - 1) / sms * (chunk / GEMM_TILE_K + 1);
-        bool better = parts <= bound ? cost < best_cost : best_cost == INT64_MAX && parts < least;
-        if (better) {
+        if (cost < best) {
+            best = cost;
             chosen = chunk;
             blocks = count;
         }
-        if (parts <= bound && cost < best_cost)
-            best_cost = cost;
-        least = parts < least ? parts : least;
     }
     if (blocks < (conv_wide_min_blocks < 0 ? sms : conv_wide_min_blocks))
         return false;
