@@ -741,9 +741,11 @@ static const entry entries[] = {
      .out = 70, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true},
     {"conv_wide_tile_strided", build_conv, OPS(CONV), X(4, 129, 12, 12), .out = 131,
      .kernel = {1, 1}, .conv = {.stride = {2, 2}}},
-    /* backward data's four phases on the 64-row wide tile in one launch,
-     * planes of 9 x 9, 9 x 8, 8 x 9 and 8 x 8, k split in chunks of one
-     * depth (each phase's parts apart) */
+    /* backward data's four phases on the 64-row wide tile, planes of
+     * 9 x 9, 9 x 8, 8 x 9 and 8 x 8, split 9 ways and more: one by one (in
+     * one launch their chunks would be too short for the tiles' last
+     * blocks to add the parts; tests/test_gpu.c conv_phases_in_one_launch
+     * groups them) */
     {"conv_wide_tile_strided_phases", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM),
      X(2, 66, 17, 17), .out = 70, .kernel = {3, 3}, .conv = {.stride = {2, 2}, .pad = {1, 1}},
      .bias = true},

@@ -114,12 +114,19 @@ static ct_status build_conv_strided(ct_graph *g, tracked *t)
     return conv_case(g, t, 2, 20, 9, 10, 24, 3, 3, args, true);
 }
 
-/* a 3x3 at stride 2 over 64 channels: backward data's phases on the
- * 64-row wide tile (128 columns each) */
+/* 3x3s at stride 2 over 64 channels: backward data's phases on the
+ * 64-row wide tile, of 16 x 16 (planes of 8 x 8: 128 columns each) and of
+ * 17 x 17 (planes of 8 x 8, 8 x 9, 9 x 8 and 9 x 9: 128 to 162 columns) */
 static ct_status build_conv_strided_wide(ct_graph *g, tracked *t)
 {
     ct_conv_args args = {.stride = {2, 2}, .pad = {1, 1}};
     return conv_case(g, t, 2, 64, 16, 16, 64, 3, 3, args, false);
+}
+
+static ct_status build_conv_strided_wide_odd(ct_graph *g, tracked *t)
+{
+    ct_conv_args args = {.stride = {2, 2}, .pad = {1, 1}};
+    return conv_case(g, t, 2, 64, 17, 17, 64, 3, 3, args, false);
 }
 
 /* a 1x1 kernel at stride 2: one phase of four, the rest of dx cleared */
@@ -1404,47 +1411,55 @@ static void conv_backward_data_by_phases(const void *arg)
 }
 
 /* The phases on the 64-row wide tile, k split (a GPU of 4 SMs, so that
- * 4 tiles want splits): the four phases in one launch, each split as deep
- * as the others (3, 2, 2 and 1 chunks of 96), their parts added by their
+ * 4 to 7 tiles want splits), in one launch a step: of 16 x 16, split 3, 2,
+ * 2 and 1 ways (chunks of 96, the split phases' tickets and parts apart);
+ * of 17 x 17, 2, 1, 1 and 1 ways (chunks of 128), the first phase's
+ * blocks past its one column of tiles idle.  The parts added by their
  * tiles' last blocks; the CPU's answers, and the same bits on a stream
- * without tickets, where finishing kernels add the three split phases'
- * parts. */
+ * without tickets, where finishing kernels add each split product's parts
+ * (the split phases', and at 17 x 17 the weight gradient's). */
 static void conv_phases_in_one_launch(const void *arg)
 {
     (void)arg;
     if (!native_and_counted())
         return;
+    const struct {
+        build_fn build;
+        unsigned long long finishes; /* more without tickets, two steps */
+    } cases[] = {{build_conv_strided_wide, 6}, {build_conv_strided_wide_odd, 4}};
     int sms = ct_cuda_sm_count();
     ct_cuda_set_device_info(0, 4);
     ct_cuda_set_conv_wide_min_blocks(0);
-    tracked t = {0};
-    ct_graph *g = ct_graph_new();
-    ct_plan *cpu = NULL, *gpu = NULL, *unticketed = NULL;
-    if (plan_unticketed(build_conv_strided_wide, g, &t, &cpu, &gpu, &unticketed)) {
-        unsigned long long phases, atomics, finishes, none;
-        cuda_emu_counters_enable(1);
-        cuda_emu_counters_reset();
-        run_and_compare(cpu, gpu, g, &t, 2, TOL_F32);
-        counted("gemm<conv_backward_phase>", &phases, &atomics);
-        counted("gemm_finish_parts", &finishes, &none);
-        unsigned long long ticketed_finishes = finishes;
-        CHECK(phases == 2 && atomics > 0,
-              "with tickets, two steps: %llu launches of the phases, %llu atomics (want 2, "
-              "some)", phases, atomics);
-        run_unticketed(unticketed);
-        counted("gemm<conv_backward_phase>", &phases, &atomics);
-        counted("gemm_finish_parts", &finishes, &none);
-        CHECK(phases == 2 && atomics == 0 && finishes == ticketed_finishes + 6,
-              "without tickets, two steps: %llu launches of the phases, %llu atomics, %llu "
-              "finishing launches (want 2, 0, %llu: three split phases a step)", phases,
-              atomics, finishes, ticketed_finishes + 6);
-        cuda_emu_counters_enable(0);
-        check_same_bits(gpu, unticketed, g, &t);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tracked t = {0};
+        ct_graph *g = ct_graph_new();
+        ct_plan *cpu = NULL, *gpu = NULL, *unticketed = NULL;
+        if (plan_unticketed(cases[i].build, g, &t, &cpu, &gpu, &unticketed)) {
+            unsigned long long phases, atomics, finishes, none;
+            cuda_emu_counters_enable(1);
+            cuda_emu_counters_reset();
+            run_and_compare(cpu, gpu, g, &t, 2, TOL_F32);
+            counted("gemm<conv_backward_phase>", &phases, &atomics);
+            counted("gemm_finish_parts", &finishes, &none);
+            unsigned long long ticketed_finishes = finishes;
+            CHECK(phases == 2 && atomics > 0,
+                  "case %zu with tickets, two steps: %llu launches of the phases, %llu atomics "
+                  "(want 2, some)", i, phases, atomics);
+            run_unticketed(unticketed);
+            counted("gemm<conv_backward_phase>", &phases, &atomics);
+            counted("gemm_finish_parts", &finishes, &none);
+            CHECK(phases == 2 && atomics == 0 && finishes == ticketed_finishes + cases[i].finishes,
+                  "case %zu without tickets, two steps: %llu launches of the phases, %llu "
+                  "atomics, %llu finishing launches (want 2, 0, %llu)", i, phases, atomics,
+                  finishes, ticketed_finishes + cases[i].finishes);
+            cuda_emu_counters_enable(0);
+            check_same_bits(gpu, unticketed, g, &t);
+        }
+        ct_plan_free(cpu);
+        ct_plan_free(gpu);
+        ct_plan_free(unticketed);
+        ct_graph_free(g);
     }
-    ct_plan_free(cpu);
-    ct_plan_free(gpu);
-    ct_plan_free(unticketed);
-    ct_graph_free(g);
     ct_cuda_set_conv_wide_min_blocks(-1);
     ct_cuda_set_device_info(0, sms);
 }
