@@ -114,6 +114,7 @@ static ct_status build_conv_strided(ct_graph *g, tracked *t)
     return conv_case(g, t, 2, 20, 9, 10, 24, 3, 3, args, true);
 }
 
+#ifdef CUDA_EMU
 /* 3x3s at stride 2 over 64 channels: backward data's phases on the
  * 64-row wide tile, of 16 x 16 (planes of 8 x 8: 128 columns each) and of
  * 17 x 17 (planes of 8 x 8, 8 x 9, 9 x 8 and 9 x 9: 128 to 162 columns) */
@@ -128,6 +129,7 @@ static ct_status build_conv_strided_wide_odd(ct_graph *g, tracked *t)
     ct_conv_args args = {.stride = {2, 2}, .pad = {1, 1}};
     return conv_case(g, t, 2, 64, 17, 17, 64, 3, 3, args, false);
 }
+#endif
 
 /* a 1x1 kernel at stride 2: one phase of four, the rest of dx cleared */
 static ct_status build_conv_strided_pointwise(ct_graph *g, tracked *t)

@@ -1183,8 +1183,8 @@ static bool conv_phases_grouped(const ct_conv2d_shape *s, const conv_phases *pha
         all += tiles[ph];
     }
     int64_t sms = ct_cuda_sm_count(), target = 2 * sms;
-    int64_t most = kmax / GEMM_SPLIT_MIN_DEPTH < GEMM_SPLIT_MAX ? kmax / GEMM_SPLIT_MIN_DEPTH
-                                                                : GEMM_SPLIT_MAX;
+    int64_t most = kmax / GEMM_SPLIT_MIN_DEPTH;
+    most = most < GEMM_SPLIT_MAX ? most : (int64_t)GEMM_SPLIT_MAX;
     int64_t chosen = kmax, blocks = all, best = INT64_MAX, first = 0;
     for (int64_t c = 2; all < target && c <= most; c++) {
         int64_t chunk = ((kmax + c - 1) / c + GEMM_TILE_K - 1) / GEMM_TILE_K * GEMM_TILE_K;
