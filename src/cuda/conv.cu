@@ -1207,12 +1207,12 @@ static bool conv_phases_grouped(const ct_conv2d_shape *s, const conv_phases *pha
     if (blocks < (conv_wide_min_blocks < 0 ? sms : conv_wide_min_blocks))
         return false;
     for (int ph = 0; ph < phases->count; ph++) {
-        /* a split phase whose parts its last blocks would not add
-         * (gemm_finishes_in_kernel) needs a finishing launch of its own: one
-         * by one, the last phase pairs with the weight gradient instead
-         * (ResNet-18 at batch 2: 195 launches a step grouped, 194 not) */
-        int64_t splits = (k[ph] + chosen - 1) / chosen;
-        if (splits > 1 && (splits > GEMM_WIDE_FINISH || chosen < GEMM_WIDE_K * splits))
+        /* a split phase whose parts its last blocks would not add needs a
+         * finishing launch of its own: one by one, the last phase pairs
+         * with the weight gradient instead (ResNet-18 at batch 2: 195
+         * launches a step grouped, 194 not) */
+        ct_gemm_layout phase = {rows, (int)((k[ph] + chosen - 1) / chosen), (int)chosen};
+        if (phase.splits > 1 && !gemm_finishes_in_kernel(phase, rows))
             return false;
     }
     l->rows = rows;
