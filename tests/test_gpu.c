@@ -1467,6 +1467,31 @@ static void conv_phases_in_one_launch(const void *arg)
 }
 #endif
 
+#ifdef CT_HAVE_CUDA
+/* The weight gradient's split is chosen in whole patches (64 pixels):
+ * layer4's first 3x3 convolution of ResNet-18 at batch 64 (512 x 2304
+ * over 1,024 pixels, 72 tiles on 132 SMs) takes 8 chunks of 128, 576
+ * blocks; chosen in k slices of 16 and rounded up to patches afterwards,
+ * it took 4 of 256 (288 blocks, three on some SMs and two on others).
+ * Read from the workspace: the splits' parts, 512 rows of 2,312 floats
+ * (2,304 weights and the bias column, in whole sectors) each.  And a
+ * depth below two patches is one chunk, no parts. */
+static void conv_weight_split_in_patches(const void *arg)
+{
+    (void)arg;
+    int sms = ct_cuda_sm_count();
+    ct_cuda_set_device_info(0, 132);
+    ct_conv2d_shape s = {64, 256, 4, 4, 512, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+    size_t parts = ct_cuda_conv2d_workspace(&s), row = sizeof(float) * 512 * 2312;
+    CHECK(parts == 8 * row, "512 x 2304 over 1024: %zu bytes of parts, %.2f splits (want 8)",
+          parts, (double)parts / (double)row);
+    s.n_batch = 1; /* 16 pixels */
+    CHECK(ct_cuda_conv2d_workspace(&s) == 0, "one image: %zu bytes of parts (want none)",
+          ct_cuda_conv2d_workspace(&s));
+    ct_cuda_set_device_info(0, sms);
+}
+#endif
+
 static bool is_tf32_case(const gpu_case *c)
 {
     return strncmp(c->name, "conv", 4) == 0;
@@ -1540,6 +1565,9 @@ int main(void)
     run_labelled("steps_are_deterministic/native", steps_are_deterministic, "native");
     run_labelled("steps_are_deterministic/vendor", steps_are_deterministic, "vendor");
     run_labelled("missing_ops_run_on_the_cpu", missing_ops_run_on_the_cpu, NULL);
+#ifdef CT_HAVE_CUDA
+    run_labelled("conv_weight_split_in_patches", conv_weight_split_in_patches, NULL);
+#endif
     ct_backend *probe = NULL;
     if (ct_backend_new("cuda:1", &probe) == CT_OK) {
         ct_backend_free(probe);

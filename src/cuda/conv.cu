@@ -518,14 +518,15 @@ static int conv_wide(int m, int n)
  * chain on the model (emulated counts, docs/perf.md). */
 static int conv_wide_min_blocks = -1; /* the SM count; ct_cuda_set_conv_wide_min_blocks */
 
-static int conv_wide_for(int m, int n, int64_t k, int groups, int64_t min_depth, int64_t most)
+static int conv_wide_for(int m, int n, int64_t k, int groups, int64_t min_depth, int64_t most,
+                         int64_t granule = GEMM_TILE_K)
 {
     int rows = conv_wide(m, n);
     if (!rows)
         return 0;
     int splits, k_chunk;
     int64_t tiles = ct_gemm_tiles(m, n, groups, rows), sms = ct_cuda_sm_count();
-    ct_gemm_split(tiles, k, 2 * sms, sms, min_depth, most, &splits, &k_chunk);
+    ct_gemm_split(tiles, k, 2 * sms, sms, min_depth, most, &splits, &k_chunk, granule);
     return tiles * splits >= (conv_wide_min_blocks < 0 ? sms : conv_wide_min_blocks) ? rows : 0;
 }
 
@@ -795,11 +796,17 @@ static size_t conv_weight_layout(const ct_conv2d_shape *s, ct_gemm_layout *out)
     int og = s->out_channels / s->groups;
     int cols = s->in_channels / s->groups * s->kernel_h * s->kernel_w;
     int depth = s->n_batch * s->out_h * s->out_w;
-    int wide = conv_wide_for(og, cols, depth, s->groups, CONV_SPLIT_MIN_DEPTH, CONV_SPLIT_MAX);
+    int wide = conv_wide_for(og, cols, depth, s->groups, CONV_SPLIT_MIN_DEPTH, CONV_SPLIT_MAX,
+                             CONV_WEIGHT_PIXELS);
     if (!ct_gemm_layout_for(og, cols, depth, s->groups, wide, CONV_SPLIT_MIN_DEPTH,
-                            CONV_SPLIT_MAX, out, false))
+                            CONV_SPLIT_MAX, out, false, CONV_WEIGHT_PIXELS))
         return 0;
-    /* chunks of whole patches (stage_b finds a slice's patch by a mask) */
+    /* chunks of whole patches (stage_b finds a slice's patch by a mask):
+     * the split chose them so (its granule), and one chunk of all k is
+     * rounded here.  Rounded after a choice in k slices, layer4's first
+     * weight gradient in ResNet-18 at batch 64 (512 x 2304 x 1024) went
+     * from 5 chunks of 208 to 4 of 256, 288 blocks, three on some SMs,
+     * where 8 of 128 give 576 blocks of half the depth (docs/perf.md) */
     out->k_chunk = (out->k_chunk + CONV_WEIGHT_PIXELS - 1) / CONV_WEIGHT_PIXELS * CONV_WEIGHT_PIXELS;
     out->splits = (depth + out->k_chunk - 1) / out->k_chunk;
     return (size_t)out->splits * s->groups * og * ct_gemm_part_pitch(cols + 1);

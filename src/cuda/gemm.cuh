@@ -876,9 +876,10 @@ enum {
 
 /* The split of a depth-k reduction over a grid of `tiles` blocks: enough
  * chunks to give `target` blocks (the device's SMs, or a multiple), none
- * shorter than min_depth and at most `most`; chunks are whole k slices
- * (GEMM_TILE_K).  splits 1 and k_chunk k where splitting does not pay.
- * From that count to twice it, the one whose grid ends soonest on `sms`
+ * shorter than min_depth and at most `most`; chunks are whole `granule`s
+ * (k slices, GEMM_TILE_K, or a problem's coarser unit: the convolution
+ * weight gradient's patches, which rounded up after the choice had undone
+ * it).  splits 1 and k_chunk k where splitting does not pay.  From that count to twice it, the one whose grid ends soonest on `sms`
  * SMs: an SM's blocks share its schedulers, so a grid takes about the
  * most blocks one SM is given (blocks / sms, rounded up) times a block's
  * slices (and one more, its prologue and stores); ties take fewer parts.
@@ -888,7 +889,8 @@ enum {
  * target do not pay: one block an SM waits out its loads (the model's
  * chain), which the second block's warps hide. */
 static inline void ct_gemm_split(int64_t tiles, int64_t k, int64_t target, int64_t sms,
-                                 int64_t min_depth, int64_t most, int *splits, int *k_chunk)
+                                 int64_t min_depth, int64_t most, int *splits, int *k_chunk,
+                                 int64_t granule = GEMM_TILE_K)
 {
     int64_t wanted = tiles >= target ? 1 : (target + tiles - 1) / tiles;
     int64_t deepest = k / min_depth, count = wanted < deepest ? wanted : deepest;
@@ -903,7 +905,7 @@ static inline void ct_gemm_split(int64_t tiles, int64_t k, int64_t target, int64
         last = most;
     for (int64_t c = count; c <= last; c++) {
         int64_t chunk = (k + c - 1) / c;
-        chunk = (chunk + GEMM_TILE_K - 1) / GEMM_TILE_K * GEMM_TILE_K;
+        chunk = (chunk + granule - 1) / granule * granule;
         int64_t used = (k + chunk - 1) / chunk, blocks = tiles * used;
         int64_t cost = (blocks + sms - 1) / sms * (chunk / GEMM_TILE_K + 1);
         if (cost < best) {
@@ -958,7 +960,7 @@ static inline double ct_gemm_chain(const ct_gemm_layout &l)
  * know). */
 static inline size_t ct_gemm_layout_for(int m, int n, int k, int groups, int wide_rows,
                                         int64_t min_depth, int64_t most, ct_gemm_layout *out,
-                                        bool by_chain = true)
+                                        bool by_chain = true, int64_t granule = GEMM_TILE_K)
 {
     int64_t sms = ct_cuda_sm_count(), target = 2 * sms;
     int candidates[2] = {m <= GEMM_NARROW_M ? (int)GEMM_NARROW_M : wide_rows, GEMM_NARROW_M};
@@ -966,7 +968,7 @@ static inline size_t ct_gemm_layout_for(int m, int n, int k, int groups, int wid
     for (int c = 0; c < count; c++) {
         ct_gemm_layout l = {candidates[c], 1, k};
         ct_gemm_split(ct_gemm_tiles(m, n, groups, l.rows), k, target, sms, min_depth, most,
-                      &l.splits, &l.k_chunk);
+                      &l.splits, &l.k_chunk, granule);
         if (c == 0 || ct_gemm_chain(l) < ct_gemm_chain(*out))
             *out = l;
     }
