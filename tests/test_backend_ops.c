@@ -741,6 +741,18 @@ static const entry entries[] = {
      .out = 70, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true},
     {"conv_wide_tile_strided", build_conv, OPS(CONV), X(4, 129, 12, 12), .out = 131,
      .kernel = {1, 1}, .conv = {.stride = {2, 2}}},
+    /* planes where CUDA's wide tiles stage the patch bordered with the
+     * padding's zeros (conv.cu: at most 30 % more floats): tiles across
+     * two images and past the last pixel, k slices past k (66 x 9 and
+     * 130 x 9 columns), the forward pass and stride-1 backward data
+     * (its offsets mirrored); unequal padding with a dilation; a stride
+     * (the forward pass bordered, backward data by phases) */
+    {"conv_wide_tile_bordered", build_conv, OPS(CONV, CT_OP_CHANNEL_SUM), X(2, 66, 20, 20),
+     .out = 70, .kernel = {3, 3}, .conv = {.pad = {1, 1}}, .bias = true},
+    {"conv_wide_tile_bordered_dilated", build_conv, OPS(CONV), X(2, 130, 18, 17), .out = 132,
+     .kernel = {3, 3}, .conv = {.pad = {2, 1}, .dilation = {2, 1}}},
+    {"conv_wide_tile_bordered_strided", build_conv, OPS(CONV), X(2, 66, 34, 33), .out = 68,
+     .kernel = {3, 3}, .conv = {.stride = {2, 2}, .pad = {1, 1}}},
     /* backward data's four phases on the 64-row wide tile, planes of
      * 9 x 9, 9 x 8, 8 x 9 and 8 x 8, split 9 ways and more: one by one (in
      * one launch their chunks would be too short for the tiles' last

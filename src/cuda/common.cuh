@@ -92,8 +92,11 @@ unsigned ct_cuda_grid_for(const void *kernel, int64_t count);
  * consecutive banks.  Threads before a run's start or past its end read and
  * write its first or last word (the value a neighbour writes there too): no
  * divergence, no extra sector. */
-__device__ __forceinline__ void ct_copy_runs(float *to, int to_stride, const float *from,
-                                             size_t from_stride, int count, int run)
+/* ct_copy_runs_to stores run element j at to[c*to_stride + at(j)] instead
+ * (a run whose words land apart: conv_patch.cuh's bordered patch). */
+template <class At>
+__device__ __forceinline__ void ct_copy_runs_to(float *to, int to_stride, const float *from,
+                                                size_t from_stride, int count, int run, At at)
 {
     int sector = 32 / (int)sizeof(float);
     int lanes = (run + sector - 1 + CT_CUDA_WARP - 1) / CT_CUDA_WARP * CT_CUDA_WARP;
@@ -115,8 +118,14 @@ __device__ __forceinline__ void ct_copy_runs(float *to, int to_stride, const flo
         if (j - lane >= run)
             continue; /* the whole warp is past the run */
         j = min(max(j, 0), run - 1);
-        to[c * to_stride + j] = src[j];
+        to[c * to_stride + at(j)] = src[j];
     }
+}
+
+__device__ __forceinline__ void ct_copy_runs(float *to, int to_stride, const float *from,
+                                             size_t from_stride, int count, int run)
+{
+    ct_copy_runs_to(to, to_stride, from, from_stride, count, run, [](int j) { return j; });
 }
 
 /* Whether this block is the last of the `splits` blocks that share

@@ -79,6 +79,9 @@ struct conv_gemm_problem : ct_gemm_defaults {
     /* the patch's columns are staged as a table (conv_patch_column_of):
      * the index map is additive, not transposed or at stride 1 */
     bool column_table;
+    /* and the patch bordered with the padding's zeros (conv_border_for):
+     * read with no test, where it fits */
+    bool bordered;
     conv_geometry g;
     const float *a, *src, *bias;
     float *dst;
@@ -105,9 +108,21 @@ struct conv_gemm_problem : ct_gemm_defaults {
         int c = conv_channel_of(g, depth);
         return conv_gather(g, src, grp, c, depth - c * (int)g.by_taps.divisor, pixel);
     }
+    /* the bordered patch's code is in the wide tiles' kernels only, and
+     * not in the phases' (conv_backward_phase_problem): in the 64 x 64
+     * tile's it spilled 48 bytes at 64 registers, took the pairs' 96 to
+     * 120, and spilled 12-24 in the phases' wide tiles (nvcc 13,
+     * scripts/kernel-resources.sh) */
+    static constexpr bool borders = true;
     template <class Tile>
     __device__ void stage_b(float (*tile)[Tile::n + Tile::pad], int grp, int k0, int k_end,
                             int n0, float *patch) const
+    {
+        stage_b_of<Tile, borders && Tile::n == GEMM_WIDE>(tile, grp, k0, k_end, n0, patch);
+    }
+    template <class Tile, bool Borders>
+    __device__ void stage_b_of(float (*tile)[Tile::n + Tile::pad], int grp, int k0, int k_end,
+                               int n0, float *patch) const
     {
         if (scratch_floats == 0) {
             gemm_stage<Tile::n, Tile::depth, Tile::pad>(
@@ -138,23 +153,30 @@ struct conv_gemm_problem : ct_gemm_defaults {
             int c_lo = conv_channel_of(g, first);
             /* columns past the block's k read nothing */
             for (int e = threadIdx.x; column_table && e < patch_k; e += GEMM_THREADS) {
-                conv_column column = first + e < k_end
-                                         ? conv_patch_column_of(g, first + e, c_lo, g.transposed)
-                                         : conv_column_none(0.0f);
+                conv_column column =
+                    first + e >= k_end    ? conv_column_none(0.0f)
+                    : Borders && bordered ? conv_border_column_of(g, first + e, c_lo)
+                                          : conv_patch_column_of(g, first + e, c_lo, g.transposed);
                 ct_store16(columns + e, &column);
             }
             int nc = conv_channel_of(g, min(first + patch_k, k_end) - 1) - c_lo + 1;
-            at = conv_patch_for(g, c_lo, nc, n0, n_end);
+            at = Borders && bordered ? conv_border_for(g, c_lo, nc, n0, n_end)
+                                     : conv_patch_for(g, c_lo, nc, n0, n_end);
             if (column_table && threadIdx.x < Tile::n) { /* pixels past the tile's: no taps */
                 int pixel = at.n0 + (int)threadIdx.x;
                 conv_patch_spot spot =
-                    conv_patch_spot_of<false>(at, g, min(pixel, at.n_end - 1),
-                                              pixel < at.n_end, g.transposed);
+                    Borders && bordered
+                        ? conv_border_spot_of(at, g, pixel, pixel < at.n_end)
+                        : conv_patch_spot_of<false>(at, g, min(pixel, at.n_end - 1),
+                                                    pixel < at.n_end, g.transposed);
                 ct_store16(spots + threadIdx.x, &spot);
             }
             if (threadIdx.x == 0)
                 *header = at;
-            conv_patch_stage(at, g, src, grp, patch);
+            if (Borders && bordered)
+                conv_border_stage(at, g, src, grp, patch);
+            else
+                conv_patch_stage(at, g, src, grp, patch);
             __syncthreads();
         } else {
             /* read on the table's path too, which does not use it: without
@@ -169,6 +191,29 @@ struct conv_gemm_problem : ct_gemm_defaults {
             conv_patch_spot spot;
             ct_load16(spots + i, &spot);
             const conv_column *slice = columns + (k0 - first);
+            if (Borders && bordered) {
+                if (k0 + Tile::depth <= k_end) {
+#pragma unroll
+                    for (int r = 0; r < READS; r++) {
+                        int kk = (int)threadIdx.x / Tile::n + r * STEP;
+                        conv_column column;
+                        ct_load16(slice + kk, &column);
+                        tile[kk][i] = conv_border_read(spot, patch, column);
+                    }
+                    return;
+                }
+                /* the last slice's columns past k_end read a word of the
+                 * patch and take 0 (a's 0 times an inf there is no 0) */
+#pragma unroll
+                for (int r = 0; r < READS; r++) {
+                    int kk = (int)threadIdx.x / Tile::n + r * STEP;
+                    conv_column column;
+                    ct_load16(slice + kk, &column);
+                    float v = conv_border_read(spot, patch, column);
+                    tile[kk][i] = column.bits != CONV_COLUMN_NONE ? v : 0.0f;
+                }
+                return;
+            }
 #pragma unroll
             for (int r = 0; r < READS; r++) { /* k_end and n_end: in the column and the spot */
                 int kk = (int)threadIdx.x / Tile::n + r * STEP;
@@ -342,6 +387,7 @@ enum {
 
 struct conv_backward_weight_problem : ct_gemm_defaults {
     static constexpr const char *kernel_name = "gemm<conv_backward_weight>";
+    static constexpr bool borders = false; /* its patch is read through its spots' taps */
     static constexpr bool stages_a = true;
     static constexpr bool stages_b = true;
     static constexpr bool sums_parts = true; /* k (the pixels) split where the tiles are few */
@@ -557,11 +603,16 @@ static_assert(gemm_wide_static_bytes(GEMM_WIDE) +
  * convolution GEMMs' instructions on the model (3.4 per FMA against the
  * matrix tile's 1.5; docs/perf.md).  The narrow tile keeps one slice's:
  * its a strip shares the 48 KiB. */
-static int conv_patch_k(const conv_geometry &g, int depth, int width, int k, bool narrow)
+static int conv_patch_k(const conv_geometry &g, int depth, int width, int k, bool narrow,
+                        bool bordered)
 {
-    int span = depth, floats = conv_patch_bound(g, depth, width);
+    auto bound = [&](int columns) {
+        return bordered ? conv_border_bound(g, columns, width)
+                        : conv_patch_bound(g, columns, width);
+    };
+    int span = depth, floats = bound(depth);
     while (!narrow && span < k && 2 * span <= CONV_PATCH_SPAN_COLUMNS) {
-        int wider = conv_patch_bound(g, 2 * span, width);
+        int wider = bound(2 * span);
         if (wider == 0 || (wider > CONV_PATCH_SPAN_FLOATS && wider > floats))
             break;
         span *= 2;
@@ -573,18 +624,33 @@ static int conv_patch_k(const conv_geometry &g, int depth, int width, int k, boo
  * (the rows of the narrow tile): a k patch for the forward pass and
  * backward data, whose patch_k it sets; the weight gradient's, the tile's
  * columns and CONV_WEIGHT_PIXELS pixels of k. */
-static int conv_patch_floats(conv_gemm_problem &p, int depth, int width, bool narrow)
+static int conv_patch_floats(conv_gemm_problem &p, int depth, int width, bool narrow,
+                             bool borders)
 {
-    p.patch_k = conv_patch_k(p.g, depth, width, p.k_chunk, narrow);
     p.by_k_chunk = ct_divmod_of(p.k_chunk);
     p.column_table = (!p.g.transposed || (p.g.stride_h == 1 && p.g.stride_w == 1)) &&
                      conv_columns_fit(p.g);
+    p.patch_k = conv_patch_k(p.g, depth, width, p.k_chunk, narrow, false);
     int floats = conv_patch_bound(p.g, p.patch_k, width);
+    /* bordered where the border adds at most 20 % to the patch and leaves
+     * its columns as many: ResNet-18's 8 x 8 layers at batch 64 (56 %
+     * more) and 4 x 4 (125 %) took 0.4-0.7 us longer a launch bordered,
+     * the 8 x 8 stride-2 layer (patches of half the columns) 8.7 us and
+     * the 4 x 4 stride-2 one (27 %) 0.3 us, on the model, where the 32 x
+     * 32 layers (6 %) took 7.6 us less and the 16 x 16 (10 %) 3.9 us
+     * less (docs/perf.md, 2026-12-07 second session) */
+    int border = borders && width == GEMM_WIDE && p.column_table
+                     ? conv_border_bound(p.g, p.patch_k, width)
+                     : 0;
+    p.bordered = border > 0 && 10 * (int64_t)border <= 12 * (int64_t)floats &&
+                 conv_patch_k(p.g, depth, width, p.k_chunk, narrow, true) == p.patch_k;
+    if (p.bordered)
+        floats = border;
     int table = p.column_table ? conv_table_floats(p.patch_k, width) : 0;
     return floats ? CONV_PATCH_HEADER + table + floats : 0;
 }
 
-static int conv_patch_floats(conv_backward_weight_problem &p, int, int width, bool)
+static int conv_patch_floats(conv_backward_weight_problem &p, int, int width, bool, bool)
 {
     /* the staging reads its columns from the table only: without it, b
      * is read through the map (scratch 0) */
@@ -601,7 +667,7 @@ static void conv_prepare(Problem &p, int rows)
     bool wide = rows == ct_gemm_wide::m || rows == ct_gemm_wide_64::m;
     int depth = wide ? ct_gemm_wide::depth : ct_gemm_small::depth;
     int width = wide ? ct_gemm_wide::n : rows ? ct_gemm_narrow::n : ct_gemm_small::n;
-    p.scratch_floats = conv_patch_floats(p, depth, width, rows == GEMM_NARROW_M);
+    p.scratch_floats = conv_patch_floats(p, depth, width, rows == GEMM_NARROW_M, Problem::borders);
     if constexpr (Problem::strips_a)
         p.a_strip = rows == GEMM_NARROW_M ? ct_gemm_narrow_strip(p.k_chunk, p.scratch_floats) : 0;
 }
@@ -1067,6 +1133,13 @@ static ct_conv2d_shape conv_phase_shape(const ct_conv2d_shape *s, const conv_pha
 struct conv_backward_phase_problem : conv_gemm_problem {
     static constexpr const char *kernel_name = "gemm<conv_backward_phase>";
     static constexpr bool stores_quads = false;
+    static constexpr bool borders = false; /* (conv_gemm_problem's) */
+    template <class Tile>
+    __device__ void stage_b(float (*tile)[Tile::n + Tile::pad], int grp, int k0, int k_end,
+                            int n0, float *patch) const
+    {
+        stage_b_of<Tile, false>(tile, grp, k0, k_end, n0, patch);
+    }
     int dx_h, dx_w;           /* dx's plane */
     int step_h, step_w;       /* the strides */
     int r0, q0;               /* the phase's first row and column in it */

@@ -57,7 +57,14 @@ struct conv_geometry {
      * the destination plane and row, the taps and the kernel's row, the
      * strides (the transposed map divides by them) */
     ct_divmod by_plane, by_dst_w, by_taps, by_kernel_w, by_stride_h, by_stride_w;
+    /* a bordered patch's row (conv_border_width, below), and the
+     * source's row and plane as divisors (conv_border_stage) */
+    int border_w, border_low_h, border_low_w;
+    ct_divmod by_src_w, by_src_plane;
 };
+
+static inline int conv_border_width(const conv_geometry &g);
+static inline int conv_border_low(const conv_geometry &g, bool across);
 
 static inline conv_geometry conv_geometry_of(const ct_conv2d_shape *s, bool transposed)
 {
@@ -85,6 +92,11 @@ static inline conv_geometry conv_geometry_of(const ct_conv2d_shape *s, bool tran
     g.by_kernel_w = ct_divmod_of(g.kernel_w);
     g.by_stride_h = ct_divmod_of(g.stride_h);
     g.by_stride_w = ct_divmod_of(g.stride_w);
+    g.border_w = conv_border_width(g);
+    g.border_low_h = conv_border_low(g, false);
+    g.border_low_w = conv_border_low(g, true);
+    g.by_src_w = ct_divmod_of(g.src_w);
+    g.by_src_plane = ct_divmod_of(g.src_h * g.src_w);
     return g;
 }
 
@@ -475,6 +487,215 @@ static inline int conv_patch_bound(const conv_geometry &g, int columns, int pixe
     if (channels > g.src_c / g.groups)
         channels = g.src_c / g.groups;
     int64_t floats = images * (channels * src_rows * g.src_w + 31); /* 31: conv_patch_pad's */
+    return floats <= CONV_PATCH_MAX ? (int)(floats > 0 ? floats : 1) : 0;
+}
+
+/*
+ * The bordered patch: the same images and channels as the patch above, each
+ * channel's rows padded with the zeros its taps read outside the source
+ * (rows above and below the image, columns left and right), so that a
+ * column (c, tap) of a pixel is one load at a fixed offset from the pixel's
+ * place, with no test of whether the tap lands inside: a read is the
+ * column from the table, a multiply-add, an add, the load and the shared
+ * store, where conv_patch_column_read adds the taps' test, the clamped home
+ * and two selects (about 15 counted instructions an element, 0.23 an FMA
+ * of ResNet-18's 64-channel layers, docs/perf.md 2026-12-07 second
+ * session).  Where the map is additive (not transposed, or transposed at
+ * stride 1), for the forward pass and backward data.
+ *
+ * Along an axis the source row of tap i of destination row r is r * s +
+ * offset(i) (s the stride, 1 transposed; offset = conv_tap_offset), so
+ * destination rows first .. last read source rows first * s + low ..
+ * last * s + low + span, low the least offset and span (kernel - 1) *
+ * dilation; a bordered image keeps exactly those rows, from `lo` = first *
+ * s + low (which may be negative), each border_w = (dst_w - 1) * s + span
+ * + 1 floats wide from source column low.
+ */
+
+/* The least offset of a tap along an axis (conv_tap_offset over the
+ * kernel), and the destination's stride there. */
+static inline int conv_border_low(const conv_geometry &g, bool across)
+{
+    int pad = across ? g.pad_w : g.pad_h;
+    int span = ((across ? g.kernel_w : g.kernel_h) - 1) * (across ? g.dilation_w : g.dilation_h);
+    return g.transposed ? pad - span : -pad;
+}
+
+static inline int conv_border_stride(const conv_geometry &g, bool across)
+{
+    return g.transposed ? 1 : across ? g.stride_w : g.stride_h;
+}
+
+/* The floats of a bordered row (at least 1; past INT_MAX / 4 the shape is
+ * never bordered: conv_border_bound). */
+static inline int conv_border_width(const conv_geometry &g)
+{
+    int64_t w = (int64_t)(g.dst_w - 1) * conv_border_stride(g, true) +
+                (int64_t)(g.kernel_w - 1) * g.dilation_w + 1;
+    return w < 1 ? 1 : w > INT_MAX / 4 ? INT_MAX / 4 : (int)w;
+}
+
+/* conv_rows_of for the bordered patch: the rows from lo, unclamped. */
+__device__ inline conv_rows conv_border_rows_of(const conv_geometry &g, int img, int n0,
+                                                int n_end)
+{
+    int plane = g.dst_h * g.dst_w;
+    conv_rows rows = {0, 0};
+    if (n_end - 1 - img * plane < 0)
+        return rows;
+    int first = ct_div(g.by_dst_w, max(n0 - img * plane, 0));
+    int last = ct_div(g.by_dst_w, min(plane - 1, n_end - 1 - img * plane));
+    /* bordered only where the map is additive: transposed, at stride 1 */
+    rows.lo = first * g.stride_h + g.border_low_h;
+    rows.count = (last - first) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
+    return rows;
+}
+
+/* conv_patch_for for the bordered patch (rows of border_w floats). */
+__device__ inline conv_patch conv_border_for(const conv_geometry &g, int c_lo, int nc, int n0,
+                                             int n_end)
+{
+    conv_patch p;
+    p.c_lo = c_lo;
+    p.nc = nc;
+    p.n0 = n0;
+    p.n_end = n_end;
+    p.img_lo = ct_div(g.by_plane, n0);
+    p.img_hi = ct_div(g.by_plane, n_end - 1);
+    p.first = conv_border_rows_of(g, p.img_lo, n0, n_end);
+    p.full = conv_border_rows_of(g, p.img_lo + 1, n0, n_end);
+    p.last = conv_border_rows_of(g, p.img_hi, n0, n_end);
+    p.after = conv_patch_pad(nc * p.first.count * g.border_w, p.first.count * g.border_w);
+    p.stride = conv_patch_pad(nc * p.full.count * g.border_w, p.full.count * g.border_w);
+    return p;
+}
+
+/* Copies the bordered patch from src (group grp) by the block; a barrier
+ * must follow.  Every float is first set to 0 (the border), then, after a
+ * barrier, each image's source rows are copied into their places inside
+ * it: they are whole source rows (conv_border_bound), so an image's rows
+ * of one channel are one run in the source, and an image whose rows are
+ * the whole plane is one run for all the patch's channels, the images of
+ * the same rows one after the other (as conv_patch_stage copies them:
+ * ct_copy_runs from sector boundaries); a run's element j lands past the
+ * border: j's row (and channel) by the source's divisors.  Element by
+ * element with the tests of each row and column, the copy read 60 % of
+ * its sectors' bytes and took more instructions than the read it saved
+ * (emulated counts, docs/perf.md 2026-12-07 second session). */
+__device__ inline void conv_border_stage(const conv_patch &p, const conv_geometry &g,
+                                         const float *src, int grp, float *patch)
+{
+    int cg = g.src_c / g.groups, plane = g.src_h * g.src_w, w = g.border_w;
+    int left = -g.border_low_w;
+    /* zeros four at a time (the patch starts on 16 bytes: the header and
+     * tables before it are whole quads) */
+    int end = conv_patch_image_at(p, p.img_hi) + p.nc * p.last.count * w;
+    const float zeros[CT_VEC] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int e = CT_VEC * (int)threadIdx.x; e < end; e += CT_VEC * (int)blockDim.x) {
+        if (e + CT_VEC <= end)
+            ct_store4(patch + e, zeros);
+        else
+            for (int t = e; t < end; t++)
+                patch[t] = 0.0f;
+    }
+    __syncthreads();
+    size_t image = (size_t)g.src_c * plane;
+    src += (size_t)(grp * cg + p.c_lo) * plane;
+    for (int img = p.img_lo; img <= p.img_hi;) {
+        conv_rows rows = img == p.img_lo ? p.first : img == p.img_hi ? p.last : p.full;
+        int lo = max(rows.lo, 0), hi = min(rows.lo + rows.count, g.src_h), images = 1;
+        int top = lo - rows.lo, block = rows.count * w; /* a channel's floats in the patch */
+        bool whole = lo == 0 && hi == g.src_h;
+        if (whole && conv_rows_same(rows, p.full) && p.img_lo < p.img_hi)
+            images = (conv_rows_same(p.last, p.full) ? p.img_hi + 1 : p.img_hi) - img;
+        float *to = patch + conv_patch_image_at(p, img) + top * w + left;
+        const float *from = src + img * image + (size_t)lo * g.src_w;
+        if (whole) /* j: channel c's row r, column q */
+            ct_copy_runs_to(to, p.stride, from, image, images, p.nc * plane, [&](int j) {
+                int c = ct_div(g.by_src_plane, j), at = j - c * plane;
+                int r = ct_div(g.by_src_w, at);
+                return c * block + r * w + at - r * g.src_w;
+            });
+        else if (hi > lo)
+            ct_copy_runs_to(to, block, from, plane, p.nc, (hi - lo) * g.src_w, [&](int j) {
+                int r = ct_div(g.by_src_w, j);
+                return r * w + j - r * g.src_w;
+            });
+        img += images;
+    }
+}
+
+/* A pixel of the bordered patch as conv_border_read takes it (a
+ * conv_patch_spot: at and plane; taps and home unused): where its tap (0,
+ * 0) of channel 0 reads, and its image's floats per channel.  A pixel past
+ * the tile's (`inside` false) reads channel 0's first rows, whatever they
+ * hold: its column of the product is never stored. */
+__device__ inline conv_patch_spot conv_border_spot_of(const conv_patch &p, const conv_geometry &g,
+                                                      int pixel, bool inside)
+{
+    conv_patch_spot spot = {0, 0, 0, 0u};
+    if (!inside)
+        return spot;
+    int dst_plane = (int)g.by_plane.divisor, img = ct_div(g.by_plane, pixel);
+    int in_plane = pixel - img * dst_plane, r = ct_div(g.by_dst_w, in_plane);
+    int q = in_plane - r * g.dst_w;
+    conv_rows rows = img == p.img_lo ? p.first : img == p.img_hi ? p.last : p.full;
+    int row = r * g.stride_h + g.border_low_h - rows.lo;
+    spot.at = conv_patch_image_at(p, img) + row * g.border_w + q * g.stride_w;
+    spot.plane = rows.count * g.border_w;
+    return spot;
+}
+
+/* Column (c, tap) of the bordered patch (conv_column: c and offset; bits
+ * 0, fill 0). */
+__device__ inline conv_column conv_border_column_of(const conv_geometry &g, int column, int c_lo)
+{
+    int c = conv_channel_of(g, column), tap = column - c * (int)g.by_taps.divisor;
+    int i = ct_div(g.by_kernel_w, tap), j = tap - i * g.kernel_w;
+    conv_column col;
+    col.c = c - c_lo;
+    col.offset = (conv_tap_offset(g, i, false, g.transposed) - g.border_low_h) * g.border_w +
+                 conv_tap_offset(g, j, true, g.transposed) - g.border_low_w;
+    col.bits = 0u;
+    col.fill = 0.0f;
+    return col;
+}
+
+/* col[(c_lo + c, tap), pixel] from the bordered patch. */
+__device__ inline float conv_border_read(const conv_patch_spot &spot, const float *patch,
+                                         const conv_column &column)
+{
+    return patch[column.c * spot.plane + spot.at + column.offset];
+}
+
+/* conv_patch_bound for the bordered patch (its rows unclamped, border_w
+ * wide), or 0 where it passes CONV_PATCH_MAX, the map is not additive
+ * (transposed at a stride above 1) or a bordered row does not hold its
+ * whole source row (conv_border_stage's runs). */
+static inline int conv_border_bound(const conv_geometry &g, int columns, int pixels)
+{
+    /* an additive map, and whole source rows inside the bordered ones */
+    int low = conv_border_low(g, true);
+    if ((g.transposed && (g.stride_h != 1 || g.stride_w != 1)) || low > 0 ||
+        (int64_t)low + g.border_w < g.src_w)
+        return 0;
+    int64_t plane = (int64_t)g.dst_h * g.dst_w, taps = (int64_t)g.kernel_h * g.kernel_w;
+    bool within = plane % pixels == 0;
+    int64_t images = within ? 1 : (pixels - 1) / plane + 2;
+    if (images > g.n_batch)
+        images = g.n_batch;
+    if (plane < pixels)
+        pixels = (int)plane;
+    int64_t dst_rows = within && pixels % g.dst_w == 0 ? pixels / g.dst_w
+                                                        : (pixels + g.dst_w - 2) / g.dst_w + 1;
+    if (dst_rows > g.dst_h)
+        dst_rows = g.dst_h;
+    int64_t rows = (dst_rows - 1) * conv_border_stride(g, false) +
+                   (int64_t)(g.kernel_h - 1) * g.dilation_h + 1;
+    int64_t channels = (columns - 1 + taps - 1) / taps + 1;
+    if (channels > g.src_c / g.groups)
+        channels = g.src_c / g.groups;
+    int64_t floats = images * (channels * rows * g.border_w + 31); /* 31: conv_patch_pad's */
     return floats <= CONV_PATCH_MAX ? (int)(floats > 0 ? floats : 1) : 0;
 }
 
