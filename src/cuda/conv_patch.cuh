@@ -209,8 +209,20 @@ struct conv_patch {
 
 static_assert(sizeof(conv_patch) <= CONV_PATCH_HEADER * sizeof(float), "the k patch's header");
 
-__device__ inline conv_patch conv_patch_for(const conv_geometry &g, int c_lo, int nc, int n0,
-                                            int n_end)
+__device__ inline conv_rows conv_border_rows_of(const conv_geometry &g, int img, int n0,
+                                                int n_end);
+
+template <bool Bordered>
+__device__ inline conv_rows conv_rows_in(const conv_geometry &g, int img, int n0, int n_end)
+{
+    return Bordered ? conv_border_rows_of(g, img, n0, n_end) : conv_rows_of(g, img, n0, n_end);
+}
+
+/* conv_patch_for (Bordered false) and conv_border_for: each image's rows
+ * conv_rows_of's or conv_border_rows_of's, of src_w or border_w floats. */
+template <bool Bordered>
+__device__ inline conv_patch conv_patch_over(const conv_geometry &g, int c_lo, int nc, int n0,
+                                             int n_end)
 {
     conv_patch p;
     p.c_lo = c_lo;
@@ -219,12 +231,19 @@ __device__ inline conv_patch conv_patch_for(const conv_geometry &g, int c_lo, in
     p.n_end = n_end;
     p.img_lo = ct_div(g.by_plane, n0);
     p.img_hi = ct_div(g.by_plane, n_end - 1);
-    p.first = conv_rows_of(g, p.img_lo, n0, n_end);
-    p.full = conv_rows_of(g, p.img_lo + 1, n0, n_end);
-    p.last = conv_rows_of(g, p.img_hi, n0, n_end);
-    p.after = conv_patch_pad(nc * p.first.count * g.src_w, p.first.count * g.src_w);
-    p.stride = conv_patch_pad(nc * p.full.count * g.src_w, p.full.count * g.src_w);
+    p.first = conv_rows_in<Bordered>(g, p.img_lo, n0, n_end);
+    p.full = conv_rows_in<Bordered>(g, p.img_lo + 1, n0, n_end);
+    p.last = conv_rows_in<Bordered>(g, p.img_hi, n0, n_end);
+    int width = Bordered ? g.border_w : g.src_w;
+    p.after = conv_patch_pad(nc * p.first.count * width, p.first.count * width);
+    p.stride = conv_patch_pad(nc * p.full.count * width, p.full.count * width);
     return p;
+}
+
+__device__ inline conv_patch conv_patch_for(const conv_geometry &g, int c_lo, int nc, int n0,
+                                            int n_end)
+{
+    return conv_patch_over<false>(g, c_lo, nc, n0, n_end);
 }
 
 /* Where image img's blocks start in the patch. */
@@ -454,6 +473,44 @@ __device__ inline float conv_patch_column_read(const conv_patch_spot &spot, cons
     return inside ? v : column.fill;
 }
 
+/* The images, and the destination rows in one image, that `pixels`
+ * consecutive destination pixels from a multiple of `pixels` span at most
+ * (conv_patch_bound). */
+struct conv_span {
+    int64_t images, dst_rows;
+};
+
+static inline conv_span conv_span_of(const conv_geometry &g, int pixels)
+{
+    int64_t plane = (int64_t)g.dst_h * g.dst_w;
+    bool within = plane % pixels == 0;
+    conv_span s;
+    s.images = within ? 1 : (pixels - 1) / plane + 2;
+    if (s.images > g.n_batch)
+        s.images = g.n_batch;
+    if (plane < pixels)
+        pixels = (int)plane;
+    s.dst_rows = within && pixels % g.dst_w == 0 ? pixels / g.dst_w
+                                                  : (pixels + g.dst_w - 2) / g.dst_w + 1;
+    if (s.dst_rows > g.dst_h)
+        s.dst_rows = g.dst_h;
+    return s;
+}
+
+/* The floats of s.images images of `rows` rows of `width` floats of the
+ * channels `columns` consecutive columns (c, tap) read, or 0 past
+ * CONV_PATCH_MAX. */
+static inline int conv_span_floats(const conv_geometry &g, conv_span s, int columns, int64_t rows,
+                                   int64_t width)
+{
+    int64_t taps = (int64_t)g.kernel_h * g.kernel_w;
+    int64_t channels = (columns - 1 + taps - 1) / taps + 1;
+    if (channels > g.src_c / g.groups)
+        channels = g.src_c / g.groups;
+    int64_t floats = s.images * (channels * rows * width + 31); /* 31: conv_patch_pad's */
+    return floats <= CONV_PATCH_MAX ? (int)(floats > 0 ? floats : 1) : 0;
+}
+
 /* The most floats a conv_patch holds for `pixels` consecutive destination
  * pixels (a tile's columns, or the weight gradient's group of k) and the
  * channels of `columns` consecutive columns (c, tap) (a k slice, or a
@@ -467,27 +524,13 @@ __device__ inline float conv_patch_column_read(const conv_patch_spot &spot, cons
  * 99.7 us on the model against a floor of 36 (emulated counts). */
 static inline int conv_patch_bound(const conv_geometry &g, int columns, int pixels)
 {
-    int64_t plane = (int64_t)g.dst_h * g.dst_w, taps = (int64_t)g.kernel_h * g.kernel_w;
-    bool within = plane % pixels == 0;
-    int64_t images = within ? 1 : (pixels - 1) / plane + 2;
-    if (images > g.n_batch)
-        images = g.n_batch;
-    if (plane < pixels)
-        pixels = (int)plane;
-    int64_t dst_rows = within && pixels % g.dst_w == 0 ? pixels / g.dst_w
-                                                        : (pixels + g.dst_w - 2) / g.dst_w + 1;
-    if (dst_rows > g.dst_h)
-        dst_rows = g.dst_h;
+    conv_span s = conv_span_of(g, pixels);
     int64_t reach = (int64_t)(g.kernel_h - 1) * g.dilation_h;
-    int64_t src_rows = g.transposed ? (dst_rows - 1 + reach) / g.stride_h + 1
-                                    : (dst_rows - 1) * g.stride_h + reach + 1;
+    int64_t src_rows = g.transposed ? (s.dst_rows - 1 + reach) / g.stride_h + 1
+                                    : (s.dst_rows - 1) * g.stride_h + reach + 1;
     if (src_rows > g.src_h)
         src_rows = g.src_h;
-    int64_t channels = (columns - 1 + taps - 1) / taps + 1;
-    if (channels > g.src_c / g.groups)
-        channels = g.src_c / g.groups;
-    int64_t floats = images * (channels * src_rows * g.src_w + 31); /* 31: conv_patch_pad's */
-    return floats <= CONV_PATCH_MAX ? (int)(floats > 0 ? floats : 1) : 0;
+    return conv_span_floats(g, s, columns, src_rows, g.src_w);
 }
 
 /*
@@ -555,19 +598,7 @@ __device__ inline conv_rows conv_border_rows_of(const conv_geometry &g, int img,
 __device__ inline conv_patch conv_border_for(const conv_geometry &g, int c_lo, int nc, int n0,
                                              int n_end)
 {
-    conv_patch p;
-    p.c_lo = c_lo;
-    p.nc = nc;
-    p.n0 = n0;
-    p.n_end = n_end;
-    p.img_lo = ct_div(g.by_plane, n0);
-    p.img_hi = ct_div(g.by_plane, n_end - 1);
-    p.first = conv_border_rows_of(g, p.img_lo, n0, n_end);
-    p.full = conv_border_rows_of(g, p.img_lo + 1, n0, n_end);
-    p.last = conv_border_rows_of(g, p.img_hi, n0, n_end);
-    p.after = conv_patch_pad(nc * p.first.count * g.border_w, p.first.count * g.border_w);
-    p.stride = conv_patch_pad(nc * p.full.count * g.border_w, p.full.count * g.border_w);
-    return p;
+    return conv_patch_over<true>(g, c_lo, nc, n0, n_end);
 }
 
 /* Copies the bordered patch from src (group grp) by the block; a barrier
@@ -679,24 +710,10 @@ static inline int conv_border_bound(const conv_geometry &g, int columns, int pix
     if ((g.transposed && (g.stride_h != 1 || g.stride_w != 1)) || low > 0 ||
         (int64_t)low + g.border_w < g.src_w)
         return 0;
-    int64_t plane = (int64_t)g.dst_h * g.dst_w, taps = (int64_t)g.kernel_h * g.kernel_w;
-    bool within = plane % pixels == 0;
-    int64_t images = within ? 1 : (pixels - 1) / plane + 2;
-    if (images > g.n_batch)
-        images = g.n_batch;
-    if (plane < pixels)
-        pixels = (int)plane;
-    int64_t dst_rows = within && pixels % g.dst_w == 0 ? pixels / g.dst_w
-                                                        : (pixels + g.dst_w - 2) / g.dst_w + 1;
-    if (dst_rows > g.dst_h)
-        dst_rows = g.dst_h;
-    int64_t rows = (dst_rows - 1) * conv_border_stride(g, false) +
+    conv_span s = conv_span_of(g, pixels);
+    int64_t rows = (s.dst_rows - 1) * conv_border_stride(g, false) +
                    (int64_t)(g.kernel_h - 1) * g.dilation_h + 1;
-    int64_t channels = (columns - 1 + taps - 1) / taps + 1;
-    if (channels > g.src_c / g.groups)
-        channels = g.src_c / g.groups;
-    int64_t floats = images * (channels * rows * g.border_w + 31); /* 31: conv_patch_pad's */
-    return floats <= CONV_PATCH_MAX ? (int)(floats > 0 ? floats : 1) : 0;
+    return conv_span_floats(g, s, columns, rows, g.border_w);
 }
 
 #endif
