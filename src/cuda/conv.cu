@@ -387,7 +387,9 @@ enum {
 
 struct conv_backward_weight_problem : ct_gemm_defaults {
     static constexpr const char *kernel_name = "gemm<conv_backward_weight>";
-    static constexpr bool borders = false; /* its patch is read through its spots' taps */
+    /* the patch bordered (as the forward pass's) where it fits, in the
+     * wide tiles only: by conv_bordered_weight_problem's kernels */
+    static constexpr bool borders = true;
     static constexpr bool stages_a = true;
     static constexpr bool stages_b = true;
     static constexpr bool sums_parts = true; /* k (the pixels) split where the tiles are few */
@@ -398,6 +400,7 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
     conv_geometry g;              /* forward: col as the forward pass reads it */
     const float *x, *dy;
     float *dw, *db;
+    bool bordered; /* the patch bordered (conv_border_for), where it fits */
 
     /* dy[n, o, p] and col[cij, np] both run along k (output pixels). */
     __device__ bool a_along_k() const { return true; }
@@ -448,6 +451,43 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
         int c = conv_channel_of(g, cij);
         return conv_gather(g, x, grp, c, cij - c * (int)g.by_taps.divisor, np);
     }
+    /* The patch of pixels [first, first + CONV_WEIGHT_PIXELS) (to k_end) for
+     * the block's columns from n0, bordered or not, with its header, its
+     * columns' table and its pixels' spots; a barrier must follow. */
+    template <class Tile, bool Bordered>
+    __device__ void stage_patch(int grp, int first, int k_end, int n0, conv_patch *header,
+                                conv_column *columns, conv_patch_spot *spots, float *patch) const
+    {
+        int cols_end = min(n0 + Tile::n, n);
+        int w_end = min(cols_end, n_w); /* the weight columns; db's, of ones, after */
+        int c_lo = conv_channel_of(g, n0);
+        int nc = w_end > n0 ? conv_channel_of(g, w_end - 1) - c_lo + 1 : 0;
+        for (int i = threadIdx.x; i < Tile::n; i += GEMM_THREADS) {
+            int cij = n0 + i; /* after the weights' columns, db's (ones), then none */
+            conv_column column = cij < w_end ? Bordered ? conv_border_column_of(g, cij, c_lo)
+                                                        : conv_patch_column_of(g, cij, c_lo, false)
+                                             : conv_column_none(cij < cols_end ? 1.0f : 0.0f);
+            ct_store16(columns + i, &column);
+        }
+        int last = min(first + CONV_WEIGHT_PIXELS, k_end);
+        conv_patch at = Bordered ? conv_border_for(g, c_lo, nc, first, last)
+                                 : conv_patch_for(g, c_lo, nc, first, last);
+        /* the patch's pixels, decomposed once a patch (once a slice, they
+         * were a twentieth of the kernel's instructions) */
+        if (threadIdx.x < CONV_WEIGHT_PIXELS) { /* past k_end: no taps (a's are 0 there) */
+            int pixel = first + (int)threadIdx.x;
+            conv_patch_spot spot = Bordered ? conv_border_spot_of(at, g, pixel, pixel < last)
+                                            : conv_patch_spot_of<true>(at, g, min(pixel, last - 1),
+                                                                       pixel < last, false);
+            ct_store16(spots + threadIdx.x, &spot);
+        }
+        if (Bordered)
+            conv_border_stage(at, g, x, grp, patch);
+        else
+            conv_patch_stage(at, g, x, grp, patch);
+        if (threadIdx.x == 0)
+            *header = at;
+    }
     template <class Tile>
     __device__ void stage_b(float (*tile)[Tile::n + Tile::pad], int grp, int k0, int k_end,
                             int n0, float *patch) const
@@ -458,6 +498,13 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
                 [&](int np, int cij) { return load_b(grp, np, cij); });
             return;
         }
+        stage_b_patch<Tile, false>(tile, grp, k0, k_end, n0, patch);
+    }
+    /* stage_b's slice from the patch, bordered or not */
+    template <class Tile, bool Bordered>
+    __device__ void stage_b_patch(float (*tile)[Tile::n + Tile::pad], int grp, int k0, int k_end,
+                                  int n0, float *patch) const
+    {
         /* the slice's patch: a split's chunk is whole patches (or all of
          * k), conv_weight_layout */
         int first = k0 & -CONV_WEIGHT_PIXELS;
@@ -471,34 +518,9 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
         conv_column *columns = (conv_column *)(patch + CONV_PATCH_HEADER);
         conv_patch_spot *spots = (conv_patch_spot *)(columns + Tile::n);
         patch += CONV_PATCH_HEADER + conv_table_floats(Tile::n, CONV_WEIGHT_PIXELS);
-        conv_patch at;
         if (k0 == first) { /* the previous patch's readers passed the loop's last barrier */
-            int cols_end = min(n0 + Tile::n, n);
-            int w_end = min(cols_end, n_w); /* the weight columns; db's, of ones, after */
-            int c_lo = conv_channel_of(g, n0);
-            int nc = w_end > n0 ? conv_channel_of(g, w_end - 1) - c_lo + 1 : 0;
-            for (int i = threadIdx.x; i < Tile::n; i += GEMM_THREADS) {
-                int cij = n0 + i; /* after the weights' columns, db's (ones), then none */
-                conv_column column = cij < w_end ? conv_patch_column_of(g, cij, c_lo, false)
-                                                 : conv_column_none(cij < cols_end ? 1.0f : 0.0f);
-                ct_store16(columns + i, &column);
-            }
-            at = conv_patch_for(g, c_lo, nc, first, min(first + CONV_WEIGHT_PIXELS, k_end));
-            /* the patch's pixels, decomposed once a patch (once a slice,
-             * they were a twentieth of the kernel's instructions) */
-            if (threadIdx.x < CONV_WEIGHT_PIXELS) { /* past k_end: no taps (a's are 0 there) */
-                int pixel = first + (int)threadIdx.x;
-                conv_patch_spot spot =
-                    conv_patch_spot_of<true>(at, g, min(pixel, at.n_end - 1),
-                                             pixel < at.n_end, false);
-                ct_store16(spots + threadIdx.x, &spot);
-            }
-            conv_patch_stage(at, g, x, grp, patch);
-            if (threadIdx.x == 0)
-                *header = at;
+            stage_patch<Tile, Bordered>(grp, first, k_end, n0, header, columns, spots, patch);
             __syncthreads();
-        } else {
-            at = *header;
         }
         /* a thread stages one pixel (kk) of the slice, for several columns */
         enum { STEP = GEMM_THREADS / Tile::depth, READS = Tile::n / STEP };
@@ -512,14 +534,46 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
         /* four at a time in the 128-row tile: unrolled whole, its loads
          * spilled 40 bytes at 128 registers (nvcc 13) */
         enum { UNROLL = Tile::m > GEMM_WIDE / 2 ? 4 : READS };
+        if constexpr (Bordered) {
+            /* each column one load at a fixed offset from the pixel's
+             * place, no test, where the block's columns are all weights
+             * and the pixel is k's; else db's column takes its fill, and a
+             * pixel past k 0 (a's are 0 there, and 0 times an inf of the
+             * word its spot reads is no 0) */
+            if (spot.plane == 0) { /* conv_border_spot_of's past k */
 #pragma unroll UNROLL
-        for (int r = 0; r < READS; r++) {
-            /* what the column is comes from the table too: the block's
-             * column bounds held in registers across the k loop spilled */
-            int i = i0 + r * STEP;
-            conv_column column;
-            ct_load16(columns + i, &column);
-            tile[kk][i] = conv_patch_column_read(spot, patch, column);
+                for (int r = 0; r < READS; r++)
+                    tile[kk][i0 + r * STEP] = 0.0f;
+                return;
+            }
+            if (n0 + Tile::n <= n_w) {
+#pragma unroll UNROLL
+                for (int r = 0; r < READS; r++) {
+                    int i = i0 + r * STEP;
+                    conv_column column;
+                    ct_load16(columns + i, &column);
+                    tile[kk][i] = conv_border_read(spot, patch, column);
+                }
+                return;
+            }
+#pragma unroll UNROLL
+            for (int r = 0; r < READS; r++) {
+                int i = i0 + r * STEP;
+                conv_column column;
+                ct_load16(columns + i, &column);
+                float v = conv_border_read(spot, patch, column);
+                tile[kk][i] = column.bits != CONV_COLUMN_NONE ? v : column.fill;
+            }
+        } else {
+#pragma unroll UNROLL
+            for (int r = 0; r < READS; r++) {
+                /* what the column is comes from the table too: the block's
+                 * column bounds held in registers across the k loop spilled */
+                int i = i0 + r * STEP;
+                conv_column column;
+                ct_load16(columns + i, &column);
+                tile[kk][i] = conv_patch_column_read(spot, patch, column);
+            }
         }
     }
     __device__ void store(int grp, int, int o, int cij, float value) const
@@ -540,6 +594,26 @@ struct conv_backward_weight_problem : ct_gemm_defaults {
         }
         for (int c = 0; c < CT_VEC; c++)
             store(grp, split, o, cij + c, value[c]);
+    }
+};
+
+/* The weight gradient with its patch bordered (p.bordered: conv_patch_floats),
+ * on the wide tiles: kernels of its own, as both patches' code in one
+ * kernel spilled 16 bytes in the 64-row wide tile at its 80 registers
+ * (nvcc 13, scripts/kernel-resources.sh), where either alone does not. */
+struct conv_bordered_weight_problem : conv_backward_weight_problem {
+    static constexpr bool wide_only = true;
+    template <class Tile>
+    __device__ void stage_b(float (*tile)[Tile::n + Tile::pad], int grp, int k0, int k_end,
+                            int n0, float *patch) const
+    {
+        static_assert(Tile::n == GEMM_WIDE, "bordered on the wide tiles only");
+        /* never taken (bordered takes a patch), but without it nvcc 13
+         * spilled 8 bytes in the 64-row tile */
+        if (scratch_floats == 0)
+            conv_backward_weight_problem::stage_b<Tile>(tile, grp, k0, k_end, n0, patch);
+        else
+            stage_b_patch<Tile, true>(tile, grp, k0, k_end, n0, patch);
     }
 };
 
@@ -650,12 +724,25 @@ static int conv_patch_floats(conv_gemm_problem &p, int depth, int width, bool na
     return floats ? CONV_PATCH_HEADER + table + floats : 0;
 }
 
-static int conv_patch_floats(conv_backward_weight_problem &p, int, int width, bool, bool)
+static int conv_patch_floats(conv_backward_weight_problem &p, int, int width, bool,
+                             bool borders)
 {
     /* the staging reads its columns from the table only: without it, b
      * is read through the map (scratch 0) */
     int floats =
         conv_columns_fit(p.g) ? conv_patch_bound(p.g, width, CONV_WEIGHT_PIXELS) : 0;
+    /* bordered as the forward pass's patch, by the same rule, at stride
+     * 1: ResNet-18's 16 x 16 -> 8 x 8 stride-2 weight gradient (13 %
+     * more floats) took 1.1 us longer bordered, the 32 x 32 -> 16 x 16
+     * one (3 %) 0.2 us less, where the stride-1 layers took 1.5-2.6 us
+     * less (the model, docs/perf.md 2026-12-07 third session) */
+    int border = borders && width == GEMM_WIDE && floats && p.g.stride_h == 1 &&
+                         p.g.stride_w == 1
+                     ? conv_border_bound(p.g, width, CONV_WEIGHT_PIXELS)
+                     : 0;
+    p.bordered = border > 0 && 10 * (int64_t)border <= 12 * (int64_t)floats;
+    if (p.bordered)
+        floats = border;
     return floats ? CONV_PATCH_HEADER + conv_table_floats(width, CONV_WEIGHT_PIXELS) + floats : 0;
 }
 
@@ -1456,13 +1543,25 @@ static conv_backward_weight_problem conv_weight_problem_of(const ct_conv2d_shape
     return p;
 }
 
+/* p (prepared: conv_prepare) on its own kernels, bordered or not. */
+static ct_status conv_weight_launch(const conv_backward_weight_problem &p, int groups, int rows,
+                                    cudaStream_t stream)
+{
+    if (!p.bordered)
+        return ct_cuda_launch_gemm(p, groups, rows, stream);
+    conv_bordered_weight_problem bordered;
+    static_cast<conv_backward_weight_problem &>(bordered) = p;
+    return ct_cuda_launch_gemm(bordered, groups, rows, stream);
+}
+
 extern "C" ct_status ct_cuda_conv2d_backward_weight(const ct_conv2d_shape *s, const float *x,
                                                     const float *dy, float *dw, float *db,
                                                     void *workspace, cudaStream_t stream)
 {
     int rows = 0;
     conv_backward_weight_problem p = conv_weight_problem_of(s, x, dy, dw, db, workspace, &rows);
-    return conv_launch(p, s->groups, rows, stream);
+    conv_prepare(p, rows);
+    return conv_weight_launch(p, s->groups, rows, stream);
 }
 
 /* Backward data and the weight gradient of one convolution (the same dy)
@@ -1484,6 +1583,10 @@ extern "C" ct_status ct_cuda_conv2d_backward_pair(const ct_conv2d_shape *s, cons
     conv_backward_weight_problem weight =
         conv_weight_problem_of(s, x, dy, dw, db, weight_workspace, &weight_rows);
     conv_prepare(weight, weight_rows);
+    if (weight.bordered) { /* on a wide tile: never paired (ct_gemm_pairs) */
+        CT_TRY(ct_cuda_conv2d_backward_data(s, dy, w, relu_mask, dx, data_workspace, stream));
+        return conv_weight_launch(weight, s->groups, weight_rows, stream);
+    }
     if (images) {
         float *cols = (float *)data_workspace;
         conv_columns_problem data = conv_columns_problem_of(s, dy, w, cols, &data_rows);

@@ -194,6 +194,7 @@ struct ct_gemm_defaults {
     static constexpr bool strips_a = false;
     static constexpr bool sums_parts = false;
     static constexpr bool stores_quads = false;
+    static constexpr bool wide_only = false; /* kernels of the wide tiles only */
     int scratch_floats = 0;
     int a_strip = 0;
     float *parts = nullptr; /* with sums_parts and splits > 1 */
@@ -1035,14 +1036,17 @@ static ct_status ct_cuda_launch_gemm(Problem p, int groups, int rows, cudaStream
                    stream);
     size_t strip = rows == GEMM_NARROW_M ? (size_t)GEMM_NARROW_M * p.a_strip : 0;
     size_t shared = sizeof(float) * ((size_t)p.scratch_floats + strip);
-    if (rows == GEMM_NARROW_M)
-        CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm_narrow<Problem>, grid,
-                             GEMM_THREADS, shared, stream, p);
-    else if (rows == ct_gemm_wide::m)
+    if (rows == ct_gemm_wide::m)
         CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, (ct_tiled_gemm_wide<Problem, 2>), grid,
                              GEMM_THREADS, shared, stream, p);
-    else if (rows)
+    else if (rows == ct_gemm_wide_64::m)
         CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, (ct_tiled_gemm_wide<Problem, 1>), grid,
+                             GEMM_THREADS, shared, stream, p);
+    else if constexpr (Problem::wide_only)
+        return ct_set_error(CT_ERR_INTERNAL, "%s: launched on a tile of %d rows, but only its "
+                            "wide tiles' kernels are compiled", Problem::kernel_name, rows);
+    else if (rows == GEMM_NARROW_M)
+        CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm_narrow<Problem>, grid,
                              GEMM_THREADS, shared, stream, p);
     else
         CT_CUDA_LAUNCH_NAMED(Problem::kernel_name, ct_tiled_gemm<Problem>, grid, GEMM_THREADS,
