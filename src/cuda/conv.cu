@@ -279,8 +279,9 @@ static int conv_sector_pitch(int floats)
  * The packing: wt[(g*Cg + c)*pitch + o*KK + t] = w[((g*Og + o)*Cg + c)*KK + t],
  * a transpose of each group's Og x Cg matrix of KK-vectors.  A block moves
  * a T x T tile of vectors through shared memory: it reads T runs of T*KK
- * floats of w (rows o; ct_copy_runs) and writes T runs of T*KK floats of wt
- * (rows c), both with consecutive threads on consecutive words.  In shared
+ * floats of w (rows o; as float4s where aligned, conv_pack_copy_quads;
+ * else ct_copy_runs) and writes T runs of T*KK floats of wt (rows c),
+ * both with consecutive threads on consecutive words.  In shared
  * memory row o_l starts every `stride` floats, stride = KK mod 32, so that
  * the write phase's reads (KK-vectors of rows o_l, o_l+1, ... for one c)
  * fall in consecutive banks, as if the vectors were adjacent.  T: the
@@ -297,6 +298,11 @@ struct conv_pack_tile {
     /* the divisors of the write phase's indices: the taps, and a row's
      * lanes in a tile of t rows o and in the last tile of o (fewer) */
     ct_divmod by_taps, by_lanes, by_last_lanes;
+    /* quads: w's tiles read as float4s (rows of w 16-byte aligned, a
+     * full tile's row t*KK floats a multiple of 4), the row's quads
+     * divided by by_quads; else by ct_copy_runs, a float a thread */
+    bool quads;
+    ct_divmod by_quads;
 };
 
 /* Backward data by phases (below) packs each phase's wt_p[c, (o, t, u)]
@@ -320,7 +326,7 @@ static inline __host__ __device__ int conv_pack_lanes(int runs_o, int taps)
     return (runs_o * taps + CT_CUDA_WARP - 1) / CT_CUDA_WARP * CT_CUDA_WARP;
 }
 
-static conv_pack_tile conv_pack_tile_for(const ct_conv2d_shape *s)
+static conv_pack_tile conv_pack_tile_for(const ct_conv2d_shape *s, const float *w)
 {
     int taps = s->kernel_h * s->kernel_w;
     conv_pack_tile p = {};
@@ -336,7 +342,45 @@ static conv_pack_tile conv_pack_tile_for(const ct_conv2d_shape *s)
     p.by_taps = ct_divmod_of(taps);
     p.by_lanes = ct_divmod_of(conv_pack_lanes(p.t, taps));
     p.by_last_lanes = ct_divmod_of(conv_pack_lanes(og - (p.tiles_o - 1) * p.t, taps));
+    p.quads = (size_t)(s->in_channels / s->groups) * taps % 4 == 0 && p.t * taps % 4 == 0 &&
+              (uintptr_t)w % 16 == 0;
+    p.by_quads = ct_divmod_of(p.t * taps / 4);
     return p;
+}
+
+/* A full tile's rows o of w into shared memory as float4s, each thread's
+ * quads (up to four a round) loaded before any is stored: a 16 x 16 tile
+ * of 3x3 vectors is three quads a thread, one round trip, where
+ * ct_copy_runs's float a thread took ten in series (ResNet-18 B64's
+ * packings 69.4 -> 30 us on the model, docs/perf.md).  The tile's rows
+ * are `stride` floats apart (KK mod 32, rarely a multiple of 4): four
+ * scalar stores a quad. */
+static __device__ __forceinline__ void conv_pack_copy_quads(float *vectors,
+                                                            const conv_pack_tile &tile,
+                                                            const float *from, size_t pitch,
+                                                            int rows)
+{
+    int quads = (int)tile.by_quads.divisor, count = rows * quads;
+    for (int e0 = threadIdx.x; e0 < count; e0 += 4 * blockDim.x) {
+        float4 v[4];
+        int at[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            int e = e0 + u * (int)blockDim.x;
+            int o = ct_div(tile.by_quads, e), q = e - o * quads;
+            at[u] = e < count ? o * tile.stride + 4 * q : -1;
+            if (at[u] >= 0)
+                v[u] = *(const float4 *)(from + o * pitch + 4 * q);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (at[u] >= 0) {
+                vectors[at[u]] = v[u].x;
+                vectors[at[u] + 1] = v[u].y;
+                vectors[at[u] + 2] = v[u].z;
+                vectors[at[u] + 3] = v[u].w;
+            }
+    }
 }
 
 /* block (g * tiles_o + tile of o) * tiles_c + tile of c */
@@ -350,8 +394,11 @@ __global__ void conv_pack_transposed(ct_conv2d_shape s, conv_pack_tile tile, int
     int o0 = (int)(blockIdx.x / tile.tiles_c % tile.tiles_o) * tile.t;
     int g = (int)(blockIdx.x / tile.tiles_c / tile.tiles_o);
     int runs_o = min(tile.t, og - o0), width_c = min(tile.t, cg - c0) * taps;
-    ct_copy_runs(vectors, tile.stride, w + (((size_t)g * og + o0) * cg + c0) * taps,
-                 (size_t)cg * taps, runs_o, width_c);
+    const float *from = w + (((size_t)g * og + o0) * cg + c0) * taps;
+    if (tile.quads && width_c == tile.t * taps) /* uniform: the block's */
+        conv_pack_copy_quads(vectors, tile, from, (size_t)cg * taps, runs_o);
+    else
+        ct_copy_runs(vectors, tile.stride, from, (size_t)cg * taps, runs_o, width_c);
     __syncthreads();
     /* rows c of wt, a warp never straddling two (as ct_copy_runs); the
      * indices by the tile's divisors (four run-time divisions an element
@@ -1058,7 +1105,7 @@ static ct_status conv_pack_launch(const ct_conv2d_shape *s, const float *w, int 
                                   const conv_pack_phases &phases, void *workspace,
                                   cudaStream_t stream)
 {
-    conv_pack_tile tile = conv_pack_tile_for(s);
+    conv_pack_tile tile = conv_pack_tile_for(s, w);
     CT_CUDA_LAUNCH(conv_pack_transposed, (unsigned)(s->groups * tile.tiles_o * tile.tiles_c),
                    CT_CUDA_BLOCK, sizeof(float) * (size_t)tile.t * tile.stride, stream, *s, tile,
                    pitch, phases, w, (float *)workspace);
