@@ -289,6 +289,7 @@ static int conv_sector_pitch(int floats)
  */
 enum {
     CONV_PACK_TILE = 4096, /* floats of shared memory per block */
+    CONV_PACK_ROUND = 2,   /* quads a thread loads at once */
 };
 
 struct conv_pack_tile {
@@ -298,11 +299,11 @@ struct conv_pack_tile {
     /* the divisors of the write phase's indices: the taps, and a row's
      * lanes in a tile of t rows o and in the last tile of o (fewer) */
     ct_divmod by_taps, by_lanes, by_last_lanes;
-    /* quads: w's tiles read as float4s (rows of w 16-byte aligned, a
-     * full tile's row t*KK floats a multiple of 4), the row's quads
-     * divided by by_quads; else by ct_copy_runs, a float a thread */
+    /* quads: full tiles read as float4s (conv_pack_copy_quads: rows of
+     * w 16-byte aligned, a row's t*KK floats a multiple of 4), a row's
+     * quads rounded up to 8 slots (by_slots); else by ct_copy_runs */
     bool quads;
-    ct_divmod by_quads;
+    ct_divmod by_slots;
 };
 
 /* Backward data by phases (below) packs each phase's wt_p[c, (o, t, u)]
@@ -344,42 +345,66 @@ static conv_pack_tile conv_pack_tile_for(const ct_conv2d_shape *s, const float *
     p.by_last_lanes = ct_divmod_of(conv_pack_lanes(og - (p.tiles_o - 1) * p.t, taps));
     p.quads = (size_t)(s->in_channels / s->groups) * taps % 4 == 0 && p.t * taps % 4 == 0 &&
               (uintptr_t)w % 16 == 0;
-    p.by_quads = ct_divmod_of(p.t * taps / 4);
+    p.by_slots = ct_divmod_of((p.t * taps / 4 + 7) / 8 * 8);
     return p;
 }
 
-/* A full tile's rows o of w into shared memory as float4s, each thread's
- * quads (up to four a round) loaded before any is stored: a 16 x 16 tile
- * of 3x3 vectors is three quads a thread, one round trip, where
+/* A full tile's rows o of w into shared memory as 128-bit loads
+ * (ct_load4), CONV_PACK_ROUND quads a thread loaded before any is stored:
+ * a 16 x 16 tile of 3x3 vectors is two rounds of loads, where
  * ct_copy_runs's float a thread took ten in series (ResNet-18 B64's
- * packings 69.4 -> 30 us on the model, docs/perf.md).  The tile's rows
- * are `stride` floats apart (KK mod 32, rarely a multiple of 4): four
- * scalar stores a quad. */
+ * packings 69.4 -> 31 us on the model, docs/perf.md).  Three a round
+ * took 40 registers (four 48; forced to 32, spills): 6 blocks an SM where
+ * 32 registers leave 8, so a 1,024-block packing (layer4's) would take
+ * two waves on an H100.
+ *
+ * The tile's rows in shared memory are KK mod 32 floats apart (for the
+ * write phase's banks), rarely a multiple of 4: four scalar stores a quad.
+ * Word k of every lane's quad, 4 floats apart, would be 4 words a bank.
+ * So a row's quads go to whole groups of 8 lanes (its slots: the quads
+ * rounded up to 8, the lanes past the last quad repeating it), each group
+ * 8 consecutive quads of one row, 4 floats apart: 8 banks of one residue
+ * mod 4 for words of one residue; the k-th store of a lane of group g (of
+ * its warp's 4) writes the word of its quad whose bank is k + g (mod 4),
+ * so the groups' residues differ and the warp's 32 words fill 32 banks. */
+static __device__ __forceinline__ float conv_quad_word(const float v[CT_VEC], int word)
+{
+    /* two levels of selects, no branch (a chain of word == tests became
+     * a switch under the host compiler: divergent branches, emulated) */
+    float low = word & 1 ? v[1] : v[0], high = word & 1 ? v[3] : v[2];
+    return word & 2 ? high : low;
+}
+
 static __device__ __forceinline__ void conv_pack_copy_quads(float *vectors,
                                                             const conv_pack_tile &tile,
                                                             const float *from, size_t pitch,
-                                                            int rows)
+                                                            int rows, int quads)
 {
-    int quads = (int)tile.by_quads.divisor, count = rows * quads;
-    for (int e0 = threadIdx.x; e0 < count; e0 += 4 * blockDim.x) {
-        float4 v[4];
-        int at[4];
+    int slots = (int)tile.by_slots.divisor, count = rows * slots;
+    int lane = (int)threadIdx.x % CT_CUDA_WARP, group = lane / 8;
+    int step = CONV_PACK_ROUND * (int)blockDim.x;
+    for (int warp0 = (int)threadIdx.x - lane; warp0 < count; warp0 += step) {
+        float v[CONV_PACK_ROUND][CT_VEC];
+        int at[CONV_PACK_ROUND];
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
-            int e = e0 + u * (int)blockDim.x;
-            int o = ct_div(tile.by_quads, e), q = e - o * quads;
-            at[u] = e < count ? o * tile.stride + 4 * q : -1;
-            if (at[u] >= 0)
-                v[u] = *(const float4 *)(from + o * pitch + 4 * q);
+        for (int u = 0; u < CONV_PACK_ROUND; u++) {
+            if (warp0 + u * (int)blockDim.x >= count)
+                break; /* uniform: the warp's */
+            int e = min(warp0 + u * (int)blockDim.x + lane, count - 1);
+            int o = ct_div(tile.by_slots, e), q = min(e - o * slots, quads - 1);
+            at[u] = o * tile.stride + 4 * q;
+            ct_load4(from + o * pitch + 4 * q, v[u]);
         }
 #pragma unroll
-        for (int u = 0; u < 4; u++)
-            if (at[u] >= 0) {
-                vectors[at[u]] = v[u].x;
-                vectors[at[u] + 1] = v[u].y;
-                vectors[at[u] + 2] = v[u].z;
-                vectors[at[u] + 3] = v[u].w;
+        for (int u = 0; u < CONV_PACK_ROUND; u++) {
+            if (warp0 + u * (int)blockDim.x >= count)
+                break;
+#pragma unroll
+            for (int k = 0; k < CT_VEC; k++) {
+                int word = (k + group - at[u]) & (CT_VEC - 1);
+                vectors[at[u] + word] = conv_quad_word(v[u], word);
             }
+        }
     }
 }
 
@@ -396,7 +421,7 @@ __global__ void conv_pack_transposed(ct_conv2d_shape s, conv_pack_tile tile, int
     int runs_o = min(tile.t, og - o0), width_c = min(tile.t, cg - c0) * taps;
     const float *from = w + (((size_t)g * og + o0) * cg + c0) * taps;
     if (tile.quads && width_c == tile.t * taps) /* uniform: the block's */
-        conv_pack_copy_quads(vectors, tile, from, (size_t)cg * taps, runs_o);
+        conv_pack_copy_quads(vectors, tile, from, (size_t)cg * taps, runs_o, width_c / 4);
     else
         ct_copy_runs(vectors, tile.stride, from, (size_t)cg * taps, runs_o, width_c);
     __syncthreads();
