@@ -432,16 +432,17 @@ __global__ void conv_pack_transposed(ct_conv2d_shape s, conv_pack_tile tile, int
     ct_divmod by_lanes = runs_o == tile.t ? tile.by_lanes : tile.by_last_lanes;
     ct_divmod by_taps = tile.by_taps;
     int lanes = (int)by_lanes.divisor, end = runs_c * lanes;
+    float *rows = wt + ((size_t)g * cg + c0) * pitch + o0 * taps; /* the tile's row c = 0 */
     for (int e = threadIdx.x; e < end; e += blockDim.x) {
         int c = ct_div(by_lanes, e), at = min(e - c * lanes, width_o - 1);
         int o = ct_div(by_taps, at), t = at - o * taps;
-        size_t to = ((size_t)g * cg + c0 + c) * pitch + o0 * taps + at;
+        float *to = rows + (size_t)c * pitch + at;
         if (phases.count) { /* a uniform branch: the launch's */
             int ph = phases.phase[t];
-            to = (size_t)phases.base[ph] + ((size_t)g * cg + c0 + c) * phases.pitch[ph] +
+            to = wt + (size_t)phases.base[ph] + ((size_t)g * cg + c0 + c) * phases.pitch[ph] +
                  (size_t)(o0 + o) * phases.taps[ph] + phases.local[t];
         }
-        wt[to] = vectors[o * tile.stride + c * taps + t];
+        *to = vectors[o * tile.stride + c * taps + t];
     }
 }
 
