@@ -14,6 +14,7 @@
 struct gemm_problem : ct_gemm_defaults {
     static constexpr const char *kernel_name = "gemm<matrix>";
     static constexpr bool sums_parts = true; /* k split where the tiles are few */
+    static constexpr bool loads_together = true; /* small products wait on their loads */
     int m, n, k, splits, k_chunk;
     int b_cols; /* n, or n - 1 with row_sums */
     float *row_sums;

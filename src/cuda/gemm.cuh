@@ -162,26 +162,61 @@ static __device__ inline void gemm_along_k(int e, int *kk, int *i)
     }
 }
 
+/* Element e's (kk, i) in gemm_stage's slice. */
+template <int width, int depth, int pad>
+static __device__ inline void gemm_stage_place(int e, bool along_k, int *kk, int *i)
+{
+    *kk = e / width;
+    *i = e % width;
+    if (along_k)
+        gemm_along_k<depth, width + pad>(e, kk, i);
+    if constexpr (width == CT_CUDA_WARP / 2 && depth / 2 * (width + pad) % 32 == 16) {
+        /* a warp along i covers two rows of the narrow tile's a: rows kk
+         * and kk + depth / 2, whose 16 words lie in opposite halves of the
+         * banks (rows kk and kk + 1 shared 2 banks of 32) */
+        if (!along_k)
+            *kk = e / CT_CUDA_WARP + depth / 2 * (e / width % 2);
+    }
+}
+
 /* Stage tile[kk][i] = load(group, k0 + kk, i0 + i) for a `depth` x `width`
  * slice (0 outside [0, limit) x [.., k_end)): threads run along k when
- * `along_k`, along i otherwise.  `load` reads a or b. */
-template <int width, int depth = GEMM_TILE_K, int pad = GEMM_PAD, class Load>
+ * `along_k`, along i otherwise.  `load` reads a or b.  `together`: a
+ * thread's elements (4 in the narrow and 64 x 64 tiles' b) all loaded
+ * before any is stored, one round trip to memory a slice where a load and
+ * its store an iteration made one each (the loop keeps one load in it,
+ * under nvcc as under the host compiler, which sees the tile as any
+ * float); only where registers allow (gemm_stages_together). */
+template <int width, int depth = GEMM_TILE_K, int pad = GEMM_PAD, bool together = false,
+          class Load>
 static __device__ inline void gemm_stage(float (*tile)[width + pad], bool along_k, int i0,
                                          int limit, int k0, int k_end, Load load)
 {
-    for (int e = threadIdx.x; e < depth * width; e += GEMM_THREADS) {
-        int kk = e / width, i = e % width;
-        if (along_k)
-            gemm_along_k<depth, width + pad>(e, &kk, &i);
-        if constexpr (width == CT_CUDA_WARP / 2 && depth / 2 * (width + pad) % 32 == 16) {
-            /* a warp along i covers two rows of the narrow tile's a: rows
-             * kk and kk + depth / 2, whose 16 words lie in opposite halves
-             * of the banks (rows kk and kk + 1 shared 2 banks of 32) */
-            if (!along_k)
-                kk = e / CT_CUDA_WARP + depth / 2 * (e / width % 2);
+    if constexpr (together) {
+        enum { EACH = (depth * width + GEMM_THREADS - 1) / GEMM_THREADS };
+        float v[EACH];
+        int at[EACH]; /* the element's word in the tile; -1 past the slice */
+#pragma unroll
+        for (int r = 0; r < EACH; r++) {
+            int e = (int)threadIdx.x + r * GEMM_THREADS, kk, i;
+            gemm_stage_place<width, depth, pad>(e, along_k, &kk, &i);
+            at[r] = depth * width % GEMM_THREADS == 0 || e < depth * width
+                        ? kk * (width + pad) + i
+                        : -1;
+            v[r] = at[r] >= 0 && i0 + i < limit && k0 + kk < k_end ? load(k0 + kk, i0 + i)
+                                                                   : 0.0f;
         }
-        int k = k0 + kk;
-        tile[kk][i] = i0 + i < limit && k < k_end ? load(k, i0 + i) : 0.0f;
+#pragma unroll
+        for (int r = 0; r < EACH; r++)
+            if (at[r] >= 0)
+                (&tile[0][0])[at[r]] = v[r];
+    } else {
+        for (int e = threadIdx.x; e < depth * width; e += GEMM_THREADS) {
+            int kk, i;
+            gemm_stage_place<width, depth, pad>(e, along_k, &kk, &i);
+            int k = k0 + kk;
+            tile[kk][i] = i0 + i < limit && k < k_end ? load(k, i0 + i) : 0.0f;
+        }
     }
 }
 
@@ -195,6 +230,10 @@ struct ct_gemm_defaults {
     static constexpr bool sums_parts = false;
     static constexpr bool stores_quads = false;
     static constexpr bool wide_only = false; /* kernels of the wide tiles only */
+    /* gemm_stage's loads issued together in the narrow and 64 x 64 tiles
+     * (gemm_stages_together): the matrix products'; the convolutions'
+     * kernels spilled with it (8-204 bytes, nvcc 13) */
+    static constexpr bool loads_together = false;
     int scratch_floats = 0;
     int a_strip = 0;
     float *parts = nullptr; /* with sums_parts and splits > 1 */
@@ -418,6 +457,12 @@ static __device__ inline void gemm_stage_row_bias(const Problem &p, float *row_b
     }
 }
 
+/* Whether gemm_stage loads a Tile's slice for Problem together. */
+template <class Problem, class Tile> static constexpr __host__ __device__ bool gemm_stages_together()
+{
+    return Problem::loads_together && Tile::n <= GEMM_TILE_N;
+}
+
 /* One k slice of b into a Tile's shared tile (a problem with stages_b
  * fills it itself); a barrier must follow. */
 template <class Tile, class Problem>
@@ -428,7 +473,7 @@ static __device__ inline void gemm_stage_b(const Problem &p, float (*b_tile)[Til
         CT_CUDA_DYNAMIC_SHARED(float, scratch);
         p.template stage_b<Tile>(b_tile, group, k0, k_end, n0, scratch);
     } else {
-        gemm_stage<Tile::n, Tile::depth, Tile::pad>(
+        gemm_stage<Tile::n, Tile::depth, Tile::pad, gemm_stages_together<Problem, Tile>()>(
             b_tile, p.b_along_k(), n0, p.n, k0, k_end,
             [&](int k, int n) { return p.load_b(group, k, n); });
     }
@@ -520,7 +565,7 @@ static __device__ inline void gemm_stage_slices(const Problem &p,
     else if constexpr (Problem::strips_a && Tile::m >= GEMM_TILE_M)
         gemm_stage_a_rows<Tile>(p, a_tile, group, m0, k0, k_end);
     else
-        gemm_stage<Tile::m, Tile::depth, Tile::pad>(
+        gemm_stage<Tile::m, Tile::depth, Tile::pad, gemm_stages_together<Problem, Tile>()>(
             a_tile, p.a_along_k(), m0, p.m, k0, k_end,
             [&](int k, int m) { return p.load_a(group, m, k); });
     gemm_stage_b<Tile>(p, b_tile, group, n0, k0, k_end);
