@@ -353,7 +353,7 @@ static conv_pack_tile conv_pack_tile_for(const ct_conv2d_shape *s, const float *
  * (ct_load4), CONV_PACK_ROUND quads a thread loaded before any is stored:
  * a 16 x 16 tile of 3x3 vectors is two rounds of loads, where
  * ct_copy_runs's float a thread took ten in series (ResNet-18 B64's
- * packings 69.4 -> 31 us on the model, docs/perf.md).  Three a round
+ * packings 69.4 -> 37.0 us busy on the model, docs/perf.md).  Three a round
  * took 40 registers (four 48; forced to 32, spills): 6 blocks an SM where
  * 32 registers leave 8, so a 1,024-block packing (layer4's) would take
  * two waves on an H100.

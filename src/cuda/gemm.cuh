@@ -458,7 +458,8 @@ static __device__ inline void gemm_stage_row_bias(const Problem &p, float *row_b
 }
 
 /* Whether gemm_stage loads a Tile's slice for Problem together. */
-template <class Problem, class Tile> static constexpr __host__ __device__ bool gemm_stages_together()
+template <class Problem, class Tile>
+static constexpr __host__ __device__ bool gemm_stages_together()
 {
     return Problem::loads_together && Tile::n <= GEMM_TILE_N;
 }
