@@ -522,12 +522,13 @@ test-gpu-emu:
 	@sh tests/run-gpu-emu.sh
 
 # The tests that run threads, under ThreadSanitizer (make TSAN=1
-# test-tsan): the loader's workers (pthreads) and the CPU backend's OpenMP
-# kernels, on 4 OpenMP threads whatever the cores, Archer loaded into
+# test-tsan): the loader's workers (pthreads), the CPU backend's OpenMP
+# kernels and its own pool (src/cpu/threads.c), on 4 threads whatever the
+# cores, Archer loaded into
 # libomp.  A report fails the test (exit 66).  The other OpenMP tests run
 # clean too, but take a minute more (docs/reliability.md).
 TSAN_TESTS := test_loader test_alloc_failures test_cpu_kernels test_cpu_conv test_cpu_panel \
-              test_noalloc test_precision
+              test_noalloc test_precision test_threads
 ARCHER_LIB := $(firstword $(wildcard /usr/lib/llvm-*/lib/libarcher.so))
 TSAN_RUN := OMP_NUM_THREADS=4 OMP_TOOL_LIBRARIES=$(ARCHER_LIB) \
             TSAN_OPTIONS="ignore_noninstrumented_modules=1 exitcode=66 second_deadlock_stack=1" \

@@ -11,12 +11,14 @@
 #include "core/math_shared.h"
 #include "cpu/activation_avx2.h"
 #include "cpu/kernels.h"
+#include "cpu/threads.h"
 
 /* Below this many elements a parallel region costs more than it saves. */
 #define PARALLEL_MIN_ELEMENTS 32768
 
 void ct_cpu_relu_forward(int64_t count, const float *restrict x, float *restrict y)
 {
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
         y[i] = ct_relu(x[i]);
@@ -27,6 +29,7 @@ void ct_cpu_relu_forward(int64_t count, const float *restrict x, float *restrict
 void ct_cpu_relu_backward(int64_t count, const float *restrict y, const float *restrict dy,
                           float *restrict dx)
 {
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
         dx[i] = ct_relu_grad(y[i], dy[i]);
@@ -34,6 +37,7 @@ void ct_cpu_relu_backward(int64_t count, const float *restrict y, const float *r
 
 void ct_cpu_sigmoid_forward(int64_t count, const float *restrict x, float *restrict y)
 {
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
         y[i] = ct_sigmoid(x[i]);
@@ -42,6 +46,7 @@ void ct_cpu_sigmoid_forward(int64_t count, const float *restrict x, float *restr
 void ct_cpu_sigmoid_backward(int64_t count, const float *restrict y, const float *restrict dy,
                              float *restrict dx)
 {
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
         dx[i] = ct_sigmoid_grad(y[i], dy[i]);
@@ -56,6 +61,7 @@ void ct_cpu_tanh_forward(int64_t count, const float *restrict x, float *restrict
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
     if (ct_cpu_simd_avx2()) {
         int64_t blocks = (count + TANH_BLOCK - 1) / TANH_BLOCK;
+        ct_cpu_openmp_region();
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
         for (int64_t b = 0; b < blocks; b++) {
             int64_t begin = b * TANH_BLOCK;
@@ -68,6 +74,7 @@ void ct_cpu_tanh_forward(int64_t count, const float *restrict x, float *restrict
         return;
     }
 #endif
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
         y[i] = tanhf(x[i]);
@@ -76,6 +83,7 @@ void ct_cpu_tanh_forward(int64_t count, const float *restrict x, float *restrict
 void ct_cpu_tanh_backward(int64_t count, const float *restrict y, const float *restrict dy,
                           float *restrict dx)
 {
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
         dx[i] = ct_tanh_grad(y[i], dy[i]);

@@ -14,6 +14,7 @@
 #include "core/math_shared.h"
 #include "cpu/kernels.h"
 #include "cpu/lanes.h"
+#include "cpu/threads.h"
 
 /* Below this many elements of x a parallel region costs more than it saves. */
 #define PARALLEL_MIN_ELEMENTS 32768
@@ -41,6 +42,7 @@ void ct_cpu_batchnorm_stats(int n, int c, int inner, const float *x, bool traini
                             float *stats)
 {
     int64_t m = (int64_t)n * inner;
+    ct_cpu_openmp_region();
 #pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int ch = 0; ch < c; ch++) {
         if (!training) {
@@ -60,6 +62,7 @@ void ct_cpu_batchnorm_apply(int n, int c, int inner, const float *x, const float
                             const float *gamma, const float *beta, bool relu, float *y)
 {
     int64_t planes = (int64_t)n * c;
+    ct_cpu_openmp_region();
 #pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         int ch = (int)(p % c);
@@ -85,6 +88,7 @@ void ct_cpu_batchnorm_add(int n, int c, int inner, ct_bn_input a, ct_bn_input b,
                           float *y)
 {
     int64_t planes = (int64_t)n * c;
+    ct_cpu_openmp_region();
 #pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         int ch = (int)(p % c);
@@ -114,6 +118,7 @@ void ct_cpu_batchnorm_add(int n, int c, int inner, ct_bn_input a, ct_bn_input b,
 void ct_cpu_batchnorm_backward_params(int n, int c, int inner, const float *x,
                                       const float *dy, const float *stats, float *dparams)
 {
+    ct_cpu_openmp_region();
 #pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int ch = 0; ch < c; ch++) {
         double dot = 0, sum = 0;
@@ -132,6 +137,7 @@ static void backward_data(int n, int c, int inner, const float *x, const float *
                           float *dx)
 {
     int64_t planes = (int64_t)n * c;
+    ct_cpu_openmp_region();
 #pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         int ch = (int)(p % c);
@@ -170,6 +176,7 @@ int ct_cpu_batchnorm_stats_synced(int n, int c, int inner, const float *x, float
 {
     int status;
     double *sums = workspace;
+    ct_cpu_openmp_region();
 #pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int ch = 0; ch < c; ch++)
         sums[ch] = channel_sum(n, c, inner, x, ch);
@@ -179,6 +186,7 @@ int ct_cpu_batchnorm_stats_synced(int n, int c, int inner, const float *x, float
     int64_t m = (int64_t)sums[c];
     for (int ch = 0; ch < c; ch++)
         stats[ch] = (float)(sums[ch] / (double)m); /* the mean, as the float pass 2 uses */
+    ct_cpu_openmp_region();
 #pragma omp parallel for if ((int64_t)n * c * inner >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int ch = 0; ch < c; ch++)
         sums[c + ch] = channel_sq_dev(n, c, inner, x, ch, stats[ch]);

@@ -45,6 +45,7 @@
 #include "cpu/simd.h"
 #include "cpu/kernels.h"
 #include "cpu/lanes.h"
+#include "cpu/threads.h"
 
 /* Below this many elements, im2col/col2im/bias run on one thread. */
 enum { CONV_PARALLEL_MIN_ELEMENTS = 1 << 15 };
@@ -112,6 +113,7 @@ static void conv_im2col(const ct_conv2d_shape *s, const float *x, int n_images, 
     int rows = s->in_channels * kernel_area, items = rows * n_images;
     size_t plane = (size_t)s->in_h * s->in_w, out_plane = (size_t)s->out_h * s->out_w;
     bool parallel = (double)items * out_plane >= CONV_PARALLEL_MIN_ELEMENTS;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static) if (parallel)
     for (int item = 0; item < items; item++) {
         int image = item / rows, row = item % rows;
@@ -131,6 +133,7 @@ static void conv_col2im(const ct_conv2d_shape *s, const float *col, size_t ld, i
     int kernel_area = s->kernel_h * s->kernel_w, items = s->in_channels * n_images;
     size_t plane = (size_t)s->in_h * s->in_w, out_plane = (size_t)s->out_h * s->out_w;
     bool parallel = (double)items * kernel_area * out_plane >= CONV_PARALLEL_MIN_ELEMENTS;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static) if (parallel)
     for (int item = 0; item < items; item++) {
         int image = item / s->in_channels, c = item % s->in_channels;
@@ -164,6 +167,7 @@ static void conv_epilogue(const ct_conv2d_shape *s, const float *bias, bool relu
     size_t out_plane = (size_t)s->out_h * s->out_w;
     int planes = s->n_batch * s->out_channels;
     bool parallel = (double)planes * out_plane >= CONV_PARALLEL_MIN_ELEMENTS;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static) if (parallel)
     for (int plane = 0; plane < planes; plane++) {
         float value = bias ? bias[plane % s->out_channels] : 0.0f;
@@ -197,6 +201,7 @@ static void conv_gather(const ct_conv2d_shape *s, int n_images, const float *ima
     size_t out_plane = (size_t)s->out_h * s->out_w, ld = out_plane * n_images;
     int items = n_images * s->out_channels;
     bool parallel = (double)items * out_plane >= CONV_PARALLEL_MIN_ELEMENTS;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static) if (parallel)
     for (int item = 0; item < items; item++) {
         int image = item / s->out_channels, o = item % s->out_channels;
@@ -212,6 +217,7 @@ static void conv_scatter(const ct_conv2d_shape *s, int n_images, const float *bu
     size_t out_plane = (size_t)s->out_h * s->out_w, ld = out_plane * n_images;
     int items = n_images * s->out_channels;
     bool parallel = (double)items * out_plane >= CONV_PARALLEL_MIN_ELEMENTS;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static) if (parallel)
     for (int item = 0; item < items; item++) {
         int image = item / s->out_channels, o = item % s->out_channels;
@@ -456,6 +462,7 @@ void ct_cpu_channel_sum(int n, int c, int inner, const float *dy, float *db)
         return;
     }
     bool parallel = (double)n * c * inner >= CONV_PARALLEL_MIN_ELEMENTS;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static) if (parallel)
     for (int channel = 0; channel < c; channel++)
         db[channel] = (float)ct_lanes_sum_images(n, c, inner, dy, channel);

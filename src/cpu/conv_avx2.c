@@ -395,6 +395,7 @@ static void forward_batch(const plane_geom *g, int n_batch, int h, int w, int to
     size_t out_image = g->pool ? (size_t)g->out_c * (g->out_h / 2) * (g->out_w / 2) : y_image;
     plane_geom unpooled = *g;
     unpooled.pool = false;
+    ct_cpu_openmp_region();
 #pragma omp parallel
     {
         int thread = ct_cpu_thread_num(), first, last;

@@ -315,6 +315,43 @@ static void forward_image(const flat_geom *g, const float *shifted, const float 
     }
 }
 
+typedef struct forward_job {
+    const ct_conv2d_shape *s;
+    const float *x, *w, *bias;
+    bool relu, pool, codes;
+    float *y, *out, *workspace;
+    size_t per_thread;
+} forward_job;
+
+/* One thread's images of forward_batch (below). */
+static void forward_part(void *arg)
+{
+    const forward_job *j = arg;
+    const ct_conv2d_shape *s = j->s;
+    flat_geom g = geom_of(s);
+    size_t in_image = (size_t)g.in_c * g.in_h * g.in_w;
+    size_t y_image = (size_t)g.out_c * g.area;
+    size_t out_image = j->pool ? (size_t)g.out_c * (g.out_h / 2) * (g.out_w / 2) : y_image;
+    float *shifted = j->workspace + (size_t)ct_cpu_thread_num() * j->per_thread;
+    float *scratch = shifted + ct_cpu_conv2d_flat_image_floats(s);
+    int64_t first, last;
+    ct_cpu_split(s->n_batch, &first, &last);
+    for (int n = (int)first; n < last; n++) {
+        shift_image(&g, j->x + n * in_image, shifted);
+        if (!j->pool) {
+            forward_image(&g, shifted, j->w, j->bias, j->relu, j->out + n * out_image);
+            continue;
+        }
+        float *computed = j->y && !j->codes ? j->y + n * y_image : scratch;
+        forward_image(&g, shifted, j->w, j->bias, j->relu, computed);
+        if (j->codes)
+            ct_cpu_maxpool2x2_planes_codes(g.out_c, g.out_h, g.out_w, computed,
+                                           j->out + n * out_image, (uint8_t *)j->y + n * out_image);
+        else
+            ct_cpu_maxpool2x2_planes(g.out_c, g.out_h, g.out_w, computed, j->out + n * out_image);
+    }
+}
+
 /* Per image: the shifted copies, then the outputs straight into `out`;
  * or (pool) the outputs into y where y is not NULL and not codes
  * (training: the pool's backward reads y), else into the thread's part of
@@ -324,33 +361,8 @@ static void forward_batch(const ct_conv2d_shape *s, const float *x, const float 
                           const float *bias, bool relu, bool pool, float *y, bool codes,
                           float *out, float *workspace, size_t per_thread)
 {
-    flat_geom g = geom_of(s);
-    size_t in_image = (size_t)g.in_c * g.in_h * g.in_w;
-    size_t y_image = (size_t)g.out_c * g.area;
-    size_t out_image = pool ? (size_t)g.out_c * (g.out_h / 2) * (g.out_w / 2) : y_image;
-#pragma omp parallel
-    {
-        int thread = ct_cpu_thread_num(), team = ct_cpu_team_size();
-        float *shifted = workspace + (size_t)thread * per_thread;
-        float *scratch = shifted + ct_cpu_conv2d_flat_image_floats(s);
-        int first = (int)((long long)s->n_batch * thread / team);
-        int last = (int)((long long)s->n_batch * (thread + 1) / team);
-        for (int n = first; n < last; n++) {
-            shift_image(&g, x + n * in_image, shifted);
-            if (!pool) {
-                forward_image(&g, shifted, w, bias, relu, out + n * out_image);
-                continue;
-            }
-            float *computed = y && !codes ? y + n * y_image : scratch;
-            forward_image(&g, shifted, w, bias, relu, computed);
-            if (codes)
-                ct_cpu_maxpool2x2_planes_codes(g.out_c, g.out_h, g.out_w, computed,
-                                               out + n * out_image, (uint8_t *)y + n * out_image);
-            else
-                ct_cpu_maxpool2x2_planes(g.out_c, g.out_h, g.out_w, computed,
-                                         out + n * out_image);
-        }
-    }
+    forward_job job = {s, x, w, bias, relu, pool, codes, y, out, workspace, per_thread};
+    ct_cpu_parallel(ct_cpu_max_threads(), forward_part, &job);
 }
 
 void ct_cpu_conv2d_flat_forward(const ct_conv2d_shape *s, const float *x, const float *w,

@@ -212,6 +212,7 @@ static void by_channels(const ct_conv2d_shape *s, const float *x, const panel_ge
                         float *panels)
 {
     int n_panels = (g->columns + PANEL - 1) / PANEL;
+    ct_cpu_openmp_region();
 #pragma omp parallel
     {
         int team = ct_cpu_team_size(), id = ct_cpu_thread_num();
@@ -239,6 +240,7 @@ static void by_panels(const ct_conv2d_shape *s, const float *x, const panel_gemm
                       float *slots)
 {
     int n_panels = (g->columns + PANEL - 1) / PANEL;
+    ct_cpu_openmp_region();
 #pragma omp parallel
     {
         float *slot = slots + (size_t)ct_cpu_thread_num() * PANEL * g->depth;

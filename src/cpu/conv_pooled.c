@@ -31,6 +31,7 @@
 #include "cpu/kernels.h"
 #include "cpu/pool_avx2.h"
 #include "cpu/simd.h"
+#include "cpu/threads.h"
 
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
 #include <immintrin.h>
@@ -251,6 +252,58 @@ static void add_image(const pooled_geom *g, const float *xn, const int *at, cons
     }
 }
 
+typedef struct pooled_job {
+    const ct_conv2d_shape *s;
+    const ct_pool2d_shape *p;
+    const pooled_geom *g;
+    const int *base;
+    const float *x, *y;
+    const uint8_t *codes;
+    const float *dy;
+    bool relu;
+    float *dw, *db;
+} pooled_job;
+
+/* One thread's output channels of ct_cpu_conv2d_pooled_backward_weight. */
+static void pooled_part(void *arg)
+{
+    const pooled_job *j = arg;
+    const pooled_geom *g = j->g;
+    int out_c = j->s->out_channels, depth = g->rows * g->kernel_w;
+    long y_plane = (long)j->p->in_h * j->p->in_w, x_image = g->x_plane * j->s->in_channels;
+    int64_t first, last;
+    ct_cpu_split(out_c, &first, &last);
+    for (int o = (int)first; o < last; o++) {
+    int at[CT_CONV_POOLED_MAX_WINDOWS];
+    float grad[CT_CONV_POOLED_MAX_WINDOWS];
+    float sums[MAX_ROWS * SETS * LANES];
+    memset(sums, 0, sizeof(float) * (size_t)g->rows * SETS * LANES);
+    float bias[LANES] = {0};
+    for (int n = 0; n < j->s->n_batch; n++) {
+        long plane = (long)n * out_c + o;
+        if (j->codes)
+            window_codes(g->windows, j->base, j->codes + plane * g->windows,
+                         j->dy + plane * g->windows, j->relu, g->in_w, at, grad);
+        else
+            window_argmax(j->p, j->y + plane * y_plane, j->dy + plane * g->windows, j->relu,
+                          g->in_w, at, grad);
+        add_bias_lanes(g->windows, grad, bias);
+        add_image(g, j->x + n * x_image, at, grad, n + 1 == j->s->n_batch, sums);
+    }
+    for (int r = 0; r < g->rows; r++) {
+        const float *row = sums + (long)r * SETS * LANES;
+        for (int col = 0; col < g->kernel_w; col++)
+            j->dw[(long)o * depth + (long)r * g->kernel_w + col] = row[col] + row[LANES + col];
+    }
+    if (j->db) {
+        float sum = 0.0f;
+        for (int l = 0; l < LANES; l++)
+            sum += bias[l];
+        j->db[o] = sum;
+    }
+    }
+}
+
 void ct_cpu_conv2d_pooled_backward_weight(const ct_conv2d_shape *s, const ct_pool2d_shape *p,
                                           const float *x, const float *y,
                                           const uint8_t *codes, const float *dy, bool relu,
@@ -262,40 +315,11 @@ void ct_cpu_conv2d_pooled_backward_weight(const ct_conv2d_shape *s, const ct_poo
                      .x_plane = (long)s->in_h * s->in_w,
                      .rows = s->in_channels * s->kernel_h,
                      .windows = p->out_h * p->out_w};
-    long y_plane = (long)p->in_h * p->in_w, x_image = g.x_plane * s->in_channels;
-    int out_c = s->out_channels, depth = g.rows * g.kernel_w;
+    int out_c = s->out_channels;
     long work = (long)s->n_batch * out_c * g.windows * g.rows;
     int base[CT_CONV_POOLED_MAX_WINDOWS]; /* each window's top left, for the codes */
     for (int k = 0; codes && k < g.windows; k++)
         base[k] = 2 * (k / p->out_w) * g.in_w + 2 * (k % p->out_w);
-#pragma omp parallel for if (out_c > 1 && work >= 65536) schedule(static)
-    for (int o = 0; o < out_c; o++) {
-        int at[CT_CONV_POOLED_MAX_WINDOWS];
-        float grad[CT_CONV_POOLED_MAX_WINDOWS];
-        float sums[MAX_ROWS * SETS * LANES];
-        memset(sums, 0, sizeof(float) * (size_t)g.rows * SETS * LANES);
-        float bias[LANES] = {0};
-        for (int n = 0; n < s->n_batch; n++) {
-            long plane = (long)n * out_c + o;
-            if (codes)
-                window_codes(g.windows, base, codes + plane * g.windows, dy + plane * g.windows,
-                             relu, g.in_w, at, grad);
-            else
-                window_argmax(p, y + plane * y_plane, dy + plane * g.windows, relu, g.in_w, at,
-                              grad);
-            add_bias_lanes(g.windows, grad, bias);
-            add_image(&g, x + n * x_image, at, grad, n + 1 == s->n_batch, sums);
-        }
-        for (int r = 0; r < g.rows; r++) {
-            const float *row = sums + (long)r * SETS * LANES;
-            for (int j = 0; j < g.kernel_w; j++)
-                dw[(long)o * depth + (long)r * g.kernel_w + j] = row[j] + row[LANES + j];
-        }
-        if (db) {
-            float sum = 0.0f;
-            for (int l = 0; l < LANES; l++)
-                sum += bias[l];
-            db[o] = sum;
-        }
-    }
+    pooled_job job = {s, p, &g, base, x, y, codes, dy, relu, dw, db};
+    ct_cpu_parallel(out_c > 1 && work >= 65536 ? ct_cpu_max_threads() : 1, pooled_part, &job);
 }

@@ -240,23 +240,35 @@ static void scatter_image(const scatter_geom *g, const ct_conv2d_shape *s, const
                   (size_t)g->full_w, s->in_h, s->in_w);
 }
 
+typedef struct scatter_job {
+    const ct_conv2d_shape *s;
+    const float *dy, *w;
+    float *dx, *workspace;
+    size_t per_thread;
+} scatter_job;
+
+/* One thread's images of ct_cpu_conv2d_scatter_backward_data. */
+static void scatter_part(void *arg)
+{
+    const scatter_job *j = arg;
+    const ct_conv2d_shape *s = j->s;
+    scatter_geom g = geom_of(s);
+    size_t dy_image = (size_t)s->out_channels * s->out_h * s->out_w;
+    size_t dx_image = (size_t)s->in_channels * s->in_h * s->in_w;
+    float *dy_pad = j->workspace + (size_t)ct_cpu_thread_num() * j->per_thread;
+    float *full = dy_pad + dy_floats(&g);
+    int64_t first, last;
+    ct_cpu_split(s->n_batch, &first, &last);
+    for (int64_t n = first; n < last; n++)
+        scatter_image(&g, s, j->dy + n * dy_image, j->w, j->dx + n * dx_image, dy_pad, full);
+}
+
 void ct_cpu_conv2d_scatter_backward_data(const ct_conv2d_shape *s, const float *dy,
                                          const float *w, float *dx, float *workspace,
                                          size_t per_thread)
 {
-    scatter_geom g = geom_of(s);
-    size_t dy_image = (size_t)s->out_channels * s->out_h * s->out_w;
-    size_t dx_image = (size_t)s->in_channels * s->in_h * s->in_w;
-#pragma omp parallel
-    {
-        int thread = ct_cpu_thread_num(), team = ct_cpu_team_size();
-        float *dy_pad = workspace + (size_t)thread * per_thread;
-        float *full = dy_pad + dy_floats(&g);
-        int first = (int)((long long)s->n_batch * thread / team);
-        int last = (int)((long long)s->n_batch * (thread + 1) / team);
-        for (int n = first; n < last; n++)
-            scatter_image(&g, s, dy + n * dy_image, w, dx + n * dx_image, dy_pad, full);
-    }
+    scatter_job job = {s, dy, w, dx, workspace, per_thread};
+    ct_cpu_parallel(ct_cpu_max_threads(), scatter_part, &job);
 }
 
 #endif

@@ -223,6 +223,99 @@ static void add_bias_sums(int n_images, int out_c, size_t out_plane, const float
     }
 }
 
+/* What every thread of ct_cpu_conv2d_direct_backward_weight (below) reads. */
+typedef struct weight_job {
+    const ct_conv2d_shape *s;
+    const float *x, *dy;
+    float *dw, *db, *workspace, *chunk_sums;
+    double *bias_sums;
+    plane_geom g;
+    size_t per_thread, n_weights, image, in_image, out_image, out_plane, group_floats;
+    bool channels, flat;
+    int width, group_max, n_chunks;
+} weight_job;
+
+/* One thread's chunks of images, then its share of the chunks' sums. */
+static void weight_part(void *arg)
+{
+    const weight_job *j = arg;
+    const ct_conv2d_shape *s = j->s;
+    const float *x = j->x, *dy = j->dy;
+    float *dw = j->dw, *db = j->db, *chunk_sums = j->chunk_sums;
+    double *bias_sums = j->bias_sums;
+    plane_geom g = j->g;
+    size_t per_thread = j->per_thread, n_weights = j->n_weights, image = j->image;
+    size_t in_image = j->in_image, out_image = j->out_image, out_plane = j->out_plane;
+    size_t group_floats = j->group_floats;
+    bool channels = j->channels, flat = j->flat;
+    int width = j->width, group_max = j->group_max, n_chunks = j->n_chunks;
+    void *workspace = j->workspace;
+    int thread = ct_cpu_thread_num(), team = ct_cpu_team_size();
+    float *xp = (float *)workspace + (size_t)thread * per_thread;
+    float *lanes = xp + group_floats;
+    /* contiguous chunks, as the forward and the pools split the batch:
+     * a thread's images are mostly in its own cache */
+    int chunk_first, chunk_last;
+    split_range(n_chunks, thread, team, &chunk_first, &chunk_last);
+    for (int chunk = chunk_first; chunk < chunk_last; chunk++) {
+        int first, last;
+        split_range(s->n_batch, chunk, n_chunks, &first, &last);
+        if (!flat && !channels) /* the 16-float kernels store their first products */
+            memset(lanes, 0, sizeof(float) * n_weights * (size_t)width);
+        double *chunk_bias = bias_sums + (size_t)chunk * s->out_channels;
+        if (db)
+            memset(chunk_bias, 0, sizeof(double) * (size_t)s->out_channels);
+        for (int n0 = first; n0 < last; n0 += group_max) {
+            int group = last - n0 < group_max ? last - n0 : group_max;
+            const float *images = x + n0 * in_image, *dy_group = dy + n0 * out_image;
+            if (channels) {
+                ct_cpu_conv2d_channels_weight_group(s, group, images, dy_group, n0 == first,
+                                                    xp, lanes);
+            } else if (flat) {
+                ct_cpu_conv2d_flat_weight_group(s, group, images, dy_group, n0 == first, xp,
+                                                lanes);
+            } else {
+                size_t stride = in_image;
+                if (!image_in_place(&g, s->in_h, s->in_w, n0 + group - 1, s->n_batch)) {
+                    for (int k = 0; k < group; k++)
+                        ct_cpu_conv_direct_pad_image(g.in_c, s->in_h, s->in_w, s->pad_h,
+                                                     s->pad_w, g.hp, g.wp,
+                                                     x + (n0 + k) * in_image, xp + k * image);
+                    images = xp;
+                    stride = image;
+                }
+                weight_images(&g, group, images, stride, dy_group, lanes);
+            }
+            if (db)
+                add_bias_sums(group, s->out_channels, out_plane, dy + n0 * out_image,
+                              chunk_bias);
+        }
+        float *sums = chunk_sums + (size_t)chunk * n_weights;
+        if (channels)
+            ct_cpu_conv2d_channels_weight_order(s, lanes, sums);
+        else
+            reduce_lanes(n_weights, width, lanes, sums);
+    }
+    ct_cpu_barrier();
+    int64_t k_first, k_last;
+    ct_cpu_split((int64_t)n_weights, &k_first, &k_last);
+    for (int64_t k = k_first; k < k_last; k++) {
+        float total = 0.0f;
+        for (int chunk = 0; chunk < n_chunks; chunk++)
+            total += chunk_sums[(size_t)chunk * n_weights + k];
+        dw[k] = total;
+    }
+    if (db) {
+        ct_cpu_split(s->out_channels, &k_first, &k_last);
+        for (int64_t o = k_first; o < k_last; o++) {
+            double total = 0.0;
+            for (int chunk = 0; chunk < n_chunks; chunk++)
+                total += bias_sums[(size_t)chunk * s->out_channels + o];
+            db[o] = (float)total;
+        }
+    }
+}
+
 void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float *x,
                                           const float *dy, float *dw, float *db, void *workspace)
 {
@@ -251,72 +344,10 @@ void ct_cpu_conv2d_direct_backward_weight(const ct_conv2d_shape *s, const float 
             memset(db, 0, sizeof(float) * (size_t)s->out_channels);
         return;
     }
-#pragma omp parallel
-    {
-        int thread = ct_cpu_thread_num(), team = ct_cpu_team_size();
-        float *xp = (float *)workspace + (size_t)thread * per_thread;
-        float *lanes = xp + group_floats;
-        /* contiguous chunks, as the forward and the pools split the batch:
-         * a thread's images are mostly in its own cache */
-        int chunk_first, chunk_last;
-        split_range(n_chunks, thread, team, &chunk_first, &chunk_last);
-        for (int chunk = chunk_first; chunk < chunk_last; chunk++) {
-            int first, last;
-            split_range(s->n_batch, chunk, n_chunks, &first, &last);
-            if (!flat && !channels) /* the 16-float kernels store their first products */
-                memset(lanes, 0, sizeof(float) * n_weights * (size_t)width);
-            double *chunk_bias = bias_sums + (size_t)chunk * s->out_channels;
-            if (db)
-                memset(chunk_bias, 0, sizeof(double) * (size_t)s->out_channels);
-            for (int n0 = first; n0 < last; n0 += group_max) {
-                int group = last - n0 < group_max ? last - n0 : group_max;
-                const float *images = x + n0 * in_image, *dy_group = dy + n0 * out_image;
-                if (channels) {
-                    ct_cpu_conv2d_channels_weight_group(s, group, images, dy_group, n0 == first,
-                                                        xp, lanes);
-                } else if (flat) {
-                    ct_cpu_conv2d_flat_weight_group(s, group, images, dy_group, n0 == first, xp,
-                                                    lanes);
-                } else {
-                    size_t stride = in_image;
-                    if (!image_in_place(&g, s->in_h, s->in_w, n0 + group - 1, s->n_batch)) {
-                        for (int k = 0; k < group; k++)
-                            ct_cpu_conv_direct_pad_image(g.in_c, s->in_h, s->in_w, s->pad_h,
-                                                         s->pad_w, g.hp, g.wp,
-                                                         x + (n0 + k) * in_image, xp + k * image);
-                        images = xp;
-                        stride = image;
-                    }
-                    weight_images(&g, group, images, stride, dy_group, lanes);
-                }
-                if (db)
-                    add_bias_sums(group, s->out_channels, out_plane, dy + n0 * out_image,
-                                  chunk_bias);
-            }
-            float *sums = chunk_sums + (size_t)chunk * n_weights;
-            if (channels)
-                ct_cpu_conv2d_channels_weight_order(s, lanes, sums);
-            else
-                reduce_lanes(n_weights, width, lanes, sums);
-        }
-#pragma omp barrier
-#pragma omp for schedule(static) nowait
-        for (size_t k = 0; k < n_weights; k++) {
-            float total = 0.0f;
-            for (int chunk = 0; chunk < n_chunks; chunk++)
-                total += chunk_sums[(size_t)chunk * n_weights + k];
-            dw[k] = total;
-        }
-        if (db) {
-#pragma omp for schedule(static)
-            for (int o = 0; o < s->out_channels; o++) {
-                double total = 0.0;
-                for (int chunk = 0; chunk < n_chunks; chunk++)
-                    total += bias_sums[(size_t)chunk * s->out_channels + o];
-                db[o] = (float)total;
-            }
-        }
-    }
+    weight_job job = {s, x, dy, dw, db, workspace, chunk_sums, bias_sums, g, per_thread,
+                      n_weights, image, in_image, out_image, out_plane, group_floats, channels,
+                      flat, width, group_max, n_chunks};
+    ct_cpu_parallel(ct_cpu_max_threads(), weight_part, &job);
 }
 
 #endif

@@ -207,6 +207,7 @@ static void multiply_points_tiled(const wino_pass *p, const float *u, const floa
                                   int width)
 {
     int row_blocks = p->out_c / CT_TILE_ROWS;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static)
     for (int unit = 0; unit < POINTS * row_blocks; unit++)
         multiply_unit(p, u, v, m, width, unit / row_blocks, unit % row_blocks * CT_TILE_ROWS);
@@ -226,6 +227,7 @@ static void multiply_points(const wino_pass *p, const float *u, const float *v, 
         multiply_points_tiled(p, u, v, m, width);
         return;
     }
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static)
     for (int xi = 0; xi < POINTS; xi++)
         ct_cpu_gemm(false, false, p->out_c, width, p->in_c, 1.0f,
@@ -309,6 +311,7 @@ void ct_cpu_conv2d_winograd_backward_weight(const ct_conv2d_shape *s, const floa
         locate_block(&p, t0, count, ws.at);
         ct_wino_transform_block(INPUT_TILES, &p, x, ws.at, count, width, NULL, false, ws.v);
         ct_wino_transform_block(GRAD_TILES, &p, dy, ws.at, count, width, NULL, false, ws.m);
+        ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static)
         for (int xi = 0; xi < POINTS; xi++)
             ct_cpu_gemm(false, true, k, c, width, 1.0f, ws.m + (size_t)xi * k * width, width,

@@ -8,6 +8,7 @@
 
 #include "core/rng.h"
 #include "cpu/kernels.h"
+#include "cpu/threads.h"
 
 /* Philox blocks per OpenMP iteration: enough work to amortize scheduling. */
 #define BLOCKS_PER_CHUNK 4096
@@ -43,6 +44,7 @@ void ct_cpu_dropout(int64_t count, const float *x, float *y, float p, uint64_t s
     float scale = 1.0f / (1.0f - p);
     const int64_t chunk = (int64_t)BLOCKS_PER_CHUNK * LANES_PER_BLOCK;
     int64_t n_chunks = (count + chunk - 1) / chunk;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static)
     for (int64_t ci = 0; ci < n_chunks; ci++) {
         int64_t first = ci * chunk;

@@ -194,6 +194,7 @@ void ct_cpu_gemm_native(bool trans_a, bool trans_b, int m, int n, int k, float a
     int row_tiles = (m + GEMM_MC - 1) / GEMM_MC;
     int col_tiles = (n + tile_width - 1) / tile_width;
     bool parallel = (double)m * n * k >= GEMM_PARALLEL_MIN_FLOPS;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static) if (parallel)
     for (int tile = 0; tile < row_tiles * col_tiles; tile++) {
         int i0 = tile / col_tiles * GEMM_MC;
@@ -209,6 +210,7 @@ void ct_cpu_gemm_native(bool trans_a, bool trans_b, int m, int n, int k, float a
 void ct_cpu_gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
+    ct_cpu_openmp_region(); /* OpenBLAS's threads are OpenMP's */
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
                 ldc);

@@ -8,6 +8,7 @@
 #include "core/math_shared.h"
 #include "cpu/kernels.h"
 #include "cpu/linear_small.h"
+#include "cpu/threads.h"
 
 #ifdef CT_CPU_HAVE_AVX2_KERNELS
 #define SMALL_FITS(n, in, out) ct_cpu_linear_small_fits(n, in, out)
@@ -33,6 +34,7 @@ static void linear_forward(int n, int in, int out, const float *x, const float *
     if (!bias && !relu)
         return;
     bool parallel = (double)n * out >= LINEAR_PARALLEL_MIN_ELEMENTS;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static) if (parallel)
     for (int row = 0; row < n; row++)
         for (int o = 0; o < out; o++) {
@@ -65,6 +67,7 @@ void ct_cpu_linear_backward_data(int n, int in, int out, const float *dy, const 
     if (!relu_y)
         return;
     int64_t count = (int64_t)n * in;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static) if (count >= LINEAR_PARALLEL_MIN_ELEMENTS)
     for (int64_t i = 0; i < count; i++)
         dx[i] = ct_relu_grad(relu_y[i], dx[i]);

@@ -178,17 +178,34 @@ static const dot_fn dots[BLOCK][BLOCK] = {
     {dot_4_1, dot_4_2, dot_4_3, dot_4_4},
 };
 
+typedef struct dot_job {
+    int n, in, out;
+    const float *x, *w, *bias;
+    bool relu;
+    float *y;
+} dot_job;
+
+/* One thread's tiles of ct_cpu_linear_small_forward. */
+static void dot_part(void *arg)
+{
+    const dot_job *j = arg;
+    int row_blocks = (j->n + BLOCK - 1) / BLOCK, col_blocks = (j->out + BLOCK - 1) / BLOCK;
+    int64_t first, last;
+    ct_cpu_split((int64_t)row_blocks * col_blocks, &first, &last);
+    for (int tile = (int)first; tile < last; tile++) {
+        int n0 = tile / col_blocks * BLOCK, o0 = tile % col_blocks * BLOCK;
+        int rows = j->n - n0 < BLOCK ? j->n - n0 : BLOCK;
+        int cols = j->out - o0 < BLOCK ? j->out - o0 : BLOCK;
+        dots[rows - 1][cols - 1](j->in, j->out, j->x, j->w, j->bias, j->relu, n0, o0, j->y);
+    }
+}
+
 void ct_cpu_linear_small_forward(int n, int in, int out, const float *x, const float *w,
                                  const float *bias, bool relu, float *y)
 {
-    int row_blocks = (n + BLOCK - 1) / BLOCK, col_blocks = (out + BLOCK - 1) / BLOCK;
-    int tiles = row_blocks * col_blocks;
-#pragma omp parallel for schedule(static) if ((double)n * in * out >= PARALLEL_MIN_MACS)
-    for (int tile = 0; tile < tiles; tile++) {
-        int n0 = tile / col_blocks * BLOCK, o0 = tile % col_blocks * BLOCK;
-        int rows = n - n0 < BLOCK ? n - n0 : BLOCK, cols = out - o0 < BLOCK ? out - o0 : BLOCK;
-        dots[rows - 1][cols - 1](in, out, x, w, bias, relu, n0, o0, y);
-    }
+    dot_job job = {n, in, out, x, w, bias, relu, y};
+    bool parallel = (double)n * in * out >= PARALLEL_MIN_MACS;
+    ct_cpu_parallel(parallel ? ct_cpu_max_threads() : 1, dot_part, &job);
 }
 
 /* ---- backward: outer products ----------------------------------------------------- */
@@ -263,20 +280,38 @@ OUTERS(4)
 static const outer_fn outers[BLOCK][2] = {
     {outer_1_0, outer_1_1}, {outer_2_0, outer_2_1}, {outer_3_0, outer_3_1}, {outer_4_0, outer_4_1}};
 
+typedef struct outer_job {
+    int rows, cols, depth;
+    const float *a;
+    size_t a_row, a_col;
+    const float *b, *relu_y;
+    float *c;
+} outer_job;
+
+/* One thread's tiles of outer_product (below). */
+static void outer_part(void *arg)
+{
+    const outer_job *j = arg;
+    int row_blocks = (j->rows + BLOCK - 1) / BLOCK, col_blocks = (j->cols + WIDTH - 1) / WIDTH;
+    int64_t first, last;
+    ct_cpu_split((int64_t)row_blocks * col_blocks, &first, &last);
+    for (int tile = (int)first; tile < last; tile++) {
+        int i0 = tile / col_blocks * BLOCK, j0 = tile % col_blocks * WIDTH;
+        int r = j->rows - i0 < BLOCK ? j->rows - i0 : BLOCK;
+        outers[r - 1][j->cols - j0 >= WIDTH](j->depth, j->cols, j->a, j->a_row, j->a_col, j->b,
+                                             (size_t)j->cols, i0, j0, j->relu_y, j->c,
+                                             (size_t)j->cols);
+    }
+}
+
 /* c [rows x cols] = A . b, A(i, p) = a[i*a_row + p*a_col], b [depth x cols];
  * masked by relu_y (outer_block) where it is not NULL. */
 static void outer_product(int rows, int cols, int depth, const float *a, size_t a_row,
                           size_t a_col, const float *b, const float *relu_y, float *c)
 {
-    int row_blocks = (rows + BLOCK - 1) / BLOCK, col_blocks = (cols + WIDTH - 1) / WIDTH;
-    int tiles = row_blocks * col_blocks;
-#pragma omp parallel for schedule(static) if ((double)rows * cols * depth >= PARALLEL_MIN_MACS)
-    for (int tile = 0; tile < tiles; tile++) {
-        int i0 = tile / col_blocks * BLOCK, j0 = tile % col_blocks * WIDTH;
-        int r = rows - i0 < BLOCK ? rows - i0 : BLOCK;
-        outers[r - 1][cols - j0 >= WIDTH](depth, cols, a, a_row, a_col, b, (size_t)cols, i0, j0,
-                                          relu_y, c, (size_t)cols);
-    }
+    outer_job job = {rows, cols, depth, a, a_row, a_col, b, relu_y, c};
+    bool parallel = (double)rows * cols * depth >= PARALLEL_MIN_MACS;
+    ct_cpu_parallel(parallel ? ct_cpu_max_threads() : 1, outer_part, &job);
 }
 
 void ct_cpu_linear_small_backward_data(int n, int in, int out, const float *dy, const float *w,

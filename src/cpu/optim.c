@@ -100,25 +100,37 @@ static void update_slice(const optim_args *a, const ct_cpu_update_tensor *t, int
     update_slice_portable(a, t, lo, hi);
 }
 
-/* Every tensor of the group, in one parallel region: the threads split the
+typedef struct update_job {
+    const optim_args *a;
+    int n;
+    const ct_cpu_update_tensor *tensors;
+    int64_t total;
+} update_job;
+
+/* One thread's share of update_group's elements. */
+static void update_part(void *arg)
+{
+    const update_job *j = arg;
+    int64_t lo, hi, base = 0;
+    ct_cpu_split(j->total, &lo, &hi);
+    for (int k = 0; k < j->n && base < hi; base += j->tensors[k].count, k++) {
+        int64_t from = lo > base ? lo - base : 0;
+        int64_t to = hi - base < j->tensors[k].count ? hi - base : j->tensors[k].count;
+        if (from < to)
+            update_slice(j->a, &j->tensors[k], from, to);
+    }
+}
+
+/* Every tensor of the group, in one parallel region (ct_cpu_parallel): the threads split the
  * elements of all of them evenly, as if they were one array (a few small
  * tensors, such as biases, no longer run one after another on one thread). */
 static void update_group(const optim_args *a, int n, const ct_cpu_update_tensor *tensors)
 {
-    int64_t total = 0;
+    update_job job = {a, n, tensors, 0};
     for (int k = 0; k < n; k++)
-        total += tensors[k].count;
-#pragma omp parallel if (total >= PARALLEL_MIN_ELEMENTS)
-    {
-        int part = ct_cpu_thread_num(), parts = ct_cpu_team_size();
-        int64_t lo = total * part / parts, hi = total * (part + 1) / parts, base = 0;
-        for (int k = 0; k < n && base < hi; base += tensors[k].count, k++) {
-            int64_t from = lo > base ? lo - base : 0;
-            int64_t to = hi - base < tensors[k].count ? hi - base : tensors[k].count;
-            if (from < to)
-                update_slice(a, &tensors[k], from, to);
-        }
-    }
+        job.total += tensors[k].count;
+    ct_cpu_parallel(job.total >= PARALLEL_MIN_ELEMENTS ? ct_cpu_max_threads() : 1, update_part,
+                    &job);
 }
 
 void ct_cpu_sgd_update_group(int n, const ct_cpu_update_tensor *tensors, float grad_scale,

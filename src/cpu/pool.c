@@ -18,6 +18,7 @@
 #include "core/window_math.h"
 #include "cpu/kernels.h"
 #include "cpu/pool_avx2.h"
+#include "cpu/threads.h"
 
 /* Below this many input elements a parallel region costs more than it saves. */
 #define PARALLEL_MIN_ELEMENTS 32768
@@ -238,6 +239,7 @@ void ct_cpu_maxpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y
     int64_t planes = plane_count(s);
     bool plain_2x2 = is_plain_2x2(s);
     int64_t stack = stacked_planes(s);
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
     for (int64_t p = 0; p < planes; p += stack) {
         const float *xp = x + p * in_plane;
@@ -273,6 +275,7 @@ void ct_cpu_maxpool2d_forward_u8(const ct_pool2d_shape *s, const uint8_t *x, uin
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
     bool plain_2x2 = is_plain_2x2(s);
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (pool_parallel(planes, in_plane / 4)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const uint8_t *xp = x + p * in_plane;
@@ -348,21 +351,26 @@ static void maxpool_2x2_backward_plane(int in_h, int in_w, int out_h, int out_w,
     zero_rows_past_windows(in_h, in_w, out_h, dx);
 }
 
-/* dx[n,c,argmax window(oh,ow)] += dy[n,c,oh,ow], dx = 0 elsewhere;  dx: [N,C,H,W].
- * relu: x is a relu's output (conv -> relu -> pool) and dx is that relu's
- * input gradient, its backward done here (graph/fuse.c): each window's
- * dy adds ct_relu_grad(window max, dy), 0 where the max is <= 0. */
-void ct_cpu_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const float *dy,
-                               bool relu, float *dx)
+typedef struct max_backward_job {
+    const ct_pool2d_shape *s;
+    const float *x, *dy;
+    bool relu;
+    float *dx;
+} max_backward_job;
+
+/* One thread's planes of ct_cpu_maxpool2d_backward (below). */
+static void max_backward_part(void *arg)
 {
+    const max_backward_job *j = arg;
+    const ct_pool2d_shape *s = j->s;
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
-    int64_t planes = plane_count(s);
-    bool plain_2x2 = is_plain_2x2(s);
-    int64_t stack = stacked_planes(s);
-#pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
-    for (int64_t p = 0; p < planes; p += stack) {
-        const float *xp = x + p * in_plane, *dyp = dy + p * out_plane;
-        float *dxp = dx + p * in_plane;
+    int64_t planes = plane_count(s), stack = stacked_planes(s);
+    bool plain_2x2 = is_plain_2x2(s), relu = j->relu;
+    int64_t first, last; /* in stacks of planes */
+    ct_cpu_split((planes + stack - 1) / stack, &first, &last);
+    for (int64_t p = first * stack; p < last * stack && p < planes; p += stack) {
+        const float *xp = j->x + p * in_plane, *dyp = j->dy + p * out_plane;
+        float *dxp = j->dx + p * in_plane;
         if (plain_2x2) {
             int count = (int)(planes - p < stack ? planes - p : stack);
             maxpool_2x2_backward_plane(s->in_h * count, s->in_w, s->out_h * count, s->out_w,
@@ -380,6 +388,19 @@ void ct_cpu_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const f
                 dxp[at] += relu ? ct_relu_grad(max, g) : g;
             }
     }
+}
+
+/* dx[n,c,argmax window(oh,ow)] += dy[n,c,oh,ow], dx = 0 elsewhere;  dx: [N,C,H,W].
+ * relu: x is a relu's output (conv -> relu -> pool) and dx is that relu's
+ * input gradient, its backward done here (graph/fuse.c): each window's
+ * dy adds ct_relu_grad(window max, dy), 0 where the max is <= 0. */
+void ct_cpu_maxpool2d_backward(const ct_pool2d_shape *s, const float *x, const float *dy,
+                               bool relu, float *dx)
+{
+    int64_t in_plane = (int64_t)s->in_h * s->in_w;
+    max_backward_job job = {s, x, dy, relu, dx};
+    ct_cpu_parallel(pool_parallel(plane_count(s), in_plane) ? ct_cpu_max_threads() : 1,
+                    max_backward_part, &job);
 }
 
 /* The unpadded 2x2/2 average (LeNet-5's): the general loop's sums in the
@@ -419,6 +440,7 @@ void ct_cpu_avgpool2d_forward(const ct_pool2d_shape *s, const float *x, float *y
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
     bool plain_2x2 = is_plain_2x2(s);
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * in_plane;
@@ -448,6 +470,7 @@ void ct_cpu_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy, float 
     int64_t in_plane = (int64_t)s->in_h * s->in_w, out_plane = (int64_t)s->out_h * s->out_w;
     int64_t planes = plane_count(s);
     bool plain_2x2 = is_plain_2x2(s);
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (pool_parallel(planes, in_plane)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *dyp = dy + p * out_plane;
@@ -475,6 +498,7 @@ void ct_cpu_avgpool2d_backward(const ct_pool2d_shape *s, const float *dy, float 
 void ct_cpu_global_avgpool_forward(int n, int c, int inner, const float *x, float *y)
 {
     int64_t planes = (int64_t)n * c;
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (pool_parallel(planes, inner)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = x + p * inner;
@@ -491,6 +515,7 @@ void ct_cpu_global_avgpool_backward(int n, int c, int inner, const float *dy,
                                     const float *relu_y, float *dx)
 {
     int64_t planes = (int64_t)n * c;
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (pool_parallel(planes, inner)) schedule(static)
     for (int64_t p = 0; p < planes; p++) {
         float share = dy[p] / (float)inner;

@@ -12,6 +12,7 @@
 
 #include "core/math_shared.h"
 #include "cpu/kernels.h"
+#include "cpu/threads.h"
 
 /* Below this many elements (each an exp) a parallel region costs more than
  * it saves: SimpleCNN's [64, 10] logits run on one thread. */
@@ -35,6 +36,7 @@ static float row_max(int c, const float *x)
 /* y[i,j] = exp(x[i,j] - max_j x[i,:]) / sum_k exp(x[i,k] - max);  x, y: [n, c] */
 void ct_cpu_softmax_forward(int n, int c, const float *x, float *y)
 {
+    ct_cpu_openmp_region();
 #pragma omp parallel for if ((int64_t)n * c >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int row = 0; row < n; row++) {
         const float *restrict xr = x + (int64_t)row * c;
@@ -53,6 +55,7 @@ void ct_cpu_softmax_forward(int n, int c, const float *x, float *y)
 /* dx[i,j] = y[i,j] * (dy[i,j] - sum_k dy[i,k] y[i,k]);  y, dy, dx: [n, c] */
 void ct_cpu_softmax_backward(int n, int c, const float *y, const float *dy, float *dx)
 {
+    ct_cpu_openmp_region();
 #pragma omp parallel for if ((int64_t)n * c >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int row = 0; row < n; row++) {
         const float *restrict yr = y + (int64_t)row * c;
@@ -113,6 +116,34 @@ static void row_grad(const ct_ce_grad *grad, int c, const float *restrict x, int
  * dloss of `dloss`, each row's log-sum-exp computed once for both: the
  * same bits as the backward alone.  On a bad label nothing is read past
  * it and nothing written to dlogits: returns its row, loss[0] = NaN. */
+typedef struct loss_job {
+    int first, c;
+    const float *logits;
+    const void *labels;
+    bool labels_i64;
+    float label_smoothing;
+    const ct_ce_grad *grad;
+    double *losses;
+    float *dlogits;
+    int rows;
+} loss_job;
+
+/* One thread's rows of a chunk of ct_cpu_cross_entropy_forward. */
+static void loss_part(void *arg)
+{
+    const loss_job *j = arg;
+    int64_t lo, hi;
+    ct_cpu_split(j->rows, &lo, &hi);
+    for (int r = (int)lo; r < hi; r++) {
+        int64_t at = (int64_t)(j->first + r) * j->c;
+        int64_t label = label_at(j->labels, j->labels_i64, j->first + r);
+        double lse = row_logsumexp(j->c, j->logits + at);
+        j->losses[r] = row_loss(j->c, j->logits + at, label, j->label_smoothing, lse);
+        if (j->dlogits)
+            row_grad(j->grad, j->c, j->logits + at, label, lse, j->dlogits + at);
+    }
+}
+
 int ct_cpu_cross_entropy_forward(int n, int c, const float *logits, const void *labels,
                                  bool labels_i64, float label_smoothing, float dloss,
                                  float *loss, float *dlogits)
@@ -127,14 +158,10 @@ int ct_cpu_cross_entropy_forward(int n, int c, const float *logits, const void *
     for (int first = 0; first < n; first += LOSS_ROWS_PER_CHUNK) {
         double losses[LOSS_ROWS_PER_CHUNK];
         int rows = n - first < LOSS_ROWS_PER_CHUNK ? n - first : LOSS_ROWS_PER_CHUNK;
-#pragma omp parallel for if ((int64_t)rows * c >= LOSS_PARALLEL_MIN_ELEMENTS) schedule(static)
-        for (int r = 0; r < rows; r++) {
-            int64_t at = (int64_t)(first + r) * c, label = label_at(labels, labels_i64, first + r);
-            double lse = row_logsumexp(c, logits + at);
-            losses[r] = row_loss(c, logits + at, label, label_smoothing, lse);
-            if (dlogits)
-                row_grad(&grad, c, logits + at, label, lse, dlogits + at);
-        }
+        loss_job job = {first, c, logits, labels, labels_i64, label_smoothing, &grad, losses,
+                        dlogits, rows};
+        bool parallel = (int64_t)rows * c >= LOSS_PARALLEL_MIN_ELEMENTS;
+        ct_cpu_parallel(parallel ? ct_cpu_max_threads() : 1, loss_part, &job);
         for (int r = 0; r < rows; r++)
             total += losses[r];
     }
@@ -150,6 +177,7 @@ void ct_cpu_cross_entropy_backward(int n, int c, const float *logits, const void
                                    float *dlogits)
 {
     ct_ce_grad grad = ct_ce_grad_of(dloss[0], n, label_smoothing, c);
+    ct_cpu_openmp_region();
 #pragma omp parallel for if ((int64_t)n * c >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int row = 0; row < n; row++) {
         const float *xr = logits + (int64_t)row * c;

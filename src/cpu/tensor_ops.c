@@ -8,6 +8,7 @@
 
 #include "core/math_shared.h"
 #include "cpu/kernels.h"
+#include "cpu/threads.h"
 
 /* Below this many elements a parallel region costs more than it saves. */
 #define PARALLEL_MIN_ELEMENTS 32768
@@ -15,6 +16,7 @@
 /* y[i] = value */
 void ct_cpu_fill(int64_t count, float value, float *restrict y)
 {
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
         y[i] = value;
@@ -23,6 +25,7 @@ void ct_cpu_fill(int64_t count, float value, float *restrict y)
 /* y[i] = x[i] */
 void ct_cpu_copy(int64_t count, const float *restrict x, float *restrict y)
 {
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
         y[i] = x[i];
@@ -32,6 +35,7 @@ void ct_cpu_copy(int64_t count, const float *restrict x, float *restrict y)
 void ct_cpu_add(int64_t count, const float *restrict a, const float *restrict b,
                 float *restrict y)
 {
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
         y[i] = a[i] + b[i];
@@ -40,6 +44,7 @@ void ct_cpu_add(int64_t count, const float *restrict a, const float *restrict b,
 /* y = max(a + b, 0): the add of a residual block with its relu fused */
 void ct_cpu_add_relu(int64_t count, const float *a, const float *b, float *y)
 {
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t i = 0; i < count; i++)
         y[i] = ct_relu(a[i] + b[i]);
@@ -67,6 +72,7 @@ void ct_cpu_add_relu_grad(int64_t count, const float *a, const float *b, const f
                           float *y)
 {
     int64_t chunks = (count + ADD_CHUNK - 1) / ADD_CHUNK;
+    ct_cpu_openmp_region();
 #pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS) schedule(static)
     for (int64_t chunk = 0; chunk < chunks; chunk++) {
         int64_t lo = chunk * ADD_CHUNK, len = count - lo < ADD_CHUNK ? count - lo : ADD_CHUNK;
@@ -83,6 +89,7 @@ void ct_cpu_concat(int n, int inner, int n_inputs, const int *channels, const fl
     for (int k = 0; k < n_inputs; k++)
         c_total += channels[k];
     int64_t runs = (int64_t)n * n_inputs;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static)
     for (int64_t run = 0; run < runs; run++) {
         int b = (int)(run / n_inputs), k = (int)(run % n_inputs);
@@ -100,6 +107,7 @@ void ct_cpu_slice_channels(int n, int inner, int c_total, int start, int count, 
                            float *y)
 {
     int64_t len = (int64_t)count * inner;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < n; b++)
         memcpy(y + (int64_t)b * len, x + ((int64_t)b * c_total + start) * inner,

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cpu/winograd_transforms.h"
+#include "cpu/threads.h"
 
 #define AVX2 __attribute__((target("avx2,fma")))
 #define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
@@ -266,6 +267,7 @@ AVX2 void ct_wino_transform_block(transform_kind kind, const wino_pass *p, const
 {
     int channels = kind == INPUT_TILES ? p->in_c : p->out_c;
     int groups = width / LANES, items = channels * groups;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static)
     for (int item = 0; item < items; item++) {
         int ch = item / groups, first = item % groups * LANES;
@@ -288,6 +290,7 @@ AVX2 void ct_wino_weight_transform(const float *w, int out_c, int in_c, bool fli
     int rows = flip ? in_c : out_c, cols = flip ? out_c : in_c, count = out_c * in_c;
     bool packed = packed_rows(rows);
     int groups = ceil_div(count, LANES);
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static)
     for (int g = 0; g < groups; g++) {
         /* the group's lanes: 8 elements along a row of U, or packed, down a
@@ -327,6 +330,7 @@ AVX2 void ct_wino_weight_transform(const float *w, int out_c, int in_c, bool fli
 AVX2 void ct_wino_weight_grad_transform(const float *du, int count, float *dw)
 {
     int groups = ceil_div(count, LANES);
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static)
     for (int g = 0; g < groups; g++) {
         int p0 = g * LANES, lanes = count - p0 < LANES ? count - p0 : LANES;

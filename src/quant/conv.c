@@ -168,6 +168,7 @@ static void conv_pad(const ct_conv2d_shape *s, const uint8_t *x, uint8_t zero, u
     const int hp = padded_h(s), wp = padded_w(s), in_h = s->in_h, in_w = s->in_w;
     const int pad_h = s->pad_h, pad_w = s->pad_w; /* locals: see im2col_row */
     bool parallel = threaded && (size_t)s->in_channels * hp * wp >= PARALLEL_MIN_BYTES;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static) if (parallel)
     for (int c = 0; c < s->in_channels; c++) {
         uint8_t *plane = xp + (size_t)c * hp * wp;
@@ -223,6 +224,7 @@ static void conv_im2col(const ct_conv2d_shape *s, const uint8_t *xp, uint8_t *co
     size_t out_plane = (size_t)s->out_h * s->out_w;
     bool parallel = threaded && (size_t)s->in_channels * kernel_area * out_plane >=
                                     PARALLEL_MIN_BYTES;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static) if (parallel)
     for (int c = 0; c < s->in_channels; c++)
         for (int i = 0; i < s->kernel_h; i++)
@@ -239,6 +241,7 @@ static void conv_scatter(const ct_conv2d_shape *s, int images, size_t elem, cons
     size_t plane_bytes = (size_t)s->out_h * s->out_w * elem, ld = plane_bytes * images;
     int items = images * s->out_channels;
     bool parallel = threaded && items * plane_bytes >= PARALLEL_MIN_BYTES;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static) if (parallel)
     for (int item = 0; item < items; item++) {
         int image = item / s->out_channels, o = item % s->out_channels;
@@ -314,6 +317,7 @@ void ct_int8_conv2d_forward(const ct_conv2d_shape *s, const uint8_t *x, ct_quant
         return;
     }
     /* dynamic: a thread that loses its core for a while takes fewer images */
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(slots)
     for (int unit = 0; unit < units; unit++)
         conv_group(s, x, x_q, w, e, y, unit * group, group_images(s, group, unit),

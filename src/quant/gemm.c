@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "cpu/threads.h"
 #include "quant/int8_paths.h"
 
 enum {
@@ -138,6 +139,7 @@ static void gemm_ref(const ct_int8_gemm_args *g, bool threaded)
     const int8_t *a = w->packed;
     const uint8_t *b = g->b.data;
     bool parallel = threaded && (double)w->rows * g->n * w->depth >= PARALLEL_MIN_MACS;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static) if (parallel)
     for (int m = 0; m < w->rows; m++) {
         ct_int8_row row = ct_int8_row_of(g, m);
@@ -201,6 +203,7 @@ static void gemm_panels(const ct_int8_gemm_args *g, const ct_int8_path_i *path, 
     size_t a_bytes = (size_t)k_groups * path->mr * path->k_group * path->elem_bytes;
     size_t b_bytes = b_panel_bytes(path, w->depth);
     bool parallel = threaded && (double)w->rows * g->n * w->depth >= PARALLEL_MIN_MACS;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static) if (parallel)
     for (int panel = 0; panel < panels_n; panel++) {
         int n0 = panel * path->nr;
@@ -217,6 +220,7 @@ static void gemm_panels(const ct_int8_gemm_args *g, const ct_int8_path_i *path, 
         pack_b_rest(g, path, n0, fast ? full_groups : 0, dst);
     }
     int tiles_m = ceil_div(panels_m, TILE_PANELS_M), tiles_n = ceil_div(panels_n, TILE_PANELS_N);
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
     for (int tile = 0; tile < tiles_m * tiles_n; tile++) {
         int pm0 = tile / tiles_n * TILE_PANELS_M, pn0 = tile % tiles_n * TILE_PANELS_N;

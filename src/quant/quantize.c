@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "core/error.h"
+#include "cpu/threads.h"
 #include "quant/int8_paths.h"
 
 enum {
@@ -44,6 +45,7 @@ void ct_int8_quantize(int64_t count, const float *x, ct_quant_act p, uint8_t *q)
     const ct_int8_path_i *path = ct_int8_path(ct_int8_kernel_active());
     float inv_scale = 1.0f / p.scale;
     int64_t chunks = (count + QUANTIZE_CHUNK - 1) / QUANTIZE_CHUNK;
+    ct_cpu_openmp_region();
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (int64_t chunk = 0; chunk < chunks; chunk++) {
         int64_t start = chunk * QUANTIZE_CHUNK;
