@@ -39,7 +39,9 @@ int ct_cpu_team_size(void);
  * ct_cpu_thread_num and ct_cpu_team_size give the thread's part, and
  * ct_cpu_barrier waits for the whole team.  Returns when every part has.
  * threads <= 1, or a call from inside a parallel region or while another
- * thread's call runs: fn runs on the caller alone (a team of one). */
+ * thread's call runs: fn runs on the caller alone (a team of one).  fn
+ * must not open an OpenMP region: on a worker, OpenMP does not know it is
+ * inside one and would start a whole team. */
 void ct_cpu_parallel(int threads, void (*fn)(void *ctx), void *ctx);
 /* Every thread of the team waits here for the others (ct_cpu_parallel's
  * team or an OpenMP region's). */
