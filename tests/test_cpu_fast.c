@@ -64,6 +64,10 @@ static const fast_conv_case FAST_CONV_CASES[] = {
     {3, 16, 8, 8, 5, 5, 5, 2, 2},     /* depth 400: the largest direct depth */
     {4, 2, 7, 13, 5, 3, 5, 0, 0},     /* no padding (images read in place), 9 = 8 + 1 lanes */
     {10, 3, 9, 11, 32, 3, 3, 1, 1},   /* padded, 32 channels: two vectors of them, 8 + 2 images */
+    {3, 2, 17, 18, 7, 2, 3, 0, 0},    /* 16x16 outputs: two rows pooled from 2 vectors */
+    {2, 3, 15, 10, 9, 3, 3, 1, 0},    /* 15x8 outputs, padded rows: 4 + 3 pairs of rows a block,
+                                       * the odd row is not pooled */
+    {1, 2, 14, 10, 5, 3, 3, 0, 0},    /* 12x8 outputs: 4 + 2 pairs of rows a block */
 };
 enum { N_FAST_CONV_CASES = sizeof(FAST_CONV_CASES) / sizeof(FAST_CONV_CASES[0]) };
 
@@ -199,14 +203,14 @@ static void direct_conv_takes_the_cases(void)
               "case %d: the 16-float kernels should run it exactly where AVX-512 is", i);
     }
     /* the weight gradient on vectors of 16 channels: SimpleCNN's conv2 and
-     * the last case, padded; not conv1's 6 channels */
+     * the padded 32-channel case (9); not conv1's 6 channels */
     ct_conv2d_shape conv1 = fast_conv_shape(&FAST_CONV_CASES[0]);
     ct_conv2d_shape conv2 = fast_conv_shape(&FAST_CONV_CASES[1]);
-    ct_conv2d_shape padded = fast_conv_shape(&FAST_CONV_CASES[N_FAST_CONV_CASES - 1]);
+    ct_conv2d_shape padded = fast_conv_shape(&FAST_CONV_CASES[9]);
     CHECK(ct_cpu_conv2d_channels_fits(&conv2) == ct_cpu_simd_avx512() &&
               ct_cpu_conv2d_channels_fits(&padded) == ct_cpu_simd_avx512() &&
               !ct_cpu_conv2d_channels_fits(&conv1),
-          "SimpleCNN's conv2 and the last case, not conv1, should take the channel-vector "
+          "SimpleCNN's conv2 and the 32-channel case, not conv1, should take the channel-vector "
           "weight gradient");
     ct_conv2d_shape strided = fast_conv_shape(&FAST_CONV_CASES[2]);
     strided.stride_h = 2;
@@ -640,9 +644,11 @@ static void pool_codes_agree(int planes, int h, int w, const float *x, const flo
 static void maxpool_2x2_backward_same_bits(void)
 {
     /* 35 = 16+16+3; 8x12x10: 48 rows of 5 windows as one plane, where codes
-     * made in place reach inputs of rows before them */
-    static const int sizes[][3] = {{3, 24, 24}, {5, 8, 8}, {2, 13, 17}, {4, 9, 30},
-                                   {1, 2, 2},   {2, 6, 70}, {8, 12, 10}};
+     * made in place reach inputs of rows before them; the forward takes rows
+     * of 8 inputs 16 windows a vector across rows (and planes): 7x6x8 ends in
+     * 4 windows, 3x9x8's planes (a row past the windows) go one by one */
+    static const int sizes[][3] = {{3, 24, 24}, {5, 8, 8}, {2, 13, 17}, {4, 9, 30}, {1, 2, 2},
+                                   {2, 6, 70},  {8, 12, 10}, {7, 6, 8}, {3, 9, 8}};
     for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
         int planes = sizes[si][0], h = sizes[si][1], w = sizes[si][2];
         ct_pool2d_shape s = {1, planes, h, w, h / 2, w / 2, 2, 2, 2, 2, 0, 0, false};
@@ -797,7 +803,7 @@ static void fused_relu_kernels_same_bits(void)
 {
     for (int fast = 0; fast < 2; fast++) {
         ct_cpu_simd_set(fast);
-        for (int index = 0; index < 6; index++) {
+        for (int index = 0; index < N_FAST_CONV_CASES; index++) {
             ct_conv2d_shape s = fast_conv_shape(&FAST_CONV_CASES[index]);
             int64_t nx = (int64_t)s.n_batch * s.in_channels * s.in_h * s.in_w;
             int64_t ny = (int64_t)s.n_batch * s.out_channels * s.out_h * s.out_w;

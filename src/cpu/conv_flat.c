@@ -21,6 +21,10 @@
  *             R loads + OB broadcasts per OB*R FMAs.  Each output adds the
  *             bias, then its products in (c, i, j) order, one FMA each, as
  *             the 8-float kernels do: the same bits.
+ *   forward, relu and 2x2/2 max pool (rows of 16-32 outputs: SimpleCNN's
+ *             conv1): a block is whole pairs of output rows, pooled from the
+ *             accumulators (pool_avx512.h's windows), so that the outputs
+ *             are never stored unless the pool's backward needs them.
  *   weights:  lanes[o,c,i,j, :] += dy[o, p:p+16] * shifted[c, j, p + i*out_w :+16]
  *             16-lane sums per weight (the 8-float kernels keep 8: their
  *             sums are grouped differently, so dw differs from theirs in
@@ -37,6 +41,7 @@
 
 #include "cpu/conv_direct.h"
 #include "cpu/kernels.h"
+#include "cpu/pool_avx512.h"
 #include "cpu/threads.h"
 
 #define AVX512 __attribute__((target("avx2,fma,avx512f,avx512vl")))
@@ -196,11 +201,11 @@ typedef struct flat_tap {
  * over b and r carries `#pragma GCC unroll`, as in conv_avx2.c).  One loop
  * over the taps instead of three over c, i and j: SimpleCNN's 5-wide j
  * loop left once per 120 FMAs, a branch mispredicted each time. */
-AVX512_INLINE void forward_block(const flat_geom *g, const flat_tap *taps, int n_taps,
-                                 const float *shifted, const float *w, const float *bias,
-                                 bool relu, int o0, int v0, float *y, const int OB, const int R)
+AVX512_INLINE void accumulate_block(const flat_geom *g, const flat_tap *taps, int n_taps,
+                                    const float *shifted, const float *w, const float *bias,
+                                    int o0, int v0, __m512 acc[MAX_OB][MAX_R], const int OB,
+                                    const int R)
 {
-    __m512 acc[MAX_OB][MAX_R];
     #pragma GCC unroll 8
     for (int b = 0; b < OB; b++) {
         __m512 init = bias ? _mm512_set1_ps(bias[o0 + b]) : _mm512_setzero_ps();
@@ -224,13 +229,26 @@ AVX512_INLINE void forward_block(const flat_geom *g, const flat_tap *taps, int n
                 acc[b][r] = _mm512_fmadd_ps(wv, xv[r], acc[b][r]);
         }
     }
+}
+
+/* max(0, v), NaN kept (maxps returns its second operand when one is NaN). */
+AVX512_INLINE __m512 relu16(__m512 v)
+{
+    return _mm512_max_ps(_mm512_setzero_ps(), v);
+}
+
+AVX512_INLINE void forward_block(const flat_geom *g, const flat_tap *taps, int n_taps,
+                                 const float *shifted, const float *w, const float *bias,
+                                 bool relu, int o0, int v0, float *y, const int OB, const int R)
+{
+    __m512 acc[MAX_OB][MAX_R];
+    accumulate_block(g, taps, n_taps, shifted, w, bias, o0, v0, acc, OB, R);
     #pragma GCC unroll 8
     for (int b = 0; b < OB; b++) {
         float *y_plane = y + (size_t)(o0 + b) * g->area + (size_t)v0 * VEC;
         #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            /* max(0, v) is v when v is NaN (maxps returns its second operand) */
-            __m512 v = relu ? _mm512_max_ps(_mm512_setzero_ps(), acc[b][r]) : acc[b][r];
+            __m512 v = relu ? relu16(acc[b][r]) : acc[b][r];
             _mm512_mask_storeu_ps(y_plane + r * VEC, vector_mask(g, v0 + r), v);
         }
     }
@@ -270,6 +288,106 @@ static const forward_block_fn forward_blocks[MAX_OB][MAX_R] = {
     {forward_8_1, forward_8_2, forward_8_3, NULL},
 };
 
+/* The 2x2/2 windows of output rows 2q and 2q+1 from the R = out_w / 8
+ * vectors that hold them (a block's first vector starts row 2q): window k's
+ * top inputs are the two rows' floats 2k, 2k+1, its bottom ones 8R + 2k,
+ * 8R + 2k + 1, in acc[R / 2] on (8 floats in where R is odd). */
+AVX512_INLINE windows16 row_pair_windows(const __m512 acc[MAX_R], const int R)
+{
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                           28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i bottom = _mm512_set1_epi32(R % 2 ? VEC / 2 : 0);
+    __m512 top0 = acc[0], top1 = acc[R > 1 ? 1 : 0];
+    __m512 bottom0 = acc[R / 2], bottom1 = acc[R / 2 + 1 < R ? R / 2 + 1 : R - 1];
+    windows16 win = {.lanes = vector_mask_of(4 * R)};
+    win.top_left = _mm512_permutex2var_ps(top0, even, top1);
+    win.top_right = _mm512_permutex2var_ps(top0, odd, top1);
+    win.bottom_left = _mm512_permutex2var_ps(bottom0, _mm512_add_epi32(even, bottom), bottom1);
+    win.bottom_right = _mm512_permutex2var_ps(bottom0, _mm512_add_epi32(odd, bottom), bottom1);
+    return win;
+}
+
+/* The relu and 2x2/2 max pool of output rows 2q0 .. 2(q0 + P) - 1, P pairs
+ * of rows of RP = out_w / 8 vectors each (vectors q0 RP ..), of channels
+ * o0..o0+OB-1, taken from the accumulators: pooled[o, q0 .. q0+P, :] and,
+ * where codes is not NULL, each window's code (kernels.h) laid out as
+ * pooled, as ct_cpu_maxpool2x2_planes_codes makes them from the stored
+ * outputs (the same windows16 functions: the same bits); where y is not
+ * NULL, the relu's outputs too (the pool's backward reads them). */
+AVX512_INLINE void pooled_block(const flat_geom *g, const flat_tap *taps, int n_taps,
+                                const float *shifted, const float *w, const float *bias, int o0,
+                                int q0, float *y, float *pooled, uint8_t *codes, const int OB,
+                                const int P, const int RP)
+{
+    __m512 acc[MAX_OB][MAX_R];
+    accumulate_block(g, taps, n_taps, shifted, w, bias, o0, q0 * RP, acc, OB, P * RP);
+    size_t pooled_w = (size_t)g->out_w / 2, plane = pooled_w * (size_t)(g->out_h / 2);
+    #pragma GCC unroll 8
+    for (int b = 0; b < OB; b++) {
+        #pragma GCC unroll 4
+        for (int r = 0; r < P * RP; r++) {
+            acc[b][r] = relu16(acc[b][r]);
+            if (y)
+                _mm512_storeu_ps(y + (size_t)(o0 + b) * g->area + (size_t)(q0 * RP + r) * VEC,
+                                 acc[b][r]);
+        }
+        #pragma GCC unroll 4
+        for (int p = 0; p < P; p++) {
+            windows16 win = row_pair_windows(acc[b] + p * RP, RP);
+            __mmask16 pick[4];
+            __m512 m = window_picks16(win, pick);
+            size_t at = (size_t)(o0 + b) * plane + (size_t)(q0 + p) * pooled_w;
+            _mm512_mask_storeu_ps(pooled + at, win.lanes, m);
+            if (codes)
+                _mm512_mask_cvtepi32_storeu_epi8(codes + at, win.lanes, window_codes16(pick, m));
+        }
+    }
+}
+
+typedef void (*pooled_block_fn)(const flat_geom *g, const flat_tap *taps, int n_taps,
+                                const float *shifted, const float *w, const float *bias, int o0,
+                                int q0, float *y, float *pooled, uint8_t *codes);
+
+#define POOLED_BLOCK(OB, P, RP)                                                               \
+    static AVX512 void pooled_##OB##_##P##_##RP(                                              \
+        const flat_geom *g, const flat_tap *taps, int n_taps, const float *shifted,           \
+        const float *w, const float *bias, int o0, int q0, float *y, float *pooled,           \
+        uint8_t *codes)                                                                       \
+    {                                                                                         \
+        pooled_block(g, taps, n_taps, shifted, w, bias, o0, q0, y, pooled, codes, OB, P, RP); \
+    }
+/* the (P, RP) pairs of at most MAX_R vectors, at 1..8 channels (6 at 4 vectors) */
+#define POOLED_SHAPES(OB, AT4) POOLED_BLOCK(OB, 1, 1) POOLED_BLOCK(OB, 2, 1) \
+    POOLED_BLOCK(OB, 3, 1) POOLED_BLOCK(OB, 1, 2) POOLED_BLOCK(OB, 1, 3) AT4(OB)
+#define POOLED_AT4(OB) POOLED_BLOCK(OB, 4, 1) POOLED_BLOCK(OB, 2, 2) POOLED_BLOCK(OB, 1, 4)
+#define NONE(OB)
+POOLED_SHAPES(1, POOLED_AT4)
+POOLED_SHAPES(2, POOLED_AT4)
+POOLED_SHAPES(3, POOLED_AT4)
+POOLED_SHAPES(4, POOLED_AT4)
+POOLED_SHAPES(5, POOLED_AT4)
+POOLED_SHAPES(6, POOLED_AT4)
+POOLED_SHAPES(7, NONE)
+POOLED_SHAPES(8, NONE)
+
+/* [RP - 1][OB - 1][P - 1] */
+#define POOLED_RP1(OB, P4) {pooled_##OB##_1_1, pooled_##OB##_2_1, pooled_##OB##_3_1, P4}
+#define POOLED_ONE(OB, RP) {pooled_##OB##_1_##RP, NULL, NULL, NULL}
+static const pooled_block_fn pooled_blocks[MAX_R][MAX_OB][MAX_R] = {
+    {POOLED_RP1(1, pooled_1_4_1), POOLED_RP1(2, pooled_2_4_1), POOLED_RP1(3, pooled_3_4_1),
+     POOLED_RP1(4, pooled_4_4_1), POOLED_RP1(5, pooled_5_4_1), POOLED_RP1(6, pooled_6_4_1),
+     POOLED_RP1(7, NULL), POOLED_RP1(8, NULL)},
+    {{pooled_1_1_2, pooled_1_2_2, NULL, NULL}, {pooled_2_1_2, pooled_2_2_2, NULL, NULL},
+     {pooled_3_1_2, pooled_3_2_2, NULL, NULL}, {pooled_4_1_2, pooled_4_2_2, NULL, NULL},
+     {pooled_5_1_2, pooled_5_2_2, NULL, NULL}, {pooled_6_1_2, pooled_6_2_2, NULL, NULL},
+     POOLED_ONE(7, 2), POOLED_ONE(8, 2)},
+    {POOLED_ONE(1, 3), POOLED_ONE(2, 3), POOLED_ONE(3, 3), POOLED_ONE(4, 3), POOLED_ONE(5, 3),
+     POOLED_ONE(6, 3), POOLED_ONE(7, 3), POOLED_ONE(8, 3)},
+    {POOLED_ONE(1, 4), POOLED_ONE(2, 4), POOLED_ONE(3, 4), POOLED_ONE(4, 4), POOLED_ONE(5, 4),
+     POOLED_ONE(6, 4), {NULL}, {NULL}},
+};
+
 /* The products of kernel rows i_lo..i_hi-1, in (c, i, j) order. */
 static int forward_taps(const flat_geom *g, int i_lo, int i_hi, flat_tap *taps)
 {
@@ -282,35 +400,92 @@ static int forward_taps(const flat_geom *g, int i_lo, int i_hi, flat_tap *taps)
     return n;
 }
 
+/* The products a block of vectors v0..v0+r-1 takes: the kernel rows that
+ * reach a data row for some output of it, as the 8-float kernels do; made
+ * again only where those rows change (at the padding). */
+typedef struct block_taps {
+    flat_tap taps[CT_CONV_DIRECT_MAX_DEPTH];
+    int n, lo, hi;
+} block_taps;
+
+static int taps_of_block(const flat_geom *g, int v0, int r, block_taps *t)
+{
+    int last = (v0 + r) * VEC < g->area ? (v0 + r) * VEC : g->area;
+    int oh_first = v0 * VEC / g->out_w, oh_last = (last - 1) / g->out_w;
+    int i_lo = g->top - oh_last > 0 ? g->top - oh_last : 0;
+    int i_hi = g->top + g->in_h - oh_first < g->kh ? g->top + g->in_h - oh_first : g->kh;
+    if (i_lo != t->lo || i_hi != t->hi) {
+        t->n = forward_taps(g, i_lo, i_hi, t->taps);
+        t->lo = i_lo;
+        t->hi = i_hi;
+    }
+    return t->n;
+}
+
+/* Output channels a block takes at r vectors, MAX_ACC allowing (6 x 4,
+ * 8 x 3), and the number of blocks that splits out_c evenly into. */
+static int channel_blocks(const flat_geom *g, int r)
+{
+    int ob_max = MAX_ACC / r < MAX_OB ? MAX_ACC / r : MAX_OB;
+    return (g->out_c + ob_max - 1) / ob_max;
+}
+
 /* y [out_c, out_h, out_w] of one image from its shifted copies: blocks of
- * R = min(4, n_vec) vectors and as many channels as MAX_ACC allows (6 x 4,
- * 8 x 3), the channels split evenly (SimpleCNN's 16: 6 + 5 + 5 at 4
- * vectors, every block FMA-bound: 9 or 10 loads per 20 or 24 FMAs).  A
- * block takes the kernel rows that reach a data row for some output of
- * it, as the 8-float kernels do. */
+ * R = min(4, n_vec) vectors and as many channels as MAX_ACC allows, the
+ * channels split evenly (SimpleCNN's 16: 6 + 5 + 5 at 4 vectors, every
+ * block FMA-bound: 9 or 10 loads per 20 or 24 FMAs). */
 static void forward_image(const flat_geom *g, const float *shifted, const float *w,
                           const float *bias, bool relu, float *y)
 {
-    flat_tap taps[CT_CONV_DIRECT_MAX_DEPTH];
-    int n_taps = 0, taps_lo = -1, taps_hi = -1;
+    block_taps taps = {.lo = -1, .hi = -1};
     int r_full = g->n_vec < MAX_R ? g->n_vec : MAX_R;
-    int ob_max = MAX_ACC / r_full < MAX_OB ? MAX_ACC / r_full : MAX_OB;
-    int n_blocks = (g->out_c + ob_max - 1) / ob_max;
+    int n_blocks = channel_blocks(g, r_full);
     for (int block = 0; block < n_blocks; block++) {
         int o0 = block * g->out_c / n_blocks, o1 = (block + 1) * g->out_c / n_blocks;
         for (int v0 = 0; v0 < g->n_vec; v0 += r_full) {
             int r = g->n_vec - v0 < r_full ? g->n_vec - v0 : r_full;
-            int last = (v0 + r) * VEC < g->area ? (v0 + r) * VEC : g->area;
-            int oh_first = v0 * VEC / g->out_w, oh_last = (last - 1) / g->out_w;
-            int i_lo = g->top - oh_last > 0 ? g->top - oh_last : 0;
-            int i_hi = g->top + g->in_h - oh_first < g->kh ? g->top + g->in_h - oh_first : g->kh;
-            if (i_lo != taps_lo || i_hi != taps_hi) {
-                n_taps = forward_taps(g, i_lo, i_hi, taps);
-                taps_lo = i_lo;
-                taps_hi = i_hi;
-            }
-            forward_blocks[o1 - o0 - 1][r - 1](g, taps, n_taps, shifted, w, bias, relu, o0, v0,
-                                               y);
+            int n_taps = taps_of_block(g, v0, r, &taps);
+            forward_blocks[o1 - o0 - 1][r - 1](g, taps.taps, n_taps, shifted, w, bias, relu, o0,
+                                               v0, y);
+        }
+    }
+}
+
+/* Whether pooled_image takes the shape: rows of 16, 24 or 32 outputs, so
+ * that two rows are 2 to 4 whole vectors; where it must store the outputs
+ * too (keep_y), an even number of rows, as it computes only rows that
+ * windows read.  Not rows of 8 (SimpleCNN's conv2, 8x8): there a pair of
+ * rows is one vector, and pooling 4 windows at a time from the registers
+ * (or 16 from 4 registers, as pool_avx2.c's packed rows do) measured
+ * 62.5 -> 66-72 us (its relu+maxpool forward, B64, 2 threads) where
+ * ct_cpu_maxpool2x2_planes takes the stored plane in one pass. */
+static bool pools_in_registers(const flat_geom *g, bool keep_y)
+{
+    return g->out_w % (VEC / 2) == 0 && g->out_w / (VEC / 2) >= 2 &&
+           g->out_w / (VEC / 2) <= MAX_R && g->out_h >= 2 && (!keep_y || g->out_h % 2 == 0);
+}
+
+/* relu, then 2x2/2 max pool, of one image's outputs, pooled in registers
+ * (pooled_block): pooled [out_c, out_h/2, out_w/2], where codes is not NULL
+ * the windows' codes laid out as pooled, where y is not NULL the relu's
+ * outputs [out_c, out_h, out_w].  A block is P pairs of output rows of RP
+ * = out_w / 8 vectors each, P as many as MAX_R vectors hold (rows of 16:
+ * 2; SimpleCNN's conv1, 24 wide: 1); a row past the last pair (odd out_h)
+ * is not computed, as no window reads it. */
+static void pooled_image(const flat_geom *g, const float *shifted, const float *w,
+                         const float *bias, float *y, float *pooled, uint8_t *codes)
+{
+    block_taps taps = {.lo = -1, .hi = -1};
+    int rp = g->out_w / (VEC / 2), pairs = g->out_h / 2;
+    int p_full = MAX_R / rp < pairs ? MAX_R / rp : pairs;
+    int n_blocks = channel_blocks(g, p_full * rp);
+    for (int block = 0; block < n_blocks; block++) {
+        int o0 = block * g->out_c / n_blocks, o1 = (block + 1) * g->out_c / n_blocks;
+        for (int q0 = 0; q0 < pairs; q0 += p_full) {
+            int p = pairs - q0 < p_full ? pairs - q0 : p_full;
+            int n_taps = taps_of_block(g, q0 * rp, p * rp, &taps);
+            pooled_blocks[rp - 1][o1 - o0 - 1][p - 1](g, taps.taps, n_taps, shifted, w, bias,
+                                                       o0, q0, y, pooled, codes);
         }
     }
 }
@@ -340,6 +515,13 @@ static void forward_part(void *arg)
         shift_image(&g, j->x + n * in_image, shifted);
         if (!j->pool) {
             forward_image(&g, shifted, j->w, j->bias, j->relu, j->out + n * out_image);
+            continue;
+        }
+        bool keep_y = j->y && !j->codes;
+        if (pools_in_registers(&g, keep_y)) {
+            pooled_image(&g, shifted, j->w, j->bias, keep_y ? j->y + n * y_image : NULL,
+                         j->out + n * out_image,
+                         j->codes ? (uint8_t *)j->y + n * out_image : NULL);
             continue;
         }
         float *computed = j->y && !j->codes ? j->y + n * y_image : scratch;

@@ -20,6 +20,7 @@
 
 #include "cpu/kernels.h"
 #include "cpu/pool_avx2.h"
+#include "cpu/pool_avx512.h"
 
 #define AVX2 __attribute__((target("avx2,fma")))
 
@@ -205,15 +206,8 @@ AVX2 int ct_cpu_maxpool2x2_backward_avx2(int in_w, int out_h, int out_w, const f
 
 /* ---- AVX-512: 16 windows a vector, for rows of at least 8 windows ---------- */
 
-#define AVX512 __attribute__((target("avx2,fma,avx512f")))
-#define AVX512_INLINE __attribute__((target("avx2,fma,avx512f"), always_inline)) static inline
-
-/* candidate > current, or candidate is NaN. */
-AVX512_INLINE __mmask16 replaces16(__m512 candidate, __m512 current)
-{
-    return _mm512_cmp_ps_mask(candidate, current, _CMP_GT_OQ) |
-           _mm512_cmp_ps_mask(candidate, candidate, _CMP_UNORD_Q);
-}
+#define AVX512 CT_POOL_AVX512
+#define AVX512_INLINE CT_POOL_AVX512_INLINE
 
 /* The first n (<= 32) of 32 lanes: the mask of the low 16 and the high 16. */
 AVX512_INLINE __mmask16 low_lanes(int n)
@@ -225,12 +219,6 @@ AVX512_INLINE __mmask16 high_lanes(int n)
 {
     return n <= 16 ? (__mmask16)0 : low_lanes(n - 16);
 }
-
-/* Up to 16 windows of one output row from 2 input rows: windows lanes. */
-typedef struct windows16 {
-    __m512 top_left, top_right, bottom_left, bottom_right;
-    __mmask16 lanes, lo, hi; /* the windows; the 32 inputs a row: low and high 16 */
-} windows16;
 
 AVX512_INLINE windows16 load_windows16(const float *row0, const float *row1, int n)
 {
@@ -280,15 +268,6 @@ AVX512_INLINE windows16 load_packed_windows16(const float *x, int n)
     return win;
 }
 
-/* The windows' max: NaN wins, else the first strictly larger input. */
-AVX512_INLINE __m512 window_max16(windows16 win)
-{
-    __m512 m = win.top_left;
-    m = _mm512_mask_mov_ps(m, replaces16(win.top_right, m), win.top_right);
-    m = _mm512_mask_mov_ps(m, replaces16(win.bottom_left, m), win.bottom_left);
-    return _mm512_mask_mov_ps(m, replaces16(win.bottom_right, m), win.bottom_right);
-}
-
 AVX512 int ct_cpu_maxpool2x2_forward_avx512(int in_w, int out_h, int out_w, const float *x,
                                             float *y)
 {
@@ -308,19 +287,6 @@ AVX512 int ct_cpu_maxpool2x2_forward_avx512(int in_w, int out_h, int out_w, cons
         }
     }
     return out_w;
-}
-
-/* The windows' max (window_max16's rule) and pick[k]: window element k
- * replaced the max so far (the last one to replace it is the argmax). */
-AVX512_INLINE __m512 window_picks16(windows16 win, __mmask16 pick[4])
-{
-    __m512 m = win.top_left;
-    pick[1] = replaces16(win.top_right, m);
-    m = _mm512_mask_mov_ps(m, pick[1], win.top_right);
-    pick[2] = replaces16(win.bottom_left, m);
-    m = _mm512_mask_mov_ps(m, pick[2], win.bottom_left);
-    pick[3] = replaces16(win.bottom_right, m);
-    return _mm512_mask_mov_ps(m, pick[3], win.bottom_right);
 }
 
 /* ct_relu_grad(max, g): 0 where max <= 0, NaN passes. */
@@ -392,17 +358,6 @@ AVX512 int ct_cpu_maxpool2x2_argmax_avx512(int in_w, int out_h, int out_w, const
         }
     }
     return out_w;
-}
-
-/* The windows' codes (kernels.h) from window_picks16's picks and max. */
-AVX512_INLINE __m512i window_codes16(const __mmask16 pick[4], __m512 m)
-{
-    __m512i code = _mm512_maskz_mov_epi32((__mmask16)((pick[1] & ~pick[2]) | pick[3]),
-                                          _mm512_set1_epi32(CT_POOL_CODE_RIGHT));
-    code = _mm512_mask_or_epi32(code, (__mmask16)(pick[2] | pick[3]), code,
-                                _mm512_set1_epi32(CT_POOL_CODE_DOWN));
-    return _mm512_mask_or_epi32(code, _mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_NLE_UQ),
-                                code, _mm512_set1_epi32(CT_POOL_CODE_PASS));
 }
 
 AVX512 int ct_cpu_maxpool2x2_codes_avx512(int in_w, int out_h, int out_w, const float *x,
