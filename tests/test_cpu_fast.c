@@ -698,6 +698,12 @@ static void pooled_weight_matches_unfused(void)
         {3, 3, 13, 12, 4, 3, 3, 0, 0},  /* 11x10 output: a row past the windows */
         {2, 3, 12, 17, 5, 5, 8, 0, 0},  /* 8 wide, 15 rows */
         {4, 2, 9, 9, 3, 2, 1, 0, 0},    /* 1 wide; 8x9: a column past them */
+        /* on more than one thread (ct_cpu_conv2d_pooled_backward_weight's
+         * work >= 64 K): the batch in 8 chunks, in 3 (as many as images),
+         * and whole (the chunks' sums too many for its stack) */
+        {64, 1, 28, 28, 6, 5, 5, 0, 0}, /* SimpleCNN conv1 at B64 */
+        {3, 3, 32, 32, 8, 5, 5, 0, 0},
+        {8, 4, 16, 16, 20, 5, 5, 0, 0},
     };
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         ct_conv2d_shape s = fast_conv_shape(&cases[ci]);

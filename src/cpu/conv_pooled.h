@@ -25,9 +25,11 @@ bool ct_cpu_conv2d_pooled_weight_fits(const ct_conv2d_shape *s, const ct_pool2d_
  * Only each window's argmax has a gradient, so each window adds
  *   dw[o,c,i,j] += g * x[n,c,a+i,b+j]   (a, b: the argmax's row, column)
  * a quarter of the dense weight gradient's work, and the pool's backward
- * never writes its N*O*H*W floats.  Each output channel's sums are one
- * thread's, in the order of the images and windows: the same bits for any
- * number of threads, with or without the AVX2 kernels.  codes: NULL, or
+ * never writes its N*O*H*W floats.  The batch is summed in up to 8 fixed
+ * chunks (where their sums fit the stack; else whole), each chunk's sums
+ * in the order of its images and windows, then the chunks' in order: the
+ * same bits for any number of threads, with or without the AVX2 kernels.
+ * codes: NULL, or
  * each window's argmax code (ct_cpu_maxpool2x2_planes_codes of y) stored
  * in y's place, and y is not read: the same argmaxes and gradients, the
  * same bits. */
