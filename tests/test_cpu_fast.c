@@ -65,9 +65,9 @@ static const fast_conv_case FAST_CONV_CASES[] = {
     {4, 2, 7, 13, 5, 3, 5, 0, 0},     /* no padding (images read in place), 9 = 8 + 1 lanes */
     {10, 3, 9, 11, 32, 3, 3, 1, 1},   /* padded, 32 channels: two vectors of them, 8 + 2 images */
     {3, 2, 17, 18, 7, 2, 3, 0, 0},    /* 16x16 outputs: two rows pooled from 2 vectors */
-    {2, 3, 15, 10, 9, 3, 3, 1, 0},    /* 15x8 outputs, padded rows: 4 + 3 pairs of rows a block,
-                                       * the odd row is not pooled */
-    {1, 2, 14, 10, 5, 3, 3, 0, 0},    /* 12x8 outputs: 4 + 2 pairs of rows a block */
+    {2, 3, 15, 18, 9, 3, 3, 1, 0},    /* 15x16 outputs, padded rows: 2 + 2 + 2 + 1 pairs of rows
+                                       * a block, the odd row not pooled */
+    {1, 2, 14, 10, 5, 3, 3, 0, 0},    /* 12x8 outputs: rows of 8, pooled from the stored plane */
 };
 enum { N_FAST_CONV_CASES = sizeof(FAST_CONV_CASES) / sizeof(FAST_CONV_CASES[0]) };
 

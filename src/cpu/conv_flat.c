@@ -357,31 +357,30 @@ typedef void (*pooled_block_fn)(const flat_geom *g, const flat_tap *taps, int n_
     {                                                                                         \
         pooled_block(g, taps, n_taps, shifted, w, bias, o0, q0, y, pooled, codes, OB, P, RP); \
     }
-/* the (P, RP) pairs of at most MAX_R vectors, at 1..8 channels (6 at 4 vectors) */
-#define POOLED_SHAPES(OB, AT4) POOLED_BLOCK(OB, 1, 1) POOLED_BLOCK(OB, 2, 1) \
-    POOLED_BLOCK(OB, 3, 1) POOLED_BLOCK(OB, 1, 2) POOLED_BLOCK(OB, 1, 3) AT4(OB)
-#define POOLED_AT4(OB) POOLED_BLOCK(OB, 4, 1) POOLED_BLOCK(OB, 2, 2) POOLED_BLOCK(OB, 1, 4)
-#define NONE(OB)
-POOLED_SHAPES(1, POOLED_AT4)
-POOLED_SHAPES(2, POOLED_AT4)
-POOLED_SHAPES(3, POOLED_AT4)
-POOLED_SHAPES(4, POOLED_AT4)
-POOLED_SHAPES(5, POOLED_AT4)
-POOLED_SHAPES(6, POOLED_AT4)
-POOLED_SHAPES(7, NONE)
-POOLED_SHAPES(8, NONE)
+/* pools_in_registers' shapes: rows of 16 (RP 2) one or two pairs a block,
+ * of 24 or 32 one; at 1..8 channels, 6 at 4 vectors */
+#define POOLED_SHAPES(OB) POOLED_BLOCK(OB, 1, 2) POOLED_BLOCK(OB, 1, 3) POOLED_BLOCK(OB, 1, 4) \
+    POOLED_BLOCK(OB, 2, 2)
+#define POOLED_SHAPES_3(OB) POOLED_BLOCK(OB, 1, 2) POOLED_BLOCK(OB, 1, 3)
+POOLED_SHAPES(1)
+POOLED_SHAPES(2)
+POOLED_SHAPES(3)
+POOLED_SHAPES(4)
+POOLED_SHAPES(5)
+POOLED_SHAPES(6)
+POOLED_SHAPES_3(7)
+POOLED_SHAPES_3(8)
 
-/* [RP - 1][OB - 1][P - 1] */
-#define POOLED_RP1(OB, P4) {pooled_##OB##_1_1, pooled_##OB##_2_1, pooled_##OB##_3_1, P4}
-#define POOLED_ONE(OB, RP) {pooled_##OB##_1_##RP, NULL, NULL, NULL}
-static const pooled_block_fn pooled_blocks[MAX_R][MAX_OB][MAX_R] = {
-    {POOLED_RP1(1, pooled_1_4_1), POOLED_RP1(2, pooled_2_4_1), POOLED_RP1(3, pooled_3_4_1),
-     POOLED_RP1(4, pooled_4_4_1), POOLED_RP1(5, pooled_5_4_1), POOLED_RP1(6, pooled_6_4_1),
-     POOLED_RP1(7, NULL), POOLED_RP1(8, NULL)},
-    {{pooled_1_1_2, pooled_1_2_2, NULL, NULL}, {pooled_2_1_2, pooled_2_2_2, NULL, NULL},
-     {pooled_3_1_2, pooled_3_2_2, NULL, NULL}, {pooled_4_1_2, pooled_4_2_2, NULL, NULL},
-     {pooled_5_1_2, pooled_5_2_2, NULL, NULL}, {pooled_6_1_2, pooled_6_2_2, NULL, NULL},
-     POOLED_ONE(7, 2), POOLED_ONE(8, 2)},
+enum { MIN_RP = 2, MAX_P = MAX_R / MIN_RP };
+
+/* [RP - MIN_RP][OB - 1][P - 1] */
+#define POOLED_ROWS_OF_16(OB, P2) {pooled_##OB##_1_2, P2}
+#define POOLED_ONE(OB, RP) {pooled_##OB##_1_##RP, NULL}
+static const pooled_block_fn pooled_blocks[MAX_R - MIN_RP + 1][MAX_OB][MAX_P] = {
+    {POOLED_ROWS_OF_16(1, pooled_1_2_2), POOLED_ROWS_OF_16(2, pooled_2_2_2),
+     POOLED_ROWS_OF_16(3, pooled_3_2_2), POOLED_ROWS_OF_16(4, pooled_4_2_2),
+     POOLED_ROWS_OF_16(5, pooled_5_2_2), POOLED_ROWS_OF_16(6, pooled_6_2_2),
+     POOLED_ROWS_OF_16(7, NULL), POOLED_ROWS_OF_16(8, NULL)},
     {POOLED_ONE(1, 3), POOLED_ONE(2, 3), POOLED_ONE(3, 3), POOLED_ONE(4, 3), POOLED_ONE(5, 3),
      POOLED_ONE(6, 3), POOLED_ONE(7, 3), POOLED_ONE(8, 3)},
     {POOLED_ONE(1, 4), POOLED_ONE(2, 4), POOLED_ONE(3, 4), POOLED_ONE(4, 4), POOLED_ONE(5, 4),
@@ -461,7 +460,7 @@ static void forward_image(const flat_geom *g, const float *shifted, const float 
  * ct_cpu_maxpool2x2_planes takes the stored plane in one pass. */
 static bool pools_in_registers(const flat_geom *g, bool keep_y)
 {
-    return g->out_w % (VEC / 2) == 0 && g->out_w / (VEC / 2) >= 2 &&
+    return g->out_w % (VEC / 2) == 0 && g->out_w / (VEC / 2) >= MIN_RP &&
            g->out_w / (VEC / 2) <= MAX_R && g->out_h >= 2 && (!keep_y || g->out_h % 2 == 0);
 }
 
@@ -484,8 +483,8 @@ static void pooled_image(const flat_geom *g, const float *shifted, const float *
         for (int q0 = 0; q0 < pairs; q0 += p_full) {
             int p = pairs - q0 < p_full ? pairs - q0 : p_full;
             int n_taps = taps_of_block(g, q0 * rp, p * rp, &taps);
-            pooled_blocks[rp - 1][o1 - o0 - 1][p - 1](g, taps.taps, n_taps, shifted, w, bias,
-                                                       o0, q0, y, pooled, codes);
+            pooled_blocks[rp - MIN_RP][o1 - o0 - 1][p - 1](g, taps.taps, n_taps, shifted, w,
+                                                            bias, o0, q0, y, pooled, codes);
         }
     }
 }
@@ -524,7 +523,7 @@ static void forward_part(void *arg)
                          j->codes ? (uint8_t *)j->y + n * out_image : NULL);
             continue;
         }
-        float *computed = j->y && !j->codes ? j->y + n * y_image : scratch;
+        float *computed = keep_y ? j->y + n * y_image : scratch;
         forward_image(&g, shifted, j->w, j->bias, j->relu, computed);
         if (j->codes)
             ct_cpu_maxpool2x2_planes_codes(g.out_c, g.out_h, g.out_w, computed,

@@ -337,18 +337,14 @@ static void pooled_part(void *arg)
         channel_sums(j, o, n_first, n_last, sums, sums + depth);
     }
     ct_cpu_barrier();
+    int per_channel = depth + (j->db != NULL); /* its weights, then its bias */
     ct_cpu_split(out_c, &first, &last);
     for (int o = (int)first; o < last; o++)
-        for (int k = 0; k <= depth; k++) {
-            if (k == depth && !j->db)
-                break;
+        for (int k = 0; k < per_channel; k++) {
             float total = 0.0f;
             for (int chunk = 0; chunk < j->chunks; chunk++)
                 total += j->partials[((long)chunk * out_c + o) * (depth + 1) + k];
-            if (k < depth)
-                j->dw[(long)o * depth + k] = total;
-            else
-                j->db[o] = total;
+            *(k < depth ? j->dw + (long)o * depth + k : j->db + o) = total;
         }
 }
 
