@@ -528,7 +528,7 @@ test-gpu-emu:
 # libomp.  A report fails the test (exit 66).  The other OpenMP tests run
 # clean too, but take a minute more (docs/reliability.md).
 TSAN_TESTS := test_loader test_alloc_failures test_cpu_kernels test_cpu_conv test_cpu_panel \
-              test_noalloc test_precision test_threads
+              test_noalloc test_precision test_threads test_prof
 ARCHER_LIB := $(firstword $(wildcard /usr/lib/llvm-*/lib/libarcher.so))
 TSAN_RUN := OMP_NUM_THREADS=4 OMP_TOOL_LIBRARIES=$(ARCHER_LIB) \
             TSAN_OPTIONS="ignore_noninstrumented_modules=1 exitcode=66 second_deadlock_stack=1" \

@@ -362,6 +362,69 @@ static void test_trace_is_chrome_json(void)
     fixture_free(&f);
 }
 
+/* On a team of two threads each linear layer's backward data and weight
+ * gradient run side by side (cpu/table.c: the data record a group of 2, the
+ * weight's 0 after it), on three threads each alone; the trained weights
+ * are one thread's bit for bit either way. */
+static int linear_pairs(const ct_plan *plan)
+{
+    ct_profile p;
+    CHECK_OK(ct_plan_run((ct_plan *)plan, CT_TRAIN));
+    CHECK_OK(ct_plan_profile(plan, &p));
+    int pairs = 0;
+    for (int i = 0; i + 1 < p.n_records; i++) {
+        const ct_prof_record *r = &p.records[i], *next = &p.records[i + 1];
+        if (strcmp(r->op, "linear_bwd_data") != 0)
+            continue;
+        CHECK(r->group == 1 || (r->group == 2 && strcmp(next->op, "linear_bwd_weight") == 0 &&
+                                next->group == 0),
+              "record %d: a linear backward's group %d, then %s's %d", i, r->group, next->op,
+              next->group);
+        pairs += r->group == 2;
+    }
+    return pairs;
+}
+
+static void test_linear_backward_pairs_on_two_threads(void)
+{
+    fixture one, two, three;
+    memset(&two, 0, sizeof two), memset(&three, 0, sizeof three);
+    bool made = fixture_new(&one, "cpu:1") && fixture_new(&two, "cpu:2") &&
+                fixture_new(&three, "cpu:3");
+    if (made && strstr(ct_backend_name(two.backend), "2 threads")) { /* else: no OpenMP */
+        CHECK_OK(ct_plan_set_profiling(two.plan, true));
+        CHECK_OK(ct_plan_set_profiling(three.plan, true));
+        int paired = linear_pairs(two.plan), alone = linear_pairs(three.plan);
+        CHECK(paired == 3, "two threads: %d of SimpleCNN's 3 linear layers paired", paired);
+        CHECK(alone == 0, "three threads: %d linear layers paired", alone);
+        for (int step = 0; step < 3; step++) {
+            CHECK_OK(ct_plan_run(one.plan, CT_TRAIN));
+            if (step > 0) {
+                CHECK_OK(ct_plan_run(two.plan, CT_TRAIN));
+                CHECK_OK(ct_plan_run(three.plan, CT_TRAIN));
+            }
+        }
+        for (int i = 0; i < ct_graph_n_state(one.graph); i++) {
+            const ct_tensor *t = ct_graph_state(one.graph, i);
+            size_t bytes = sizeof(float) * (size_t)ct_tensor_numel(t);
+            float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes);
+            if (a && b && c) {
+                CHECK_OK(ct_plan_read(one.plan, t, a, bytes));
+                CHECK_OK(ct_plan_read(two.plan, ct_graph_state(two.graph, i), b, bytes));
+                CHECK_OK(ct_plan_read(three.plan, ct_graph_state(three.graph, i), c, bytes));
+                CHECK(memcmp(a, b, bytes) == 0, "state %d after 3 steps: 2 threads differ from 1",
+                      i);
+                CHECK(memcmp(a, c, bytes) == 0, "state %d after 3 steps: 3 threads differ from 1",
+                      i);
+            }
+            free(a), free(b), free(c);
+        }
+    }
+    fixture_free(&one);
+    fixture_free(&two);
+    fixture_free(&three);
+}
+
 int main(void)
 {
     RUN(test_profile_needs_profiling_on);
@@ -370,5 +433,6 @@ int main(void)
     RUN(test_device_timer_hook);
     RUN(test_records_name_the_kernel);
     RUN(test_trace_is_chrome_json);
+    RUN(test_linear_backward_pairs_on_two_threads);
     return harness_finish();
 }

@@ -18,6 +18,7 @@
 #include "cpu/conv_winograd.h"
 #include "cpu/kernels.h"
 #include "cpu/simd.h"
+#include "cpu/threads.h"
 #include "graph/impl.h"
 #include "graph/node_args.h"
 #include "graph/prepared.h"
@@ -708,8 +709,69 @@ static bool relu_bwd_fuses_with(const ct_tensor *producer, unsigned fusion,
         return producer->dtype == CT_F32;
     return fusion != CT_FUSES_RELU_BWD || producer->dtype == CT_F32;
 }
-NATIVE_IMPL(linear_bwd_data, run_linear_bwd_data, CT_FUSES_RELU_BWD, NULL, relu_bwd_fuses_with);
 NATIVE(linear_bwd_weight, run_linear_bwd_weight, CT_FUSES_BIAS_GRAD);
+
+/*
+ * On a team of two threads, a linear layer's backward data and its weight
+ * gradient (the plan's next node, from the same dy: ct_impl.run_pair) run
+ * at once, one a thread, each kernel on its own thread (a region inside a
+ * region runs on its caller alone, threads.c).  Each split over both
+ * threads, SimpleCNN's linear layers ran about as fast as on one (the
+ * split by w's rows reads x and dy written by the other core's share of
+ * the batch); side by side the step is 8 us shorter (docs/perf.md,
+ * 2026-12-07, seventh session).  The convolutions keep their split: their
+ * pair was 30 us slower (each thread then reads every image, half of them
+ * from the other core).  More threads than two would sit idle in a pair,
+ * so only a team of two pairs.  The bits are those of any thread count.
+ */
+static ct_status run_linear_backward(ct_backend *backend, const ct_exec *e, const ct_tensor *n)
+{
+    (void)backend;
+    return n->op == CT_OP_LINEAR_BWD_DATA ? run_linear_bwd_data(e, n) : run_linear_bwd_weight(e, n);
+}
+
+typedef struct linear_pair {
+    const ct_exec *exec;
+    const ct_tensor *node[2];
+    ct_status status[2];
+} linear_pair;
+
+static void linear_pair_part(void *arg)
+{
+    linear_pair *pair = arg;
+    for (int k = ct_cpu_thread_num(); k < 2; k += ct_cpu_team_size())
+        pair->status[k] = run_linear_backward(NULL, pair->exec, pair->node[k]);
+}
+
+static const ct_impl linear_bwd_data;
+
+/* f32 (a 16-bit node runs on widened copies, cpu/widen.c, one node at a
+ * time), the partner's dy the node's, and at run time on a team of two */
+static bool linear_pairs_with(const ct_tensor *node, const ct_tensor *partner,
+                              const ct_impl *partner_impl)
+{
+    if (partner->op != CT_OP_LINEAR_BWD_WEIGHT || partner->src[1] != node->src[0] ||
+        ct_node_touches_half(node) || ct_node_touches_half(partner))
+        return false;
+    return !partner_impl || (partner_impl == &linear_bwd_weight && ct_cpu_max_threads() == 2);
+}
+
+/* Neither kernel has a workspace: the pair's exec serves both. */
+static ct_status linear_pair_run(ct_backend *backend, const ct_exec *exec, const ct_tensor *data,
+                                 const ct_tensor *weight)
+{
+    (void)backend;
+    linear_pair pair = {exec, {data, weight}, {CT_OK, CT_OK}};
+    ct_cpu_parallel(2, linear_pair_part, &pair);
+    return pair.status[0] != CT_OK ? pair.status[0] : pair.status[1];
+}
+
+static const ct_impl linear_bwd_data = {.name = "native",
+                                        .fuses = CT_FUSES_RELU_BWD,
+                                        .fuses_with = relu_bwd_fuses_with,
+                                        .run = run_linear_backward,
+                                        .pairs_with = linear_pairs_with,
+                                        .run_pair = linear_pair_run};
 NATIVE(maxpool2d, run_maxpool2d, 0);
 NATIVE(maxpool2d_bwd, run_maxpool2d_bwd, CT_FUSES_RELU_BWD);
 NATIVE(avgpool2d, run_avgpool2d, 0);
