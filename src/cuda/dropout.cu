@@ -23,7 +23,7 @@ __global__ void dropout_kernel(int64_t count, const T *x, T *y, float p, float s
 {
     const int width = CT_VEC_OF(T); /* elements per thread: one 128-bit access */
     const int philox_blocks = width / DROPOUT_LANES;
-    uint32_t step = (uint32_t)values->step;
+    uint32_t step = (uint32_t)ct_step_values_load(values).step;
     int64_t groups = (count + width - 1) / width;
     bool aligned = ((uintptr_t)x | (uintptr_t)y) % 16 == 0;
     CT_CUDA_GRID_STRIDE(group, groups)

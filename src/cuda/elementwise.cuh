@@ -271,6 +271,26 @@ __device__ void ct_map(int64_t count, T *const (&arrays)[N], unsigned reads, uns
     ct_map_blocks(count, arrays, reads, writes, blockIdx.x, gridDim.x, body);
 }
 
+/* This step's values (core/step_values.h) in every lane: the 32-byte struct
+ * read as one request, each lane a word of it (lanes 8 apart the same),
+ * then passed round the warp.  Read field by field, each lane read the same
+ * 4 or 8 bytes: a sector moved for them, four requests a warp, which took
+ * the optimizer's loads to 89.3 % efficiency on SimpleCNN (docs/perf.md,
+ * 2026-12-07 seventh session).  Every lane of the warp calls it. */
+__device__ inline ct_step_values ct_step_values_load(const ct_step_values *values)
+{
+    enum { WORDS = sizeof(ct_step_values) / sizeof(uint32_t) };
+    static_assert(sizeof(ct_step_values) == 32, "a step's values are one sector");
+    const uint32_t *words = reinterpret_cast<const uint32_t *>(values);
+    uint32_t mine = words[threadIdx.x % WORDS], all[WORDS];
+#pragma unroll
+    for (int k = 0; k < WORDS; k++)
+        all[k] = __shfl_sync(0xffffffffu, mine, k);
+    ct_step_values v;
+    memcpy(&v, all, sizeof v);
+    return v;
+}
+
 /* ct_map's launch: a grid for one thread per group of four floats. */
 #define CT_CUDA_LAUNCH_MAP(kernel, count, stream, ...)                                   \
     CT_CUDA_LAUNCH(kernel, ct_cuda_grid_for((const void *)kernel, ct_vec_items(count)),  \

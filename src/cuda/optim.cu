@@ -16,27 +16,29 @@
  * fp16's loss scaling (graph/precision.c): the gradients are the scaled
  * loss's, so each update multiplies them by 1 / loss_scale (exact: a power
  * of two; 1 without scaling), and does nothing at all when a check_finite
- * node found an inf or NaN among them this step (values->found_inf).
+ * node found an inf or NaN among them this step (found_inf; every kernel
+ * reads the values with ct_step_values_load).
  */
 #include "core/math_shared.h"
 #include "cuda/elementwise.cuh"
 
 /* Whether this step updates (no check_finite found an inf or NaN among the
  * gradients), and the factor that unscales them (1 / the loss scale). */
-__device__ inline bool update_scale(const ct_step_values *values, float *unscale)
+__device__ inline bool update_scale(const ct_step_values &values, float *unscale)
 {
-    *unscale = 1.0f / values->loss_scale;
-    return !values->found_inf;
+    *unscale = 1.0f / values.loss_scale;
+    return !values.found_inf;
 }
 
 /* ct_sgd_element (core/math_shared.h) on {param, grad}, 128-bit accesses. */
 __global__ void sgd_plain_kernel(int64_t count, float *param, const float *grad,
                                  const ct_step_values *values, float weight_decay)
 {
+    ct_step_values step = ct_step_values_load(values);
     float unscale;
-    if (!update_scale(values, &unscale))
+    if (!update_scale(step, &unscale))
         return;
-    float lr = values->lr;
+    float lr = step.lr;
     float *const arrays[2] = {param, (float *)grad};
     ct_map(count, arrays, 0x3u, 0x1u,
            [=](float *e) { e[0] = ct_sgd_element(e[0], e[1] * unscale, lr, weight_decay); });
@@ -47,11 +49,12 @@ __global__ void sgd_momentum_kernel(int64_t count, float *param, const float *gr
                                     const ct_step_values *values, float momentum, float take,
                                     float weight_decay, bool nesterov)
 {
+    ct_step_values step = ct_step_values_load(values);
     float unscale;
-    if (!update_scale(values, &unscale))
+    if (!update_scale(step, &unscale))
         return;
-    float lr = values->lr;
-    bool first_step = values->updates == 0;
+    float lr = step.lr;
+    bool first_step = step.updates == 0;
     float *const arrays[3] = {param, (float *)grad, buf};
     unsigned reads = first_step ? 0x3u : 0x7u; /* the first step only writes buf */
     ct_map(count, arrays, reads, 0x5u, [=](float *e) {
@@ -67,11 +70,12 @@ __global__ void adam_kernel(int64_t count, float *param, const float *grad, floa
                             float *exp_avg_sq, const ct_step_values *values, float beta1,
                             float beta2, float eps, float weight_decay, bool decoupled)
 {
+    ct_step_values step = ct_step_values_load(values);
     float unscale;
-    if (!update_scale(values, &unscale))
+    if (!update_scale(step, &unscale))
         return;
-    ct_adam_step s = ct_adam_step_of(values->lr, beta1, beta2, eps, weight_decay, decoupled,
-                                     values->updates + 1);
+    ct_adam_step s = ct_adam_step_of(step.lr, beta1, beta2, eps, weight_decay, decoupled,
+                                     step.updates + 1);
     float *const arrays[4] = {param, (float *)grad, exp_avg, exp_avg_sq};
     ct_map(count, arrays, 0xfu, 0xdu, [&s, unscale](float *e) {
         e[0] = ct_adam_element(e[0], e[1] * unscale, &e[2], &e[3], &s);
@@ -101,12 +105,13 @@ __global__ void sgd_plain_group_kernel(const __grid_constant__ ct_cuda_group g,
                                        const __grid_constant__ group_blocks b,
                                        const ct_step_values *values, float weight_decay)
 {
+    ct_step_values step = ct_step_values_load(values);
     float unscale;
-    if (!update_scale(values, &unscale))
+    if (!update_scale(step, &unscale))
         return;
     unsigned block, blocks;
     int t = group_tensor(g, b, &block, &blocks);
-    float lr = values->lr;
+    float lr = step.lr;
     float *const arrays[2] = {g.arrays[t][0], g.arrays[t][1]};
     ct_map_blocks(g.count[t], arrays, 0x3u, 0x1u, block, blocks,
                   [=](float *e) { e[0] = ct_sgd_element(e[0], e[1] * unscale, lr, weight_decay); });
@@ -117,13 +122,14 @@ __global__ void sgd_momentum_group_kernel(const __grid_constant__ ct_cuda_group 
                                           const ct_step_values *values, float momentum,
                                           float take, float weight_decay, bool nesterov)
 {
+    ct_step_values step = ct_step_values_load(values);
     float unscale;
-    if (!update_scale(values, &unscale))
+    if (!update_scale(step, &unscale))
         return;
     unsigned block, blocks;
     int t = group_tensor(g, b, &block, &blocks);
-    float lr = values->lr;
-    bool first_step = values->updates == 0;
+    float lr = step.lr;
+    bool first_step = step.updates == 0;
     float *const arrays[3] = {g.arrays[t][0], g.arrays[t][1], g.arrays[t][2]};
     ct_map_blocks(g.count[t], arrays, first_step ? 0x3u : 0x7u, 0x5u, block, blocks,
                   [=](float *e) {
@@ -138,13 +144,14 @@ __global__ void adam_group_kernel(const __grid_constant__ ct_cuda_group g,
                                   const ct_step_values *values, float beta1, float beta2,
                                   float eps, float weight_decay, bool decoupled)
 {
+    ct_step_values step = ct_step_values_load(values);
     float unscale;
-    if (!update_scale(values, &unscale))
+    if (!update_scale(step, &unscale))
         return;
     unsigned block, blocks;
     int t = group_tensor(g, b, &block, &blocks);
-    ct_adam_step s = ct_adam_step_of(values->lr, beta1, beta2, eps, weight_decay, decoupled,
-                                     values->updates + 1);
+    ct_adam_step s = ct_adam_step_of(step.lr, beta1, beta2, eps, weight_decay, decoupled,
+                                     step.updates + 1);
     float *const arrays[4] = {g.arrays[t][0], g.arrays[t][1], g.arrays[t][2], g.arrays[t][3]};
     ct_map_blocks(g.count[t], arrays, 0xfu, 0xdu, block, blocks, [&s, unscale](float *e) {
         e[0] = ct_adam_element(e[0], e[1] * unscale, &e[2], &e[3], &s);
