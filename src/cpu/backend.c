@@ -21,6 +21,8 @@
 #include "ops/ops.h"
 
 #define CT_CPU_ALIGNMENT 64
+/* the largest arena a plan on several threads lays out without reuse (above) */
+#define CT_CPU_APART_ARENA ((size_t)4 << 20)
 
 static ct_status cpu_alloc(ct_backend *backend, size_t bytes, void **out)
 {
@@ -100,6 +102,13 @@ ct_status ct_cpu_backend_new(int n_threads, ct_backend **out)
 #ifndef _OPENMP
     backend->n_threads = 1; /* a build without OpenMP runs one thread, and says so */
 #endif
+    /* Reused bytes are last written by whichever core wrote the tensor
+     * before: on two threads SimpleCNN's B64 step (an arena of 1.78 MiB,
+     * 2.16 without reuse) was 10-14 us faster with each tensor its own, so
+     * that each core's share of a tensor stays in its cache from step to
+     * step; on one thread 4 us slower (docs/perf.md, 2026-12-07 seventh
+     * session).  So small plans on more threads than one do without reuse. */
+    backend->apart_arena_max = backend->n_threads > 1 ? CT_CPU_APART_ARENA : 0;
     snprintf(backend->name, sizeof backend->name, "cpu (%d thread%s, %s gemm)",
              backend->n_threads, backend->n_threads == 1 ? "" : "s", ct_cpu_gemm_name());
     *out = backend;

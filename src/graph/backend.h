@@ -282,6 +282,10 @@ struct ct_backend {
     const ct_backend_i *iface;
     char name[CT_BACKEND_NAME_CAPACITY];
     int n_threads;
+    /* Training plans whose tensors take at most this many bytes in all
+     * give each its own (graph/plan.c); 0: every plan reuses the arena's
+     * bytes, as inference plans always do. */
+    size_t apart_arena_max;
     bool emulated; /* see ct_backend_emulated */
     /* Runs f32 kernels on 16-bit tensors: converts a node's f16 and bf16
      * inputs to f32 before it and rounds its 16-bit outputs after it (the

@@ -82,3 +82,21 @@ size_t ct_memplan_layout(const ct_lifetime *items, int n, size_t *offsets)
     free(busy);
     return peak;
 }
+
+size_t ct_memplan_apart(const ct_lifetime *items, int n, size_t *offsets)
+{
+    int *order = malloc(sizeof *order * (size_t)(n > 0 ? n : 1));
+    if (!order)
+        return (size_t)-1;
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    sort_items = items;
+    qsort(order, (size_t)n, sizeof *order, by_size_descending);
+    size_t end = 0;
+    for (int k = 0; k < n; k++) {
+        offsets[order[k]] = end;
+        end = align_up(end + items[order[k]].bytes);
+    }
+    free(order);
+    return end;
+}

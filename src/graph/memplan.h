@@ -20,5 +20,7 @@ typedef struct ct_lifetime {
  * the lowest offset free during its whole lifetime.  Deterministic.
  * Returns (size_t)-1 when host memory for the bookkeeping runs out. */
 size_t ct_memplan_layout(const ct_lifetime *items, int n, size_t *offsets);
+/* Every item its own bytes (no reuse), in the order above; the sum. */
+size_t ct_memplan_apart(const ct_lifetime *items, int n, size_t *offsets);
 
 #endif

@@ -171,7 +171,14 @@ static ct_status layout_arena(ct_plan *plan)
             if (also[a] && item_of[also[a]->id] >= 0 && items[item_of[also[a]->id]].first > pos)
                 items[item_of[also[a]->id]].first = pos;
     }
-    size_t peak = ct_memplan_layout(items, n_items, item_offsets);
+    /* the backend's small training plans without reuse
+     * (ct_backend.apart_arena_max): an inference plan keeps the least memory */
+    bool trains = plan->n_runs[CT_TRAIN] > plan->n_runs[CT_EVAL];
+    size_t peak = trains && plan->backend->apart_arena_max
+                      ? ct_memplan_apart(items, n_items, item_offsets)
+                      : (size_t)-1;
+    if (peak == (size_t)-1 || peak > plan->backend->apart_arena_max)
+        peak = ct_memplan_layout(items, n_items, item_offsets);
     /* In schedule order, so a fused relu is placed before views of it. */
     for (int pos = 0; pos < n; pos++) {
         const ct_tensor *t = schedule[pos];
