@@ -48,19 +48,29 @@ static size_t first_fit(placed *busy, int n_busy, size_t bytes)
     return candidate;
 }
 
-size_t ct_memplan_layout(const ct_lifetime *items, int n, size_t *offsets)
+/* The items' indices, largest first (ties by index), or NULL when out of
+ * memory. */
+static int *by_size(const ct_lifetime *items, int n)
 {
     int *order = malloc(sizeof *order * (size_t)(n > 0 ? n : 1));
+    if (!order)
+        return NULL;
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    sort_items = items;
+    qsort(order, (size_t)n, sizeof *order, by_size_descending);
+    return order;
+}
+
+size_t ct_memplan_layout(const ct_lifetime *items, int n, size_t *offsets)
+{
+    int *order = by_size(items, n);
     placed *busy = malloc(sizeof *busy * (size_t)(n > 0 ? n : 1));
     if (!order || !busy) {
         free(order);
         free(busy);
         return (size_t)-1;
     }
-    for (int i = 0; i < n; i++)
-        order[i] = i;
-    sort_items = items;
-    qsort(order, (size_t)n, sizeof *order, by_size_descending);
     size_t peak = 0;
     for (int k = 0; k < n; k++) {
         int item = order[k];
@@ -85,13 +95,9 @@ size_t ct_memplan_layout(const ct_lifetime *items, int n, size_t *offsets)
 
 size_t ct_memplan_apart(const ct_lifetime *items, int n, size_t *offsets)
 {
-    int *order = malloc(sizeof *order * (size_t)(n > 0 ? n : 1));
+    int *order = by_size(items, n);
     if (!order)
         return (size_t)-1;
-    for (int i = 0; i < n; i++)
-        order[i] = i;
-    sort_items = items;
-    qsort(order, (size_t)n, sizeof *order, by_size_descending);
     size_t end = 0;
     for (int k = 0; k < n; k++) {
         offsets[order[k]] = end;
