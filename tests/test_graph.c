@@ -188,10 +188,9 @@ static void test_arena_reuses_memory(void)
         size_t apart = simplecnn_arena("cpu:2", 64);
         CHECK(apart > arena + 300000 && apart <= (4u << 20),
               "two threads: arena %zu bytes, %zu on one", apart, arena);
-        size_t large = simplecnn_arena("cpu:1", 256);
-        CHECK(large > (4u << 20) && simplecnn_arena("cpu:2", 256) == large,
-              "batch 256: arena %zu bytes on one thread, %zu on two", large,
-              simplecnn_arena("cpu:2", 256));
+        size_t large = simplecnn_arena("cpu:1", 256), large_two = simplecnn_arena("cpu:2", 256);
+        CHECK(large > (4u << 20) && large_two == large,
+              "batch 256: arena %zu bytes on one thread, %zu on two", large, large_two);
     }
     ct_backend_free(two);
     CHECK(ct_plan_state_bytes(plan) >= 44426 * 4 * 2, "state %zu bytes",

@@ -173,11 +173,10 @@ static ct_status layout_arena(ct_plan *plan)
     }
     /* the backend's small training plans without reuse
      * (ct_backend.apart_arena_max): an inference plan keeps the least memory */
-    bool trains = plan->n_runs[CT_TRAIN] > plan->n_runs[CT_EVAL];
-    size_t peak = trains && plan->backend->apart_arena_max
-                      ? ct_memplan_apart(items, n_items, item_offsets)
-                      : (size_t)-1;
-    if (peak == (size_t)-1 || peak > plan->backend->apart_arena_max)
+    size_t peak = (size_t)-1, apart_max = plan->backend->apart_arena_max;
+    if (apart_max && plan->n_runs[CT_TRAIN] > plan->n_runs[CT_EVAL])
+        peak = ct_memplan_apart(items, n_items, item_offsets);
+    if (peak > apart_max) /* too large, out of memory, or not asked for */
         peak = ct_memplan_layout(items, n_items, item_offsets);
     /* In schedule order, so a fused relu is placed before views of it. */
     for (int pos = 0; pos < n; pos++) {
